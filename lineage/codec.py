@@ -1,0 +1,420 @@
+"""The one codec for everything the project stores in ZooKeeper.
+
+Four formats, each with a name and a format version:
+
+* ``head``: a table's small root record, the only node a commit swaps;
+* ``bucket``: an immutable blob holding one hash bucket of segments,
+  entries or pending deletions;
+* ``names``: an immutable blob holding a chunk of a long segment-name list;
+* ``history``: an immutable blob holding sealed history records.
+
+Decoding fails closed: bad JSON, an unknown format or version, an unknown
+state, a missing field, a wrong type or a duplicate id raise
+:class:`CorruptRecordError`. Nothing else in the project serializes records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from lineage.errors import CorruptRecordError, LineageError
+from lineage.model import (
+    Audit,
+    DeletionReason,
+    EntryState,
+    HistoryRecord,
+    LineageEntry,
+    Operation,
+    PendingDeletion,
+    Segment,
+    TableConfig,
+    TableType,
+)
+
+FORMAT_VERSION = 1
+HEAD = "segment-lineage.head"
+BUCKET = "segment-lineage.bucket"
+NAMES = "segment-lineage.names"
+HISTORY = "segment-lineage.history"
+
+SEGMENTS = "segments"
+ENTRIES = "entries"
+PENDING = "pending"
+KINDS = (SEGMENTS, ENTRIES, PENDING)
+
+T = TypeVar("T")
+
+
+def dumps(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=True, sort_keys=False).encode()
+
+
+class _Bad(Exception):
+    """Internal: a field failed to decode. Turned into CorruptRecordError."""
+
+
+@contextmanager
+def _decoding(where: str) -> Iterator[None]:
+    try:
+        yield
+    except _Bad as exc:
+        raise CorruptRecordError(where, str(exc)) from None
+    except LineageError as exc:  # a validator inside a record constructor
+        raise CorruptRecordError(where, exc.message) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptRecordError(where, f"{type(exc).__name__}: {exc}") from None
+
+
+def _get(d: Mapping[str, Any], key: str, kind: type[T] | tuple[type, ...]) -> T:
+    if key not in d:
+        raise _Bad(f"missing field {key!r}")
+    value = d[key]
+    if isinstance(value, bool) and kind is int:
+        raise _Bad(f"field {key!r} must be {getattr(kind, '__name__', kind)}")
+    if not isinstance(value, kind):
+        raise _Bad(f"field {key!r} must be {getattr(kind, '__name__', kind)}, found {type(value).__name__}")
+    return value  # type: ignore[return-value]
+
+
+def _opt(d: Mapping[str, Any], key: str, kind: type[T]) -> T | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    return _get(d, key, kind)
+
+
+def _str_list(d: Mapping[str, Any], key: str) -> list[str]:
+    values = _get(d, key, list)
+    if not all(isinstance(v, str) for v in values):
+        raise _Bad(f"field {key!r} must be a list of strings")
+    return values
+
+
+def _enum(enum: Callable[[str], T], value: object, what: str) -> T:
+    try:
+        return enum(value)  # type: ignore[arg-type]
+    except ValueError:
+        raise _Bad(f"unknown {what} {value!r}") from None
+
+
+def parse(raw: bytes, fmt: str, where: str) -> dict[str, Any]:
+    """Parse raw bytes and check the format name and version."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptRecordError(where, f"not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise CorruptRecordError(where, "not a JSON object")
+    if doc.get("format") != fmt:
+        raise CorruptRecordError(where, f"expected format {fmt!r}, found {doc.get('format')!r}")
+    version = doc.get("v")
+    if version != FORMAT_VERSION:
+        raise CorruptRecordError(
+            where, f"unknown format version {version!r} (this build reads version {FORMAT_VERSION})"
+        )
+    return doc
+
+
+def _envelope(fmt: str, **body: object) -> dict[str, object]:
+    return {"format": fmt, "v": FORMAT_VERSION, **body}
+
+
+# ---- table config -----------------------------------------------------------
+
+
+def config_to_dict(config: TableConfig) -> dict[str, object]:
+    return {
+        "name": config.name,
+        "root": config.root,
+        "type": config.table_type.value,
+        "time_column": config.time_column,
+        "replaced_segments_retention_ms": config.replaced_segments_retention_ms,
+        "lineage_entry_cleanup_retention_ms": config.lineage_entry_cleanup_retention_ms,
+        "max_snapshots": config.max_snapshots,
+        "exclusive_delete": config.exclusive_delete,
+    }
+
+
+def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
+    return TableConfig(
+        name=_get(d, "name", str),
+        root=_get(d, "root", str),
+        table_type=_enum(TableType, d.get("type"), "table type"),
+        time_column=_opt(d, "time_column", str),
+        replaced_segments_retention_ms=_get(d, "replaced_segments_retention_ms", int),
+        lineage_entry_cleanup_retention_ms=_get(d, "lineage_entry_cleanup_retention_ms", int),
+        max_snapshots=_get(d, "max_snapshots", int),
+        exclusive_delete=_get(d, "exclusive_delete", bool),
+    )
+
+
+# ---- records in buckets -----------------------------------------------------
+
+
+def segment_to_dict(seg: Segment) -> dict[str, object]:
+    d: dict[str, object] = {
+        "name": seg.name,
+        "loc": seg.location,
+        "rows": seg.rows,
+        "bytes": seg.size_bytes,
+        "sum": seg.checksum,
+        "created": seg.created_ms,
+    }
+    if seg.min_time is not None:
+        d["tmin"] = seg.min_time
+        d["tmax"] = seg.max_time
+    if seg.entry_id is not None:
+        d["entry"] = seg.entry_id
+    return d
+
+
+def segment_from_dict(d: Mapping[str, Any]) -> Segment:
+    return Segment(
+        name=_get(d, "name", str),
+        location=_get(d, "loc", str),
+        rows=_get(d, "rows", int),
+        size_bytes=_get(d, "bytes", int),
+        checksum=_get(d, "sum", str),
+        min_time=_opt(d, "tmin", int),
+        max_time=_opt(d, "tmax", int),
+        entry_id=_opt(d, "entry", str),
+        created_ms=_get(d, "created", int),
+    )
+
+
+def pending_to_dict(p: PendingDeletion) -> dict[str, object]:
+    d: dict[str, object] = {
+        "loc": p.location,
+        "segment": p.segment,
+        "reason": p.reason.value,
+        "marked": p.marked_ms,
+    }
+    if p.entry_id is not None:
+        d["entry"] = p.entry_id
+    return d
+
+
+def pending_from_dict(d: Mapping[str, Any]) -> PendingDeletion:
+    return PendingDeletion(
+        location=_get(d, "loc", str),
+        segment=_get(d, "segment", str),
+        reason=_enum(DeletionReason, d.get("reason"), "deletion reason"),
+        marked_ms=_get(d, "marked", int),
+        entry_id=_opt(d, "entry", str),
+    )
+
+
+@dataclass(frozen=True)
+class NameList:
+    """A segment-name list as stored: inline, or in ``names`` blobs."""
+
+    names: tuple[str, ...] | None
+    chunks: tuple[str, ...]
+    count: int
+
+
+def entry_to_dict(entry: LineageEntry, src: NameList, dst: NameList) -> dict[str, object]:
+    d: dict[str, object] = {
+        "id": entry.entry_id,
+        "state": entry.state.value,
+        "ts": entry.timestamp_ms,
+        "created": entry.created_ms,
+        "actor": entry.audit.actor,
+        "job": entry.audit.job_id,
+        "reason": entry.audit.reason,
+    }
+    for key, names in (("from", src), ("to", dst)):
+        if names.names is not None:
+            d[key] = list(names.names)
+        else:
+            d[key + "_chunks"] = list(names.chunks)
+            d[key + "_count"] = names.count
+    return d
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """An entry record as read from a bucket, before its name chunks are loaded."""
+
+    entry_id: str
+    state: EntryState
+    timestamp_ms: int
+    created_ms: int
+    audit: Audit
+    src: NameList
+    dst: NameList
+
+    def resolve(self, src: tuple[str, ...], dst: tuple[str, ...]) -> LineageEntry:
+        return LineageEntry(
+            self.entry_id, src, dst, self.state, self.timestamp_ms, self.created_ms, self.audit
+        )
+
+
+def _names(d: Mapping[str, Any], key: str) -> NameList:
+    if key in d:
+        names = tuple(_str_list(d, key))
+        return NameList(names=names, chunks=(), count=len(names))
+    chunks = tuple(_str_list(d, key + "_chunks"))
+    return NameList(names=None, chunks=chunks, count=_get(d, key + "_count", int))
+
+
+def stored_entry_from_dict(d: Mapping[str, Any]) -> StoredEntry:
+    return StoredEntry(
+        entry_id=_get(d, "id", str),
+        state=_enum(EntryState, d.get("state"), "entry state"),
+        timestamp_ms=_get(d, "ts", int),
+        created_ms=_get(d, "created", int),
+        audit=Audit(_get(d, "actor", str), _opt(d, "job", str), _opt(d, "reason", str)),
+        src=_names(d, "from"),
+        dst=_names(d, "to"),
+    )
+
+
+def encode_bucket(kind: str, records: Sequence[Mapping[str, object]]) -> bytes:
+    return dumps(_envelope(BUCKET, kind=kind, records=list(records)))
+
+
+def decode_bucket(raw: bytes, kind: str, where: str) -> list[dict[str, Any]]:
+    doc = parse(raw, BUCKET, where)
+    with _decoding(where):
+        if doc.get("kind") != kind:
+            raise _Bad(f"expected a {kind} bucket, found {doc.get('kind')!r}")
+        records = _get(doc, "records", list)
+        if not all(isinstance(r, dict) for r in records):
+            raise _Bad("records must be objects")
+        return records
+
+
+def decode_records(kind: str, records: Sequence[Mapping[str, Any]], where: str) -> list[Any]:
+    """Decode bucket records into Segment, StoredEntry or PendingDeletion."""
+    decoder: Callable[[Mapping[str, Any]], Any] = {
+        SEGMENTS: segment_from_dict,
+        ENTRIES: stored_entry_from_dict,
+        PENDING: pending_from_dict,
+    }[kind]
+    with _decoding(where):
+        return [decoder(r) for r in records]
+
+
+def encode_names(names: Sequence[str]) -> bytes:
+    return dumps(_envelope(NAMES, names=list(names)))
+
+
+def decode_names(raw: bytes, where: str) -> list[str]:
+    doc = parse(raw, NAMES, where)
+    with _decoding(where):
+        return _str_list(doc, "names")
+
+
+# ---- history ----------------------------------------------------------------
+
+
+def history_to_dict(h: HistoryRecord) -> dict[str, object]:
+    return {
+        "version": h.version,
+        "commit": h.commit_id,
+        "at": h.at_ms,
+        "op": h.operation.value,
+        "entry": h.entry_id,
+        "actor": h.actor,
+        "job": h.job_id,
+        "reason": h.reason,
+        "segments": h.segments,
+        "rows": h.rows,
+        "bytes": h.size_bytes,
+    }
+
+
+def history_from_dict(d: Mapping[str, Any]) -> HistoryRecord:
+    return HistoryRecord(
+        version=_get(d, "version", int),
+        commit_id=_get(d, "commit", str),
+        at_ms=_get(d, "at", int),
+        operation=_enum(Operation, d.get("op"), "operation"),
+        entry_id=_opt(d, "entry", str),
+        actor=_get(d, "actor", str),
+        job_id=_opt(d, "job", str),
+        reason=_opt(d, "reason", str),
+        segments=_get(d, "segments", int),
+        rows=_get(d, "rows", int),
+        size_bytes=_get(d, "bytes", int),
+    )
+
+
+def encode_history(records: Sequence[HistoryRecord]) -> bytes:
+    return dumps(_envelope(HISTORY, records=[history_to_dict(r) for r in records]))
+
+
+def decode_history(raw: bytes, where: str) -> list[HistoryRecord]:
+    doc = parse(raw, HISTORY, where)
+    with _decoding(where):
+        return [history_from_dict(r) for r in _get(doc, "records", list)]
+
+
+# ---- head -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Head:
+    """A table's root record: the one node every commit compares and swaps."""
+
+    config: TableConfig
+    version: int
+    commit_id: str
+    buckets: Mapping[str, tuple[str, ...]]  # kind -> blob ids, a power of two each
+    history_sealed: tuple[str, ...]
+    history_tail: tuple[HistoryRecord, ...]
+    dropping: bool = False
+
+    def referenced_blobs(self) -> set[str]:
+        refs: set[str] = set(self.history_sealed)
+        for ids in self.buckets.values():
+            refs.update(ids)
+        return refs
+
+
+def encode_head(head: Head) -> bytes:
+    return dumps(
+        _envelope(
+            HEAD,
+            table=config_to_dict(head.config),
+            version=head.version,
+            commit=head.commit_id,
+            buckets={k: list(v) for k, v in head.buckets.items()},
+            history={
+                "sealed": list(head.history_sealed),
+                "tail": [history_to_dict(r) for r in head.history_tail],
+            },
+            dropping=head.dropping,
+        )
+    )
+
+
+def decode_head(raw: bytes, where: str) -> Head:
+    doc = parse(raw, HEAD, where)
+    with _decoding(where):
+        buckets_doc = _get(doc, "buckets", dict)
+        buckets: dict[str, tuple[str, ...]] = {}
+        for kind in KINDS:
+            ids = tuple(_str_list(buckets_doc, kind))
+            if not ids or len(ids) & (len(ids) - 1):
+                raise _Bad(f"{kind} bucket count {len(ids)} is not a power of two")
+            buckets[kind] = ids
+        history = _get(doc, "history", dict)
+        tail = tuple(history_from_dict(r) for r in _get(history, "tail", list))
+        head = Head(
+            config=config_from_dict(_get(doc, "table", dict)),
+            version=_get(doc, "version", int),
+            commit_id=_get(doc, "commit", str),
+            buckets=buckets,
+            history_sealed=tuple(_str_list(history, "sealed")),
+            history_tail=tail,
+            dropping=_get(doc, "dropping", bool),
+        )
+        if head.version < 0:
+            raise _Bad("negative version")
+        return head

@@ -1,0 +1,176 @@
+"""The exception tree of the lineage package.
+
+Everything raised on purpose derives from :class:`LineageError`, so callers
+(the CLI above all) catch one root. Subclasses also derive from the built-in
+category they belong to, and carry the ids they are about.
+
+Two outcomes are kept apart on purpose:
+
+* :class:`ConflictError`, :class:`RefusedError` and the validation errors mean
+  *definitely not applied*: nothing changed, the caller may fix and retry.
+* :class:`OutcomeUnknownError` means the write may or may not have landed.
+  Never clean up after it; re-read first.
+"""
+
+from __future__ import annotations
+
+
+class LineageError(Exception):
+    """Root of every error this package raises on purpose."""
+
+    #: Hint for the operator: what to do about it. Shown by the CLI.
+    remedy: str | None = None
+
+    def __init__(self, message: str, *, remedy: str | None = None) -> None:
+        super().__init__(message)
+        if remedy is not None:
+            self.remedy = remedy
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else type(self).__name__
+
+
+class InvalidInputError(LineageError, ValueError):
+    """Bad input (a name, a period, a location, an argument). Nothing changed."""
+
+
+class InvalidNameError(InvalidInputError):
+    """A table, segment or entry name failed the allow-list."""
+
+    def __init__(self, kind: str, name: object, problem: str) -> None:
+        super().__init__(f"invalid {kind} name {name!r}: {problem}")
+        self.kind = kind
+        self.name = name
+        self.problem = problem
+
+
+class InvalidPeriodError(InvalidInputError):
+    def __init__(self, text: object, problem: str) -> None:
+        super().__init__(
+            f"invalid period {text!r}: {problem} "
+            "(use a number with a unit, such as 0s, 30m, 12h, 7d or 1d12h)"
+        )
+        self.text = text
+
+
+class NotFoundError(LineageError, LookupError):
+    """Something named does not exist."""
+
+
+class TableNotFoundError(NotFoundError):
+    def __init__(self, table: str) -> None:
+        super().__init__(f"table {table!r} does not exist", remedy="create it with 'lineage table create'")
+        self.table = table
+
+
+class TableExistsError(LineageError):
+    def __init__(self, table: str, existing: str | None = None) -> None:
+        if existing is None or existing == table:
+            msg = f"table {table!r} already exists"
+        else:
+            msg = f"table {table!r} differs only in case from existing table {existing!r}"
+        super().__init__(msg)
+        self.table = table
+        self.existing = existing
+
+
+class EntryNotFoundError(NotFoundError):
+    def __init__(self, table: str, entry_id: str) -> None:
+        super().__init__(
+            f"lineage entry {entry_id!r} does not exist in table {table!r}",
+            remedy="list the entries with 'lineage entries TABLE'",
+        )
+        self.table = table
+        self.entry_id = entry_id
+
+
+class SegmentNotFoundError(NotFoundError):
+    def __init__(self, table: str, segments: list[str]) -> None:
+        shown = ", ".join(segments[:5]) + (" ..." if len(segments) > 5 else "")
+        super().__init__(f"segment(s) not registered in table {table!r}: {shown}")
+        self.table = table
+        self.segments = segments
+
+
+class RefusedError(LineageError):
+    """A precondition of the operation does not hold. Nothing changed.
+
+    ``expected`` and ``found`` say what the rule wanted and what it saw.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str | None = None,
+        entry_id: str | None = None,
+        expected: str | None = None,
+        found: str | None = None,
+        remedy: str | None = None,
+    ) -> None:
+        super().__init__(message, remedy=remedy)
+        self.table = table
+        self.entry_id = entry_id
+        self.expected = expected
+        self.found = found
+
+
+class ConflictError(RefusedError):
+    """The operation collides with another live lineage entry. Nothing changed."""
+
+
+class ContentionError(LineageError):
+    """Too many concurrent writers: the bounded retries ran out. Nothing changed.
+
+    Safe to retry later.
+    """
+
+    def __init__(self, table: str, attempts: int, seconds: float) -> None:
+        super().__init__(
+            f"table {table!r} changed under us {attempts} times in {seconds:.1f}s; "
+            "gave up without applying the change",
+            remedy="retry later, or reduce the number of concurrent writers",
+        )
+        self.table = table
+        self.attempts = attempts
+
+
+class OutcomeUnknownError(LineageError):
+    """A write was sent but its result could not be learned.
+
+    It may or may not have been applied. Do not clean up after it: re-read.
+    """
+
+    def __init__(self, table: str, commit_id: str, cause: str) -> None:
+        super().__init__(
+            f"the outcome of commit {commit_id} on table {table!r} is unknown ({cause})",
+            remedy="re-read the table ('lineage entries TABLE') before doing anything else",
+        )
+        self.table = table
+        self.commit_id = commit_id
+
+
+class TooLargeError(InvalidInputError):
+    """A record or request would exceed the size budget. Refused before sending."""
+
+
+class CorruptRecordError(LineageError):
+    """A stored record could not be decoded. Readers and retention fail closed."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"corrupt lineage record at {where}: {problem}")
+        self.where = where
+        self.problem = problem
+
+
+class StoreUnavailableError(LineageError, ConnectionError):
+    """The metadata store could not be reached. Nothing was written."""
+
+
+class AuthError(LineageError, PermissionError):
+    """The store refused our credentials or our identity lacks a permission."""
+
+
+class ServerError(LineageError):
+    """Starting or stopping the embedded ZooKeeper server failed."""

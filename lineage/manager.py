@@ -1,0 +1,246 @@
+"""The lineage manager: Pinot's operations over any :class:`Store`.
+
+Each operation reads one consistent version, applies a pure transition from
+:mod:`lineage.transitions`, and compare-and-swaps the result, re-reading and
+recomputing on conflict within a bounded budget.
+
+Errors and what they mean for the caller:
+
+* validation errors, :class:`RefusedError`, :class:`ConflictError`: definitely
+  not applied; fix the input or the state, then retry;
+* :class:`ContentionError`: not applied, the retry budget ran out; retry later;
+* :class:`OutcomeUnknownError`: the last write may have landed; re-read before
+  doing anything else, and never clean up after it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from lineage import transitions
+from lineage.errors import (
+    ContentionError,
+    InvalidInputError,
+    OutcomeUnknownError,
+    RefusedError,
+)
+from lineage.model import (
+    Audit,
+    Change,
+    EntryState,
+    HistoryRecord,
+    LineageEntry,
+    Segment,
+    TableConfig,
+    TableState,
+)
+from lineage.names import check_table_name
+from lineage.retry import Attempts, RetryPolicy
+from lineage.store import RetryableStoreError, Snapshot, Store, VersionConflict, WriteOutcomeUnknown
+from lineage.visibility import visible_segments
+
+Update = Callable[[TableState, int], Change]
+
+
+def default_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The result of one operation."""
+
+    state: TableState
+    change: Change
+    commit_id: str
+    applied: bool  # False when the operation was a no-op (idempotent repeat)
+
+
+class LineageManager:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        retry: RetryPolicy | None = None,
+        actor: str | None = None,
+        job_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self.retry = retry or RetryPolicy()
+        self.actor = actor or default_actor()
+        self.job_id = job_id
+
+    def audit(self, reason: str | None = None) -> Audit:
+        return Audit(actor=self.actor, job_id=self.job_id, reason=reason)
+
+    # ---- the commit loop ----------------------------------------------------
+
+    def commit(self, table: str, update: Update, reason: str | None = None) -> Committed:
+        """Read, apply ``update`` (pure), compare-and-swap; bounded retries."""
+        check_table_name(table)
+        audit = self.audit(reason)
+        commit_id = uuid.uuid4().hex
+        attempts = Attempts(self.retry)
+        unknown_since: int | None = None  # version read before an unknown outcome
+        last_cause = ""
+        while attempts.next():
+            snap = self.store.read(table)
+            if unknown_since is not None:
+                landed = self.store.find_commit(table, commit_id, unknown_since)
+                if landed is not None:
+                    return self._landed(snap, landed, commit_id)
+            now = self.store.now_ms()
+            change = update(snap.state, now)
+            if not change.changed:
+                return Committed(snap.state, change, commit_id, applied=False)
+            try:
+                state = self.store.write(table, snap, change, audit, commit_id, now)
+            except VersionConflict:
+                pass
+            except RetryableStoreError as exc:
+                last_cause = exc.message
+            except WriteOutcomeUnknown as exc:
+                last_cause = exc.message
+                if unknown_since is None:
+                    unknown_since = snap.state.version
+            else:
+                return Committed(state, change, commit_id, applied=True)
+            attempts.backoff()
+        if unknown_since is not None:
+            # One last look: did any of our attempts land?
+            try:
+                landed = self.store.find_commit(table, commit_id, unknown_since)
+            except OutcomeUnknownError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure here keeps the outcome unknown
+                raise OutcomeUnknownError(table, commit_id, last_cause or str(exc)) from None
+            if landed is not None:
+                return self._landed(self.store.read(table), landed, commit_id)
+            raise OutcomeUnknownError(table, commit_id, last_cause)
+        raise ContentionError(table, attempts.count, attempts.elapsed)
+
+    def _landed(self, snap: Snapshot, record: HistoryRecord, commit_id: str) -> Committed:
+        change = Change(
+            state=snap.state,
+            operation=record.operation,
+            entry_id=record.entry_id,
+            segments=record.segments,
+            rows=record.rows,
+            size_bytes=record.size_bytes,
+        )
+        return Committed(snap.state, change, commit_id, applied=True)
+
+    # ---- tables -------------------------------------------------------------
+
+    def create_table(self, config: TableConfig, reason: str | None = None) -> TableState:
+        return self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
+
+    def list_tables(self) -> list[str]:
+        return self.store.list_tables()
+
+    def table(self, table: str) -> TableState:
+        check_table_name(table)
+        return self.store.read(table).state
+
+    def drop_table(self, table: str, *, force: bool = False, reason: str | None = None) -> None:
+        """Remove a table's metadata. Refused while it has segments, unless forced.
+
+        Files in deep storage are not touched: delete the segments and run
+        retention first to reclaim them.
+        """
+        state = self.table(table)
+        if not force:
+            live = [e.entry_id for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
+            if state.segments or state.pending or live:
+                raise RefusedError(
+                    f"table {table!r} still has {len(state.segments)} segment(s), "
+                    f"{len(state.pending)} file(s) awaiting deletion and {len(live)} push(es) "
+                    "in progress",
+                    table=table,
+                    remedy="delete its segments and run retention first, or pass --force "
+                    "(files in deep storage are then left behind)",
+                )
+        self.store.drop_table(table, self.audit(reason))
+
+    # ---- segments and lineage -------------------------------------------------
+
+    def register_segments(
+        self,
+        table: str,
+        segments: Sequence[Segment],
+        *,
+        entry_id: str | None = None,
+        reason: str | None = None,
+    ) -> Committed:
+        batch = list(segments)
+        return self.commit(
+            table, lambda s, now: transitions.register_segments(s, batch, now, entry_id), reason
+        )
+
+    def delete_segments(self, table: str, names: Sequence[str], reason: str | None = None) -> Committed:
+        batch = list(names)
+        return self.commit(table, lambda s, now: transitions.delete_segments(s, batch, now), reason)
+
+    def start_replace(
+        self,
+        table: str,
+        segments_from: Sequence[str],
+        segments_to: Sequence[str],
+        *,
+        force_cleanup: bool = False,
+        reason: str | None = None,
+        entry_id: str | None = None,
+    ) -> str:
+        """Open a replacement and return its entry id."""
+        eid = entry_id or str(uuid.uuid4())
+        src, dst = list(segments_from), list(segments_to)
+        audit = self.audit(reason)
+        self.commit(
+            table,
+            lambda s, now: transitions.start_replace(
+                s, src, dst, entry_id=eid, audit=audit, now_ms=now, force_cleanup=force_cleanup
+            ),
+            reason,
+        )
+        return eid
+
+    def end_replace(
+        self,
+        table: str,
+        entry_id: str,
+        to_subset: Sequence[str] | None = None,
+        reason: str | None = None,
+    ) -> Committed:
+        subset = None if to_subset is None else list(to_subset)
+        return self.commit(
+            table, lambda s, now: transitions.end_replace(s, entry_id, now, subset), reason
+        )
+
+    def revert_replace(
+        self, table: str, entry_id: str, *, force: bool = False, reason: str | None = None
+    ) -> Committed:
+        return self.commit(
+            table, lambda s, now: transitions.revert_replace(s, entry_id, now, force), reason
+        )
+
+    # ---- reads ----------------------------------------------------------------
+
+    def visible_segments(self, table: str) -> list[Segment]:
+        return visible_segments(self.table(table))
+
+    def entries(self, table: str) -> list[LineageEntry]:
+        return list(self.table(table).entries.values())
+
+    def history(self, table: str, limit: int | None = None) -> list[HistoryRecord]:
+        check_table_name(table)
+        if limit is not None and limit < 1:
+            raise InvalidInputError(f"invalid limit {limit}: must be at least 1")
+        return self.store.history(table, limit)

@@ -1,0 +1,104 @@
+"""An in-memory store for fast pure tests. Same contract as the ZooKeeper store.
+
+Thread-safe. ``inject_unknown`` makes the next writes report an unknown
+outcome (after applying them, or not) so the manager's recovery can be tested.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from lineage.errors import TableExistsError, TableNotFoundError
+from lineage.model import Audit, Change, HistoryRecord, Operation, TableConfig, TableState
+from lineage.names import check_table_name
+from lineage.store import Snapshot, VersionConflict, WriteOutcomeUnknown
+
+
+class MemoryStore:
+    def __init__(self, clock: Callable[[], int] | None = None) -> None:
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self._lock = threading.Lock()
+        self._tables: dict[str, TableState] = {}
+        self._history: dict[str, list[HistoryRecord]] = {}
+        self._unknown: list[bool] = []
+
+    def inject_unknown(self, *, landed: bool, times: int = 1) -> None:
+        """The next ``times`` writes report an unknown outcome; ``landed`` says
+        whether each was applied first."""
+        self._unknown.extend([landed] * times)
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    def create_table(self, config: TableConfig, audit: Audit, commit_id: str) -> TableState:
+        check_table_name(config.name)
+        with self._lock:
+            for name in self._tables:
+                if name.casefold() == config.name.casefold():
+                    raise TableExistsError(config.name, name)
+            state = TableState(config=config, version=1)
+            self._tables[config.name] = state
+            self._history[config.name] = [
+                HistoryRecord(1, commit_id, self.now_ms(), Operation.CREATE_TABLE, None,
+                              audit.actor, audit.job_id, audit.reason, 0, 0, 0)
+            ]
+            return state
+
+    def list_tables(self) -> list[str]:
+        with self._lock:
+            return sorted(self._tables)
+
+    def read(self, table: str) -> Snapshot:
+        with self._lock:
+            state = self._tables.get(table)
+        if state is None:
+            raise TableNotFoundError(table)
+        return Snapshot(state, state.version)
+
+    def write(
+        self, table: str, base: Snapshot, change: Change, audit: Audit, commit_id: str, now_ms: int
+    ) -> TableState:
+        with self._lock:
+            current = self._tables.get(table)
+            if current is None:
+                raise TableNotFoundError(table)
+            if current.version != base.token:
+                raise VersionConflict(f"table {table} is at version {current.version}")
+            outcome = self._unknown.pop(0) if self._unknown else None
+            if outcome is False:
+                raise WriteOutcomeUnknown("injected: lost before it was applied")
+            state = change.state.replace(version=current.version + 1)
+            self._tables[table] = state
+            self._history[table].append(
+                HistoryRecord(state.version, commit_id, now_ms, change.operation, change.entry_id,
+                              audit.actor, audit.job_id, audit.reason, change.segments,
+                              change.rows, change.size_bytes)
+            )
+            if outcome is True:
+                raise WriteOutcomeUnknown("injected: applied, but the reply was lost")
+            return state
+
+    def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:
+        with self._lock:
+            for record in self._history.get(table, []):
+                if record.version > after_version and record.commit_id == commit_id:
+                    return record
+        return None
+
+    def history(self, table: str, limit: int | None = None) -> list[HistoryRecord]:
+        with self._lock:
+            if table not in self._tables:
+                raise TableNotFoundError(table)
+            records = list(reversed(self._history[table]))
+        return records if limit is None else records[:limit]
+
+    def drop_table(self, table: str, audit: Audit) -> None:
+        with self._lock:
+            if self._tables.pop(table, None) is None:
+                raise TableNotFoundError(table)
+            self._history.pop(table, None)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,201 @@
+"""Frozen records of the lineage model. No I/O here."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from lineage.errors import InvalidInputError
+from lineage.names import check_table_name, check_text
+from lineage.periods import parse_period
+
+DEFAULT_REFRESH_RETENTION = "1d"
+DEFAULT_APPEND_RETENTION = "4h"
+DEFAULT_ENTRY_CLEANUP_RETENTION = "1d"
+DEFAULT_MAX_SNAPSHOTS = 2
+
+
+class TableType(str, Enum):
+    REFRESH = "REFRESH"
+    APPEND = "APPEND"
+
+
+class EntryState(str, Enum):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    REVERTED = "REVERTED"
+
+
+class DeletionReason(str, Enum):
+    """Why a segment's file is queued for the retention daemon."""
+
+    DELETED = "DELETED"  # an operator deleted the segment
+    FORCE_CLEANUP = "FORCE_CLEANUP"  # a stale push was cleaned up by a newer one
+    PROACTIVE_CLEANUP = "PROACTIVE_CLEANUP"  # a REFRESH snapshot beyond max_snapshots
+    END_SUBSET = "END_SUBSET"  # a `to` segment left out of end_replace's subset
+
+
+class Operation(str, Enum):
+    CREATE_TABLE = "CREATE_TABLE"
+    REGISTER = "REGISTER"
+    DELETE = "DELETE"
+    START_REPLACE = "START_REPLACE"
+    END_REPLACE = "END_REPLACE"
+    REVERT_REPLACE = "REVERT_REPLACE"
+    DROP_TABLE = "DROP_TABLE"
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    name: str
+    root: str
+    table_type: TableType = TableType.REFRESH
+    time_column: str | None = None
+    replaced_segments_retention_ms: int = 86_400_000
+    lineage_entry_cleanup_retention_ms: int = 86_400_000
+    max_snapshots: int = DEFAULT_MAX_SNAPSHOTS
+    exclusive_delete: bool = True
+
+    @staticmethod
+    def build(
+        name: str,
+        root: str,
+        table_type: TableType | str = TableType.REFRESH,
+        *,
+        time_column: str | None = None,
+        replaced_segments_retention: str | None = None,
+        lineage_entry_cleanup_retention: str | None = None,
+        max_snapshots: int = DEFAULT_MAX_SNAPSHOTS,
+        exclusive_delete: bool = True,
+    ) -> TableConfig:
+        """Validate user input and apply Pinot's defaults per table type."""
+        check_table_name(name)
+        if not isinstance(root, str) or not root.strip() or root != root.strip():
+            raise InvalidInputError(f"invalid deep-store root {root!r}: must be a non-empty URI or path")
+        check_text("deep-store root", root, 2048)
+        try:
+            kind = TableType(table_type.upper() if isinstance(table_type, str) else table_type)
+        except ValueError:
+            raise InvalidInputError(
+                f"invalid table type {table_type!r}: use REFRESH or APPEND"
+            ) from None
+        if time_column is not None and (
+            not time_column or not time_column.replace("_", "a").isalnum() or not time_column.isascii()
+        ):
+            raise InvalidInputError(f"invalid time column {time_column!r}: letters, digits and '_' only")
+        if isinstance(max_snapshots, bool) or not isinstance(max_snapshots, int) or not 1 <= max_snapshots <= 1000:
+            raise InvalidInputError(f"invalid max snapshots {max_snapshots!r}: a whole number from 1 to 1000")
+        default_replaced = (
+            DEFAULT_REFRESH_RETENTION if kind is TableType.REFRESH else DEFAULT_APPEND_RETENTION
+        )
+        return TableConfig(
+            name=name,
+            root=root,
+            table_type=kind,
+            time_column=time_column,
+            replaced_segments_retention_ms=parse_period(replaced_segments_retention or default_replaced),
+            lineage_entry_cleanup_retention_ms=parse_period(
+                lineage_entry_cleanup_retention or DEFAULT_ENTRY_CLEANUP_RETENTION
+            ),
+            max_snapshots=max_snapshots,
+            exclusive_delete=exclusive_delete,
+        )
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Who asked for a change, and why."""
+
+    actor: str
+    job_id: str | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        check_text("actor", self.actor, 256)
+        check_text("job id", self.job_id, 256)
+        check_text("reason", self.reason, 1000)
+
+
+@dataclass(frozen=True)
+class Segment:
+    name: str
+    location: str  # relative to the table root
+    rows: int = 0
+    size_bytes: int = 0
+    checksum: str = ""
+    min_time: int | None = None
+    max_time: int | None = None
+    entry_id: str | None = None  # the lineage entry that created it
+    created_ms: int = 0
+
+
+@dataclass(frozen=True)
+class LineageEntry:
+    entry_id: str
+    segments_from: tuple[str, ...]
+    segments_to: tuple[str, ...]
+    state: EntryState
+    timestamp_ms: int  # last state change
+    created_ms: int
+    audit: Audit
+
+    @property
+    def live(self) -> bool:
+        return self.state is not EntryState.REVERTED
+
+
+@dataclass(frozen=True)
+class PendingDeletion:
+    """A file queued for the retention daemon. Keyed by its location."""
+
+    location: str
+    segment: str
+    reason: DeletionReason
+    marked_ms: int
+    entry_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TableState:
+    """One version of a table. Entries keep their creation order."""
+
+    config: TableConfig
+    version: int = 0
+    segments: Mapping[str, Segment] = field(default_factory=dict)
+    entries: Mapping[str, LineageEntry] = field(default_factory=dict)
+    pending: Mapping[str, PendingDeletion] = field(default_factory=dict)
+
+    def replace(self, **changes: object) -> TableState:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a pure transition returns: the new state and what to record."""
+
+    state: TableState
+    operation: Operation
+    entry_id: str | None = None
+    segments: int = 0
+    rows: int = 0
+    size_bytes: int = 0
+    changed: bool = True
+
+
+@dataclass(frozen=True)
+class HistoryRecord:
+    """One committed version of a table, for the audit trail."""
+
+    version: int
+    commit_id: str
+    at_ms: int
+    operation: Operation
+    entry_id: str | None
+    actor: str
+    job_id: str | None
+    reason: str | None
+    segments: int
+    rows: int
+    size_bytes: int

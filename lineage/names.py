@@ -1,0 +1,127 @@
+"""Allow-lists for every name that reaches ZooKeeper or a file system.
+
+Names are checked before any call leaves the process, so a bad name can never
+become a ZooKeeper path, a file path or a broken record. The allow-list is
+ASCII only: that rules out look-alike Unicode forms, unpaired surrogates,
+control characters and normalisation twins in one stroke. Case-only twins are
+refused where names must be unique (tables, segments of one table).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable
+
+from lineage.errors import InvalidInputError, InvalidNameError
+
+MAX_TABLE_NAME = 128
+MAX_SEGMENT_NAME = 200
+MAX_LOCATION = 1024
+
+# A leading letter or digit, then letters, digits, '_', '-', '.'. No '/', no
+# ',' (Pinot joins segment lists with commas), no '%', no '\\', no spaces.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_PART = re.compile(r"[A-Za-z0-9_.\-=]+")
+
+
+def _check(kind: str, name: object, limit: int) -> str:
+    if not isinstance(name, str):
+        raise InvalidNameError(kind, name, "must be a string")
+    if not name:
+        raise InvalidNameError(kind, name, "must not be empty")
+    if len(name) > limit:
+        raise InvalidNameError(kind, name[:40] + "...", f"longer than {limit} characters")
+    if name != name.strip():
+        raise InvalidNameError(kind, name, "has leading or trailing white space")
+    if not name.isascii():
+        raise InvalidNameError(kind, name, "only ASCII letters, digits, '_', '-' and '.' are allowed")
+    if _NAME.fullmatch(name) is None:
+        bad = sorted({c for c in name if not (c.isalnum() or c in "_.-")})
+        if bad:
+            shown = ", ".join(repr(c) for c in bad)
+            raise InvalidNameError(kind, name, f"character(s) {shown} not allowed")
+        raise InvalidNameError(kind, name, "must start with a letter or a digit")
+    if ".." in name:
+        raise InvalidNameError(kind, name, "must not contain '..'")
+    if name.endswith("."):
+        raise InvalidNameError(kind, name, "must not end with '.'")
+    return name
+
+
+def check_table_name(name: object) -> str:
+    """Return ``name`` if it is a valid table name, else raise InvalidNameError."""
+    return _check("table", name, MAX_TABLE_NAME)
+
+
+def check_segment_name(name: object) -> str:
+    """Return ``name`` if it is a valid segment name, else raise InvalidNameError."""
+    return _check("segment", name, MAX_SEGMENT_NAME)
+
+
+def check_segment_names(names: Iterable[object], what: str = "segments") -> tuple[str, ...]:
+    """Validate a list of segment names: each valid, no duplicates, no case twins."""
+    out: list[str] = []
+    seen: dict[str, str] = {}
+    for raw in names:
+        name = check_segment_name(raw)
+        key = name.casefold()
+        if key in seen:
+            other = seen[key]
+            problem = "listed twice" if other == name else f"differs only in case from {other!r}"
+            raise InvalidInputError(f"segment {name!r} in {what} is {problem}")
+        seen[key] = name
+        out.append(name)
+    return tuple(out)
+
+
+def check_entry_id(entry_id: object) -> str:
+    """Entry ids are canonical lower-case UUIDs."""
+    if not isinstance(entry_id, str):
+        raise InvalidNameError("entry id", entry_id, "must be a string")
+    try:
+        parsed = uuid.UUID(entry_id)
+    except ValueError:
+        raise InvalidNameError("entry id", entry_id, "is not a UUID") from None
+    if str(parsed) != entry_id:
+        raise InvalidNameError("entry id", entry_id, "must be a lower-case UUID with dashes")
+    return entry_id
+
+
+def check_location(location: object) -> str:
+    """A segment location: a relative path inside the table's root.
+
+    Locations are stored relative to the root so that no record can point
+    outside it: no scheme, no leading '/', no '..' or '.' part, no empty part,
+    no backslash, no '%' escapes.
+    """
+    if not isinstance(location, str) or not location:
+        raise InvalidInputError(f"invalid segment location {location!r}: must be a non-empty string")
+    if len(location) > MAX_LOCATION:
+        raise InvalidInputError(f"invalid segment location: longer than {MAX_LOCATION} characters")
+    if "://" in location or location.startswith("/"):
+        raise InvalidInputError(
+            f"invalid segment location {location!r}: must be relative to the table root"
+        )
+    for part in location.split("/"):
+        if part in ("", ".", ".."):
+            raise InvalidInputError(
+                f"invalid segment location {location!r}: empty, '.' or '..' path part"
+            )
+        if _PART.fullmatch(part) is None or part.startswith("."):
+            raise InvalidInputError(
+                f"invalid segment location {location!r}: part {part!r} has characters "
+                "outside letters, digits, '_', '-', '.', '=' or starts with '.'"
+            )
+    return location
+
+
+def check_text(what: str, value: str | None, limit: int = 1000) -> str | None:
+    """Free text (reasons, job ids, actors): printable, bounded, no control characters."""
+    if value is None:
+        return None
+    if len(value) > limit:
+        raise InvalidInputError(f"{what} is longer than {limit} characters")
+    if any((ord(c) < 32 and c not in "\t") or 0xD800 <= ord(c) <= 0xDFFF or ord(c) == 127 for c in value):
+        raise InvalidInputError(f"{what} contains control characters or unpaired surrogates")
+    return value

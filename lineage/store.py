@@ -1,0 +1,81 @@
+"""The store interface: read one consistent version, compare-and-swap a new one.
+
+Two implementations share it, and one contract test suite runs on both:
+:class:`lineage.memory_store.MemoryStore` and
+:class:`lineage.zk_store.ZkStore`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from lineage.errors import LineageError
+from lineage.model import Audit, Change, HistoryRecord, TableConfig, TableState
+
+
+class VersionConflict(LineageError):
+    """Internal: the table moved on since it was read. Re-read and recompute."""
+
+
+class WriteOutcomeUnknown(LineageError):
+    """Internal: the swap was sent but its result is unknown."""
+
+
+class RetryableStoreError(LineageError):
+    """Internal: nothing was committed (a blob write failed); safe to retry."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One consistent version of a table, and the store's token to swap it."""
+
+    state: TableState
+    token: object
+
+
+class Store(Protocol):
+    def now_ms(self) -> int:
+        """The single clock every timestamp comes from (ZooKeeper's, for ZkStore)."""
+        ...
+
+    def create_table(self, config: TableConfig, audit: Audit, commit_id: str) -> TableState:
+        """Create-if-absent. TableExistsError when a table (or a case twin) exists."""
+        ...
+
+    def list_tables(self) -> list[str]: ...
+
+    def read(self, table: str) -> Snapshot:
+        """One consistent version. TableNotFoundError, CorruptRecordError."""
+        ...
+
+    def write(
+        self,
+        table: str,
+        base: Snapshot,
+        change: Change,
+        audit: Audit,
+        commit_id: str,
+        now_ms: int,
+    ) -> TableState:
+        """Swap ``base`` for ``change.state`` at version ``base.version + 1``.
+
+        Raises VersionConflict (nothing written), WriteOutcomeUnknown (maybe
+        written), RetryableStoreError (nothing written), TooLargeError (never
+        retry).
+        """
+        ...
+
+    def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:
+        """The history record of ``commit_id`` if it landed after ``after_version``."""
+        ...
+
+    def history(self, table: str, limit: int | None = None) -> list[HistoryRecord]:
+        """History records, newest first."""
+        ...
+
+    def drop_table(self, table: str, audit: Audit) -> None:
+        """Remove a table's metadata. The caller checks that it may be dropped."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,536 @@
+"""The lineage state machine: pure functions from one table state to the next.
+
+Each function takes the current :class:`TableState`, the caller's arguments
+and ``now_ms`` (the store's single clock), and returns a :class:`Change`, or
+raises an error of :mod:`lineage.errors` that names the broken precondition.
+Nothing here performs I/O. The store bumps the version and records history.
+
+Differences from Pinot, on purpose:
+
+* No function deletes a file. Where Pinot deletes segments on the caller's
+  thread (force cleanup, proactive cleanup), the segment is unregistered and
+  its file is queued in ``pending`` for the retention daemon.
+* A revert keeps the reverted ``to`` segments registered (hidden), so a later
+  rollback can bring them back; retention reclaims them after
+  ``lineage_entry_cleanup_retention``.
+* A segment whose only lineage is a REVERTED entry cannot be registered again
+  (that would resurrect reverted data, Pinot #13968).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from lineage.errors import (
+    ConflictError,
+    EntryNotFoundError,
+    InvalidInputError,
+    RefusedError,
+    SegmentNotFoundError,
+)
+from lineage.model import (
+    Audit,
+    Change,
+    DeletionReason,
+    EntryState,
+    LineageEntry,
+    Operation,
+    PendingDeletion,
+    Segment,
+    TableState,
+    TableType,
+)
+from lineage.names import (
+    check_entry_id,
+    check_location,
+    check_segment_name,
+    check_segment_names,
+    check_text,
+)
+from lineage.visibility import locked_segments, visible_names
+
+
+def _shown(names: Iterable[str], limit: int = 5) -> str:
+    items = sorted(names)
+    text = ", ".join(items[:limit])
+    return text + (f" ... ({len(items)} in all)" if len(items) > limit else "")
+
+
+def _totals(segments: Iterable[Segment]) -> tuple[int, int, int]:
+    count = rows = size = 0
+    for seg in segments:
+        count += 1
+        rows += seg.rows
+        size += seg.size_bytes
+    return count, rows, size
+
+
+def _queue_for_deletion(
+    segments: dict[str, Segment],
+    pending: dict[str, PendingDeletion],
+    names: Iterable[str],
+    reason: DeletionReason,
+    now_ms: int,
+) -> None:
+    """Unregister ``names`` (those registered) and queue their files."""
+    for name in names:
+        seg = segments.pop(name, None)
+        if seg is not None:
+            pending[seg.location] = PendingDeletion(
+                location=seg.location,
+                segment=name,
+                reason=reason,
+                marked_ms=now_ms,
+                entry_id=seg.entry_id,
+            )
+
+
+def _entry(state: TableState, entry_id: str) -> LineageEntry:
+    check_entry_id(entry_id)
+    entry = state.entries.get(entry_id)
+    if entry is None:
+        raise EntryNotFoundError(state.config.name, entry_id)
+    return entry
+
+
+def _check_segment(seg: Segment, time_column: str | None) -> None:
+    check_segment_name(seg.name)
+    check_location(seg.location)
+    for what, value in (("rows", seg.rows), ("bytes", seg.size_bytes)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInputError(f"segment {seg.name!r}: {what} must be a whole number >= 0")
+    check_text(f"segment {seg.name!r} checksum", seg.checksum, 128)
+    if (seg.min_time is None) != (seg.max_time is None):
+        raise InvalidInputError(f"segment {seg.name!r}: give both min and max time, or neither")
+    if seg.min_time is not None and seg.max_time is not None and seg.min_time > seg.max_time:
+        raise InvalidInputError(f"segment {seg.name!r}: min time {seg.min_time} > max time {seg.max_time}")
+    if time_column is None and seg.min_time is not None:
+        raise InvalidInputError(f"segment {seg.name!r} has a time range but the table has no time column")
+
+
+def register_segments(
+    state: TableState,
+    new: Sequence[Segment],
+    now_ms: int,
+    entry_id: str | None = None,
+) -> Change:
+    """Register a batch of segments in one commit.
+
+    A segment named in the ``to`` of an IN_PROGRESS entry is bound to that
+    entry (and stays hidden until the entry completes). With ``entry_id`` the
+    binding is checked: the entry must be IN_PROGRESS and list the segment.
+    """
+    table = state.config.name
+    if not new:
+        raise InvalidInputError("no segments to register")
+    check_segment_names((s.name for s in new), "the batch")
+    for seg in new:
+        _check_segment(seg, state.config.time_column)
+    locations: dict[str, str] = {}
+    for seg in new:
+        if seg.location in locations:
+            raise InvalidInputError(
+                f"segments {locations[seg.location]!r} and {seg.name!r} share location {seg.location!r}"
+            )
+        locations[seg.location] = seg.name
+
+    bound: LineageEntry | None = _entry(state, entry_id) if entry_id is not None else None
+    if bound is not None and bound.state is not EntryState.IN_PROGRESS:
+        raise RefusedError(
+            f"entry {bound.entry_id} is {bound.state.value}; segments can only be added to an "
+            "IN_PROGRESS entry",
+            table=table,
+            entry_id=bound.entry_id,
+            expected="IN_PROGRESS",
+            found=bound.state.value,
+            remedy="start a new replacement",
+        )
+
+    folded = {name.casefold(): name for name in state.segments}
+    in_progress_to: dict[str, str] = {}
+    reverted_to: dict[str, str] = {}
+    for entry in state.entries.values():
+        target = in_progress_to if entry.state is EntryState.IN_PROGRESS else (
+            reverted_to if entry.state is EntryState.REVERTED else None
+        )
+        if target is not None:
+            for name in entry.segments_to:
+                target.setdefault(name, entry.entry_id)
+    taken_locations = {seg.location: seg.name for seg in state.segments.values()}
+
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    for seg in new:
+        existing = folded.get(seg.name.casefold())
+        if existing is not None:
+            problem = "is already registered" if existing == seg.name else f"differs only in case from {existing!r}"
+            raise RefusedError(
+                f"segment {seg.name!r} {problem} in table {table!r}",
+                table=table,
+                remedy="use a new segment name, or replace the segment with start-replace",
+            )
+        if seg.location in taken_locations:
+            raise RefusedError(
+                f"location {seg.location!r} of segment {seg.name!r} is used by segment "
+                f"{taken_locations[seg.location]!r}",
+                table=table,
+            )
+        owner = in_progress_to.get(seg.name)
+        if bound is not None:
+            if seg.name not in bound.segments_to:
+                raise RefusedError(
+                    f"segment {seg.name!r} is not in segmentsTo of entry {bound.entry_id}",
+                    table=table,
+                    entry_id=bound.entry_id,
+                )
+            owner = bound.entry_id
+        elif owner is None and seg.name in reverted_to:
+            raise RefusedError(
+                f"segment {seg.name!r} belongs to reverted entry {reverted_to[seg.name]}; "
+                "registering it would bring back reverted data",
+                table=table,
+                entry_id=reverted_to[seg.name],
+                remedy="push under new segment names",
+            )
+        segments[seg.name] = Segment(
+            name=seg.name,
+            location=seg.location,
+            rows=seg.rows,
+            size_bytes=seg.size_bytes,
+            checksum=seg.checksum,
+            min_time=seg.min_time,
+            max_time=seg.max_time,
+            entry_id=owner,
+            created_ms=now_ms,
+        )
+        # The new upload owns this file now: it must not be reclaimed.
+        pending.pop(seg.location, None)
+    count, rows, size = _totals(new)
+    return Change(
+        state=state.replace(segments=segments, pending=pending),
+        operation=Operation.REGISTER,
+        entry_id=bound.entry_id if bound is not None else None,
+        segments=count,
+        rows=rows,
+        size_bytes=size,
+    )
+
+
+def delete_segments(state: TableState, names: Sequence[str], now_ms: int) -> Change:
+    """Unregister segments and queue their files for retention.
+
+    With lineage-exclusive delete on, segments locked by a live entry are
+    refused (the whole batch), naming the entry and the remedy.
+    """
+    table = state.config.name
+    wanted = check_segment_names(names, "the delete")
+    if not wanted:
+        raise InvalidInputError("no segments to delete")
+    missing = [n for n in wanted if n not in state.segments]
+    if missing:
+        raise SegmentNotFoundError(table, missing)
+    if state.config.exclusive_delete:
+        locks = locked_segments(state)
+        locked = {n: locks[n] for n in wanted if n in locks}
+        if locked:
+            entries = sorted(set(locked.values()))
+            raise RefusedError(
+                f"segment(s) {_shown(locked)} are locked by lineage entr"
+                f"{'y' if len(entries) == 1 else 'ies'} {', '.join(entries)}",
+                table=table,
+                entry_id=entries[0],
+                remedy="end or revert the entry first; retention removes replaced segments",
+            )
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    count, rows, size = _totals(state.segments[n] for n in wanted)
+    _queue_for_deletion(segments, pending, wanted, DeletionReason.DELETED, now_ms)
+    return Change(
+        state=state.replace(segments=segments, pending=pending),
+        operation=Operation.DELETE,
+        segments=count,
+        rows=rows,
+        size_bytes=size,
+    )
+
+
+def _snapshot_chain(entries: Mapping[str, LineageEntry], current: frozenset[str]) -> list[LineageEntry]:
+    """COMPLETED entries that produced ``current``, newest first, and so on back."""
+    by_to: dict[frozenset[str], LineageEntry] = {}
+    for entry in entries.values():
+        if entry.state is EntryState.COMPLETED:
+            by_to[frozenset(entry.segments_to)] = entry
+    chain: list[LineageEntry] = []
+    seen: set[str] = set()
+    snapshot = current
+    while snapshot and snapshot in by_to:
+        entry = by_to[snapshot]
+        if entry.entry_id in seen:
+            break
+        seen.add(entry.entry_id)
+        chain.append(entry)
+        snapshot = frozenset(entry.segments_from)
+    return chain
+
+
+def start_replace(
+    state: TableState,
+    segments_from: Sequence[str],
+    segments_to: Sequence[str],
+    *,
+    entry_id: str,
+    audit: Audit,
+    now_ms: int,
+    force_cleanup: bool = False,
+) -> Change:
+    """Open a replacement: ``segments_to`` stay hidden until it completes."""
+    table = state.config.name
+    check_entry_id(entry_id)
+    src = check_segment_names(segments_from, "segmentsFrom")
+    dst = check_segment_names(segments_to, "segmentsTo")
+    if not src and not dst:
+        raise InvalidInputError("segmentsFrom and segmentsTo cannot both be empty")
+    both = set(src) & set(dst)
+    if both:
+        raise InvalidInputError(f"segment(s) {_shown(both)} are in both segmentsFrom and segmentsTo")
+    if entry_id in state.entries:
+        raise RefusedError(f"entry id {entry_id} is already used", table=table, entry_id=entry_id)
+
+    visible = visible_names(state)
+    not_visible = [n for n in src if n not in visible]
+    if not_visible:
+        raise RefusedError(
+            f"segmentsFrom {_shown(not_visible)} are not visible segments of table {table!r}",
+            table=table,
+            expected="every segmentsFrom visible",
+            found=f"{len(not_visible)} not visible",
+        )
+    present = [n for n in dst if n in visible]
+    if present:
+        raise ConflictError(
+            f"segmentsTo {_shown(present)} already exist in table {table!r}",
+            table=table,
+            remedy="use new segment names",
+        )
+
+    src_set, dst_set = set(src), set(dst)
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    entries: dict[str, LineageEntry] = {}
+    for entry in state.entries.values():
+        overlap_from = src_set.intersection(entry.segments_from)
+        overlap_to = dst_set.intersection(entry.segments_to)
+        if entry.state is EntryState.REVERTED:
+            if overlap_to:
+                if not force_cleanup:
+                    raise ConflictError(
+                        f"segmentsTo {_shown(overlap_to)} belong to reverted entry "
+                        f"{entry.entry_id} (kept so a rollback can be undone)",
+                        table=table,
+                        entry_id=entry.entry_id,
+                        remedy="use new segment names, or --force-cleanup to discard them",
+                    )
+                _queue_for_deletion(segments, pending, overlap_to, DeletionReason.FORCE_CLEANUP, now_ms)
+                left = tuple(n for n in entry.segments_to if n not in overlap_to)
+                if not left and not entry.segments_from:
+                    continue
+                entry = LineageEntry(
+                    entry.entry_id, entry.segments_from, left, entry.state,
+                    entry.timestamp_ms, entry.created_ms, entry.audit,
+                )
+            entries[entry.entry_id] = entry
+            continue
+        if force_cleanup and entry.state is EntryState.IN_PROGRESS and (overlap_from or overlap_to):
+            # A stale push: reclaim its uploads; keep a REVERTED trace of the
+            # names the new push does not reuse.
+            _queue_for_deletion(segments, pending, entry.segments_to, DeletionReason.FORCE_CLEANUP, now_ms)
+            leftovers = tuple(n for n in entry.segments_to if n not in dst_set)
+            if leftovers:
+                entries[entry.entry_id] = LineageEntry(
+                    entry.entry_id, entry.segments_from, leftovers, EntryState.REVERTED,
+                    now_ms, entry.created_ms, entry.audit,
+                )
+            continue
+        if overlap_from:
+            raise ConflictError(
+                f"segmentsFrom {_shown(overlap_from)} are already being replaced by entry "
+                f"{entry.entry_id} ({entry.state.value})",
+                table=table,
+                entry_id=entry.entry_id,
+                remedy="end or revert that entry first, or use --force-cleanup if it is stale",
+            )
+        if overlap_to:
+            raise ConflictError(
+                f"segmentsTo {_shown(overlap_to)} are already named by entry {entry.entry_id} "
+                f"({entry.state.value})",
+                table=table,
+                entry_id=entry.entry_id,
+                remedy="use new segment names, or --force-cleanup if that entry is stale",
+            )
+        entries[entry.entry_id] = entry
+
+    still = [n for n in dst if n in segments]
+    if still:
+        raise ConflictError(
+            f"segmentsTo {_shown(still)} are still registered (hidden) in table {table!r}",
+            table=table,
+            remedy="use new segment names",
+        )
+
+    if state.config.table_type is TableType.REFRESH and src:
+        chain = _snapshot_chain(entries, frozenset(src))
+        # Snapshots kept: the new one, the current one (src), then each
+        # chain entry's `from`. Anything past max_snapshots goes.
+        for index, entry in enumerate(chain):
+            if index + 3 > state.config.max_snapshots:
+                _queue_for_deletion(
+                    segments, pending, entry.segments_from, DeletionReason.PROACTIVE_CLEANUP, now_ms
+                )
+
+    entries[entry_id] = LineageEntry(
+        entry_id=entry_id,
+        segments_from=src,
+        segments_to=dst,
+        state=EntryState.IN_PROGRESS,
+        timestamp_ms=now_ms,
+        created_ms=now_ms,
+        audit=audit,
+    )
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.START_REPLACE,
+        entry_id=entry_id,
+        segments=len(dst),
+    )
+
+
+def end_replace(
+    state: TableState,
+    entry_id: str,
+    now_ms: int,
+    to_subset: Sequence[str] | None = None,
+) -> Change:
+    """Complete a replacement: ``to`` becomes visible and ``from`` hidden, at once.
+
+    Idempotent: ending a COMPLETED entry changes nothing.
+    """
+    table = state.config.name
+    entry = _entry(state, entry_id)
+    if entry.state is EntryState.COMPLETED:
+        return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
+    if entry.state is EntryState.REVERTED:
+        raise RefusedError(
+            f"entry {entry_id} was reverted and cannot be completed",
+            table=table,
+            entry_id=entry_id,
+            expected="IN_PROGRESS",
+            found="REVERTED",
+            remedy="start a new replacement",
+        )
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    dst = entry.segments_to
+    if to_subset is not None:
+        subset = check_segment_names(to_subset, "the subset of segmentsTo")
+        extra = [n for n in subset if n not in entry.segments_to]
+        if extra:
+            raise RefusedError(
+                f"segment(s) {_shown(extra)} are not in segmentsTo of entry {entry_id}",
+                table=table,
+                entry_id=entry_id,
+            )
+        keep = set(subset)
+        dropped = [n for n in entry.segments_to if n not in keep]
+        _queue_for_deletion(segments, pending, dropped, DeletionReason.END_SUBSET, now_ms)
+        dst = tuple(n for n in entry.segments_to if n in keep)
+    missing_to = [n for n in dst if n not in segments]
+    if missing_to:
+        raise RefusedError(
+            f"segmentsTo {_shown(missing_to)} of entry {entry_id} are not registered",
+            table=table,
+            entry_id=entry_id,
+            expected="every segmentsTo registered",
+            found=f"{len(missing_to)} missing",
+            remedy="register them, or end with the subset that was uploaded",
+        )
+    missing_from = [n for n in entry.segments_from if n not in segments]
+    if missing_from:
+        raise RefusedError(
+            f"segmentsFrom {_shown(missing_from)} of entry {entry_id} are gone",
+            table=table,
+            entry_id=entry_id,
+            remedy="revert this entry with --force and push again",
+        )
+    done = LineageEntry(
+        entry_id, entry.segments_from, dst, EntryState.COMPLETED, now_ms, entry.created_ms, entry.audit
+    )
+    entries = dict(state.entries)
+    entries[entry_id] = done
+    count, rows, size = _totals(segments[n] for n in dst)
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.END_REPLACE,
+        entry_id=entry_id,
+        segments=count,
+        rows=rows,
+        size_bytes=size,
+    )
+
+
+def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = False) -> Change:
+    """Mark an entry REVERTED: its ``to`` is hidden and ``from`` shows again.
+
+    Pinot's rules: REVERTED cannot be reverted again; IN_PROGRESS only with
+    ``force``; a COMPLETED entry needs all of its ``from``; only the head of a
+    chain can be reverted.
+    """
+    table = state.config.name
+    entry = _entry(state, entry_id)
+    if entry.state is EntryState.REVERTED:
+        raise RefusedError(
+            f"entry {entry_id} is already reverted",
+            table=table,
+            entry_id=entry_id,
+            expected="IN_PROGRESS or COMPLETED",
+            found="REVERTED",
+        )
+    if entry.state is EntryState.IN_PROGRESS and not force:
+        raise RefusedError(
+            f"entry {entry_id} is IN_PROGRESS; a push may still be running",
+            table=table,
+            entry_id=entry_id,
+            expected="COMPLETED",
+            found="IN_PROGRESS",
+            remedy="pass --force if the push is known to be dead",
+        )
+    if entry.state is EntryState.COMPLETED:
+        gone = [n for n in entry.segments_from if n not in state.segments]
+        if gone:
+            raise RefusedError(
+                f"cannot revert entry {entry_id}: its replaced segments {_shown(gone)} were deleted",
+                table=table,
+                entry_id=entry_id,
+                expected="every segmentsFrom still registered",
+                found=f"{len(gone)} deleted",
+            )
+    outputs = set(entry.segments_to)
+    for other in state.entries.values():
+        if other.entry_id != entry_id and other.live and outputs.intersection(other.segments_from):
+            raise RefusedError(
+                f"cannot revert entry {entry_id}: its segments were replaced again by entry "
+                f"{other.entry_id} ({other.state.value})",
+                table=table,
+                entry_id=entry_id,
+                remedy=f"revert entry {other.entry_id} first",
+            )
+    entries = dict(state.entries)
+    entries[entry_id] = LineageEntry(
+        entry_id, entry.segments_from, entry.segments_to, EntryState.REVERTED,
+        now_ms, entry.created_ms, entry.audit,
+    )
+    return Change(
+        state=state.replace(entries=entries),
+        operation=Operation.REVERT_REPLACE,
+        entry_id=entry_id,
+        segments=len(entry.segments_to),
+    )

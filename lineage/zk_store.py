@@ -1,0 +1,614 @@
+"""The ZooKeeper store: one small head per table, immutable blobs behind it.
+
+Layout under the project root (``/segment-lineage`` below any chroot)::
+
+    /tables/<table>               head: config, version, blob ids, history tail
+    /tables/<table>/blobs/<id>    immutable: a hash bucket of segments,
+                                  entries or pending deletions; a chunk of a
+                                  long name list; sealed history records
+    /names/<casefolded table>     create-if-absent guard against case twins
+    /clock                        scratch node; its mtime is the single clock
+
+Why: one znode per table caps Pinot near 9K-69K segments (1 MB
+``jute.maxbuffer``). Here a commit first writes the new blobs it needs (each
+well under 512 KB, uniquely named, invisible until referenced) and then
+compare-and-sets the head: that single versioned ``set`` is the atomic
+commit. A reader reads the head, then only blobs that head references, so it
+always sees exactly one version. Blobs are immutable, so they are cached by id.
+
+Unreferenced blobs (from failed commits, or replaced by later ones) are
+removed by :meth:`ZkStore.collect_garbage` after a grace period measured on
+ZooKeeper's clock.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.security import ACL
+
+from lineage import codec
+from lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, StoredEntry
+from lineage.errors import (
+    AuthError,
+    CorruptRecordError,
+    StoreUnavailableError,
+    TableExistsError,
+    TableNotFoundError,
+    TooLargeError,
+)
+from lineage.model import (
+    Audit,
+    Change,
+    HistoryRecord,
+    LineageEntry,
+    Operation,
+    TableConfig,
+    TableState,
+)
+from lineage.names import check_table_name
+from lineage.store import RetryableStoreError, Snapshot, VersionConflict, WriteOutcomeUnknown
+
+ROOT = "/segment-lineage"
+REQUEST_LIMIT = 512 * 1024  # every request we send stays under this
+BLOB_LIMIT = 256 * 1024  # a bucket or name chunk, encoded
+INLINE_NAMES_BYTES = 4 * 1024  # shorter name lists live inside the entry record
+HISTORY_TAIL = 64  # history records kept in the head before sealing a blob
+MAX_BUCKETS = 1 << 13
+READ_ATTEMPTS = 5
+CACHE_BLOBS = 8192
+
+_UNKNOWN = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+
+
+def bucket_of(key: str, buckets: int) -> int:
+    return zlib.crc32(key.encode()) & (buckets - 1)
+
+
+def _blob_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class _Loaded:
+    """The store's token for one read: what the state was built from."""
+
+    head: Head
+    zversion: int
+    maps: dict[str, dict[str, Any]]  # kind -> key -> object (shared with the state)
+    bucket_keys: dict[str, list[list[str]]]  # kind -> bucket -> keys
+    lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]]
+
+
+class _BlobGone(Exception):
+    """A blob referenced by the head we read has been collected: re-read."""
+
+
+def _key(kind: str, obj: Any) -> str:
+    if kind == SEGMENTS:
+        return str(obj.name)
+    if kind == ENTRIES:
+        return str(obj.entry_id)
+    return str(obj.location)
+
+
+class ZkStore:
+    """Thread-safe for reads and writes from several threads of one process."""
+
+    def __init__(self, client: KazooClient, *, acl: Sequence[ACL] | None = None, owns_client: bool = True) -> None:
+        self.client = client
+        self.acl = list(acl) if acl else None
+        self._owns_client = owns_client
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._ready = False
+
+    # ---- paths and plumbing ------------------------------------------------
+
+    @staticmethod
+    def head_path(table: str) -> str:
+        return f"{ROOT}/tables/{check_table_name(table)}"
+
+    def blob_path(self, table: str, blob: str) -> str:
+        return f"{self.head_path(table)}/blobs/{blob}"
+
+    def _ensure_root(self) -> None:
+        if self._ready:
+            return
+        for path in (ROOT, f"{ROOT}/tables", f"{ROOT}/names", f"{ROOT}/clock"):
+            try:
+                self.client.create(path, b"", acl=self.acl)
+            except NodeExistsError:
+                pass
+            except NoAuthError:
+                raise AuthError(f"ZooKeeper refused to create {path}: not authorised") from None
+            except _UNKNOWN as exc:
+                raise StoreUnavailableError(f"ZooKeeper unavailable: {type(exc).__name__}") from None
+        self._ready = True
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run one read-only call with kazoo's bounded retry; translate errors."""
+        try:
+            return self.client.retry(fn, *args, **kwargs)
+        except NoAuthError:
+            raise AuthError(
+                f"ZooKeeper refused {what}: not authorised",
+                remedy="check LINEAGE_ZK_AUTH",
+            ) from None
+        except NoNodeError:
+            raise
+        except (KazooException, ConnectionError) as exc:
+            raise StoreUnavailableError(f"ZooKeeper {what} failed: {type(exc).__name__}") from None
+
+    def now_ms(self) -> int:
+        self._ensure_root()
+        # The clock node holds nothing shared; only its mtime (set by the
+        # ZooKeeper leader) matters, so an unconditional set is right here.
+        stat = self._call("clock read", self.client.set, f"{ROOT}/clock", b"")
+        return int(stat.mtime)
+
+    # ---- blobs ---------------------------------------------------------------
+
+    def _cached(self, blob: str) -> Any | None:
+        with self._cache_lock:
+            value = self._cache.get(blob)
+            if value is not None:
+                self._cache.move_to_end(blob)
+            return value
+
+    def _remember(self, blob: str, value: Any) -> None:
+        with self._cache_lock:
+            self._cache[blob] = value
+            while len(self._cache) > CACHE_BLOBS:
+                self._cache.popitem(last=False)
+
+    def _fetch(self, table: str, blobs: Iterable[str]) -> dict[str, bytes]:
+        """Raw bytes of blobs not in the cache, fetched in one pipelined batch."""
+        pending = {b: self.client.get_async(self.blob_path(table, b)) for b in blobs}
+        out: dict[str, bytes] = {}
+        for blob, result in pending.items():
+            try:
+                data, _ = result.get(timeout=30)
+            except NoNodeError:
+                raise _BlobGone(blob) from None
+            except NoAuthError:
+                raise AuthError(f"ZooKeeper refused reading table {table!r}: not authorised") from None
+            except (KazooException, ConnectionError, TimeoutError) as exc:
+                raise StoreUnavailableError(f"ZooKeeper read failed: {type(exc).__name__}") from None
+            out[blob] = data
+        return out
+
+    def _decoded(self, table: str, blobs: Sequence[str], decode: Any) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        missing: list[str] = []
+        for blob in blobs:
+            value = self._cached(blob)
+            if value is None:
+                missing.append(blob)
+            else:
+                found[blob] = value
+        for blob, raw in self._fetch(table, missing).items():
+            value = decode(raw, f"{self.blob_path(table, blob)}")
+            self._remember(blob, value)
+            found[blob] = value
+        return found
+
+    def _write_blobs(self, table: str, blobs: Mapping[str, bytes]) -> None:
+        for blob, data in blobs.items():
+            if len(data) > REQUEST_LIMIT:
+                raise TooLargeError(f"blob of {len(data)} bytes for table {table!r} exceeds the request limit")
+        results = {
+            b: self.client.create_async(self.blob_path(table, b), data, acl=self.acl) for b, data in blobs.items()
+        }
+        for blob, result in results.items():
+            try:
+                result.get(timeout=30)
+            except NodeExistsError:
+                pass  # our own earlier attempt: blob ids are unique per write
+            except NoNodeError:
+                raise TableNotFoundError(table) from None
+            except NoAuthError:
+                raise AuthError(f"ZooKeeper refused writing table {table!r}: not authorised") from None
+            except (KazooException, ConnectionError, TimeoutError) as exc:
+                raise RetryableStoreError(f"writing blob {blob} failed: {type(exc).__name__}") from None
+
+    # ---- reading -------------------------------------------------------------
+
+    def _read_head(self, table: str) -> tuple[Head, int]:
+        path = self.head_path(table)
+        try:
+            raw, stat = self._call(f"reading table {table!r}", self.client.get, path)
+        except NoNodeError:
+            raise TableNotFoundError(table) from None
+        head = codec.decode_head(raw, path)
+        if head.dropping:
+            raise TableNotFoundError(table)
+        if head.config.name != table:
+            raise CorruptRecordError(path, f"head names table {head.config.name!r}")
+        return head, int(stat.version)
+
+    def read(self, table: str) -> Snapshot:
+        check_table_name(table)
+        last_gone = ""
+        for _ in range(READ_ATTEMPTS):
+            head, zversion = self._read_head(table)
+            try:
+                loaded = self._load(table, head, zversion)
+            except _BlobGone as gone:
+                last_gone = str(gone)
+                continue
+            state = TableState(
+                config=head.config,
+                version=head.version,
+                segments=loaded.maps[SEGMENTS],
+                entries=loaded.maps[ENTRIES],
+                pending=loaded.maps[PENDING],
+            )
+            return Snapshot(state, loaded)
+        raise CorruptRecordError(self.head_path(table), f"blob {last_gone} referenced by the head is missing")
+
+    def _load(self, table: str, head: Head, zversion: int) -> _Loaded:
+        maps: dict[str, dict[str, Any]] = {}
+        bucket_keys: dict[str, list[list[str]]] = {}
+        for kind in KINDS:
+            ids = head.buckets[kind]
+
+            def decode(raw: bytes, where: str, kind: str = kind) -> list[Any]:
+                return codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where)
+
+            blobs = self._decoded(table, ids, decode)
+            merged: dict[str, Any] = {}
+            keys: list[list[str]] = []
+            for index, blob in enumerate(ids):
+                bucket: list[str] = []
+                for obj in blobs[blob]:
+                    key = _key(kind, obj)
+                    if key in merged:
+                        raise CorruptRecordError(self.blob_path(table, blob), f"duplicate {kind} key {key!r}")
+                    if bucket_of(key, len(ids)) != index:
+                        raise CorruptRecordError(self.blob_path(table, blob), f"{key!r} in the wrong bucket")
+                    merged[key] = obj
+                    bucket.append(key)
+                keys.append(bucket)
+            maps[kind] = merged
+            bucket_keys[kind] = keys
+
+        stored: dict[str, StoredEntry] = maps[ENTRIES]
+        chunk_ids = [c for e in stored.values() for c in (*e.src.chunks, *e.dst.chunks)]
+        chunks = self._decoded(table, chunk_ids, lambda raw, where: tuple(codec.decode_names(raw, where)))
+        entries: dict[str, LineageEntry] = {}
+        lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]] = {}
+        for entry in sorted(stored.values(), key=lambda e: (e.created_ms, e.entry_id)):
+            src = self._names(entry.src, chunks, table, entry.entry_id)
+            dst = self._names(entry.dst, chunks, table, entry.entry_id)
+            entries[entry.entry_id] = entry.resolve(src, dst)
+            lists[entry.entry_id] = (src, entry.src, dst, entry.dst)
+        maps[ENTRIES] = entries
+        return _Loaded(head, zversion, maps, bucket_keys, lists)
+
+    def _names(self, names: NameList, chunks: Mapping[str, tuple[str, ...]], table: str, entry: str) -> tuple[str, ...]:
+        if names.names is not None:
+            return names.names
+        out: tuple[str, ...] = ()
+        for chunk in names.chunks:
+            out += chunks[chunk]
+        if len(out) != names.count:
+            raise CorruptRecordError(
+                self.head_path(table), f"entry {entry}: expected {names.count} names, found {len(out)}"
+            )
+        return out
+
+    # ---- writing ---------------------------------------------------------------
+
+    def _name_list(self, names: tuple[str, ...], blobs: dict[str, bytes]) -> NameList:
+        if len(codec.dumps(list(names))) <= INLINE_NAMES_BYTES:
+            return NameList(names=names, chunks=(), count=len(names))
+        chunk_ids: list[str] = []
+        current: list[str] = []
+        size = 0
+        for name in names:
+            if current and size + len(name) + 3 > BLOB_LIMIT - 128:
+                blob = _blob_id()
+                blobs[blob] = codec.encode_names(current)
+                chunk_ids.append(blob)
+                current, size = [], 0
+            current.append(name)
+            size += len(name) + 3
+        if current:
+            blob = _blob_id()
+            blobs[blob] = codec.encode_names(current)
+            chunk_ids.append(blob)
+        return NameList(names=None, chunks=tuple(chunk_ids), count=len(names))
+
+    def _encode(self, kind: str, obj: Any, base: _Loaded, blobs: dict[str, bytes]) -> dict[str, object]:
+        if kind == SEGMENTS:
+            return codec.segment_to_dict(obj)
+        if kind == PENDING:
+            return codec.pending_to_dict(obj)
+        entry: LineageEntry = obj
+        old = base.lists.get(entry.entry_id)
+        if old is not None and old[0] is entry.segments_from:
+            src = old[1]
+        else:
+            src = self._name_list(entry.segments_from, blobs)
+        if old is not None and old[2] is entry.segments_to:
+            dst = old[3]
+        else:
+            dst = self._name_list(entry.segments_to, blobs)
+        return codec.entry_to_dict(entry, src, dst)
+
+    def _buckets(
+        self, kind: str, new: Mapping[str, Any], base: _Loaded, blobs: dict[str, bytes], table: str
+    ) -> tuple[str, ...]:
+        old = base.maps[kind]
+        old_ids = base.head.buckets[kind]
+        count = len(old_ids)
+        dirty: set[int] = set()
+        for key, obj in new.items():
+            if old.get(key) is not obj:
+                dirty.add(bucket_of(key, count))
+        for key in old:
+            if key not in new:
+                dirty.add(bucket_of(key, count))
+        if not dirty:
+            return old_ids
+        layout: list[list[str]] | None = None
+        while True:
+            if layout is None:
+                keys_of = {i: [k for k in base.bucket_keys[kind][i] if k in new] for i in dirty}
+                for key in new:
+                    if key not in old:
+                        i = bucket_of(key, count)
+                        keys_of[i].append(key)
+            else:
+                keys_of = dict(enumerate(layout))
+            encoded: dict[int, bytes] = {}
+            too_big = False
+            for i, keys in keys_of.items():
+                raw = codec.encode_bucket(kind, [self._encode(kind, new[k], base, blobs) for k in keys])
+                if len(raw) > BLOB_LIMIT:
+                    too_big = True
+                    break
+                encoded[i] = raw
+            if not too_big:
+                break
+            count *= 2
+            if count > MAX_BUCKETS:
+                raise TooLargeError(
+                    f"table {table!r}: {kind} metadata exceeds {MAX_BUCKETS} buckets of {BLOB_LIMIT} bytes"
+                )
+            layout = [[] for _ in range(count)]
+            for key in new:
+                layout[bucket_of(key, count)].append(key)
+            dirty = set(range(count))
+        ids = list(old_ids) if len(old_ids) == count else [""] * count
+        for i, raw in encoded.items():
+            blob = _blob_id()
+            blobs[blob] = raw
+            ids[i] = blob
+        return tuple(ids)
+
+    def write(
+        self, table: str, base: Snapshot, change: Change, audit: Audit, commit_id: str, now_ms: int
+    ) -> TableState:
+        loaded = base.token
+        if not isinstance(loaded, _Loaded):
+            raise TypeError("snapshot was not read from this store")
+        state = change.state
+        blobs: dict[str, bytes] = {}
+        buckets = {
+            SEGMENTS: self._buckets(SEGMENTS, state.segments, loaded, blobs, table),
+            ENTRIES: self._buckets(ENTRIES, state.entries, loaded, blobs, table),
+            PENDING: self._buckets(PENDING, state.pending, loaded, blobs, table),
+        }
+        version = loaded.head.version + 1
+        record = HistoryRecord(
+            version, commit_id, now_ms, change.operation, change.entry_id, audit.actor,
+            audit.job_id, audit.reason, change.segments, change.rows, change.size_bytes,
+        )
+        sealed, tail = loaded.head.history_sealed, loaded.head.history_tail
+        if len(tail) >= HISTORY_TAIL:
+            blob = _blob_id()
+            blobs[blob] = codec.encode_history(tail)
+            sealed, tail = (*sealed, blob), ()
+        head = Head(
+            config=state.config,
+            version=version,
+            commit_id=commit_id,
+            buckets=buckets,
+            history_sealed=sealed,
+            history_tail=(*tail, record),
+        )
+        raw = codec.encode_head(head)
+        if len(raw) > REQUEST_LIMIT:
+            raise TooLargeError(f"table {table!r}: head record of {len(raw)} bytes exceeds {REQUEST_LIMIT}")
+        self._write_blobs(table, blobs)
+        try:
+            stat = self.client.set(self.head_path(table), raw, version=loaded.zversion)
+        except BadVersionError:
+            raise VersionConflict(f"table {table} changed since version {loaded.head.version}") from None
+        except NoNodeError:
+            raise TableNotFoundError(table) from None
+        except NoAuthError:
+            raise AuthError(f"ZooKeeper refused writing table {table!r}: not authorised") from None
+        except _UNKNOWN as exc:
+            raise WriteOutcomeUnknown(f"head swap: {type(exc).__name__}") from None
+        except KazooException as exc:
+            raise WriteOutcomeUnknown(f"head swap: {type(exc).__name__}") from None
+        del stat
+        return TableState(state.config, version, state.segments, state.entries, state.pending)
+
+    # ---- tables ----------------------------------------------------------------
+
+    def create_table(self, config: TableConfig, audit: Audit, commit_id: str) -> TableState:
+        table = check_table_name(config.name)
+        self._ensure_root()
+        now = self.now_ms()
+        empty = {kind: _blob_id() for kind in KINDS}
+        record = HistoryRecord(1, commit_id, now, Operation.CREATE_TABLE, None, audit.actor,
+                               audit.job_id, audit.reason, 0, 0, 0)
+        head = Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, (), (record,))
+        guard = f"{ROOT}/names/{table.casefold()}"
+        path = self.head_path(table)
+        for _ in range(READ_ATTEMPTS):
+            txn = self.client.transaction()
+            txn.create(guard, table.encode(), acl=self.acl)
+            txn.create(path, codec.encode_head(head), acl=self.acl)
+            txn.create(f"{path}/blobs", b"", acl=self.acl)
+            for kind, blob in empty.items():
+                txn.create(self.blob_path(table, blob), codec.encode_bucket(kind, []), acl=self.acl)
+            try:
+                results = txn.commit()
+            except _UNKNOWN:
+                try:
+                    current, _ = self._read_head(table)
+                except TableNotFoundError:
+                    continue
+                if current.commit_id == commit_id or any(r.commit_id == commit_id for r in current.history_tail):
+                    return TableState(config=config, version=1)
+                raise TableExistsError(table) from None
+            except NoAuthError:
+                raise AuthError(f"ZooKeeper refused creating table {table!r}: not authorised") from None
+            failures = [r for r in results if isinstance(r, Exception)]
+            if not failures:
+                return TableState(config=config, version=1)
+            if isinstance(results[0], NodeExistsError):
+                try:
+                    existing = self._call("table lookup", self.client.get, guard)[0].decode()
+                except NoNodeError:
+                    continue
+                raise TableExistsError(table, existing)
+            if isinstance(results[0], NoAuthError) or any(isinstance(r, NoAuthError) for r in failures):
+                raise AuthError(f"ZooKeeper refused creating table {table!r}: not authorised")
+            first = next(r for r in failures if not type(r).__name__ == "RolledBackError")
+            raise StoreUnavailableError(f"creating table {table!r} failed: {type(first).__name__}")
+        raise StoreUnavailableError(f"creating table {table!r} did not settle after {READ_ATTEMPTS} attempts")
+
+    def list_tables(self) -> list[str]:
+        self._ensure_root()
+        children = self._call("listing tables", self.client.get_children, f"{ROOT}/tables")
+        out = []
+        for name in sorted(children):
+            try:
+                self._read_head(name)
+            except (TableNotFoundError, CorruptRecordError):
+                continue
+            out.append(name)
+        return out
+
+    def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:
+        self._call("sync", self.client.sync, self.head_path(table))
+        head, _ = self._read_head(table)
+        for record in self._history(table, head, until_version=after_version):
+            if record.commit_id == commit_id and record.version > after_version:
+                return record
+        return None
+
+    def _history(self, table: str, head: Head, until_version: int = 0) -> Iterable[HistoryRecord]:
+        yield from reversed(head.history_tail)
+        for blob in reversed(head.history_sealed):
+            try:
+                records = self._decoded(table, [blob], codec.decode_history)[blob]
+            except _BlobGone:
+                raise CorruptRecordError(self.blob_path(table, blob), "history blob missing") from None
+            yield from reversed(records)
+            if records and records[0].version <= until_version:
+                return
+
+    def history(self, table: str, limit: int | None = None) -> list[HistoryRecord]:
+        head, _ = self._read_head(table)
+        out: list[HistoryRecord] = []
+        for record in self._history(table, head):
+            out.append(record)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def drop_table(self, table: str, audit: Audit) -> None:
+        path = self.head_path(table)
+        for _ in range(READ_ATTEMPTS):
+            try:
+                raw, stat = self._call(f"reading table {table!r}", self.client.get, path)
+            except NoNodeError:
+                raise TableNotFoundError(table) from None
+            head = codec.decode_head(raw, path)
+            if not head.dropping:
+                marked = Head(head.config, head.version + 1, uuid.uuid4().hex, head.buckets,
+                              head.history_sealed, head.history_tail, dropping=True)
+                try:
+                    stat = self.client.set(path, codec.encode_head(marked), version=stat.version)
+                except BadVersionError:
+                    continue
+            blobs = self._call("listing blobs", self.client.get_children, f"{path}/blobs")
+            for blob in blobs:
+                try:
+                    self.client.retry(self.client.delete, self.blob_path(table, blob))
+                except NoNodeError:
+                    pass
+            txn = self.client.transaction()
+            txn.delete(f"{path}/blobs")
+            txn.delete(path, version=stat.version)
+            txn.delete(f"{ROOT}/names/{table.casefold()}")
+            results = txn.commit()
+            if not any(isinstance(r, Exception) for r in results):
+                return
+            if any(isinstance(r, (NotEmptyError, BadVersionError)) for r in results):
+                continue
+            if isinstance(results[1], NoNodeError):
+                return
+        raise StoreUnavailableError(f"dropping table {table!r} did not settle; run the drop again")
+
+    # ---- metadata garbage ------------------------------------------------------
+
+    def collect_garbage(self, table: str, grace_ms: int) -> int:
+        """Delete blobs the head no longer references, older than ``grace_ms``.
+
+        Ages come from ZooKeeper's clock (blob ctime against the clock node),
+        so no client clock can make a blob look old. Returns the count deleted.
+        """
+        now = self.now_ms()
+        snap = self.read(table)
+        loaded = snap.token
+        assert isinstance(loaded, _Loaded)
+        keep = loaded.head.referenced_blobs()
+        for _, src_list, _, dst_list in loaded.lists.values():
+            keep.update(src_list.chunks)
+            keep.update(dst_list.chunks)
+        path = f"{self.head_path(table)}/blobs"
+        deleted = 0
+        for blob in self._call("listing blobs", self.client.get_children, path):
+            if blob in keep:
+                continue
+            stat = self.client.exists(f"{path}/{blob}")
+            if stat is None or now - int(stat.ctime) < grace_ms:
+                continue
+            try:
+                self.client.delete(f"{path}/{blob}")
+                deleted += 1
+            except NoNodeError:
+                pass
+        return deleted
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.stop()
+            self.client.close()
+
