@@ -220,16 +220,12 @@ class LineageManager:
         reason: str | None = None,
     ) -> Committed:
         subset = None if to_subset is None else list(to_subset)
-        return self.commit(
-            table, lambda s, now: transitions.end_replace(s, entry_id, now, subset), reason
-        )
+        return self.commit(table, lambda s, now: transitions.end_replace(s, entry_id, now, subset), reason)
 
     def revert_replace(
         self, table: str, entry_id: str, *, force: bool = False, reason: str | None = None
     ) -> Committed:
-        return self.commit(
-            table, lambda s, now: transitions.revert_replace(s, entry_id, now, force), reason
-        )
+        return self.commit(table, lambda s, now: transitions.revert_replace(s, entry_id, now, force), reason)
 
     # ---- reads ----------------------------------------------------------------
 

@@ -41,8 +41,19 @@ class MemoryStore:
             state = TableState(config=config, version=1)
             self._tables[config.name] = state
             self._history[config.name] = [
-                HistoryRecord(1, commit_id, self.now_ms(), Operation.CREATE_TABLE, None,
-                              audit.actor, audit.job_id, audit.reason, 0, 0, 0)
+                HistoryRecord(
+                    1,
+                    commit_id,
+                    self.now_ms(),
+                    Operation.CREATE_TABLE,
+                    None,
+                    audit.actor,
+                    audit.job_id,
+                    audit.reason,
+                    0,
+                    0,
+                    0,
+                )
             ]
             return state
 
@@ -72,9 +83,19 @@ class MemoryStore:
             state = change.state.replace(version=current.version + 1)
             self._tables[table] = state
             self._history[table].append(
-                HistoryRecord(state.version, commit_id, now_ms, change.operation, change.entry_id,
-                              audit.actor, audit.job_id, audit.reason, change.segments,
-                              change.rows, change.size_bytes)
+                HistoryRecord(
+                    state.version,
+                    commit_id,
+                    now_ms,
+                    change.operation,
+                    change.entry_id,
+                    audit.actor,
+                    audit.job_id,
+                    audit.reason,
+                    change.segments,
+                    change.rows,
+                    change.size_bytes,
+                )
             )
             if outcome is True:
                 raise WriteOutcomeUnknown("injected: applied, but the reply was lost")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from lineage.errors import InvalidInputError
 from lineage.names import check_table_name, check_text
@@ -17,18 +17,18 @@ DEFAULT_ENTRY_CLEANUP_RETENTION = "1d"
 DEFAULT_MAX_SNAPSHOTS = 2
 
 
-class TableType(str, Enum):
+class TableType(StrEnum):
     REFRESH = "REFRESH"
     APPEND = "APPEND"
 
 
-class EntryState(str, Enum):
+class EntryState(StrEnum):
     IN_PROGRESS = "IN_PROGRESS"
     COMPLETED = "COMPLETED"
     REVERTED = "REVERTED"
 
 
-class DeletionReason(str, Enum):
+class DeletionReason(StrEnum):
     """Why a segment's file is queued for the retention daemon."""
 
     DELETED = "DELETED"  # an operator deleted the segment
@@ -37,7 +37,7 @@ class DeletionReason(str, Enum):
     END_SUBSET = "END_SUBSET"  # a `to` segment left out of end_replace's subset
 
 
-class Operation(str, Enum):
+class Operation(StrEnum):
     CREATE_TABLE = "CREATE_TABLE"
     REGISTER = "REGISTER"
     DELETE = "DELETE"
@@ -78,14 +78,16 @@ class TableConfig:
         try:
             kind = TableType(table_type.upper() if isinstance(table_type, str) else table_type)
         except ValueError:
-            raise InvalidInputError(
-                f"invalid table type {table_type!r}: use REFRESH or APPEND"
-            ) from None
+            raise InvalidInputError(f"invalid table type {table_type!r}: use REFRESH or APPEND") from None
         if time_column is not None and (
             not time_column or not time_column.replace("_", "a").isalnum() or not time_column.isascii()
         ):
             raise InvalidInputError(f"invalid time column {time_column!r}: letters, digits and '_' only")
-        if isinstance(max_snapshots, bool) or not isinstance(max_snapshots, int) or not 1 <= max_snapshots <= 1000:
+        if (
+            isinstance(max_snapshots, bool)
+            or not isinstance(max_snapshots, int)
+            or not 1 <= max_snapshots <= 1000
+        ):
             raise InvalidInputError(f"invalid max snapshots {max_snapshots!r}: a whole number from 1 to 1000")
         default_replaced = (
             DEFAULT_REFRESH_RETENTION if kind is TableType.REFRESH else DEFAULT_APPEND_RETENTION

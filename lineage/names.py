@@ -100,14 +100,10 @@ def check_location(location: object) -> str:
     if len(location) > MAX_LOCATION:
         raise InvalidInputError(f"invalid segment location: longer than {MAX_LOCATION} characters")
     if "://" in location or location.startswith("/"):
-        raise InvalidInputError(
-            f"invalid segment location {location!r}: must be relative to the table root"
-        )
+        raise InvalidInputError(f"invalid segment location {location!r}: must be relative to the table root")
     for part in location.split("/"):
         if part in ("", ".", ".."):
-            raise InvalidInputError(
-                f"invalid segment location {location!r}: empty, '.' or '..' path part"
-            )
+            raise InvalidInputError(f"invalid segment location {location!r}: empty, '.' or '..' path part")
         if _PART.fullmatch(part) is None or part.startswith("."):
             raise InvalidInputError(
                 f"invalid segment location {location!r}: part {part!r} has characters "

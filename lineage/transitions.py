@@ -150,8 +150,10 @@ def register_segments(
     in_progress_to: dict[str, str] = {}
     reverted_to: dict[str, str] = {}
     for entry in state.entries.values():
-        target = in_progress_to if entry.state is EntryState.IN_PROGRESS else (
-            reverted_to if entry.state is EntryState.REVERTED else None
+        target = (
+            in_progress_to
+            if entry.state is EntryState.IN_PROGRESS
+            else (reverted_to if entry.state is EntryState.REVERTED else None)
         )
         if target is not None:
             for name in entry.segments_to:
@@ -163,7 +165,9 @@ def register_segments(
     for seg in new:
         existing = folded.get(seg.name.casefold())
         if existing is not None:
-            problem = "is already registered" if existing == seg.name else f"differs only in case from {existing!r}"
+            problem = (
+                "is already registered" if existing == seg.name else f"differs only in case from {existing!r}"
+            )
             raise RefusedError(
                 f"segment {seg.name!r} {problem} in table {table!r}",
                 table=table,
@@ -334,11 +338,17 @@ def start_replace(
                 left = tuple(n for n in entry.segments_to if n not in overlap_to)
                 if not left and not entry.segments_from:
                     continue
-                entry = LineageEntry(
-                    entry.entry_id, entry.segments_from, left, entry.state,
-                    entry.timestamp_ms, entry.created_ms, entry.audit,
+                entries[entry.entry_id] = LineageEntry(
+                    entry.entry_id,
+                    entry.segments_from,
+                    left,
+                    entry.state,
+                    entry.timestamp_ms,
+                    entry.created_ms,
+                    entry.audit,
                 )
-            entries[entry.entry_id] = entry
+            else:
+                entries[entry.entry_id] = entry
             continue
         if force_cleanup and entry.state is EntryState.IN_PROGRESS and (overlap_from or overlap_to):
             # A stale push: reclaim its uploads; keep a REVERTED trace of the
@@ -347,8 +357,13 @@ def start_replace(
             leftovers = tuple(n for n in entry.segments_to if n not in dst_set)
             if leftovers:
                 entries[entry.entry_id] = LineageEntry(
-                    entry.entry_id, entry.segments_from, leftovers, EntryState.REVERTED,
-                    now_ms, entry.created_ms, entry.audit,
+                    entry.entry_id,
+                    entry.segments_from,
+                    leftovers,
+                    EntryState.REVERTED,
+                    now_ms,
+                    entry.created_ms,
+                    entry.audit,
                 )
             continue
         if overlap_from:
@@ -462,7 +477,13 @@ def end_replace(
             remedy="revert this entry with --force and push again",
         )
     done = LineageEntry(
-        entry_id, entry.segments_from, dst, EntryState.COMPLETED, now_ms, entry.created_ms, entry.audit
+        entry_id,
+        entry.segments_from,
+        dst,
+        EntryState.COMPLETED,
+        now_ms,
+        entry.created_ms,
+        entry.audit,
     )
     entries = dict(state.entries)
     entries[entry_id] = done
@@ -525,8 +546,13 @@ def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = 
             )
     entries = dict(state.entries)
     entries[entry_id] = LineageEntry(
-        entry_id, entry.segments_from, entry.segments_to, EntryState.REVERTED,
-        now_ms, entry.created_ms, entry.audit,
+        entry_id,
+        entry.segments_from,
+        entry.segments_to,
+        EntryState.REVERTED,
+        now_ms,
+        entry.created_ms,
+        entry.audit,
     )
     return Change(
         state=state.replace(entries=entries),

@@ -56,7 +56,11 @@ def check_hosts(hosts: str) -> str:
             raise InvalidInputError(f"invalid ZooKeeper address {server!r}: use host:port")
     if chroot:
         for part in chroot.split("/"):
-            if not part or not part.replace("-", "").replace("_", "").replace(".", "").isalnum() or part in (".", ".."):
+            if (
+                not part
+                or not part.replace("-", "").replace("_", "").replace(".", "").isalnum()
+                or part in (".", "..")
+            ):
                 raise InvalidInputError(f"invalid ZooKeeper chroot '/{chroot}'")
     return hosts
 

@@ -23,6 +23,7 @@ ZooKeeper's clock.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 import zlib
@@ -113,7 +114,9 @@ def _key(kind: str, obj: Any) -> str:
 class ZkStore:
     """Thread-safe for reads and writes from several threads of one process."""
 
-    def __init__(self, client: KazooClient, *, acl: Sequence[ACL] | None = None, owns_client: bool = True) -> None:
+    def __init__(
+        self, client: KazooClient, *, acl: Sequence[ACL] | None = None, owns_client: bool = True
+    ) -> None:
         self.client = client
         self.acl = list(acl) if acl else None
         self._owns_client = owns_client
@@ -212,17 +215,20 @@ class ZkStore:
         return found
 
     def _write_blobs(self, table: str, blobs: Mapping[str, bytes]) -> None:
-        for blob, data in blobs.items():
+        for data in blobs.values():
             if len(data) > REQUEST_LIMIT:
-                raise TooLargeError(f"blob of {len(data)} bytes for table {table!r} exceeds the request limit")
+                raise TooLargeError(
+                    f"blob of {len(data)} bytes for table {table!r} exceeds the request limit"
+                )
         results = {
-            b: self.client.create_async(self.blob_path(table, b), data, acl=self.acl) for b, data in blobs.items()
+            b: self.client.create_async(self.blob_path(table, b), data, acl=self.acl)
+            for b, data in blobs.items()
         }
         for blob, result in results.items():
             try:
                 result.get(timeout=30)
             except NodeExistsError:
-                pass  # our own earlier attempt: blob ids are unique per write
+                continue  # our own earlier attempt for this blob id: ids are unique per write
             except NoNodeError:
                 raise TableNotFoundError(table) from None
             except NoAuthError:
@@ -304,7 +310,9 @@ class ZkStore:
         maps[ENTRIES] = entries
         return _Loaded(head, zversion, maps, bucket_keys, lists)
 
-    def _names(self, names: NameList, chunks: Mapping[str, tuple[str, ...]], table: str, entry: str) -> tuple[str, ...]:
+    def _names(
+        self, names: NameList, chunks: Mapping[str, tuple[str, ...]], table: str, entry: str
+    ) -> tuple[str, ...]:
         if names.names is not None:
             return names.names
         out: tuple[str, ...] = ()
@@ -312,7 +320,8 @@ class ZkStore:
             out += chunks[chunk]
         if len(out) != names.count:
             raise CorruptRecordError(
-                self.head_path(table), f"entry {entry}: expected {names.count} names, found {len(out)}"
+                self.head_path(table),
+                f"entry {entry}: expected {names.count} names, found {len(out)}",
             )
         return out
 
@@ -421,8 +430,17 @@ class ZkStore:
         }
         version = loaded.head.version + 1
         record = HistoryRecord(
-            version, commit_id, now_ms, change.operation, change.entry_id, audit.actor,
-            audit.job_id, audit.reason, change.segments, change.rows, change.size_bytes,
+            version,
+            commit_id,
+            now_ms,
+            change.operation,
+            change.entry_id,
+            audit.actor,
+            audit.job_id,
+            audit.reason,
+            change.segments,
+            change.rows,
+            change.size_bytes,
         )
         sealed, tail = loaded.head.history_sealed, loaded.head.history_tail
         if len(tail) >= HISTORY_TAIL:
@@ -463,8 +481,19 @@ class ZkStore:
         self._ensure_root()
         now = self.now_ms()
         empty = {kind: _blob_id() for kind in KINDS}
-        record = HistoryRecord(1, commit_id, now, Operation.CREATE_TABLE, None, audit.actor,
-                               audit.job_id, audit.reason, 0, 0, 0)
+        record = HistoryRecord(
+            1,
+            commit_id,
+            now,
+            Operation.CREATE_TABLE,
+            None,
+            audit.actor,
+            audit.job_id,
+            audit.reason,
+            0,
+            0,
+            0,
+        )
         head = Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, (), (record,))
         guard = f"{ROOT}/names/{table.casefold()}"
         path = self.head_path(table)
@@ -482,7 +511,9 @@ class ZkStore:
                     current, _ = self._read_head(table)
                 except TableNotFoundError:
                     continue
-                if current.commit_id == commit_id or any(r.commit_id == commit_id for r in current.history_tail):
+                if current.commit_id == commit_id or any(
+                    r.commit_id == commit_id for r in current.history_tail
+                ):
                     return TableState(config=config, version=1)
                 raise TableExistsError(table) from None
             except NoAuthError:
@@ -498,7 +529,7 @@ class ZkStore:
                 raise TableExistsError(table, existing)
             if isinstance(results[0], NoAuthError) or any(isinstance(r, NoAuthError) for r in failures):
                 raise AuthError(f"ZooKeeper refused creating table {table!r}: not authorised")
-            first = next(r for r in failures if not type(r).__name__ == "RolledBackError")
+            first = next(r for r in failures if type(r).__name__ != "RolledBackError")
             raise StoreUnavailableError(f"creating table {table!r} failed: {type(first).__name__}")
         raise StoreUnavailableError(f"creating table {table!r} did not settle after {READ_ATTEMPTS} attempts")
 
@@ -551,18 +582,23 @@ class ZkStore:
                 raise TableNotFoundError(table) from None
             head = codec.decode_head(raw, path)
             if not head.dropping:
-                marked = Head(head.config, head.version + 1, uuid.uuid4().hex, head.buckets,
-                              head.history_sealed, head.history_tail, dropping=True)
+                marked = Head(
+                    head.config,
+                    head.version + 1,
+                    uuid.uuid4().hex,
+                    head.buckets,
+                    head.history_sealed,
+                    head.history_tail,
+                    dropping=True,
+                )
                 try:
                     stat = self.client.set(path, codec.encode_head(marked), version=stat.version)
                 except BadVersionError:
                     continue
             blobs = self._call("listing blobs", self.client.get_children, f"{path}/blobs")
             for blob in blobs:
-                try:
+                with contextlib.suppress(NoNodeError):
                     self.client.retry(self.client.delete, self.blob_path(table, blob))
-                except NoNodeError:
-                    pass
             txn = self.client.transaction()
             txn.delete(f"{path}/blobs")
             txn.delete(path, version=stat.version)
@@ -611,4 +647,3 @@ class ZkStore:
         if self._owns_client:
             self.client.stop()
             self.client.close()
-

@@ -1,0 +1,453 @@
+"""The ``lineage`` command line. Logic lives elsewhere; this module parses and prints.
+
+Exit codes: 0 success, 1 an operation was refused (the message says why and
+what to do), 2 usage errors and bad input. Tracebacks only with --verbose.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from lineage.errors import InvalidInputError, LineageError
+from lineage.export import to_pinot_znrecord
+from lineage.manager import LineageManager
+from lineage.model import Segment, TableConfig
+from lineage.views import (
+    entry_view,
+    history_view,
+    render_pairs,
+    render_table,
+    segment_view,
+    table_view,
+)
+from lineage.visibility import visible_names
+
+
+class LineageGroup(TyperGroup):
+    """Turns the package's errors into one line on stderr and an exit code."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LineageError as exc:
+            if OPTIONS.verbose:
+                traceback.print_exc()
+            typer.echo(f"error: {exc.message}", err=True)
+            if exc.remedy:
+                typer.echo(f"hint: {exc.remedy}", err=True)
+            raise typer.Exit(2 if isinstance(exc, InvalidInputError) else 1) from None
+
+
+app = typer.Typer(
+    cls=LineageGroup,
+    name="lineage",
+    help="Atomic segment replacement, rollback and safe cleanup, with lineage in ZooKeeper.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+zk_app = typer.Typer(help="Run the embedded ZooKeeper server on loopback.", no_args_is_help=True)
+table_app = typer.Typer(help="Create, list, show and drop tables.", no_args_is_help=True)
+segment_app = typer.Typer(help="Register, list and delete segments.", no_args_is_help=True)
+app.add_typer(zk_app, name="zk")
+app.add_typer(table_app, name="table")
+app.add_typer(segment_app, name="segment")
+
+
+@dataclass
+class Options:
+    zk: str | None = None
+    json: bool = False
+    verbose: bool = False
+
+
+OPTIONS = Options()
+
+
+@app.callback()
+def main_options(
+    zk: Annotated[
+        str | None,
+        typer.Option("--zk", help="ZooKeeper hosts[/chroot]; default $LINEAGE_ZK, else the embedded server."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+) -> None:
+    OPTIONS.zk = zk
+    OPTIONS.json = as_json
+    OPTIONS.verbose = verbose
+
+
+@contextmanager
+def manager() -> Iterator[LineageManager]:
+    from lineage.connect import open_store
+
+    store = open_store(OPTIONS.zk)
+    try:
+        yield LineageManager(store)
+    finally:
+        store.close()
+
+
+def emit(data: Any, text: str) -> None:
+    if OPTIONS.json:
+        typer.echo(json.dumps(data, indent=2, sort_keys=False))
+    else:
+        typer.echo(text)
+
+
+def split_names(raw: str | None) -> list[str]:
+    if raw is None or raw.strip() == "":
+        return []
+    return [part.strip() for part in raw.split(",")]
+
+
+# ---- zk ---------------------------------------------------------------------
+
+
+@zk_app.command("start")
+def zk_start() -> None:
+    """Start the embedded ZooKeeper server (idempotent)."""
+    from lineage.zk_server import embedded_server
+
+    server = embedded_server()
+    was_running = server.pid() is not None
+    server.start()
+    state = "already running" if was_running else "started"
+    emit(
+        {
+            "state": state,
+            "hosts": server.hosts,
+            "pid": server.pid(),
+            "directory": str(server.directory),
+        },
+        f"ZooKeeper {state} at {server.hosts} (pid {server.pid()}, data in {server.directory})",
+    )
+
+
+@zk_app.command("stop")
+def zk_stop() -> None:
+    """Stop the embedded ZooKeeper server."""
+    from lineage.zk_server import embedded_server
+
+    server = embedded_server()
+    stopped = server.stop()
+    emit({"stopped": stopped}, "ZooKeeper stopped" if stopped else "ZooKeeper was not running")
+
+
+@zk_app.command("status")
+def zk_status() -> None:
+    """Say whether the embedded ZooKeeper server is running."""
+    from lineage.zk_server import embedded_server
+
+    server = embedded_server()
+    serving = server.is_serving()
+    data = {
+        "running": serving,
+        "hosts": server.hosts,
+        "pid": server.pid(),
+        "directory": str(server.directory),
+    }
+    emit(
+        data,
+        f"ZooKeeper {'running' if serving else 'not running'} at {server.hosts}"
+        + (f" (pid {server.pid()})" if server.pid() else ""),
+    )
+    if not serving:
+        raise typer.Exit(1)
+
+
+# ---- tables -------------------------------------------------------------------
+
+
+@table_app.command("create")
+def table_create(
+    name: Annotated[str, typer.Argument(help="Table name.")],
+    root: Annotated[
+        str, typer.Option("--root", help="Deep-store root: a path, s3://, gs:// or hdfs:// URI.")
+    ],
+    table_type: Annotated[str, typer.Option("--type", help="REFRESH or APPEND.")] = "REFRESH",
+    time_column: Annotated[
+        str | None, typer.Option("--time-column", help="Time column (APPEND tables).")
+    ] = None,
+    replaced_retention: Annotated[
+        str | None,
+        typer.Option(
+            "--replaced-retention", help="Keep replaced segments this long (1d REFRESH, 4h APPEND)."
+        ),
+    ] = None,
+    entry_retention: Annotated[
+        str | None,
+        typer.Option("--entry-retention", help="Reap stale or reverted entries after this (1d)."),
+    ] = None,
+    max_snapshots: Annotated[
+        int, typer.Option("--max-snapshots", help="Snapshots kept by REFRESH tables.")
+    ] = 2,
+    exclusive_delete: Annotated[
+        bool,
+        typer.Option(
+            "--exclusive-delete/--no-exclusive-delete",
+            help="Refuse deleting lineage-locked segments.",
+        ),
+    ] = True,
+) -> None:
+    """Create a table."""
+    config = TableConfig.build(
+        name,
+        root,
+        table_type,
+        time_column=time_column,
+        replaced_segments_retention=replaced_retention,
+        lineage_entry_cleanup_retention=entry_retention,
+        max_snapshots=max_snapshots,
+        exclusive_delete=exclusive_delete,
+    )
+    with manager() as m:
+        state = m.create_table(config)
+    view = table_view(state)
+    emit(view, f"created table {name}\n" + render_pairs(view))
+
+
+@table_app.command("list")
+def table_list() -> None:
+    """List tables."""
+    with manager() as m:
+        names = m.list_tables()
+    emit(names, "\n".join(names) if names else "(no tables)")
+
+
+@table_app.command("show")
+def table_show(name: str) -> None:
+    """Show a table's settings and counts."""
+    with manager() as m:
+        view = table_view(m.table(name))
+    emit(view, render_pairs(view))
+
+
+@table_app.command("drop")
+def table_drop(
+    name: str,
+    force: Annotated[
+        bool, typer.Option("--force", help="Drop even with segments (their files stay).")
+    ] = False,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Drop a table's metadata (refused while it has segments, unless --force)."""
+    with manager() as m:
+        m.drop_table(name, force=force, reason=reason)
+    emit({"dropped": name}, f"dropped table {name}")
+
+
+# ---- segments -------------------------------------------------------------------
+
+
+def _segments_from_file(path: Path) -> list[Segment]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InvalidInputError(f"cannot read segment batch {path}: {exc}") from None
+    if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
+        raise InvalidInputError(f"{path}: expected a JSON list of segment objects")
+    out = []
+    for d in doc:
+        if "name" not in d:
+            raise InvalidInputError(f"{path}: every segment needs a 'name'")
+        known = {"name", "location", "rows", "bytes", "checksum", "min_time", "max_time"}
+        unknown = set(d) - known
+        if unknown:
+            raise InvalidInputError(f"{path}: unknown field(s) {', '.join(sorted(unknown))}")
+        out.append(
+            Segment(
+                name=d["name"],
+                location=d.get("location") or f"{d['name']}.parquet",
+                rows=d.get("rows", 0),
+                size_bytes=d.get("bytes", 0),
+                checksum=d.get("checksum", ""),
+                min_time=d.get("min_time"),
+                max_time=d.get("max_time"),
+            )
+        )
+    return out
+
+
+@segment_app.command("add")
+def segment_add(
+    table: str,
+    names: Annotated[list[str] | None, typer.Argument(help="Segment names (location NAME.parquet).")] = None,
+    batch: Annotated[Path | None, typer.Option("--file", help="JSON list of segments with metadata.")] = None,
+    rows: Annotated[int, typer.Option("--rows", help="Rows in each named segment.")] = 0,
+    size: Annotated[int, typer.Option("--bytes", help="Bytes of each named segment.")] = 0,
+    entry: Annotated[str | None, typer.Option("--entry", help="Bind to this IN_PROGRESS entry.")] = None,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Register a batch of segments in one commit."""
+    segments = [Segment(n, f"{n}.parquet", rows=rows, size_bytes=size) for n in names or []]
+    if batch is not None:
+        segments += _segments_from_file(batch)
+    if not segments:
+        raise InvalidInputError("name at least one segment, or pass --file")
+    with manager() as m:
+        done = m.register_segments(table, segments, entry_id=entry, reason=reason)
+    emit(
+        {"registered": [s.name for s in segments], "version": done.state.version},
+        f"registered {len(segments)} segment(s) in {table} (version {done.state.version})",
+    )
+
+
+@segment_app.command("list")
+def segment_list(table: str) -> None:
+    """List every registered segment, visible or hidden."""
+    with manager() as m:
+        state = m.table(table)
+    visible = visible_names(state)
+    rows = [segment_view(s, s.name in visible) for s in sorted(state.segments.values(), key=lambda s: s.name)]
+    emit(rows, render_table(rows, ["name", "visible", "rows", "bytes", "location", "entry"]))
+
+
+@segment_app.command("delete")
+def segment_delete(
+    table: str,
+    names: Annotated[list[str], typer.Argument(help="Segment names.")],
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Unregister segments; retention deletes their files."""
+    with manager() as m:
+        done = m.delete_segments(table, names, reason=reason)
+    emit(
+        {"deleted": names, "version": done.state.version},
+        f"deleted {len(names)} segment(s) from {table}; files queued for retention",
+    )
+
+
+@app.command("segments")
+def segments(table: str) -> None:
+    """List the visible segments: what a reader sees now."""
+    with manager() as m:
+        visible = m.visible_segments(table)
+    rows = [segment_view(s) for s in visible]
+    emit(
+        rows,
+        render_table(rows, ["name", "rows", "bytes", "location", "entry"])
+        + f"\n{len(rows)} visible segment(s), {sum(s.rows for s in visible)} rows",
+    )
+
+
+# ---- lineage ------------------------------------------------------------------------
+
+
+@app.command("start-replace")
+def start_replace(
+    table: str,
+    segments_from: Annotated[str, typer.Option("--from", help="Comma-separated segments to replace.")] = "",
+    segments_to: Annotated[str, typer.Option("--to", help="Comma-separated new segments.")] = "",
+    force_cleanup: Annotated[
+        bool, typer.Option("--force-cleanup", help="Clean up stale overlapping pushes.")
+    ] = False,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Open a replacement; the new segments stay hidden until end-replace."""
+    with manager() as m:
+        entry_id = m.start_replace(
+            table,
+            split_names(segments_from),
+            split_names(segments_to),
+            force_cleanup=force_cleanup,
+            reason=reason,
+        )
+    emit({"entry": entry_id}, entry_id)
+
+
+@app.command("end-replace")
+def end_replace(
+    table: str,
+    entry: str,
+    subset: Annotated[
+        str | None, typer.Option("--to-subset", help="Complete with only these of segmentsTo.")
+    ] = None,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Complete a replacement: the new segments appear and the old ones hide, at once."""
+    with manager() as m:
+        done = m.end_replace(table, entry, None if subset is None else split_names(subset), reason=reason)
+    word = "completed" if done.applied else "was already completed"
+    emit(
+        {"entry": entry, "applied": done.applied, "version": done.state.version},
+        f"entry {entry} {word}",
+    )
+
+
+@app.command("revert")
+def revert(
+    table: str,
+    entry: str,
+    force: Annotated[bool, typer.Option("--force", help="Revert an IN_PROGRESS entry.")] = False,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Revert a replacement (Pinot's rules): the replaced segments show again."""
+    with manager() as m:
+        done = m.revert_replace(table, entry, force=force, reason=reason)
+    emit({"entry": entry, "version": done.state.version}, f"entry {entry} reverted")
+
+
+@app.command("entries")
+def entries(table: str) -> None:
+    """List a table's lineage entries, oldest first."""
+    with manager() as m:
+        rows = [entry_view(e) for e in m.entries(table)]
+    emit(
+        rows,
+        render_table(rows, ["id", "state", "from", "to", "timestamp", "actor", "reason"])
+        if rows
+        else "(no lineage entries)",
+    )
+
+
+@app.command("history")
+def history(
+    table: str,
+    limit: Annotated[int | None, typer.Option("--limit", help="Newest N versions.")] = None,
+) -> None:
+    """The table's versions, newest first: operation, counts, who and why."""
+    with manager() as m:
+        rows = [history_view(h) for h in m.history(table, limit)]
+    emit(
+        rows,
+        render_table(rows, ["version", "at", "operation", "entry", "segments", "rows", "actor", "reason"]),
+    )
+
+
+@app.command("export")
+def export(
+    table: str,
+    fmt: Annotated[str, typer.Option("--format", help="Export format: pinot.")] = "pinot",
+) -> None:
+    """Export the lineage as Pinot's ZNRecord JSON."""
+    if fmt != "pinot":
+        raise InvalidInputError(f"unknown export format {fmt!r}: use pinot")
+    with manager() as m:
+        record = to_pinot_znrecord(m.table(table))
+    typer.echo(json.dumps(record, indent=2))
+
+
+@app.command("demo")
+def demo() -> None:
+    """Run the end-to-end round trip on the embedded defaults."""
+    from lineage.demo import run_demo
+
+    run_demo(OPTIONS.zk, echo=typer.echo)
+
+
+# ---- entry point ------------------------------------------------------------------------
+
+
+def main() -> None:
+    app()
