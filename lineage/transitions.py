@@ -524,16 +524,6 @@ def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = 
             found="IN_PROGRESS",
             remedy="pass --force if the push is known to be dead",
         )
-    if entry.state is EntryState.COMPLETED:
-        gone = [n for n in entry.segments_from if n not in state.segments]
-        if gone:
-            raise RefusedError(
-                f"cannot revert entry {entry_id}: its replaced segments {_shown(gone)} were deleted",
-                table=table,
-                entry_id=entry_id,
-                expected="every segmentsFrom still registered",
-                found=f"{len(gone)} deleted",
-            )
     outputs = set(entry.segments_to)
     for other in state.entries.values():
         if other.entry_id != entry_id and other.live and outputs.intersection(other.segments_from):
@@ -543,6 +533,16 @@ def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = 
                 table=table,
                 entry_id=entry_id,
                 remedy=f"revert entry {other.entry_id} first",
+            )
+    if entry.state is EntryState.COMPLETED:
+        gone = [n for n in entry.segments_from if n not in state.segments]
+        if gone:
+            raise RefusedError(
+                f"cannot revert entry {entry_id}: its replaced segments {_shown(gone)} were deleted",
+                table=table,
+                entry_id=entry_id,
+                expected="every segmentsFrom still registered",
+                found=f"{len(gone)} deleted",
             )
     entries = dict(state.entries)
     entries[entry_id] = LineageEntry(

@@ -1,0 +1,362 @@
+"""The contract suite: every test runs on the in-memory store and on real ZooKeeper.
+
+It covers the store's promises (create-if-absent, one consistent version per
+read, compare-and-set, history, own-commit recognition, drop) and Pinot's
+lineage scenarios through the manager.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from lineage import transitions
+from lineage.errors import (
+    ConflictError,
+    EntryNotFoundError,
+    InvalidInputError,
+    RefusedError,
+    SegmentNotFoundError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from lineage.manager import LineageManager
+from lineage.model import Change, DeletionReason, EntryState, Operation, Segment, TableConfig
+from lineage.store import VersionConflict
+
+T = "events"
+
+
+def seg(name: str, rows: int = 10) -> Segment:
+    return Segment(name, f"{name}.parquet", rows=rows, size_bytes=rows * 100)
+
+
+def visible(m: LineageManager, table: str = T) -> list[str]:
+    return [s.name for s in m.visible_segments(table)]
+
+
+@pytest.fixture
+def table(manager: LineageManager) -> str:
+    manager.create_table(TableConfig.build(T, "/data/events"))
+    manager.register_segments(T, [seg("s1"), seg("s2"), seg("s3")])
+    return T
+
+
+def push(m: LineageManager, src: list[str], dst: list[str], **kw: object) -> str:
+    entry = m.start_replace(T, src, dst, **kw)  # type: ignore[arg-type]
+    if dst:
+        m.register_segments(T, [seg(n) for n in dst])
+    m.end_replace(T, entry)
+    return entry
+
+
+# ---- store contract ---------------------------------------------------------------
+
+
+def test_create_is_create_if_absent_and_refuses_case_twins(manager: LineageManager) -> None:
+    manager.create_table(TableConfig.build("Orders", "/d/orders"))
+    with pytest.raises(TableExistsError, match="already exists"):
+        manager.create_table(TableConfig.build("Orders", "/d/other"))
+    with pytest.raises(TableExistsError, match="differs only in case"):
+        manager.create_table(TableConfig.build("orders", "/d/other"))
+    assert manager.table("Orders").config.root == "/d/orders"
+    assert manager.list_tables() == ["Orders"]
+
+
+def test_unknown_table_is_a_clear_error(manager: LineageManager) -> None:
+    with pytest.raises(TableNotFoundError, match="'nope' does not exist"):
+        manager.table("nope")
+    with pytest.raises(TableNotFoundError):
+        manager.register_segments("nope", [seg("a")])
+
+
+def test_every_commit_bumps_the_version_and_writes_history(manager: LineageManager, table: str) -> None:
+    entry = push(manager, ["s1"], ["n1"])
+    state = manager.table(T)
+    history = manager.history(T)
+    assert [h.version for h in history] == list(range(state.version, 0, -1))
+    assert [h.operation for h in history[:3]] == [
+        Operation.END_REPLACE,
+        Operation.REGISTER,
+        Operation.START_REPLACE,
+    ]
+    assert history[0].entry_id == entry and history[0].actor == "tester@host"
+    assert manager.history(T, limit=2) == history[:2]
+
+
+def test_a_stale_snapshot_cannot_be_swapped_in(manager: LineageManager, table: str) -> None:
+    store = manager.store
+    stale = store.read(T)
+    manager.register_segments(T, [seg("other")])
+    change = transitions.register_segments(stale.state, [seg("late")], store.now_ms())
+    with pytest.raises(VersionConflict):
+        store.write(T, stale, change, manager.audit(), uuid.uuid4().hex, store.now_ms())
+    assert "late" not in manager.table(T).segments
+
+
+def test_find_commit_recognises_only_its_own_write(manager: LineageManager, table: str) -> None:
+    store = manager.store
+    before = store.read(T)
+    done = manager.register_segments(T, [seg("mine")])
+    found = store.find_commit(T, done.commit_id, before.state.version)
+    assert found is not None and found.version == before.state.version + 1
+    assert store.find_commit(T, uuid.uuid4().hex, 0) is None
+    assert store.find_commit(T, done.commit_id, found.version) is None
+
+
+def test_drop_refuses_a_table_with_segments_unless_forced(manager: LineageManager, table: str) -> None:
+    with pytest.raises(RefusedError, match="still has 3 segment"):
+        manager.drop_table(T)
+    manager.drop_table(T, force=True)
+    with pytest.raises(TableNotFoundError):
+        manager.table(T)
+    manager.create_table(TableConfig.build(T, "/again"))  # the name is free again
+    assert manager.table(T).segments == {}
+
+
+def test_bad_input_changes_nothing(manager: LineageManager, table: str) -> None:
+    before = manager.table(T)
+    for call in (
+        lambda: manager.register_segments(T, [seg("../evil")]),
+        lambda: manager.register_segments(T, [Segment("x", "/etc/passwd")]),
+        lambda: manager.register_segments(T, [Segment("y", "y.parquet", rows=-1)]),
+        lambda: manager.start_replace(T, [], []),
+        lambda: manager.start_replace(T, ["s1", "s1"], ["n"]),
+        lambda: manager.end_replace(T, "not-a-uuid"),
+    ):
+        with pytest.raises(InvalidInputError):
+            call()
+    assert manager.table(T) == before
+
+
+# ---- Pinot's scenarios -------------------------------------------------------------
+
+
+def test_regular_replacement_hides_new_segments_until_end(manager: LineageManager, table: str) -> None:
+    entry = manager.start_replace(T, ["s1", "s2"], ["n1"], reason="nightly")
+    manager.register_segments(T, [seg("n1")])
+    assert visible(manager) == ["s1", "s2", "s3"]
+    done = manager.end_replace(T, entry)
+    assert done.applied
+    assert visible(manager) == ["n1", "s3"]
+    e = manager.table(T).entries[entry]
+    assert e.state is EntryState.COMPLETED and e.audit.reason == "nightly"
+    assert manager.table(T).segments["n1"].entry_id == entry
+
+
+def test_end_is_idempotent(manager: LineageManager, table: str) -> None:
+    entry = push(manager, ["s1"], ["n1"])
+    version = manager.table(T).version
+    again = manager.end_replace(T, entry)
+    assert not again.applied and manager.table(T).version == version
+
+
+def test_end_refuses_unregistered_to_and_missing_entry(manager: LineageManager, table: str) -> None:
+    entry = manager.start_replace(T, ["s1"], ["n1", "n2"])
+    manager.register_segments(T, [seg("n1")])
+    with pytest.raises(RefusedError, match="n2 of entry .* are not registered"):
+        manager.end_replace(T, entry)
+    with pytest.raises(EntryNotFoundError):
+        manager.end_replace(T, str(uuid.uuid4()))
+
+
+def test_end_with_a_subset_of_to(manager: LineageManager, table: str) -> None:
+    entry = manager.start_replace(T, ["s1"], ["n1", "n2", "n3"])
+    manager.register_segments(T, [seg("n1"), seg("n2")])
+    with pytest.raises(RefusedError, match="not in segmentsTo"):
+        manager.end_replace(T, entry, ["n1", "zz"])
+    manager.end_replace(T, entry, ["n1"])
+    state = manager.table(T)
+    assert state.entries[entry].segments_to == ("n1",)
+    assert visible(manager) == ["n1", "s2", "s3"]
+    # n2 was uploaded but left out: its file goes to retention, never visible.
+    assert state.pending["n2.parquet"].reason is DeletionReason.END_SUBSET
+
+
+def test_refresh_with_a_third_snapshot_cleans_the_oldest(manager: LineageManager, table: str) -> None:
+    push(manager, ["s1", "s2", "s3"], ["a1", "a2"])
+    assert manager.table(T).pending == {}
+    manager.start_replace(T, ["a1", "a2"], ["b1"])
+    # Snapshots kept: b (new) and a (current); s (previous) is one too many.
+    state = manager.table(T)
+    assert {p.segment for p in state.pending.values()} == {"s1", "s2", "s3"}
+    assert all(p.reason is DeletionReason.PROACTIVE_CLEANUP for p in state.pending.values())
+    assert visible(manager) == ["a1", "a2"]
+
+
+def test_max_snapshots_three_keeps_one_more(manager: LineageManager) -> None:
+    manager.create_table(TableConfig.build("three", "/d", max_snapshots=3))
+    manager.register_segments("three", [seg("s1")])
+    for src, dst in ((["s1"], ["a1"]), (["a1"], ["b1"])):
+        entry = manager.start_replace("three", src, dst)
+        manager.register_segments("three", [seg(n) for n in dst])
+        manager.end_replace("three", entry)
+    assert manager.table("three").pending == {}
+    manager.start_replace("three", ["b1"], ["c1"])
+    assert {p.segment for p in manager.table("three").pending.values()} == {"s1"}
+
+
+def test_refused_revert_of_a_chained_entry(manager: LineageManager) -> None:
+    manager.create_table(TableConfig.build("chain", "/d", "APPEND"))
+    manager.register_segments("chain", [seg("s1"), seg("s2")])
+
+    def run(src: list[str], dst: list[str]) -> str:
+        entry = manager.start_replace("chain", src, dst)
+        manager.register_segments("chain", [seg(n) for n in dst])
+        manager.end_replace("chain", entry)
+        return entry
+
+    first = run(["s1"], ["n1"])
+    second = run(["n1"], ["m1"])
+    with pytest.raises(RefusedError, match=f"replaced again by entry {second}"):
+        manager.revert_replace("chain", first)
+    manager.revert_replace("chain", second)
+    assert visible(manager, "chain") == ["n1", "s2"]
+    manager.revert_replace("chain", first)
+    assert visible(manager, "chain") == ["s1", "s2"]
+
+
+def test_revert_rules(manager: LineageManager, table: str) -> None:
+    running = manager.start_replace(T, ["s1"], ["n1"])
+    with pytest.raises(RefusedError, match="IN_PROGRESS"):
+        manager.revert_replace(T, running)
+    manager.revert_replace(T, running, force=True)
+    with pytest.raises(RefusedError, match="already reverted"):
+        manager.revert_replace(T, running)
+    with pytest.raises(RefusedError, match="was reverted and cannot be completed"):
+        manager.end_replace(T, running)
+    assert visible(manager) == ["s1", "s2", "s3"]
+
+
+def test_revert_of_a_completed_entry_whose_replaced_segments_are_gone(
+    manager: LineageManager, table: str
+) -> None:
+    entry = push(manager, ["s1"], ["n1"])
+    # Only retention removes replaced segments; emulate its outcome directly.
+    store = manager.store
+    snap = store.read(T)
+    segments = dict(snap.state.segments)
+    del segments["s1"]
+    store.write(
+        T,
+        snap,
+        Change(snap.state.replace(segments=segments), Operation.DELETE),
+        manager.audit(),
+        uuid.uuid4().hex,
+        store.now_ms(),
+    )
+    with pytest.raises(RefusedError, match="replaced segments s1 were deleted"):
+        manager.revert_replace(T, entry)
+
+
+def test_force_cleanup_rerun_reuses_names(manager: LineageManager, table: str) -> None:
+    stale = manager.start_replace(T, ["s1", "s2"], ["n1", "n2", "n3"])
+    manager.register_segments(T, [seg("n1")])
+    with pytest.raises(ConflictError, match=f"already being replaced by entry {stale}"):
+        manager.start_replace(T, ["s1"], ["n1"])
+    rerun = manager.start_replace(T, ["s1", "s2"], ["n1", "n2"], force_cleanup=True)
+    state = manager.table(T)
+    old = state.entries[stale]
+    assert old.state is EntryState.REVERTED and old.segments_to == ("n3",)
+    assert "n1" not in state.segments  # the stale upload is queued for retention
+    assert state.pending["n1.parquet"].reason is DeletionReason.FORCE_CLEANUP
+    manager.register_segments(T, [seg("n1"), seg("n2")])
+    # Re-registered at the same location: no longer pending deletion.
+    assert "n1.parquet" not in manager.table(T).pending
+    manager.end_replace(T, rerun)
+    assert visible(manager) == ["n1", "n2", "s3"]
+
+
+def test_force_cleanup_removes_a_stale_entry_whose_names_are_all_reused(
+    manager: LineageManager, table: str
+) -> None:
+    stale = manager.start_replace(T, ["s1"], ["n1"])
+    manager.start_replace(T, ["s1"], ["n1"], force_cleanup=True)
+    assert stale not in manager.table(T).entries
+
+
+def test_name_conflicts(manager: LineageManager, table: str) -> None:
+    manager.start_replace(T, ["s1"], ["n1"])
+    with pytest.raises(ConflictError, match="already named by entry"):
+        manager.start_replace(T, ["s2"], ["n1"])
+    with pytest.raises(ConflictError, match="already exist"):
+        manager.start_replace(T, ["s2"], ["s3"])
+    with pytest.raises(RefusedError, match="not visible"):
+        manager.start_replace(T, ["ghost"], ["n9"])
+
+
+def test_empty_from_is_an_atomic_add(manager: LineageManager, table: str) -> None:
+    entry = manager.start_replace(T, [], ["a1", "a2"])
+    manager.register_segments(T, [seg("a1"), seg("a2")], entry_id=entry)
+    assert visible(manager) == ["s1", "s2", "s3"]
+    manager.end_replace(T, entry)
+    assert visible(manager) == ["a1", "a2", "s1", "s2", "s3"]
+
+
+def test_empty_to_is_an_atomic_delete(manager: LineageManager, table: str) -> None:
+    entry = manager.start_replace(T, ["s1", "s2"], [])
+    assert visible(manager) == ["s1", "s2", "s3"]
+    manager.end_replace(T, entry)
+    assert visible(manager) == ["s3"]
+
+
+def test_segments_of_a_reverted_entry_cannot_be_registered(manager: LineageManager, table: str) -> None:
+    entry = manager.start_replace(T, ["s1"], ["n1"])
+    manager.revert_replace(T, entry, force=True)
+    with pytest.raises(RefusedError, match="belongs to reverted entry"):
+        manager.register_segments(T, [seg("n1")])
+    with pytest.raises(RefusedError, match="only be added to an IN_PROGRESS entry"):
+        manager.register_segments(T, [seg("n2")], entry_id=entry)
+
+
+def test_exclusive_delete_refuses_locked_segments(manager: LineageManager, table: str) -> None:
+    entry = manager.start_replace(T, ["s1"], ["n1"])
+    with pytest.raises(RefusedError, match=f"locked by lineage entry {entry}") as exc:
+        manager.delete_segments(T, ["s1", "s3"])
+    assert exc.value.remedy is not None and "end or revert" in exc.value.remedy
+    assert "s3" in manager.table(T).segments  # the whole batch was refused
+    manager.delete_segments(T, ["s3"])
+    state = manager.table(T)
+    assert "s3" not in state.segments and state.pending["s3.parquet"].reason is DeletionReason.DELETED
+    with pytest.raises(SegmentNotFoundError):
+        manager.delete_segments(T, ["s3"])
+
+
+def test_exclusive_delete_can_be_turned_off(manager: LineageManager) -> None:
+    manager.create_table(TableConfig.build("loose", "/d", exclusive_delete=False))
+    manager.register_segments("loose", [seg("a")])
+    manager.start_replace("loose", ["a"], ["b"])
+    manager.delete_segments("loose", ["a"])
+    assert "a" not in manager.table("loose").segments
+
+
+def test_register_refuses_duplicates_and_case_twins(manager: LineageManager, table: str) -> None:
+    with pytest.raises(RefusedError, match="already registered"):
+        manager.register_segments(T, [seg("s1")])
+    with pytest.raises(RefusedError, match="differs only in case"):
+        manager.register_segments(T, [seg("S1")])
+    with pytest.raises(RefusedError, match="is used by segment"):
+        manager.register_segments(T, [Segment("other", "s1.parquet")])
+
+
+def test_reverted_names_need_force_cleanup_to_be_reused(manager: LineageManager, table: str) -> None:
+    entry = push(manager, ["s1"], ["n1"])
+    manager.revert_replace(T, entry)
+    with pytest.raises(ConflictError, match="belong to reverted entry"):
+        manager.start_replace(T, ["s1"], ["n1"])
+    rerun = manager.start_replace(T, ["s1"], ["n1"], force_cleanup=True)
+    manager.register_segments(T, [seg("n1")])
+    manager.end_replace(T, rerun)
+    assert visible(manager) == ["n1", "s2", "s3"]
+
+
+def test_time_ranges_need_a_time_column(manager: LineageManager) -> None:
+    manager.create_table(TableConfig.build("timed", "/d", "APPEND", time_column="ts"))
+    manager.register_segments("timed", [Segment("a", "a.parquet", min_time=1, max_time=5)])
+    assert manager.table("timed").segments["a"].max_time == 5
+    with pytest.raises(InvalidInputError, match="min time 9 > max time"):
+        manager.register_segments("timed", [Segment("b", "b.parquet", min_time=9, max_time=5)])
+    manager.create_table(TableConfig.build("untimed", "/d"))
+    with pytest.raises(InvalidInputError, match="no time column"):
+        manager.register_segments("untimed", [Segment("c", "c.parquet", min_time=1, max_time=2)])

@@ -1,0 +1,127 @@
+"""Bad names, periods and locations are refused before any outside call."""
+
+from __future__ import annotations
+
+import pytest
+
+from lineage.errors import InvalidInputError, InvalidNameError, InvalidPeriodError
+from lineage.names import (
+    check_entry_id,
+    check_location,
+    check_segment_names,
+    check_table_name,
+    check_text,
+)
+from lineage.periods import format_period, parse_period
+
+BAD_NAMES = [
+    "",
+    "/",
+    "a/b",
+    ".",
+    "..",
+    "a..b",
+    "nul\x00byte",
+    "ctrl\x07char",
+    "tab\tname",
+    "surrogate\ud800",
+    "caf\u00e9",  # precomposed é
+    "cafe\u0301",  # e + combining accent
+    " leading",
+    "trailing ",
+    "x" * 300,
+    "a%2Fb",
+    "back\\slash",
+    "/abs/path",
+    "comma,name",
+    "-leading-dash",
+    "ends.",
+    "zero\u200bwidth",
+    "\uff41fullwidth",
+]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_bad_table_and_segment_names_are_refused(name: str) -> None:
+    with pytest.raises(InvalidNameError) as exc:
+        check_table_name(name)
+    assert "invalid table name" in str(exc.value)
+    with pytest.raises(InvalidNameError):
+        check_segment_names([name])
+
+
+@pytest.mark.parametrize("name", ["events", "events_2026-11-22", "T1", "a.b", "0day"])
+def test_good_names_pass(name: str) -> None:
+    assert check_table_name(name) == name
+
+
+def test_non_string_names_are_refused() -> None:
+    with pytest.raises(InvalidNameError, match="must be a string"):
+        check_table_name(42)
+
+
+def test_duplicates_and_case_twins_in_one_list_are_refused() -> None:
+    with pytest.raises(InvalidInputError, match="listed twice"):
+        check_segment_names(["a", "a"])
+    with pytest.raises(InvalidInputError, match="differs only in case"):
+        check_segment_names(["seg", "SEG"])
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "",
+        "/etc/passwd",
+        "../x",
+        "a/../../b",
+        "a//b",
+        "./a",
+        "s3://bucket/key",
+        "a\\b",
+        "a/%2e%2e/b",
+        ".hidden",
+    ],
+)
+def test_bad_locations_are_refused(location: str) -> None:
+    with pytest.raises(InvalidInputError):
+        check_location(location)
+
+
+def test_good_locations_pass() -> None:
+    assert check_location("date=2026-11-22/part-0001.parquet") == "date=2026-11-22/part-0001.parquet"
+
+
+def test_entry_ids_must_be_canonical_uuids() -> None:
+    good = "0b9c6f8e-3a43-4b89-9d0e-2f6a4c1e7d55"
+    assert check_entry_id(good) == good
+    for bad in ["x", good.upper(), good.replace("-", ""), "../" + good]:
+        with pytest.raises(InvalidNameError):
+            check_entry_id(bad)
+
+
+def test_text_fields_refuse_control_characters() -> None:
+    assert check_text("reason", "fine reason") == "fine reason"
+    with pytest.raises(InvalidInputError, match="control"):
+        check_text("reason", "bad\nnewline")
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("0s", 0),
+        ("90s", 90_000),
+        ("30m", 1_800_000),
+        ("12h", 43_200_000),
+        ("7d", 604_800_000),
+        ("1d12h", 129_600_000),
+    ],
+)
+def test_periods_parse(text: str, ms: int) -> None:
+    assert parse_period(text) == ms
+    assert parse_period(format_period(ms)) == ms
+
+
+@pytest.mark.parametrize("text", ["", "5", "1w", "-1d", "1.5h", "d", "1 d", " 1d", "1h1d", "99999d", "1D2"])
+def test_bad_periods_are_refused(text: str) -> None:
+    with pytest.raises(InvalidPeriodError, match="invalid period"):
+        parse_period(text)
