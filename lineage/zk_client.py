@@ -85,7 +85,15 @@ def _client(hosts: str, settings: ZkSettings, auth: tuple[str, str] | None) -> K
 def _start(client: KazooClient, settings: ZkSettings) -> None:
     try:
         client.start(timeout=settings.connect_timeout_s)
+    except NoAuthError:
+        client.stop()
+        client.close()
+        raise AuthError(
+            f"ZooKeeper at {settings.describe()} refused this identity",
+            remedy="check LINEAGE_ZK_AUTH",
+        ) from None
     except (KazooTimeoutError, KazooException) as exc:
+        client.stop()
         client.close()
         raise StoreUnavailableError(
             f"cannot reach ZooKeeper at {settings.describe()} within "
@@ -104,7 +112,12 @@ def connect(settings: ZkSettings) -> KazooClient:
         bootstrap = _client(servers, settings, auth)
         _start(bootstrap, settings)
         try:
-            bootstrap.ensure_path(chroot, acl=acl_for(auth))
+            missing = bootstrap.exists(chroot) is None
+        except NoAuthError:
+            missing = False  # it exists, owned by another identity: reads will say so
+        try:
+            if missing:
+                bootstrap.ensure_path(chroot, acl=acl_for(auth))
         except NoAuthError:
             raise AuthError(f"ZooKeeper refused to create chroot {chroot}: not authorised") from None
         finally:

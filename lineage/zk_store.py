@@ -115,9 +115,15 @@ class ZkStore:
     """Thread-safe for reads and writes from several threads of one process."""
 
     def __init__(
-        self, client: KazooClient, *, acl: Sequence[ACL] | None = None, owns_client: bool = True
+        self,
+        client: KazooClient,
+        *,
+        acl: Sequence[ACL] | None = None,
+        owns_client: bool = True,
+        root: str = ROOT,
     ) -> None:
         self.client = client
+        self.root = root
         self.acl = list(acl) if acl else None
         self._owns_client = owns_client
         self._cache: OrderedDict[str, Any] = OrderedDict()
@@ -126,9 +132,8 @@ class ZkStore:
 
     # ---- paths and plumbing ------------------------------------------------
 
-    @staticmethod
-    def head_path(table: str) -> str:
-        return f"{ROOT}/tables/{check_table_name(table)}"
+    def head_path(self, table: str) -> str:
+        return f"{self.root}/tables/{check_table_name(table)}"
 
     def blob_path(self, table: str, blob: str) -> str:
         return f"{self.head_path(table)}/blobs/{blob}"
@@ -136,7 +141,7 @@ class ZkStore:
     def _ensure_root(self) -> None:
         if self._ready:
             return
-        for path in (ROOT, f"{ROOT}/tables", f"{ROOT}/names", f"{ROOT}/clock"):
+        for path in (self.root, f"{self.root}/tables", f"{self.root}/names", f"{self.root}/clock"):
             try:
                 self.client.create(path, b"", acl=self.acl)
             except NodeExistsError:
@@ -165,7 +170,7 @@ class ZkStore:
         self._ensure_root()
         # The clock node holds nothing shared; only its mtime (set by the
         # ZooKeeper leader) matters, so an unconditional set is right here.
-        stat = self._call("clock read", self.client.set, f"{ROOT}/clock", b"")
+        stat = self._call("clock read", self.client.set, f"{self.root}/clock", b"")
         return int(stat.mtime)
 
     # ---- blobs ---------------------------------------------------------------
@@ -495,7 +500,7 @@ class ZkStore:
             0,
         )
         head = Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, (), (record,))
-        guard = f"{ROOT}/names/{table.casefold()}"
+        guard = f"{self.root}/names/{table.casefold()}"
         path = self.head_path(table)
         for _ in range(READ_ATTEMPTS):
             txn = self.client.transaction()
@@ -535,7 +540,7 @@ class ZkStore:
 
     def list_tables(self) -> list[str]:
         self._ensure_root()
-        children = self._call("listing tables", self.client.get_children, f"{ROOT}/tables")
+        children = self._call("listing tables", self.client.get_children, f"{self.root}/tables")
         out = []
         for name in sorted(children):
             try:
@@ -602,7 +607,7 @@ class ZkStore:
             txn = self.client.transaction()
             txn.delete(f"{path}/blobs")
             txn.delete(path, version=stat.version)
-            txn.delete(f"{ROOT}/names/{table.casefold()}")
+            txn.delete(f"{self.root}/names/{table.casefold()}")
             results = txn.commit()
             if not any(isinstance(r, Exception) for r in results):
                 return

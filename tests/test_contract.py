@@ -155,7 +155,7 @@ def test_end_is_idempotent(manager: LineageManager, table: str) -> None:
 def test_end_refuses_unregistered_to_and_missing_entry(manager: LineageManager, table: str) -> None:
     entry = manager.start_replace(T, ["s1"], ["n1", "n2"])
     manager.register_segments(T, [seg("n1")])
-    with pytest.raises(RefusedError, match="n2 of entry .* are not registered"):
+    with pytest.raises(RefusedError, match=r"n2 of entry .* are not registered"):
         manager.end_replace(T, entry)
     with pytest.raises(EntryNotFoundError):
         manager.end_replace(T, str(uuid.uuid4()))

@@ -1,0 +1,280 @@
+"""Behaviour specific to the ZooKeeper store, on a real server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
+
+from lineage import codec, zk_store
+from lineage.errors import AuthError, CorruptRecordError, TooLargeError
+from lineage.manager import LineageManager
+from lineage.memory_store import MemoryStore
+from lineage.model import Segment, TableConfig
+from lineage.zk_client import ZkSettings, connect
+from lineage.zk_store import ROOT, ZkStore
+from tests.conftest import fast_retry
+
+T = "events"
+
+
+def seg(name: str) -> Segment:
+    return Segment(name, f"{name}.parquet", rows=1)
+
+
+@pytest.fixture
+def m(zk_store: ZkStore) -> LineageManager:
+    manager = LineageManager(zk_store, actor="t@h", retry=fast_retry())
+    manager.create_table(TableConfig.build(T, "/d"))
+    manager.register_segments(T, [seg("s1"), seg("s2")])
+    return manager
+
+
+def walk(client: KazooClient, path: str = "/") -> Iterator[str]:
+    for child in client.get_children(path):
+        yield from walk(client, path.rstrip("/") + "/" + child)
+    yield path
+
+
+def largest_znode(client: KazooClient) -> tuple[int, int]:
+    sizes = [len(client.get(p)[0]) for p in walk(client)]
+    return len(sizes), max(sizes)
+
+
+@pytest.mark.slow
+def test_100k_segments_and_a_100k_replace_stay_under_512kb(zk_store: ZkStore, zk_hosts: str) -> None:
+    m = LineageManager(zk_store, retry=fast_retry())
+    m.create_table(TableConfig.build("big", "/d"))
+    n = 100_000
+    old = [f"big_segment_2026_11_22_{i:06d}" for i in range(n)]
+    m.register_segments("big", [Segment(s, s + ".parquet", rows=1000, checksum="0" * 16) for s in old])
+    new = [f"big_segment_2026_11_23_{i:06d}" for i in range(n)]
+    entry = m.start_replace("big", old, new)
+    m.register_segments("big", [Segment(s, s + ".parquet", rows=1000) for s in new])
+    m.end_replace("big", entry)
+    visible = m.visible_segments("big")
+    assert len(visible) == n and visible[0].name == new[0]
+    count, largest = largest_znode(zk_store.client)
+    assert largest < 512 * 1024, largest
+    assert count > 100  # spread over many znodes, not one record
+    # A fresh client, with a cold cache, reads the same single version.
+    other = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    try:
+        cold = other.read("big").state
+        assert cold.version == m.table("big").version and len(cold.segments) == 2 * n
+    finally:
+        other.close()
+
+
+def test_an_oversized_change_is_refused_up_front_and_not_retried(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(zk_store, "BLOB_LIMIT", 2048)
+    monkeypatch.setattr(zk_store, "MAX_BUCKETS", 2)
+    before = m.table(T)
+    calls = {"n": 0}
+    real = m.store.write
+
+    def counting(*args: object, **kw: object) -> object:
+        calls["n"] += 1
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(m.store, "write", counting)
+    with pytest.raises(TooLargeError, match="exceeds 2 buckets"):
+        m.register_segments(T, [seg(f"x{i:04d}") for i in range(200)])
+    assert calls["n"] == 1
+    assert m.table(T) == before
+
+
+def _rewrite_head(store: ZkStore, mutate: object) -> None:
+    path = store.head_path(T)
+    raw, stat = store.client.get(path)
+    doc = json.loads(raw)
+    mutated = mutate(doc)  # type: ignore[operator]
+    data = mutated if isinstance(mutated, bytes) else json.dumps(doc).encode()
+    store.client.set(path, data, version=stat.version)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: b"{not json", "not valid JSON"),
+        (lambda d: d.update(v=99), "unknown format version 99"),
+        (lambda d: d.update(format="other"), "expected format"),
+        (lambda d: d["table"].update(type="WEIRD"), "unknown table type"),
+        (lambda d: d.update(version="7"), "field 'version' must be int"),
+        (lambda d: d["buckets"].update(segments=["a", "b", "c"]), "not a power of two"),
+        (lambda d: d["buckets"].update(segments=["missing"]), "missing"),
+    ],
+)
+def test_corrupted_heads_fail_closed(m: LineageManager, mutate: object, message: str) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    _rewrite_head(store, mutate)
+    fresh = ZkStore(store.client, owns_client=False)  # no cached blobs
+    with pytest.raises(CorruptRecordError, match=message):
+        fresh.read(T)
+    with pytest.raises(CorruptRecordError):
+        LineageManager(fresh).register_segments(T, [seg("z")])
+
+
+def test_corrupted_buckets_fail_closed(m: LineageManager) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    entry = m.start_replace(T, ["s1"], ["n1"])
+    head = codec.decode_head(store.client.get(store.head_path(T))[0], "head")
+    blob = head.buckets["entries"][0]
+    path = store.blob_path(T, blob)
+    doc = json.loads(store.client.get(path)[0])
+    doc["records"][0]["state"] = "HALF_DONE"
+    store.client.set(path, json.dumps(doc).encode())
+    with pytest.raises(CorruptRecordError, match="unknown entry state 'HALF_DONE'"):
+        ZkStore(store.client, owns_client=False).read(T)
+    doc["records"][0]["state"] = "IN_PROGRESS"
+    doc["records"].append(dict(doc["records"][0]))
+    store.client.set(path, json.dumps(doc).encode())
+    with pytest.raises(CorruptRecordError, match=f"duplicate entries key '{entry}'"):
+        ZkStore(store.client, owns_client=False).read(T)
+
+
+def test_a_lost_reply_is_recognised_as_our_own_write(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    real_set = store.client.set
+    lost = {"n": 0}
+
+    def set_then_lose_reply(path: str, data: bytes, version: int = -1) -> object:
+        result = real_set(path, data, version=version)
+        if path == store.head_path(T) and lost["n"] == 0:
+            lost["n"] += 1
+            raise ConnectionLoss()
+        return result
+
+    monkeypatch.setattr(store.client, "set", set_then_lose_reply)
+    before = m.table(T).version
+    done = m.register_segments(T, [seg("once")])
+    assert lost["n"] == 1 and done.applied
+    after = m.table(T)
+    assert after.version == before + 1  # applied exactly once
+    assert [h.commit_id for h in m.history(T, 1)] == [done.commit_id]
+
+
+def test_a_lost_request_is_retried(m: LineageManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    real_set = store.client.set
+    lost = {"n": 0}
+
+    def lose_request(path: str, data: bytes, version: int = -1) -> object:
+        if path == store.head_path(T) and lost["n"] < 2:
+            lost["n"] += 1
+            raise ConnectionLoss()
+        return real_set(path, data, version=version)
+
+    monkeypatch.setattr(store.client, "set", lose_request)
+    before = m.table(T).version
+    m.register_segments(T, [seg("retried")])
+    assert lost["n"] == 2 and m.table(T).version == before + 1
+
+
+def test_memory_store_unknown_outcomes_are_resolved() -> None:
+    store = MemoryStore()
+    m = LineageManager(store, retry=fast_retry())
+    m.create_table(TableConfig.build(T, "/d"))
+    store.inject_unknown(landed=True)
+    m.register_segments(T, [seg("a")])
+    store.inject_unknown(landed=False, times=2)
+    m.register_segments(T, [seg("b")])
+    assert [h.version for h in m.history(T)] == [3, 2, 1]
+
+
+def test_metadata_garbage_is_collected_after_its_grace(m: LineageManager) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    for i in range(5):
+        m.register_segments(T, [seg(f"g{i}")])
+    blobs = f"{store.head_path(T)}/blobs"
+    before = len(store.client.get_children(blobs))
+    assert store.collect_garbage(T, grace_ms=3_600_000) == 0
+    removed = store.collect_garbage(T, grace_ms=0)
+    assert removed > 0 and len(store.client.get_children(blobs)) == before - removed
+    fresh = ZkStore(store.client, owns_client=False)
+    assert sorted(fresh.read(T).state.segments) == sorted(["s1", "s2", *(f"g{i}" for i in range(5))])
+
+
+def test_digest_auth_owns_every_znode_and_refuses_others(zk_hosts: str) -> None:
+    owner = ZkStore(
+        connect(ZkSettings(hosts=zk_hosts, auth="pusher:s3cret")), acl=zk_store_acl("pusher", "s3cret")
+    )
+    try:
+        LineageManager(owner).create_table(TableConfig.build(T, "/d"))
+        for path in walk(owner.client, ROOT):
+            acls, _ = owner.client.get_acls(path)
+            assert all(a.id.scheme == "digest" for a in acls), (path, acls)
+        servers = zk_hosts.partition("/")[0]
+        for auth in ("intruder:guess", None):
+            # Through the owner's chroot: refused at connect.
+            with pytest.raises(AuthError, match="refused this identity"):
+                connect(ZkSettings(hosts=zk_hosts, auth=auth))
+            # Through the bare ensemble, pointed at the same nodes: refused at read and write.
+            chroot = "/" + zk_hosts.partition("/")[2]
+            other = ZkStore(connect(ZkSettings(hosts=servers, auth=auth)), root=chroot + ROOT)
+            try:
+                with pytest.raises(AuthError, match="not authorised"):
+                    other.read(T)
+                with pytest.raises(AuthError):
+                    LineageManager(other).register_segments(T, [seg("x")])
+            finally:
+                other.close()
+        assert LineageManager(owner).table(T).segments == {}
+    finally:
+        owner.close()
+
+
+def zk_store_acl(user: str, password: str) -> list[object]:
+    from lineage.zk_client import acl_for
+
+    acl = acl_for((user, password))
+    assert acl is not None
+    return list(acl)
+
+
+def test_readers_see_one_version_while_a_writer_swaps(m: LineageManager, zk_hosts: str) -> None:
+    snapshots = {("s1", "s2"), ("n1", "s2")}
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+        try:
+            while not stop.is_set():
+                names = tuple(s.name for s in LineageManager(store).visible_segments(T))
+                if names not in snapshots:
+                    errors.append(str(names))
+        finally:
+            store.close()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for _ in range(10):
+            entry = m.start_replace(T, ["s1"], ["n1"], force_cleanup=True)
+            m.register_segments(T, [seg("n1")])
+            m.end_replace(T, entry)
+            m.revert_replace(T, entry)
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == []
+
+
+def test_entry_ids_are_uuid(m: LineageManager) -> None:
+    entry = m.start_replace(T, ["s1"], ["n1"])
+    assert str(uuid.UUID(entry)) == entry
