@@ -54,6 +54,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
 zk_app = typer.Typer(help="Run the embedded ZooKeeper server on loopback.", no_args_is_help=True)
 table_app = typer.Typer(help="Create, list, show and drop tables.", no_args_is_help=True)

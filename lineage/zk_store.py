@@ -44,6 +44,7 @@ from kazoo.exceptions import (
     OperationTimeoutError,
     SessionExpiredError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL
 
 from lineage import codec
@@ -121,9 +122,11 @@ class ZkStore:
         acl: Sequence[ACL] | None = None,
         owns_client: bool = True,
         root: str = ROOT,
+        op_timeout_s: float = 10.0,
     ) -> None:
         self.client = client
         self.root = root
+        self.op_timeout_s = op_timeout_s
         self.acl = list(acl) if acl else None
         self._owns_client = owns_client
         self._cache: OrderedDict[str, Any] = OrderedDict()
@@ -143,7 +146,7 @@ class ZkStore:
             return
         for path in (self.root, f"{self.root}/tables", f"{self.root}/names", f"{self.root}/clock"):
             try:
-                self.client.create(path, b"", acl=self.acl)
+                self._op("create", path, b"", acl=self.acl)
             except NodeExistsError:
                 pass
             except NoAuthError:
@@ -152,10 +155,29 @@ class ZkStore:
                 raise StoreUnavailableError(f"ZooKeeper unavailable: {type(exc).__name__}") from None
         self._ready = True
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _op(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """One ZooKeeper call with a bounded wait.
+
+        kazoo's blocking calls wait forever while no server with a quorum
+        answers; here a call that outlives ``op_timeout_s`` becomes an
+        OperationTimeoutError, handled like a lost connection.
+        """
+        result = getattr(self.client, f"{name}_async")(*args, **kwargs)
+        try:
+            return result.get(timeout=self.op_timeout_s)
+        except KazooTimeoutError:
+            raise OperationTimeoutError() from None
+
+    def _commit(self, txn: Any) -> list[Any]:
+        try:
+            return list(txn.commit_async().get(timeout=self.op_timeout_s))
+        except KazooTimeoutError:
+            raise OperationTimeoutError() from None
+
+    def _call(self, what: str, name: str, *args: Any, **kwargs: Any) -> Any:
         """Run one read-only call with kazoo's bounded retry; translate errors."""
         try:
-            return self.client.retry(fn, *args, **kwargs)
+            return self.client.retry(self._op, name, *args, **kwargs)
         except NoAuthError:
             raise AuthError(
                 f"ZooKeeper refused {what}: not authorised",
@@ -170,7 +192,7 @@ class ZkStore:
         self._ensure_root()
         # The clock node holds nothing shared; only its mtime (set by the
         # ZooKeeper leader) matters, so an unconditional set is right here.
-        stat = self._call("clock read", self.client.set, f"{self.root}/clock", b"")
+        stat = self._call("clock read", "set", f"{self.root}/clock", b"")
         return int(stat.mtime)
 
     # ---- blobs ---------------------------------------------------------------
@@ -194,12 +216,12 @@ class ZkStore:
         out: dict[str, bytes] = {}
         for blob, result in pending.items():
             try:
-                data, _ = result.get(timeout=30)
+                data, _ = result.get(timeout=self.op_timeout_s)
             except NoNodeError:
                 raise _BlobGone(blob) from None
             except NoAuthError:
                 raise AuthError(f"ZooKeeper refused reading table {table!r}: not authorised") from None
-            except (KazooException, ConnectionError, TimeoutError) as exc:
+            except (KazooException, KazooTimeoutError, ConnectionError, TimeoutError) as exc:
                 raise StoreUnavailableError(f"ZooKeeper read failed: {type(exc).__name__}") from None
             out[blob] = data
         return out
@@ -231,14 +253,14 @@ class ZkStore:
         }
         for blob, result in results.items():
             try:
-                result.get(timeout=30)
+                result.get(timeout=self.op_timeout_s)
             except NodeExistsError:
                 continue  # our own earlier attempt for this blob id: ids are unique per write
             except NoNodeError:
                 raise TableNotFoundError(table) from None
             except NoAuthError:
                 raise AuthError(f"ZooKeeper refused writing table {table!r}: not authorised") from None
-            except (KazooException, ConnectionError, TimeoutError) as exc:
+            except (KazooException, KazooTimeoutError, ConnectionError, TimeoutError) as exc:
                 raise RetryableStoreError(f"writing blob {blob} failed: {type(exc).__name__}") from None
 
     # ---- reading -------------------------------------------------------------
@@ -246,7 +268,7 @@ class ZkStore:
     def _read_head(self, table: str) -> tuple[Head, int]:
         path = self.head_path(table)
         try:
-            raw, stat = self._call(f"reading table {table!r}", self.client.get, path)
+            raw, stat = self._call(f"reading table {table!r}", "get", path)
         except NoNodeError:
             raise TableNotFoundError(table) from None
         head = codec.decode_head(raw, path)
@@ -465,7 +487,7 @@ class ZkStore:
             raise TooLargeError(f"table {table!r}: head record of {len(raw)} bytes exceeds {REQUEST_LIMIT}")
         self._write_blobs(table, blobs)
         try:
-            stat = self.client.set(self.head_path(table), raw, version=loaded.zversion)
+            stat = self._op("set", self.head_path(table), raw, version=loaded.zversion)
         except BadVersionError:
             raise VersionConflict(f"table {table} changed since version {loaded.head.version}") from None
         except NoNodeError:
@@ -510,7 +532,7 @@ class ZkStore:
             for kind, blob in empty.items():
                 txn.create(self.blob_path(table, blob), codec.encode_bucket(kind, []), acl=self.acl)
             try:
-                results = txn.commit()
+                results = self._commit(txn)
             except _UNKNOWN:
                 try:
                     current, _ = self._read_head(table)
@@ -528,7 +550,7 @@ class ZkStore:
                 return TableState(config=config, version=1)
             if isinstance(results[0], NodeExistsError):
                 try:
-                    existing = self._call("table lookup", self.client.get, guard)[0].decode()
+                    existing = self._call("table lookup", "get", guard)[0].decode()
                 except NoNodeError:
                     continue
                 raise TableExistsError(table, existing)
@@ -540,7 +562,7 @@ class ZkStore:
 
     def list_tables(self) -> list[str]:
         self._ensure_root()
-        children = self._call("listing tables", self.client.get_children, f"{self.root}/tables")
+        children = self._call("listing tables", "get_children", f"{self.root}/tables")
         out = []
         for name in sorted(children):
             try:
@@ -551,7 +573,7 @@ class ZkStore:
         return out
 
     def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:
-        self._call("sync", self.client.sync, self.head_path(table))
+        self._call("sync", "sync", self.head_path(table))
         head, _ = self._read_head(table)
         for record in self._history(table, head, until_version=after_version):
             if record.commit_id == commit_id and record.version > after_version:
@@ -582,7 +604,7 @@ class ZkStore:
         path = self.head_path(table)
         for _ in range(READ_ATTEMPTS):
             try:
-                raw, stat = self._call(f"reading table {table!r}", self.client.get, path)
+                raw, stat = self._call(f"reading table {table!r}", "get", path)
             except NoNodeError:
                 raise TableNotFoundError(table) from None
             head = codec.decode_head(raw, path)
@@ -597,18 +619,24 @@ class ZkStore:
                     dropping=True,
                 )
                 try:
-                    stat = self.client.set(path, codec.encode_head(marked), version=stat.version)
+                    stat = self._op("set", path, codec.encode_head(marked), version=stat.version)
                 except BadVersionError:
                     continue
-            blobs = self._call("listing blobs", self.client.get_children, f"{path}/blobs")
+            blobs = self._call("listing blobs", "get_children", f"{path}/blobs")
             for blob in blobs:
                 with contextlib.suppress(NoNodeError):
-                    self.client.retry(self.client.delete, self.blob_path(table, blob))
+                    self.client.retry(self._op, "delete", self.blob_path(table, blob))
             txn = self.client.transaction()
             txn.delete(f"{path}/blobs")
             txn.delete(path, version=stat.version)
             txn.delete(f"{self.root}/names/{table.casefold()}")
-            results = txn.commit()
+            try:
+                results = self._commit(txn)
+            except (KazooException, KazooTimeoutError) as exc:
+                raise StoreUnavailableError(
+                    f"dropping table {table!r} was interrupted ({type(exc).__name__})",
+                    remedy="run the drop again; it continues where it stopped",
+                ) from None
             if not any(isinstance(r, Exception) for r in results):
                 return
             if any(isinstance(r, (NotEmptyError, BadVersionError)) for r in results):
@@ -635,14 +663,14 @@ class ZkStore:
             keep.update(dst_list.chunks)
         path = f"{self.head_path(table)}/blobs"
         deleted = 0
-        for blob in self._call("listing blobs", self.client.get_children, path):
+        for blob in self._call("listing blobs", "get_children", path):
             if blob in keep:
                 continue
-            stat = self.client.exists(f"{path}/{blob}")
+            stat = self._call("blob age", "exists", f"{path}/{blob}")
             if stat is None or now - int(stat.ctime) < grace_ms:
                 continue
             try:
-                self.client.delete(f"{path}/{blob}")
+                self._op("delete", f"{path}/{blob}")
                 deleted += 1
             except NoNodeError:
                 pass

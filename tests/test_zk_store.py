@@ -147,17 +147,17 @@ def test_a_lost_reply_is_recognised_as_our_own_write(
 ) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
-    real_set = store.client.set
+    real_op = store._op
     lost = {"n": 0}
 
-    def set_then_lose_reply(path: str, data: bytes, version: int = -1) -> object:
-        result = real_set(path, data, version=version)
-        if path == store.head_path(T) and lost["n"] == 0:
+    def set_then_lose_reply(name: str, *args: object, **kw: object) -> object:
+        result = real_op(name, *args, **kw)
+        if name == "set" and args[0] == store.head_path(T) and lost["n"] == 0:
             lost["n"] += 1
             raise ConnectionLoss()
         return result
 
-    monkeypatch.setattr(store.client, "set", set_then_lose_reply)
+    monkeypatch.setattr(store, "_op", set_then_lose_reply)
     before = m.table(T).version
     done = m.register_segments(T, [seg("once")])
     assert lost["n"] == 1 and done.applied
@@ -169,16 +169,16 @@ def test_a_lost_reply_is_recognised_as_our_own_write(
 def test_a_lost_request_is_retried(m: LineageManager, monkeypatch: pytest.MonkeyPatch) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
-    real_set = store.client.set
+    real_op = store._op
     lost = {"n": 0}
 
-    def lose_request(path: str, data: bytes, version: int = -1) -> object:
-        if path == store.head_path(T) and lost["n"] < 2:
+    def lose_request(name: str, *args: object, **kw: object) -> object:
+        if name == "set" and args[0] == store.head_path(T) and lost["n"] < 2:
             lost["n"] += 1
             raise ConnectionLoss()
-        return real_set(path, data, version=version)
+        return real_op(name, *args, **kw)
 
-    monkeypatch.setattr(store.client, "set", lose_request)
+    monkeypatch.setattr(store, "_op", lose_request)
     before = m.table(T).version
     m.register_segments(T, [seg("retried")])
     assert lost["n"] == 2 and m.table(T).version == before + 1

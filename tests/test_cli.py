@@ -1,0 +1,213 @@
+"""The command line, through Typer's CliRunner, on real ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lineage.cli import app
+from lineage.zk_server import ZkServer, free_port
+
+runner = CliRunner()
+
+
+def run(zk: str, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["--zk", zk, *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_round_trip(zk_hosts: str) -> None:
+    code, out, _ = run(zk_hosts, "table", "create", "events", "--root", "/data/events")
+    assert code == 0 and "created table events" in out
+    assert run(zk_hosts, "segment", "add", "events", "a", "b", "--rows", "5")[0] == 0
+    code, out, _ = run(zk_hosts, "--json", "start-replace", "events", "--from", "a,b", "--to", "c")
+    entry = json.loads(out)["entry"]
+    assert run(zk_hosts, "segment", "add", "events", "c", "--rows", "7")[0] == 0
+    code, out, _ = run(zk_hosts, "--json", "segments", "events")
+    assert [s["name"] for s in json.loads(out)] == ["a", "b"]
+    assert run(zk_hosts, "end-replace", "events", entry)[0] == 0
+    code, out, _ = run(zk_hosts, "segments", "events")
+    assert "1 visible segment(s), 7 rows" in out
+    code, out, _ = run(zk_hosts, "end-replace", "events", entry)
+    assert code == 0 and "already completed" in out
+    code, out, _ = run(zk_hosts, "--json", "entries", "events")
+    assert json.loads(out)[0]["state"] == "COMPLETED"
+    code, out, _ = run(zk_hosts, "revert", "events", entry, "--reason", "bad data")
+    assert code == 0
+    code, out, _ = run(zk_hosts, "--json", "history", "events", "--limit", "1")
+    top = json.loads(out)[0]
+    assert top["operation"] == "REVERT_REPLACE" and top["reason"] == "bad data"
+    code, out, _ = run(zk_hosts, "export", "events", "--format", "pinot")
+    record = json.loads(out)
+    assert record["id"] == "events" and record["listFields"][entry][:3] == ["a,b", "c", "REVERTED"]
+    code, out, _ = run(zk_hosts, "--json", "table", "show", "events")
+    assert json.loads(out)["segments_visible"] == 2
+    code, out, _ = run(zk_hosts, "--json", "segment", "list", "events")
+    assert {s["name"]: s["visible"] for s in json.loads(out)} == {"a": True, "b": True, "c": False}
+
+
+def test_refusals_exit_1_with_the_reason_and_a_hint(zk_hosts: str) -> None:
+    run(zk_hosts, "table", "create", "events", "--root", "/d")
+    run(zk_hosts, "segment", "add", "events", "a")
+    code, out, _ = run(zk_hosts, "--json", "start-replace", "events", "--from", "a", "--to", "b")
+    entry = json.loads(out)["entry"]
+    code, _, err = run(zk_hosts, "revert", "events", entry)
+    assert code == 1
+    assert "IN_PROGRESS" in err and "hint: pass --force" in err
+    code, _, err = run(zk_hosts, "segment", "delete", "events", "a")
+    assert code == 1 and f"locked by lineage entry {entry}" in err
+    code, _, err = run(zk_hosts, "table", "create", "events", "--root", "/d")
+    assert code == 1 and "already exists" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["table", "create", "../etc", "--root", "/d"], "invalid table name"),
+        (["table", "create", "t", "--root", "/d", "--replaced-retention", "5"], "invalid period '5'"),
+        (["table", "create", "t", "--root", "/d", "--type", "MERGE"], "invalid table type"),
+        (["start-replace", "events", "--from", "", "--to", ""], "cannot both be empty"),
+        (["end-replace", "events", "nope"], "is not a UUID"),
+        (["export", "events", "--format", "delta"], "unknown export format"),
+        (["history", "events", "--limit", "0"], "invalid limit"),
+    ],
+)
+def test_bad_input_exits_2_and_changes_nothing(zk_hosts: str, args: list[str], message: str) -> None:
+    run(zk_hosts, "table", "create", "events", "--root", "/d")
+    _, before, _ = run(zk_hosts, "--json", "history", "events")
+    code, _, err = run(zk_hosts, *args)
+    assert code == 2 and message in err
+    assert run(zk_hosts, "--json", "history", "events")[1] == before
+
+
+def test_usage_errors_exit_2(zk_hosts: str) -> None:
+    assert run(zk_hosts, "no-such-command")[0] == 2
+    assert run(zk_hosts, "revert")[0] == 2
+
+
+def test_unknown_table_exits_1(zk_hosts: str) -> None:
+    code, _, err = run(zk_hosts, "entries", "ghost")
+    assert code == 1 and "table 'ghost' does not exist" in err
+
+
+def test_verbose_shows_the_traceback(zk_hosts: str) -> None:
+    result = runner.invoke(app, ["--zk", zk_hosts, "--verbose", "entries", "ghost"])
+    assert result.exit_code == 1 and "Traceback" in result.stderr
+
+
+def test_segment_batch_file(zk_hosts: str, tmp_path: Path) -> None:
+    run(zk_hosts, "table", "create", "events", "--root", "/d")
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps([{"name": "x1", "rows": 3, "bytes": 30, "location": "p=1/x1.parquet"}]))
+    assert run(zk_hosts, "segment", "add", "events", "--file", str(batch))[0] == 0
+    code, out, _ = run(zk_hosts, "--json", "segments", "events")
+    assert json.loads(out)[0]["location"] == "p=1/x1.parquet"
+    batch.write_text(json.dumps([{"name": "x2", "colour": "red"}]))
+    code, _, err = run(zk_hosts, "segment", "add", "events", "--file", str(batch))
+    assert code == 2 and "unknown field(s) colour" in err
+
+
+def test_drop(zk_hosts: str) -> None:
+    run(zk_hosts, "table", "create", "events", "--root", "/d")
+    run(zk_hosts, "segment", "add", "events", "a")
+    code, _, err = run(zk_hosts, "table", "drop", "events")
+    assert code == 1 and "--force" in err
+    assert run(zk_hosts, "table", "drop", "events", "--force")[0] == 0
+    assert run(zk_hosts, "--json", "table", "list")[1].strip() == "[]"
+
+
+def test_zk_start_status_stop_with_the_embedded_server(
+    lineage_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LINEAGE_ZK_PORT", str(free_port()))
+    result = runner.invoke(app, ["zk", "status"])
+    assert result.exit_code == 1 and "not running" in result.stdout
+    try:
+        result = runner.invoke(app, ["zk", "start"])
+        assert result.exit_code == 0 and "started" in result.stdout
+        result = runner.invoke(app, ["zk", "start"])
+        assert result.exit_code == 0 and "already running" in result.stdout
+        assert runner.invoke(app, ["zk", "status"]).exit_code == 0
+        # With no --zk and no LINEAGE_ZK, commands use the embedded server.
+        result = runner.invoke(app, ["table", "create", "t", "--root", "/d"])
+        assert result.exit_code == 0, result.stderr
+        assert runner.invoke(app, ["table", "list"]).stdout.strip() == "t"
+    finally:
+        result = runner.invoke(app, ["zk", "stop"])
+    assert result.exit_code == 0 and "stopped" in result.stdout
+    assert "not running" in runner.invoke(app, ["zk", "stop"]).stdout
+
+
+def test_commands_start_the_embedded_server_when_needed(
+    lineage_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    monkeypatch.setenv("LINEAGE_ZK_PORT", str(port))
+    try:
+        result = runner.invoke(app, ["table", "list"])
+        assert result.exit_code == 0 and "(no tables)" in result.stdout
+    finally:
+        ZkServer(lineage_home / "zookeeper", port).stop()
+
+
+def test_missing_java_is_a_clear_error(lineage_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LINEAGE_ZK_PORT", str(free_port()))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    result = runner.invoke(app, ["zk", "start"])
+    assert result.exit_code == 1
+    assert "Java was not found" in result.stderr and "hint:" in result.stderr
+
+
+def test_bad_zk_address_is_a_clear_error() -> None:
+    result = runner.invoke(app, ["--zk", "no-port-here", "table", "list"])
+    assert result.exit_code == 2 and "use host:port" in result.stderr
+    result = runner.invoke(app, ["--zk", f"127.0.0.1:{free_port()}", "table", "list"])
+    assert result.exit_code == 1 and "cannot reach ZooKeeper" in result.stderr
+
+
+def test_bad_auth_format_is_refused(zk_hosts: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LINEAGE_ZK_AUTH", "no-colon")
+    result = runner.invoke(app, ["--zk", zk_hosts, "table", "list"])
+    assert result.exit_code == 2 and "user:password" in result.stderr
+    assert "no-colon" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["zk"],
+        ["zk", "start"],
+        ["table"],
+        ["table", "create"],
+        ["segment"],
+        ["segment", "add"],
+        ["start-replace"],
+        ["end-replace"],
+        ["revert"],
+        ["entries"],
+        ["history"],
+        ["export"],
+        ["segments"],
+        ["demo"],
+    ],
+)
+def test_help_works_for_every_command(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage" in result.stdout
+
+
+def test_docs_name_every_command() -> None:
+    text = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    for group in app.registered_groups:
+        assert group.typer_instance is not None
+        for command in group.typer_instance.registered_commands:
+            assert f"## lineage {group.name} {command.name}" in text
+    for command in app.registered_commands:
+        assert f"## lineage {command.name}" in text

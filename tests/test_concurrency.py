@@ -1,0 +1,124 @@
+"""Many processes writing one table on real ZooKeeper: nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import uuid
+from typing import Any
+
+import pytest
+
+from lineage import transitions
+from lineage.errors import ContentionError, TableExistsError
+from lineage.manager import LineageManager
+from lineage.model import Segment, TableConfig
+from lineage.retry import RetryPolicy
+from lineage.zk_client import ZkSettings, connect
+from lineage.zk_store import ZkStore
+
+T = "shared"
+WRITERS = 16
+ROUNDS = 4
+
+
+def _manager(hosts: str) -> LineageManager:
+    retry = RetryPolicy(max_attempts=400, deadline_s=240, base_delay_s=0.002, max_delay_s=0.2)
+    return LineageManager(ZkStore(connect(ZkSettings(hosts=hosts))), retry=retry)
+
+
+def _writer(hosts: str, worker: int, start: Any, out: Any) -> None:
+    """Appends (empty-from replaces) and replacements of this worker's own segment."""
+    m = _manager(hosts)
+    acked: list[tuple[str, int]] = []
+    failures: list[str] = []
+    start.wait()
+    current: str | None = None
+    for round_ in range(ROUNDS):
+        name = f"w{worker:02d}_r{round_}"
+        try:
+            eid = str(uuid.uuid4())
+            src = [current] if current else []
+            audit = m.audit(f"worker {worker}")
+            done = m.commit(
+                T,
+                lambda s, now, src=src, name=name, eid=eid, audit=audit: transitions.start_replace(
+                    s, src, [name], entry_id=eid, audit=audit, now_ms=now
+                ),
+            )
+            acked.append((done.commit_id, done.state.version))
+            done = m.register_segments(T, [Segment(name, f"{name}.parquet", rows=1)])
+            acked.append((done.commit_id, done.state.version))
+            done = m.end_replace(T, eid)
+            acked.append((done.commit_id, done.state.version))
+            current = name
+        except ContentionError as exc:
+            failures.append(exc.message)
+            break
+    m.store.close()
+    out.put((worker, acked, failures, current))
+
+
+def _creator(hosts: str, start: Any, out: Any) -> None:
+    m = _manager(hosts)
+    start.wait()
+    try:
+        m.create_table(TableConfig.build("raced", "/d"))
+        out.put("created")
+    except TableExistsError as exc:
+        out.put(f"exists: {exc.message}")
+    finally:
+        m.store.close()
+
+
+@pytest.mark.slow
+def test_sixteen_processes_lose_no_acknowledged_change(zk_hosts: str) -> None:
+    setup = _manager(zk_hosts)
+    setup.create_table(TableConfig.build(T, "/d", "APPEND"))
+    ctx = mp.get_context("spawn")
+    start = ctx.Event()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(zk_hosts, w, start, out)) for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    start.set()
+    results = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+
+    history = setup.history(T)
+    versions = [h.version for h in history]
+    final = setup.table(T)
+    # An unbroken version chain, newest first, down to the table's creation.
+    assert versions == list(range(final.version, 0, -1))
+    by_commit = {h.commit_id: h.version for h in history}
+    acked_total = 0
+    for _worker, acked, failures, _current in results:
+        assert all("gave up" in f for f in failures)
+        for commit_id, version in acked:
+            assert by_commit.get(commit_id) == version
+            acked_total += 1
+    assert acked_total == final.version - 1
+    visible = {s.name for s in setup.visible_segments(T)}
+    assert visible == {cur for _w, _a, _f, cur in results if cur}
+    setup.store.close()
+
+
+def test_two_processes_race_the_first_write(zk_hosts: str) -> None:
+    ctx = mp.get_context("spawn")
+    for _ in range(3):
+        start = ctx.Event()
+        out = ctx.Queue()
+        procs = [ctx.Process(target=_creator, args=(zk_hosts, start, out)) for _ in range(2)]
+        for p in procs:
+            p.start()
+        start.set()
+        outcomes = sorted(out.get(timeout=120) for _ in procs)
+        for p in procs:
+            p.join(timeout=60)
+        assert outcomes[0] == "created"
+        assert outcomes[1] == "exists: table 'raced' already exists"
+        m = _manager(zk_hosts)
+        assert [h.version for h in m.history("raced")] == [1]
+        m.drop_table("raced")
+        m.store.close()
