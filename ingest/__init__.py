@@ -1,0 +1,1 @@
+"""Batch ingestion with consistent push (PySpark), and snapshot readers."""

@@ -25,6 +25,7 @@ from lineage import transitions
 from lineage.errors import (
     ContentionError,
     InvalidInputError,
+    LineageError,
     OutcomeUnknownError,
     RefusedError,
 )
@@ -118,10 +119,8 @@ class LineageManager:
             # One last look: did any of our attempts land?
             try:
                 landed = self.store.find_commit(table, commit_id, unknown_since)
-            except OutcomeUnknownError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - any failure here keeps the outcome unknown
-                raise OutcomeUnknownError(table, commit_id, last_cause or str(exc)) from None
+            except LineageError as exc:
+                raise OutcomeUnknownError(table, commit_id, last_cause or exc.message) from None
             if landed is not None:
                 return self._landed(self.store.read(table), landed, commit_id)
             raise OutcomeUnknownError(table, commit_id, last_cause)

@@ -1,0 +1,1 @@
+"""The retention daemon: garbage collection of replaced and abandoned segments."""

@@ -211,3 +211,14 @@ def test_docs_name_every_command() -> None:
             assert f"## lineage {group.name} {command.name}" in text
     for command in app.registered_commands:
         assert f"## lineage {command.name}" in text
+
+
+def test_dockerfile_copies_what_exists_and_runs_the_cli() -> None:
+    root = Path(__file__).parent.parent
+    text = (root / "docker" / "Dockerfile").read_text()
+    copies = [line.split()[1:-1] for line in text.splitlines() if line.startswith("COPY ")]
+    assert copies
+    for sources in copies:
+        for source in sources:
+            assert (root / source).exists(), source
+    assert 'ENTRYPOINT ["lineage"]' in text
