@@ -34,6 +34,7 @@ from lineage.model import (
     TableConfig,
     TableType,
 )
+from lineage.names import check_entry_id, check_location, check_segment_name
 
 FORMAT_VERSION = 1
 HEAD = "segment-lineage.head"
@@ -174,8 +175,8 @@ def segment_to_dict(seg: Segment) -> dict[str, object]:
 
 def segment_from_dict(d: Mapping[str, Any]) -> Segment:
     return Segment(
-        name=_get(d, "name", str),
-        location=_get(d, "loc", str),
+        name=check_segment_name(_get(d, "name", str)),
+        location=check_location(_get(d, "loc", str)),
         rows=_get(d, "rows", int),
         size_bytes=_get(d, "bytes", int),
         checksum=_get(d, "sum", str),
@@ -200,8 +201,8 @@ def pending_to_dict(p: PendingDeletion) -> dict[str, object]:
 
 def pending_from_dict(d: Mapping[str, Any]) -> PendingDeletion:
     return PendingDeletion(
-        location=_get(d, "loc", str),
-        segment=_get(d, "segment", str),
+        location=check_location(_get(d, "loc", str)),
+        segment=check_segment_name(_get(d, "segment", str)),
         reason=_enum(DeletionReason, d.get("reason"), "deletion reason"),
         marked_ms=_get(d, "marked", int),
         entry_id=_opt(d, "entry", str),
@@ -264,7 +265,7 @@ def _names(d: Mapping[str, Any], key: str) -> NameList:
 
 def stored_entry_from_dict(d: Mapping[str, Any]) -> StoredEntry:
     return StoredEntry(
-        entry_id=_get(d, "id", str),
+        entry_id=check_entry_id(_get(d, "id", str)),
         state=_enum(EntryState, d.get("state"), "entry state"),
         timestamp_ms=_get(d, "ts", int),
         created_ms=_get(d, "created", int),
@@ -345,14 +346,42 @@ def history_from_dict(d: Mapping[str, Any]) -> HistoryRecord:
     )
 
 
-def encode_history(records: Sequence[HistoryRecord]) -> bytes:
-    return dumps(_envelope(HISTORY, records=[history_to_dict(r) for r in records]))
+@dataclass(frozen=True)
+class HistoryChunk:
+    """Sealed history records, oldest first, and the id of the chunk before."""
+
+    records: tuple[HistoryRecord, ...]
+    prev: str | None
 
 
-def decode_history(raw: bytes, where: str) -> list[HistoryRecord]:
+def encode_history(records: Sequence[HistoryRecord], prev: str | None) -> bytes:
+    return dumps(_envelope(HISTORY, prev=prev, records=[history_to_dict(r) for r in records]))
+
+
+def decode_history(raw: bytes, where: str) -> HistoryChunk:
     doc = parse(raw, HISTORY, where)
     with _decoding(where):
-        return [history_from_dict(r) for r in _get(doc, "records", list)]
+        return HistoryChunk(
+            records=tuple(history_from_dict(r) for r in _get(doc, "records", list)),
+            prev=_opt(doc, "prev", str),
+        )
+
+
+GC = "segment-lineage.gc"
+
+
+def encode_gc(candidates: Mapping[str, int]) -> bytes:
+    """Metadata blobs seen unreferenced, with when they were first seen so."""
+    return dumps(_envelope(GC, candidates=dict(candidates)))
+
+
+def decode_gc(raw: bytes, where: str) -> dict[str, int]:
+    doc = parse(raw, GC, where)
+    with _decoding(where):
+        candidates = _get(doc, "candidates", dict)
+        if not all(isinstance(k, str) and isinstance(v, int) for k, v in candidates.items()):
+            raise _Bad("candidates must map blob ids to times")
+        return dict(candidates)
 
 
 # ---- head -------------------------------------------------------------------
@@ -366,12 +395,12 @@ class Head:
     version: int
     commit_id: str
     buckets: Mapping[str, tuple[str, ...]]  # kind -> blob ids, a power of two each
-    history_sealed: tuple[str, ...]
+    history_last: str | None  # newest sealed history chunk; each names the one before
     history_tail: tuple[HistoryRecord, ...]
     dropping: bool = False
 
-    def referenced_blobs(self) -> set[str]:
-        refs: set[str] = set(self.history_sealed)
+    def bucket_blobs(self) -> set[str]:
+        refs: set[str] = set()
         for ids in self.buckets.values():
             refs.update(ids)
         return refs
@@ -386,7 +415,7 @@ def encode_head(head: Head) -> bytes:
             commit=head.commit_id,
             buckets={k: list(v) for k, v in head.buckets.items()},
             history={
-                "sealed": list(head.history_sealed),
+                "last": head.history_last,
                 "tail": [history_to_dict(r) for r in head.history_tail],
             },
             dropping=head.dropping,
@@ -411,7 +440,7 @@ def decode_head(raw: bytes, where: str) -> Head:
             version=_get(doc, "version", int),
             commit_id=_get(doc, "commit", str),
             buckets=buckets,
-            history_sealed=tuple(_str_list(history, "sealed")),
+            history_last=_opt(history, "last", str),
             history_tail=tail,
             dropping=_get(doc, "dropping", bool),
         )

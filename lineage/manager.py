@@ -24,10 +24,14 @@ from dataclasses import dataclass
 from lineage import transitions
 from lineage.errors import (
     ContentionError,
+    CorruptRecordError,
     InvalidInputError,
     LineageError,
+    NotFoundError,
     OutcomeUnknownError,
     RefusedError,
+    StoreUnavailableError,
+    TableNotFoundError,
 )
 from lineage.model import (
     Audit,
@@ -92,22 +96,31 @@ class LineageManager:
         attempts = Attempts(self.retry)
         unknown_since: int | None = None  # version read before an unknown outcome
         last_cause = ""
+        retryable = False
         while attempts.next():
-            snap = self.store.read(table)
-            if unknown_since is not None:
-                landed = self.store.find_commit(table, commit_id, unknown_since)
-                if landed is not None:
-                    return self._landed(snap, landed, commit_id)
-            now = self.store.now_ms()
+            try:
+                snap = self.store.read(table)
+                if unknown_since is not None:
+                    landed = self.store.find_commit(table, commit_id, unknown_since)
+                    if landed is not None:
+                        return self._landed(self.store.read(table), landed, commit_id)
+                now = self.store.now_ms()
+            except LineageError as exc:
+                if unknown_since is not None and not isinstance(exc, NotFoundError):
+                    # Our earlier write may have landed: never report "nothing written".
+                    raise OutcomeUnknownError(table, commit_id, exc.message) from None
+                raise
             change = update(snap.state, now)
             if not change.changed:
                 return Committed(snap.state, change, commit_id, applied=False)
+            retryable = False
             try:
                 state = self.store.write(table, snap, change, audit, commit_id, now)
             except VersionConflict:
                 pass
             except RetryableStoreError as exc:
                 last_cause = exc.message
+                retryable = True
             except WriteOutcomeUnknown as exc:
                 last_cause = exc.message
                 if unknown_since is None:
@@ -119,11 +132,15 @@ class LineageManager:
             # One last look: did any of our attempts land?
             try:
                 landed = self.store.find_commit(table, commit_id, unknown_since)
+                if landed is not None:
+                    return self._landed(self.store.read(table), landed, commit_id)
             except LineageError as exc:
                 raise OutcomeUnknownError(table, commit_id, last_cause or exc.message) from None
-            if landed is not None:
-                return self._landed(self.store.read(table), landed, commit_id)
             raise OutcomeUnknownError(table, commit_id, last_cause)
+        if retryable:
+            raise StoreUnavailableError(
+                f"writing table {table!r} kept failing ({last_cause}); nothing was committed"
+            )
         raise ContentionError(table, attempts.count, attempts.elapsed)
 
     def _landed(self, snap: Snapshot, record: HistoryRecord, commit_id: str) -> Committed:
@@ -153,21 +170,41 @@ class LineageManager:
         """Remove a table's metadata. Refused while it has segments, unless forced.
 
         Files in deep storage are not touched: delete the segments and run
-        retention first to reclaim them.
+        retention first to reclaim them. The check and the drop are one
+        compare-and-set, so a concurrent write makes the drop re-check. An
+        interrupted drop is finished by running it again.
         """
-        state = self.table(table)
-        if not force:
-            live = [e.entry_id for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
-            if state.segments or state.pending or live:
-                raise RefusedError(
-                    f"table {table!r} still has {len(state.segments)} segment(s), "
-                    f"{len(state.pending)} file(s) awaiting deletion and {len(live)} push(es) "
-                    "in progress",
-                    table=table,
-                    remedy="delete its segments and run retention first, or pass --force "
-                    "(files in deep storage are then left behind)",
-                )
-        self.store.drop_table(table, self.audit(reason))
+        check_table_name(table)
+        audit = self.audit(reason)
+        attempts = Attempts(self.retry)
+        while attempts.next():
+            try:
+                state = self.store.read(table).state
+            except TableNotFoundError:
+                self.store.drop_table(table, audit, None, resume_only=True)
+                return
+            except CorruptRecordError:
+                if not force:
+                    raise
+                self.store.drop_table(table, audit, None)
+                return
+            if not force:
+                live = [e.entry_id for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
+                if state.segments or state.pending or live:
+                    raise RefusedError(
+                        f"table {table!r} still has {len(state.segments)} segment(s), "
+                        f"{len(state.pending)} file(s) awaiting deletion and {len(live)} push(es) "
+                        "in progress",
+                        table=table,
+                        remedy="delete its segments and run retention first, or pass --force "
+                        "(files in deep storage are then left behind)",
+                    )
+            try:
+                self.store.drop_table(table, audit, state.version)
+                return
+            except VersionConflict:
+                attempts.backoff()
+        raise ContentionError(table, attempts.count, attempts.elapsed)
 
     # ---- segments and lineage -------------------------------------------------
 

@@ -115,10 +115,16 @@ class MemoryStore:
             records = list(reversed(self._history[table]))
         return records if limit is None else records[:limit]
 
-    def drop_table(self, table: str, audit: Audit) -> None:
+    def drop_table(
+        self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False
+    ) -> None:
         with self._lock:
-            if self._tables.pop(table, None) is None:
+            current = self._tables.get(table)
+            if current is None or resume_only:
                 raise TableNotFoundError(table)
+            if expected_version is not None and current.version != expected_version:
+                raise VersionConflict(f"table {table} changed since version {expected_version}")
+            del self._tables[table]
             self._history.pop(table, None)
 
     def close(self) -> None:

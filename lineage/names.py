@@ -104,10 +104,11 @@ def check_location(location: object) -> str:
     for part in location.split("/"):
         if part in ("", ".", ".."):
             raise InvalidInputError(f"invalid segment location {location!r}: empty, '.' or '..' path part")
-        if _PART.fullmatch(part) is None or part.startswith("."):
+        if _PART.fullmatch(part) is None or part[0] in ".-" or part.endswith(".") or len(part) > 255:
             raise InvalidInputError(
-                f"invalid segment location {location!r}: part {part!r} has characters "
-                "outside letters, digits, '_', '-', '.', '=' or starts with '.'"
+                f"invalid segment location {location!r}: part {part[:40]!r} has characters "
+                "outside letters, digits, '_', '-', '.', '=', starts with '.' or '-', ends with "
+                "'.', or is longer than 255 characters"
             )
     return location
 

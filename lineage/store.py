@@ -74,8 +74,14 @@ class Store(Protocol):
         """History records, newest first."""
         ...
 
-    def drop_table(self, table: str, audit: Audit) -> None:
-        """Remove a table's metadata. The caller checks that it may be dropped."""
+    def drop_table(
+        self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False
+    ) -> None:
+        """Remove a table's metadata, if it is still at ``expected_version``.
+
+        VersionConflict when it moved on (re-check and retry); None skips the
+        check. ``resume_only`` finishes an interrupted drop and nothing else.
+        """
         ...
 
     def close(self) -> None: ...

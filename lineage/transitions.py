@@ -19,6 +19,7 @@ Differences from Pinot, on purpose:
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
 from lineage.errors import (
@@ -83,6 +84,16 @@ def _queue_for_deletion(
                 marked_ms=now_ms,
                 entry_id=seg.entry_id,
             )
+
+
+def _live_from(state: TableState) -> dict[str, str]:
+    """Names in the ``from`` of a live entry, mapped to that entry."""
+    out: dict[str, str] = {}
+    for entry in state.entries.values():
+        if entry.live:
+            for name in entry.segments_from:
+                out.setdefault(name, entry.entry_id)
+    return out
 
 
 def _entry(state: TableState, entry_id: str) -> LineageEntry:
@@ -158,10 +169,11 @@ def register_segments(
         if target is not None:
             for name in entry.segments_to:
                 target.setdefault(name, entry.entry_id)
-    taken_locations = {seg.location: seg.name for seg in state.segments.values()}
+    replaced = _live_from(state)
+    taken_locations = {seg.location.casefold(): seg.name for seg in state.segments.values()}
+    pending_locations = {loc.casefold(): p for loc, p in state.pending.items()}
 
     segments = dict(state.segments)
-    pending = dict(state.pending)
     for seg in new:
         existing = folded.get(seg.name.casefold())
         if existing is not None:
@@ -173,11 +185,28 @@ def register_segments(
                 table=table,
                 remedy="use a new segment name, or replace the segment with start-replace",
             )
-        if seg.location in taken_locations:
+        if seg.location.casefold() in taken_locations:
             raise RefusedError(
                 f"location {seg.location!r} of segment {seg.name!r} is used by segment "
-                f"{taken_locations[seg.location]!r}",
+                f"{taken_locations[seg.location.casefold()]!r}",
                 table=table,
+            )
+        queued = pending_locations.get(seg.location.casefold())
+        if queued is not None:
+            # Retention may be deleting that file right now (Pinot #13968).
+            raise RefusedError(
+                f"location {seg.location!r} of segment {seg.name!r} is queued for deletion "
+                f"(it held segment {queued.segment!r})",
+                table=table,
+                remedy="write the segment to a new location",
+            )
+        if seg.name in replaced:
+            raise RefusedError(
+                f"segment name {seg.name!r} is still listed as replaced by entry {replaced[seg.name]}; "
+                "a segment of that name would stay hidden",
+                table=table,
+                entry_id=replaced[seg.name],
+                remedy="use a new segment name",
             )
         owner = in_progress_to.get(seg.name)
         if bound is not None:
@@ -207,11 +236,9 @@ def register_segments(
             entry_id=owner,
             created_ms=now_ms,
         )
-        # The new upload owns this file now: it must not be reclaimed.
-        pending.pop(seg.location, None)
     count, rows, size = _totals(new)
     return Change(
-        state=state.replace(segments=segments, pending=pending),
+        state=state.replace(segments=segments),
         operation=Operation.REGISTER,
         entry_id=bound.entry_id if bound is not None else None,
         segments=count,
@@ -384,11 +411,27 @@ def start_replace(
             )
         entries[entry.entry_id] = entry
 
-    still = [n for n in dst if n in segments]
+    folded = {name.casefold() for name in segments}
+    still = [n for n in dst if n.casefold() in folded]
     if still:
         raise ConflictError(
-            f"segmentsTo {_shown(still)} are still registered (hidden) in table {table!r}",
+            f"segmentsTo {_shown(still)} are registered (hidden, or as a case twin) in table {table!r}",
             table=table,
+            remedy="use new segment names",
+        )
+
+    replaced: dict[str, str] = {}
+    for kept in entries.values():
+        if kept.live:
+            for name in kept.segments_from:
+                replaced.setdefault(name, kept.entry_id)
+    reused = [n for n in dst if n in replaced]
+    if reused:
+        raise ConflictError(
+            f"segmentsTo {_shown(reused)} are still listed as replaced by entry "
+            f"{replaced[reused[0]]}; segments of those names would stay hidden",
+            table=table,
+            entry_id=replaced[reused[0]],
             remedy="use new segment names",
         )
 
@@ -445,8 +488,14 @@ def end_replace(
     segments = dict(state.segments)
     pending = dict(state.pending)
     dst = entry.segments_to
+    dropped: list[str] = []
     if to_subset is not None:
         subset = check_segment_names(to_subset, "the subset of segmentsTo")
+        if not subset and entry.segments_to:
+            raise InvalidInputError(
+                "an empty subset of segmentsTo would turn this replacement into a delete; "
+                "revert the entry instead"
+            )
         extra = [n for n in subset if n not in entry.segments_to]
         if extra:
             raise RefusedError(
@@ -487,6 +536,13 @@ def end_replace(
     )
     entries = dict(state.entries)
     entries[entry_id] = done
+    if dropped:
+        # The left-out names stay reserved by a REVERTED companion entry, so a
+        # late upload under one of them (a slow task attempt) is refused.
+        companion = str(uuid.uuid5(uuid.NAMESPACE_URL, f"segment-lineage:dropped:{entry_id}"))
+        entries[companion] = LineageEntry(
+            companion, (), tuple(dropped), EntryState.REVERTED, now_ms, now_ms, entry.audit
+        )
     count, rows, size = _totals(segments[n] for n in dst)
     return Change(
         state=state.replace(segments=segments, pending=pending, entries=entries),

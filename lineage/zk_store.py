@@ -24,6 +24,7 @@ ZooKeeper's clock.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 import zlib
@@ -42,6 +43,7 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
     OperationTimeoutError,
+    RolledBackError,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -52,6 +54,8 @@ from lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, Sto
 from lineage.errors import (
     AuthError,
     CorruptRecordError,
+    InvalidNameError,
+    LineageError,
     StoreUnavailableError,
     TableExistsError,
     TableNotFoundError,
@@ -69,12 +73,17 @@ from lineage.model import (
 from lineage.names import check_table_name
 from lineage.store import RetryableStoreError, Snapshot, VersionConflict, WriteOutcomeUnknown
 
+log = logging.getLogger(__name__)
+
 ROOT = "/segment-lineage"
 REQUEST_LIMIT = 512 * 1024  # every request we send stays under this
+HEAD_LIMIT = 448 * 1024  # leaves room for the blob checks in the commit multi
 BLOB_LIMIT = 256 * 1024  # a bucket or name chunk, encoded
 INLINE_NAMES_BYTES = 4 * 1024  # shorter name lists live inside the entry record
 HISTORY_TAIL = 64  # history records kept in the head before sealing a blob
-MAX_BUCKETS = 1 << 13
+MAX_BUCKETS = 1 << 11  # three kinds of 2048 bucket ids still fit in the head
+METADATA_GRACE_MS = 10 * 60_000
+GC_MARKS_MAX = 8_000
 READ_ATTEMPTS = 5
 CACHE_BLOBS = 8192
 
@@ -469,36 +478,50 @@ class ZkStore:
             change.rows,
             change.size_bytes,
         )
-        sealed, tail = loaded.head.history_sealed, loaded.head.history_tail
-        if len(tail) >= HISTORY_TAIL:
+        last, tail = loaded.head.history_last, loaded.head.history_tail
+        sealed_now = len(tail) >= HISTORY_TAIL
+        if sealed_now:
             blob = _blob_id()
-            blobs[blob] = codec.encode_history(tail)
-            sealed, tail = (*sealed, blob), ()
+            blobs[blob] = codec.encode_history(tail, last)
+            last, tail = blob, ()
         head = Head(
             config=state.config,
             version=version,
             commit_id=commit_id,
             buckets=buckets,
-            history_sealed=sealed,
+            history_last=last,
             history_tail=(*tail, record),
         )
         raw = codec.encode_head(head)
-        if len(raw) > REQUEST_LIMIT:
-            raise TooLargeError(f"table {table!r}: head record of {len(raw)} bytes exceeds {REQUEST_LIMIT}")
+        if len(raw) > HEAD_LIMIT:
+            raise TooLargeError(f"table {table!r}: head record of {len(raw)} bytes exceeds {HEAD_LIMIT}")
         self._write_blobs(table, blobs)
+        # One multi: swap the head only if every new blob is still there (a
+        # garbage pass may have taken the blobs of a writer paused too long).
+        txn = self.client.transaction()
+        txn.set_data(self.head_path(table), raw, version=loaded.zversion)
+        for blob in blobs:
+            txn.check(self.blob_path(table, blob), 0)
         try:
-            stat = self._op("set", self.head_path(table), raw, version=loaded.zversion)
-        except BadVersionError:
-            raise VersionConflict(f"table {table} changed since version {loaded.head.version}") from None
-        except NoNodeError:
-            raise TableNotFoundError(table) from None
+            results = self._commit(txn)
         except NoAuthError:
             raise AuthError(f"ZooKeeper refused writing table {table!r}: not authorised") from None
-        except _UNKNOWN as exc:
+        except (KazooException, KazooTimeoutError) as exc:
             raise WriteOutcomeUnknown(f"head swap: {type(exc).__name__}") from None
-        except KazooException as exc:
-            raise WriteOutcomeUnknown(f"head swap: {type(exc).__name__}") from None
-        del stat
+        head_result = results[0]
+        if isinstance(head_result, BadVersionError):
+            raise VersionConflict(f"table {table} changed since version {loaded.head.version}")
+        if isinstance(head_result, NoNodeError):
+            raise TableNotFoundError(table)
+        if isinstance(head_result, NoAuthError):
+            raise AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
+        failed = [r for r in results[1:] if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if failed:
+            raise RetryableStoreError(f"a new blob vanished before the commit ({type(failed[0]).__name__})")
+        if isinstance(head_result, Exception):
+            raise WriteOutcomeUnknown(f"head swap: {type(head_result).__name__}")
+        if sealed_now:
+            self._collect_quietly(table)
         return TableState(state.config, version, state.segments, state.entries, state.pending)
 
     # ---- tables ----------------------------------------------------------------
@@ -521,7 +544,7 @@ class ZkStore:
             0,
             0,
         )
-        head = Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, (), (record,))
+        head = Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, None, (record,))
         guard = f"{self.root}/names/{table.casefold()}"
         path = self.head_path(table)
         for _ in range(READ_ATTEMPTS):
@@ -535,6 +558,7 @@ class ZkStore:
                 results = self._commit(txn)
             except _UNKNOWN:
                 try:
+                    self._call("sync", "sync", f"{self.root}/tables")
                     current, _ = self._read_head(table)
                 except TableNotFoundError:
                     continue
@@ -550,8 +574,15 @@ class ZkStore:
                 return TableState(config=config, version=1)
             if isinstance(results[0], NodeExistsError):
                 try:
-                    existing = self._call("table lookup", "get", guard)[0].decode()
+                    raw_guard, guard_stat = self._call("table lookup", "get", guard)
                 except NoNodeError:
+                    continue
+                existing = raw_guard.decode()
+                if not self._call("table lookup", "exists", self.head_path(existing)):
+                    # Left by a drop cut short after the head went: creates are
+                    # atomic, so a guard without a head is never a live table.
+                    with contextlib.suppress(NoNodeError, BadVersionError):
+                        self._op("delete", guard, version=guard_stat.version)
                     continue
                 raise TableExistsError(table, existing)
             if isinstance(results[0], NoAuthError) or any(isinstance(r, NoAuthError) for r in failures):
@@ -567,8 +598,8 @@ class ZkStore:
         for name in sorted(children):
             try:
                 self._read_head(name)
-            except (TableNotFoundError, CorruptRecordError):
-                continue
+            except (TableNotFoundError, CorruptRecordError, InvalidNameError):
+                continue  # being dropped, unreadable (shown by 'table show'), or not ours
             out.append(name)
         return out
 
@@ -580,15 +611,22 @@ class ZkStore:
                 return record
         return None
 
-    def _history(self, table: str, head: Head, until_version: int = 0) -> Iterable[HistoryRecord]:
-        yield from reversed(head.history_tail)
-        for blob in reversed(head.history_sealed):
+    def _history_chunks(self, table: str, head: Head) -> Iterable[tuple[str, codec.HistoryChunk]]:
+        """Sealed history chunks, newest first, following each chunk's ``prev``."""
+        blob = head.history_last
+        while blob is not None:
             try:
-                records = self._decoded(table, [blob], codec.decode_history)[blob]
+                chunk: codec.HistoryChunk = self._decoded(table, [blob], codec.decode_history)[blob]
             except _BlobGone:
                 raise CorruptRecordError(self.blob_path(table, blob), "history blob missing") from None
-            yield from reversed(records)
-            if records and records[0].version <= until_version:
+            yield blob, chunk
+            blob = chunk.prev
+
+    def _history(self, table: str, head: Head, until_version: int = 0) -> Iterable[HistoryRecord]:
+        yield from reversed(head.history_tail)
+        for _, chunk in self._history_chunks(table, head):
+            yield from reversed(chunk.records)
+            if chunk.records and chunk.records[0].version <= until_version:
                 return
 
     def history(self, table: str, limit: int | None = None) -> list[HistoryRecord]:
@@ -600,81 +638,137 @@ class ZkStore:
                 break
         return out
 
-    def drop_table(self, table: str, audit: Audit) -> None:
+    def drop_table(
+        self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False
+    ) -> None:
+        """Mark the head dropping (compare-and-set), delete the blobs, then the head.
+
+        ``expected_version``: the version the caller checked; VersionConflict
+        when the table moved on. None skips the check (a forced drop of an
+        unreadable table). ``resume_only`` finishes an interrupted drop and
+        nothing else. A drop cut short is finished by running it again.
+        """
         path = self.head_path(table)
-        for _ in range(READ_ATTEMPTS):
-            try:
-                raw, stat = self._call(f"reading table {table!r}", "get", path)
-            except NoNodeError:
-                raise TableNotFoundError(table) from None
-            head = codec.decode_head(raw, path)
-            if not head.dropping:
-                marked = Head(
-                    head.config,
-                    head.version + 1,
-                    uuid.uuid4().hex,
-                    head.buckets,
-                    head.history_sealed,
-                    head.history_tail,
-                    dropping=True,
-                )
+        guard = f"{self.root}/names/{table.casefold()}"
+        try:
+            for _ in range(READ_ATTEMPTS):
                 try:
-                    stat = self._op("set", path, codec.encode_head(marked), version=stat.version)
+                    raw, stat = self._call(f"reading table {table!r}", "get", path)
+                except NoNodeError:
+                    raise TableNotFoundError(table) from None
+                try:
+                    head: Head | None = codec.decode_head(raw, path)
+                except CorruptRecordError:
+                    if expected_version is not None or resume_only:
+                        raise
+                    head = None
+                if head is not None and not head.dropping:
+                    if resume_only:
+                        raise TableNotFoundError(table)
+                    if expected_version is not None and head.version != expected_version:
+                        raise VersionConflict(f"table {table} changed since version {expected_version}")
+                    marked = Head(
+                        head.config,
+                        head.version + 1,
+                        uuid.uuid4().hex,
+                        head.buckets,
+                        head.history_last,
+                        head.history_tail,
+                        dropping=True,
+                    )
+                    try:
+                        stat = self._op("set", path, codec.encode_head(marked), version=stat.version)
+                    except BadVersionError:
+                        if expected_version is not None:
+                            raise VersionConflict(f"table {table} changed while dropping") from None
+                        continue
+                for child in self._call("listing", "get_children", path):
+                    if child == "blobs":
+                        for blob in self._call("listing blobs", "get_children", f"{path}/blobs"):
+                            with contextlib.suppress(NoNodeError):
+                                self.client.retry(self._op, "delete", self.blob_path(table, blob))
+                    with contextlib.suppress(NoNodeError, NotEmptyError):
+                        self.client.retry(self._op, "delete", f"{path}/{child}")
+                try:
+                    self._op("delete", path, version=stat.version)
+                except NotEmptyError:
+                    continue  # a late writer added a blob: sweep again
                 except BadVersionError:
                     continue
-            blobs = self._call("listing blobs", "get_children", f"{path}/blobs")
-            for blob in blobs:
                 with contextlib.suppress(NoNodeError):
-                    self.client.retry(self._op, "delete", self.blob_path(table, blob))
-            txn = self.client.transaction()
-            txn.delete(f"{path}/blobs")
-            txn.delete(path, version=stat.version)
-            txn.delete(f"{self.root}/names/{table.casefold()}")
-            try:
-                results = self._commit(txn)
-            except (KazooException, KazooTimeoutError) as exc:
-                raise StoreUnavailableError(
-                    f"dropping table {table!r} was interrupted ({type(exc).__name__})",
-                    remedy="run the drop again; it continues where it stopped",
-                ) from None
-            if not any(isinstance(r, Exception) for r in results):
+                    self._op("delete", guard)
                 return
-            if any(isinstance(r, (NotEmptyError, BadVersionError)) for r in results):
-                continue
-            if isinstance(results[1], NoNodeError):
-                return
+        except (KazooException, KazooTimeoutError) as exc:
+            raise StoreUnavailableError(
+                f"dropping table {table!r} was interrupted ({type(exc).__name__})",
+                remedy="run the drop again; it continues where it stopped",
+            ) from None
         raise StoreUnavailableError(f"dropping table {table!r} did not settle; run the drop again")
 
     # ---- metadata garbage ------------------------------------------------------
 
-    def collect_garbage(self, table: str, grace_ms: int) -> int:
-        """Delete blobs the head no longer references, older than ``grace_ms``.
-
-        Ages come from ZooKeeper's clock (blob ctime against the clock node),
-        so no client clock can make a blob look old. Returns the count deleted.
-        """
-        now = self.now_ms()
+    def referenced_blobs(self, table: str) -> set[str]:
+        """Every blob the current head reaches: buckets, name chunks, history."""
         snap = self.read(table)
         loaded = snap.token
         assert isinstance(loaded, _Loaded)
-        keep = loaded.head.referenced_blobs()
+        keep = loaded.head.bucket_blobs()
         for _, src_list, _, dst_list in loaded.lists.values():
             keep.update(src_list.chunks)
             keep.update(dst_list.chunks)
-        path = f"{self.head_path(table)}/blobs"
-        deleted = 0
-        for blob in self._call("listing blobs", "get_children", path):
-            if blob in keep:
-                continue
-            stat = self._call("blob age", "exists", f"{path}/{blob}")
-            if stat is None or now - int(stat.ctime) < grace_ms:
-                continue
+        keep.update(blob for blob, _ in self._history_chunks(table, loaded.head))
+        return keep
+
+    def collect_garbage(self, table: str, grace_ms: int = METADATA_GRACE_MS) -> int:
+        """One mark-and-sweep pass over a table's unreferenced blobs.
+
+        A blob is deleted only when an earlier pass already saw it
+        unreferenced at least ``grace_ms`` ago (ZooKeeper's clock), so a
+        reader holding an older head, or a writer between writing its blobs
+        and swapping the head, has that long. The marks live in the table's
+        ``gc`` node, updated by compare-and-set: of two concurrent passes, one
+        gives way. Returns the number of blobs deleted.
+        """
+        gc_path = f"{self.head_path(table)}/gc"
+        try:
+            now = self.now_ms()
+            keep = self.referenced_blobs(table)
+            children = self._call("listing blobs", "get_children", f"{self.head_path(table)}/blobs")
+            unreferenced = [b for b in children if b not in keep]
             try:
-                self._op("delete", f"{path}/{blob}")
-                deleted += 1
+                raw, stat = self._call("reading gc marks", "get", gc_path)
+                marks = codec.decode_gc(raw, gc_path)
+                version: int | None = int(stat.version)
             except NoNodeError:
-                pass
-        return deleted
+                marks, version = {}, None
+            due = [b for b in unreferenced if b in marks and now - marks[b] >= grace_ms]
+            kept = {b: marks.get(b, now) for b in unreferenced if b not in set(due)}
+            kept = dict(sorted(kept.items(), key=lambda kv: kv[1])[:GC_MARKS_MAX])
+            data = codec.encode_gc(kept)
+            try:
+                if version is None:
+                    self._op("create", gc_path, data, acl=self.acl)
+                else:
+                    self._op("set", gc_path, data, version=version)
+            except (BadVersionError, NodeExistsError):
+                return 0  # another pass is running
+            deleted = 0
+            for blob in due:
+                with contextlib.suppress(NoNodeError):
+                    self._op("delete", self.blob_path(table, blob))
+                    deleted += 1
+            return deleted
+        except NoAuthError:
+            raise AuthError(f"ZooKeeper refused collecting garbage of {table!r}: not authorised") from None
+        except (KazooException, KazooTimeoutError) as exc:
+            raise StoreUnavailableError(f"metadata garbage pass on {table!r}: {type(exc).__name__}") from None
+
+    def _collect_quietly(self, table: str) -> None:
+        """A garbage pass after a commit: its failure must not fail the commit."""
+        try:
+            self.collect_garbage(table)
+        except LineageError as exc:
+            log.warning("metadata garbage pass on %s skipped: %s", table, exc.message)
 
     def close(self) -> None:
         if self._owns_client:

@@ -261,9 +261,10 @@ def test_force_cleanup_rerun_reuses_names(manager: LineageManager, table: str) -
     assert old.state is EntryState.REVERTED and old.segments_to == ("n3",)
     assert "n1" not in state.segments  # the stale upload is queued for retention
     assert state.pending["n1.parquet"].reason is DeletionReason.FORCE_CLEANUP
-    manager.register_segments(T, [seg("n1"), seg("n2")])
-    # Re-registered at the same location: no longer pending deletion.
-    assert "n1.parquet" not in manager.table(T).pending
+    # The stale upload's file may be under deletion: its location is refused.
+    with pytest.raises(RefusedError, match="queued for deletion"):
+        manager.register_segments(T, [seg("n1")])
+    manager.register_segments(T, [Segment(n, f"rerun/{n}.parquet", rows=1) for n in ("n1", "n2")])
     manager.end_replace(T, rerun)
     assert visible(manager) == ["n1", "n2", "s3"]
 
@@ -346,7 +347,7 @@ def test_reverted_names_need_force_cleanup_to_be_reused(manager: LineageManager,
     with pytest.raises(ConflictError, match="belong to reverted entry"):
         manager.start_replace(T, ["s1"], ["n1"])
     rerun = manager.start_replace(T, ["s1"], ["n1"], force_cleanup=True)
-    manager.register_segments(T, [seg("n1")])
+    manager.register_segments(T, [Segment("n1", "rerun/n1.parquet")])
     manager.end_replace(T, rerun)
     assert visible(manager) == ["n1", "s2", "s3"]
 
@@ -360,3 +361,76 @@ def test_time_ranges_need_a_time_column(manager: LineageManager) -> None:
     manager.create_table(TableConfig.build("untimed", "/d"))
     with pytest.raises(InvalidInputError, match="no time column"):
         manager.register_segments("untimed", [Segment("c", "c.parquet", min_time=1, max_time=2)])
+
+
+def test_a_late_upload_of_a_name_left_out_at_end_is_refused(manager: LineageManager, table: str) -> None:
+    entry = manager.start_replace(T, ["s1"], ["x", "y"])
+    manager.register_segments(T, [seg("x")])
+    manager.end_replace(T, entry, ["x"])
+    with pytest.raises(RefusedError, match="belongs to reverted entry"):
+        manager.register_segments(T, [seg("y")])
+    assert visible(manager) == ["s2", "s3", "x"]
+    with pytest.raises(InvalidInputError, match="empty subset"):
+        manager.end_replace(T, manager.start_replace(T, ["s2"], ["z"]), [])
+
+
+def test_names_still_listed_as_replaced_cannot_come_back(manager: LineageManager, table: str) -> None:
+    push(manager, ["s1", "s2", "s3"], ["a"])
+    push(manager, ["a"], ["b"])  # s1..s3 are cleaned up proactively, still named by entry 1
+    with pytest.raises(RefusedError, match="still listed as replaced"):
+        manager.register_segments(T, [Segment("s1", "again/s1.parquet")])
+    with pytest.raises(ConflictError, match="still listed as replaced"):
+        manager.start_replace(T, ["b"], ["s1"])
+    assert visible(manager) == ["b"]
+
+
+def test_locations_and_names_are_unique_case_insensitively(manager: LineageManager, table: str) -> None:
+    with pytest.raises(RefusedError, match="is used by segment 's1'"):
+        manager.register_segments(T, [Segment("other", "S1.parquet")])
+    with pytest.raises(ConflictError, match="case twin"):
+        manager.start_replace(T, ["s2"], ["S3"])
+
+
+def test_a_write_racing_a_drop_makes_the_drop_recheck(
+    manager: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager.create_table(TableConfig.build("racy", "/d"))
+    real = manager.store.drop_table
+    raced = {"n": 0}
+
+    def register_first(*args: object, **kw: object) -> None:
+        if raced["n"] == 0:
+            raced["n"] += 1
+            manager.register_segments("racy", [seg("late")])  # acknowledged before the drop
+        real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manager.store, "drop_table", register_first)
+    with pytest.raises(RefusedError, match="still has 1 segment"):
+        manager.drop_table("racy")
+    assert "late" in manager.table("racy").segments
+
+
+def test_errors_after_an_unknown_outcome_are_reported_as_unknown(
+    manager: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lineage.errors import OutcomeUnknownError, StoreUnavailableError
+    from lineage.store import WriteOutcomeUnknown
+
+    manager.create_table(TableConfig.build("shaky", "/d"))
+    real_write, real_read = manager.store.write, manager.store.read
+    state = {"written": False}
+
+    def write_and_lose_reply(*args: object, **kw: object) -> object:
+        real_write(*args, **kw)  # type: ignore[arg-type]
+        state["written"] = True
+        raise WriteOutcomeUnknown("reply lost")
+
+    def read_fails_after_write(table: str) -> object:
+        if state["written"]:
+            raise StoreUnavailableError("connection down")
+        return real_read(table)
+
+    monkeypatch.setattr(manager.store, "write", write_and_lose_reply)
+    monkeypatch.setattr(manager.store, "read", read_fails_after_write)
+    with pytest.raises(OutcomeUnknownError, match="is unknown"):
+        manager.register_segments("shaky", [seg("maybe")])

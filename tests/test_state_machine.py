@@ -36,6 +36,7 @@ class ModelEntry:
 class Model:
     registered: set[str] = field(default_factory=set)
     entries: dict[str, ModelEntry] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)  # names whose file is queued for deletion
 
     def visible(self) -> set[str]:
         out = set(self.registered)
@@ -44,7 +45,9 @@ class Model:
         return out
 
     def can_register(self, name: str) -> bool:
-        if name in self.registered:
+        if name in self.registered or name in self.deleted:
+            return False
+        if any(name in e.src for e in self.entries.values() if e.state != "REVERTED"):
             return False
         owners = [e for e in self.entries.values() if name in e.dst]
         in_progress = any(e.state == "IN_PROGRESS" for e in owners)
@@ -61,7 +64,7 @@ class Model:
             if e.state == "REVERTED":
                 if dst & e.dst:
                     return False
-            elif src & e.src or dst & e.dst:
+            elif src & e.src or dst & e.dst or dst & e.src:
                 return False
         return True
 
@@ -150,6 +153,7 @@ class LineageMachine(RuleBasedStateMachine):
         self._apply(ok, lambda s: transitions.delete_segments(s, [name], self.now))
         if ok:
             self.model.registered.discard(name)
+            self.model.deleted.add(name)
 
     @invariant()
     def same_visible_set(self) -> None:

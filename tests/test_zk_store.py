@@ -12,7 +12,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
 from lineage import codec, zk_store
-from lineage.errors import AuthError, CorruptRecordError, TooLargeError
+from lineage.errors import (
+    AuthError,
+    CorruptRecordError,
+    StoreUnavailableError,
+    TableNotFoundError,
+    TooLargeError,
+)
 from lineage.manager import LineageManager
 from lineage.memory_store import MemoryStore
 from lineage.model import Segment, TableConfig
@@ -147,17 +153,17 @@ def test_a_lost_reply_is_recognised_as_our_own_write(
 ) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
-    real_op = store._op
+    real_commit = store._commit
     lost = {"n": 0}
 
-    def set_then_lose_reply(name: str, *args: object, **kw: object) -> object:
-        result = real_op(name, *args, **kw)
-        if name == "set" and args[0] == store.head_path(T) and lost["n"] == 0:
+    def commit_then_lose_reply(txn: object) -> list[object]:
+        result = real_commit(txn)
+        if lost["n"] == 0:
             lost["n"] += 1
             raise ConnectionLoss()
         return result
 
-    monkeypatch.setattr(store, "_op", set_then_lose_reply)
+    monkeypatch.setattr(store, "_commit", commit_then_lose_reply)
     before = m.table(T).version
     done = m.register_segments(T, [seg("once")])
     assert lost["n"] == 1 and done.applied
@@ -169,16 +175,16 @@ def test_a_lost_reply_is_recognised_as_our_own_write(
 def test_a_lost_request_is_retried(m: LineageManager, monkeypatch: pytest.MonkeyPatch) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
-    real_op = store._op
+    real_commit = store._commit
     lost = {"n": 0}
 
-    def lose_request(name: str, *args: object, **kw: object) -> object:
-        if name == "set" and args[0] == store.head_path(T) and lost["n"] < 2:
+    def lose_request(txn: object) -> list[object]:
+        if lost["n"] < 2:
             lost["n"] += 1
             raise ConnectionLoss()
-        return real_op(name, *args, **kw)
+        return real_commit(txn)
 
-    monkeypatch.setattr(store, "_op", lose_request)
+    monkeypatch.setattr(store, "_commit", lose_request)
     before = m.table(T).version
     m.register_segments(T, [seg("retried")])
     assert lost["n"] == 2 and m.table(T).version == before + 1
@@ -195,18 +201,91 @@ def test_memory_store_unknown_outcomes_are_resolved() -> None:
     assert [h.version for h in m.history(T)] == [3, 2, 1]
 
 
-def test_metadata_garbage_is_collected_after_its_grace(m: LineageManager) -> None:
+def test_metadata_garbage_is_marked_then_swept_after_its_grace(m: LineageManager) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
     for i in range(5):
         m.register_segments(T, [seg(f"g{i}")])
     blobs = f"{store.head_path(T)}/blobs"
     before = len(store.client.get_children(blobs))
-    assert store.collect_garbage(T, grace_ms=3_600_000) == 0
+    assert store.collect_garbage(T, grace_ms=0) == 0  # the first pass only marks
+    assert store.collect_garbage(T, grace_ms=3_600_000) == 0  # marked, but not for long enough
     removed = store.collect_garbage(T, grace_ms=0)
     assert removed > 0 and len(store.client.get_children(blobs)) == before - removed
+    assert store.referenced_blobs(T) == set(store.client.get_children(blobs))
     fresh = ZkStore(store.client, owns_client=False)
     assert sorted(fresh.read(T).state.segments) == sorted(["s1", "s2", *(f"g{i}" for i in range(5))])
+
+
+def test_a_writer_whose_new_blobs_were_collected_does_not_commit_them(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    real = store._write_blobs
+    paused = {"n": 0}
+
+    def write_then_pause_past_the_grace(table: str, blobs: dict[str, bytes]) -> None:
+        real(table, blobs)
+        if paused["n"] == 0:
+            paused["n"] += 1
+            store.collect_garbage(T, grace_ms=0)
+            store.collect_garbage(T, grace_ms=0)  # the new blobs are swept
+            for blob in blobs:
+                assert store.client.exists(store.blob_path(T, blob)) is None
+
+    monkeypatch.setattr(store, "_write_blobs", write_then_pause_past_the_grace)
+    m.register_segments(T, [seg("after-pause")])
+    assert paused["n"] == 1
+    fresh = ZkStore(store.client, owns_client=False)
+    assert "after-pause" in fresh.read(T).state.segments
+
+
+def test_history_is_chained_and_the_head_stays_small(m: LineageManager) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    for i in range(zk_store.HISTORY_TAIL * 3):
+        m.register_segments(T, [seg(f"h{i:04d}")])
+    head_size = len(store.client.get(store.head_path(T))[0])
+    history = m.history(T)
+    assert [h.version for h in history] == list(range(m.table(T).version, 0, -1))
+    assert head_size < 64 * 1024
+    oldest = history[-2]  # the first register, sealed long ago
+    assert store.find_commit(T, oldest.commit_id, 0) == oldest
+
+
+def test_an_interrupted_drop_is_finished_by_running_it_again(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    real_op = store._op
+
+    def cut_at_head_delete(name: str, *args: object, **kw: object) -> object:
+        if name == "delete" and args[0] == store.head_path(T):
+            raise ConnectionLoss()
+        return real_op(name, *args, **kw)
+
+    monkeypatch.setattr(store, "_op", cut_at_head_delete)
+    with pytest.raises(StoreUnavailableError, match="was interrupted") as exc:
+        m.drop_table(T, force=True)
+    assert exc.value.remedy is not None and "run the drop again" in exc.value.remedy
+    monkeypatch.setattr(store, "_op", real_op)
+    with pytest.raises(TableNotFoundError):
+        m.table(T)  # already hidden from readers and writers
+    m.drop_table(T)
+    assert store.client.exists(store.head_path(T)) is None
+    m.create_table(TableConfig.build(T, "/again"))
+    assert m.table(T).config.root == "/again"
+
+
+def test_a_guard_left_by_a_crashed_drop_does_not_block_create(m: LineageManager) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    m.drop_table(T, force=True)
+    store.client.create(f"{store.root}/names/{T}", T.encode())  # as if the drop died last step
+    m.create_table(TableConfig.build(T, "/again"))
+    assert m.table(T).version == 1
 
 
 def test_digest_auth_owns_every_znode_and_refuses_others(zk_hosts: str) -> None:
@@ -264,9 +343,9 @@ def test_readers_see_one_version_while_a_writer_swaps(m: LineageManager, zk_host
     thread = threading.Thread(target=reader)
     thread.start()
     try:
-        for _ in range(10):
+        for i in range(10):
             entry = m.start_replace(T, ["s1"], ["n1"], force_cleanup=True)
-            m.register_segments(T, [seg("n1")])
+            m.register_segments(T, [Segment("n1", f"n1-{i}.parquet")])
             m.end_replace(T, entry)
             m.revert_replace(T, entry)
     finally:
