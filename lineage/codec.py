@@ -228,6 +228,8 @@ def entry_to_dict(entry: LineageEntry, src: NameList, dst: NameList) -> dict[str
         "job": entry.audit.job_id,
         "reason": entry.audit.reason,
     }
+    if entry.interval is not None:
+        d["interval"] = list(entry.interval)
     for key, names in (("from", src), ("to", dst)):
         if names.names is not None:
             d[key] = list(names.names)
@@ -248,10 +250,18 @@ class StoredEntry:
     audit: Audit
     src: NameList
     dst: NameList
+    interval: tuple[int, int] | None = None
 
     def resolve(self, src: tuple[str, ...], dst: tuple[str, ...]) -> LineageEntry:
         return LineageEntry(
-            self.entry_id, src, dst, self.state, self.timestamp_ms, self.created_ms, self.audit
+            self.entry_id,
+            src,
+            dst,
+            self.state,
+            self.timestamp_ms,
+            self.created_ms,
+            self.audit,
+            self.interval,
         )
 
 
@@ -272,7 +282,22 @@ def stored_entry_from_dict(d: Mapping[str, Any]) -> StoredEntry:
         audit=Audit(_get(d, "actor", str), _opt(d, "job", str), _opt(d, "reason", str)),
         src=_names(d, "from"),
         dst=_names(d, "to"),
+        interval=_interval(d),
     )
+
+
+def _interval(d: Mapping[str, Any]) -> tuple[int, int] | None:
+    raw = d.get("interval")
+    if raw is None:
+        return None
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw)
+        or raw[0] >= raw[1]
+    ):
+        raise _Bad(f"bad interval {raw!r}")
+    return (raw[0], raw[1])
 
 
 def encode_bucket(kind: str, records: Sequence[Mapping[str, object]]) -> bytes:
@@ -447,3 +472,24 @@ def decode_head(raw: bytes, where: str) -> Head:
         if head.version < 0:
             raise _Bad("negative version")
         return head
+
+
+LEASE = "segment-lineage.lease"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """What a reader pinned: a table version and the blobs that describe it."""
+
+    version: int
+    blobs: tuple[str, ...]
+
+
+def encode_lease(lease: LeaseRecord) -> bytes:
+    return dumps(_envelope(LEASE, version=lease.version, blobs=list(lease.blobs)))
+
+
+def decode_lease(raw: bytes, where: str) -> LeaseRecord:
+    doc = parse(raw, LEASE, where)
+    with _decoding(where):
+        return LeaseRecord(version=_get(doc, "version", int), blobs=tuple(_str_list(doc, "blobs")))

@@ -234,15 +234,29 @@ class LineageManager:
         force_cleanup: bool = False,
         reason: str | None = None,
         entry_id: str | None = None,
+        interval: tuple[int, int] | None = None,
+        live_owners: frozenset[str] | None = None,
     ) -> str:
-        """Open a replacement and return its entry id."""
+        """Open a replacement and return its entry id.
+
+        See :func:`lineage.transitions.start_replace` for ``interval`` and
+        ``live_owners``.
+        """
         eid = entry_id or str(uuid.uuid4())
         src, dst = list(segments_from), list(segments_to)
         audit = self.audit(reason)
         self.commit(
             table,
             lambda s, now: transitions.start_replace(
-                s, src, dst, entry_id=eid, audit=audit, now_ms=now, force_cleanup=force_cleanup
+                s,
+                src,
+                dst,
+                entry_id=eid,
+                audit=audit,
+                now_ms=now,
+                force_cleanup=force_cleanup,
+                interval=interval,
+                live_owners=live_owners,
             ),
             reason,
         )

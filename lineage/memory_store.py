@@ -13,7 +13,7 @@ from collections.abc import Callable
 from lineage.errors import TableExistsError, TableNotFoundError
 from lineage.model import Audit, Change, HistoryRecord, Operation, TableConfig, TableState
 from lineage.names import check_table_name
-from lineage.store import Snapshot, VersionConflict, WriteOutcomeUnknown
+from lineage.store import Lease, LeaseInfo, Snapshot, VersionConflict, WriteOutcomeUnknown
 
 
 class MemoryStore:
@@ -23,6 +23,9 @@ class MemoryStore:
         self._tables: dict[str, TableState] = {}
         self._history: dict[str, list[HistoryRecord]] = {}
         self._unknown: list[bool] = []
+        self._owners: dict[str, set[str]] = {}
+        self._leases: dict[str, dict[str, int]] = {}
+        self._next_lease = 0
 
     def inject_unknown(self, *, landed: bool, times: int = 1) -> None:
         """The next ``times`` writes report an unknown outcome; ``landed`` says
@@ -126,6 +129,35 @@ class MemoryStore:
                 raise VersionConflict(f"table {table} changed since version {expected_version}")
             del self._tables[table]
             self._history.pop(table, None)
+
+    def hold_owner(self, table: str, entry_id: str) -> None:
+        self.read(table)
+        with self._lock:
+            self._owners.setdefault(table, set()).add(entry_id)
+
+    def release_owner(self, table: str, entry_id: str) -> None:
+        with self._lock:
+            self._owners.get(table, set()).discard(entry_id)
+
+    def live_owners(self, table: str) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._owners.get(table, set()))
+
+    def pin(self, table: str) -> Lease:
+        snap = self.read(table)
+        with self._lock:
+            self._next_lease += 1
+            lease_id = f"lease-{self._next_lease:010d}"
+            self._leases.setdefault(table, {})[lease_id] = snap.state.version
+        return Lease(table, lease_id, snap.state)
+
+    def release(self, lease: Lease) -> None:
+        with self._lock:
+            self._leases.get(lease.table, {}).pop(lease.lease_id, None)
+
+    def leases(self, table: str) -> list[LeaseInfo]:
+        with self._lock:
+            return [LeaseInfo(k, v) for k, v in sorted(self._leases.get(table, {}).items())]
 
     def close(self) -> None:
         pass

@@ -35,6 +35,7 @@ class DeletionReason(StrEnum):
     FORCE_CLEANUP = "FORCE_CLEANUP"  # a stale push was cleaned up by a newer one
     PROACTIVE_CLEANUP = "PROACTIVE_CLEANUP"  # a REFRESH snapshot beyond max_snapshots
     END_SUBSET = "END_SUBSET"  # a `to` segment left out of end_replace's subset
+    STRAY = "STRAY"  # a file a push wrote but no segment references (a failed task attempt)
 
 
 class Operation(StrEnum):
@@ -44,6 +45,7 @@ class Operation(StrEnum):
     START_REPLACE = "START_REPLACE"
     END_REPLACE = "END_REPLACE"
     REVERT_REPLACE = "REVERT_REPLACE"
+    QUEUE_FILES = "QUEUE_FILES"
     DROP_TABLE = "DROP_TABLE"
 
 
@@ -142,6 +144,9 @@ class LineageEntry:
     timestamp_ms: int  # last state change
     created_ms: int
     audit: Audit
+    # The time range [start, end) a replace-range push means to replace: the
+    # intent two overlapping range pushes conflict on, whatever their segments.
+    interval: tuple[int, int] | None = None
 
     @property
     def live(self) -> bool:

@@ -27,6 +27,22 @@ class RetryableStoreError(LineageError):
 
 
 @dataclass(frozen=True)
+class Lease:
+    """A reader's pin on one table version. Released on close, or with the
+    reader's session if the reader dies."""
+
+    table: str
+    lease_id: str
+    state: TableState
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    lease_id: str
+    version: int
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """One consistent version of a table, and the store's token to swap it."""
 
@@ -83,5 +99,24 @@ class Store(Protocol):
         check. ``resume_only`` finishes an interrupted drop and nothing else.
         """
         ...
+
+    def hold_owner(self, table: str, entry_id: str) -> None:
+        """Mark ``entry_id``'s push as running for as long as this client's
+        session lives (ZooKeeper: an ephemeral node)."""
+        ...
+
+    def release_owner(self, table: str, entry_id: str) -> None: ...
+
+    def live_owners(self, table: str) -> frozenset[str]:
+        """Entries whose pushing process still holds its session."""
+        ...
+
+    def pin(self, table: str) -> Lease:
+        """Read one consistent version and pin it for a reader."""
+        ...
+
+    def release(self, lease: Lease) -> None: ...
+
+    def leases(self, table: str) -> list[LeaseInfo]: ...
 
     def close(self) -> None: ...

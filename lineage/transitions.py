@@ -19,6 +19,8 @@ Differences from Pinot, on purpose:
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -55,6 +57,13 @@ def _shown(names: Iterable[str], limit: int = 5) -> str:
     items = sorted(names)
     text = ", ".join(items[:limit])
     return text + (f" ... ({len(items)} in all)" if len(items) > limit else "")
+
+
+def _span(interval: tuple[int, int]) -> str:
+    def iso(ms: int) -> str:
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat().replace("+00:00", "Z")
+
+    return f"[{iso(interval[0])}, {iso(interval[1])})"
 
 
 def _totals(segments: Iterable[Segment]) -> tuple[int, int, int]:
@@ -313,8 +322,18 @@ def start_replace(
     audit: Audit,
     now_ms: int,
     force_cleanup: bool = False,
+    interval: tuple[int, int] | None = None,
+    live_owners: frozenset[str] | None = None,
 ) -> Change:
-    """Open a replacement: ``segments_to`` stay hidden until it completes."""
+    """Open a replacement: ``segments_to`` stay hidden until it completes.
+
+    ``interval`` ([start, end) in ms) records a replace-range push's intent:
+    another IN_PROGRESS entry with an overlapping interval conflicts, even
+    when their segments are disjoint. ``force_cleanup`` cleans up overlapping
+    IN_PROGRESS entries that are stale: all of them when ``live_owners`` is
+    None (Pinot's rule), else those whose id is not in ``live_owners`` (the
+    entries whose pushing process still holds a session).
+    """
     table = state.config.name
     check_entry_id(entry_id)
     src = check_segment_names(segments_from, "segmentsFrom")
@@ -326,6 +345,11 @@ def start_replace(
         raise InvalidInputError(f"segment(s) {_shown(both)} are in both segmentsFrom and segmentsTo")
     if entry_id in state.entries:
         raise RefusedError(f"entry id {entry_id} is already used", table=table, entry_id=entry_id)
+    if interval is not None:
+        if state.config.time_column is None:
+            raise InvalidInputError(f"table {table!r} has no time column: a time interval needs one")
+        if interval[0] >= interval[1]:
+            raise InvalidInputError(f"interval {_span(interval)} is empty: start must be before end")
 
     visible = visible_names(state)
     not_visible = [n for n in src if n not in visible]
@@ -365,34 +389,47 @@ def start_replace(
                 left = tuple(n for n in entry.segments_to if n not in overlap_to)
                 if not left and not entry.segments_from:
                     continue
-                entries[entry.entry_id] = LineageEntry(
-                    entry.entry_id,
-                    entry.segments_from,
-                    left,
-                    entry.state,
-                    entry.timestamp_ms,
-                    entry.created_ms,
-                    entry.audit,
-                )
+                entries[entry.entry_id] = dataclasses.replace(entry, segments_to=left)
             else:
                 entries[entry.entry_id] = entry
             continue
-        if force_cleanup and entry.state is EntryState.IN_PROGRESS and (overlap_from or overlap_to):
-            # A stale push: reclaim its uploads; keep a REVERTED trace of the
-            # names the new push does not reuse.
-            _queue_for_deletion(segments, pending, entry.segments_to, DeletionReason.FORCE_CLEANUP, now_ms)
-            leftovers = tuple(n for n in entry.segments_to if n not in dst_set)
-            if leftovers:
-                entries[entry.entry_id] = LineageEntry(
-                    entry.entry_id,
-                    entry.segments_from,
-                    leftovers,
-                    EntryState.REVERTED,
-                    now_ms,
-                    entry.created_ms,
-                    entry.audit,
+        overlap_intent = (
+            entry.state is EntryState.IN_PROGRESS
+            and interval is not None
+            and entry.interval is not None
+            and interval[0] < entry.interval[1]
+            and entry.interval[0] < interval[1]
+        )
+        if entry.state is EntryState.IN_PROGRESS and (overlap_from or overlap_to or overlap_intent):
+            stale = live_owners is None or entry.entry_id not in live_owners
+            if force_cleanup and stale:
+                # A dead push: reclaim its uploads; keep a REVERTED trace of
+                # the names the new push does not reuse.
+                _queue_for_deletion(
+                    segments, pending, entry.segments_to, DeletionReason.FORCE_CLEANUP, now_ms
                 )
-            continue
+                leftovers = tuple(n for n in entry.segments_to if n not in dst_set)
+                if leftovers:
+                    entries[entry.entry_id] = dataclasses.replace(
+                        entry, segments_to=leftovers, state=EntryState.REVERTED, timestamp_ms=now_ms
+                    )
+                continue
+            if overlap_intent and interval is not None and entry.interval is not None:
+                raise ConflictError(
+                    f"interval {_span(interval)} overlaps interval {_span(entry.interval)} of "
+                    f"running entry {entry.entry_id}",
+                    table=table,
+                    entry_id=entry.entry_id,
+                    remedy="wait for that push to end, or replace a disjoint interval",
+                )
+            if force_cleanup:
+                raise ConflictError(
+                    f"entry {entry.entry_id} overlaps this push and is still running "
+                    "(its pushing process holds a live session)",
+                    table=table,
+                    entry_id=entry.entry_id,
+                    remedy="wait for that push to end",
+                )
         if overlap_from:
             raise ConflictError(
                 f"segmentsFrom {_shown(overlap_from)} are already being replaced by entry "
@@ -453,6 +490,7 @@ def start_replace(
         timestamp_ms=now_ms,
         created_ms=now_ms,
         audit=audit,
+        interval=interval,
     )
     return Change(
         state=state.replace(segments=segments, pending=pending, entries=entries),
@@ -525,15 +563,7 @@ def end_replace(
             entry_id=entry_id,
             remedy="revert this entry with --force and push again",
         )
-    done = LineageEntry(
-        entry_id,
-        entry.segments_from,
-        dst,
-        EntryState.COMPLETED,
-        now_ms,
-        entry.created_ms,
-        entry.audit,
-    )
+    done = dataclasses.replace(entry, segments_to=dst, state=EntryState.COMPLETED, timestamp_ms=now_ms)
     entries = dict(state.entries)
     entries[entry_id] = done
     if dropped:
@@ -601,18 +631,54 @@ def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = 
                 found=f"{len(gone)} deleted",
             )
     entries = dict(state.entries)
-    entries[entry_id] = LineageEntry(
-        entry_id,
-        entry.segments_from,
-        entry.segments_to,
-        EntryState.REVERTED,
-        now_ms,
-        entry.created_ms,
-        entry.audit,
-    )
+    entries[entry_id] = dataclasses.replace(entry, state=EntryState.REVERTED, timestamp_ms=now_ms)
     return Change(
         state=state.replace(entries=entries),
         operation=Operation.REVERT_REPLACE,
         entry_id=entry_id,
         segments=len(entry.segments_to),
     )
+
+
+def queue_files(
+    state: TableState, locations: Sequence[str], now_ms: int, entry_id: str | None = None
+) -> Change:
+    """Queue files that no segment references (say, outputs of failed task
+    attempts) for the retention daemon. Files of registered segments are refused."""
+    table = state.config.name
+    if not locations:
+        raise InvalidInputError("no files to queue")
+    registered = {seg.location.casefold(): seg.name for seg in state.segments.values()}
+    pending = dict(state.pending)
+    for location in locations:
+        check_location(location)
+        owner = registered.get(location.casefold())
+        if owner is not None:
+            raise RefusedError(
+                f"file {location!r} belongs to registered segment {owner!r}",
+                table=table,
+                remedy="delete the segment instead",
+            )
+        if location not in pending:
+            name = location.rsplit("/", 1)[-1].split(".", 1)[0] or "file"
+            pending[location] = PendingDeletion(
+                location=location,
+                segment=name if _is_name(name) else "file",
+                reason=DeletionReason.STRAY,
+                marked_ms=now_ms,
+                entry_id=entry_id,
+            )
+    return Change(
+        state=state.replace(pending=pending),
+        operation=Operation.QUEUE_FILES,
+        entry_id=entry_id,
+        segments=len(locations),
+    )
+
+
+def _is_name(name: str) -> bool:
+    try:
+        check_segment_name(name)
+    except InvalidInputError:
+        return False
+    return True

@@ -56,6 +56,7 @@ from lineage.errors import (
     CorruptRecordError,
     InvalidNameError,
     LineageError,
+    RefusedError,
     StoreUnavailableError,
     TableExistsError,
     TableNotFoundError,
@@ -70,8 +71,15 @@ from lineage.model import (
     TableConfig,
     TableState,
 )
-from lineage.names import check_table_name
-from lineage.store import RetryableStoreError, Snapshot, VersionConflict, WriteOutcomeUnknown
+from lineage.names import check_entry_id, check_table_name
+from lineage.store import (
+    Lease,
+    LeaseInfo,
+    RetryableStoreError,
+    Snapshot,
+    VersionConflict,
+    WriteOutcomeUnknown,
+)
 
 log = logging.getLogger(__name__)
 
@@ -683,10 +691,9 @@ class ZkStore:
                             raise VersionConflict(f"table {table} changed while dropping") from None
                         continue
                 for child in self._call("listing", "get_children", path):
-                    if child == "blobs":
-                        for blob in self._call("listing blobs", "get_children", f"{path}/blobs"):
-                            with contextlib.suppress(NoNodeError):
-                                self.client.retry(self._op, "delete", self.blob_path(table, blob))
+                    for grandchild in self._call("listing", "get_children", f"{path}/{child}"):
+                        with contextlib.suppress(NoNodeError):
+                            self.client.retry(self._op, "delete", f"{path}/{child}/{grandchild}")
                     with contextlib.suppress(NoNodeError, NotEmptyError):
                         self.client.retry(self._op, "delete", f"{path}/{child}")
                 try:
@@ -717,6 +724,8 @@ class ZkStore:
             keep.update(src_list.chunks)
             keep.update(dst_list.chunks)
         keep.update(blob for blob, _ in self._history_chunks(table, loaded.head))
+        for _, lease in self._lease_records(table):
+            keep.update(lease.blobs)
         return keep
 
     def collect_garbage(self, table: str, grace_ms: int = METADATA_GRACE_MS) -> int:
@@ -769,6 +778,88 @@ class ZkStore:
             self.collect_garbage(table)
         except LineageError as exc:
             log.warning("metadata garbage pass on %s skipped: %s", table, exc.message)
+
+    # ---- push owners and reader leases -------------------------------------
+
+    def _ephemeral(self, table: str, folder: str, name: str, data: bytes, sequence: bool) -> str:
+        parent = f"{self.head_path(table)}/{folder}"
+        for _ in range(2):
+            try:
+                path: str = self._op(
+                    "create", f"{parent}/{name}", data, acl=self.acl, ephemeral=True, sequence=sequence
+                )
+                return path
+            except NoNodeError:
+                try:
+                    self._op("create", parent, b"", acl=self.acl)
+                except NodeExistsError:
+                    pass
+                except NoNodeError:
+                    raise TableNotFoundError(table) from None
+            except NoAuthError:
+                raise AuthError(f"ZooKeeper refused {folder} of {table!r}: not authorised") from None
+            except (KazooException, KazooTimeoutError) as exc:
+                raise StoreUnavailableError(
+                    f"ZooKeeper {folder} of {table!r}: {type(exc).__name__}"
+                ) from None
+        raise TableNotFoundError(table)
+
+    def _children(self, table: str, folder: str) -> list[str]:
+        try:
+            children: list[str] = self._call(folder, "get_children", f"{self.head_path(table)}/{folder}")
+        except NoNodeError:
+            return []
+        return sorted(children)
+
+    def hold_owner(self, table: str, entry_id: str) -> None:
+        try:
+            self._ephemeral(table, "owners", check_entry_id(entry_id), b"", sequence=False)
+        except NodeExistsError:
+            path = f"{self.head_path(table)}/owners/{entry_id}"
+            stat = self._call("owner", "exists", path)
+            if stat is None or stat.ephemeralOwner != self.client.client_id[0]:
+                raise RefusedError(
+                    f"entry {entry_id} is already owned by another push", table=table
+                ) from None
+
+    def release_owner(self, table: str, entry_id: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.client.retry(
+                self._op, "delete", f"{self.head_path(table)}/owners/{check_entry_id(entry_id)}"
+            )
+
+    def live_owners(self, table: str) -> frozenset[str]:
+        return frozenset(self._children(table, "owners"))
+
+    def pin(self, table: str) -> Lease:
+        snap = self.read(table)
+        loaded = snap.token
+        assert isinstance(loaded, _Loaded)
+        blobs = loaded.head.bucket_blobs()
+        for _, src_list, _, dst_list in loaded.lists.values():
+            blobs.update(src_list.chunks)
+            blobs.update(dst_list.chunks)
+        record = codec.LeaseRecord(version=snap.state.version, blobs=tuple(sorted(blobs)))
+        path = self._ephemeral(table, "leases", "lease-", codec.encode_lease(record), sequence=True)
+        return Lease(table, path.rsplit("/", 1)[-1], snap.state)
+
+    def release(self, lease: Lease) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.client.retry(self._op, "delete", f"{self.head_path(lease.table)}/leases/{lease.lease_id}")
+
+    def _lease_records(self, table: str) -> list[tuple[str, codec.LeaseRecord]]:
+        out = []
+        for lease_id in self._children(table, "leases"):
+            path = f"{self.head_path(table)}/leases/{lease_id}"
+            try:
+                raw, _ = self._call("lease", "get", path)
+            except NoNodeError:
+                continue  # released meanwhile
+            out.append((lease_id, codec.decode_lease(raw, path)))
+        return out
+
+    def leases(self, table: str) -> list[LeaseInfo]:
+        return [LeaseInfo(lease_id, record.version) for lease_id, record in self._lease_records(table)]
 
     def close(self) -> None:
         if self._owns_client:

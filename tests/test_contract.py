@@ -434,3 +434,50 @@ def test_errors_after_an_unknown_outcome_are_reported_as_unknown(
     monkeypatch.setattr(manager.store, "read", read_fails_after_write)
     with pytest.raises(OutcomeUnknownError, match="is unknown"):
         manager.register_segments("shaky", [seg("maybe")])
+
+
+# ---- intents, push owners, leases -------------------------------------------------
+
+
+def test_overlapping_replace_range_intents_conflict_even_with_no_segments(manager: LineageManager) -> None:
+    manager.create_table(TableConfig.build("ranged", "/d", "APPEND", time_column="ts"))
+    first = manager.start_replace("ranged", [], ["a"], interval=(0, 100))
+    with pytest.raises(ConflictError, match=f"overlaps interval .* of running entry {first}"):
+        manager.start_replace("ranged", [], ["b"], interval=(50, 150))
+    manager.start_replace("ranged", [], ["c"], interval=(100, 200))  # disjoint: fine
+    manager.start_replace("ranged", [], ["d"])  # an append never conflicts
+    assert manager.table("ranged").entries[first].interval == (0, 100)
+    with pytest.raises(InvalidInputError, match="is empty"):
+        manager.start_replace("ranged", [], ["e"], interval=(300, 300))
+    manager.create_table(TableConfig.build("plain", "/d"))
+    with pytest.raises(InvalidInputError, match="no time column"):
+        manager.start_replace("plain", [], ["x"], interval=(0, 1))
+
+
+def test_force_cleanup_spares_a_push_whose_owner_is_alive(manager: LineageManager, table: str) -> None:
+    running = manager.start_replace(T, ["s1"], ["n1"])
+    manager.store.hold_owner(T, running)
+    assert manager.store.live_owners(T) == frozenset({running})
+    with pytest.raises(ConflictError, match="still running"):
+        manager.start_replace(T, ["s1"], ["m1"], force_cleanup=True, live_owners=manager.store.live_owners(T))
+    manager.store.release_owner(T, running)
+    assert manager.store.live_owners(T) == frozenset()
+    manager.start_replace(T, ["s1"], ["m1"], force_cleanup=True, live_owners=frozenset())
+    assert manager.table(T).entries[running].state is EntryState.REVERTED
+
+
+def test_leases_pin_a_version_until_released(manager: LineageManager, table: str) -> None:
+    lease = manager.store.pin(T)
+    assert [s for s in lease.state.segments] == ["s1", "s2", "s3"]
+    manager.register_segments(T, [seg("later")])
+    infos = manager.store.leases(T)
+    assert [(i.lease_id, i.version) for i in infos] == [(lease.lease_id, lease.state.version)]
+    manager.store.release(lease)
+    assert manager.store.leases(T) == []
+
+
+def test_queue_files_refuses_registered_segments(manager: LineageManager, table: str) -> None:
+    done = manager.commit(T, lambda s, now: transitions.queue_files(s, ["push/x.a1.parquet"], now))
+    assert done.state.pending["push/x.a1.parquet"].reason is DeletionReason.STRAY
+    with pytest.raises(RefusedError, match="belongs to registered segment 's1'"):
+        manager.commit(T, lambda s, now: transitions.queue_files(s, ["s1.parquet"], now))

@@ -357,3 +357,32 @@ def test_readers_see_one_version_while_a_writer_swaps(m: LineageManager, zk_host
 def test_entry_ids_are_uuid(m: LineageManager) -> None:
     entry = m.start_replace(T, ["s1"], ["n1"])
     assert str(uuid.UUID(entry)) == entry
+
+
+def test_owners_and_leases_die_with_their_session(m: LineageManager, zk_hosts: str) -> None:
+    other = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    entry = m.start_replace(T, ["s1"], ["n1"])
+    other.hold_owner(T, entry)
+    lease = other.pin(T)
+    assert m.store.live_owners(T) == frozenset({entry})
+    assert [i.lease_id for i in m.store.leases(T)] == [lease.lease_id]
+    other.close()  # the process went away: its session ends
+    assert m.store.live_owners(T) == frozenset()
+    assert m.store.leases(T) == []
+
+
+def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(m: LineageManager) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    lease = store.pin(T)
+    pinned = store.referenced_blobs(T)
+    for i in range(3):
+        m.register_segments(T, [seg(f"p{i}")])
+    store.collect_garbage(T, grace_ms=0)
+    store.collect_garbage(T, grace_ms=0)
+    blobs = set(store.client.get_children(f"{store.head_path(T)}/blobs"))
+    assert pinned <= blobs
+    store.release(lease)
+    store.collect_garbage(T, grace_ms=0)
+    store.collect_garbage(T, grace_ms=0)
+    assert not pinned <= set(store.client.get_children(f"{store.head_path(T)}/blobs"))
