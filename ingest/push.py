@@ -1,0 +1,320 @@
+"""Consistent push: the protocol around a batch write, whatever writes the files.
+
+    hold owner -> start_replace -> write -> register -> queue strays -> end_replace
+
+The new segments become visible together at ``end_replace``, or never. On any
+failure (an exception, a failed Spark job, Ctrl-C, SIGTERM) the entry is
+reverted with force, best effort, and the files written are queued for
+retention; if even that fails, the next push cleans up (force cleanup of an
+entry whose owner's session is gone). After an unknown outcome nothing is
+cleaned up: the entry is left for the next push to judge.
+
+The segment writer is a callback (the Spark job in :mod:`ingest.spark_job`,
+or anything else), so this module imports no Spark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from types import FrameType
+
+from ingest.errors import PushError, PushRefusedError
+from lineage import transitions
+from lineage.errors import ConflictError, LineageError, OutcomeUnknownError
+from lineage.failpoints import failpoint
+from lineage.manager import LineageManager
+from lineage.model import Change, EntryState, Segment, TableState, TableType
+from lineage.visibility import visible_segments
+
+log = logging.getLogger(__name__)
+
+
+class PushMode(StrEnum):
+    REFRESH = "refresh"
+    APPEND = "append"
+    REPLACE_RANGE = "replace-range"
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """What the writer must produce: one segment per partition, named in advance."""
+
+    table: str
+    root: str
+    entry_id: str
+    push_dir: str  # every file of this push lives under it
+    names: tuple[str, ...]  # segment i is names[i]
+    time_column: str | None
+    interval: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the writer produced: the winning file of each non-empty partition,
+    and the locations of any other files it left (failed attempts)."""
+
+    segments: tuple[Segment, ...]
+    strays: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PushResult:
+    table: str
+    entry_id: str
+    mode: PushMode
+    segments: int
+    rows: int
+    size_bytes: int
+    replaced: int
+    seconds: float
+
+    def summary(self) -> str:
+        return (
+            f"pushed {self.table}: entry {self.entry_id}, {self.segments} segment(s), "
+            f"{self.rows} rows, {self.size_bytes} bytes, replaced {self.replaced} segment(s), "
+            f"{self.seconds:.1f}s"
+        )
+
+
+def push_stamp(now: dt.datetime | None = None) -> str:
+    """The one timestamp postfix of a push's segment names (UTC, milliseconds)."""
+    moment = now or dt.datetime.now(tz=dt.UTC)
+    return moment.strftime("%Y%m%dT%H%M%S") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def segment_names(table: str, stamp: str, count: int) -> tuple[str, ...]:
+    return tuple(f"{table}_{stamp}_{i:05d}" for i in range(count))
+
+
+def plan_from(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> tuple[str, ...]:
+    """The segments a push replaces, computed from the state it commits against."""
+    if mode is PushMode.APPEND:
+        return ()
+    visible = visible_segments(state)
+    if mode is PushMode.REFRESH:
+        return tuple(s.name for s in visible)
+    assert interval is not None
+    start, end = interval
+    inside: list[str] = []
+    for seg in visible:
+        if seg.min_time is None or seg.max_time is None:
+            raise PushRefusedError(
+                f"segment {seg.name!r} has no time range, so replace-range cannot tell whether it "
+                "lies in the interval",
+            )
+        if seg.max_time < start or seg.min_time >= end:
+            continue
+        if seg.min_time >= start and seg.max_time < end:
+            inside.append(seg.name)
+            continue
+        raise PushRefusedError(
+            f"segment {seg.name!r} straddles the interval's edge (its rows span "
+            f"{seg.min_time}..{seg.max_time}, the interval is [{start}, {end}))",
+            remedy="widen the interval to cover it, or rewrite that segment first",
+        )
+    return tuple(inside)
+
+
+def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> None:
+    table = state.config.name
+    if mode is PushMode.REPLACE_RANGE:
+        if state.config.table_type is not TableType.APPEND or state.config.time_column is None:
+            raise PushRefusedError(
+                f"replace-range needs an APPEND table with a time column; {table!r} is "
+                f"{state.config.table_type.value}"
+                + ("" if state.config.time_column else " without a time column")
+            )
+        if interval is None:
+            raise PushRefusedError("replace-range needs --interval START/END")
+        if interval[0] >= interval[1]:
+            raise PushRefusedError(f"the interval [{interval[0]}, {interval[1]}) is empty")
+    elif interval is not None:
+        raise PushRefusedError(f"--interval only goes with --mode replace-range, not {mode.value}")
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM during a push raises KeyboardInterrupt so the push can revert."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _start(
+    manager: LineageManager,
+    table: str,
+    mode: PushMode,
+    target: PushTarget,
+    reason: str | None,
+    owner_wait_s: float,
+) -> tuple[str, ...]:
+    """start_replace with ``from`` computed from the state it commits against.
+
+    An overlapping entry whose pusher may have just died keeps its owner node
+    until its session expires: wait up to ``owner_wait_s`` for that.
+    """
+    audit = manager.audit(reason)
+    planned: list[tuple[str, ...]] = []
+
+    def update(state: TableState, now: int, owners: frozenset[str]) -> Change:
+        src = plan_from(state, mode, target.interval)
+        planned.append(src)
+        return transitions.start_replace(
+            state,
+            src,
+            target.names,
+            entry_id=target.entry_id,
+            audit=audit,
+            now_ms=now,
+            force_cleanup=True,
+            interval=target.interval,
+            live_owners=owners,
+        )
+
+    deadline = time.monotonic() + owner_wait_s
+    while True:
+        owners = manager.store.live_owners(table) - {target.entry_id}
+        try:
+            manager.commit(table, lambda s, now, owners=owners: update(s, now, owners), reason)
+            return planned[-1]
+        except ConflictError as exc:
+            still_running = "still running" in exc.message or "of running entry" in exc.message
+            if not still_running or time.monotonic() >= deadline:
+                raise
+            log.info("waiting for entry %s: %s", exc.entry_id, exc.message)
+            time.sleep(0.5)
+
+
+def consistent_push(
+    manager: LineageManager,
+    table: str,
+    write: Callable[[PushTarget], Written],
+    *,
+    partitions: int,
+    mode: PushMode | str = PushMode.REFRESH,
+    interval: tuple[int, int] | None = None,
+    reason: str | None = None,
+    owner_wait_s: float = 15.0,
+    progress: Callable[[str], None] | None = None,
+) -> PushResult:
+    """Run ``write`` inside a consistent push of ``table``.
+
+    Raises PushRefusedError (nothing written: bad mode, interval or input),
+    ConflictError (another push holds the scope), PushError (the write failed;
+    the entry was reverted), OutcomeUnknownError (re-read before retrying).
+    """
+    began = time.monotonic()
+    mode = PushMode(mode)
+    say = progress or (lambda _msg: None)
+    state = manager.table(table)
+    check_mode(state, mode, interval)
+    if partitions < 1:
+        raise PushRefusedError(f"a push needs at least one partition, got {partitions}")
+    stamp = push_stamp()
+    entry_id = str(uuid.uuid4())
+    target = PushTarget(
+        table=table,
+        root=state.config.root,
+        entry_id=entry_id,
+        push_dir=f"push_{stamp}_{entry_id[:8]}",
+        names=segment_names(table, stamp, partitions),
+        time_column=state.config.time_column,
+        interval=interval,
+    )
+    store = manager.store
+    failpoint("push.before-start")
+    store.hold_owner(table, entry_id)
+    written: Written | None = None
+    started = False
+    try:
+        with _sigterm_as_interrupt():
+            replaced = _start(manager, table, mode, target, reason, owner_wait_s)
+            started = True
+            say(f"started entry {entry_id}: replacing {len(replaced)} segment(s) with up to {partitions}")
+            failpoint("push.after-start")
+            written = write(target)
+            failpoint("push.after-write")
+            if not written.segments:
+                raise PushRefusedError("the input has no rows; nothing was pushed")
+            rows = sum(s.rows for s in written.segments)
+            size = sum(s.size_bytes for s in written.segments)
+            say(f"wrote {len(written.segments)} segment(s), {rows} rows, {size} bytes")
+            manager.register_segments(table, written.segments, entry_id=entry_id, reason=reason)
+            failpoint("push.after-register")
+            if written.strays:
+                strays = list(written.strays)
+                manager.commit(
+                    table, lambda s, now: transitions.queue_files(s, strays, now, entry_id), reason
+                )
+            names = [s.name for s in written.segments]
+            subset = names if len(names) < len(target.names) else None
+            manager.end_replace(table, entry_id, subset, reason=reason)
+            failpoint("push.after-end")
+    except OutcomeUnknownError:
+        raise  # never clean up after an unknown outcome
+    except BaseException as exc:
+        if started:
+            _abandon(manager, table, entry_id, written, exc)
+        if isinstance(exc, LineageError):
+            raise
+        if isinstance(exc, Exception):
+            raise PushError(
+                f"push to {table!r} failed and was reverted: {type(exc).__name__}: {exc}"
+            ) from exc
+        raise
+    finally:
+        with contextlib.suppress(LineageError):
+            store.release_owner(table, entry_id)
+    return PushResult(
+        table=table,
+        entry_id=entry_id,
+        mode=mode,
+        segments=len(written.segments),
+        rows=sum(s.rows for s in written.segments),
+        size_bytes=sum(s.size_bytes for s in written.segments),
+        replaced=len(replaced),
+        seconds=time.monotonic() - began,
+    )
+
+
+def _abandon(
+    manager: LineageManager, table: str, entry_id: str, written: Written | None, cause: BaseException
+) -> None:
+    """Best effort after a failed push: revert the entry, queue unregistered files."""
+    try:
+        state = manager.table(table)
+        entry = state.entries.get(entry_id)
+        if entry is not None and entry.state is EntryState.IN_PROGRESS:
+            manager.revert_replace(table, entry_id, force=True, reason=f"push failed: {type(cause).__name__}")
+        elif entry is not None and entry.state is EntryState.COMPLETED:
+            return  # it landed; the failure came after the end
+        if written is not None:
+            locations = _unregistered(manager.table(table), written)
+            if locations:
+                manager.commit(table, lambda s, now: transitions.queue_files(s, locations, now, entry_id))
+    except LineageError as exc:
+        log.warning("cleanup after a failed push to %s left for the next push: %s", table, exc.message)
+
+
+def _unregistered(state: TableState, written: Written) -> list[str]:
+    registered = {s.location for s in state.segments.values()}
+    files: Sequence[str] = [*(s.location for s in written.segments), *written.strays]
+    return [loc for loc in files if loc not in registered and loc not in state.pending]

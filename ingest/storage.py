@@ -1,0 +1,172 @@
+"""Deep storage through ``pyarrow.fs``: a local directory, S3, GCS or HDFS.
+
+A :class:`DeepStore` is bound to one table root. Every location it takes is
+a relative path checked by :func:`lineage.names.check_location`, joined under
+the root, and (on a local file system) resolved again so that a symlink
+leading out of the root is refused. The store is small and picklable, so
+Spark executors rebuild it from its settings.
+
+S3-compatible endpoints (MinIO, moto) are reached with
+``LINEAGE_S3_ENDPOINT=http://127.0.0.1:9000``; credentials come from the usual
+``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_REGION`` variables.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from ingest.errors import StorageError
+from lineage.names import check_location
+
+ENV_S3_ENDPOINT = "LINEAGE_S3_ENDPOINT"
+SCHEMES = ("file", "s3", "gs", "gcs", "hdfs")
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    location: str  # relative to the root
+    size: int
+    mtime_ms: int | None
+
+
+@dataclass(frozen=True)
+class DeepStore:
+    """One table's root in deep storage."""
+
+    root: str  # as configured on the table
+    scheme: str  # "file", "s3", "gs", "hdfs"
+    base: str  # the root as a path inside the file system
+    s3_endpoint: str | None = None
+
+    @staticmethod
+    def for_root(root: str) -> DeepStore:
+        parsed = urlparse(root)
+        scheme = parsed.scheme or "file"
+        if len(scheme) == 1:  # a Windows drive letter is not a scheme
+            scheme = "file"
+        if scheme not in SCHEMES:
+            raise StorageError(
+                f"unsupported deep-store scheme {scheme!r} in {root!r}: use a path, s3://, gs:// or hdfs://"
+            )
+        if scheme == "file":
+            path = parsed.path if parsed.scheme else root
+            base = str(Path(path).expanduser().resolve())
+        else:
+            if not parsed.netloc:
+                raise StorageError(f"deep-store root {root!r} names no bucket or host")
+            base = (parsed.netloc + "/" + parsed.path.strip("/")).rstrip("/")
+            if scheme == "hdfs":
+                base = "/" + parsed.path.strip("/")
+        return DeepStore(
+            root=root,
+            scheme="gs" if scheme == "gcs" else scheme,
+            base=base,
+            s3_endpoint=os.environ.get(ENV_S3_ENDPOINT) or None,
+        )
+
+    # ---- the file system -------------------------------------------------------
+
+    def filesystem(self) -> pafs.FileSystem:
+        if self.scheme == "file":
+            return pafs.LocalFileSystem()
+        if self.scheme == "s3":
+            if self.s3_endpoint:
+                endpoint = urlparse(self.s3_endpoint)
+                return pafs.S3FileSystem(
+                    endpoint_override=endpoint.netloc or endpoint.path,
+                    scheme=endpoint.scheme or "http",
+                    region=os.environ.get("AWS_REGION", "us-east-1"),
+                    allow_bucket_creation=False,
+                )
+            return pafs.S3FileSystem(region=os.environ.get("AWS_REGION"))
+        if self.scheme == "gs":
+            return pafs.GcsFileSystem()
+        parsed = urlparse(self.root)
+        return pafs.HadoopFileSystem(parsed.hostname or "default", parsed.port or 0)
+
+    def path(self, location: str) -> str:
+        """The file system path of a location, refused if it leaves the root."""
+        check_location(location)
+        full = posixpath.join(self.base, location)
+        if self.scheme == "file":
+            resolved = os.path.realpath(full)
+            if resolved != full and not resolved.startswith(self.base + os.sep):
+                raise StorageError(f"location {location!r} resolves outside the table root {self.root!r}")
+        return full
+
+    def uri(self, location: str) -> str:
+        """A URI for readers that take one (Spark, pyarrow.dataset)."""
+        full = self.path(location)
+        return f"file://{full}" if self.scheme == "file" else f"{self.scheme}://{full}"
+
+    # ---- operations ------------------------------------------------------------
+
+    def write_bytes(self, location: str, data: bytes) -> None:
+        """Write a whole file. Local writes land under a temporary name first,
+        so a crash never leaves a partial file at the final location."""
+        fs = self.filesystem()
+        target = self.path(location)
+        try:
+            fs.create_dir(posixpath.dirname(target), recursive=True)
+            if self.scheme == "file":
+                temp = f"{target}.tmp-{uuid.uuid4().hex[:8]}"
+                with fs.open_output_stream(temp) as out:
+                    out.write(data)
+                fs.move(temp, target)
+            else:
+                with fs.open_output_stream(target) as out:
+                    out.write(data)
+        except OSError as exc:
+            raise StorageError(f"writing {location!r} under {self.root!r} failed: {exc}") from None
+
+    def read_bytes(self, location: str) -> bytes:
+        try:
+            with self.filesystem().open_input_stream(self.path(location)) as stream:
+                data: bytes = stream.read()
+                return data
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"reading {location!r} under {self.root!r} failed: {exc}") from None
+
+    def exists(self, location: str) -> bool:
+        info = self.filesystem().get_file_info(self.path(location))
+        return bool(info.type == pafs.FileType.File)
+
+    def delete(self, location: str) -> bool:
+        """Delete one file; False when it was already gone (deleting is idempotent)."""
+        fs = self.filesystem()
+        target = self.path(location)
+        try:
+            if fs.get_file_info(target).type == pafs.FileType.NotFound:
+                return False
+            fs.delete_file(target)
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StorageError(f"deleting {location!r} under {self.root!r} failed: {exc}") from None
+
+    def list(self, prefix: str = "") -> list[FileInfo]:
+        """Files under the root (or under ``prefix`` inside it), recursively."""
+        base = self.path(prefix) if prefix else self.base
+        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        try:
+            infos = self.filesystem().get_file_info(selector)
+        except OSError as exc:
+            raise StorageError(f"listing {self.root!r} failed: {exc}") from None
+        out = []
+        for info in infos:
+            if info.type != pafs.FileType.File:
+                continue
+            relative = posixpath.relpath(info.path, self.base)
+            mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
+            out.append(FileInfo(relative, int(info.size or 0), mtime))
+        return sorted(out, key=lambda f: f.location)
