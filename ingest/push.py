@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import logging
 import signal
 import threading
@@ -193,7 +194,7 @@ def _start(
     while True:
         owners = manager.store.live_owners(table) - {target.entry_id}
         try:
-            manager.commit(table, lambda s, now, owners=owners: update(s, now, owners), reason)
+            manager.commit(table, functools.partial(update, owners=owners), reason)
             return planned[-1]
         except ConflictError as exc:
             still_running = "still running" in exc.message or "of running entry" in exc.message
