@@ -1,0 +1,79 @@
+"""Readers that see exactly one complete snapshot, pinned while they read.
+
+A :class:`SnapshotReader` pins the table's current version with a lease (an
+ephemeral znode: a crashed reader releases it with its session), reads only
+that version's visible segments, and releases the lease when closed. If the
+files of its snapshot were reclaimed all the same (a lease lost with its
+session), reading fails with :class:`SnapshotTooOldError`, never with a bare
+file-not-found.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from ingest.errors import SnapshotTooOldError, StorageError
+from ingest.storage import DeepStore
+from lineage.manager import LineageManager
+from lineage.model import Segment
+from lineage.visibility import visible_segments
+
+
+class SnapshotReader:
+    def __init__(self, manager: LineageManager, table: str) -> None:
+        self.manager = manager
+        self.table = table
+        self.lease = manager.store.pin(table)
+        self.version = self.lease.state.version
+        self.segments: list[Segment] = visible_segments(self.lease.state)
+        self.store = DeepStore.for_root(self.lease.state.config.root)
+        self._closed = False
+
+    def __enter__(self) -> SnapshotReader:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.manager.store.release(self.lease)
+
+    def dataset(self) -> pads.Dataset:
+        paths = [self.store.path(s.location) for s in self.segments]
+        return pads.dataset(paths, format="parquet", filesystem=self.store.filesystem())
+
+    def to_arrow(self, limit: int | None = None) -> pa.Table:
+        if not self.segments:
+            return pa.table({})
+        try:
+            data = self.dataset()
+            return data.head(limit) if limit is not None else data.to_table()
+        except FileNotFoundError as exc:
+            raise self._too_old(str(exc)) from None
+        except OSError as exc:
+            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+                raise self._too_old(str(exc)) from None
+            raise StorageError(f"reading table {self.table!r} failed: {exc}") from None
+
+    def _too_old(self, detail: str) -> Exception:
+        current = self.manager.table(self.table)
+        gone = [s.name for s in self.segments if s.name not in current.segments]
+        if gone:
+            return SnapshotTooOldError(self.table, self.version, f"segment {gone[0]} was reclaimed")
+        return StorageError(
+            f"a file of table {self.table!r} is missing although its segment is registered: {detail}"
+        )
+
+
+def arrow_dataset(manager: LineageManager, table: str) -> tuple[pads.Dataset, SnapshotReader]:
+    """A pyarrow dataset over the current snapshot, and the reader holding its
+    lease: close the reader when done."""
+    reader = SnapshotReader(manager, table)
+    return reader.dataset(), reader

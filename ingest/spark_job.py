@@ -1,0 +1,318 @@
+"""The Spark side: consistent push of a DataFrame, and Spark readers.
+
+Executors write the segments: one Parquet file per output partition, written
+with pyarrow into the table's deep-store root (so S3, GCS and HDFS work the
+same way as a local directory). Each task attempt writes its own file
+(``<name>.a<attempt>.parquet``); Spark hands the driver the result of exactly
+one successful attempt per partition, so only those become segments, and
+every other file under the push's directory (failed or speculative attempts)
+is queued for retention.
+
+The same code runs in local mode and on a cluster: pass a master URL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark import TaskContext
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from ingest.errors import PushRefusedError, StorageError
+from ingest.push import PushMode, PushResult, PushTarget, Written, consistent_push
+from ingest.readers import SnapshotReader
+from ingest.storage import DeepStore
+from lineage.failpoints import ENV as FAILPOINT_ENV
+from lineage.manager import LineageManager
+from lineage.model import Segment
+
+RESULT_SCHEMA = (
+    "name string, location string, rows long, bytes long, checksum string, "
+    "min_time long, max_time long, part int, attempt int"
+)
+ARROW_RESULT_SCHEMA = pa.schema(
+    [
+        ("name", pa.string()),
+        ("location", pa.string()),
+        ("rows", pa.int64()),
+        ("bytes", pa.int64()),
+        ("checksum", pa.string()),
+        ("min_time", pa.int64()),
+        ("max_time", pa.int64()),
+        ("part", pa.int32()),
+        ("attempt", pa.int32()),
+    ]
+)
+INPUT_FORMATS = ("parquet", "csv", "json")
+
+
+def spark_session(master: str | None = None, app_name: str = "segment-lineage") -> SparkSession:
+    """A Spark session; local mode by default, bound to loopback."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    chosen = master or os.environ.get("SPARK_MASTER") or "local[2]"
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(chosen)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    if chosen.startswith("local"):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFrame:
+    if fmt not in INPUT_FORMATS:
+        raise PushRefusedError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
+    reader = spark.read
+    if fmt == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "true")
+    try:
+        return reader.format(fmt).load(path)
+    except AnalysisException as exc:  # a missing path, an unreadable file
+        first = str(exc).splitlines()[0]
+        raise PushRefusedError(f"cannot read input {path!r} as {fmt}: {first}") from None
+
+
+# ---- time values ------------------------------------------------------------------
+
+
+def to_epoch_ms(value: Any) -> int:
+    """A time column value as epoch milliseconds (timestamps, dates, integers)."""
+    if isinstance(value, bool):
+        raise PushRefusedError(f"time value {value!r} is not a time")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, dt.datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        return int(moment.timestamp() * 1000)
+    if isinstance(value, dt.date):
+        return int(dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC).timestamp() * 1000)
+    raise PushRefusedError(f"time value {value!r} of type {type(value).__name__} is not a time")
+
+
+def _arrow_ms(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    kind = column.type
+    if pa.types.is_timestamp(kind):
+        return pc.cast(pc.cast(column, pa.timestamp("ms", tz=kind.tz)), pa.int64())
+    if pa.types.is_date(kind):
+        return pc.multiply(pc.cast(pc.cast(column, pa.date32()), pa.int64()), 86_400_000)
+    if pa.types.is_integer(kind):
+        return pc.cast(column, pa.int64())
+    raise ValueError(f"time column of type {kind} is not a timestamp, date or integer")
+
+
+# ---- the executor side -------------------------------------------------------------
+
+
+def _partition_writer(
+    store: DeepStore,
+    push_dir: str,
+    names: tuple[str, ...],
+    time_column: str | None,
+    failpoint: str | None,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function each task runs: write its partition as one Parquet file."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = TaskContext.get()
+        assert ctx is not None
+        part, attempt = ctx.partitionId(), ctx.attemptNumber()
+        if failpoint == "task.slow-first-attempt" and attempt == 0 and part == 0:
+            time.sleep(20)
+        table = pa.Table.from_batches(list(batches))
+        if table.num_rows == 0:
+            return
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="snappy")
+        data = sink.getvalue().to_pybytes()
+        name = names[part]
+        location = f"{push_dir}/{name}.a{attempt}.parquet"
+        store.write_bytes(location, data)
+        if failpoint == "task.after-write" and attempt == 0:
+            raise RuntimeError(f"failpoint task.after-write (partition {part}, attempt {attempt})")
+        tmin = tmax = None
+        if time_column is not None:
+            bounds = pc.min_max(_arrow_ms(table.column(time_column)))
+            tmin, tmax = bounds["min"].as_py(), bounds["max"].as_py()
+        yield pa.RecordBatch.from_pylist(
+            [
+                {
+                    "name": name,
+                    "location": location,
+                    "rows": table.num_rows,
+                    "bytes": len(data),
+                    "checksum": "sha256:" + hashlib.sha256(data).hexdigest()[:32],
+                    "min_time": tmin,
+                    "max_time": tmax,
+                    "part": part,
+                    "attempt": attempt,
+                }
+            ],
+            schema=ARROW_RESULT_SCHEMA,
+        )
+
+    return run
+
+
+# ---- the driver side --------------------------------------------------------------
+
+
+def plan_partitions(df: DataFrame, segments: int | None, target_mb: float | None) -> DataFrame:
+    """Shape the output: ``segments`` partitions, or about ``target_mb`` each
+    (estimated from the input files), or the input's own partitioning."""
+    if segments is not None:
+        if segments < 1:
+            raise PushRefusedError(f"--segments must be at least 1, got {segments}")
+        return df.repartition(segments)
+    if target_mb is not None:
+        if target_mb <= 0:
+            raise PushRefusedError(f"--target-mb must be positive, got {target_mb}")
+        total = sum(_input_size(path) for path in df.inputFiles())
+        wanted = max(1, math.ceil(total / (target_mb * 1024 * 1024)))
+        return df.repartition(wanted)
+    return df
+
+
+def _input_size(uri: str) -> int:
+    path = uri.removeprefix("file:")
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def check_interval_rows(df: DataFrame, time_column: str, interval: tuple[int, int]) -> None:
+    """Refuse, before anything is written, rows outside the interval."""
+    if time_column not in df.columns:
+        raise PushRefusedError(f"the input has no time column {time_column!r}")
+    row = df.agg(F.min(time_column).alias("lo"), F.max(time_column).alias("hi")).first()
+    if row is None or row["lo"] is None:
+        return
+    lo, hi = to_epoch_ms(row["lo"]), to_epoch_ms(row["hi"])
+    if lo < interval[0] or hi >= interval[1]:
+        raise PushRefusedError(
+            f"the input has rows from {lo} to {hi} (ms), outside the interval "
+            f"[{interval[0]}, {interval[1]}); nothing was written"
+        )
+
+
+def push_dataframe(
+    manager: LineageManager,
+    table: str,
+    df: DataFrame,
+    *,
+    mode: PushMode | str = PushMode.REFRESH,
+    interval: tuple[int, int] | None = None,
+    segments: int | None = None,
+    target_mb: float | None = None,
+    reason: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    owner_wait_s: float = 15.0,
+) -> PushResult:
+    """Consistent push of ``df`` into ``table``: all of it appears at once, or none."""
+    state = manager.table(table)
+    mode = PushMode(mode)
+    if mode is PushMode.REPLACE_RANGE and interval is not None and state.config.time_column:
+        check_interval_rows(df, state.config.time_column, interval)
+    elif state.config.time_column and state.config.time_column not in df.columns:
+        raise PushRefusedError(f"the input has no time column {state.config.time_column!r}")
+    shaped = plan_partitions(df, segments, target_mb)
+    partitions = shaped.rdd.getNumPartitions()
+    failpoint = os.environ.get(FAILPOINT_ENV)
+
+    def write(target: PushTarget) -> Written:
+        store = DeepStore.for_root(target.root)
+        fn = _partition_writer(store, target.push_dir, target.names, target.time_column, failpoint)
+        rows = shaped.mapInArrow(fn, RESULT_SCHEMA).collect()
+        winners = sorted(rows, key=lambda r: r["part"])
+        segments_out = tuple(
+            Segment(
+                name=r["name"],
+                location=r["location"],
+                rows=r["rows"],
+                size_bytes=r["bytes"],
+                checksum=r["checksum"],
+                min_time=r["min_time"],
+                max_time=r["max_time"],
+            )
+            for r in winners
+        )
+        keep = {s.location for s in segments_out}
+        try:
+            strays = tuple(f.location for f in store.list(target.push_dir) if f.location not in keep)
+        except StorageError:
+            strays = ()
+        return Written(segments_out, strays)
+
+    return consistent_push(
+        manager,
+        table,
+        write,
+        partitions=partitions,
+        mode=mode,
+        interval=interval,
+        reason=reason,
+        progress=progress,
+        owner_wait_s=owner_wait_s,
+    )
+
+
+# ---- readers -----------------------------------------------------------------------
+
+
+def snapshot_dataframe(spark: SparkSession, reader: SnapshotReader) -> DataFrame:
+    """A DataFrame over exactly the segments of a pinned snapshot."""
+    store = reader.store
+    if not reader.segments:
+        return spark.createDataFrame([], StructType([]))
+    if store.scheme in ("file", "hdfs"):
+        return spark.read.parquet(*(store.uri(s.location) for s in reader.segments))
+    # Spark has no S3/GCS connector here; the pinned files come through Arrow.
+    return spark.createDataFrame(reader.to_arrow())
+
+
+@contextmanager
+def pinned_table(spark: SparkSession, manager: LineageManager, table: str) -> Iterator[DataFrame]:
+    """``with pinned_table(spark, m, "events") as df:`` reads one snapshot; its
+    files stay (the lease) until the block ends."""
+    with SnapshotReader(manager, table) as reader:
+        yield snapshot_dataframe(spark, reader)
+
+
+_HELD: list[SnapshotReader] = []
+
+
+def read_table(spark: SparkSession, table: str, manager: LineageManager) -> DataFrame:
+    """A DataFrame over the table's current snapshot. Its lease is held until
+    :func:`release_reads` or the end of the process (use :func:`pinned_table`
+    to scope it)."""
+    reader = SnapshotReader(manager, table)
+    _HELD.append(reader)
+    return snapshot_dataframe(spark, reader)
+
+
+def release_reads() -> None:
+    while _HELD:
+        _HELD.pop().close()
