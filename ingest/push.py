@@ -319,3 +319,30 @@ def _unregistered(state: TableState, written: Written) -> list[str]:
     registered = {s.location for s in state.segments.values()}
     files: Sequence[str] = [*(s.location for s in written.segments), *written.strays]
     return [loc for loc in files if loc not in registered and loc not in state.pending]
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds, or an ISO-8601 date or date-time (UTC when no zone)."""
+    raw = text.strip()
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    try:
+        moment = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise PushRefusedError(
+            f"invalid time {text!r}: use epoch milliseconds or ISO-8601 such as 2026-11-22T00:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def parse_interval(text: str) -> tuple[int, int]:
+    """``START/END``: the half-open interval [START, END)."""
+    start, sep, end = text.partition("/")
+    if not sep or not start.strip() or not end.strip():
+        raise PushRefusedError(f"invalid interval {text!r}: use START/END, e.g. 2026-11-01/2026-11-08")
+    lo, hi = parse_time(start), parse_time(end)
+    if lo >= hi:
+        raise PushRefusedError(f"invalid interval {text!r}: START must be before END")
+    return lo, hi

@@ -14,7 +14,6 @@ The same code runs in local mode and on a cluster: pass a master URL.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import math
 import os
 import sys
@@ -24,8 +23,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -35,6 +32,7 @@ from pyspark.sql.types import StructType
 from ingest.errors import PushRefusedError, StorageError
 from ingest.push import PushMode, PushResult, PushTarget, Written, consistent_push
 from ingest.readers import SnapshotReader
+from ingest.segments import write_segment
 from ingest.storage import DeepStore
 from lineage.failpoints import ENV as FAILPOINT_ENV
 from lineage.manager import LineageManager
@@ -112,17 +110,6 @@ def to_epoch_ms(value: Any) -> int:
     raise PushRefusedError(f"time value {value!r} of type {type(value).__name__} is not a time")
 
 
-def _arrow_ms(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    kind = column.type
-    if pa.types.is_timestamp(kind):
-        return pc.cast(pc.cast(column, pa.timestamp("ms", tz=kind.tz)), pa.int64())
-    if pa.types.is_date(kind):
-        return pc.multiply(pc.cast(pc.cast(column, pa.date32()), pa.int64()), 86_400_000)
-    if pa.types.is_integer(kind):
-        return pc.cast(column, pa.int64())
-    raise ValueError(f"time column of type {kind} is not a timestamp, date or integer")
-
-
 # ---- the executor side -------------------------------------------------------------
 
 
@@ -144,28 +131,20 @@ def _partition_writer(
         table = pa.Table.from_batches(list(batches))
         if table.num_rows == 0:
             return
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="snappy")
-        data = sink.getvalue().to_pybytes()
         name = names[part]
-        location = f"{push_dir}/{name}.a{attempt}.parquet"
-        store.write_bytes(location, data)
+        written = write_segment(store, table, f"{push_dir}/{name}.a{attempt}.parquet", time_column)
         if failpoint == "task.after-write" and attempt == 0:
             raise RuntimeError(f"failpoint task.after-write (partition {part}, attempt {attempt})")
-        tmin = tmax = None
-        if time_column is not None:
-            bounds = pc.min_max(_arrow_ms(table.column(time_column)))
-            tmin, tmax = bounds["min"].as_py(), bounds["max"].as_py()
         yield pa.RecordBatch.from_pylist(
             [
                 {
                     "name": name,
-                    "location": location,
-                    "rows": table.num_rows,
-                    "bytes": len(data),
-                    "checksum": "sha256:" + hashlib.sha256(data).hexdigest()[:32],
-                    "min_time": tmin,
-                    "max_time": tmax,
+                    "location": written.location,
+                    "rows": written.rows,
+                    "bytes": written.size_bytes,
+                    "checksum": written.checksum,
+                    "min_time": written.min_time,
+                    "max_time": written.max_time,
                     "part": part,
                     "attempt": attempt,
                 }

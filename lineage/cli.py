@@ -437,18 +437,3 @@ def export(
     with manager() as m:
         record = to_pinot_znrecord(m.table(table))
     typer.echo(json.dumps(record, indent=2))
-
-
-@app.command("demo")
-def demo() -> None:
-    """Run the end-to-end round trip on the embedded defaults."""
-    from lineage.demo import run_demo
-
-    run_demo(OPTIONS.zk, echo=typer.echo)
-
-
-# ---- entry point ------------------------------------------------------------------------
-
-
-def main() -> None:
-    app()

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import os
 
-from lineage.zk_client import ENV_AUTH, ZkSettings, acl_for, connect, parse_auth, settings_from_env
+from lineage.zk_client import (
+    ENV_AUTH,
+    ZkSettings,
+    acl_for,
+    connect,
+    parse_auth,
+    session_timeout_from_env,
+    settings_from_env,
+)
 from lineage.zk_server import embedded_server
 from lineage.zk_store import ZkStore
 
@@ -16,7 +24,11 @@ def resolve(zk: str | None = None, auth: str | None = None) -> ZkSettings:
         return settings
     server = embedded_server()
     server.start()
-    return ZkSettings(hosts=server.hosts, auth=auth or os.environ.get(ENV_AUTH) or None)
+    return ZkSettings(
+        hosts=server.hosts,
+        auth=auth or os.environ.get(ENV_AUTH) or None,
+        session_timeout_s=session_timeout_from_env(),
+    )
 
 
 def open_store(zk: str | None = None, auth: str | None = None) -> ZkStore:

@@ -18,6 +18,7 @@ from lineage.errors import AuthError, InvalidInputError, StoreUnavailableError
 
 ENV_ZK = "LINEAGE_ZK"
 ENV_AUTH = "LINEAGE_ZK_AUTH"
+ENV_SESSION_TIMEOUT = "LINEAGE_ZK_SESSION_TIMEOUT"  # seconds: how soon a dead pusher's claim lapses
 
 
 @dataclass(frozen=True)
@@ -128,9 +129,24 @@ def connect(settings: ZkSettings) -> KazooClient:
     return client
 
 
+def session_timeout_from_env() -> float:
+    raw = os.environ.get(ENV_SESSION_TIMEOUT, "10")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 1.0 <= value <= 60.0:
+        raise InvalidInputError(f"{ENV_SESSION_TIMEOUT}={raw!r}: give seconds from 1 to 60")
+    return value
+
+
 def settings_from_env(hosts: str | None = None, auth: str | None = None) -> ZkSettings | None:
     """Settings from flags, then the environment; None means the embedded server."""
     hosts = hosts or os.environ.get(ENV_ZK) or None
     if hosts is None:
         return None
-    return ZkSettings(hosts=check_hosts(hosts), auth=auth or os.environ.get(ENV_AUTH) or None)
+    return ZkSettings(
+        hosts=check_hosts(hosts),
+        auth=auth or os.environ.get(ENV_AUTH) or None,
+        session_timeout_s=session_timeout_from_env(),
+    )

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from lineage.cli import app
 from lineage.zk_server import ZkServer, free_port
+from segment_lineage.cli import app
 
 runner = CliRunner()
 

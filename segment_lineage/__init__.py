@@ -1,0 +1,1 @@
+"""The ``lineage`` command line and the demo: the one place that sees every package."""

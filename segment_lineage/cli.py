@@ -1,0 +1,23 @@
+"""Entry point of the ``lineage`` command: the core commands plus ingest's."""
+
+from __future__ import annotations
+
+import typer
+
+from ingest.cli import register as register_ingest
+from lineage.cli import OPTIONS, app
+
+
+@app.command("demo")
+def demo() -> None:
+    """Run the end-to-end demo on the embedded defaults."""
+    from segment_lineage.demo import run_demo
+
+    run_demo(OPTIONS.zk, echo=typer.echo)
+
+
+register_ingest(app)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,250 @@
+"""The consistent-push protocol with real files: modes, conflicts, failures, readers."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ingest.arrow_push import push_arrow
+from ingest.errors import PushError, PushRefusedError, SnapshotTooOldError
+from ingest.push import PushMode, PushTarget, Written, consistent_push, parse_interval, parse_time
+from ingest.readers import SnapshotReader, arrow_dataset
+from ingest.segments import write_segment
+from ingest.storage import DeepStore
+from lineage.errors import ConflictError
+from lineage.manager import LineageManager
+from lineage.model import DeletionReason, EntryState, Segment, TableConfig
+
+DAY = 86_400_000
+
+
+def rows(label: str, n: int, ts0: int = 0, step: int = 1) -> pa.Table:
+    return pa.table({"label": [label] * n, "i": list(range(n)), "ts": [ts0 + k * step for k in range(n)]})
+
+
+def content(m: LineageManager, table: str) -> list[tuple[str, int]]:
+    with SnapshotReader(m, table) as reader:
+        data = reader.to_arrow()
+    if data.num_rows == 0:
+        return []
+    return sorted(zip(data.column("label").to_pylist(), data.column("i").to_pylist(), strict=True))
+
+
+@pytest.fixture
+def refresh(manager: LineageManager, tmp_path: Path) -> str:
+    manager.create_table(TableConfig.build("snap", str(tmp_path / "snap")))
+    return "snap"
+
+
+@pytest.fixture
+def timed(manager: LineageManager, tmp_path: Path) -> str:
+    manager.create_table(TableConfig.build("events", str(tmp_path / "events"), "APPEND", time_column="ts"))
+    return "events"
+
+
+def test_refresh_replaces_the_whole_snapshot(manager: LineageManager, refresh: str) -> None:
+    first = push_arrow(manager, refresh, [rows("a", 3), rows("a", 2)])
+    assert (first.segments, first.rows, first.replaced) == (2, 5, 0)
+    assert len(content(manager, refresh)) == 5
+    second = push_arrow(manager, refresh, [rows("b", 4)], reason="nightly")
+    assert second.replaced == 2
+    assert content(manager, refresh) == [("b", i) for i in range(4)]
+    entry = manager.table(refresh).entries[second.entry_id]
+    assert entry.state is EntryState.COMPLETED and entry.audit.reason == "nightly"
+
+
+def test_append_adds_atomically(manager: LineageManager, refresh: str) -> None:
+    push_arrow(manager, refresh, [rows("a", 2)])
+    push_arrow(manager, refresh, [rows("b", 1), rows("c", 1)], mode="append")
+    assert [label for label, _ in content(manager, refresh)] == ["a", "a", "b", "c"]
+
+
+def test_replace_range_replaces_exactly_the_interval(manager: LineageManager, timed: str) -> None:
+    push_arrow(manager, timed, [rows("d1", 3, 0 * DAY, 1000)], mode="append")
+    push_arrow(manager, timed, [rows("d2", 3, 1 * DAY, 1000)], mode="append")
+    push_arrow(manager, timed, [rows("d3", 3, 2 * DAY, 1000)], mode="append")
+    result = push_arrow(
+        manager, timed, [rows("d2-fixed", 2, 1 * DAY, 1000)], mode="replace-range", interval=(DAY, 2 * DAY)
+    )
+    assert result.replaced == 1
+    labels = [label for label, _ in content(manager, timed)]
+    assert labels == ["d1"] * 3 + ["d2-fixed"] * 2 + ["d3"] * 3
+
+
+def test_replace_range_refuses_rows_outside_the_interval_before_writing(
+    manager: LineageManager, timed: str, tmp_path: Path
+) -> None:
+    before = manager.table(timed)
+    with pytest.raises(PushRefusedError, match="outside the interval"):
+        push_arrow(manager, timed, [rows("x", 3, DAY - 1)], mode="replace-range", interval=(DAY, 2 * DAY))
+    assert manager.table(timed) == before
+    assert not (tmp_path / "events").exists()
+
+
+def test_replace_range_refuses_a_segment_straddling_the_edge(manager: LineageManager, timed: str) -> None:
+    push_arrow(manager, timed, [rows("wide", 3, DAY - 10, 10)], mode="append")  # spans DAY-10 .. DAY+10
+    with pytest.raises(PushRefusedError, match="straddles the interval's edge"):
+        push_arrow(manager, timed, [rows("y", 1, DAY)], mode="replace-range", interval=(DAY, 2 * DAY))
+    assert [label for label, _ in content(manager, timed)] == ["wide"] * 3
+
+
+def test_modes_are_checked(manager: LineageManager, refresh: str, timed: str) -> None:
+    with pytest.raises(PushRefusedError, match="needs an APPEND table with a time column"):
+        push_arrow(manager, refresh, [rows("a", 1)], mode="replace-range", interval=(0, 1))
+    with pytest.raises(PushRefusedError, match="needs --interval"):
+        push_arrow(manager, timed, [rows("a", 1)], mode="replace-range")
+    with pytest.raises(PushRefusedError, match="only goes with --mode replace-range"):
+        push_arrow(manager, timed, [rows("a", 1)], mode="append", interval=(0, 1))
+    with pytest.raises(PushRefusedError, match="no rows"):
+        push_arrow(manager, refresh, [rows("a", 0)])
+    assert manager.table(refresh).entries[next(iter(manager.table(refresh).entries))].state is (
+        EntryState.REVERTED
+    )
+
+
+def test_overlapping_range_pushes_conflict_on_intent(manager: LineageManager, timed: str) -> None:
+    blocker_started = threading.Event()
+    release = threading.Event()
+
+    def slow_write(target: PushTarget) -> Written:
+        blocker_started.set()
+        assert release.wait(30)
+        return Written(())
+
+    errors: list[BaseException] = []
+
+    def first_push() -> None:
+        try:
+            consistent_push(
+                manager, timed, slow_write, partitions=1, mode=PushMode.REPLACE_RANGE, interval=(0, 2 * DAY)
+            )
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=first_push)
+    thread.start()
+    try:
+        assert blocker_started.wait(30)
+        running = next(e for e in manager.table(timed).entries.values() if e.state is EntryState.IN_PROGRESS)
+        # Overlapping interval, disjoint (empty) segment sets: still a conflict, naming the entry.
+        with pytest.raises(ConflictError, match=f"of running entry {running.entry_id}"):
+            push_arrow(
+                manager,
+                timed,
+                [rows("o", 1, DAY)],
+                mode="replace-range",
+                interval=(DAY, 3 * DAY),
+                owner_wait_s=0,
+            )
+        # Disjoint interval: proceeds while the first is running.
+        push_arrow(manager, timed, [rows("d", 1, 5 * DAY)], mode="replace-range", interval=(5 * DAY, 6 * DAY))
+        # An append never conflicts with a running replace.
+        push_arrow(manager, timed, [rows("app", 2, DAY // 2)], mode="append")
+    finally:
+        release.set()
+        thread.join()
+    assert len(errors) == 1 and isinstance(errors[0], PushRefusedError)  # it wrote no rows
+
+
+def test_an_append_during_a_replace_is_not_lost(manager: LineageManager, timed: str) -> None:
+    push_arrow(manager, timed, [rows("old", 2, 10)], mode="append")
+
+    def write_with_an_append_landing_meanwhile(target: PushTarget) -> Written:
+        push_arrow(manager, timed, [rows("appended", 1, 20)], mode="append")
+        store = DeepStore.for_root(target.root)
+        from ingest.segments import write_segment
+
+        done = write_segment(
+            store, rows("new", 3, 30), f"{target.push_dir}/{target.names[0]}.a0.parquet", "ts"
+        )
+        return Written(
+            (
+                Segment(
+                    target.names[0],
+                    done.location,
+                    done.rows,
+                    done.size_bytes,
+                    done.checksum,
+                    done.min_time,
+                    done.max_time,
+                ),
+            )
+        )
+
+    consistent_push(
+        manager,
+        timed,
+        write_with_an_append_landing_meanwhile,
+        partitions=1,
+        mode=PushMode.REPLACE_RANGE,
+        interval=(0, DAY),
+    )
+    labels = sorted({label for label, _ in content(manager, timed)})
+    assert labels == ["appended", "new"]  # "old" replaced, the append kept
+
+
+def test_a_failing_writer_reverts_and_queues_what_it_wrote(manager: LineageManager, refresh: str) -> None:
+    push_arrow(manager, refresh, [rows("a", 2)])
+
+    def write_then_fail(target: PushTarget) -> Written:
+        store = DeepStore.for_root(target.root)
+        store.write_bytes(f"{target.push_dir}/partial.parquet", b"half")
+        raise RuntimeError("executor lost")
+
+    with pytest.raises(PushError, match="failed and was reverted: RuntimeError: executor lost"):
+        consistent_push(manager, refresh, write_then_fail, partitions=2)
+    state = manager.table(refresh)
+    assert content(manager, refresh) == [("a", 0), ("a", 1)]
+    failed = [e for e in state.entries.values() if e.state is EntryState.REVERTED]
+    assert len(failed) == 1
+    assert manager.store.live_owners(refresh) == frozenset()
+
+
+def test_strays_are_queued_for_retention(manager: LineageManager, refresh: str) -> None:
+    def write_with_a_failed_attempt(target: PushTarget) -> Written:
+        store = DeepStore.for_root(target.root)
+        store.write_bytes(f"{target.push_dir}/{target.names[0]}.a0.parquet", b"failed attempt")
+        done = write_segment(store, rows("w", 2), f"{target.push_dir}/{target.names[0]}.a1.parquet", None)
+        return Written(
+            (Segment(target.names[0], done.location, done.rows, done.size_bytes, done.checksum),),
+            strays=(f"{target.push_dir}/{target.names[0]}.a0.parquet",),
+        )
+
+    consistent_push(manager, refresh, write_with_a_failed_attempt, partitions=1)
+    pending = [p for p in manager.table(refresh).pending.values() if p.reason is DeletionReason.STRAY]
+    assert len(pending) == 1 and pending[0].location.endswith(".a0.parquet")
+    assert content(manager, refresh) == [("w", 0), ("w", 1)]
+
+
+def test_a_reader_keeps_its_snapshot_and_detects_reclaimed_files(
+    manager: LineageManager, refresh: str
+) -> None:
+    push_arrow(manager, refresh, [rows("a", 2)])
+    data, reader = arrow_dataset(manager, refresh)
+    push_arrow(manager, refresh, [rows("b", 2)])
+    assert sorted(data.to_table().column("label").to_pylist()) == ["a", "a"]  # still the pinned one
+    assert [i.lease_id for i in manager.store.leases(refresh)] == [reader.lease.lease_id]
+    # Files reclaimed from under a reader (as if its lease had been lost):
+    store = DeepStore.for_root(manager.table(refresh).config.root)
+    for seg in reader.segments:
+        assert store.delete(seg.location)
+    third = push_arrow(manager, refresh, [rows("c", 1)])  # a's segments are proactively cleaned up
+    assert third.replaced == 1
+    with pytest.raises(SnapshotTooOldError, match="snapshot too old"):
+        reader.to_arrow()
+    reader.close()
+    assert manager.store.leases(refresh) == []
+
+
+def test_intervals_parse() -> None:
+    assert parse_interval("0/86400000") == (0, DAY)
+    assert parse_interval("2026-11-01/2026-11-02") == (
+        parse_time("2026-11-01T00:00:00Z"),
+        parse_time("2026-11-02T00:00:00+00:00"),
+    )
+    for bad in ["", "2026-11-01", "b/a", "2026-11-02/2026-11-01", "x/y"]:
+        with pytest.raises(PushRefusedError):
+            parse_interval(bad)
