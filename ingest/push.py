@@ -92,8 +92,10 @@ def push_stamp(now: dt.datetime | None = None) -> str:
     return moment.strftime("%Y%m%dT%H%M%S") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def segment_names(table: str, stamp: str, count: int) -> tuple[str, ...]:
-    return tuple(f"{table}_{stamp}_{i:05d}" for i in range(count))
+def segment_names(table: str, stamp: str, entry_id: str, count: int) -> tuple[str, ...]:
+    """``<table>_<stamp>_<entry prefix>_<partition>``: the stamp orders pushes,
+    the entry prefix keeps two pushes of the same millisecond apart."""
+    return tuple(f"{table}_{stamp}_{entry_id[:8]}_{i:05d}" for i in range(count))
 
 
 def plan_from(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> tuple[str, ...]:
@@ -236,7 +238,7 @@ def consistent_push(
         root=state.config.root,
         entry_id=entry_id,
         push_dir=f"push_{stamp}_{entry_id[:8]}",
-        names=segment_names(table, stamp, partitions),
+        names=segment_names(table, stamp, entry_id, partitions),
         time_column=state.config.time_column,
         interval=interval,
     )
