@@ -1,0 +1,27 @@
+"""A pushing process for crash tests: python -m tests.helpers.push_once HOSTS TABLE LABEL ROWS."""
+
+from __future__ import annotations
+
+import sys
+
+import pyarrow as pa
+
+from ingest.arrow_push import push_arrow
+from lineage.manager import LineageManager
+from lineage.zk_client import connect, settings_from_env
+from lineage.zk_store import ZkStore
+
+
+def main() -> None:
+    hosts, table, label, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    settings = settings_from_env(hosts)
+    assert settings is not None
+    store = ZkStore(connect(settings))
+    parts = [pa.table({"label": [label] * count, "i": list(range(count))}) for _ in range(2)]
+    result = push_arrow(LineageManager(store), table, parts, owner_wait_s=30)
+    print(result.summary())
+    store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""SIGKILL of the pushing process at each step: readers keep one complete
+snapshot, and a rerun succeeds (cleaning up after the dead push)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ingest.arrow_push import push_arrow
+from ingest.readers import SnapshotReader
+from lineage.manager import LineageManager
+from lineage.model import EntryState, TableConfig
+from lineage.zk_client import ZkSettings, connect
+from lineage.zk_store import ZkStore
+from tests.conftest import fast_retry
+
+ROOT = Path(__file__).parent.parent
+STEPS = [
+    ("push.before-start", "old"),
+    ("push.after-start", "old"),
+    ("push.mid-write", "old"),
+    ("push.after-write", "old"),
+    ("push.after-register", "old"),
+    ("push.after-end", "new"),
+]
+
+
+def child(hosts: str, table: str, label: str, failpoint: str | None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, LINEAGE_ZK_SESSION_TIMEOUT="2")
+    env.pop("LINEAGE_FAILPOINT", None)
+    if failpoint:
+        env["LINEAGE_FAILPOINT"] = failpoint
+    return subprocess.run(
+        [sys.executable, "-m", "tests.helpers.push_once", hosts, table, label, "3"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def labels(m: LineageManager, table: str) -> set[str]:
+    with SnapshotReader(m, table) as reader:
+        data = reader.to_arrow()
+        assert data.num_rows == 6  # always one whole snapshot: two segments of three rows
+        return set(data.column("label").to_pylist())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("failpoint", "seen_after"), STEPS)
+def test_sigkill_at_each_step(zk_hosts: str, tmp_path: Path, failpoint: str, seen_after: str) -> None:
+    m = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))), retry=fast_retry())
+    m.create_table(TableConfig.build("crash", str(tmp_path / "crash")))
+    parts = [pa.table({"label": ["old"] * 3, "i": [0, 1, 2]}) for _ in range(2)]
+    push_arrow(m, "crash", parts)
+
+    killed = child(zk_hosts, "crash", "new", failpoint)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert labels(m, "crash") == {seen_after}
+
+    rerun = child(zk_hosts, "crash", "rerun", None)
+    assert rerun.returncode == 0, rerun.stderr
+    assert labels(m, "crash") == {"rerun"}
+    state = m.table("crash")
+    assert not [e for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
+    m.store.close()
