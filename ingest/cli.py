@@ -12,6 +12,16 @@ from lineage.errors import InvalidInputError
 from lineage.views import render_table
 
 
+def parse_conf(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().startswith("spark."):
+            raise InvalidInputError(f"invalid --conf {item!r}: use spark.some.key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def register(app: typer.Typer) -> None:
     app.command("push")(push)
     app.command("read")(read)
@@ -33,6 +43,9 @@ def push(
         float | None, typer.Option("--target-mb", help="Aim for segments of this size.")
     ] = None,
     reason: Annotated[str | None, typer.Option("--reason")] = None,
+    conf: Annotated[
+        list[str] | None, typer.Option("--conf", help="Spark setting key=value (repeatable).")
+    ] = None,
 ) -> None:
     """Consistent push with Spark: the new data appears all at once, or not at all."""
     from ingest.push import PushMode, parse_interval
@@ -45,7 +58,7 @@ def push(
     span = parse_interval(interval) if interval is not None else None
     with manager() as m:
         m.table(table)  # fail fast, before Spark starts
-        spark = spark_session(master)
+        spark = spark_session(master, conf=parse_conf(conf or []))
         try:
             df = read_input(spark, input_path, fmt)
             result = push_dataframe(

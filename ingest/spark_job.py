@@ -58,11 +58,18 @@ ARROW_RESULT_SCHEMA = pa.schema(
 INPUT_FORMATS = ("parquet", "csv", "json")
 
 
-def spark_session(master: str | None = None, app_name: str = "segment-lineage") -> SparkSession:
-    """A Spark session; local mode by default, bound to loopback."""
+def spark_session(
+    master: str | None = None,
+    app_name: str = "segment-lineage",
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """A Spark session; local mode by default, bound to loopback. ``conf``
+    adds Spark settings (``spark.speculation=true`` and the like)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     chosen = master or os.environ.get("SPARK_MASTER") or "local[2]"
+    if chosen.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # keep local mode on loopback
     builder = (
         SparkSession.builder.appName(app_name)
         .master(chosen)
@@ -75,6 +82,8 @@ def spark_session(master: str | None = None, app_name: str = "segment-lineage") 
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
         )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -38,7 +38,12 @@ def child(hosts: str, table: str, label: str, failpoint: str | None) -> subproce
         env["LINEAGE_FAILPOINT"] = failpoint
     return subprocess.run(
         [sys.executable, "-m", "tests.helpers.push_once", hosts, table, label, "3"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

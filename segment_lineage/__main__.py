@@ -1,0 +1,5 @@
+"""``python -m segment_lineage`` runs the ``lineage`` command."""
+
+from segment_lineage.cli import main
+
+main()

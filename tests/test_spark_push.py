@@ -1,0 +1,300 @@
+"""Consistent push with real Spark (local mode and a standalone cluster), real
+ZooKeeper, real files, and an S3 endpoint (moto) on loopback."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from ingest.readers import SnapshotReader
+from ingest.spark_job import pinned_table, push_dataframe, read_table, release_reads, spark_session
+from lineage.manager import LineageManager
+from lineage.model import DeletionReason, TableConfig
+from lineage.zk_server import free_port
+from tests.helpers.spark_cluster import SparkCluster
+
+ROOT = Path(__file__).parent.parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = spark_session("local[2,4]")  # up to 4 attempts per task
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def zk_manager(zk_store: object) -> LineageManager:
+    from tests.conftest import fast_retry
+
+    return LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+
+
+def labelled(spark: SparkSession, label: str, n: int, day: int = 0) -> object:
+    start = dt.datetime(2026, 11, 1 + day, tzinfo=dt.UTC)
+    return spark.range(n).select(
+        F.lit(label).alias("label"),
+        F.col("id").alias("i"),
+        (F.lit(start).cast("timestamp") + F.make_interval(secs=F.col("id"))).alias("ts"),
+    )
+
+
+def snapshot(m: LineageManager, table: str) -> list[tuple[str, int]]:
+    with SnapshotReader(m, table) as reader:
+        data = reader.to_arrow()
+    return sorted(zip(data.column("label").to_pylist(), data.column("i").to_pylist(), strict=True))
+
+
+def test_refresh_append_and_replace_range(
+    spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    m = zk_manager
+    m.create_table(TableConfig.build("events", str(tmp_path / "events"), "APPEND", time_column="ts"))
+    for day in range(3):
+        push_dataframe(m, "events", labelled(spark, f"day{day}", 50, day), mode="append", segments=2)
+    assert len(snapshot(m, "events")) == 150
+    day1 = (
+        int(dt.datetime(2026, 11, 2, tzinfo=dt.UTC).timestamp() * 1000),
+        int(dt.datetime(2026, 11, 3, tzinfo=dt.UTC).timestamp() * 1000),
+    )
+    result = push_dataframe(
+        m, "events", labelled(spark, "day1-fixed", 20, 1), mode="replace-range", interval=day1, segments=3
+    )
+    assert result.replaced == 2 and result.rows == 20
+    counts: dict[str, int] = {}
+    for label, _ in snapshot(m, "events"):
+        counts[label] = counts.get(label, 0) + 1
+    assert counts == {"day0": 50, "day1-fixed": 20, "day2": 50}
+    refresh = push_dataframe(m, "events", labelled(spark, "all", 10), mode="refresh", segments=1)
+    assert refresh.replaced == 7 and snapshot(m, "events") == [("all", i) for i in range(10)]
+    segs = m.visible_segments("events")
+    assert segs[0].min_time == int(dt.datetime(2026, 11, 1, tzinfo=dt.UTC).timestamp() * 1000)
+    assert segs[0].checksum.startswith("sha256:")
+
+
+def test_a_task_failing_once_leaves_no_duplicates(
+    spark: SparkSession, zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = zk_manager
+    m.create_table(TableConfig.build("retried", str(tmp_path / "retried")))
+    monkeypatch.setenv("LINEAGE_FAILPOINT", "task.after-write")  # attempt 0 writes, then fails
+    result = push_dataframe(
+        m,
+        "retried",
+        spark.range(100).withColumn("label", F.lit("x")).withColumnRenamed("id", "i"),
+        segments=2,
+    )
+    assert result.rows == 100
+    rows = snapshot(m, "retried")
+    assert len(rows) == 100 and len(set(rows)) == 100
+    assert all(s.location.endswith(".a1.parquet") for s in m.visible_segments("retried"))
+    strays = [p for p in m.table("retried").pending.values() if p.reason is DeletionReason.STRAY]
+    assert sorted(p.location.rsplit(".", 2)[-2] for p in strays) == ["a0", "a0"]
+
+
+def test_readers_see_whole_snapshots_while_pushes_run(
+    spark: SparkSession, zk_manager: LineageManager, zk_hosts: str, tmp_path: Path
+) -> None:
+    m = zk_manager
+    m.create_table(TableConfig.build("polled", str(tmp_path / "polled")))
+    push_dataframe(m, "polled", labelled(spark, "p0", 40), segments=4)
+    pushed = {"p0": 40}
+    seen: list[tuple[frozenset[str], int]] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        from lineage.zk_client import ZkSettings, connect
+        from lineage.zk_store import ZkStore
+
+        reader_manager = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))))
+        while not stop.is_set():
+            with SnapshotReader(reader_manager, "polled") as reader:
+                data = reader.to_arrow()
+            seen.append((frozenset(data.column("label").to_pylist()), data.num_rows))
+        reader_manager.store.close()
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    try:
+        for k, n in ((1, 30), (2, 60), (3, 10)):
+            push_dataframe(m, "polled", labelled(spark, f"p{k}", n), segments=3)
+            pushed[f"p{k}"] = n
+    finally:
+        stop.set()
+        thread.join()
+    assert len(seen) > 3
+    for labels, count in seen:
+        assert len(labels) == 1, labels  # never a mix of two pushes
+        (label,) = labels
+        assert count == pushed[label]  # never a partial push
+
+
+def test_spark_readers(spark: SparkSession, zk_manager: LineageManager, tmp_path: Path) -> None:
+    m = zk_manager
+    m.create_table(TableConfig.build("sparkread", str(tmp_path / "sparkread")))
+    push_dataframe(m, "sparkread", labelled(spark, "r", 25), segments=2)
+    with pinned_table(spark, m, "sparkread") as df:
+        assert df.count() == 25 and m.store.leases("sparkread")
+    assert m.store.leases("sparkread") == []
+    assert read_table(spark, "sparkread", m).count() == 25
+    release_reads()
+    assert m.store.leases("sparkread") == []
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "segment_lineage", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, **(env or {})),
+        check=False,
+    )
+
+
+def test_cli_push_and_read(zk_hosts: str, tmp_path: Path) -> None:
+    data = tmp_path / "input.csv"
+    data.write_text("label,i\n" + "".join(f"csv,{i}\n" for i in range(12)))
+    assert (
+        cli("--zk", zk_hosts, "table", "create", "clitab", "--root", str(tmp_path / "clitab")).returncode == 0
+    )
+    pushed = cli(
+        "--zk",
+        zk_hosts,
+        "--json",
+        "push",
+        "clitab",
+        "--input",
+        str(data),
+        "--format",
+        "csv",
+        "--segments",
+        "2",
+        "--reason",
+        "from csv",
+    )
+    assert pushed.returncode == 0, pushed.stderr
+    summary = json.loads(pushed.stdout)
+    assert summary["rows"] == 12 and summary["segments"] == 2
+    assert "wrote 2 segment(s)" in pushed.stderr
+    read = cli("--zk", zk_hosts, "--json", "read", "clitab", "--limit", "5")
+    assert read.returncode == 0 and len(json.loads(read.stdout)["rows"]) == 5
+    bad = cli("--zk", zk_hosts, "push", "clitab", "--input", str(tmp_path / "missing"), "--format", "csv")
+    assert bad.returncode == 1 and "cannot read input" in bad.stderr
+    bad = cli("--zk", zk_hosts, "push", "clitab", "--input", str(data), "--mode", "upsert")
+    assert bad.returncode == 2 and "unknown mode" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    group = SparkCluster(tmp_path_factory.mktemp("spark"))
+    group.start()
+    yield group
+    group.stop()
+
+
+def test_push_on_a_standalone_cluster_with_speculation(
+    cluster: SparkCluster, zk_hosts: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    pq.write_table(pa.table({"label": ["c"] * 400, "i": list(range(400))}), source / "part.parquet")
+    assert (
+        cli(
+            "--zk", zk_hosts, "table", "create", "clustered", "--root", str(tmp_path / "clustered")
+        ).returncode
+        == 0
+    )
+    pushed = cli(
+        "--zk",
+        zk_hosts,
+        "--json",
+        "push",
+        "clustered",
+        "--input",
+        str(source),
+        "--segments",
+        "4",
+        "--master",
+        cluster.master_url,
+        "--conf",
+        "spark.speculation=true",
+        "--conf",
+        "spark.speculation.interval=100ms",
+        "--conf",
+        "spark.speculation.multiplier=1.5",
+        "--conf",
+        "spark.speculation.quantile=0.5",
+        "--conf",
+        "spark.speculation.minTaskRuntime=500ms",
+        env={"LINEAGE_FAILPOINT": "task.slow-first-attempt"},
+    )
+    assert pushed.returncode == 0, pushed.stderr
+    assert json.loads(pushed.stdout)["rows"] == 400
+    read = cli("--zk", zk_hosts, "--json", "read", "clustered", "--limit", "1000")
+    rows = json.loads(read.stdout)["rows"]
+    assert sorted(r["i"] for r in rows) == list(range(400))  # no duplicates from the speculative copy
+    listed = cli("--zk", zk_hosts, "--json", "segments", "clustered")
+    locations = [s["location"] for s in json.loads(listed.stdout)]
+    assert any(
+        loc.endswith(".a1.parquet") for loc in locations
+    )  # partition 0 came from the speculative attempt
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "LINEAGE_S3_ENDPOINT": endpoint,
+    }.items():
+        monkeypatch.setenv(key, value)
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="lake")
+    yield endpoint
+    server.stop()
+
+
+def test_push_to_s3(zk_manager: LineageManager, zk_hosts: str, s3: str, tmp_path: Path) -> None:
+    # A fresh process, as in production, where executors carry their own credentials.
+    m = zk_manager
+    m.create_table(TableConfig.build("s3tab", "s3://lake/warehouse/s3tab"))
+    env = {
+        k: os.environ[k]
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "LINEAGE_S3_ENDPOINT")
+    }
+    for label, n in (("s3-a", 30), ("s3-b", 20)):
+        source = tmp_path / label
+        source.mkdir()
+        pq.write_table(pa.table({"label": [label] * n, "i": list(range(n))}), source / "part.parquet")
+        pushed = cli("--zk", zk_hosts, "push", "s3tab", "--input", str(source), "--segments", "2", env=env)
+        assert pushed.returncode == 0, pushed.stderr
+    assert snapshot(m, "s3tab") == [("s3-b", i) for i in range(20)]
+    import boto3
+
+    keys = [o["Key"] for o in boto3.client("s3", endpoint_url=s3).list_objects_v2(Bucket="lake")["Contents"]]
+    assert len(keys) == 4 and all(k.startswith("warehouse/s3tab/push_") for k in keys)
+    read = cli("--zk", zk_hosts, "--json", "read", "s3tab", "--limit", "100", env=env)
+    assert read.returncode == 0 and len(json.loads(read.stdout)["rows"]) == 20
