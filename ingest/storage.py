@@ -114,7 +114,8 @@ class DeepStore:
         fs = self.filesystem()
         target = self.path(location)
         try:
-            fs.create_dir(posixpath.dirname(target), recursive=True)
+            if self.scheme in ("file", "hdfs"):  # object stores need no directory markers
+                fs.create_dir(posixpath.dirname(target), recursive=True)
             if self.scheme == "file":
                 temp = f"{target}.tmp-{uuid.uuid4().hex[:8]}"
                 with fs.open_output_stream(temp) as out:
