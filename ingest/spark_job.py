@@ -89,6 +89,11 @@ def spark_session(
     return spark
 
 
+def sample_frame(spark: SparkSession, label: str, count: int) -> DataFrame:
+    """Generated sample data: ``count`` rows of (label, i)."""
+    return spark.range(count).select(F.lit(label).alias("label"), F.col("id").alias("i"))
+
+
 def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFrame:
     if fmt not in INPUT_FORMATS:
         raise PushRefusedError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")

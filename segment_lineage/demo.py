@@ -1,67 +1,78 @@
-"""The end-to-end demo: a replacement's whole life on the embedded ZooKeeper."""
+"""The end-to-end demo on the embedded defaults: Spark pushes, consistent reads, revert."""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
+from collections import Counter
 from collections.abc import Callable
 
+from ingest.readers import SnapshotReader
 from lineage.errors import TableNotFoundError
 from lineage.manager import LineageManager
-from lineage.model import Segment, TableConfig
+from lineage.model import TableConfig
 from lineage.zk_server import state_dir
 
 DEMO_TABLE = "demo_events"
+SNAPSHOTS = (("v1", 1000), ("v2", 1500), ("v3", 800))
 
 
-def _show(m: LineageManager, echo: Callable[[str], None], title: str) -> list[str]:
-    visible = m.visible_segments(DEMO_TABLE)
-    names = [s.name for s in visible]
-    echo(f"  {title}: {', '.join(names) or '(none)'}  [{sum(s.rows for s in visible)} rows]")
-    return names
+def _read(m: LineageManager) -> tuple[int, dict[str, int]]:
+    with SnapshotReader(m, DEMO_TABLE) as reader:
+        data = reader.to_arrow()
+        labels = Counter(data.column("label").to_pylist()) if data.num_rows else Counter()
+        return reader.version, dict(sorted(labels.items()))
 
 
 def run_demo(zk: str | None = None, echo: Callable[[str], None] = print) -> None:
+
+    from ingest.spark_job import push_dataframe, sample_frame, spark_session
     from lineage.connect import open_store
 
     store = open_store(zk)
+    spark = None
     try:
         m = LineageManager(store, job_id="demo")
         echo(f"ZooKeeper ready; table {DEMO_TABLE!r}")
         with contextlib.suppress(TableNotFoundError):
             m.drop_table(DEMO_TABLE, force=True, reason="demo restart")
-        root = str(state_dir() / "deep-store" / DEMO_TABLE)
-        m.create_table(TableConfig.build(DEMO_TABLE, root, "REFRESH"), reason="demo")
-        day1 = [Segment(f"events_day1_{i}", f"events_day1_{i}.parquet", rows=1000 + i) for i in range(3)]
-        m.register_segments(DEMO_TABLE, day1, reason="initial load")
-        echo("1. registered three segments")
-        _show(m, echo, "visible")
+        root = state_dir() / "deep-store" / DEMO_TABLE
+        shutil.rmtree(root, ignore_errors=True)
+        m.create_table(TableConfig.build(DEMO_TABLE, str(root), "REFRESH"), reason="demo")
+        echo("starting Spark (local mode) ...")
+        spark = spark_session()
 
-        day2 = [Segment(f"events_day2_{i}", f"events_day2_{i}.parquet", rows=2000 + i) for i in range(2)]
-        entry = m.start_replace(
-            DEMO_TABLE, [s.name for s in day1], [s.name for s in day2], reason="daily refresh"
-        )
-        echo(f"2. start-replace {entry}: day1 -> day2")
-        m.register_segments(DEMO_TABLE, day2)
-        _show(m, echo, "visible while uploading (still the old snapshot)")
+        entries: list[str] = []
+        for step, (label, count) in enumerate(SNAPSHOTS, start=1):
+            df = sample_frame(spark, label, count)
 
-        m.end_replace(DEMO_TABLE, entry)
-        echo("3. end-replace")
-        _show(m, echo, "visible after end (the new snapshot, all at once)")
+            def during(message: str, label: str = label) -> None:
+                if message.startswith("wrote"):
+                    version, seen = _read(m)
+                    echo(f"   a reader during the push of {label} sees version {version}: {seen}")
 
-        m.revert_replace(DEMO_TABLE, entry, reason="bad data in day2")
-        echo("4. revert")
-        after = _show(m, echo, "visible after revert (the old snapshot again)")
-        assert after == [s.name for s in day1], "revert must restore the old snapshot"
+            result = push_dataframe(
+                m, DEMO_TABLE, df, segments=2, reason=f"snapshot {label}", progress=during
+            )
+            entries.append(result.entry_id)
+            version, seen = _read(m)
+            echo(f"{step}. {result.summary()}")
+            echo(f"   read after the push: version {version}: {seen}")
+
+        m.revert_replace(DEMO_TABLE, entries[-1], reason="bad data in v3")
+        version, seen = _read(m)
+        echo(f"4. reverted the v3 push: version {version}: {seen}")
+        assert seen == {"v2": 1500}, "a revert must bring back the previous snapshot whole"
 
         echo("5. lineage entries")
         for e in m.entries(DEMO_TABLE):
             moved = f"{len(e.segments_from)} -> {len(e.segments_to)}"
-            echo(f"  {e.entry_id}  {e.state.value:<11}  {moved}  by {e.audit.actor}")
+            echo(f"   {e.entry_id}  {e.state.value:<11}  {moved}  {e.audit.reason or ''}")
         echo("6. history (newest first)")
-        for h in m.history(DEMO_TABLE):
-            echo(f"  v{h.version:<3} {h.operation.value:<15} segments={h.segments} reason={h.reason or '-'}")
-        echo(
-            "demo finished: try 'lineage entries demo_events' or 'lineage export demo_events --format pinot'"
-        )
+        for h in m.history(DEMO_TABLE, limit=8):
+            echo(f"   v{h.version:<3} {h.operation.value:<15} segments={h.segments} rows={h.rows}")
+        echo("demo finished: try 'lineage read demo_events' or 'lineage entries demo_events'")
     finally:
+        if spark is not None:
+            spark.stop()
         store.close()
