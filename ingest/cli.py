@@ -46,6 +46,9 @@ def push(
     conf: Annotated[
         list[str] | None, typer.Option("--conf", help="Spark setting key=value (repeatable).")
     ] = None,
+    writer: Annotated[
+        str, typer.Option("--writer", help="auto, native (Spark's writer; local/HDFS) or arrow (any root).")
+    ] = "auto",
 ) -> None:
     """Consistent push with Spark: the new data appears all at once, or not at all."""
     from ingest.push import PushMode, parse_interval

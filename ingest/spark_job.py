@@ -14,15 +14,19 @@ The same code runs in local mode and on a cluster: pass a master URL.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import math
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -32,7 +36,7 @@ from pyspark.sql.types import StructType
 from ingest.errors import PushRefusedError, StorageError
 from ingest.push import PushMode, PushResult, PushTarget, Written, consistent_push
 from ingest.readers import SnapshotReader
-from ingest.segments import write_segment
+from ingest.segments import time_as_ms, write_segment
 from ingest.storage import DeepStore
 from lineage.failpoints import ENV as FAILPOINT_ENV
 from lineage.manager import LineageManager
@@ -56,6 +60,8 @@ ARROW_RESULT_SCHEMA = pa.schema(
     ]
 )
 INPUT_FORMATS = ("parquet", "csv", "json")
+WRITERS = ("auto", "native", "arrow")
+NATIVE_SCHEMES = ("file", "hdfs")
 
 
 def spark_session(
@@ -78,6 +84,9 @@ def spark_session(
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
+    # A push directory holds segments only: no _SUCCESS marker, no .crc side files.
+    builder = builder.config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+    builder = builder.config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
     if chosen.startswith("local"):
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
@@ -223,8 +232,14 @@ def push_dataframe(
     reason: str | None = None,
     progress: Callable[[str], None] | None = None,
     owner_wait_s: float = 15.0,
+    writer: str = "auto",
 ) -> PushResult:
-    """Consistent push of ``df`` into ``table``: all of it appears at once, or none."""
+    """Consistent push of ``df`` into ``table``: all of it appears at once, or none.
+
+    ``writer``: "native" (Spark's Parquet writer and commit protocol; local
+    and HDFS roots), "arrow" (executors write through pyarrow; any root), or
+    "auto" (native where it can, else arrow).
+    """
     state = manager.table(table)
     mode = PushMode(mode)
     if mode is PushMode.REPLACE_RANGE and interval is not None and state.config.time_column:
@@ -234,30 +249,21 @@ def push_dataframe(
     shaped = plan_partitions(df, segments, target_mb)
     partitions = shaped.rdd.getNumPartitions()
     failpoint = os.environ.get(FAILPOINT_ENV)
+    if writer not in WRITERS:
+        raise PushRefusedError(f"unknown writer {writer!r}: use {', '.join(WRITERS)}")
+    native = writer == "native" or (
+        writer == "auto" and DeepStore.for_root(state.config.root).scheme in NATIVE_SCHEMES
+    )
 
     def write(target: PushTarget) -> Written:
         store = DeepStore.for_root(target.root)
-        fn = _partition_writer(store, target.push_dir, target.names, target.time_column, failpoint)
-        rows = shaped.mapInArrow(fn, RESULT_SCHEMA).collect()
-        winners = sorted(rows, key=lambda r: r["part"])
-        segments_out = tuple(
-            Segment(
-                name=r["name"],
-                location=r["location"],
-                rows=r["rows"],
-                size_bytes=r["bytes"],
-                checksum=r["checksum"],
-                min_time=r["min_time"],
-                max_time=r["max_time"],
-            )
-            for r in winners
-        )
-        keep = {s.location for s in segments_out}
-        try:
-            strays = tuple(f.location for f in store.list(target.push_dir) if f.location not in keep)
-        except StorageError:
-            strays = ()
-        return Written(segments_out, strays)
+        if native:
+            if store.scheme not in NATIVE_SCHEMES:
+                raise PushRefusedError(
+                    f"the native writer cannot write to {store.scheme}://; use --writer arrow"
+                )
+            return _native_write(shaped, store, target)
+        return _arrow_write(shaped, store, target, failpoint)
 
     return consistent_push(
         manager,
@@ -270,6 +276,75 @@ def push_dataframe(
         progress=progress,
         owner_wait_s=owner_wait_s,
     )
+
+
+def _arrow_write(shaped: DataFrame, store: DeepStore, target: PushTarget, failpoint: str | None) -> Written:
+    """Executors write through pyarrow, one file per task attempt; the driver
+    keeps the winning attempt of each partition and queues the rest."""
+    fn = _partition_writer(store, target.push_dir, target.names, target.time_column, failpoint)
+    rows = shaped.mapInArrow(fn, RESULT_SCHEMA).collect()
+    winners = sorted(rows, key=lambda r: r["part"])
+    segments_out = tuple(
+        Segment(
+            name=r["name"],
+            location=r["location"],
+            rows=r["rows"],
+            size_bytes=r["bytes"],
+            checksum=r["checksum"],
+            min_time=r["min_time"],
+            max_time=r["max_time"],
+        )
+        for r in winners
+    )
+    keep = {s.location for s in segments_out}
+    try:
+        strays = tuple(f.location for f in store.list(target.push_dir) if f.location not in keep)
+    except StorageError:
+        strays = ()
+    return Written(segments_out, strays)
+
+
+def _native_write(shaped: DataFrame, store: DeepStore, target: PushTarget) -> Written:
+    """Spark's own Parquet writer into the push's directory.
+
+    Spark's commit protocol moves only committed task attempts into the
+    directory, so retried and speculative attempts leave nothing there.
+    Metadata comes from each file's Parquet footer (and the time column,
+    when the table has one), never from re-reading the data.
+    """
+    shaped.write.mode("errorifexists").option("compression", "snappy").parquet(store.uri(target.push_dir))
+    files = [f for f in store.list(target.push_dir) if f.location.endswith(".parquet")]
+
+    def describe(path: str, size: int) -> Segment:
+        base = path.rsplit("/", 1)[-1]
+        if not base.startswith("part-") or not base[5:10].isdigit():
+            raise StorageError(f"unexpected file {path!r} in push directory {target.push_dir!r}")
+        part = int(base[5:10])
+        fs = store.filesystem()
+        with fs.open_input_file(store.path(path)) as handle:
+            handle.seek(size - 8)
+            footer_len = int.from_bytes(handle.read(4), "little")
+            handle.seek(size - 8 - footer_len)
+            fingerprint = hashlib.sha256(handle.read(footer_len)).hexdigest()[:32]
+            rows = pq.ParquetFile(handle).metadata.num_rows
+        tmin = tmax = None
+        if target.time_column is not None:
+            column = pq.read_table(store.path(path), columns=[target.time_column], filesystem=fs)
+            bounds = pc.min_max(time_as_ms(column.column(0)))
+            tmin, tmax = bounds["min"].as_py(), bounds["max"].as_py()
+        return Segment(
+            name=target.names[part],
+            location=path,
+            rows=rows,
+            size_bytes=size,
+            checksum="parquet-footer-sha256:" + fingerprint,
+            min_time=tmin,
+            max_time=tmax,
+        )
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        described = list(pool.map(lambda f: describe(f.location, f.size), files))
+    return Written(tuple(sorted((s for s in described if s.rows > 0), key=lambda s: s.name)))
 
 
 # ---- readers -----------------------------------------------------------------------

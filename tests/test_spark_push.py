@@ -82,7 +82,7 @@ def test_refresh_append_and_replace_range(
     assert refresh.replaced == 7 and snapshot(m, "events") == [("all", i) for i in range(10)]
     segs = m.visible_segments("events")
     assert segs[0].min_time == int(dt.datetime(2026, 11, 1, tzinfo=dt.UTC).timestamp() * 1000)
-    assert segs[0].checksum.startswith("sha256:")
+    assert segs[0].checksum.startswith("parquet-footer-sha256:")  # the native writer's fingerprint
 
 
 def test_a_task_failing_once_leaves_no_duplicates(
@@ -96,6 +96,7 @@ def test_a_task_failing_once_leaves_no_duplicates(
         "retried",
         spark.range(100).withColumn("label", F.lit("x")).withColumnRenamed("id", "i"),
         segments=2,
+        writer="arrow",
     )
     assert result.rows == 100
     rows = snapshot(m, "retried")
@@ -103,6 +104,30 @@ def test_a_task_failing_once_leaves_no_duplicates(
     assert all(s.location.endswith(".a1.parquet") for s in m.visible_segments("retried"))
     strays = [p for p in m.table("retried").pending.values() if p.reason is DeletionReason.STRAY]
     assert sorted(p.location.rsplit(".", 2)[-2] for p in strays) == ["a0", "a0"]
+
+
+def test_native_writer_task_retried_once_leaves_no_duplicates(
+    spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    from pyspark import TaskContext
+    from pyspark.sql.types import LongType
+
+    def fail_first_attempt(value: int) -> int:
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.attemptNumber() == 0 and ctx.partitionId() == 0:
+            raise RuntimeError("first attempt fails")
+        return value
+
+    m = zk_manager
+    m.create_table(TableConfig.build("nativeretry", str(tmp_path / "nativeretry")))
+    flaky = F.udf(fail_first_attempt, LongType())
+    df = spark.range(60, numPartitions=3).select(F.lit("n").alias("label"), flaky(F.col("id")).alias("i"))
+    result = push_dataframe(m, "nativeretry", df, writer="native")
+    assert result.rows == 60 and result.segments == 3
+    rows = snapshot(m, "nativeretry")
+    assert len(set(rows)) == 60
+    files = sorted(p.name for p in (tmp_path / "nativeretry").rglob("*") if p.is_file())
+    assert len(files) == 3 and all(f.startswith("part-") for f in files)  # no attempt leftovers
 
 
 def test_readers_see_whole_snapshots_while_pushes_run(
@@ -229,6 +254,8 @@ def test_push_on_a_standalone_cluster_with_speculation(
         str(source),
         "--segments",
         "4",
+        "--writer",
+        "arrow",
         "--master",
         cluster.master_url,
         "--conf",
