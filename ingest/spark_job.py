@@ -18,6 +18,7 @@ import hashlib
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -233,6 +234,7 @@ def push_dataframe(
     progress: Callable[[str], None] | None = None,
     owner_wait_s: float = 15.0,
     writer: str = "auto",
+    progress_every_s: float = 5.0,
 ) -> PushResult:
     """Consistent push of ``df`` into ``table``: all of it appears at once, or none.
 
@@ -257,13 +259,12 @@ def push_dataframe(
 
     def write(target: PushTarget) -> Written:
         store = DeepStore.for_root(target.root)
-        if native:
-            if store.scheme not in NATIVE_SCHEMES:
-                raise PushRefusedError(
-                    f"the native writer cannot write to {store.scheme}://; use --writer arrow"
-                )
-            return _native_write(shaped, store, target)
-        return _arrow_write(shaped, store, target, failpoint)
+        if native and store.scheme not in NATIVE_SCHEMES:
+            raise PushRefusedError(f"the native writer cannot write to {store.scheme}://; use --writer arrow")
+        with _task_progress(shaped.sparkSession, progress, progress_every_s):
+            if native:
+                return _native_write(shaped, store, target)
+            return _arrow_write(shaped, store, target, failpoint)
 
     return consistent_push(
         manager,
@@ -276,6 +277,32 @@ def push_dataframe(
         progress=progress,
         owner_wait_s=owner_wait_s,
     )
+
+
+@contextmanager
+def _task_progress(spark: SparkSession, say: Callable[[str], None] | None, every_s: float) -> Iterator[None]:
+    """Report Spark's completed/total tasks every ``every_s`` seconds while writing."""
+    if say is None:
+        yield
+        return
+    stop = threading.Event()
+    tracker = spark.sparkContext.statusTracker()
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+            done = sum(st.numCompletedTasks for st in stages if st is not None)
+            total = sum(st.numTasks for st in stages if st is not None)
+            if total:
+                say(f"writing: {done}/{total} tasks done")
+
+    thread = threading.Thread(target=loop, name="push-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _arrow_write(shaped: DataFrame, store: DeepStore, target: PushTarget, failpoint: str | None) -> Written:

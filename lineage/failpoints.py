@@ -2,13 +2,15 @@
 
 ``LINEAGE_FAILPOINT=push.after-start`` makes the process SIGKILL itself when it
 reaches that point; ``LINEAGE_FAILPOINT=push.after-start:raise`` raises
-:class:`FailpointError` instead. Unarmed, a failpoint costs one dict lookup.
+:class:`FailpointError` instead, and ``...:sleep`` pauses there for a minute
+(for a test to send a signal). Unarmed, a failpoint costs one dict lookup.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 ENV = "LINEAGE_FAILPOINT"
 
@@ -31,4 +33,7 @@ def failpoint(name: str, environ: dict[str, str] | None = None) -> None:
         return
     if spec[1] == "raise":
         raise FailpointError(f"failpoint {name}")
+    if spec[1] == "sleep":
+        time.sleep(60)
+        return
     os.kill(os.getpid(), signal.SIGKILL)

@@ -72,3 +72,34 @@ def test_sigkill_at_each_step(zk_hosts: str, tmp_path: Path, failpoint: str, see
     state = m.table("crash")
     assert not [e for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
     m.store.close()
+
+
+def test_sigterm_mid_push_reverts_the_entry(zk_hosts: str, tmp_path: Path) -> None:
+    m = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))), retry=fast_retry())
+    m.create_table(TableConfig.build("term", str(tmp_path / "term")))
+    push_arrow(m, "term", [pa.table({"label": ["old"] * 3, "i": [0, 1, 2]}) for _ in range(2)])
+    env = dict(os.environ, LINEAGE_FAILPOINT="push.mid-write:sleep")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.push_once", zk_hosts, "term", "new", "3"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    import time
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if any(e.state is EntryState.IN_PROGRESS for e in m.table("term").entries.values()):
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)  # into the writer's sleep
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    entries = list(m.table("term").entries.values())
+    assert [e.state for e in entries] == [EntryState.COMPLETED, EntryState.REVERTED], err
+    assert labels(m, "term") == {"old"}
+    assert m.store.live_owners("term") == frozenset()
+    m.store.close()

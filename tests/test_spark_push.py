@@ -325,3 +325,24 @@ def test_push_to_s3(zk_manager: LineageManager, zk_hosts: str, s3: str, tmp_path
     assert len(keys) == 4 and all(k.startswith("warehouse/s3tab/push_") for k in keys)
     read = cli("--zk", zk_hosts, "--json", "read", "s3tab", "--limit", "100", env=env)
     assert read.returncode == 0 and len(json.loads(read.stdout)["rows"]) == 20
+
+
+def test_long_pushes_report_progress(spark: SparkSession, zk_manager: LineageManager, tmp_path: Path) -> None:
+    import time
+
+    from pyspark.sql.types import LongType
+
+    def slow(value: int) -> int:
+        time.sleep(0.05)
+        return value
+
+    m = zk_manager
+    m.create_table(TableConfig.build("slow", str(tmp_path / "slow")))
+    df = spark.range(30, numPartitions=3).select(
+        F.lit("s").alias("label"), F.udf(slow, LongType())("id").alias("i")
+    )
+    messages: list[str] = []
+    result = push_dataframe(m, "slow", df, progress=messages.append, progress_every_s=0.1)
+    assert any(msg.startswith("writing: ") and "tasks done" in msg for msg in messages), messages
+    assert messages[-1].startswith("wrote 3 segment(s), 30 rows")
+    assert result.summary().startswith(f"pushed slow: entry {result.entry_id}, 3 segment(s), 30 rows")
