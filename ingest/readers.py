@@ -56,13 +56,14 @@ class SnapshotReader:
             data = self.dataset()
             return data.head(limit) if limit is not None else data.to_table()
         except FileNotFoundError as exc:
-            raise self._too_old(str(exc)) from None
+            raise self.too_old(str(exc)) from None
         except OSError as exc:
             if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
-                raise self._too_old(str(exc)) from None
+                raise self.too_old(str(exc)) from None
             raise StorageError(f"reading table {self.table!r} failed: {exc}") from None
 
-    def _too_old(self, detail: str) -> Exception:
+    def too_old(self, detail: str) -> Exception:
+        """SnapshotTooOldError if the snapshot's segments were reclaimed, else StorageError."""
         current = self.manager.table(self.table)
         gone = [s.name for s in self.segments if s.name not in current.segments]
         if gone:

@@ -383,7 +383,12 @@ def snapshot_dataframe(spark: SparkSession, reader: SnapshotReader) -> DataFrame
     if not reader.segments:
         return spark.createDataFrame([], StructType([]))
     if store.scheme in ("file", "hdfs"):
-        return spark.read.parquet(*(store.uri(s.location) for s in reader.segments))
+        try:
+            return spark.read.parquet(*(store.uri(s.location) for s in reader.segments))
+        except AnalysisException as exc:
+            if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+                raise reader.too_old(str(exc).splitlines()[0]) from None
+            raise
     # Spark has no S3/GCS connector here; the pinned files come through Arrow.
     return spark.createDataFrame(reader.to_arrow())
 

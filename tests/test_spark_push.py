@@ -346,3 +346,23 @@ def test_long_pushes_report_progress(spark: SparkSession, zk_manager: LineageMan
     assert any(msg.startswith("writing: ") and "tasks done" in msg for msg in messages), messages
     assert messages[-1].startswith("wrote 3 segment(s), 30 rows")
     assert result.summary().startswith(f"pushed slow: entry {result.entry_id}, 3 segment(s), 30 rows")
+
+
+def test_spark_reader_says_snapshot_too_old(
+    spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    from ingest.errors import SnapshotTooOldError
+    from ingest.spark_job import snapshot_dataframe
+    from ingest.storage import DeepStore
+
+    m = zk_manager
+    m.create_table(TableConfig.build("old", str(tmp_path / "old")))
+    push_dataframe(m, "old", labelled(spark, "a", 10), segments=1)
+    with SnapshotReader(m, "old") as reader:
+        store = DeepStore.for_root(str(tmp_path / "old"))
+        push_dataframe(m, "old", labelled(spark, "b", 10), segments=1)
+        push_dataframe(m, "old", labelled(spark, "c", 10), segments=1)  # "a" reclaimed proactively
+        for seg in reader.segments:
+            store.delete(seg.location)  # as retention would, had the lease been lost
+        with pytest.raises(SnapshotTooOldError, match="snapshot too old"):
+            snapshot_dataframe(spark, reader)
