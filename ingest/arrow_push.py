@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest.errors import PushRefusedError
 from ingest.push import PushMode, PushResult, PushTarget, Written, consistent_push
@@ -24,8 +25,10 @@ def check_rows_in_interval(parts: Sequence[pa.Table], time_column: str, interval
             continue
         if time_column not in part.column_names:
             raise PushRefusedError(f"the input has no time column {time_column!r}")
-        values = time_as_ms(part.column(time_column))
-        lo, hi = values.to_numpy().min(), values.to_numpy().max()
+        bounds = pc.min_max(time_as_ms(part.column(time_column)))
+        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+        if lo is None or hi is None:
+            raise PushRefusedError(f"the time column {time_column!r} holds no values")
         if lo < interval[0] or hi >= interval[1]:
             raise PushRefusedError(
                 f"the input has rows from {lo} to {hi} (ms), outside the interval "

@@ -74,6 +74,7 @@ def push(
                 target_mb=target_mb,
                 reason=reason,
                 progress=lambda msg: typer.echo(msg, err=True),
+                writer=writer,
             )
         finally:
             spark.stop()

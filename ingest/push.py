@@ -17,23 +17,23 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import functools
 import logging
 import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from types import FrameType
 
 from ingest.errors import PushError, PushRefusedError
+from ingest.storage import DeepStore
 from lineage import transitions
 from lineage.errors import ConflictError, LineageError, OutcomeUnknownError
 from lineage.failpoints import failpoint
 from lineage.manager import LineageManager
-from lineage.model import Change, EntryState, Segment, TableState, TableType
+from lineage.model import Change, Segment, TableState, TableType
 from lineage.visibility import visible_segments
 
 log = logging.getLogger(__name__)
@@ -158,7 +158,8 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # None means a handler installed outside Python: fall back to the default.
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def _start(
@@ -177,7 +178,11 @@ def _start(
     audit = manager.audit(reason)
     planned: list[tuple[str, ...]] = []
 
-    def update(state: TableState, now: int, owners: frozenset[str]) -> Change:
+    def update(state: TableState, now: int) -> Change:
+        # Owners are read after the state, on every attempt: a push creates its
+        # owner node before its entry, so every entry in this state whose
+        # pusher is alive shows up here as live.
+        owners = manager.store.live_owners(table) - {target.entry_id}
         src = plan_from(state, mode, target.interval)
         planned.append(src)
         return transitions.start_replace(
@@ -194,9 +199,8 @@ def _start(
 
     deadline = time.monotonic() + owner_wait_s
     while True:
-        owners = manager.store.live_owners(table) - {target.entry_id}
         try:
-            manager.commit(table, functools.partial(update, owners=owners), reason)
+            manager.commit(table, update, reason)
             return planned[-1]
         except ConflictError as exc:
             still_running = "still running" in exc.message or "of running entry" in exc.message
@@ -274,14 +278,12 @@ def consistent_push(
     except OutcomeUnknownError:
         raise  # never clean up after an unknown outcome
     except BaseException as exc:
-        if started:
-            _abandon(manager, table, entry_id, written, exc)
+        landed = started and _abandon(manager, table, target, written, exc)
         if isinstance(exc, LineageError):
             raise
         if isinstance(exc, Exception):
-            raise PushError(
-                f"push to {table!r} failed and was reverted: {type(exc).__name__}: {exc}"
-            ) from exc
+            what = "but its entry had completed" if landed else "and was reverted"
+            raise PushError(f"push to {table!r} failed {what}: {type(exc).__name__}: {exc}") from exc
         raise
     finally:
         with contextlib.suppress(LineageError):
@@ -299,28 +301,32 @@ def consistent_push(
 
 
 def _abandon(
-    manager: LineageManager, table: str, entry_id: str, written: Written | None, cause: BaseException
-) -> None:
-    """Best effort after a failed push: revert the entry, queue unregistered files."""
+    manager: LineageManager, table: str, target: PushTarget, written: Written | None, cause: BaseException
+) -> bool:
+    """Best effort after a failed push, in one commit: revert the entry,
+    unregister its segments, queue every file under the push's directory.
+
+    Returns True when the entry had already completed (nothing undone). If
+    this fails too, the next push cleans up (the owner node lapses).
+    """
+    files: set[str] = set()
+    if written is not None:
+        files.update(s.location for s in written.segments)
+        files.update(written.strays)
     try:
-        state = manager.table(table)
-        entry = state.entries.get(entry_id)
-        if entry is not None and entry.state is EntryState.IN_PROGRESS:
-            manager.revert_replace(table, entry_id, force=True, reason=f"push failed: {type(cause).__name__}")
-        elif entry is not None and entry.state is EntryState.COMPLETED:
-            return  # it landed; the failure came after the end
-        if written is not None:
-            locations = _unregistered(manager.table(table), written)
-            if locations:
-                manager.commit(table, lambda s, now: transitions.queue_files(s, locations, now, entry_id))
+        files.update(f.location for f in DeepStore.for_root(target.root).list(target.push_dir))
+    except LineageError as exc:
+        log.warning("listing %s of a failed push: %s", target.push_dir, exc.message)
+    reason = f"push failed: {type(cause).__name__}"
+    listed = sorted(files)
+    try:
+        done = manager.commit(
+            table, lambda s, now: transitions.abandon_push(s, target.entry_id, listed, now), reason
+        )
     except LineageError as exc:
         log.warning("cleanup after a failed push to %s left for the next push: %s", table, exc.message)
-
-
-def _unregistered(state: TableState, written: Written) -> list[str]:
-    registered = {s.location for s in state.segments.values()}
-    files: Sequence[str] = [*(s.location for s in written.segments), *written.strays]
-    return [loc for loc in files if loc not in registered and loc not in state.pending]
+        return False
+    return not done.applied
 
 
 def parse_time(text: str) -> int:

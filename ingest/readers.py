@@ -27,10 +27,14 @@ class SnapshotReader:
         self.manager = manager
         self.table = table
         self.lease = manager.store.pin(table)
-        self.version = self.lease.state.version
-        self.segments: list[Segment] = visible_segments(self.lease.state)
-        self.store = DeepStore.for_root(self.lease.state.config.root)
         self._closed = False
+        try:
+            self.version = self.lease.state.version
+            self.segments: list[Segment] = visible_segments(self.lease.state)
+            self.store = DeepStore.for_root(self.lease.state.config.root)
+        except BaseException:
+            self.close()
+            raise
 
     def __enter__(self) -> SnapshotReader:
         return self
@@ -47,7 +51,10 @@ class SnapshotReader:
 
     def dataset(self) -> pads.Dataset:
         paths = [self.store.path(s.location) for s in self.segments]
-        return pads.dataset(paths, format="parquet", filesystem=self.store.filesystem())
+        try:
+            return pads.dataset(paths, format="parquet", filesystem=self.store.filesystem())
+        except FileNotFoundError as exc:
+            raise self.too_old(str(exc)) from None
 
     def to_arrow(self, limit: int | None = None) -> pa.Table:
         if not self.segments:
@@ -77,4 +84,8 @@ def arrow_dataset(manager: LineageManager, table: str) -> tuple[pads.Dataset, Sn
     """A pyarrow dataset over the current snapshot, and the reader holding its
     lease: close the reader when done."""
     reader = SnapshotReader(manager, table)
-    return reader.dataset(), reader
+    try:
+        return reader.dataset(), reader
+    except BaseException:
+        reader.close()
+        raise

@@ -26,7 +26,13 @@ def time_as_ms(column: pa.ChunkedArray) -> pa.ChunkedArray:
     """Timestamps, dates or integers (taken as ms) as epoch milliseconds."""
     kind = column.type
     if pa.types.is_timestamp(kind):
-        return pc.cast(pc.cast(column, pa.timestamp("ms", tz=kind.tz)), pa.int64())
+        # Integer division, so sub-millisecond precision (Spark writes ns) is
+        # truncated instead of refused as a lossy cast.
+        per_ms = {"s": None, "ms": 1, "us": 1_000, "ns": 1_000_000}[kind.unit]
+        raw = pc.cast(column, pa.int64())
+        if per_ms is None:
+            return pc.multiply(raw, 1_000)
+        return raw if per_ms == 1 else pc.divide(raw, per_ms)
     if pa.types.is_date(kind):
         return pc.multiply(pc.cast(pc.cast(column, pa.date32()), pa.int64()), 86_400_000)
     if pa.types.is_integer(kind):

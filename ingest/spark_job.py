@@ -32,7 +32,7 @@ from pyspark import TaskContext
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DateType, IntegralType, StructType, TimestampNTZType, TimestampType
 
 from ingest.errors import PushRefusedError, StorageError
 from ingest.push import PushMode, PushResult, PushTarget, Written, consistent_push
@@ -151,7 +151,7 @@ def _partition_writer(
         assert ctx is not None
         part, attempt = ctx.partitionId(), ctx.attemptNumber()
         if failpoint == "task.slow-first-attempt" and attempt == 0 and part == 0:
-            time.sleep(20)
+            time.sleep(90)  # long enough that only a speculative copy can finish first
         table = pa.Table.from_batches(list(batches))
         if table.num_rows == 0:
             return
@@ -210,10 +210,20 @@ def check_interval_rows(df: DataFrame, time_column: str, interval: tuple[int, in
     """Refuse, before anything is written, rows outside the interval."""
     if time_column not in df.columns:
         raise PushRefusedError(f"the input has no time column {time_column!r}")
-    row = df.agg(F.min(time_column).alias("lo"), F.max(time_column).alias("hi")).first()
+    kind = df.schema[time_column].dataType
+    column = F.col(time_column)
+    if isinstance(kind, TimestampType | TimestampNTZType):
+        millis = F.unix_millis(column.cast("timestamp"))  # epoch ms in Spark: no local-time detour
+    elif isinstance(kind, DateType):
+        millis = F.unix_date(column).cast("long") * 86_400_000
+    elif isinstance(kind, IntegralType):
+        millis = column.cast("long")
+    else:
+        raise PushRefusedError(f"time column {time_column!r} of type {kind.simpleString()} is not a time")
+    row = df.agg(F.min(millis).alias("lo"), F.max(millis).alias("hi")).first()
     if row is None or row["lo"] is None:
-        return
-    lo, hi = to_epoch_ms(row["lo"]), to_epoch_ms(row["hi"])
+        raise PushRefusedError(f"the time column {time_column!r} holds no values")
+    lo, hi = int(row["lo"]), int(row["hi"])
     if lo < interval[0] or hi >= interval[1]:
         raise PushRefusedError(
             f"the input has rows from {lo} to {hi} (ms), outside the interval "
@@ -347,6 +357,11 @@ def _native_write(shaped: DataFrame, store: DeepStore, target: PushTarget) -> Wr
         if not base.startswith("part-") or not base[5:10].isdigit():
             raise StorageError(f"unexpected file {path!r} in push directory {target.push_dir!r}")
         part = int(base[5:10])
+        if part >= len(target.names):
+            raise StorageError(
+                f"Spark wrote partition {part} but the push planned {len(target.names)}; "
+                "turn off adaptive skew splitting for pushes (spark.sql.adaptive.skewJoin.enabled=false)"
+            )
         fs = store.filesystem()
         with fs.open_input_file(store.path(path)) as handle:
             handle.seek(size - 8)
@@ -371,7 +386,15 @@ def _native_write(shaped: DataFrame, store: DeepStore, target: PushTarget) -> Wr
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         described = list(pool.map(lambda f: describe(f.location, f.size), files))
-    return Written(tuple(sorted((s for s in described if s.rows > 0), key=lambda s: s.name)))
+    names = [s.name for s in described]
+    if len(set(names)) != len(names):
+        raise StorageError(
+            "Spark wrote several files for one partition; unset spark.sql.files.maxRecordsPerFile for pushes"
+        )
+    # Spark writes an empty file for partition 0 of an empty result: not a segment.
+    segments = tuple(sorted((s for s in described if s.rows > 0), key=lambda s: s.name))
+    empties = tuple(s.location for s in described if s.rows == 0)
+    return Written(segments, empties)
 
 
 # ---- readers -----------------------------------------------------------------------

@@ -56,6 +56,10 @@ class DeepStore:
                 f"unsupported deep-store scheme {scheme!r} in {root!r}: use a path, s3://, gs:// or hdfs://"
             )
         if scheme == "file":
+            if parsed.scheme and parsed.netloc not in ("", "localhost"):
+                raise StorageError(
+                    f"file URI {root!r} names host {parsed.netloc!r}: use file:///absolute/path"
+                )
             path = parsed.path if parsed.scheme else root
             base = str(Path(path).expanduser().resolve())
         else:

@@ -36,6 +36,7 @@ class DeletionReason(StrEnum):
     PROACTIVE_CLEANUP = "PROACTIVE_CLEANUP"  # a REFRESH snapshot beyond max_snapshots
     END_SUBSET = "END_SUBSET"  # a `to` segment left out of end_replace's subset
     STRAY = "STRAY"  # a file a push wrote but no segment references (a failed task attempt)
+    ABANDONED = "ABANDONED"  # a segment of a push that failed
 
 
 class Operation(StrEnum):
@@ -46,6 +47,7 @@ class Operation(StrEnum):
     END_REPLACE = "END_REPLACE"
     REVERT_REPLACE = "REVERT_REPLACE"
     QUEUE_FILES = "QUEUE_FILES"
+    ABANDON_PUSH = "ABANDON_PUSH"
     DROP_TABLE = "DROP_TABLE"
 
 

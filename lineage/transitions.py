@@ -218,6 +218,16 @@ def register_segments(
                 remedy="use a new segment name",
             )
         owner = in_progress_to.get(seg.name)
+        owner_entry = state.entries.get(bound.entry_id if bound is not None else owner or "")
+        if owner_entry is not None and owner_entry.interval is not None:
+            start, end = owner_entry.interval
+            if seg.min_time is None or seg.max_time is None or seg.min_time < start or seg.max_time >= end:
+                raise RefusedError(
+                    f"segment {seg.name!r} holds rows outside the interval {_span(owner_entry.interval)} "
+                    f"of entry {owner_entry.entry_id}",
+                    table=table,
+                    entry_id=owner_entry.entry_id,
+                )
         if bound is not None:
             if seg.name not in bound.segments_to:
                 raise RefusedError(
@@ -682,3 +692,34 @@ def _is_name(name: str) -> bool:
     except InvalidInputError:
         return False
     return True
+
+
+def abandon_push(state: TableState, entry_id: str, files: Sequence[str], now_ms: int) -> Change:
+    """A failed push, in one commit: revert its entry if it is still
+    IN_PROGRESS, unregister the segments it registered, and queue those and
+    every other file it wrote (``files``) for the retention daemon.
+
+    A COMPLETED entry is left alone (the push landed). Unlike a revert, nothing
+    is kept for a later rollback: a failed push has no snapshot to return to.
+    """
+    entry = _entry(state, entry_id)
+    if entry.state is EntryState.COMPLETED:
+        return Change(state=state, operation=Operation.ABANDON_PUSH, entry_id=entry_id, changed=False)
+    entries = dict(state.entries)
+    if entry.state is EntryState.IN_PROGRESS:
+        entries[entry_id] = dataclasses.replace(entry, state=EntryState.REVERTED, timestamp_ms=now_ms)
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    own = [n for n in entry.segments_to if n in segments and segments[n].entry_id == entry_id]
+    _queue_for_deletion(segments, pending, own, DeletionReason.ABANDONED, now_ms)
+    registered = {seg.location.casefold() for seg in segments.values()}
+    for location in files:
+        check_location(location)
+        if location.casefold() not in registered and location not in pending:
+            pending[location] = PendingDeletion(location, "file", DeletionReason.STRAY, now_ms, entry_id)
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.ABANDON_PUSH,
+        entry_id=entry_id,
+        segments=len(own),
+    )

@@ -823,10 +823,17 @@ class ZkStore:
                 ) from None
 
     def release_owner(self, table: str, entry_id: str) -> None:
-        with contextlib.suppress(NoNodeError):
-            self.client.retry(
-                self._op, "delete", f"{self.head_path(table)}/owners/{check_entry_id(entry_id)}"
-            )
+        self._delete_quietly(f"{self.head_path(table)}/owners/{check_entry_id(entry_id)}", "owner")
+
+    def _delete_quietly(self, path: str, what: str) -> None:
+        """Delete an ephemeral node; gone already is fine, other failures are
+        reported as the project's errors (the session's end removes it anyway)."""
+        try:
+            self.client.retry(self._op, "delete", path)
+        except NoNodeError:
+            pass
+        except (KazooException, KazooTimeoutError) as exc:
+            raise StoreUnavailableError(f"releasing the {what} {path}: {type(exc).__name__}") from None
 
     def live_owners(self, table: str) -> frozenset[str]:
         return frozenset(self._children(table, "owners"))
@@ -844,8 +851,7 @@ class ZkStore:
         return Lease(table, path.rsplit("/", 1)[-1], snap.state)
 
     def release(self, lease: Lease) -> None:
-        with contextlib.suppress(NoNodeError):
-            self.client.retry(self._op, "delete", f"{self.head_path(lease.table)}/leases/{lease.lease_id}")
+        self._delete_quietly(f"{self.head_path(lease.table)}/leases/{lease.lease_id}", "lease")
 
     def _lease_records(self, table: str) -> list[tuple[str, codec.LeaseRecord]]:
         out = []

@@ -248,3 +248,116 @@ def test_intervals_parse() -> None:
     for bad in ["", "2026-11-01", "b/a", "2026-11-02/2026-11-01", "x/y"]:
         with pytest.raises(PushRefusedError):
             parse_interval(bad)
+
+
+def test_a_writer_failing_partway_queues_every_file_it_wrote(
+    manager: LineageManager, refresh: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    push_arrow(manager, refresh, [rows("a", 2)])
+    monkeypatch.setenv("LINEAGE_FAILPOINT", "push.mid-write:raise")
+    with pytest.raises(PushError, match="and was reverted"):
+        push_arrow(manager, refresh, [rows("b", 2), rows("b", 2)])
+    state = manager.table(refresh)
+    queued = [p for p in state.pending.values() if p.reason is DeletionReason.STRAY]
+    assert len(queued) == 1 and queued[0].location.endswith(".a0.parquet")
+    assert content(manager, refresh) == [("a", 0), ("a", 1)]
+
+
+def test_a_failure_after_register_queues_the_registered_segments(
+    manager: LineageManager, refresh: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    push_arrow(manager, refresh, [rows("a", 2)])
+    monkeypatch.setenv("LINEAGE_FAILPOINT", "push.after-register:raise")
+    with pytest.raises(PushError):
+        push_arrow(manager, refresh, [rows("b", 1), rows("b", 1)])
+    state = manager.table(refresh)
+    abandoned = [p for p in state.pending.values() if p.reason is DeletionReason.ABANDONED]
+    assert len(abandoned) == 2
+    assert {s.name for s in state.segments.values()} == {s.name for s in manager.visible_segments(refresh)}
+
+
+def test_a_push_starting_meanwhile_is_not_mistaken_for_a_dead_one(
+    manager: LineageManager, timed: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uuid as uuid_
+
+    real_read = manager.store.read
+    competitor = str(uuid_.uuid4())
+    calls = {"n": 0}
+
+    def read_with_a_competitor_arriving(table: str) -> object:
+        calls["n"] += 1
+        if calls["n"] == 2:  # after our push read the table, before its start commits
+            manager.store.hold_owner(timed, competitor)
+            manager.start_replace(timed, [], ["c1"], entry_id=competitor, interval=(0, DAY))
+        return real_read(table)
+
+    monkeypatch.setattr(manager.store, "read", read_with_a_competitor_arriving)
+    with pytest.raises(ConflictError, match=f"of running entry {competitor}"):
+        push_arrow(
+            manager, timed, [rows("o", 1, 10)], mode="replace-range", interval=(0, DAY), owner_wait_s=0
+        )
+    assert manager.table(timed).entries[competitor].state is EntryState.IN_PROGRESS
+
+
+def test_nulls_do_not_hide_rows_outside_the_interval(manager: LineageManager, timed: str) -> None:
+    with pytest.raises(PushRefusedError, match="outside the interval"):
+        push_arrow(
+            manager,
+            timed,
+            [pa.table({"label": ["n", "n"], "i": [0, 1], "ts": [None, 5000]})],
+            mode="replace-range",
+            interval=(0, 1000),
+        )
+
+
+def test_registered_segments_must_fit_their_entrys_interval(manager: LineageManager, timed: str) -> None:
+    entry = manager.start_replace(timed, [], ["r1"], interval=(0, DAY))
+    from lineage.errors import RefusedError
+
+    with pytest.raises(RefusedError, match="outside the interval"):
+        manager.register_segments(
+            timed, [Segment("r1", "r1.parquet", min_time=0, max_time=DAY)], entry_id=entry
+        )
+
+
+def test_sub_millisecond_timestamps_convert() -> None:
+    from ingest.segments import time_as_ms
+
+    for unit, value in (("s", 2), ("ms", 2000), ("us", 2_000_999), ("ns", 2_000_999_999)):
+        array = pa.chunked_array([pa.array([value], pa.timestamp(unit, tz="UTC"))])
+        assert time_as_ms(array).to_pylist() == [2000]
+
+
+def test_arrow_dataset_on_reclaimed_files_says_too_old_and_releases(
+    manager: LineageManager, refresh: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lineage.store import Lease
+
+    push_arrow(manager, refresh, [rows("a", 2)])
+    with SnapshotReader(manager, refresh) as old_reader:
+        old = old_reader.lease.state
+        old_segments = old_reader.segments
+    push_arrow(manager, refresh, [rows("b", 2)])
+    push_arrow(manager, refresh, [rows("c", 2)])  # "a" is reclaimed proactively
+    store = DeepStore.for_root(manager.table(refresh).config.root)
+    for seg in old_segments:
+        store.delete(seg.location)
+    real_pin = manager.store.pin
+
+    def pin_the_old_version(table: str) -> Lease:
+        lease = real_pin(table)
+        return Lease(table, lease.lease_id, old)  # a reader that pinned "a" long ago
+
+    monkeypatch.setattr(manager.store, "pin", pin_the_old_version)
+    with pytest.raises(SnapshotTooOldError):
+        arrow_dataset(manager, refresh)
+    assert manager.store.leases(refresh) == []
+
+
+def test_file_roots_with_a_host_are_refused() -> None:
+    from ingest.errors import StorageError
+
+    with pytest.raises(StorageError, match="use file:///absolute/path"):
+        DeepStore.for_root("file://tmp/x")
+    assert DeepStore.for_root("file:///tmp/x").base == "/tmp/x"

@@ -268,6 +268,8 @@ def test_push_on_a_standalone_cluster_with_speculation(
         "spark.speculation.quantile=0.5",
         "--conf",
         "spark.speculation.minTaskRuntime=500ms",
+        "--conf",
+        "spark.speculation.efficiency.enabled=false",
         env={"LINEAGE_FAILPOINT": "task.slow-first-attempt"},
     )
     assert pushed.returncode == 0, pushed.stderr
@@ -366,3 +368,11 @@ def test_spark_reader_says_snapshot_too_old(
             store.delete(seg.location)  # as retention would, had the lease been lost
         with pytest.raises(SnapshotTooOldError, match="snapshot too old"):
             snapshot_dataframe(spark, reader)
+
+
+def test_cli_refuses_an_unknown_writer(zk_hosts: str, tmp_path: Path) -> None:
+    data = tmp_path / "in.csv"
+    data.write_text("label,i\nx,1\n")
+    cli("--zk", zk_hosts, "table", "create", "wt", "--root", str(tmp_path / "wt"))
+    bad = cli("--zk", zk_hosts, "push", "wt", "--input", str(data), "--format", "csv", "--writer", "magic")
+    assert bad.returncode == 1 and "unknown writer 'magic'" in bad.stderr
