@@ -29,7 +29,7 @@ bench: $(STAMP)
 
 CLI_DOC_COMMANDS := "" "zk start" "zk stop" "zk status" "table create" "table list" "table show" \
 	"table drop" "segment add" "segment list" "segment delete" "segments" "start-replace" "end-replace" \
-	"revert" "entries" "history" "export" "push" "read" "demo"
+	"revert" "entries" "history" "export" "push" "read" "retention run" "demo"
 
 docs: $(STAMP)
 	@{ echo "# Command reference"; echo; \

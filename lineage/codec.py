@@ -479,17 +479,38 @@ LEASE = "segment-lineage.lease"
 
 @dataclass(frozen=True)
 class LeaseRecord:
-    """What a reader pinned: a table version and the blobs that describe it."""
+    """What a reader pinned: a table version, its bucket blobs by kind, and
+    the name chunks its entries use. Enough to rebuild that version."""
 
     version: int
-    blobs: tuple[str, ...]
+    buckets: Mapping[str, tuple[str, ...]]
+    chunks: tuple[str, ...]
+
+    @property
+    def blobs(self) -> set[str]:
+        out = set(self.chunks)
+        for ids in self.buckets.values():
+            out.update(ids)
+        return out
 
 
 def encode_lease(lease: LeaseRecord) -> bytes:
-    return dumps(_envelope(LEASE, version=lease.version, blobs=list(lease.blobs)))
+    return dumps(
+        _envelope(
+            LEASE,
+            version=lease.version,
+            buckets={k: list(v) for k, v in lease.buckets.items()},
+            chunks=list(lease.chunks),
+        )
+    )
 
 
 def decode_lease(raw: bytes, where: str) -> LeaseRecord:
     doc = parse(raw, LEASE, where)
     with _decoding(where):
-        return LeaseRecord(version=_get(doc, "version", int), blobs=tuple(_str_list(doc, "blobs")))
+        buckets_doc = _get(doc, "buckets", dict)
+        return LeaseRecord(
+            version=_get(doc, "version", int),
+            buckets={kind: tuple(_str_list(buckets_doc, kind)) for kind in KINDS},
+            chunks=tuple(_str_list(doc, "chunks")),
+        )

@@ -24,7 +24,7 @@ class MemoryStore:
         self._history: dict[str, list[HistoryRecord]] = {}
         self._unknown: list[bool] = []
         self._owners: dict[str, set[str]] = {}
-        self._leases: dict[str, dict[str, int]] = {}
+        self._leases: dict[str, dict[str, TableState]] = {}
         self._next_lease = 0
 
     def inject_unknown(self, *, landed: bool, times: int = 1) -> None:
@@ -148,7 +148,7 @@ class MemoryStore:
         with self._lock:
             self._next_lease += 1
             lease_id = f"lease-{self._next_lease:010d}"
-            self._leases.setdefault(table, {})[lease_id] = snap.state.version
+            self._leases.setdefault(table, {})[lease_id] = snap.state
         return Lease(table, lease_id, snap.state)
 
     def release(self, lease: Lease) -> None:
@@ -157,7 +157,11 @@ class MemoryStore:
 
     def leases(self, table: str) -> list[LeaseInfo]:
         with self._lock:
-            return [LeaseInfo(k, v) for k, v in sorted(self._leases.get(table, {}).items())]
+            return [LeaseInfo(k, v.version) for k, v in sorted(self._leases.get(table, {}).items())]
+
+    def pinned_states(self, table: str) -> list[TableState]:
+        with self._lock:
+            return list(self._leases.get(table, {}).values())
 
     def close(self) -> None:
         pass

@@ -37,6 +37,9 @@ class DeletionReason(StrEnum):
     END_SUBSET = "END_SUBSET"  # a `to` segment left out of end_replace's subset
     STRAY = "STRAY"  # a file a push wrote but no segment references (a failed task attempt)
     ABANDONED = "ABANDONED"  # a segment of a push that failed
+    REPLACED = "REPLACED"  # a COMPLETED entry's `from`, past replaced_segments_retention
+    REVERTED_OUTPUT = "REVERTED_OUTPUT"  # a REVERTED entry's `to`, past the entry cleanup retention
+    STALE_PUSH = "STALE_PUSH"  # the `to` of an IN_PROGRESS entry whose pusher is gone
 
 
 class Operation(StrEnum):
@@ -48,6 +51,8 @@ class Operation(StrEnum):
     REVERT_REPLACE = "REVERT_REPLACE"
     QUEUE_FILES = "QUEUE_FILES"
     ABANDON_PUSH = "ABANDON_PUSH"
+    RETENTION_MARK = "RETENTION_MARK"
+    RETENTION_CLEAR = "RETENTION_CLEAR"
     DROP_TABLE = "DROP_TABLE"
 
 

@@ -723,3 +723,39 @@ def abandon_push(state: TableState, entry_id: str, files: Sequence[str], now_ms:
         entry_id=entry_id,
         segments=len(own),
     )
+
+
+def retention_mark(
+    state: TableState,
+    condemn: Mapping[str, DeletionReason],
+    remove_entries: Sequence[str],
+    now_ms: int,
+) -> Change:
+    """Retention's intent, recorded before any file is touched: unregister the
+    condemned segments into ``pending`` and drop entries with nothing left."""
+    if not condemn and not remove_entries:
+        return Change(state=state, operation=Operation.RETENTION_MARK, changed=False)
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    for name, reason in condemn.items():
+        _queue_for_deletion(segments, pending, [name], reason, now_ms)
+    entries = {k: v for k, v in state.entries.items() if k not in set(remove_entries)}
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.RETENTION_MARK,
+        segments=len(condemn),
+    )
+
+
+def clear_pending(state: TableState, locations: Sequence[str], size_bytes: int = 0) -> Change:
+    """Forget pending deletions whose files are gone."""
+    gone = [loc for loc in locations if loc in state.pending]
+    if not gone:
+        return Change(state=state, operation=Operation.RETENTION_CLEAR, changed=False)
+    pending = {k: v for k, v in state.pending.items() if k not in set(gone)}
+    return Change(
+        state=state.replace(pending=pending),
+        operation=Operation.RETENTION_CLEAR,
+        segments=len(gone),
+        size_bytes=size_bytes,
+    )

@@ -842,13 +842,38 @@ class ZkStore:
         snap = self.read(table)
         loaded = snap.token
         assert isinstance(loaded, _Loaded)
-        blobs = loaded.head.bucket_blobs()
+        chunks: set[str] = set()
         for _, src_list, _, dst_list in loaded.lists.values():
-            blobs.update(src_list.chunks)
-            blobs.update(dst_list.chunks)
-        record = codec.LeaseRecord(version=snap.state.version, blobs=tuple(sorted(blobs)))
+            chunks.update(src_list.chunks)
+            chunks.update(dst_list.chunks)
+        record = codec.LeaseRecord(
+            version=snap.state.version, buckets=dict(loaded.head.buckets), chunks=tuple(sorted(chunks))
+        )
         path = self._ephemeral(table, "leases", "lease-", codec.encode_lease(record), sequence=True)
         return Lease(table, path.rsplit("/", 1)[-1], snap.state)
+
+    def pinned_states(self, table: str) -> list[TableState]:
+        """The table versions live readers pinned, rebuilt from their blobs."""
+        head, _ = self._read_head(table)
+        out = []
+        for _, record in self._lease_records(table):
+            pinned = Head(head.config, record.version, "", record.buckets, None, ())
+            try:
+                loaded = self._load(table, pinned, -1)
+            except _BlobGone as gone:
+                raise CorruptRecordError(
+                    self.head_path(table), f"blob {gone} of a pinned version is missing"
+                ) from None
+            out.append(
+                TableState(
+                    head.config,
+                    record.version,
+                    loaded.maps[SEGMENTS],
+                    loaded.maps[ENTRIES],
+                    loaded.maps[PENDING],
+                )
+            )
+        return out
 
     def release(self, lease: Lease) -> None:
         self._delete_quietly(f"{self.head_path(lease.table)}/leases/{lease.lease_id}", "lease")
@@ -866,6 +891,11 @@ class ZkStore:
 
     def leases(self, table: str) -> list[LeaseInfo]:
         return [LeaseInfo(lease_id, record.version) for lease_id, record in self._lease_records(table)]
+
+    def session_alive(self) -> bool:
+        """False once the connection is suspended or the session is lost: work
+        that needs agreement (deleting files) must stop."""
+        return bool(self.client.connected)
 
     def close(self) -> None:
         if self._owns_client:

@@ -6,6 +6,7 @@ import typer
 
 from ingest.cli import register as register_ingest
 from lineage.cli import OPTIONS, app
+from retention.cli import register as register_retention
 
 
 @app.command("demo")
@@ -17,6 +18,7 @@ def demo() -> None:
 
 
 register_ingest(app)
+register_retention(app)
 
 
 def main() -> None:

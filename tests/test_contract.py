@@ -481,3 +481,13 @@ def test_queue_files_refuses_registered_segments(manager: LineageManager, table:
     assert done.state.pending["push/x.a1.parquet"].reason is DeletionReason.STRAY
     with pytest.raises(RefusedError, match="belongs to registered segment 's1'"):
         manager.commit(T, lambda s, now: transitions.queue_files(s, ["s1.parquet"], now))
+
+
+def test_pinned_states_rebuild_what_readers_hold(manager: LineageManager, table: str) -> None:
+    lease = manager.store.pin(T)
+    entry = push(manager, ["s1", "s2", "s3"], ["n1"])
+    pinned = manager.store.pinned_states(T)
+    assert [p.version for p in pinned] == [lease.state.version]
+    assert sorted(pinned[0].segments) == ["s1", "s2", "s3"] and entry not in pinned[0].entries
+    manager.store.release(lease)
+    assert manager.store.pinned_states(T) == []

@@ -1,0 +1,227 @@
+"""Retention: the pure planner's rules, and passes on real ZooKeeper with real files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from ingest.arrow_push import push_arrow
+from ingest.readers import SnapshotReader
+from lineage.manager import LineageManager
+from lineage.model import DeletionReason, Segment, TableConfig
+from retention.executor import run_table
+from retention.planner import Policy, plan
+
+HOUR = 3_600_000
+DAY = 24 * HOUR
+
+
+def seg(name: str, size: int = 10) -> Segment:
+    return Segment(name, f"{name}.parquet", rows=1, size_bytes=size)
+
+
+# ---- the planner (pure, in-memory store) -----------------------------------------
+
+
+@pytest.fixture
+def mem() -> LineageManager:
+    from lineage.memory_store import MemoryStore
+
+    clock = {"now": 1_000 * DAY}
+    m = LineageManager(MemoryStore(clock=lambda: clock["now"]))
+    m.clock = clock  # type: ignore[attr-defined]
+    m.create_table(TableConfig.build("t", "/d"))
+    m.register_segments("t", [seg("a"), seg("b")])
+    return m
+
+
+def completed(m: LineageManager, src: list[str], dst: list[str]) -> str:
+    entry = m.start_replace("t", src, dst)
+    m.register_segments("t", [seg(n) for n in dst])
+    m.end_replace("t", entry)
+    return entry
+
+
+def test_replaced_segments_go_after_their_retention(mem: LineageManager) -> None:
+    completed(mem, ["a", "b"], ["c"])
+    state = mem.table("t")
+    now = mem.clock["now"]  # type: ignore[attr-defined]
+    assert plan(state, Policy(now)).condemn == {}
+    later = plan(state, Policy(now + DAY))
+    assert later.condemn == {"a": DeletionReason.REPLACED, "b": DeletionReason.REPLACED}
+    assert [d.location for d in later.deletions] == ["a.parquet", "b.parquet"]
+
+
+def test_an_entry_goes_once_its_replaced_segments_are_gone(mem: LineageManager) -> None:
+    entry = completed(mem, ["a", "b"], ["c"])
+    now = mem.clock["now"] + DAY  # type: ignore[attr-defined]
+    first = plan(mem.table("t"), Policy(now))
+    mem.commit(
+        "t",
+        lambda s, n: __import__("lineage.transitions").transitions.retention_mark(
+            s, first.condemn, first.remove_entries, n
+        ),
+    )
+    second = plan(mem.table("t"), Policy(now))
+    assert second.remove_entries == (entry,)
+
+
+def test_reverted_outputs_wait_for_the_cleanup_retention(mem: LineageManager) -> None:
+    entry = completed(mem, ["a"], ["n"])
+    mem.revert_replace("t", entry)
+    now = mem.clock["now"]  # type: ignore[attr-defined]
+    assert plan(mem.table("t"), Policy(now + HOUR)).condemn == {}
+    assert plan(mem.table("t"), Policy(now + DAY)).condemn == {"n": DeletionReason.REVERTED_OUTPUT}
+
+
+def test_a_stale_push_is_reclaimed_only_when_its_owner_is_gone(mem: LineageManager) -> None:
+    entry = mem.start_replace("t", ["a"], ["n"])
+    mem.register_segments("t", [seg("n")])
+    later = mem.clock["now"] + 2 * DAY  # type: ignore[attr-defined]
+    state = mem.table("t")
+    assert plan(state, Policy(later), live_owners=frozenset({entry})).condemn == {}
+    assert plan(state, Policy(later)).condemn == {"n": DeletionReason.STALE_PUSH}
+    assert plan(state, Policy(mem.clock["now"])).condemn == {}  # type: ignore[attr-defined]
+
+
+def test_queued_files_wait_for_the_minimum_grace_unless_forced(mem: LineageManager) -> None:
+    mem.delete_segments("t", ["a"])
+    now = mem.clock["now"]  # type: ignore[attr-defined]
+    assert plan(mem.table("t"), Policy(now, min_grace_ms=HOUR)).deletions == ()
+    assert [
+        d.location for d in plan(mem.table("t"), Policy(now, min_grace_ms=HOUR, force=True)).deletions
+    ] == ["a.parquet"]
+    assert len(plan(mem.table("t"), Policy(now + HOUR, min_grace_ms=HOUR)).deletions) == 1
+
+
+def test_pinned_and_visible_segments_are_never_planned(mem: LineageManager) -> None:
+    pinned = mem.table("t")
+    completed(mem, ["a", "b"], ["c"])
+    now = mem.clock["now"]  # type: ignore[attr-defined]
+    result = plan(mem.table("t"), Policy(now + DAY, force=True), pinned=[pinned])
+    assert result.condemn == {} and {k.what for k in result.kept} == {"a", "b"}
+    visible = plan(mem.table("t"), Policy(now + 10 * DAY, force=True))
+    assert "c" not in visible.condemn
+
+
+# ---- passes on real ZooKeeper with real files -----------------------------------
+
+
+@pytest.fixture
+def zk(zk_store: object, tmp_path: Path) -> LineageManager:
+    from tests.conftest import fast_retry
+
+    m = LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+    m.create_table(
+        TableConfig.build(
+            "events",
+            str(tmp_path / "events"),
+            replaced_segments_retention="0s",
+            lineage_entry_cleanup_retention="0s",
+        )
+    )
+    return m
+
+
+def part(label: str) -> pa.Table:
+    return pa.table({"label": [label] * 3, "i": [0, 1, 2]})
+
+
+def files(tmp_path: Path) -> set[str]:
+    return {str(p.relative_to(tmp_path / "events")) for p in (tmp_path / "events").rglob("*.parquet")}
+
+
+def test_a_pass_reclaims_the_replaced_snapshot(zk: LineageManager, tmp_path: Path) -> None:
+    push_arrow(zk, "events", [part("v1")])
+    push_arrow(zk, "events", [part("v2")])
+    assert len(files(tmp_path)) == 2
+    dry = run_table(zk, "events", dry_run=True)
+    assert len(dry.planned) == 1 and len(files(tmp_path)) == 2 and dry.condemned == 1
+    report = run_table(zk, "events", min_grace_ms=0)
+    assert (report.files_deleted, report.condemned) == (1, 1)
+    kept = {s.location for s in zk.visible_segments("events")}
+    assert files(tmp_path) == kept and zk.table("events").pending == {}
+    again = run_table(zk, "events", min_grace_ms=0)  # the entry is gone once nothing is left
+    assert again.entries_removed == 1 and again.files_deleted == 0
+    assert zk.entries("events") == []  # the append's entry went in the first pass, this one now
+
+
+def test_a_reader_lease_keeps_its_files_through_a_zero_grace_pass(zk: LineageManager, tmp_path: Path) -> None:
+    push_arrow(zk, "events", [part("v1")])
+    with SnapshotReader(zk, "events") as reader:
+        push_arrow(zk, "events", [part("v2")])
+        report = run_table(zk, "events", force=True, min_grace_ms=0)
+        assert report.files_deleted == 0 and report.kept >= 1
+        assert reader.to_arrow().column("label").to_pylist() == ["v1"] * 3
+    report = run_table(zk, "events", force=True, min_grace_ms=0)
+    assert report.files_deleted == 1
+
+
+def test_a_crash_between_intent_and_delete_is_finished_by_the_next_pass(
+    zk: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    push_arrow(zk, "events", [part("v1")])
+    push_arrow(zk, "events", [part("v2")])
+    monkeypatch.setenv("LINEAGE_FAILPOINT", "retention.after-mark:raise")
+    from lineage.failpoints import FailpointError
+
+    with pytest.raises(FailpointError):
+        run_table(zk, "events", min_grace_ms=0)
+    assert len(files(tmp_path)) == 2 and len(zk.table("events").pending) == 1  # intent recorded
+    monkeypatch.delenv("LINEAGE_FAILPOINT")
+    report = run_table(zk, "events", force=True)
+    assert report.files_deleted == 1 and zk.table("events").pending == {}
+    assert len(files(tmp_path)) == 1
+
+
+def test_a_location_escaping_the_root_is_refused_and_the_outside_file_survives(
+    zk: LineageManager, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    sentinel = outside / "secret.parquet"
+    sentinel.write_text("keep me")
+    root = tmp_path / "events"
+    root.mkdir(exist_ok=True)
+    (root / "link").symlink_to(outside)
+    zk.register_segments("events", [Segment("trap", "link/secret.parquet")])
+    zk.delete_segments("events", ["trap"])
+    report = run_table(zk, "events", force=True)
+    assert report.files_deleted == 0 and "outside the table root" in report.errors[0]
+    assert sentinel.read_text() == "keep me"
+    assert "link/secret.parquet" in zk.table("events").pending  # left for an operator to see
+
+
+def test_retention_run_cli(zk_hosts: str, tmp_path: Path) -> None:
+    from segment_lineage.cli import app
+
+    runner = CliRunner()
+    root = tmp_path / "c"
+    assert (
+        runner.invoke(
+            app, ["--zk", zk_hosts, "table", "create", "c", "--root", str(root), "--replaced-retention", "0s"]
+        ).exit_code
+        == 0
+    )
+    from lineage.zk_client import ZkSettings, connect
+    from lineage.zk_store import ZkStore
+
+    m = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))))
+    push_arrow(m, "c", [part("a")])
+    push_arrow(m, "c", [part("b")])
+    dry = runner.invoke(app, ["--zk", zk_hosts, "--json", "retention", "run", "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    planned = json.loads(dry.stdout)[0]["planned"]
+    assert [p["reason"] for p in planned] == ["REPLACED"]
+    done = runner.invoke(app, ["--zk", zk_hosts, "retention", "run", "--table", "c", "--min-grace", "0s"])
+    assert done.exit_code == 0 and "c: deleted 1 file(s)" in done.stdout
+    bad = runner.invoke(app, ["--zk", zk_hosts, "retention", "run", "--min-grace", "soon"])
+    assert bad.exit_code == 2 and "invalid period" in bad.stderr
+    m.store.close()
+    assert len(list(root.rglob("*.parquet"))) == 1
+    assert os.path.exists(root)
