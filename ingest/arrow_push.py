@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.errors import PushRefusedError
-from ingest.push import PushMode, PushResult, PushTarget, Written, consistent_push
+from ingest.push import PushMode, PushResult, PushTarget, Written, check_rows_within, consistent_push
 from ingest.segments import time_as_ms, write_segment
 from ingest.storage import DeepStore
 from lineage.failpoints import failpoint
@@ -26,14 +26,7 @@ def check_rows_in_interval(parts: Sequence[pa.Table], time_column: str, interval
         if time_column not in part.column_names:
             raise PushRefusedError(f"the input has no time column {time_column!r}")
         bounds = pc.min_max(time_as_ms(part.column(time_column)))
-        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
-        if lo is None or hi is None:
-            raise PushRefusedError(f"the time column {time_column!r} holds no values")
-        if lo < interval[0] or hi >= interval[1]:
-            raise PushRefusedError(
-                f"the input has rows from {lo} to {hi} (ms), outside the interval "
-                f"[{interval[0]}, {interval[1]}); nothing was written"
-            )
+        check_rows_within(time_column, bounds["min"].as_py(), bounds["max"].as_py(), interval)
 
 
 def push_arrow(

@@ -127,6 +127,17 @@ def plan_from(state: TableState, mode: PushMode, interval: tuple[int, int] | Non
     return tuple(inside)
 
 
+def check_rows_within(time_column: str, lo: int | None, hi: int | None, interval: tuple[int, int]) -> None:
+    """Refuse input whose time range leaves the interval, before anything is written."""
+    if lo is None or hi is None:
+        raise PushRefusedError(f"the time column {time_column!r} holds no values")
+    if lo < interval[0] or hi >= interval[1]:
+        raise PushRefusedError(
+            f"the input has rows from {lo} to {hi} (ms), outside the interval "
+            f"[{interval[0]}, {interval[1]}); nothing was written"
+        )
+
+
 def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> None:
     table = state.config.name
     if mode is PushMode.REPLACE_RANGE:

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, IntegralType, StructType, TimestampNTZType, TimestampType
 
 from ingest.errors import PushRefusedError, StorageError
-from ingest.push import PushMode, PushResult, PushTarget, Written, consistent_push
+from ingest.push import PushMode, PushResult, PushTarget, Written, check_rows_within, consistent_push
 from ingest.readers import SnapshotReader
 from ingest.segments import time_as_ms, write_segment
 from ingest.storage import DeepStore
@@ -221,14 +221,9 @@ def check_interval_rows(df: DataFrame, time_column: str, interval: tuple[int, in
     else:
         raise PushRefusedError(f"time column {time_column!r} of type {kind.simpleString()} is not a time")
     row = df.agg(F.min(millis).alias("lo"), F.max(millis).alias("hi")).first()
-    if row is None or row["lo"] is None:
-        raise PushRefusedError(f"the time column {time_column!r} holds no values")
-    lo, hi = int(row["lo"]), int(row["hi"])
-    if lo < interval[0] or hi >= interval[1]:
-        raise PushRefusedError(
-            f"the input has rows from {lo} to {hi} (ms), outside the interval "
-            f"[{interval[0]}, {interval[1]}); nothing was written"
-        )
+    lo = None if row is None or row["lo"] is None else int(row["lo"])
+    hi = None if row is None or row["hi"] is None else int(row["hi"])
+    check_rows_within(time_column, lo, hi, interval)
 
 
 def push_dataframe(

@@ -85,21 +85,7 @@ class MemoryStore:
                 raise WriteOutcomeUnknown("injected: lost before it was applied")
             state = change.state.replace(version=current.version + 1)
             self._tables[table] = state
-            self._history[table].append(
-                HistoryRecord(
-                    state.version,
-                    commit_id,
-                    now_ms,
-                    change.operation,
-                    change.entry_id,
-                    audit.actor,
-                    audit.job_id,
-                    audit.reason,
-                    change.segments,
-                    change.rows,
-                    change.size_bytes,
-                )
-            )
+            self._history[table].append(HistoryRecord.of(state.version, commit_id, now_ms, change, audit))
             if outcome is True:
                 raise WriteOutcomeUnknown("injected: applied, but the reply was lost")
             return state

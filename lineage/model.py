@@ -213,3 +213,20 @@ class HistoryRecord:
     segments: int
     rows: int
     size_bytes: int
+
+    @staticmethod
+    def of(version: int, commit_id: str, at_ms: int, change: Change, audit: Audit) -> HistoryRecord:
+        """The record of committing ``change`` as ``version``."""
+        return HistoryRecord(
+            version,
+            commit_id,
+            at_ms,
+            change.operation,
+            change.entry_id,
+            audit.actor,
+            audit.job_id,
+            audit.reason,
+            change.segments,
+            change.rows,
+            change.size_bytes,
+        )

@@ -473,19 +473,7 @@ class ZkStore:
             PENDING: self._buckets(PENDING, state.pending, loaded, blobs, table),
         }
         version = loaded.head.version + 1
-        record = HistoryRecord(
-            version,
-            commit_id,
-            now_ms,
-            change.operation,
-            change.entry_id,
-            audit.actor,
-            audit.job_id,
-            audit.reason,
-            change.segments,
-            change.rows,
-            change.size_bytes,
-        )
+        record = HistoryRecord.of(version, commit_id, now_ms, change, audit)
         last, tail = loaded.head.history_last, loaded.head.history_tail
         sealed_now = len(tail) >= HISTORY_TAIL
         if sealed_now:
