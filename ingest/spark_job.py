@@ -13,7 +13,6 @@ The same code runs in local mode and on a cluster: pass a master URL.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import math
 import os
@@ -23,7 +22,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -118,20 +116,6 @@ def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFram
 
 
 # ---- time values ------------------------------------------------------------------
-
-
-def to_epoch_ms(value: Any) -> int:
-    """A time column value as epoch milliseconds (timestamps, dates, integers)."""
-    if isinstance(value, bool):
-        raise PushRefusedError(f"time value {value!r} is not a time")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, dt.datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-        return int(moment.timestamp() * 1000)
-    if isinstance(value, dt.date):
-        return int(dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC).timestamp() * 1000)
-    raise PushRefusedError(f"time value {value!r} of type {type(value).__name__} is not a time")
 
 
 # ---- the executor side -------------------------------------------------------------

@@ -86,16 +86,14 @@ def _client(hosts: str, settings: ZkSettings, auth: tuple[str, str] | None) -> K
 def _start(client: KazooClient, settings: ZkSettings) -> None:
     try:
         client.start(timeout=settings.connect_timeout_s)
-    except NoAuthError:
-        client.stop()
-        client.close()
-        raise AuthError(
-            f"ZooKeeper at {settings.describe()} refused this identity",
-            remedy="check LINEAGE_ZK_AUTH",
-        ) from None
     except (KazooTimeoutError, KazooException) as exc:
         client.stop()
         client.close()
+        if isinstance(exc, NoAuthError):
+            raise AuthError(
+                f"ZooKeeper at {settings.describe()} refused this identity",
+                remedy="check LINEAGE_ZK_AUTH",
+            ) from None
         raise StoreUnavailableError(
             f"cannot reach ZooKeeper at {settings.describe()} within "
             f"{settings.connect_timeout_s:.0f}s ({type(exc).__name__})",

@@ -116,6 +116,14 @@ class _Loaded:
     bucket_keys: dict[str, list[list[str]]]  # kind -> bucket -> keys
     lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]]
 
+    def chunk_blobs(self) -> set[str]:
+        """The name-list chunks the entries of this version use."""
+        out: set[str] = set()
+        for _, src_list, _, dst_list in self.lists.values():
+            out.update(src_list.chunks)
+            out.update(dst_list.chunks)
+        return out
+
 
 class _BlobGone(Exception):
     """A blob referenced by the head we read has been collected: re-read."""
@@ -707,10 +715,7 @@ class ZkStore:
         snap = self.read(table)
         loaded = snap.token
         assert isinstance(loaded, _Loaded)
-        keep = loaded.head.bucket_blobs()
-        for _, src_list, _, dst_list in loaded.lists.values():
-            keep.update(src_list.chunks)
-            keep.update(dst_list.chunks)
+        keep = loaded.head.bucket_blobs() | loaded.chunk_blobs()
         keep.update(blob for blob, _ in self._history_chunks(table, loaded.head))
         for _, lease in self._lease_records(table):
             keep.update(lease.blobs)
@@ -830,12 +835,10 @@ class ZkStore:
         snap = self.read(table)
         loaded = snap.token
         assert isinstance(loaded, _Loaded)
-        chunks: set[str] = set()
-        for _, src_list, _, dst_list in loaded.lists.values():
-            chunks.update(src_list.chunks)
-            chunks.update(dst_list.chunks)
         record = codec.LeaseRecord(
-            version=snap.state.version, buckets=dict(loaded.head.buckets), chunks=tuple(sorted(chunks))
+            version=snap.state.version,
+            buckets=dict(loaded.head.buckets),
+            chunks=tuple(sorted(loaded.chunk_blobs())),
         )
         path = self._ephemeral(table, "leases", "lease-", codec.encode_lease(record), sequence=True)
         return Lease(table, path.rsplit("/", 1)[-1], snap.state)
