@@ -125,6 +125,15 @@ class _Loaded:
         return out
 
 
+@dataclass(frozen=True)
+class _Bucket:
+    """A decoded bucket blob, checked for the place it was decoded for."""
+
+    index: int
+    count: int
+    pairs: tuple[tuple[str, Any], ...]
+
+
 class _BlobGone(Exception):
     """A blob referenced by the head we read has been collected: re-read."""
 
@@ -261,7 +270,7 @@ class ZkStore:
             else:
                 found[blob] = value
         for blob, raw in self._fetch(table, missing).items():
-            value = decode(raw, f"{self.blob_path(table, blob)}")
+            value = decode(blob, raw, self.blob_path(table, blob))
             self._remember(blob, value)
             found[blob] = value
         return found
@@ -328,30 +337,51 @@ class ZkStore:
         bucket_keys: dict[str, list[list[str]]] = {}
         for kind in KINDS:
             ids = head.buckets[kind]
+            if len(set(ids)) != len(ids):
+                raise CorruptRecordError(self.head_path(table), f"a {kind} bucket blob is listed twice")
+            index_of = {blob: i for i, blob in enumerate(ids)}
 
-            def decode(raw: bytes, where: str, kind: str = kind) -> list[Any]:
-                return codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where)
+            def decode(
+                blob: str,
+                raw: bytes,
+                where: str,
+                kind: str = kind,
+                index_of: dict[str, int] = index_of,
+            ) -> _Bucket:
+                # Placement and duplicates are checked once, when the blob is
+                # decoded; the cached result then serves every later read.
+                index, count = index_of[blob], len(index_of)
+                pairs = []
+                seen: set[str] = set()
+                for obj in codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where):
+                    key = _key(kind, obj)
+                    if key in seen:
+                        raise CorruptRecordError(where, f"duplicate {kind} key {key!r}")
+                    if bucket_of(key, count) != index:
+                        raise CorruptRecordError(where, f"{key!r} in the wrong bucket")
+                    seen.add(key)
+                    pairs.append((key, obj))
+                return _Bucket(index, count, tuple(pairs))
 
-            blobs = self._decoded(table, ids, decode)
+            blobs: dict[str, _Bucket] = self._decoded(table, ids, decode)
             merged: dict[str, Any] = {}
             keys: list[list[str]] = []
             for index, blob in enumerate(ids):
-                bucket: list[str] = []
-                for obj in blobs[blob]:
-                    key = _key(kind, obj)
-                    if key in merged:
-                        raise CorruptRecordError(self.blob_path(table, blob), f"duplicate {kind} key {key!r}")
-                    if bucket_of(key, len(ids)) != index:
-                        raise CorruptRecordError(self.blob_path(table, blob), f"{key!r} in the wrong bucket")
-                    merged[key] = obj
-                    bucket.append(key)
-                keys.append(bucket)
+                bucket = blobs[blob]
+                if (bucket.index, bucket.count) != (index, len(ids)):
+                    raise CorruptRecordError(
+                        self.blob_path(table, blob), "bucket blob listed at another place"
+                    )
+                merged.update(bucket.pairs)
+                keys.append([key for key, _ in bucket.pairs])
             maps[kind] = merged
             bucket_keys[kind] = keys
 
         stored: dict[str, StoredEntry] = maps[ENTRIES]
         chunk_ids = [c for e in stored.values() for c in (*e.src.chunks, *e.dst.chunks)]
-        chunks = self._decoded(table, chunk_ids, lambda raw, where: tuple(codec.decode_names(raw, where)))
+        chunks = self._decoded(
+            table, chunk_ids, lambda _blob, raw, where: tuple(codec.decode_names(raw, where))
+        )
         entries: dict[str, LineageEntry] = {}
         lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]] = {}
         for entry in sorted(stored.values(), key=lambda e: (e.created_ms, e.entry_id)):
@@ -620,7 +650,9 @@ class ZkStore:
         blob = head.history_last
         while blob is not None:
             try:
-                chunk: codec.HistoryChunk = self._decoded(table, [blob], codec.decode_history)[blob]
+                chunk: codec.HistoryChunk = self._decoded(
+                    table, [blob], lambda _blob, raw, where: codec.decode_history(raw, where)
+                )[blob]
             except _BlobGone:
                 raise CorruptRecordError(self.blob_path(table, blob), "history blob missing") from None
             yield blob, chunk
