@@ -89,14 +89,14 @@ def run_table(
         return report
 
     fence()
-    manager.commit(table, mark, reason="retention")
+    marked = manager.commit(table, mark, reason="retention")
     failpoint("retention.after-mark")
     current = computed[-1]
     _fill(report, current)
 
     # Readers that pinned while we planned keep their files.
     pinned_now = {seg.location for version in store.pinned_states(table) for seg in version.segments.values()}
-    root = DeepStore.for_root(manager.table(table).config.root)
+    root = DeepStore.for_root(marked.state.config.root)
     deleted: list[str] = []
     for deletion in current.deletions:
         if deletion.location in pinned_now:
@@ -112,14 +112,15 @@ def run_table(
         report.bytes_deleted += deletion.size_bytes
         failpoint("retention.mid-delete")
     report.files_deleted = len(deleted)
+    final = marked.state
     if deleted:
         fence()
-        manager.commit(
+        final = manager.commit(
             table,
             lambda s, now: transitions.clear_pending(s, deleted, report.bytes_deleted),
             reason="retention",
-        )
-    report.pending_left = len(manager.table(table).pending)
+        ).state
+    report.pending_left = len(final.pending)
     return report
 
 
