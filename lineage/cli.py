@@ -193,6 +193,10 @@ def table_create(
     max_snapshots: Annotated[
         int, typer.Option("--max-snapshots", help="Snapshots kept by REFRESH tables.")
     ] = 2,
+    time_retention: Annotated[
+        str | None,
+        typer.Option("--time-retention", help="APPEND tables: drop segments whose data is older than this."),
+    ] = None,
     exclusive_delete: Annotated[
         bool,
         typer.Option(
@@ -211,6 +215,7 @@ def table_create(
         lineage_entry_cleanup_retention=entry_retention,
         max_snapshots=max_snapshots,
         exclusive_delete=exclusive_delete,
+        time_retention=time_retention,
     )
     with manager() as m:
         state = m.create_table(config)

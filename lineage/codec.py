@@ -137,6 +137,7 @@ def config_to_dict(config: TableConfig) -> dict[str, object]:
         "lineage_entry_cleanup_retention_ms": config.lineage_entry_cleanup_retention_ms,
         "max_snapshots": config.max_snapshots,
         "exclusive_delete": config.exclusive_delete,
+        "time_retention_ms": config.time_retention_ms,
     }
 
 
@@ -150,6 +151,7 @@ def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
         lineage_entry_cleanup_retention_ms=_get(d, "lineage_entry_cleanup_retention_ms", int),
         max_snapshots=_get(d, "max_snapshots", int),
         exclusive_delete=_get(d, "exclusive_delete", bool),
+        time_retention_ms=_opt(d, "time_retention_ms", int),
     )
 
 

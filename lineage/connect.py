@@ -34,4 +34,6 @@ def resolve(zk: str | None = None, auth: str | None = None) -> ZkSettings:
 def open_store(zk: str | None = None, auth: str | None = None) -> ZkStore:
     settings = resolve(zk, auth)
     client = connect(settings)
-    return ZkStore(client, acl=acl_for(parse_auth(settings.auth)))
+    return ZkStore(
+        client, acl=acl_for(parse_auth(settings.auth)), session_timeout_s=settings.session_timeout_s
+    )

@@ -3,7 +3,7 @@
 ``LINEAGE_FAILPOINT=push.after-start`` makes the process SIGKILL itself when it
 reaches that point; ``LINEAGE_FAILPOINT=push.after-start:raise`` raises
 :class:`FailpointError` instead, and ``...:sleep`` pauses there for a minute
-(for a test to send a signal). Unarmed, a failpoint costs one dict lookup.
+(for a test to send a signal; ``:sleep=5`` for five seconds). Unarmed, a failpoint costs one dict lookup.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def failpoint(name: str, environ: dict[str, str] | None = None) -> None:
         return
     if spec[1] == "raise":
         raise FailpointError(f"failpoint {name}")
-    if spec[1] == "sleep":
-        time.sleep(60)
+    if spec[1] == "sleep" or spec[1].startswith("sleep="):
+        time.sleep(float(spec[1].partition("=")[2] or 60))
         return
     os.kill(os.getpid(), signal.SIGKILL)

@@ -40,6 +40,8 @@ class DeletionReason(StrEnum):
     REPLACED = "REPLACED"  # a COMPLETED entry's `from`, past replaced_segments_retention
     REVERTED_OUTPUT = "REVERTED_OUTPUT"  # a REVERTED entry's `to`, past the entry cleanup retention
     STALE_PUSH = "STALE_PUSH"  # the `to` of an IN_PROGRESS entry whose pusher is gone
+    EXPIRED = "EXPIRED"  # an APPEND segment whose time range ended before the time retention
+    ORPHAN = "ORPHAN"  # a file under the root that nothing references, past the orphan grace
 
 
 class Operation(StrEnum):
@@ -66,6 +68,7 @@ class TableConfig:
     lineage_entry_cleanup_retention_ms: int = 86_400_000
     max_snapshots: int = DEFAULT_MAX_SNAPSHOTS
     exclusive_delete: bool = True
+    time_retention_ms: int | None = None  # APPEND tables: drop data older than this
 
     @staticmethod
     def build(
@@ -78,6 +81,7 @@ class TableConfig:
         lineage_entry_cleanup_retention: str | None = None,
         max_snapshots: int = DEFAULT_MAX_SNAPSHOTS,
         exclusive_delete: bool = True,
+        time_retention: str | None = None,
     ) -> TableConfig:
         """Validate user input and apply Pinot's defaults per table type."""
         check_table_name(name)
@@ -98,6 +102,16 @@ class TableConfig:
             or not 1 <= max_snapshots <= 1000
         ):
             raise InvalidInputError(f"invalid max snapshots {max_snapshots!r}: a whole number from 1 to 1000")
+        if time_retention is not None:
+            if kind is not TableType.APPEND:
+                raise InvalidInputError(
+                    f"time retention {time_retention!r} applies to APPEND tables only; "
+                    f"{name!r} is {kind.value}"
+                )
+            if time_column is None:
+                raise InvalidInputError(
+                    f"time retention {time_retention!r} needs a time column: segments carry no time range"
+                )
         default_replaced = (
             DEFAULT_REFRESH_RETENTION if kind is TableType.REFRESH else DEFAULT_APPEND_RETENTION
         )
@@ -112,6 +126,7 @@ class TableConfig:
             ),
             max_snapshots=max_snapshots,
             exclusive_delete=exclusive_delete,
+            time_retention_ms=None if time_retention is None else parse_period(time_retention),
         )
 
 

@@ -730,20 +730,30 @@ def retention_mark(
     condemn: Mapping[str, DeletionReason],
     remove_entries: Sequence[str],
     now_ms: int,
+    orphans: Sequence[str] = (),
 ) -> Change:
     """Retention's intent, recorded before any file is touched: unregister the
-    condemned segments into ``pending`` and drop entries with nothing left."""
-    if not condemn and not remove_entries:
+    condemned segments into ``pending``, queue orphan files, and drop entries
+    with nothing left."""
+    if not condemn and not remove_entries and not orphans:
         return Change(state=state, operation=Operation.RETENTION_MARK, changed=False)
     segments = dict(state.segments)
     pending = dict(state.pending)
     for name, reason in condemn.items():
         _queue_for_deletion(segments, pending, [name], reason, now_ms)
+    registered = {seg.location for seg in state.segments.values()}
+    for location in orphans:
+        check_location(location)
+        if location in registered:
+            raise RefusedError(
+                f"file {location!r} belongs to a registered segment: not an orphan", table=state.config.name
+            )
+        pending.setdefault(location, PendingDeletion(location, "file", DeletionReason.ORPHAN, now_ms))
     entries = {k: v for k, v in state.entries.items() if k not in set(remove_entries)}
     return Change(
         state=state.replace(segments=segments, pending=pending, entries=entries),
         operation=Operation.RETENTION_MARK,
-        segments=len(condemn),
+        segments=len(condemn) + len(orphans),
     )
 
 

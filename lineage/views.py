@@ -30,6 +30,7 @@ def table_view(state: TableState) -> dict[str, Any]:
         "replaced_segments_retention": format_period(c.replaced_segments_retention_ms),
         "lineage_entry_cleanup_retention": format_period(c.lineage_entry_cleanup_retention_ms),
         "max_snapshots": c.max_snapshots,
+        "time_retention": None if c.time_retention_ms is None else format_period(c.time_retention_ms),
         "exclusive_delete": c.exclusive_delete,
         "version": state.version,
         "segments_registered": len(state.segments),

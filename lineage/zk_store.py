@@ -157,8 +157,10 @@ class ZkStore:
         owns_client: bool = True,
         root: str = ROOT,
         op_timeout_s: float = 10.0,
+        session_timeout_s: float = 10.0,
     ) -> None:
         self.client = client
+        self.session_timeout_s = session_timeout_s
         self.root = root
         self.op_timeout_s = op_timeout_s
         self.acl = list(acl) if acl else None

@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
+import os
+import socket
+import sys
+import urllib.error
+import urllib.request
 from typing import Annotated
 
 import typer
 
 from lineage.cli import OPTIONS, manager
 from lineage.periods import parse_period
-from retention.errors import FencedError
-from retention.executor import run_pass
+from lineage.zk_leader import Leadership
+from lineage.zk_store import ZkStore
+from retention.daemon import Daemon, Schedule
+from retention.errors import FencedError, RetentionError
+from retention.executor import PassOptions, run_pass
 
 retention_app = typer.Typer(help="Reclaim replaced and abandoned segments.", no_args_is_help=True)
+
+MIN_GRACE_HELP = "Queued files wait at least this long."
+ORPHAN_GRACE_HELP = "Unreferenced files under a root are orphans once this old."
+ORPHANS_HELP = "Scan each table's root for files nothing references."
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(retention_app, name="retention")
+
+
+def _say(message: str) -> None:
+    typer.echo(message, err=True)
 
 
 @retention_app.command("run")
@@ -24,12 +42,20 @@ def run(
     table: Annotated[str | None, typer.Option("--table", help="Only this table.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Ignore the minimum grace of queued files.")] = False,
-    min_grace: Annotated[
-        str, typer.Option("--min-grace", help="Queued files wait at least this long.")
-    ] = "10m",
+    min_grace: Annotated[str, typer.Option("--min-grace", help=MIN_GRACE_HELP)] = "10m",
+    orphans: Annotated[bool, typer.Option("--orphans/--no-orphans", help=ORPHANS_HELP)] = True,
+    orphan_grace: Annotated[str, typer.Option("--orphan-grace", help=ORPHAN_GRACE_HELP)] = "1d",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
 ) -> None:
     """One retention pass: plan, record the intent, delete files, clear."""
-    grace = parse_period(min_grace)
+    options = PassOptions(
+        dry_run=dry_run,
+        force=force,
+        min_grace_ms=parse_period(min_grace),
+        orphans=orphans,
+        orphan_grace_ms=parse_period(orphan_grace),
+        progress=_say,
+    )
     with manager() as m:
         alive = getattr(m.store, "session_alive", None)
 
@@ -37,11 +63,9 @@ def run(
             if alive is not None and not alive():
                 raise FencedError("the ZooKeeper session is suspended or lost: deleting nothing more")
 
-        reports = run_pass(
-            m, [table] if table else None, dry_run=dry_run, force=force, min_grace_ms=grace, fence=fence
-        )
-    if OPTIONS.json:
-        typer.echo(json.dumps([r.__dict__ for r in reports], indent=2))
+        reports = run_pass(m, [table] if table else None, dataclasses.replace(options, fence=fence))
+    if as_json or OPTIONS.json:
+        typer.echo(json.dumps([r.as_dict() for r in reports], indent=2))
     else:
         for report in reports:
             typer.echo(report.line())
@@ -51,4 +75,83 @@ def run(
             for error in report.errors:
                 typer.echo(f"  error: {error}", err=True)
     if any(r.errors for r in reports):
+        raise typer.Exit(1)
+
+
+@retention_app.command("daemon")
+def daemon(
+    cron: Annotated[
+        str | None,
+        typer.Option("--cron", help='Run passes on a crontab schedule (UTC), e.g. "*/10 * * * *".'),
+    ] = None,
+    interval: Annotated[
+        str | None, typer.Option("--interval", help="Run a pass this often, e.g. 10m (the first at once).")
+    ] = None,
+    table: Annotated[
+        list[str] | None, typer.Option("--table", help="Only these tables (repeatable).")
+    ] = None,
+    min_grace: Annotated[str, typer.Option("--min-grace", help=MIN_GRACE_HELP)] = "10m",
+    orphans: Annotated[bool, typer.Option("--orphans/--no-orphans", help=ORPHANS_HELP)] = True,
+    orphan_grace: Annotated[str, typer.Option("--orphan-grace", help=ORPHAN_GRACE_HELP)] = "1d",
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", help="Serve /metrics and /healthz on this port.")
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option("--metrics-host", help="Address to serve metrics on (0.0.0.0 in a container).")
+    ] = "127.0.0.1",
+) -> None:
+    """Run retention passes on a schedule until SIGTERM/SIGINT. Several
+    daemons may run: one leads (elected in ZooKeeper), the others stand by."""
+    schedule = Schedule.parse(cron, interval)
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise RetentionError(f"invalid metrics port {metrics_port}: 0 to 65535")
+    options = PassOptions(
+        min_grace_ms=parse_period(min_grace),
+        orphans=orphans,
+        orphan_grace_ms=parse_period(orphan_grace),
+    )
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    identity = f"{socket.gethostname()}:{os.getpid()}"
+    with manager() as m:
+        store = m.store
+        if not isinstance(store, ZkStore):
+            raise RetentionError("the daemon needs ZooKeeper for its leader election")
+        leadership = Leadership(store, "retention", identity)
+        Daemon(m, leadership, schedule, options, table).serve(metrics_host, metrics_port)
+
+
+@retention_app.command("health")
+def health(
+    url: Annotated[
+        str, typer.Option("--url", help="The daemon's metrics address.")
+    ] = "http://127.0.0.1:9108",
+) -> None:
+    """Ask a running daemon whether it is healthy (exit 0) or not (exit 1)."""
+    target = url.rstrip("/") + "/healthz"
+    if not target.startswith(("http://", "https://")):
+        raise RetentionError(f"invalid daemon URL {url!r}: use http://host:port")
+    try:
+        with urllib.request.urlopen(target, timeout=5) as response:  # noqa: S310 - scheme checked above
+            body, code = response.read(), response.status
+    except urllib.error.HTTPError as exc:
+        body, code = exc.read(), exc.code
+    except (urllib.error.URLError, OSError) as exc:
+        raise RetentionError(f"no daemon answered at {target}: {getattr(exc, 'reason', exc)}") from None
+    try:
+        status = json.loads(body)
+    except ValueError:
+        raise RetentionError(f"{target} did not answer with a health report") from None
+    if OPTIONS.json:
+        typer.echo(json.dumps(status, indent=2))
+    else:
+        state = "healthy" if code == 200 else "UNHEALTHY"
+        role = "leader" if status.get("leader") else "standby"
+        typer.echo(
+            f"{state}: {role}, connected={status.get('connected')}, passes={status.get('passes')}, "
+            f"failures={status.get('failures')}, last error: {status.get('last_error') or 'none'}"
+        )
+    if code != 200:
         raise typer.Exit(1)

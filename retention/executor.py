@@ -1,12 +1,14 @@
 """Running a retention pass: plan, record the intent, delete files, clear.
 
-1. Plan against the current state (pure), and record the intent with one
-   compare-and-set: condemned segments move into ``pending`` and finished
+1. List the table's root (for the orphan scan), then plan against the
+   current state (pure) and record the intent with one compare-and-set:
+   condemned segments and orphan files move into ``pending`` and finished
    entries go, before any file is touched.
 2. Re-read the readers' pins (a reader that pinned meanwhile keeps its files),
    then delete the files, checking the fence before each one: a process that
    lost its session (or its leadership) deletes nothing more.
-3. Clear the deleted files from ``pending`` with a second compare-and-set.
+3. Clear the deleted files from ``pending`` with a second compare-and-set,
+   and let the store reclaim its own unreferenced metadata.
 
 A crash anywhere is finished by the next pass: ``pending`` is the intent log
 and deleting a file is idempotent. After an unknown outcome of a metadata
@@ -15,17 +17,41 @@ write, the pass stops for that table and deletes nothing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
-from ingest.storage import DeepStore
+from ingest.storage import DeepStore, FileInfo
 from lineage import transitions
-from lineage.errors import LineageError, OutcomeUnknownError
+from lineage.errors import InvalidInputError, LineageError, OutcomeUnknownError
 from lineage.failpoints import failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, TableState
 from retention.errors import FencedError
-from retention.planner import DEFAULT_MIN_GRACE_MS, Plan, Policy, plan
+from retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS, Plan, Policy, plan
+
+Fence = Callable[[], None]
+Progress = Callable[[str], None]
+PROGRESS_EVERY_S = 5.0
+
+
+def no_fence() -> None:
+    return None
+
+
+def quiet(_message: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    dry_run: bool = False
+    force: bool = False  # ignore the minimum grace of queued files
+    min_grace_ms: int = DEFAULT_MIN_GRACE_MS
+    orphans: bool = True  # scan the root for files nothing references
+    orphan_grace_ms: int = DEFAULT_ORPHAN_GRACE_MS
+    fence: Fence = no_fence  # raises FencedError once this process may no longer delete
+    progress: Progress = quiet  # told how a long pass is going
 
 
 @dataclass
@@ -33,11 +59,15 @@ class TableReport:
     table: str
     dry_run: bool
     condemned: int = 0
+    orphans: int = 0
     files_deleted: int = 0
+    files_already_gone: int = 0
     bytes_deleted: int = 0
     entries_removed: int = 0
     pending_left: int = 0
+    oldest_pending_ms: int | None = None  # when the oldest file still pending was queued
     kept: int = 0
+    metadata_reclaimed: int = 0
     errors: list[str] = field(default_factory=list)
     planned: list[dict[str, object]] = field(default_factory=list)
 
@@ -46,49 +76,47 @@ class TableReport:
         files = len(self.planned) if self.dry_run else self.files_deleted
         text = (
             f"{self.table}: {verb} {files} file(s) ({self.bytes_deleted} bytes), "
-            f"{self.condemned} segment(s) condemned, {self.entries_removed} entr(ies) removed, "
-            f"{self.kept} kept, {self.pending_left} pending"
+            f"{self.condemned} segment(s) condemned, {self.orphans} orphan(s), "
+            f"{self.entries_removed} entr(ies) removed, {self.kept} kept, {self.pending_left} pending"
         )
         return text + (f", {len(self.errors)} error(s)" if self.errors else "")
 
-
-Fence = Callable[[], None]
-
-
-def no_fence() -> None:
-    return None
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
-def run_table(
-    manager: LineageManager,
-    table: str,
-    *,
-    dry_run: bool = False,
-    force: bool = False,
-    min_grace_ms: int = DEFAULT_MIN_GRACE_MS,
-    fence: Fence = no_fence,
-) -> TableReport:
+def run_table(manager: LineageManager, table: str, options: PassOptions | None = None) -> TableReport:
     """One pass over one table. Raises OutcomeUnknownError (nothing deleted)
     and FencedError (the process may no longer delete); other per-file
     failures are reported and retried by the next pass."""
+    options = options or PassOptions()
     store = manager.store
-    report = TableReport(table, dry_run)
+    report = TableReport(table, options.dry_run)
+    config = manager.table(table).config
+    root = DeepStore.for_root(config.root)
+    files = _listing(root, report) if options.orphans else None
     pinned = store.pinned_states(table)
     owners = store.live_owners(table)
     computed: list[Plan] = []
 
-    def mark(state: TableState, now: int) -> Change:
-        current = plan(state, Policy(now, min_grace_ms, force), pinned, owners)
-        computed.append(current)
-        return transitions.retention_mark(state, current.condemn, current.remove_entries, now)
+    def policy(now: int) -> Policy:
+        return Policy(now, options.min_grace_ms, options.force, options.orphan_grace_ms)
 
-    if dry_run:
+    def mark(state: TableState, now: int) -> Change:
+        current = plan(state, policy(now), pinned, owners, files)
+        computed.append(current)
+        return transitions.retention_mark(
+            state, current.condemn, current.remove_entries, now, current.orphans
+        )
+
+    if options.dry_run:
         now = store.now_ms()
-        preview = plan(manager.table(table), Policy(now, min_grace_ms, force), pinned, owners)
-        _fill(report, preview)
+        state = manager.table(table)
+        _fill(report, plan(state, policy(now), pinned, owners, files))
+        _pending(report, state)
         return report
 
-    fence()
+    options.fence()
     marked = manager.commit(table, mark, reason="retention")
     failpoint("retention.after-mark")
     current = computed[-1]
@@ -96,38 +124,79 @@ def run_table(
 
     # Readers that pinned while we planned keep their files.
     pinned_now = {seg.location for version in store.pinned_states(table) for seg in version.segments.values()}
-    root = DeepStore.for_root(marked.state.config.root)
     deleted: list[str] = []
-    for deletion in current.deletions:
+    total = len(current.deletions)
+    last_said = time.monotonic()
+    for done, deletion in enumerate(current.deletions, 1):
         if deletion.location in pinned_now:
             report.kept += 1
             continue
-        fence()
+        options.fence()
         try:
-            root.delete(deletion.location)
+            gone = root.delete(deletion.location)
         except LineageError as exc:
             report.errors.append(f"{deletion.location}: {exc.message}")
             continue
         deleted.append(deletion.location)
-        report.bytes_deleted += deletion.size_bytes
+        if gone:
+            report.files_deleted += 1
+            report.bytes_deleted += deletion.size_bytes
+        else:
+            report.files_already_gone += 1
         failpoint("retention.mid-delete")
-    report.files_deleted = len(deleted)
+        if time.monotonic() - last_said >= PROGRESS_EVERY_S:
+            last_said = time.monotonic()
+            options.progress(f"{table}: {done}/{total} file(s) processed, {report.files_deleted} deleted")
     final = marked.state
     if deleted:
-        fence()
+        options.fence()
         final = manager.commit(
             table,
             lambda s, now: transitions.clear_pending(s, deleted, report.bytes_deleted),
             reason="retention",
         ).state
-    report.pending_left = len(final.pending)
+    _pending(report, final)
+    try:
+        report.metadata_reclaimed = store.collect_garbage(table)
+    except LineageError as exc:
+        report.errors.append(f"metadata garbage collection: {exc.message}")
     return report
+
+
+def _listing(root: DeepStore, report: TableReport) -> list[FileInfo] | None:
+    """The root's files that retention may touch. A file that resolves
+    outside the root (a symlink leading out) is refused and reported as an
+    error; one whose name no push would write (say, a hidden file) is kept
+    and counted, for an operator to look at."""
+    try:
+        listed = root.list()
+    except LineageError as exc:
+        report.errors.append(f"listing the root for orphans: {exc.message}")
+        return None
+    inside = []
+    for info in listed:
+        try:
+            root.path(info.location)
+        except InvalidInputError:
+            report.kept += 1
+            continue
+        except LineageError as exc:
+            report.errors.append(f"refused {info.location!r}: {exc.message}")
+            continue
+        inside.append(info)
+    return inside
+
+
+def _pending(report: TableReport, state: TableState) -> None:
+    report.pending_left = len(state.pending)
+    report.oldest_pending_ms = min((p.marked_ms for p in state.pending.values()), default=None)
 
 
 def _fill(report: TableReport, current: Plan) -> None:
     report.condemned = len(current.condemn)
+    report.orphans = len(current.orphans)
     report.entries_removed = len(current.remove_entries)
-    report.kept = len(current.kept)
+    report.kept += len(current.kept)
     report.planned = [
         {"location": d.location, "segment": d.segment, "reason": d.reason.value, "bytes": d.size_bytes}
         for d in current.deletions
@@ -139,18 +208,19 @@ def _fill(report: TableReport, current: Plan) -> None:
 def run_pass(
     manager: LineageManager,
     tables: Sequence[str] | None = None,
-    **options: object,
+    options: PassOptions | None = None,
 ) -> list[TableReport]:
     """One pass over ``tables`` (all when None). A table that fails is
     reported and skipped; an unknown outcome or a lost fence stops the pass."""
+    options = options or PassOptions()
     reports = []
     for table in tables if tables is not None else manager.list_tables():
         try:
-            reports.append(run_table(manager, table, **options))  # type: ignore[arg-type]
+            reports.append(run_table(manager, table, options))
         except (OutcomeUnknownError, FencedError):
             raise
         except LineageError as exc:
-            failed = TableReport(table, bool(options.get("dry_run")))
+            failed = TableReport(table, options.dry_run)
             failed.errors.append(exc.message)
             reports.append(failed)
     return reports

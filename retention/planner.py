@@ -9,11 +9,17 @@ Pinot's lineage cleanup, with our protections:
   ``lineage_entry_cleanup_retention``, and so do those of an IN_PROGRESS entry
   that old whose pusher is gone; the entry goes once none of its ``to`` remain;
 * files queued in ``pending`` go once they have waited ``min_grace`` (unless
-  ``force``).
+  ``force``);
+* on an APPEND table with a time retention, segments whose data ended before
+  ``now - time_retention`` go, visible or not;
+* orphans: files under the table's root that no segment, pending deletion or
+  pinned version names, older than ``orphan_grace`` by their storage
+  modification time (leftovers of crashed pushes and failed Spark attempts).
 
-Never planned: a segment visible now, visible in a version a live reader
-pinned, or named by a running push (its owner still holds a session). Ages
-come from ``now_ms``, which the caller takes from ZooKeeper's clock.
+Never planned: a segment visible now (time retention aside), visible in a
+version a live reader pinned, or named by a running push (its owner still
+holds a session); no file under the directory of a running push. Ages come
+from ``now_ms``, which the caller takes from ZooKeeper's clock.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from lineage.model import DeletionReason, EntryState, TableState
+from ingest.storage import FileInfo
+from lineage.model import DeletionReason, EntryState, TableState, TableType
 from lineage.visibility import visible_names
 
 DEFAULT_MIN_GRACE_MS = 10 * 60_000
+DEFAULT_ORPHAN_GRACE_MS = 86_400_000
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,7 @@ class Policy:
     now_ms: int
     min_grace_ms: int = DEFAULT_MIN_GRACE_MS
     force: bool = False  # ignore min_grace for queued files (retention periods still apply)
+    orphan_grace_ms: int = DEFAULT_ORPHAN_GRACE_MS
 
 
 @dataclass(frozen=True)
@@ -56,14 +65,16 @@ class Plan:
     deletions: tuple[Deletion, ...]  # files to delete once the intent is recorded
     remove_entries: tuple[str, ...]
     kept: tuple[Kept, ...]
+    orphans: tuple[str, ...] = ()  # unknown files to record in pending, then delete
 
     @property
     def empty(self) -> bool:
         return not (self.condemn or self.deletions or self.remove_entries)
 
 
-def protected_names(state: TableState, pinned: Iterable[TableState], live_owners: frozenset[str]) -> set[str]:
-    names = visible_names(state)
+def held_names(state: TableState, pinned: Iterable[TableState], live_owners: frozenset[str]) -> set[str]:
+    """Segments a live reader pinned or a running push names."""
+    names: set[str] = set()
     for version in pinned:
         names |= visible_names(version)
     for entry in state.entries.values():
@@ -73,31 +84,47 @@ def protected_names(state: TableState, pinned: Iterable[TableState], live_owners
     return names
 
 
+def running_push_dirs(live_owners: frozenset[str]) -> tuple[str, ...]:
+    """Suffixes of the directories of running pushes (``push_<stamp>_<id8>``)."""
+    return tuple(f"_{owner[:8]}" for owner in live_owners)
+
+
 def plan(
     state: TableState,
     policy: Policy,
     pinned: Iterable[TableState] = (),
     live_owners: frozenset[str] = frozenset(),
+    files: Iterable[FileInfo] | None = None,
 ) -> Plan:
+    """``files`` is a listing of the table's root, taken before ``state`` was
+    read; None skips the orphan scan."""
     pinned = list(pinned)
     config = state.config
     now = policy.now_ms
-    protected = protected_names(state, pinned, live_owners)
+    held = held_names(state, pinned, live_owners)
+    protected = visible_names(state) | held
     pinned_locations = {
-        seg.location for version in pinned for seg in version.segments.values() if seg.name in protected
+        seg.location for version in pinned for seg in version.segments.values() if seg.name in held
     }
     condemn: dict[str, DeletionReason] = {}
     remove: list[str] = []
     kept: list[Kept] = []
 
-    def take(names: Iterable[str], reason: DeletionReason) -> None:
+    def take(names: Iterable[str], reason: DeletionReason, keep: set[str] = protected) -> None:
         for name in names:
             if name not in state.segments:
                 continue
-            if name in protected:
+            if name in keep:
                 kept.append(Kept(name, "visible, pinned by a reader, or part of a running push"))
             else:
                 condemn.setdefault(name, reason)
+
+    if config.table_type is TableType.APPEND and config.time_retention_ms is not None:
+        horizon = now - config.time_retention_ms
+        expired = [
+            seg.name for seg in state.segments.values() if seg.max_time is not None and seg.max_time < horizon
+        ]
+        take(expired, DeletionReason.EXPIRED, held)
 
     for entry in state.entries.values():
         if entry.state is EntryState.COMPLETED:
@@ -133,4 +160,20 @@ def plan(
             deletions.append(Deletion(location, queued.segment, queued.reason, 0, queued.entry_id))
         else:
             kept.append(Kept(location, "younger than the minimum grace"))
-    return Plan(config.name, condemn, tuple(deletions), tuple(remove), tuple(kept))
+    orphans: list[str] = []
+    if files is not None:
+        known = {seg.location for seg in state.segments.values()} | set(state.pending)
+        known |= {seg.location for version in pinned for seg in version.segments.values()}
+        running = running_push_dirs(live_owners)
+        for info in files:
+            if info.location in known:
+                continue
+            top = info.location.split("/", 1)[0]
+            if running and top.startswith("push_") and top.endswith(running):
+                kept.append(Kept(info.location, "written by a running push"))
+            elif info.mtime_ms is None or info.mtime_ms > now - policy.orphan_grace_ms:
+                kept.append(Kept(info.location, "unreferenced, but younger than the orphan grace"))
+            else:
+                orphans.append(info.location)
+                deletions.append(Deletion(info.location, "file", DeletionReason.ORPHAN, info.size, None))
+    return Plan(config.name, condemn, tuple(deletions), tuple(remove), tuple(kept), tuple(orphans))

@@ -14,7 +14,7 @@ from ingest.arrow_push import push_arrow
 from ingest.readers import SnapshotReader
 from lineage.manager import LineageManager
 from lineage.model import DeletionReason, Segment, TableConfig
-from retention.executor import run_table
+from retention.executor import PassOptions, run_table
 from retention.planner import Policy, plan
 
 HOUR = 3_600_000
@@ -140,13 +140,13 @@ def test_a_pass_reclaims_the_replaced_snapshot(zk: LineageManager, tmp_path: Pat
     push_arrow(zk, "events", [part("v1")])
     push_arrow(zk, "events", [part("v2")])
     assert len(files(tmp_path)) == 2
-    dry = run_table(zk, "events", dry_run=True)
+    dry = run_table(zk, "events", PassOptions(dry_run=True))
     assert len(dry.planned) == 1 and len(files(tmp_path)) == 2 and dry.condemned == 1
-    report = run_table(zk, "events", min_grace_ms=0)
+    report = run_table(zk, "events", PassOptions(min_grace_ms=0))
     assert (report.files_deleted, report.condemned) == (1, 1)
     kept = {s.location for s in zk.visible_segments("events")}
     assert files(tmp_path) == kept and zk.table("events").pending == {}
-    again = run_table(zk, "events", min_grace_ms=0)  # the entry is gone once nothing is left
+    again = run_table(zk, "events", PassOptions(min_grace_ms=0))  # the entry is gone once nothing is left
     assert again.entries_removed == 1 and again.files_deleted == 0
     assert zk.entries("events") == []  # the append's entry went in the first pass, this one now
 
@@ -155,10 +155,10 @@ def test_a_reader_lease_keeps_its_files_through_a_zero_grace_pass(zk: LineageMan
     push_arrow(zk, "events", [part("v1")])
     with SnapshotReader(zk, "events") as reader:
         push_arrow(zk, "events", [part("v2")])
-        report = run_table(zk, "events", force=True, min_grace_ms=0)
+        report = run_table(zk, "events", PassOptions(force=True, min_grace_ms=0))
         assert report.files_deleted == 0 and report.kept >= 1
         assert reader.to_arrow().column("label").to_pylist() == ["v1"] * 3
-    report = run_table(zk, "events", force=True, min_grace_ms=0)
+    report = run_table(zk, "events", PassOptions(force=True, min_grace_ms=0))
     assert report.files_deleted == 1
 
 
@@ -171,10 +171,10 @@ def test_a_crash_between_intent_and_delete_is_finished_by_the_next_pass(
     from lineage.failpoints import FailpointError
 
     with pytest.raises(FailpointError):
-        run_table(zk, "events", min_grace_ms=0)
+        run_table(zk, "events", PassOptions(min_grace_ms=0))
     assert len(files(tmp_path)) == 2 and len(zk.table("events").pending) == 1  # intent recorded
     monkeypatch.delenv("LINEAGE_FAILPOINT")
-    report = run_table(zk, "events", force=True)
+    report = run_table(zk, "events", PassOptions(force=True))
     assert report.files_deleted == 1 and zk.table("events").pending == {}
     assert len(files(tmp_path)) == 1
 
@@ -191,7 +191,7 @@ def test_a_location_escaping_the_root_is_refused_and_the_outside_file_survives(
     (root / "link").symlink_to(outside)
     zk.register_segments("events", [Segment("trap", "link/secret.parquet")])
     zk.delete_segments("events", ["trap"])
-    report = run_table(zk, "events", force=True)
+    report = run_table(zk, "events", PassOptions(force=True))
     assert report.files_deleted == 0 and "outside the table root" in report.errors[0]
     assert sentinel.read_text() == "keep me"
     assert "link/secret.parquet" in zk.table("events").pending  # left for an operator to see
