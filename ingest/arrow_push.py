@@ -44,7 +44,7 @@ def push_arrow(
         raise PushRefusedError("nothing to push: no tables given")
     state = manager.table(table)
     time_column = state.config.time_column
-    if PushMode(mode) is PushMode.REPLACE_RANGE and interval is not None and time_column:
+    if PushMode.parse(mode) is PushMode.REPLACE_RANGE and interval is not None and time_column:
         check_rows_in_interval(parts, time_column, interval)
 
     def write(target: PushTarget) -> Written:

@@ -54,10 +54,7 @@ def push(
     from ingest.push import PushMode, parse_interval
     from ingest.spark_job import push_dataframe, read_input, spark_session
 
-    try:
-        chosen = PushMode(mode)
-    except ValueError:
-        raise InvalidInputError(f"unknown mode {mode!r}: use refresh, append or replace-range") from None
+    chosen = PushMode.parse(mode)
     span = parse_interval(interval) if interval is not None else None
     with manager() as m:
         m.table(table)  # fail fast, before Spark starts

@@ -44,6 +44,16 @@ class PushMode(StrEnum):
     APPEND = "append"
     REPLACE_RANGE = "replace-range"
 
+    @staticmethod
+    def parse(value: PushMode | str) -> PushMode:
+        """A mode from user input, in any case; a clear error otherwise."""
+        try:
+            return PushMode(value.lower().replace("_", "-") if isinstance(value, str) else value)
+        except ValueError:
+            raise PushRefusedError(
+                f"unknown push mode {value!r}: use refresh, append or replace-range"
+            ) from None
+
 
 @dataclass(frozen=True)
 class PushTarget:
@@ -240,7 +250,7 @@ def consistent_push(
     the entry was reverted), OutcomeUnknownError (re-read before retrying).
     """
     began = time.monotonic()
-    mode = PushMode(mode)
+    mode = PushMode.parse(mode)
     say = progress or (lambda _msg: None)
     state = manager.table(table)
     check_mode(state, mode, interval)

@@ -232,7 +232,7 @@ def push_dataframe(
     "auto" (native where it can, else arrow).
     """
     state = manager.table(table)
-    mode = PushMode(mode)
+    mode = PushMode.parse(mode)
     if mode is PushMode.REPLACE_RANGE and interval is not None and state.config.time_column:
         check_interval_rows(df, state.config.time_column, interval)
     elif state.config.time_column and state.config.time_column not in df.columns:

@@ -120,9 +120,13 @@ class TableConfig:
             root=root,
             table_type=kind,
             time_column=time_column,
-            replaced_segments_retention_ms=parse_period(replaced_segments_retention or default_replaced),
+            replaced_segments_retention_ms=parse_period(
+                default_replaced if replaced_segments_retention is None else replaced_segments_retention
+            ),
             lineage_entry_cleanup_retention_ms=parse_period(
-                lineage_entry_cleanup_retention or DEFAULT_ENTRY_CLEANUP_RETENTION
+                DEFAULT_ENTRY_CLEANUP_RETENTION
+                if lineage_entry_cleanup_retention is None
+                else lineage_entry_cleanup_retention
             ),
             max_snapshots=max_snapshots,
             exclusive_delete=exclusive_delete,

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from ingest.arrow_push import push_arrow
 from ingest.readers import SnapshotReader
+from ingest.storage import FileInfo
 from lineage.manager import LineageManager
 from lineage.model import DeletionReason, Segment, TableConfig
 from retention.executor import PassOptions, run_table
@@ -107,6 +108,108 @@ def test_pinned_and_visible_segments_are_never_planned(mem: LineageManager) -> N
     assert result.condemn == {} and {k.what for k in result.kept} == {"a", "b"}
     visible = plan(mem.table("t"), Policy(now + 10 * DAY, force=True))
     assert "c" not in visible.condemn
+
+
+def test_each_default(mem: LineageManager) -> None:
+    completed(mem, ["a"], ["c"])
+    now = mem.clock["now"]  # type: ignore[attr-defined]
+    assert Policy(now).min_grace_ms == 10 * 60_000 and Policy(now).orphan_grace_ms == DAY
+    assert plan(mem.table("t"), Policy(now + DAY - 1)).condemn == {}  # REFRESH keeps replaced data 1d
+    assert plan(mem.table("t"), Policy(now + DAY)).condemn == {"a": DeletionReason.REPLACED}
+    mem.create_table(TableConfig.build("ap", "/ap", "APPEND", time_column="ts"))
+    mem.register_segments("ap", [seg("x")])
+    entry = mem.start_replace("ap", ["x"], ["y"])
+    mem.register_segments("ap", [seg("y")])
+    mem.end_replace("ap", entry)
+    assert plan(mem.table("ap"), Policy(now + 4 * HOUR - 1)).condemn == {}  # APPEND: 4h
+    assert plan(mem.table("ap"), Policy(now + 4 * HOUR)).condemn == {"x": DeletionReason.REPLACED}
+    reverted = mem.start_replace("t", ["c"], ["r"])
+    mem.register_segments("t", [seg("r")])
+    mem.revert_replace("t", reverted, force=True)
+    assert "r" not in plan(mem.table("t"), Policy(now + DAY - 1)).condemn  # entry cleanup: 1d
+    assert plan(mem.table("t"), Policy(now + DAY)).condemn["r"] is DeletionReason.REVERTED_OUTPUT
+
+
+def test_zero_retention_reclaims_at_once_but_never_what_is_visible(mem: LineageManager) -> None:
+    mem.create_table(
+        TableConfig.build("z", "/z", replaced_segments_retention="0s", lineage_entry_cleanup_retention="0s")
+    )
+    mem.register_segments("z", [seg("old")])
+    entry = mem.start_replace("z", ["old"], ["new"])
+    mem.register_segments("z", [seg("new")])
+    now = mem.clock["now"]  # type: ignore[attr-defined]
+    running = frozenset({entry})
+    assert plan(mem.table("z"), Policy(now), live_owners=running).condemn == {}  # its pusher is alive
+    assert plan(mem.table("z"), Policy(now)).condemn == {"new": DeletionReason.STALE_PUSH}  # gone
+    mem.end_replace("z", entry)
+    assert plan(mem.table("z"), Policy(now)).condemn == {"old": DeletionReason.REPLACED}
+
+
+def test_unparseable_periods_are_refused_by_name() -> None:
+    from lineage.errors import InvalidInputError
+
+    for bad in ("soon", "-1d", "1 day", "", "5x", "99999d"):
+        with pytest.raises(InvalidInputError, match="invalid period"):
+            TableConfig.build("t", "/d", replaced_segments_retention=bad)
+    with pytest.raises(InvalidInputError, match="APPEND tables only"):
+        TableConfig.build("t", "/d", "REFRESH", time_column="ts", time_retention="30d")
+    with pytest.raises(InvalidInputError, match="needs a time column"):
+        TableConfig.build("t", "/d", "APPEND", time_retention="30d")
+    with pytest.raises(InvalidInputError, match="invalid period"):
+        TableConfig.build("t", "/d", "APPEND", time_column="ts", time_retention="a month")
+
+
+def timed(name: str, max_time: int) -> Segment:
+    return Segment(name, f"{name}.parquet", rows=1, size_bytes=5, min_time=max_time - HOUR, max_time=max_time)
+
+
+def test_time_retention_expires_old_data_unless_a_reader_or_a_push_holds_it(mem: LineageManager) -> None:
+    now = mem.clock["now"]  # type: ignore[attr-defined]
+    mem.create_table(TableConfig.build("ap", "/ap", "APPEND", time_column="ts", time_retention="7d"))
+    mem.register_segments(
+        "ap", [timed("old", now - 8 * DAY), timed("edge", now - 7 * DAY), timed("new", now)]
+    )
+    state = mem.table("ap")
+    assert plan(state, Policy(now)).condemn == {"old": DeletionReason.EXPIRED}  # visible, but expired
+    assert plan(state, Policy(now), pinned=[state]).condemn == {}  # a reader holds it
+    entry = mem.start_replace("ap", ["old"], ["fresh"])
+    running = plan(mem.table("ap"), Policy(now), live_owners=frozenset({entry}))
+    assert running.condemn == {}
+    assert plan(mem.table("ap"), Policy(now + DAY)).condemn.keys() == {"old", "edge"}
+    mem.create_table(TableConfig.build("keep", "/k", "APPEND", time_column="ts"))
+    mem.register_segments("keep", [timed("ancient", 0)])
+    assert plan(mem.table("keep"), Policy(now)).condemn == {}  # no time retention set: kept forever
+
+
+def info(location: str, age_ms: int, now: int) -> FileInfo:
+    return FileInfo(location, 7, now - age_ms)
+
+
+def test_orphans_are_unknown_files_past_the_orphan_grace(mem: LineageManager) -> None:
+    now = mem.clock["now"]  # type: ignore[attr-defined]
+    entry = mem.start_replace("t", ["a"], ["n"])
+    running_dir = f"push_20260101T000000000Z_{entry[:8]}"
+    mem.delete_segments("t", ["b"])  # b.parquet is pending now
+    listing = [
+        info("a.parquet", 2 * DAY, now),  # a segment
+        info("b.parquet", 2 * DAY, now),  # pending already
+        info("push_x_deadbeef/_temporary/0/part-0.parquet", 2 * DAY, now),  # a crashed native push
+        info("push_y_cafecafe/seg.a1.parquet", HOUR, now),  # too young
+        info(f"{running_dir}/n.a0.parquet", 2 * DAY, now),  # a running push's
+        FileInfo("nomtime.parquet", 1, None),  # an age we cannot know
+    ]
+    result = plan(mem.table("t"), Policy(now), live_owners=frozenset({entry}), files=listing)
+    assert result.orphans == ("push_x_deadbeef/_temporary/0/part-0.parquet",)
+    assert [(d.location, d.reason) for d in result.deletions if d.reason is DeletionReason.ORPHAN] == [
+        ("push_x_deadbeef/_temporary/0/part-0.parquet", DeletionReason.ORPHAN)
+    ]
+    assert plan(mem.table("t"), Policy(now), files=listing).orphans == (
+        "push_x_deadbeef/_temporary/0/part-0.parquet",
+        f"{running_dir}/n.a0.parquet",
+    )  # once the push's owner is gone, its leftovers are orphans too
+    assert plan(mem.table("t"), Policy(now), files=None).orphans == ()
+    held = mem.table("t")
+    assert "a.parquet" not in plan(held, Policy(now), pinned=[held], files=listing).orphans
 
 
 # ---- passes on real ZooKeeper with real files -----------------------------------
@@ -225,3 +328,73 @@ def test_retention_run_cli(zk_hosts: str, tmp_path: Path) -> None:
     m.store.close()
     assert len(list(root.rglob("*.parquet"))) == 1
     assert os.path.exists(root)
+
+
+def aged(path: Path, days: float) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_bytes(b"leftover")
+    then = path.stat().st_mtime - days * 86_400
+    os.utime(path, (then, then))
+    return path
+
+
+def test_orphans_past_the_grace_go_through_the_intent_log(zk: LineageManager, tmp_path: Path) -> None:
+    push_arrow(zk, "events", [part("v1")])
+    root = tmp_path / "events"
+    crashed = aged(root / "push_20260101T000000000Z_deadbeef" / "_temporary" / "0" / "part-0.parquet", 2)
+    young = aged(root / "push_20260101T000000000Z_feedface" / "seg.a1.parquet", 0.5)
+    hidden = aged(root / ".DS_Store", 5)
+    dry = run_table(zk, "events", PassOptions(dry_run=True))
+    assert [p["reason"] for p in dry.planned] == ["ORPHAN"] and crashed.exists()
+    report = run_table(zk, "events", PassOptions(min_grace_ms=0))
+    assert (report.orphans, report.files_deleted, report.errors) == (1, 1, [])
+    assert not crashed.exists() and young.exists() and hidden.exists()
+    assert zk.table("events").pending == {}
+    ops = [h.operation.value for h in zk.history("events", limit=2)]
+    assert ops == ["RETENTION_CLEAR", "RETENTION_MARK"]  # recorded before the delete, cleared after
+    assert run_table(zk, "events", PassOptions(orphans=False)).orphans == 0
+    visible = {s.location for s in zk.visible_segments("events")}
+    assert visible and all((root / loc).exists() for loc in visible)
+
+
+def test_traversal_attempts_are_refused_and_sentinels_outside_survive(
+    zk: LineageManager, tmp_path: Path
+) -> None:
+    from lineage.errors import InvalidInputError
+
+    root = tmp_path / "events"
+    root.mkdir(exist_ok=True)
+    twin = tmp_path / "events2"  # a table `events2` beside `events`
+    sentinel = aged(twin / "push_x_00000000" / "keep.parquet", 3)
+    outside = aged(tmp_path / "outside" / "secret.parquet", 3)
+    (root / "to_twin").symlink_to(twin)
+    (root / "to_outside").symlink_to(outside)
+    for bad in ("../events2/push_x_00000000/keep.parquet", "s3://bucket/keep.parquet", "/etc/passwd"):
+        with pytest.raises(InvalidInputError):
+            zk.register_segments("events", [Segment("trap", bad)])
+    before = zk.table("events").version
+    report = run_table(zk, "events", PassOptions(min_grace_ms=0, orphan_grace_ms=0, force=True))
+    assert sentinel.read_bytes() == b"leftover" and outside.read_bytes() == b"leftover"
+    assert report.files_deleted == 0
+    assert len(report.errors) == 2 and all("outside the table root" in e for e in report.errors)
+    assert zk.table("events").version == before  # nothing recorded for refused files
+
+
+def test_time_retention_deletes_expired_append_data_on_real_files(zk_store: object, tmp_path: Path) -> None:
+    from tests.conftest import fast_retry
+
+    m = LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+    m.create_table(
+        TableConfig.build("logs", str(tmp_path / "logs"), "APPEND", time_column="ts", time_retention="7d")
+    )
+    now = m.store.now_ms()
+    old = pa.table({"ts": pa.array([now - 10 * DAY, now - 9 * DAY], pa.timestamp("ms")), "v": [1, 2]})
+    new = pa.table({"ts": pa.array([now - DAY, now], pa.timestamp("ms")), "v": [3, 4]})
+    push_arrow(m, "logs", [old], mode="APPEND")
+    push_arrow(m, "logs", [new], mode="APPEND")
+    report = run_table(m, "logs", PassOptions(min_grace_ms=0))
+    assert (report.condemned, report.files_deleted) == (1, 1)
+    remaining = m.visible_segments("logs")
+    assert [s.max_time for s in remaining] == [now]
+    assert len(list((tmp_path / "logs").rglob("*.parquet"))) == 1
