@@ -66,12 +66,14 @@ class Leadership:
                 return self._check(sent)
             except (KazooException, KazooTimeoutError, ConnectionError):
                 self._leading = False
+                self._leader_identity = None
                 return None
 
     def _check(self, sent: float) -> str | None:
         client = self.store.client
         if not client.connected:
             self._leading = False
+            self._leader_identity = None
             return None
         session = client.client_id[0] if client.client_id else None
         if self._member is None or session != self._session:

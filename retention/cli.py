@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from lineage.cli import OPTIONS, manager
+from lineage.errors import InvalidInputError
 from lineage.periods import parse_period
 from lineage.zk_leader import Leadership
 from lineage.zk_store import ZkStore
@@ -88,7 +89,7 @@ def daemon(
         str | None, typer.Option("--interval", help="Run a pass this often, e.g. 10m (the first at once).")
     ] = None,
     table: Annotated[
-        list[str] | None, typer.Option("--table", help="Only these tables (repeatable).")
+        list[str] | None, typer.Option("--table", metavar="TABLE", help="Only these tables (repeatable).")
     ] = None,
     min_grace: Annotated[str, typer.Option("--min-grace", help=MIN_GRACE_HELP)] = "10m",
     orphans: Annotated[bool, typer.Option("--orphans/--no-orphans", help=ORPHANS_HELP)] = True,
@@ -104,7 +105,7 @@ def daemon(
     daemons may run: one leads (elected in ZooKeeper), the others stand by."""
     schedule = Schedule.parse(cron, interval)
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
-        raise RetentionError(f"invalid metrics port {metrics_port}: 0 to 65535")
+        raise InvalidInputError(f"invalid metrics port {metrics_port}: 0 to 65535")
     options = PassOptions(
         min_grace_ms=parse_period(min_grace),
         orphans=orphans,

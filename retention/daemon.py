@@ -167,7 +167,10 @@ class Daemon:
         term = self.candidate.check()
         self.metrics.leader.set(1 if term else 0)
         if term is None:
-            log.info("pass skipped: standby (leader: %s)", self.candidate.leader_identity or "none reachable")
+            if not self.candidate.connected:
+                log.warning("pass skipped: ZooKeeper is unreachable; waiting for it to come back")
+            else:
+                log.info("pass skipped: standby (leader: %s)", self.candidate.leader_identity or "unknown")
             return
 
         def fence() -> None:
@@ -292,7 +295,8 @@ class Daemon:
         scheduler.add_job(
             self.heartbeat, IntervalTrigger(seconds=HEARTBEAT_S, timezone=UTC), id="election", max_instances=1
         )
-        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+        # A pass that outlasts its interval makes APScheduler skip runs: expected, not news.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
         scheduler.start()
         log.info(
             "retention daemon started: %s, tables: %s%s",

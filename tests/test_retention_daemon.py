@@ -1,0 +1,283 @@
+"""The retention daemon on real ZooKeeper with real files: the election, fencing
+(leader killed, session expired, ZooKeeper restarted, process stopped past
+its session timeout), clean stops, metrics and the health check."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from kazoo.client import KazooClient
+from typer.testing import CliRunner
+
+from ingest.arrow_push import push_arrow
+from lineage.manager import LineageManager
+from lineage.model import TableConfig
+from lineage.zk_client import ZkSettings, connect
+from lineage.zk_leader import Leadership
+from lineage.zk_server import ZkServer, free_port
+from lineage.zk_store import ZkStore
+from retention.daemon import Daemon, Schedule
+from retention.executor import PassOptions
+from tests.conftest import fast_retry
+
+pytestmark = [pytest.mark.zk, pytest.mark.slow]
+SESSION_S = 4
+ROOT = Path(__file__).parent.parent
+
+
+def wait_for(what: str, predicate: Callable[[], object], timeout: float = 40.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@dataclass
+class Proc:
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    port: int
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def deleted(self) -> int:
+        return sum(int(n) for n in re.findall(r"pass done: .*?deleted (\d+) file", self.log()))
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        match = re.search(rf"^{name} (\S+)$", text, re.M)
+        assert match, f"{name} not in metrics"
+        return float(match.group(1))
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[Callable[..., Proc]]:
+    started: list[Proc] = []
+
+    def start(hosts: str, name: str, *extra: str, failpoint: str | None = None) -> Proc:
+        env = {**os.environ, "LINEAGE_ZK_SESSION_TIMEOUT": str(SESSION_S), "PYTHONPATH": str(ROOT)}
+        env.pop("LINEAGE_FAILPOINT", None)
+        if failpoint:
+            env["LINEAGE_FAILPOINT"] = failpoint
+        port = free_port()
+        log_path = tmp_path / f"{name}.log"
+        args = [sys.executable, "-m", "segment_lineage", "--zk", hosts, "retention", "daemon"]
+        args += ["--interval", "1s", "--min-grace", "0s", "--metrics-port", str(port), *extra]
+        with log_path.open("wb") as log:
+            popen = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = Proc(popen, log_path, port)
+        started.append(proc)
+        wait_for(f"{name} to start", lambda: "retention daemon started" in proc.log(), 30)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.popen.poll() is None:
+            proc.popen.kill()
+            proc.popen.wait()
+
+
+def part(label: str) -> pa.Table:
+    return pa.table({"label": [label] * 3, "i": [0, 1, 2]})
+
+
+@dataclass
+class Replaced:
+    manager: LineageManager
+    root: Path
+    old: list[Path]  # the replaced snapshot's files
+    new: list[Path]  # the visible snapshot's files
+
+    def remaining(self) -> list[Path]:
+        return [p for p in self.old if p.exists()]
+
+
+def replaced_table(store: ZkStore, root: Path, parts: int = 6) -> Replaced:
+    m = LineageManager(store, retry=fast_retry())
+    m.create_table(
+        TableConfig.build(
+            "events", str(root), replaced_segments_retention="0s", lineage_entry_cleanup_retention="0s"
+        )
+    )
+    push_arrow(m, "events", [part(f"v1-{i}") for i in range(parts)])
+    old = [root / s.location for s in m.visible_segments("events")]
+    push_arrow(m, "events", [part("v2")])
+    new = [root / s.location for s in m.visible_segments("events")]
+    assert all(p.exists() for p in old + new)
+    return Replaced(m, root, old, new)
+
+
+def members(store: ZkStore) -> list[str]:
+    path = f"{store.root}/leaders/retention"
+    return sorted(store.client.get_children(path)) if store.client.exists(path) else []
+
+
+def test_two_daemons_one_deletes_metrics_health_and_clean_stop(
+    zk_hosts: str, zk_store: ZkStore, tmp_path: Path, daemons: Callable[..., Proc]
+) -> None:
+    table = replaced_table(zk_store, tmp_path / "events")
+    a = daemons(zk_hosts, "a")
+    b = daemons(zk_hosts, "b")
+    wait_for("the replaced snapshot to go", lambda: not table.remaining())
+    wait_for("both daemons to pass", lambda: all("pass " in p.log() for p in (a, b)))
+    assert all(p.exists() for p in table.new)
+    assert sorted([a.deleted(), b.deleted()]) == [0, 6]
+    leader, standby = (a, b) if a.deleted() else (b, a)
+    assert "pass skipped: standby" in standby.log()
+    assert leader.metric("lineage_retention_leader") == 1.0
+    assert standby.metric("lineage_retention_leader") == 0.0
+    assert leader.metric("lineage_retention_files_deleted_total") == 6.0
+    assert leader.metric("lineage_retention_pending_deletions") == 0.0
+    assert leader.metric("lineage_retention_last_success_timestamp_seconds") > 0
+    runner = CliRunner()
+    from segment_lineage.cli import app
+
+    healthy = runner.invoke(app, ["retention", "health", "--url", f"http://127.0.0.1:{leader.port}"])
+    assert healthy.exit_code == 0 and healthy.stdout.startswith("healthy: leader"), healthy.output
+    assert table.manager.table("events").pending == {}
+
+    leader.popen.send_signal(signal.SIGTERM)
+    assert leader.popen.wait(timeout=30) == 0
+    assert "retention daemon stopped" in leader.log()
+    wait_for("the standby to take over", lambda: standby.metric("lineage_retention_leader") == 1.0, 20)
+    standby.popen.send_signal(signal.SIGINT)
+    assert standby.popen.wait(timeout=30) == 0
+    assert members(zk_store) == []  # both left the election
+    gone = runner.invoke(app, ["retention", "health", "--url", f"http://127.0.0.1:{leader.port}"])
+    assert gone.exit_code == 1 and "no daemon answered" in gone.stderr
+
+
+def test_killing_the_leader_mid_pass_lets_the_other_finish(
+    zk_hosts: str, zk_store: ZkStore, tmp_path: Path, daemons: Callable[..., Proc]
+) -> None:
+    table = replaced_table(zk_store, tmp_path / "events")
+    a = daemons(zk_hosts, "a", failpoint="retention.mid-delete:sleep=60")
+    wait_for("the leader's first delete", lambda: len(table.remaining()) == 5)
+    b = daemons(zk_hosts, "b")
+    wait_for("b to stand by", lambda: "pass skipped: standby" in b.log())
+    a.popen.kill()
+    a.popen.wait()
+    wait_for("b to finish the pass", lambda: not table.remaining(), SESSION_S * 5)
+    wait_for("b's pass line", lambda: b.deleted() == 5)
+    assert all(p.exists() for p in table.new)
+    state = table.manager.table("events")
+    assert state.pending == {} and len(state.segments) == 1
+
+
+class ExpiresMidPass:
+    """A candidacy whose ZooKeeper session expires just before the first
+    file delete of its first pass, as when the client was cut off."""
+
+    def __init__(self, leadership: Leadership, hosts: str) -> None:
+        self.inner = leadership
+        self.hosts = hosts
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def holds(self, term: str) -> bool:
+        self.calls += 1
+        if self.calls == 2:
+            client = self.inner.store.client
+            old = client.client_id
+            twin = KazooClient(hosts=self.hosts, client_id=old)
+            twin.start()
+            twin.stop()  # closing the twin's connection ends the shared session
+            twin.close()
+            wait_for("the session to be replaced", lambda: client.client_id != old and client.connected)
+        return self.inner.holds(term)
+
+
+def test_session_expiry_mid_pass_deletes_nothing_and_the_next_term_finishes(
+    zk_hosts: str, zk_store: ZkStore, tmp_path: Path
+) -> None:
+    table = replaced_table(zk_store, tmp_path / "events")
+    daemon_store = ZkStore(connect(ZkSettings(hosts=zk_hosts)), session_timeout_s=SESSION_S)
+    try:
+        candidate = ExpiresMidPass(Leadership(daemon_store, "retention", "test:1"), zk_hosts)
+        manager = LineageManager(daemon_store, retry=fast_retry())
+        daemon = Daemon(manager, candidate, Schedule(interval_ms=1000), PassOptions(min_grace_ms=0))
+        daemon.tick()
+        assert daemon.status.failures == 1 and "session was lost" in (daemon.status.last_error or "")
+        assert len(table.remaining()) == 6  # intent recorded, nothing deleted
+        assert len(table.manager.table("events").pending) == 6
+        daemon.tick()  # a new session, a new term: the pass is finished
+        assert not table.remaining() and table.manager.table("events").pending == {}
+        assert daemon.status.last_pass_failed is False
+    finally:
+        daemon_store.close()
+
+
+def test_the_daemon_survives_a_zookeeper_restart(tmp_path: Path, daemons: Callable[..., Proc]) -> None:
+    server = ZkServer(tmp_path / "zk", free_port())
+    server.start()
+    try:
+        store = ZkStore(connect(ZkSettings(hosts=server.hosts)))
+        table = replaced_table(store, tmp_path / "events", parts=2)
+        d = daemons(server.hosts, "d")
+        wait_for("the first snapshot to go", lambda: not table.remaining())
+        store.close()
+        server.stop()
+        wait_for("a pass without ZooKeeper", lambda: "ZooKeeper is unreachable" in d.log())
+        server.start()
+        store = ZkStore(connect(ZkSettings(hosts=server.hosts)))
+        m = LineageManager(store, retry=fast_retry())
+        second = [table.root / s.location for s in m.visible_segments("events")]
+        push_arrow(m, "events", [part("v3")])
+        wait_for("the second snapshot to go", lambda: not any(p.exists() for p in second))
+        assert d.popen.poll() is None
+        store.close()
+    finally:
+        server.stop()
+
+
+def test_a_daemon_stopped_past_its_session_timeout_deletes_nothing_stale(
+    zk_hosts: str, zk_store: ZkStore, tmp_path: Path, daemons: Callable[..., Proc]
+) -> None:
+    table = replaced_table(zk_store, tmp_path / "events")
+    a = daemons(zk_hosts, "a", failpoint="retention.after-mark:sleep=3")
+    wait_for("the intent to be recorded", lambda: len(table.manager.table("events").pending) == 6)
+    os.kill(a.popen.pid, signal.SIGSTOP)
+    try:
+        wait_for("the stopped daemon's session to expire", lambda: members(zk_store) == [], SESSION_S * 4)
+    finally:
+        os.kill(a.popen.pid, signal.SIGCONT)
+    # The resumed pass finds its session gone: the fence (or the store,
+    # whichever asks ZooKeeper first) stops it before any delete.
+    wait_for("the resumed pass to end", lambda: re.search(r"pass stopped|pass done: .* 1 error", a.log()))
+    assert len(table.remaining()) == 6  # the plan of the dead term deleted nothing
+    assert "Session has expired" in a.log()
+    wait_for("a fresh term to finish", lambda: not table.remaining())
+    assert a.popen.poll() is None
+
+
+def test_daemon_options_are_checked(lineage_home: Path) -> None:
+    from segment_lineage.cli import app
+
+    runner = CliRunner()
+    for args, message in (
+        ([], "exactly one of --cron and --interval"),
+        (["--cron", "*/5 * * *", "--interval", "1m"], "exactly one of --cron and --interval"),
+        (["--cron", "*/5 * * *"], "invalid cron expression"),
+        (["--interval", "0s"], "at least 1s"),
+        (["--interval", "often"], "invalid period"),
+        (["--interval", "1m", "--metrics-port", "70000"], "invalid metrics port"),
+    ):
+        result = runner.invoke(app, ["retention", "daemon", *args])
+        assert result.exit_code in (1, 2) and message in result.stderr, (args, result.output)
