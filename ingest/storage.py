@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -95,14 +96,29 @@ class DeepStore:
         parsed = urlparse(self.root)
         return pafs.HadoopFileSystem(parsed.hostname or "default", parsed.port or 0)
 
-    def path(self, location: str) -> str:
-        """The file system path of a location, refused if it leaves the root."""
+    def path(self, location: str, resolved_dirs: dict[str, str] | None = None) -> str:
+        """The file system path of a location, refused if it leaves the root.
+
+        ``resolved_dirs`` caches directory resolutions across calls of one
+        batch, so a batch resolves each directory once and then checks only
+        that the file itself is no symlink.
+        """
         check_location(location)
         full = posixpath.join(self.base, location)
-        if self.scheme == "file":
+        if self.scheme != "file":
+            return full
+        if resolved_dirs is None:
             resolved = os.path.realpath(full)
-            if resolved != full and not resolved.startswith(self.base + os.sep):
-                raise StorageError(f"location {location!r} resolves outside the table root {self.root!r}")
+        else:
+            parent, name = posixpath.split(full)
+            real_parent = resolved_dirs.get(parent)
+            if real_parent is None:
+                real_parent = resolved_dirs[parent] = os.path.realpath(parent)
+            resolved = posixpath.join(real_parent, name)
+            if os.path.islink(full):
+                resolved = os.path.realpath(full)
+        if resolved != full and not resolved.startswith(self.base + os.sep):
+            raise StorageError(f"location {location!r} resolves outside the table root {self.root!r}")
         return full
 
     def uri(self, location: str) -> str:
@@ -147,17 +163,51 @@ class DeepStore:
 
     def delete(self, location: str) -> bool:
         """Delete one file; False when it was already gone (deleting is idempotent)."""
+        return self.deleter()(location)
+
+    def deleter(self) -> Callable[[str], bool]:
+        """A delete function for one batch: one file-system handle, and each
+        directory resolved once (see :meth:`path`). Thread-safe."""
         fs = self.filesystem()
-        target = self.path(location)
-        try:
-            if fs.get_file_info(target).type == pafs.FileType.NotFound:
+        resolved_dirs: dict[str, str] = {}
+
+        def delete(location: str) -> bool:
+            target = self.path(location, resolved_dirs)
+            try:
+                fs.delete_file(target)
+                return True
+            except FileNotFoundError:
                 return False
-            fs.delete_file(target)
-            return True
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            raise StorageError(f"deleting {location!r} under {self.root!r} failed: {exc}") from None
+            except OSError as exc:
+                raise StorageError(f"deleting {location!r} under {self.root!r} failed: {exc}") from None
+
+        return delete
+
+    def prune_dirs(self, locations: Iterable[str]) -> int:
+        """Remove directories left empty by deleting ``locations`` (deepest
+        first, never the root). Object stores keep an empty "directory"
+        marker where the last file of a prefix was deleted; those go too.
+        A directory that is not empty stays. Returns how many went."""
+        fs = self.filesystem()
+        dirs: set[str] = set()
+        for location in locations:
+            parts = check_location(location).split("/")[:-1]
+            dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        removed = 0
+        for relative in sorted(dirs, key=lambda d: (-d.count("/"), d)):
+            full = self.path(relative)
+            try:
+                if self.scheme == "file":
+                    os.rmdir(full)  # refuses a non-empty directory, atomically
+                else:
+                    entries = fs.get_file_info(pafs.FileSelector(full, allow_not_found=True))
+                    if entries:
+                        continue
+                    fs.delete_dir(full)
+                removed += 1
+            except OSError:
+                continue  # not empty, already gone, or not ours to remove: leave it
+        return removed
 
     def list(self, prefix: str = "") -> list[FileInfo]:
         """Files under the root (or under ``prefix`` inside it), recursively."""

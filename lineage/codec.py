@@ -198,6 +198,8 @@ def pending_to_dict(p: PendingDeletion) -> dict[str, object]:
     }
     if p.entry_id is not None:
         d["entry"] = p.entry_id
+    if p.size_bytes:
+        d["bytes"] = p.size_bytes
     return d
 
 
@@ -208,6 +210,7 @@ def pending_from_dict(d: Mapping[str, Any]) -> PendingDeletion:
         reason=_enum(DeletionReason, d.get("reason"), "deletion reason"),
         marked_ms=_get(d, "marked", int),
         entry_id=_opt(d, "entry", str),
+        size_bytes=_opt(d, "bytes", int) or 0,
     )
 
 

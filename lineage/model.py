@@ -188,6 +188,7 @@ class PendingDeletion:
     reason: DeletionReason
     marked_ms: int
     entry_id: str | None = None
+    size_bytes: int = 0  # when known (the segment's recorded size)
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,7 @@ def _queue_for_deletion(
                 reason=reason,
                 marked_ms=now_ms,
                 entry_id=seg.entry_id,
+                size_bytes=seg.size_bytes,
             )
 
 
@@ -749,7 +750,8 @@ def retention_mark(
                 f"file {location!r} belongs to a registered segment: not an orphan", table=state.config.name
             )
         pending.setdefault(location, PendingDeletion(location, "file", DeletionReason.ORPHAN, now_ms))
-    entries = {k: v for k, v in state.entries.items() if k not in set(remove_entries)}
+    removed = set(remove_entries)
+    entries = {k: v for k, v in state.entries.items() if k not in removed}
     return Change(
         state=state.replace(segments=segments, pending=pending, entries=entries),
         operation=Operation.RETENTION_MARK,
@@ -762,7 +764,8 @@ def clear_pending(state: TableState, locations: Sequence[str], size_bytes: int =
     gone = [loc for loc in locations if loc in state.pending]
     if not gone:
         return Change(state=state, operation=Operation.RETENTION_CLEAR, changed=False)
-    pending = {k: v for k, v in state.pending.items() if k not in set(gone)}
+    cleared = set(gone)
+    pending = {k: v for k, v in state.pending.items() if k not in cleared}
     return Change(
         state=state.replace(pending=pending),
         operation=Operation.RETENTION_CLEAR,

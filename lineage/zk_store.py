@@ -778,7 +778,8 @@ class ZkStore:
             except NoNodeError:
                 marks, version = {}, None
             due = [b for b in unreferenced if b in marks and now - marks[b] >= grace_ms]
-            kept = {b: marks.get(b, now) for b in unreferenced if b not in set(due)}
+            due_set = set(due)
+            kept = {b: marks.get(b, now) for b in unreferenced if b not in due_set}
             kept = dict(sorted(kept.items(), key=lambda kv: kv[1])[:GC_MARKS_MAX])
             data = codec.encode_gc(kept)
             try:

@@ -157,7 +157,9 @@ def plan(
         if location in pinned_locations:
             kept.append(Kept(location, "pinned by a reader"))
         elif policy.force or queued.marked_ms <= now - policy.min_grace_ms:
-            deletions.append(Deletion(location, queued.segment, queued.reason, 0, queued.entry_id))
+            deletions.append(
+                Deletion(location, queued.segment, queued.reason, queued.size_bytes, queued.entry_id)
+            )
         else:
             kept.append(Kept(location, "younger than the minimum grace"))
     orphans: list[str] = []

@@ -1,4 +1,5 @@
-"""The end-to-end demo on the embedded defaults: Spark pushes, consistent reads, revert."""
+"""The end-to-end demo on the embedded defaults: Spark pushes, consistent reads,
+revert, and a retention pass that reclaims the replaced snapshots."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from lineage.errors import TableNotFoundError
 from lineage.manager import LineageManager
 from lineage.model import TableConfig
 from lineage.zk_server import state_dir
+from retention.executor import PassOptions, run_pass
 
 DEMO_TABLE = "demo_events"
 SNAPSHOTS = (("v1", 1000), ("v2", 1500), ("v3", 800))
@@ -38,7 +40,15 @@ def run_demo(zk: str | None = None, echo: Callable[[str], None] = print) -> None
             m.drop_table(DEMO_TABLE, force=True, reason="demo restart")
         root = state_dir() / "deep-store" / DEMO_TABLE
         shutil.rmtree(root, ignore_errors=True)
-        m.create_table(TableConfig.build(DEMO_TABLE, str(root), "REFRESH"), reason="demo")
+        # Zero retention, so that the demo's retention pass can reclaim at once.
+        config = TableConfig.build(
+            DEMO_TABLE,
+            str(root),
+            "REFRESH",
+            replaced_segments_retention="0s",
+            lineage_entry_cleanup_retention="0s",
+        )
+        m.create_table(config, reason="demo")
         echo("starting Spark (local mode) ...")
         spark = spark_session()
 
@@ -71,6 +81,13 @@ def run_demo(zk: str | None = None, echo: Callable[[str], None] = print) -> None
         echo("6. history (newest first)")
         for h in m.history(DEMO_TABLE, limit=8):
             echo(f"   v{h.version:<3} {h.operation.value:<15} segments={h.segments} rows={h.rows}")
+        before = sum(1 for _ in root.rglob("*.parquet"))
+        reports = run_pass(m, [DEMO_TABLE], PassOptions(min_grace_ms=0))
+        after = sum(1 for _ in root.rglob("*.parquet"))
+        version, seen = _read(m)
+        echo(f"7. retention pass: {reports[0].line()}")
+        echo(f"   parquet files on disk: {before} -> {after}; read: version {version}: {seen}")
+        assert not reports[0].errors and after < before and seen == {"v2": 1500}
         echo("demo finished: try 'lineage read demo_events' or 'lineage entries demo_events'")
     finally:
         if spark is not None:

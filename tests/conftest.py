@@ -86,3 +86,25 @@ def docker_engine_reachable() -> bool:
     if sock.startswith("unix://"):
         return Path(sock[len("unix://") :]).exists()
     return False
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "LINEAGE_S3_ENDPOINT": endpoint,
+    }.items():
+        monkeypatch.setenv(key, value)
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="lake")
+    yield endpoint
+    server.stop()

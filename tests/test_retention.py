@@ -350,6 +350,7 @@ def test_orphans_past_the_grace_go_through_the_intent_log(zk: LineageManager, tm
     report = run_table(zk, "events", PassOptions(min_grace_ms=0))
     assert (report.orphans, report.files_deleted, report.errors) == (1, 1, [])
     assert not crashed.exists() and young.exists() and hidden.exists()
+    assert not (root / "push_20260101T000000000Z_deadbeef").exists() and report.dirs_removed == 3
     assert zk.table("events").pending == {}
     ops = [h.operation.value for h in zk.history("events", limit=2)]
     assert ops == ["RETENTION_CLEAR", "RETENTION_MARK"]  # recorded before the delete, cleared after
@@ -398,3 +399,30 @@ def test_time_retention_deletes_expired_append_data_on_real_files(zk_store: obje
     remaining = m.visible_segments("logs")
     assert [s.max_time for s in remaining] == [now]
     assert len(list((tmp_path / "logs").rglob("*.parquet"))) == 1
+
+
+def test_a_pass_on_s3_deletes_through_the_pool_and_spares_the_sibling_table(
+    zk_store: object, s3: str
+) -> None:
+    import boto3
+
+    from tests.conftest import fast_retry
+
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+    m = LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+    m.create_table(TableConfig.build("t", "s3://lake/warehouse/t", replaced_segments_retention="0s"))
+    push_arrow(m, "t", [part(f"old-{i}") for i in range(5)])
+    push_arrow(m, "t", [part("new")])
+    for key in ("warehouse/t2/push_x_00000000/keep.parquet", "warehouse/t/push_y_deadbeef/left.parquet"):
+        client.put_object(Bucket="lake", Key=key, Body=b"x")
+
+    def keys() -> set[str]:
+        return {o["Key"] for o in client.list_objects_v2(Bucket="lake").get("Contents", [])}
+
+    assert len(keys()) == 8
+    report = run_table(m, "t", PassOptions(min_grace_ms=0, orphan_grace_ms=0))
+    assert (report.files_deleted, report.orphans, report.errors) == (6, 1, [])
+    visible = {f"warehouse/t/{s.location}" for s in m.visible_segments("t")}
+    # Emptied prefixes leave no directory markers behind (the root's own may stay).
+    assert keys() - {"warehouse/t/"} == visible | {"warehouse/t2/push_x_00000000/keep.parquet"}
+    assert report.dirs_removed == 2

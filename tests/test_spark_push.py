@@ -22,7 +22,6 @@ from ingest.readers import SnapshotReader
 from ingest.spark_job import pinned_table, push_dataframe, read_table, release_reads, spark_session
 from lineage.manager import LineageManager
 from lineage.model import DeletionReason, TableConfig
-from lineage.zk_server import free_port
 from tests.helpers.spark_cluster import SparkCluster
 
 ROOT = Path(__file__).parent.parent
@@ -282,28 +281,6 @@ def test_push_on_a_standalone_cluster_with_speculation(
     assert any(
         loc.endswith(".a1.parquet") for loc in locations
     )  # partition 0 came from the speculative attempt
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "LINEAGE_S3_ENDPOINT": endpoint,
-    }.items():
-        monkeypatch.setenv(key, value)
-    import boto3
-
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="lake")
-    yield endpoint
-    server.stop()
 
 
 def test_push_to_s3(zk_manager: LineageManager, zk_hosts: str, s3: str, tmp_path: Path) -> None:

@@ -1,0 +1,131 @@
+"""Reclaiming N replaced segments: our retention pass beside ``deltalake``'s vacuum.
+
+For each N (default 10k and 100k), in the same run and on the same disk:
+
+* ours: a table of N one-kilobyte segment files on a real ZooKeeper (started
+  here, on loopback), all replaced by one new segment; timed: one retention
+  pass with zero retention (plan, intent recorded in ZooKeeper, N fenced file
+  deletes, intent cleared, metadata garbage pass), with and without the
+  orphan scan of the root;
+* deltalake: a Delta table of N files (one per partition), overwritten;
+  timed: ``vacuum(retention_hours=0)``.
+
+Reports seconds, files per second and the ratio ours / deltalake.
+
+    .venv/bin/pip install deltalake
+    .venv/bin/python benchmarks/retention_vs_vacuum.py [--sizes 10000,100000] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from lineage.manager import LineageManager
+from lineage.model import Segment, TableConfig
+from lineage.retry import RetryPolicy
+from lineage.zk_client import ZkSettings, connect
+from lineage.zk_server import ZkServer, free_port
+from lineage.zk_store import ZkStore
+from retention.executor import PassOptions, run_table
+
+BATCH = 5000
+PAYLOAD = b"x" * 1024
+
+
+def ours(hosts: str, work: Path, n: int, orphans: bool) -> float:
+    store = ZkStore(connect(ZkSettings(hosts=f"{hosts}/bench{uuid.uuid4().hex[:8]}")))
+    m = LineageManager(store, retry=RetryPolicy())
+    root = work / f"ours-{n}-{orphans}"
+    m.create_table(
+        TableConfig.build(
+            "bench",
+            str(root),
+            "APPEND",
+            replaced_segments_retention="0s",
+            lineage_entry_cleanup_retention="0s",
+        )
+    )
+    names = [f"bench_{i:07d}" for i in range(n)]
+    for start in range(0, n, BATCH):
+        batch = []
+        for name in names[start : start + BATCH]:
+            location = f"push_old/{name[-3:]}/{name}.parquet"
+            path = root / location
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(PAYLOAD)
+            batch.append(Segment(name, location, rows=1, size_bytes=len(PAYLOAD)))
+        m.register_segments("bench", batch)
+    entry = m.start_replace("bench", names, ["bench_new"])
+    (root / "new.parquet").write_bytes(PAYLOAD)
+    m.register_segments("bench", [Segment("bench_new", "new.parquet", rows=1, size_bytes=len(PAYLOAD))])
+    m.end_replace("bench", entry)
+    began = time.perf_counter()
+    report = run_table(m, "bench", PassOptions(min_grace_ms=0, orphans=orphans))
+    seconds = time.perf_counter() - began
+    assert report.files_deleted == n and not report.errors, report.line()
+    assert sum(1 for p in root.rglob("*.parquet")) == 1
+    store.close()
+    shutil.rmtree(root)
+    return seconds
+
+
+def delta(work: Path, n: int) -> float:
+    from deltalake import DeltaTable, write_deltalake
+
+    path = work / f"delta-{n}"
+    write_deltalake(str(path), pa.table({"k": list(range(n)), "v": [1] * n}), partition_by=["k"])
+    write_deltalake(str(path), pa.table({"k": [0], "v": [2]}), mode="overwrite", partition_by=["k"])
+    table = DeltaTable(str(path))
+    began = time.perf_counter()
+    gone = table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    seconds = time.perf_counter() - began
+    assert len(gone) == n, len(gone)
+    shutil.rmtree(path)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--json", dest="json_path")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="retention-bench-") as tmp:
+        work = Path(tmp)
+        server = ZkServer(work / "zk", free_port(), heap_mb=1024)
+        server.start()
+        try:
+            for n in sizes:
+                row: dict[str, Any] = {"files": n}
+                row["ours_s"] = ours(server.hosts, work, n, orphans=False)
+                row["ours_with_orphan_scan_s"] = ours(server.hosts, work, n, orphans=True)
+                row["deltalake_vacuum_s"] = delta(work, n)
+                row["ours_files_per_s"] = n / row["ours_s"]
+                row["deltalake_files_per_s"] = n / row["deltalake_vacuum_s"]
+                row["ratio_ours_over_deltalake"] = row["ours_s"] / row["deltalake_vacuum_s"]
+                results.append(row)
+                print(
+                    f"{n:>7} files: ours {row['ours_s']:.2f}s ({row['ours_files_per_s']:,.0f}/s), "
+                    f"with orphan scan {row['ours_with_orphan_scan_s']:.2f}s, "
+                    f"deltalake vacuum {row['deltalake_vacuum_s']:.2f}s "
+                    f"({row['deltalake_files_per_s']:,.0f}/s), ratio {row['ratio_ours_over_deltalake']:.2f}",
+                    flush=True,
+                )
+        finally:
+            server.stop()
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
