@@ -25,11 +25,14 @@ test: lint
 	$(BIN)/pytest
 
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -e ".[bench]"
 	$(BIN)/python benchmarks/lineage_ops.py
+	$(BIN)/python benchmarks/retention_vs_vacuum.py
 
 CLI_DOC_COMMANDS := "" "zk start" "zk stop" "zk status" "table create" "table list" "table show" \
 	"table drop" "segment add" "segment list" "segment delete" "segments" "start-replace" "end-replace" \
-	"revert" "entries" "history" "export" "push" "read" "retention run" "demo"
+	"revert" "entries" "history" "export" "push" "read" "retention run" \
+	"retention daemon" "retention health" "demo"
 
 docs: $(STAMP)
 	@{ echo "# Command reference"; echo; \

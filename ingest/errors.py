@@ -3,7 +3,7 @@ CLI's single handler covers them."""
 
 from __future__ import annotations
 
-from lineage.errors import LineageError, RefusedError
+from lineage.errors import InvalidInputError, LineageError, RefusedError
 
 
 class IngestError(LineageError):
@@ -20,6 +20,10 @@ class PushError(IngestError):
 
 class PushRefusedError(IngestError, RefusedError):
     """A push's input or mode does not fit the table. Nothing was written."""
+
+
+class PushInputError(IngestError, InvalidInputError):
+    """A push's arguments are malformed (an unknown mode, say). Nothing was written."""
 
 
 class SnapshotTooOldError(IngestError):

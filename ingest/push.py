@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import FrameType
 
-from ingest.errors import PushError, PushRefusedError
+from ingest.errors import PushError, PushInputError, PushRefusedError
 from ingest.storage import DeepStore
 from lineage import transitions
 from lineage.errors import ConflictError, LineageError, OutcomeUnknownError
@@ -50,7 +50,7 @@ class PushMode(StrEnum):
         try:
             return PushMode(value.lower().replace("_", "-") if isinstance(value, str) else value)
         except ValueError:
-            raise PushRefusedError(
+            raise PushInputError(
                 f"unknown push mode {value!r}: use refresh, append or replace-range"
             ) from None
 

@@ -105,6 +105,11 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         monkeypatch.setenv(key, value)
     import boto3
 
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="lake")
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket="lake")
     yield endpoint
+    # moto keeps its buckets in the process, across servers: leave none behind.
+    for item in client.list_objects_v2(Bucket="lake").get("Contents", []):
+        client.delete_object(Bucket="lake", Key=item["Key"])
+    client.delete_bucket(Bucket="lake")
     server.stop()

@@ -426,3 +426,69 @@ def test_a_pass_on_s3_deletes_through_the_pool_and_spares_the_sibling_table(
     # Emptied prefixes leave no directory markers behind (the root's own may stay).
     assert keys() - {"warehouse/t/"} == visible | {"warehouse/t2/push_x_00000000/keep.parquet"}
     assert report.dirs_removed == 2
+
+
+def test_a_pass_on_a_corrupted_table_fails_closed_and_deletes_nothing(
+    zk: LineageManager, tmp_path: Path
+) -> None:
+    from lineage.zk_store import ZkStore
+
+    push_arrow(zk, "events", [part("v1")])
+    push_arrow(zk, "events", [part("v2")])
+    store = zk.store
+    assert isinstance(store, ZkStore)
+    path = store.head_path("events")
+    raw, stat = store.client.get(path)
+    doc = json.loads(raw)
+    doc["v"] = 99
+    store.client.set(path, json.dumps(doc).encode(), version=stat.version)
+    from retention.executor import run_pass
+
+    fresh = LineageManager(ZkStore(store.client, owns_client=False))
+    reports = run_pass(fresh, ["events"], PassOptions(min_grace_ms=0, orphan_grace_ms=0))
+    assert "unknown format version 99" in reports[0].errors[0]
+    assert len(files(tmp_path)) == 2  # nothing deleted, not even as an orphan
+
+
+def test_a_delete_failing_halfway_converges_on_the_next_pass(
+    zk: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lineage.failpoints import FailpointError
+
+    push_arrow(zk, "events", [part(f"a{i}") for i in range(4)])
+    push_arrow(zk, "events", [part("b")])
+    monkeypatch.setenv("LINEAGE_FAILPOINT", "retention.mid-delete:raise")
+    with pytest.raises(FailpointError):
+        run_table(zk, "events", PassOptions(min_grace_ms=0))
+    assert len(files(tmp_path)) == 4 and len(zk.table("events").pending) == 4  # one of four gone
+    monkeypatch.delenv("LINEAGE_FAILPOINT")
+    report = run_table(zk, "events", PassOptions(min_grace_ms=0))
+    assert (report.files_deleted, report.files_already_gone) == (3, 1)
+    assert zk.table("events").pending == {} and len(files(tmp_path)) == 1
+
+
+def test_revert_racing_retention_leaves_nothing_visible_pointing_at_a_missing_file(
+    zk: LineageManager, tmp_path: Path
+) -> None:
+    import threading
+
+    from lineage.errors import LineageError
+
+    root = tmp_path / "events"
+    for round_ in range(6):
+        entry = push_arrow(zk, "events", [part(f"r{round_}-{i}") for i in range(3)]).entry_id
+        outcomes: list[str] = []
+
+        def revert(entry: str = entry, outcomes: list[str] = outcomes) -> None:
+            try:
+                zk.revert_replace("events", entry)
+                outcomes.append("reverted")
+            except LineageError as exc:
+                outcomes.append(f"refused: {exc.message}")
+
+        racer = threading.Thread(target=revert)
+        racer.start()
+        run_table(zk, "events", PassOptions(min_grace_ms=0, force=True))
+        racer.join()
+        visible = zk.visible_segments("events")
+        assert all((root / s.location).exists() for s in visible), (round_, outcomes)

@@ -224,7 +224,10 @@ def test_session_expiry_mid_pass_deletes_nothing_and_the_next_term_finishes(
         daemon_store.close()
 
 
-def test_the_daemon_survives_a_zookeeper_restart(tmp_path: Path, daemons: Callable[..., Proc]) -> None:
+@pytest.mark.parametrize("outage_s", [0, 3 * SESSION_S], ids=["within", "past-the-session-timeout"])
+def test_the_daemon_survives_a_zookeeper_restart(
+    tmp_path: Path, daemons: Callable[..., Proc], outage_s: int
+) -> None:
     server = ZkServer(tmp_path / "zk", free_port())
     server.start()
     try:
@@ -235,6 +238,7 @@ def test_the_daemon_survives_a_zookeeper_restart(tmp_path: Path, daemons: Callab
         store.close()
         server.stop()
         wait_for("a pass without ZooKeeper", lambda: "ZooKeeper is unreachable" in d.log())
+        time.sleep(outage_s)
         server.start()
         store = ZkStore(connect(ZkSettings(hosts=server.hosts)))
         m = LineageManager(store, retry=fast_retry())

@@ -220,7 +220,7 @@ def test_cli_push_and_read(zk_hosts: str, tmp_path: Path) -> None:
     bad = cli("--zk", zk_hosts, "push", "clitab", "--input", str(tmp_path / "missing"), "--format", "csv")
     assert bad.returncode == 1 and "cannot read input" in bad.stderr
     bad = cli("--zk", zk_hosts, "push", "clitab", "--input", str(data), "--mode", "upsert")
-    assert bad.returncode == 2 and "unknown mode" in bad.stderr
+    assert bad.returncode == 2 and "unknown push mode" in bad.stderr
 
 
 @pytest.fixture(scope="module")
