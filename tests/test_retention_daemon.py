@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -187,11 +188,16 @@ class ExpiresMidPass:
         self.inner = leadership
         self.hosts = hosts
         self.calls = 0
+        self.lock = threading.Lock()
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
 
     def holds(self, term: str) -> bool:
+        with self.lock:  # the expiry happens at one moment: every later check sees it
+            return self._holds(term)
+
+    def _holds(self, term: str) -> bool:
         self.calls += 1
         if self.calls == 2:
             client = self.inner.store.client
