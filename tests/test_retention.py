@@ -492,3 +492,32 @@ def test_revert_racing_retention_leaves_nothing_visible_pointing_at_a_missing_fi
         racer.join()
         visible = zk.visible_segments("events")
         assert all((root / s.location).exists() for s in visible), (round_, outcomes)
+
+
+def test_clocks_off_by_an_hour_get_nothing_deleted_early(
+    zk_store: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time as time_module
+
+    from tests.conftest import fast_retry
+
+    m = LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+    m.create_table(
+        TableConfig.build(
+            "skew",
+            str(tmp_path / "skew"),
+            replaced_segments_retention="30m",
+            lineage_entry_cleanup_retention="30m",
+        )
+    )
+    real = time_module.time
+    for offset in (-3600.0, 3600.0):  # the pushing client, then the cleaning one, an hour off
+        monkeypatch.setattr(time_module, "time", lambda offset=offset: real() + offset)
+        push_arrow(m, "skew", [part(f"at{offset}")])
+        report = run_table(m, "skew", PassOptions(min_grace_ms=0, orphan_grace_ms=0))
+        assert (report.condemned, report.files_deleted) == (0, 0), offset
+    monkeypatch.setattr(time_module, "time", real)
+    entries = m.entries("skew")
+    zk_now = m.store.now_ms()
+    assert all(abs(zk_now - e.timestamp_ms) < 60_000 for e in entries)  # stamped by ZooKeeper
+    assert len(list((tmp_path / "skew").rglob("*.parquet"))) == 2
