@@ -9,7 +9,8 @@ Pinot's lineage cleanup, with our protections:
   ``lineage_entry_cleanup_retention``, and so do those of an IN_PROGRESS entry
   that old whose pusher is gone; the entry goes once none of its ``to`` remain;
 * files queued in ``pending`` go once they have waited ``min_grace`` (unless
-  ``force``);
+  ``force``); so does the file of a condemned segment registered less than
+  ``min_grace`` ago (unregistered now, deleted by a later pass);
 * on an APPEND table with a time retention, segments whose data ended before
   ``now - time_retention`` go, visible or not;
 * orphans: files under the table's root that no segment, pending deletion or
@@ -150,9 +151,13 @@ def plan(
             take(remaining, reason)
 
     deletions: list[Deletion] = []
+    young = now - policy.min_grace_ms
     for name, reason in condemn.items():
         seg = state.segments[name]
-        deletions.append(Deletion(seg.location, name, reason, seg.size_bytes, seg.entry_id))
+        if policy.force or seg.created_ms <= young:
+            deletions.append(Deletion(seg.location, name, reason, seg.size_bytes, seg.entry_id))
+        else:  # unregistered now; its file waits in pending for the minimum grace
+            kept.append(Kept(seg.location, "younger than the minimum grace"))
     for location, queued in state.pending.items():
         if location in pinned_locations:
             kept.append(Kept(location, "pinned by a reader"))

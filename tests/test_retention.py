@@ -243,7 +243,9 @@ def test_a_pass_reclaims_the_replaced_snapshot(zk: LineageManager, tmp_path: Pat
     push_arrow(zk, "events", [part("v1")])
     push_arrow(zk, "events", [part("v2")])
     assert len(files(tmp_path)) == 2
-    dry = run_table(zk, "events", PassOptions(dry_run=True))
+    young = run_table(zk, "events", PassOptions(dry_run=True))  # the files are minutes old
+    assert young.condemned == 1 and young.planned == []
+    dry = run_table(zk, "events", PassOptions(dry_run=True, min_grace_ms=0))
     assert len(dry.planned) == 1 and len(files(tmp_path)) == 2 and dry.condemned == 1
     report = run_table(zk, "events", PassOptions(min_grace_ms=0))
     assert (report.files_deleted, report.condemned) == (1, 1)
@@ -317,7 +319,7 @@ def test_retention_run_cli(zk_hosts: str, tmp_path: Path) -> None:
     m = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))))
     push_arrow(m, "c", [part("a")])
     push_arrow(m, "c", [part("b")])
-    dry = runner.invoke(app, ["--zk", zk_hosts, "--json", "retention", "run", "--dry-run"])
+    dry = runner.invoke(app, ["--zk", zk_hosts, "--json", "retention", "run", "--dry-run", "--min-grace", "0s"])
     assert dry.exit_code == 0, dry.output
     planned = json.loads(dry.stdout)[0]["planned"]
     assert [p["reason"] for p in planned] == ["REPLACED"]
@@ -521,3 +523,20 @@ def test_clocks_off_by_an_hour_get_nothing_deleted_early(
     zk_now = m.store.now_ms()
     assert all(abs(zk_now - e.timestamp_ms) < 60_000 for e in entries)  # stamped by ZooKeeper
     assert len(list((tmp_path / "skew").rglob("*.parquet"))) == 2
+
+
+def test_a_condemned_segment_younger_than_the_minimum_grace_keeps_its_file(mem: LineageManager) -> None:
+    mem.create_table(
+        TableConfig.build("y", "/y", replaced_segments_retention="0s", lineage_entry_cleanup_retention="0s")
+    )
+    mem.register_segments("y", [seg("fresh")])
+    entry = mem.start_replace("y", ["fresh"], ["next"])
+    mem.register_segments("y", [seg("next")])
+    mem.end_replace("y", entry)
+    now = mem.clock["now"]  # type: ignore[attr-defined]
+    young = plan(mem.table("y"), Policy(now, min_grace_ms=HOUR))
+    assert young.condemn == {"fresh": DeletionReason.REPLACED} and young.deletions == ()
+    assert [
+        d.segment for d in plan(mem.table("y"), Policy(now, min_grace_ms=HOUR, force=True)).deletions
+    ] == ["fresh"]
+    assert len(plan(mem.table("y"), Policy(now + HOUR, min_grace_ms=HOUR)).deletions) == 1
