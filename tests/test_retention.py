@@ -319,7 +319,9 @@ def test_retention_run_cli(zk_hosts: str, tmp_path: Path) -> None:
     m = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))))
     push_arrow(m, "c", [part("a")])
     push_arrow(m, "c", [part("b")])
-    dry = runner.invoke(app, ["--zk", zk_hosts, "--json", "retention", "run", "--dry-run", "--min-grace", "0s"])
+    dry = runner.invoke(
+        app, ["--zk", zk_hosts, "--json", "retention", "run", "--dry-run", "--min-grace", "0s"]
+    )
     assert dry.exit_code == 0, dry.output
     planned = json.loads(dry.stdout)[0]["planned"]
     assert [p["reason"] for p in planned] == ["REPLACED"]
