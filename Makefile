@@ -31,7 +31,7 @@ bench: $(STAMP)
 
 CLI_DOC_COMMANDS := "" "zk start" "zk stop" "zk status" "table create" "table list" "table show" \
 	"table drop" "segment add" "segment list" "segment delete" "segments" "start-replace" "end-replace" \
-	"revert" "entries" "history" "export" "push" "read" "retention run" \
+	"revert" "rollback" "entries" "history" "export" "push" "read" "retention run" \
 	"retention daemon" "retention health" "demo"
 
 docs: $(STAMP)

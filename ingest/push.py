@@ -34,6 +34,7 @@ from lineage.errors import ConflictError, LineageError, OutcomeUnknownError
 from lineage.failpoints import failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, Segment, TableState, TableType
+from lineage.periods import parse_time
 from lineage.visibility import visible_segments
 
 log = logging.getLogger(__name__)
@@ -348,22 +349,6 @@ def _abandon(
         log.warning("cleanup after a failed push to %s left for the next push: %s", table, exc.message)
         return False
     return not done.applied
-
-
-def parse_time(text: str) -> int:
-    """Epoch milliseconds, or an ISO-8601 date or date-time (UTC when no zone)."""
-    raw = text.strip()
-    if raw.lstrip("-").isdigit():
-        return int(raw)
-    try:
-        moment = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise PushRefusedError(
-            f"invalid time {text!r}: use epoch milliseconds or ISO-8601 such as 2026-11-22T00:00:00Z"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def parse_interval(text: str) -> tuple[int, int]:

@@ -6,6 +6,7 @@ what to do), 2 usage errors and bad input. Tracebacks only with --verbose.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import traceback
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from lineage.errors import InvalidInputError, LineageError
 from lineage.export import to_pinot_znrecord
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
+from lineage.periods import parse_time, parse_version_or_time
 from lineage.views import (
     entry_view,
     history_view,
@@ -29,7 +31,7 @@ from lineage.views import (
     segment_view,
     table_view,
 )
-from lineage.visibility import visible_names
+from lineage.visibility import visible_names, visible_segments
 
 
 class LineageGroup(TyperGroup):
@@ -334,16 +336,28 @@ def segment_delete(
     )
 
 
+AS_OF_HELP = "A table version (a number), or a time (ISO-8601, or ms:EPOCH_MS): what readers saw then."
+
+
+def as_of_version(m: LineageManager, table: str, as_of: str) -> int:
+    version, at_ms = parse_version_or_time(as_of)
+    return m.resolve_version(table, version=version, at_ms=at_ms)
+
+
 @app.command("segments")
-def segments(table: str) -> None:
-    """List the visible segments: what a reader sees now."""
+def segments(
+    table: str,
+    as_of: Annotated[str | None, typer.Option("--as-of", help=AS_OF_HELP)] = None,
+) -> None:
+    """List the visible segments: what a reader sees now (or saw then)."""
     with manager() as m:
-        visible = m.visible_segments(table)
+        state = m.table(table) if as_of is None else m.table_as_of(table, as_of_version(m, table, as_of))
+    visible = visible_segments(state)
     rows = [segment_view(s) for s in visible]
     emit(
         rows,
         render_table(rows, ["name", "rows", "bytes", "location", "entry"])
-        + f"\n{len(rows)} visible segment(s), {sum(s.rows for s in visible)} rows",
+        + f"\n{len(rows)} visible segment(s), {sum(s.rows for s in visible)} rows, version {state.version}",
     )
 
 
@@ -402,6 +416,48 @@ def revert(
     with manager() as m:
         done = m.revert_replace(table, entry, force=force, reason=reason)
     emit({"entry": entry, "version": done.state.version}, f"entry {entry} reverted")
+
+
+@app.command("rollback")
+def rollback(
+    table: str,
+    to_version: Annotated[
+        int | None, typer.Option("--to-version", help="Roll back (or forward) to it.")
+    ] = None,
+    to_time: Annotated[
+        str | None, typer.Option("--to-time", help="To the version current then (ISO-8601 or epoch ms).")
+    ] = None,
+    entry: Annotated[
+        str | None, typer.Option("--entry", help="Undo this push (and every push completed after it).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would change; change nothing.")
+    ] = False,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Make the table look as it did at another version, in one commit.
+
+    With no target, undo the newest completed push. Nothing is deleted: roll
+    forward to a later version to undo a rollback."""
+    with manager() as m:
+        target = m.resolve_version(
+            table, version=to_version, at_ms=None if to_time is None else parse_time(to_time), entry_id=entry
+        )
+        plan = m.rollback(table, target, dry_run=dry_run, reason=reason)
+    data = dataclasses.asdict(plan)
+    if plan.committed_version is not None:
+        head = f"rolled {table} back to version {target}: now version {plan.committed_version}"
+    elif dry_run:
+        head = f"dry run: rolling {table} back to version {target} would"
+    else:
+        head = f"{table} already shows what version {target} showed: nothing to do"
+    lines = [
+        head,
+        f"  restore {len(plan.restored)} entr(ies), revert {len(plan.reverted)}",
+        f"  segments: +{len(plan.appear)} -{len(plan.disappear)}; "
+        f"rows {plan.rows_before} -> {plan.rows_after}",
+    ]
+    emit(data, "\n".join(lines))
 
 
 @app.command("entries")

@@ -64,6 +64,22 @@ class TableNotFoundError(NotFoundError):
         self.table = table
 
 
+class VersionGoneError(NotFoundError):
+    """A table version that is no longer retained (or never existed)."""
+
+    def __init__(self, table: str, version: int, oldest: int | None, newest: int | None = None) -> None:
+        if newest is not None and version > newest:
+            message = f"table {table!r} has no version {version} yet (the newest is {newest})"
+        else:
+            message = f"snapshot too old: version {version} of table {table!r} is no longer retained"
+            if oldest is not None:
+                message += f" (the oldest readable version is {oldest})"
+        super().__init__(message, remedy="list versions with 'lineage history'")
+        self.table = table
+        self.version = version
+        self.oldest = oldest
+
+
 class TableExistsError(LineageError):
     def __init__(self, table: str, existing: str | None = None) -> None:
         if existing is None or existing == table:

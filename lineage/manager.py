@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from lineage import transitions
 from lineage.errors import (
+    ConflictError,
     ContentionError,
     CorruptRecordError,
     InvalidInputError,
@@ -39,14 +40,15 @@ from lineage.model import (
     EntryState,
     HistoryRecord,
     LineageEntry,
+    Operation,
     Segment,
     TableConfig,
     TableState,
 )
-from lineage.names import check_table_name
+from lineage.names import check_entry_id, check_table_name
 from lineage.retry import Attempts, RetryPolicy
 from lineage.store import RetryableStoreError, Snapshot, Store, VersionConflict, WriteOutcomeUnknown
-from lineage.visibility import visible_segments
+from lineage.visibility import visible_names, visible_segments
 
 Update = Callable[[TableState, int], Change]
 
@@ -67,6 +69,22 @@ class Committed:
     change: Change
     commit_id: str
     applied: bool  # False when the operation was a no-op (idempotent repeat)
+
+
+@dataclass(frozen=True)
+class RollbackPlan:
+    """What a rollback does (or did): the target, and the visible set before and after."""
+
+    table: str
+    target_version: int
+    from_version: int
+    restored: tuple[str, ...]  # entries brought back (COMPLETED again)
+    reverted: tuple[str, ...]  # entries reverted
+    appear: tuple[str, ...]  # segments that become visible
+    disappear: tuple[str, ...]  # segments that stop being visible
+    rows_before: int
+    rows_after: int
+    committed_version: int | None  # None for a dry run or a no-op
 
 
 class LineageManager:
@@ -277,6 +295,83 @@ class LineageManager:
     ) -> Committed:
         return self.commit(table, lambda s, now: transitions.revert_replace(s, entry_id, now, force), reason)
 
+    # ---- versions: time travel and rollback --------------------------------------
+
+    def resolve_version(
+        self,
+        table: str,
+        *,
+        version: int | None = None,
+        at_ms: int | None = None,
+        entry_id: str | None = None,
+    ) -> int:
+        """A table version from one of: a version number; a moment (the newest
+        version committed at or before it); an entry (the version just before
+        that push completed). With none, the version before the newest
+        completed push."""
+        given = [x for x in (version, at_ms, entry_id) if x is not None]
+        if len(given) > 1:
+            raise InvalidInputError("give at most one of a version, a time and an entry")
+        if version is not None:
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                raise InvalidInputError(f"invalid version {version!r}: a whole number from 1")
+            return version
+        history = self.store.history(table)
+        if at_ms is not None:
+            for record in history:  # newest first
+                if record.at_ms <= at_ms:
+                    return record.version
+            raise InvalidInputError(f"table {table!r} did not exist at {at_ms} (epoch ms)")
+        ends = [r for r in history if r.operation is Operation.END_REPLACE]
+        if entry_id is not None:
+            check_entry_id(entry_id)
+            for record in ends:
+                if record.entry_id == entry_id:
+                    return record.version - 1
+            raise NotFoundError(f"entry {entry_id} never completed on table {table!r}")
+        live = self.table(table).entries
+        for record in ends:
+            entry = live.get(record.entry_id or "")
+            if entry is not None and entry.state is EntryState.COMPLETED:
+                return record.version - 1
+        raise RefusedError(f"table {table!r} has no completed push to undo", table=table)
+
+    def table_as_of(self, table: str, version: int) -> TableState:
+        check_table_name(table)
+        return self.store.read_version(table, version)
+
+    def rollback(
+        self, table: str, target_version: int, *, dry_run: bool = False, reason: str | None = None
+    ) -> RollbackPlan:
+        """One atomic commit that makes the visible set equal to
+        ``target_version``'s (earlier or later: a rollback is undone by rolling
+        forward). Costs one version read and one commit, whatever the size."""
+        target = self.table_as_of(table, target_version)
+        current = self.table(table)
+        if dry_run:
+            change = transitions.rollback(current, target, self.store.now_ms())
+            return _rollback_plan(current, change, target_version, None)
+
+        def apply(state: TableState, now: int) -> Change:
+            # A rollback is planned against what the operator saw: if another
+            # change landed meanwhile (another rollback, say), this one gives way.
+            if state.version != current.version:
+                raise ConflictError(
+                    f"table {table!r} changed while the rollback was planned "
+                    f"(version {current.version} -> {state.version}); nothing was rolled back",
+                    table=table,
+                    remedy="look at 'lineage history' and run the rollback again if it still applies",
+                )
+            return transitions.rollback(state, target, now)
+
+        committed = self.commit(table, apply, reason or f"rollback to version {target_version}")
+        before = current
+        if committed.applied and committed.state.version - 1 != current.version:
+            before = self.table_as_of(table, committed.state.version - 1)
+        return _rollback_plan(
+            before, committed.change, target_version, committed.state.version if committed.applied else None
+        )
+
     # ---- reads ----------------------------------------------------------------
 
     def visible_segments(self, table: str) -> list[Segment]:
@@ -290,3 +385,30 @@ class LineageManager:
         if limit is not None and limit < 1:
             raise InvalidInputError(f"invalid limit {limit}: must be at least 1")
         return self.store.history(table, limit)
+
+
+def _rollback_plan(before: TableState, change: Change, target: int, committed: int | None) -> RollbackPlan:
+    after = change.state
+    was, now = visible_names(before), visible_names(after)
+    restored = tuple(
+        e
+        for e, entry in after.entries.items()
+        if entry.state is EntryState.COMPLETED and before.entries[e].state is EntryState.REVERTED
+    )
+    reverted = tuple(
+        e
+        for e, entry in after.entries.items()
+        if entry.state is EntryState.REVERTED and before.entries[e].state is EntryState.COMPLETED
+    )
+    return RollbackPlan(
+        table=before.config.name,
+        target_version=target,
+        from_version=before.version,
+        restored=restored,
+        reverted=reverted,
+        appear=tuple(sorted(now - was)),
+        disappear=tuple(sorted(was - now)),
+        rows_before=sum(before.segments[n].rows for n in was),
+        rows_after=sum(after.segments[n].rows for n in now),
+        committed_version=committed,
+    )

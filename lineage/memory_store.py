@@ -10,10 +10,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from lineage.errors import TableExistsError, TableNotFoundError
+from lineage.errors import TableExistsError, TableNotFoundError, VersionGoneError
 from lineage.model import Audit, Change, HistoryRecord, Operation, TableConfig, TableState
 from lineage.names import check_table_name
-from lineage.store import Lease, LeaseInfo, Snapshot, VersionConflict, WriteOutcomeUnknown
+from lineage.store import MAX_VERSIONS, Lease, LeaseInfo, Snapshot, VersionConflict, WriteOutcomeUnknown
 
 
 class MemoryStore:
@@ -26,6 +26,7 @@ class MemoryStore:
         self._owners: dict[str, set[str]] = {}
         self._leases: dict[str, dict[str, TableState]] = {}
         self._next_lease = 0
+        self._versions: dict[str, dict[int, TableState]] = {}
 
     def inject_unknown(self, *, landed: bool, times: int = 1) -> None:
         """The next ``times`` writes report an unknown outcome; ``landed`` says
@@ -85,6 +86,10 @@ class MemoryStore:
                 raise WriteOutcomeUnknown("injected: lost before it was applied")
             state = change.state.replace(version=current.version + 1)
             self._tables[table] = state
+            kept = self._versions.setdefault(table, {})
+            kept[state.version] = state
+            for old in sorted(kept)[:-MAX_VERSIONS]:
+                del kept[old]
             self._history[table].append(HistoryRecord.of(state.version, commit_id, now_ms, change, audit))
             if outcome is True:
                 raise WriteOutcomeUnknown("injected: applied, but the reply was lost")
@@ -129,13 +134,28 @@ class MemoryStore:
         with self._lock:
             return frozenset(self._owners.get(table, set()))
 
-    def pin(self, table: str) -> Lease:
-        snap = self.read(table)
+    def versions(self, table: str) -> list[int]:
+        self.read(table)
+        with self._lock:
+            return sorted(self._versions.get(table, {}))
+
+    def read_version(self, table: str, version: int) -> TableState:
+        current = self.read(table).state
+        with self._lock:
+            kept = self._versions.get(table, {})
+            state = kept.get(version)
+            oldest = min(kept) if kept else None
+        if state is None:
+            raise VersionGoneError(table, version, oldest, current.version)
+        return state
+
+    def pin(self, table: str, version: int | None = None) -> Lease:
+        state = self.read(table).state if version is None else self.read_version(table, version)
         with self._lock:
             self._next_lease += 1
             lease_id = f"lease-{self._next_lease:010d}"
-            self._leases.setdefault(table, {})[lease_id] = snap.state
-        return Lease(table, lease_id, snap.state)
+            self._leases.setdefault(table, {})[lease_id] = state
+        return Lease(table, lease_id, state)
 
     def release(self, lease: Lease) -> None:
         with self._lock:

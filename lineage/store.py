@@ -13,6 +13,8 @@ from typing import Protocol
 from lineage.errors import LineageError
 from lineage.model import Audit, Change, HistoryRecord, TableConfig, TableState
 
+MAX_VERSIONS = 64  # past versions each store keeps readable
+
 
 class VersionConflict(LineageError):
     """Internal: the table moved on since it was read. Re-read and recompute."""
@@ -111,8 +113,17 @@ class Store(Protocol):
         """Entries whose pushing process still holds its session."""
         ...
 
-    def pin(self, table: str) -> Lease:
-        """Read one consistent version and pin it for a reader."""
+    def versions(self, table: str) -> list[int]:
+        """The versions still readable (time travel, rollback targets), oldest first."""
+        ...
+
+    def read_version(self, table: str, version: int) -> TableState:
+        """One retained version. VersionGoneError when it is not retained."""
+        ...
+
+    def pin(self, table: str, version: int | None = None) -> Lease:
+        """Pin one consistent version for a reader: the current one, or a
+        retained one. Retention keeps a pinned version's files."""
         ...
 
     def release(self, lease: Lease) -> None: ...

@@ -772,3 +772,75 @@ def clear_pending(state: TableState, locations: Sequence[str], size_bytes: int =
         segments=len(gone),
         size_bytes=size_bytes,
     )
+
+
+def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
+    """Make the visible set equal to ``target``'s (an earlier or a later
+    retained version) in one commit, by setting entry states.
+
+    Entries COMPLETED at the target and REVERTED now are restored; entries
+    COMPLETED now but not at the target (created after it, reverted or still
+    running there) are reverted. Nothing is deleted, so a rollback is undone
+    by rolling forward to a version after it. Refused, changing nothing, when
+    a segment the target shows was reclaimed, when segments changed outside
+    pushes since the target, or when a running push touches what would change.
+    """
+    table = state.config.name
+    entries = dict(state.entries)
+    changed: list[str] = []
+    for entry_id, entry in state.entries.items():
+        if entry.state is EntryState.IN_PROGRESS:
+            continue
+        then = target.entries.get(entry_id)
+        want = (
+            EntryState.COMPLETED
+            if then is not None and then.state is EntryState.COMPLETED
+            else EntryState.REVERTED
+        )
+        if entry.state is not want:
+            entries[entry_id] = dataclasses.replace(entry, state=want, timestamp_ms=now_ms)
+            changed.append(entry_id)
+    after = state.replace(entries=entries)
+    wanted, before, got = visible_names(target), visible_names(state), visible_names(after)
+    reclaimed = sorted(wanted - set(state.segments))
+    if reclaimed:
+        raise RefusedError(
+            f"cannot roll back to version {target.version}: segment(s) {_shown(reclaimed)} it shows were "
+            "reclaimed (by retention, or a REFRESH table's cleanup beyond max snapshots)",
+            table=table,
+            remedy="pick a later version ('lineage history' lists them)",
+        )
+    if got != wanted:
+        extra, hidden = sorted(got - wanted), sorted(wanted - got)
+        parts = [f"{_shown(extra)} would stay visible"] if extra else []
+        parts += [f"{_shown(hidden)} would stay hidden"] if hidden else []
+        raise RefusedError(
+            f"cannot roll back to version {target.version}: segments changed outside pushes since then "
+            f"({'; '.join(parts)})",
+            table=table,
+            remedy="add or delete those segments by hand, or pick another version",
+        )
+    moving = (before ^ got) | {
+        n for e in changed for n in (*entries[e].segments_from, *entries[e].segments_to)
+    }
+    for entry in state.entries.values():
+        if entry.state is EntryState.IN_PROGRESS and moving.intersection(
+            (*entry.segments_from, *entry.segments_to)
+        ):
+            raise RefusedError(
+                f"cannot roll back to version {target.version}: push {entry.entry_id} is IN_PROGRESS on "
+                "segments the rollback would change",
+                table=table,
+                entry_id=entry.entry_id,
+                remedy="wait for the push to finish, or revert it ('lineage revert --force') if it is dead",
+            )
+    if not changed:
+        return Change(state=state, operation=Operation.ROLLBACK, changed=False)
+    shown = [state.segments[n] for n in got]
+    return Change(
+        state=after,
+        operation=Operation.ROLLBACK,
+        segments=len(got),
+        rows=sum(seg.rows for seg in shown),
+        size_bytes=sum(seg.size_bytes for seg in shown),
+    )

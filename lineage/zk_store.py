@@ -61,6 +61,7 @@ from lineage.errors import (
     TableExistsError,
     TableNotFoundError,
     TooLargeError,
+    VersionGoneError,
 )
 from lineage.model import (
     Audit,
@@ -73,6 +74,7 @@ from lineage.model import (
 )
 from lineage.names import check_entry_id, check_table_name
 from lineage.store import (
+    MAX_VERSIONS,
     Lease,
     LeaseInfo,
     RetryableStoreError,
@@ -93,6 +95,8 @@ MAX_BUCKETS = 1 << 11  # three kinds of 2048 bucket ids still fit in the head
 METADATA_GRACE_MS = 10 * 60_000
 GC_MARKS_MAX = 8_000
 READ_ATTEMPTS = 5
+
+VERSIONS = "versions"
 CACHE_BLOBS = 8192
 
 _UNKNOWN = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
@@ -168,6 +172,7 @@ class ZkStore:
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._ready = False
+        self._versions_ready: set[str] = set()
 
     # ---- paths and plumbing ------------------------------------------------
 
@@ -176,6 +181,17 @@ class ZkStore:
 
     def blob_path(self, table: str, blob: str) -> str:
         return f"{self.head_path(table)}/blobs/{blob}"
+
+    def version_path(self, table: str, version: int) -> str:
+        return f"{self.head_path(table)}/{VERSIONS}/v-{version:010d}"
+
+    def _ensure_versions(self, table: str) -> None:
+        """Tables created before versions were recorded get the folder once."""
+        if table in self._versions_ready:
+            return
+        with contextlib.suppress(NodeExistsError):
+            self._op("create", f"{self.head_path(table)}/{VERSIONS}", b"", acl=self.acl)
+        self._versions_ready.add(table)
 
     def _ensure_root(self) -> None:
         if self._ready:
@@ -531,6 +547,12 @@ class ZkStore:
         raw = codec.encode_head(head)
         if len(raw) > HEAD_LIMIT:
             raise TooLargeError(f"table {table!r}: head record of {len(raw)} bytes exceeds {HEAD_LIMIT}")
+        # The version's own record, for time travel and rollback: its bucket
+        # blobs and (a superset of) the name chunks its entries use.
+        used = {b for ids in buckets.values() for b in ids} | ({last} if sealed_now else set())
+        chunks = loaded.chunk_blobs() | (set(blobs) - used)
+        version_record = codec.encode_lease(codec.LeaseRecord(version, buckets, tuple(sorted(chunks))))
+        self._ensure_versions(table)
         self._write_blobs(table, blobs)
         # One multi: swap the head only if every new blob is still there (a
         # garbage pass may have taken the blobs of a writer paused too long).
@@ -538,6 +560,7 @@ class ZkStore:
         txn.set_data(self.head_path(table), raw, version=loaded.zversion)
         for blob in blobs:
             txn.check(self.blob_path(table, blob), 0)
+        txn.create(self.version_path(table, version), version_record, acl=self.acl)
         try:
             results = self._commit(txn)
         except NoAuthError:
@@ -588,6 +611,9 @@ class ZkStore:
             txn.create(guard, table.encode(), acl=self.acl)
             txn.create(path, codec.encode_head(head), acl=self.acl)
             txn.create(f"{path}/blobs", b"", acl=self.acl)
+            txn.create(f"{path}/{VERSIONS}", b"", acl=self.acl)
+            initial = codec.LeaseRecord(1, {k: (b,) for k, b in empty.items()}, ())
+            txn.create(self.version_path(table, 1), codec.encode_lease(initial), acl=self.acl)
             for kind, blob in empty.items():
                 txn.create(self.blob_path(table, blob), codec.encode_bucket(kind, []), acl=self.acl)
             try:
@@ -753,6 +779,8 @@ class ZkStore:
         keep.update(blob for blob, _ in self._history_chunks(table, loaded.head))
         for _, lease in self._lease_records(table):
             keep.update(lease.blobs)
+        for _, record in self._version_records(table):
+            keep.update(record.blobs)
         return keep
 
     def collect_garbage(self, table: str, grace_ms: int = METADATA_GRACE_MS) -> int:
@@ -768,6 +796,7 @@ class ZkStore:
         gc_path = f"{self.head_path(table)}/gc"
         try:
             now = self.now_ms()
+            self._prune_versions(table)
             keep = self.referenced_blobs(table)
             children = self._call("listing blobs", "get_children", f"{self.head_path(table)}/blobs")
             unreferenced = [b for b in children if b not in keep]
@@ -799,6 +828,66 @@ class ZkStore:
             raise AuthError(f"ZooKeeper refused collecting garbage of {table!r}: not authorised") from None
         except (KazooException, KazooTimeoutError) as exc:
             raise StoreUnavailableError(f"metadata garbage pass on {table!r}: {type(exc).__name__}") from None
+
+    # ---- retained versions -----------------------------------------------------
+
+    def versions(self, table: str) -> list[int]:
+        """The retained versions of a table, oldest first."""
+        out = []
+        for child in self._children(table, VERSIONS):
+            if child.startswith("v-") and child[2:].isdigit():
+                out.append(int(child[2:]))
+        return sorted(out)
+
+    def _version_records(self, table: str) -> list[tuple[int, codec.LeaseRecord]]:
+        versions = self.versions(table)
+        pending = {v: self.client.get_async(self.version_path(table, v)) for v in versions}
+        out = []
+        for version, result in pending.items():
+            path = self.version_path(table, version)
+            try:
+                raw, _ = result.get(timeout=self.op_timeout_s)
+            except NoNodeError:
+                continue  # pruned meanwhile
+            except (KazooException, KazooTimeoutError) as exc:
+                raise StoreUnavailableError(f"reading {path}: {type(exc).__name__}") from None
+            out.append((version, codec.decode_lease(raw, path)))
+        return out
+
+    def read_version(self, table: str, version: int) -> TableState:
+        """One retained version of a table, rebuilt from its blobs."""
+        head, _ = self._read_head(table)
+        if version == head.version:
+            return self.read(table).state
+        path = self.version_path(table, version)
+        try:
+            raw, _ = self._call(f"reading version {version} of {table!r}", "get", path)
+        except NoNodeError:
+            retained = self.versions(table)
+            raise VersionGoneError(table, version, retained[0] if retained else None, head.version) from None
+        record = codec.decode_lease(raw, path)
+        if record.version != version:
+            raise CorruptRecordError(path, f"holds version {record.version}")
+        return self._rebuild(table, head, record)
+
+    def _rebuild(self, table: str, head: Head, record: codec.LeaseRecord) -> TableState:
+        pinned = Head(head.config, record.version, "", record.buckets, None, ())
+        try:
+            loaded = self._load(table, pinned, -1)
+        except _BlobGone as gone:
+            raise CorruptRecordError(
+                self.head_path(table), f"blob {gone} of retained version {record.version} is missing"
+            ) from None
+        return TableState(
+            head.config, record.version, loaded.maps[SEGMENTS], loaded.maps[ENTRIES], loaded.maps[PENDING]
+        )
+
+    def _prune_versions(self, table: str) -> None:
+        """Keep the newest MAX_VERSIONS version records; the rest go (they are
+        immutable, so deleting at data version 0 is the compare-and-set)."""
+        for version in self.versions(table)[:-MAX_VERSIONS]:
+            with contextlib.suppress(NoNodeError, BadVersionError):
+                self._op("delete", self.version_path(table, version), version=0)
 
     def _collect_quietly(self, table: str) -> None:
         """A garbage pass after a commit: its failure must not fail the commit."""
@@ -866,40 +955,36 @@ class ZkStore:
     def live_owners(self, table: str) -> frozenset[str]:
         return frozenset(self._children(table, "owners"))
 
-    def pin(self, table: str) -> Lease:
+    def pin(self, table: str, version: int | None = None) -> Lease:
         snap = self.read(table)
         loaded = snap.token
         assert isinstance(loaded, _Loaded)
+        state = snap.state
         record = codec.LeaseRecord(
-            version=snap.state.version,
+            version=state.version,
             buckets=dict(loaded.head.buckets),
             chunks=tuple(sorted(loaded.chunk_blobs())),
         )
+        if version is not None and version != state.version:
+            path = self.version_path(table, version)
+            try:
+                raw, _ = self._call(f"reading version {version} of {table!r}", "get", path)
+            except NoNodeError:
+                retained = self.versions(table)
+                raise VersionGoneError(
+                    table, version, retained[0] if retained else None, state.version
+                ) from None
+            record = codec.decode_lease(raw, path)
+            # The lease goes first: from then on retention keeps its blobs and files.
+            lease_path = self._ephemeral(table, "leases", "lease-", raw, sequence=True)
+            return Lease(table, lease_path.rsplit("/", 1)[-1], self._rebuild(table, loaded.head, record))
         path = self._ephemeral(table, "leases", "lease-", codec.encode_lease(record), sequence=True)
-        return Lease(table, path.rsplit("/", 1)[-1], snap.state)
+        return Lease(table, path.rsplit("/", 1)[-1], state)
 
     def pinned_states(self, table: str) -> list[TableState]:
         """The table versions live readers pinned, rebuilt from their blobs."""
         head, _ = self._read_head(table)
-        out = []
-        for _, record in self._lease_records(table):
-            pinned = Head(head.config, record.version, "", record.buckets, None, ())
-            try:
-                loaded = self._load(table, pinned, -1)
-            except _BlobGone as gone:
-                raise CorruptRecordError(
-                    self.head_path(table), f"blob {gone} of a pinned version is missing"
-                ) from None
-            out.append(
-                TableState(
-                    head.config,
-                    record.version,
-                    loaded.maps[SEGMENTS],
-                    loaded.maps[ENTRIES],
-                    loaded.maps[PENDING],
-                )
-            )
-        return out
+        return [self._rebuild(table, head, record) for _, record in self._lease_records(table)]
 
     def release(self, lease: Lease) -> None:
         self._delete_quietly(f"{self.head_path(lease.table)}/leases/{lease.lease_id}", "lease")

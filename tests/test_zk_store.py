@@ -201,7 +201,12 @@ def test_memory_store_unknown_outcomes_are_resolved() -> None:
     assert [h.version for h in m.history(T)] == [3, 2, 1]
 
 
-def test_metadata_garbage_is_marked_then_swept_after_its_grace(m: LineageManager) -> None:
+def test_metadata_garbage_is_marked_then_swept_after_its_grace(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lineage.zk_store
+
+    monkeypatch.setattr(lineage.zk_store, "MAX_VERSIONS", 1)  # only the head's blobs are referenced
     store = m.store
     assert isinstance(store, ZkStore)
     for i in range(5):
@@ -371,9 +376,15 @@ def test_owners_and_leases_die_with_their_session(m: LineageManager, zk_hosts: s
     assert m.store.leases(T) == []
 
 
-def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(m: LineageManager) -> None:
+def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lineage.zk_store
+
+    monkeypatch.setattr(lineage.zk_store, "MAX_VERSIONS", 1)  # the lease alone keeps the old version
     store = m.store
     assert isinstance(store, ZkStore)
+    store.collect_garbage(T, grace_ms=0)  # older version records go
     lease = store.pin(T)
     pinned = store.referenced_blobs(T)
     for i in range(3):
@@ -386,3 +397,30 @@ def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(m: LineageManage
     store.collect_garbage(T, grace_ms=0)
     store.collect_garbage(T, grace_ms=0)
     assert not pinned <= set(store.client.get_children(f"{store.head_path(T)}/blobs"))
+
+
+def test_retained_versions_keep_their_blobs_and_old_ones_are_pruned(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lineage.zk_store
+    from lineage.errors import VersionGoneError
+
+    store = m.store
+    assert isinstance(store, ZkStore)
+    monkeypatch.setattr(lineage.zk_store, "MAX_VERSIONS", 4)
+    start = m.table(T).version
+    for i in range(6):
+        m.register_segments(T, [seg(f"v{i}")])
+    for _ in range(2):
+        store.collect_garbage(T, grace_ms=0)
+    newest = start + 6
+    assert store.versions(T) == list(range(newest - 3, newest + 1))
+    fresh = ZkStore(store.client, owns_client=False)
+    for version in store.versions(T):
+        names = set(fresh.read_version(T, version).segments)
+        assert {f"v{i}" for i in range(version - start)} <= names
+        assert f"v{version - start}" not in names
+    with pytest.raises(VersionGoneError, match=f"oldest readable version is {newest - 3}"):
+        fresh.read_version(T, newest - 4)
+    with pytest.raises(VersionGoneError, match="no version"):
+        fresh.read_version(T, newest + 1)

@@ -1,0 +1,180 @@
+"""Versions, time travel and rollback, on both stores."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from lineage import transitions
+from lineage.errors import ConflictError, InvalidInputError, LineageError, RefusedError, VersionGoneError
+from lineage.manager import LineageManager
+from lineage.model import DeletionReason, Segment, TableConfig
+from lineage.periods import parse_version_or_time
+from lineage.visibility import visible_names
+
+T = "rb"
+
+
+def seg(name: str, rows: int = 10) -> Segment:
+    return Segment(name, f"{name}.parquet", rows=rows, size_bytes=rows * 10)
+
+
+def push(m: LineageManager, label: str, replace: list[str], count: int = 2) -> tuple[str, list[str]]:
+    names = [f"{label}_{i}" for i in range(count)]
+    entry = m.start_replace(T, replace, names)
+    m.register_segments(T, [seg(n) for n in names], entry_id=entry)
+    m.end_replace(T, entry)
+    return entry, names
+
+
+@pytest.fixture
+def snapshots(manager: LineageManager) -> tuple[LineageManager, list[tuple[int, set[str]]]]:
+    """Five snapshots pushed one after another: (version, visible names) after each."""
+    m = manager
+    m.create_table(TableConfig.build(T, "/d", replaced_segments_retention="0s", max_snapshots=10))
+    seen: list[tuple[int, set[str]]] = []
+    current: list[str] = []
+    for label in ("s1", "s2", "s3", "s4", "s5"):
+        _, current = push(m, label, current)
+        state = m.table(T)
+        seen.append((state.version, visible_names(state)))
+    return m, seen
+
+
+def test_as_of_reads_at_every_version(snapshots: tuple[LineageManager, list[tuple[int, set[str]]]]) -> None:
+    m, seen = snapshots
+    for version, names in seen:
+        assert visible_names(m.table_as_of(T, version)) == names
+    assert m.store.versions(T)[-1] == m.table(T).version
+    for version in m.store.versions(T):  # every retained version reads, mid-push ones too
+        assert m.table_as_of(T, version).version == version
+
+
+def test_roll_back_to_each_of_five_versions_and_forward_again(
+    snapshots: tuple[LineageManager, list[tuple[int, set[str]]]],
+) -> None:
+    m, seen = snapshots
+    newest_version, newest = seen[-1]
+    for version, names in seen[:-1]:
+        done = m.rollback(T, version, reason="test")
+        assert visible_names(m.table(T)) == names and done.committed_version is not None
+        assert done.rows_after == 10 * len(names)
+        forward = m.rollback(T, newest_version)  # the undo: roll forward
+        assert visible_names(m.table(T)) == newest and forward.committed_version is not None
+    assert [h.operation.value for h in m.history(T, limit=2)] == ["ROLLBACK", "ROLLBACK"]
+
+
+def test_rollback_of_a_rollback_returns_to_the_rolled_back_state(
+    snapshots: tuple[LineageManager, list[tuple[int, set[str]]]],
+) -> None:
+    m, seen = snapshots
+    before = m.table(T).version
+    m.rollback(T, m.resolve_version(T))  # no target: undo the newest completed push
+    assert visible_names(m.table(T)) == seen[-2][1]
+    m.rollback(T, before)
+    assert visible_names(m.table(T)) == seen[-1][1]
+    s4_entry = next(e for e in m.entries(T) if "s4_0" in e.segments_to)
+    target = m.resolve_version(T, entry_id=s4_entry.entry_id)  # undo s4 and everything after
+    m.rollback(T, target)
+    assert visible_names(m.table(T)) == seen[2][1]
+
+
+def test_a_dry_run_changes_nothing(snapshots: tuple[LineageManager, list[tuple[int, set[str]]]]) -> None:
+    m, seen = snapshots
+    version = m.table(T).version
+    plan = m.rollback(T, seen[0][0], dry_run=True)
+    assert plan.committed_version is None and m.table(T).version == version
+    assert set(plan.appear) == seen[0][1] and set(plan.disappear) == seen[-1][1]
+    assert (plan.rows_before, plan.rows_after) == (20, 20) and len(plan.reverted) == 4
+
+
+def test_rollback_while_a_push_is_in_progress(
+    snapshots: tuple[LineageManager, list[tuple[int, set[str]]]],
+) -> None:
+    m, seen = snapshots
+    running = m.start_replace(T, [], ["side"])  # an append: touches nothing the rollback changes
+    m.register_segments(T, [seg("side")], entry_id=running)
+    m.rollback(T, seen[3][0])  # allowed: the running push keeps going
+    assert visible_names(m.table(T)) == seen[3][1]
+    m.end_replace(T, running)
+    assert visible_names(m.table(T)) == seen[3][1] | {"side"}
+    overlapping = m.start_replace(T, sorted(seen[3][1]), ["next"])
+    with pytest.raises(RefusedError, match=f"push {overlapping} is IN_PROGRESS"):
+        m.rollback(T, seen[0][0])
+    m.revert_replace(T, overlapping, force=True)
+
+
+def test_rollback_is_refused_once_retention_reclaimed_a_needed_segment(
+    snapshots: tuple[LineageManager, list[tuple[int, set[str]]]],
+) -> None:
+    m, seen = snapshots
+    version = m.table(T).version
+    m.commit(T, lambda s, now: transitions.retention_mark(s, {"s1_0": DeletionReason.REPLACED}, (), now))
+    with pytest.raises(RefusedError, match=r"s1_0.*reclaimed"):
+        m.rollback(T, seen[0][0])
+    assert m.table(T).version == version + 1  # only the retention mark landed
+    m.rollback(T, seen[1][0])  # s2 is still whole
+
+
+def test_two_concurrent_rollbacks_one_wins_and_the_other_changes_nothing(
+    snapshots: tuple[LineageManager, list[tuple[int, set[str]]]],
+) -> None:
+    m, seen = snapshots
+    start = m.table(T).version
+    outcomes: list[object] = []
+    barrier = threading.Barrier(2)
+    read = m.table
+
+    planned = threading.local()
+
+    def read_then_wait(table: str) -> object:
+        state = read(table)
+        if not getattr(planned, "done", False):
+            planned.done = True
+            barrier.wait(timeout=30)  # both plan against the same version before either commits
+        return state
+
+    m.table = read_then_wait  # type: ignore[method-assign,assignment]
+
+    def roll(version: int) -> None:
+        try:
+            outcomes.append(m.rollback(T, version))
+        except LineageError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=roll, args=(v,)) for v in (seen[0][0], seen[1][0])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    m.table = read  # type: ignore[method-assign]
+    assert sum(isinstance(o, ConflictError) for o in outcomes) == 1
+    assert m.table(T).version == start + 1
+    assert visible_names(m.table(T)) in (seen[0][1], seen[1][1])
+
+
+def test_unknown_versions_and_bad_targets_are_refused(
+    snapshots: tuple[LineageManager, list[tuple[int, set[str]]]],
+) -> None:
+    m, _ = snapshots
+    newest = m.table(T).version
+    with pytest.raises(VersionGoneError, match="no version"):
+        m.rollback(T, newest + 5)
+    with pytest.raises(InvalidInputError):
+        m.resolve_version(T, version=0)
+    with pytest.raises(InvalidInputError, match="at most one"):
+        m.resolve_version(T, version=1, at_ms=5)
+    assert m.resolve_version(T, at_ms=m.store.now_ms() + 60_000) == newest
+    with pytest.raises(InvalidInputError, match="did not exist"):
+        m.resolve_version(T, at_ms=0)
+    assert m.rollback(T, newest).committed_version is None  # already there: nothing to do
+
+
+def test_versions_or_times_parse_without_ambiguity() -> None:
+    assert parse_version_or_time("42") == (42, None)
+    assert parse_version_or_time("2026-11-22T00:00:00Z") == (None, 1_795_305_600_000)
+    assert parse_version_or_time("ms:1795305600000") == (None, 1_795_305_600_000)
+    for bad in ("1795305600000", "yesterday", "v3"):
+        with pytest.raises(InvalidInputError):
+            parse_version_or_time(bad)
