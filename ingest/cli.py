@@ -91,13 +91,17 @@ def push(
 def read(
     table: str,
     limit: Annotated[int, typer.Option("--limit", help="Rows to print.")] = 20,
+    as_of: Annotated[
+        str | None,
+        typer.Option("--as-of", help="A table version, or a time (ISO-8601, or ms:EPOCH_MS)."),
+    ] = None,
 ) -> None:
-    """Print rows of the table's current snapshot (pinned while reading)."""
+    """Print rows of the table's current snapshot (or a past one), pinned while reading."""
     from ingest.readers import SnapshotReader
 
     if limit < 0:
         raise InvalidInputError(f"invalid limit {limit}: must be 0 or more")
-    with manager() as m, SnapshotReader(m, table) as reader:
+    with manager() as m, SnapshotReader(m, table, as_of) as reader:
         data = reader.to_arrow(limit)
         total = sum(s.rows for s in reader.segments)
         version = reader.version

@@ -23,12 +23,18 @@ from lineage.visibility import visible_segments
 
 
 class SnapshotReader:
-    def __init__(self, manager: LineageManager, table: str) -> None:
+    """``as_of`` reads a retained past version instead (a version number, or
+    text: a version, an ISO-8601 time or ``ms:EPOCH_MS``), pinned the same way."""
+
+    def __init__(self, manager: LineageManager, table: str, as_of: int | str | None = None) -> None:
         self.manager = manager
         self.table = table
-        self.lease = manager.store.pin(table)
+        version = None if as_of is None else manager.resolve_as_of(table, as_of)
+        self.lease = manager.store.pin(table, version)
         self._closed = False
         try:
+            if version is not None:  # pinned first, so nothing it shows goes meanwhile
+                manager.check_readable(self.lease.state, manager.table(table))
             self.version = self.lease.state.version
             self.segments: list[Segment] = visible_segments(self.lease.state)
             self.store = DeepStore.for_root(self.lease.state.config.root)
@@ -80,10 +86,12 @@ class SnapshotReader:
         )
 
 
-def arrow_dataset(manager: LineageManager, table: str) -> tuple[pads.Dataset, SnapshotReader]:
-    """A pyarrow dataset over the current snapshot, and the reader holding its
-    lease: close the reader when done."""
-    reader = SnapshotReader(manager, table)
+def arrow_dataset(
+    manager: LineageManager, table: str, as_of: int | str | None = None
+) -> tuple[pads.Dataset, SnapshotReader]:
+    """A pyarrow dataset over the current snapshot (or a past one), and the
+    reader holding its lease: close the reader when done."""
+    reader = SnapshotReader(manager, table, as_of)
     try:
         return reader.dataset(), reader
     except BaseException:

@@ -396,21 +396,26 @@ def snapshot_dataframe(spark: SparkSession, reader: SnapshotReader) -> DataFrame
 
 
 @contextmanager
-def pinned_table(spark: SparkSession, manager: LineageManager, table: str) -> Iterator[DataFrame]:
-    """``with pinned_table(spark, m, "events") as df:`` reads one snapshot; its
-    files stay (the lease) until the block ends."""
-    with SnapshotReader(manager, table) as reader:
+def pinned_table(
+    spark: SparkSession, manager: LineageManager, table: str, as_of: int | str | None = None
+) -> Iterator[DataFrame]:
+    """``with pinned_table(spark, m, "events") as df:`` reads one snapshot
+    (the current one, or ``as_of`` a retained version or time); its files stay
+    (the lease) until the block ends."""
+    with SnapshotReader(manager, table, as_of) as reader:
         yield snapshot_dataframe(spark, reader)
 
 
 _HELD: list[SnapshotReader] = []
 
 
-def read_table(spark: SparkSession, table: str, manager: LineageManager) -> DataFrame:
-    """A DataFrame over the table's current snapshot. Its lease is held until
-    :func:`release_reads` or the end of the process (use :func:`pinned_table`
-    to scope it)."""
-    reader = SnapshotReader(manager, table)
+def read_table(
+    spark: SparkSession, table: str, manager: LineageManager, as_of: int | str | None = None
+) -> DataFrame:
+    """A DataFrame over the table's current snapshot (or ``as_of`` a retained
+    version or time). Its lease is held until :func:`release_reads` or the end
+    of the process (use :func:`pinned_table` to scope it)."""
+    reader = SnapshotReader(manager, table, as_of)
     _HELD.append(reader)
     return snapshot_dataframe(spark, reader)
 

@@ -22,7 +22,7 @@ from lineage.errors import InvalidInputError, LineageError
 from lineage.export import to_pinot_znrecord
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
-from lineage.periods import parse_time, parse_version_or_time
+from lineage.periods import parse_time
 from lineage.views import (
     entry_view,
     history_view,
@@ -339,11 +339,6 @@ def segment_delete(
 AS_OF_HELP = "A table version (a number), or a time (ISO-8601, or ms:EPOCH_MS): what readers saw then."
 
 
-def as_of_version(m: LineageManager, table: str, as_of: str) -> int:
-    version, at_ms = parse_version_or_time(as_of)
-    return m.resolve_version(table, version=version, at_ms=at_ms)
-
-
 @app.command("segments")
 def segments(
     table: str,
@@ -351,7 +346,7 @@ def segments(
 ) -> None:
     """List the visible segments: what a reader sees now (or saw then)."""
     with manager() as m:
-        state = m.table(table) if as_of is None else m.table_as_of(table, as_of_version(m, table, as_of))
+        state = m.table(table) if as_of is None else m.table_as_of(table, m.resolve_as_of(table, as_of))
     visible = visible_segments(state)
     rows = [segment_view(s) for s in visible]
     emit(

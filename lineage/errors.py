@@ -67,11 +67,18 @@ class TableNotFoundError(NotFoundError):
 class VersionGoneError(NotFoundError):
     """A table version that is no longer retained (or never existed)."""
 
-    def __init__(self, table: str, version: int, oldest: int | None, newest: int | None = None) -> None:
+    def __init__(
+        self,
+        table: str,
+        version: int,
+        oldest: int | None,
+        newest: int | None = None,
+        why: str = "is no longer retained",
+    ) -> None:
         if newest is not None and version > newest:
             message = f"table {table!r} has no version {version} yet (the newest is {newest})"
         else:
-            message = f"snapshot too old: version {version} of table {table!r} is no longer retained"
+            message = f"snapshot too old: version {version} of table {table!r} {why}"
             if oldest is not None:
                 message += f" (the oldest readable version is {oldest})"
         super().__init__(message, remedy="list versions with 'lineage history'")

@@ -33,6 +33,7 @@ from lineage.errors import (
     RefusedError,
     StoreUnavailableError,
     TableNotFoundError,
+    VersionGoneError,
 )
 from lineage.model import (
     Audit,
@@ -46,6 +47,7 @@ from lineage.model import (
     TableState,
 )
 from lineage.names import check_entry_id, check_table_name
+from lineage.periods import parse_version_or_time
 from lineage.retry import Attempts, RetryPolicy
 from lineage.store import RetryableStoreError, Snapshot, Store, VersionConflict, WriteOutcomeUnknown
 from lineage.visibility import visible_names, visible_segments
@@ -339,6 +341,41 @@ class LineageManager:
     def table_as_of(self, table: str, version: int) -> TableState:
         check_table_name(table)
         return self.store.read_version(table, version)
+
+    def resolve_as_of(self, table: str, as_of: int | str) -> int:
+        """``as_of`` as users give it: a version number, or text (a version,
+        an ISO-8601 time, or ``ms:EPOCH_MS``)."""
+        if isinstance(as_of, str):
+            version, at_ms = parse_version_or_time(as_of)
+            return self.resolve_version(table, version=version, at_ms=at_ms)
+        return self.resolve_version(table, version=as_of)
+
+    def check_readable(self, then: TableState, current: TableState) -> None:
+        """Refuse a past version whose files retention took (or is taking):
+        every segment it shows must still be registered, or queued but not
+        yet deleted. Names the oldest readable version after it."""
+        if then.version == current.version:
+            return
+        gone = self._gone(then, current)
+        if not gone:
+            return
+        oldest = None
+        for version in self.store.versions(then.config.name):
+            if version > then.version and not self._gone(
+                self.table_as_of(then.config.name, version), current
+            ):
+                oldest = version
+                break
+        raise VersionGoneError(
+            then.config.name, then.version, oldest, why=f"can no longer be read: segment {gone} was reclaimed"
+        )
+
+    @staticmethod
+    def _gone(then: TableState, current: TableState) -> str | None:
+        for seg in visible_segments(then):
+            if seg.name not in current.segments and seg.location not in current.pending:
+                return seg.name
+        return None
 
     def rollback(
         self, table: str, target_version: int, *, dry_run: bool = False, reason: str | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -178,3 +179,82 @@ def test_versions_or_times_parse_without_ambiguity() -> None:
     for bad in ("1795305600000", "yesterday", "v3"):
         with pytest.raises(InvalidInputError):
             parse_version_or_time(bad)
+
+
+# ---- with real files on real ZooKeeper ----------------------------------------------
+
+
+def labels(reader: Any) -> list[str]:
+    return sorted(set(reader.to_arrow().column("label").to_pylist()))
+
+
+def test_as_of_reads_pin_old_files_and_refuse_reclaimed_ones(zk_store: object, tmp_path: object) -> None:
+    import pyarrow as pa
+
+    from ingest.arrow_push import push_arrow
+    from ingest.readers import SnapshotReader
+    from retention.executor import PassOptions, run_table
+    from tests.conftest import fast_retry
+
+    m = LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+    m.create_table(
+        TableConfig.build(
+            "files",
+            f"{tmp_path}/files",
+            replaced_segments_retention="0s",
+            lineage_entry_cleanup_retention="0s",
+        )
+    )
+    versions = {}
+    for label in ("v1", "v2", "v3"):
+        push_arrow(m, "files", [pa.table({"label": [label] * 4})])
+        versions[label] = m.table("files").version
+    for label, version in versions.items():
+        with SnapshotReader(m, "files", as_of=version) as reader:
+            assert labels(reader) == [label] and reader.version == version
+    with SnapshotReader(m, "files", as_of="ms:" + str(m.store.now_ms())) as reader:
+        assert labels(reader) == ["v3"]
+    with SnapshotReader(m, "files", as_of=versions["v1"]) as pinned:
+        report = run_table(m, "files", PassOptions(min_grace_ms=0, force=True))
+        assert report.kept >= 1
+        assert labels(pinned) == ["v1"]  # its files survived the zero-grace pass
+    run_table(m, "files", PassOptions(min_grace_ms=0, force=True))
+    with pytest.raises(VersionGoneError, match=f"oldest readable version is {versions['v3']}"):
+        SnapshotReader(m, "files", as_of=versions["v1"])
+    assert m.store.leases("files") == []  # the refused reader released its pin
+
+
+def test_rollback_and_as_of_from_the_command_line(zk_hosts: str) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from segment_lineage.cli import app
+
+    runner = CliRunner()
+
+    def run(*args: str) -> Any:
+        return runner.invoke(app, ["--zk", zk_hosts, *args])
+
+    assert run("table", "create", T, "--root", "/tmp/rb-cli").exit_code == 0
+    for label in ("a", "b"):
+        entry = json.loads(run("--json", "start-replace", T, "--to", f"{label}_0").stdout)["entry"]
+        assert run("segment", "add", T, f"{label}_0", "--rows", "5", "--entry", entry).exit_code == 0
+        assert run("end-replace", T, entry).exit_code == 0
+    dry = run("rollback", T, "--dry-run")
+    assert dry.exit_code == 0 and "would" in dry.stdout, dry.output
+    done = run("--json", "rollback", T, "--reason", "bad b")
+    plan = json.loads(done.stdout)
+    assert plan["reverted"] and plan["committed_version"]
+    seen = json.loads(run("--json", "segments", T).stdout)
+    assert [s["name"] for s in seen] == ["a_0"]
+    back = run("--json", "segments", T, "--as-of", str(plan["from_version"]))
+    assert [s["name"] for s in json.loads(back.stdout)] == ["a_0", "b_0"]
+    undo = run("rollback", T, "--to-version", str(plan["from_version"]))
+    assert undo.exit_code == 0 and "rolled" in undo.stdout
+    bad = run("rollback", T, "--to-version", "1", "--entry", "x")
+    assert bad.exit_code == 2 and "at most one" in bad.stderr
+    bad = run("segments", T, "--as-of", "1795305600000")
+    assert bad.exit_code == 2 and "ms:" in bad.stderr
+    gone = run("segments", T, "--as-of", "999")
+    assert gone.exit_code == 1 and "no version 999" in gone.stderr
