@@ -1,5 +1,6 @@
 """The end-to-end demo on the embedded defaults: Spark pushes, consistent reads,
-revert, and a retention pass that reclaims the replaced snapshots."""
+a rollback and its undo, and a retention pass that reclaims the replaced
+snapshots."""
 
 from __future__ import annotations
 
@@ -69,18 +70,29 @@ def run_demo(zk: str | None = None, echo: Callable[[str], None] = print) -> None
             echo(f"{step}. {result.summary()}")
             echo(f"   read after the push: version {version}: {seen}")
 
-        m.revert_replace(DEMO_TABLE, entries[-1], reason="bad data in v3")
+        pushed = m.table(DEMO_TABLE).version
+        undo = m.rollback(DEMO_TABLE, m.resolve_version(DEMO_TABLE), reason="bad data in v3")
         version, seen = _read(m)
-        echo(f"4. reverted the v3 push: version {version}: {seen}")
-        assert seen == {"v2": 1500}, "a revert must bring back the previous snapshot whole"
+        echo(f"4. rolled back the v3 push (one commit): version {version}: {seen}")
+        assert seen == {"v2": 1500}, "a rollback must bring back the previous snapshot whole"
+        m.rollback(DEMO_TABLE, pushed, reason="v3 was fine after all")
+        version, seen = _read(m)
+        echo(f"   undid the rollback (rolled forward to version {pushed}): version {version}: {seen}")
+        assert seen == {"v3": 800}, "rolling forward must bring the newer snapshot back whole"
+        m.rollback(DEMO_TABLE, undo.target_version, reason="bad data in v3 after all")
+        version, seen = _read(m)
+        echo(f"   and back for good: version {version}: {seen}")
 
         echo("5. lineage entries")
         for e in m.entries(DEMO_TABLE):
             moved = f"{len(e.segments_from)} -> {len(e.segments_to)}"
             echo(f"   {e.entry_id}  {e.state.value:<11}  {moved}  {e.audit.reason or ''}")
         echo("6. history (newest first)")
-        for h in m.history(DEMO_TABLE, limit=8):
-            echo(f"   v{h.version:<3} {h.operation.value:<15} segments={h.segments} rows={h.rows}")
+        for h in m.history(DEMO_TABLE, limit=6):
+            echo(
+                f"   v{h.version:<3} {h.operation.value:<15} segments={h.segments:<3} rows={h.rows:<5} "
+                f"{h.reason or ''}"
+            )
         before = sum(1 for _ in root.rglob("*.parquet"))
         reports = run_pass(m, [DEMO_TABLE], PassOptions(min_grace_ms=0))
         after = sum(1 for _ in root.rglob("*.parquet"))
