@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 
 from lineage.errors import InvalidInputError, LineageError
 from lineage.export import to_pinot_znrecord
+from lineage.graph import history_svg
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
 from lineage.periods import parse_time
@@ -472,10 +473,24 @@ def entries(table: str) -> None:
 def history(
     table: str,
     limit: Annotated[int | None, typer.Option("--limit", help="Newest N versions.")] = None,
+    graph: Annotated[
+        Path | None, typer.Option("--graph", help="Also draw the versions and pushes as SVG into this file.")
+    ] = None,
 ) -> None:
     """The table's versions, newest first: operation, counts, who and why."""
+    if graph is not None and graph.suffix.lower() != ".svg":
+        raise InvalidInputError(f"invalid graph file {str(graph)!r}: the picture is SVG, name it *.svg")
     with manager() as m:
-        rows = [history_view(h) for h in m.history(table, limit)]
+        records = m.history(table, limit)
+        if graph is not None:
+            picture = history_svg(records, m.table(table), m.store.versions(table))
+        rows = [history_view(h) for h in records]
+    if graph is not None:
+        try:
+            graph.write_text(picture)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write {str(graph)!r}: {exc.strerror}") from None
+        typer.echo(f"wrote {graph}", err=True)
     emit(
         rows,
         render_table(rows, ["version", "at", "operation", "entry", "segments", "rows", "actor", "reason"]),

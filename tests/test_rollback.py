@@ -258,3 +258,37 @@ def test_rollback_and_as_of_from_the_command_line(zk_hosts: str) -> None:
     assert bad.exit_code == 2 and "ms:" in bad.stderr
     gone = run("segments", T, "--as-of", "999")
     assert gone.exit_code == 1 and "no version 999" in gone.stderr
+
+
+def test_the_history_graph_shows_each_push_and_each_rollback(
+    snapshots: tuple[LineageManager, list[tuple[int, set[str]]]],
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    from lineage.graph import COLOURS, history_svg
+
+    m, seen = snapshots
+    m.rollback(T, seen[2][0], reason="bad s4 & s5")
+    svg = history_svg(m.history(T), m.table(T), m.store.versions(T))
+    root = ET.fromstring(svg)  # well-formed, text escaped
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = [r for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
+    fills = [r.get("fill") for r in bars if "entry" in (r.findtext(f"{ns}title") or "")]
+    assert fills.count(COLOURS["live"]) == 3 and fills.count(COLOURS["reverted"]) == 2
+    marks = [p for p in root.iter(f"{ns}polygon")]
+    assert len(marks) == 1 and "bad s4 &amp; s5" in svg
+    assert "readable versions" in svg
+
+
+def test_history_graph_from_the_command_line(zk_hosts: str, tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from segment_lineage.cli import app
+
+    runner = CliRunner()
+    assert runner.invoke(app, ["--zk", zk_hosts, "table", "create", T, "--root", "/tmp/g"]).exit_code == 0
+    target = tmp_path / "h.svg"
+    done = runner.invoke(app, ["--zk", zk_hosts, "history", T, "--graph", str(target)])
+    assert done.exit_code == 0 and target.read_text().startswith("<svg")
+    bad = runner.invoke(app, ["--zk", zk_hosts, "history", T, "--graph", str(tmp_path / "h.png")])
+    assert bad.exit_code == 2 and "SVG" in bad.stderr
