@@ -13,7 +13,15 @@ from collections.abc import Callable
 from lineage.errors import TableExistsError, TableNotFoundError, VersionGoneError
 from lineage.model import Audit, Change, HistoryRecord, Operation, TableConfig, TableState
 from lineage.names import check_table_name
-from lineage.store import MAX_VERSIONS, Lease, LeaseInfo, Snapshot, VersionConflict, WriteOutcomeUnknown
+from lineage.store import (
+    MAX_HISTORY,
+    MAX_VERSIONS,
+    Lease,
+    LeaseInfo,
+    Snapshot,
+    VersionConflict,
+    WriteOutcomeUnknown,
+)
 
 
 class MemoryStore:
@@ -90,7 +98,9 @@ class MemoryStore:
             kept[state.version] = state
             for old in sorted(kept)[:-MAX_VERSIONS]:
                 del kept[old]
-            self._history[table].append(HistoryRecord.of(state.version, commit_id, now_ms, change, audit))
+            records = self._history[table]
+            records.append(HistoryRecord.of(state.version, commit_id, now_ms, change, audit))
+            del records[: max(0, len(records) - MAX_HISTORY)]
             if outcome is True:
                 raise WriteOutcomeUnknown("injected: applied, but the reply was lost")
             return state

@@ -14,6 +14,7 @@ from lineage.errors import LineageError
 from lineage.model import Audit, Change, HistoryRecord, TableConfig, TableState
 
 MAX_VERSIONS = 64  # past versions each store keeps readable
+MAX_HISTORY = 10_240  # history records each store keeps (older ones are compacted away)
 
 
 class VersionConflict(LineageError):

@@ -74,6 +74,7 @@ from lineage.model import (
 )
 from lineage.names import check_entry_id, check_table_name
 from lineage.store import (
+    MAX_HISTORY,
     MAX_VERSIONS,
     Lease,
     LeaseInfo,
@@ -97,6 +98,7 @@ GC_MARKS_MAX = 8_000
 READ_ATTEMPTS = 5
 
 VERSIONS = "versions"
+STATES_CACHED = 8  # rebuilt versions kept in memory
 CACHE_BLOBS = 8192
 
 _UNKNOWN = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
@@ -173,6 +175,8 @@ class ZkStore:
         self._cache_lock = threading.Lock()
         self._ready = False
         self._versions_ready: set[str] = set()
+        self._last: dict[str, tuple[int, Snapshot]] = {}  # per table: the last head read, and its version
+        self._states: OrderedDict[tuple[object, ...], TableState] = OrderedDict()
 
     # ---- paths and plumbing ------------------------------------------------
 
@@ -335,6 +339,9 @@ class ZkStore:
         last_gone = ""
         for _ in range(READ_ATTEMPTS):
             head, zversion = self._read_head(table)
+            last = self._last.get(table)
+            if last is not None and last[0] == zversion and last[1].token.head == head:  # type: ignore[attr-defined]
+                return last[1]  # the head did not move: the same immutable version
             try:
                 loaded = self._load(table, head, zversion)
             except _BlobGone as gone:
@@ -347,7 +354,10 @@ class ZkStore:
                 entries=loaded.maps[ENTRIES],
                 pending=loaded.maps[PENDING],
             )
-            return Snapshot(state, loaded)
+            snapshot = Snapshot(state, loaded)
+            self._last[table] = (zversion, snapshot)
+            self._remember_state(table, head.buckets, state)
+            return snapshot
         raise CorruptRecordError(self.head_path(table), f"blob {last_gone} referenced by the head is missing")
 
     def _load(self, table: str, head: Head, zversion: int) -> _Loaded:
@@ -674,9 +684,13 @@ class ZkStore:
         return None
 
     def _history_chunks(self, table: str, head: Head) -> Iterable[tuple[str, codec.HistoryChunk]]:
-        """Sealed history chunks, newest first, following each chunk's ``prev``."""
+        """Sealed history chunks, newest first, following each chunk's ``prev``
+        for at most MAX_HISTORY records: older chunks are no longer reachable,
+        so the metadata garbage pass removes them (history stays bounded)."""
         blob = head.history_last
-        while blob is not None:
+        for _ in range(MAX_HISTORY // HISTORY_TAIL):
+            if blob is None:
+                return
             try:
                 chunk: codec.HistoryChunk = self._decoded(
                     table, [blob], lambda _blob, raw, where: codec.decode_history(raw, where)
@@ -870,7 +884,21 @@ class ZkStore:
             raise CorruptRecordError(path, f"holds version {record.version}")
         return self._rebuild(table, head, record)
 
+    def _remember_state(self, table: str, buckets: Mapping[str, tuple[str, ...]], state: TableState) -> None:
+        """Versions are immutable: keep the last few rebuilt, keyed by content."""
+        key = (table, state.version, tuple(tuple(buckets[k]) for k in KINDS))
+        with self._cache_lock:
+            self._states[key] = state
+            self._states.move_to_end(key)
+            while len(self._states) > STATES_CACHED:
+                self._states.popitem(last=False)
+
     def _rebuild(self, table: str, head: Head, record: codec.LeaseRecord) -> TableState:
+        key = (table, record.version, tuple(tuple(record.buckets[k]) for k in KINDS))
+        with self._cache_lock:
+            cached = self._states.get(key)
+        if cached is not None and cached.config == head.config:
+            return cached
         pinned = Head(head.config, record.version, "", record.buckets, None, ())
         try:
             loaded = self._load(table, pinned, -1)
@@ -878,9 +906,11 @@ class ZkStore:
             raise CorruptRecordError(
                 self.head_path(table), f"blob {gone} of retained version {record.version} is missing"
             ) from None
-        return TableState(
+        state = TableState(
             head.config, record.version, loaded.maps[SEGMENTS], loaded.maps[ENTRIES], loaded.maps[PENDING]
         )
+        self._remember_state(table, record.buckets, state)
+        return state
 
     def _prune_versions(self, table: str) -> None:
         """Keep the newest MAX_VERSIONS version records; the rest go (they are

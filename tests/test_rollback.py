@@ -292,3 +292,15 @@ def test_history_graph_from_the_command_line(zk_hosts: str, tmp_path: Any) -> No
     assert done.exit_code == 0 and target.read_text().startswith("<svg")
     bad = runner.invoke(app, ["--zk", zk_hosts, "history", T, "--graph", str(tmp_path / "h.png")])
     assert bad.exit_code == 2 and "SVG" in bad.stderr
+
+
+def test_memory_store_history_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import lineage.memory_store
+    from lineage.memory_store import MemoryStore
+
+    monkeypatch.setattr(lineage.memory_store, "MAX_HISTORY", 10)
+    m = LineageManager(MemoryStore())
+    m.create_table(TableConfig.build(T, "/d"))
+    for i in range(20):
+        m.register_segments(T, [seg(f"m{i}")])
+    assert [r.version for r in m.history(T)] == list(range(21, 11, -1))

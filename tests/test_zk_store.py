@@ -424,3 +424,21 @@ def test_retained_versions_keep_their_blobs_and_old_ones_are_pruned(
         fresh.read_version(T, newest - 4)
     with pytest.raises(VersionGoneError, match="no version"):
         fresh.read_version(T, newest + 1)
+
+
+def test_history_stays_bounded(m: LineageManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lineage.zk_store
+
+    monkeypatch.setattr(lineage.zk_store, "MAX_HISTORY", 128)  # two sealed chunks of 64
+    store = m.store
+    assert isinstance(store, ZkStore)
+    for i in range(200):
+        m.register_segments(T, [seg(f"h{i:03d}")])
+    newest = m.table(T).version
+    records = m.history(T)
+    assert [r.version for r in records] == list(range(newest, newest - len(records), -1))
+    assert 128 <= len(records) < 128 + 64 and records[-1].version > 1
+    for _ in range(2):
+        store.collect_garbage(T, grace_ms=0)
+    assert store.referenced_blobs(T) == set(store.client.get_children(f"{store.head_path(T)}/blobs"))
+    assert len(ZkStore(store.client, owns_client=False).history(T)) == len(records)
