@@ -451,7 +451,8 @@ def rollback(
         head,
         f"  restore {len(plan.restored)} entr(ies), revert {len(plan.reverted)}",
         f"  segments: +{len(plan.appear)} -{len(plan.disappear)}; "
-        f"rows {plan.rows_before} -> {plan.rows_after}",
+        f"rows: +{plan.rows_appearing} -{plan.rows_disappearing}"
+        + (f" ({plan.rows_before} -> {plan.rows_after})" if plan.rows_before is not None else ""),
     ]
     emit(data, "\n".join(lines))
 

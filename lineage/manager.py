@@ -15,6 +15,7 @@ Errors and what they mean for the caller:
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import socket
 import uuid
@@ -84,9 +85,11 @@ class RollbackPlan:
     reverted: tuple[str, ...]  # entries reverted
     appear: tuple[str, ...]  # segments that become visible
     disappear: tuple[str, ...]  # segments that stop being visible
-    rows_before: int
-    rows_after: int
+    rows_appearing: int
+    rows_disappearing: int
     committed_version: int | None  # None for a dry run or a no-op
+    rows_before: int | None = None  # the whole visible set's rows: dry runs only (linear in the table)
+    rows_after: int | None = None
 
 
 class LineageManager:
@@ -387,7 +390,13 @@ class LineageManager:
         current = self.table(table)
         if dry_run:
             change = transitions.rollback(current, target, self.store.now_ms())
-            return _rollback_plan(current, change, target_version, None)
+            plan = _rollback_plan(current, change, target_version, None)
+            rows_before = sum(s.rows for s in visible_segments(current))
+            return dataclasses.replace(
+                plan,
+                rows_before=rows_before,
+                rows_after=rows_before + plan.rows_appearing - plan.rows_disappearing,
+            )
 
         def apply(state: TableState, now: int) -> Change:
             # A rollback is planned against what the operator saw: if another
@@ -445,7 +454,7 @@ def _rollback_plan(before: TableState, change: Change, target: int, committed: i
         reverted=reverted,
         appear=tuple(sorted(now - was)),
         disappear=tuple(sorted(was - now)),
-        rows_before=sum(before.segments[n].rows for n in was),
-        rows_after=sum(after.segments[n].rows for n in now),
+        rows_appearing=sum(after.segments[n].rows for n in now - was),
+        rows_disappearing=sum(before.segments[n].rows for n in was - now),
         committed_version=committed,
     )

@@ -836,11 +836,11 @@ def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
             )
     if not changed:
         return Change(state=state, operation=Operation.ROLLBACK, changed=False)
-    shown = [state.segments[n] for n in got]
+    appearing = [state.segments[n] for n in got - before]  # what the rollback brings back
     return Change(
         state=after,
         operation=Operation.ROLLBACK,
-        segments=len(got),
-        rows=sum(seg.rows for seg in shown),
-        size_bytes=sum(seg.size_bytes for seg in shown),
+        segments=len(appearing),
+        rows=sum(seg.rows for seg in appearing),
+        size_bytes=sum(seg.size_bytes for seg in appearing),
     )

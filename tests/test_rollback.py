@@ -60,7 +60,7 @@ def test_roll_back_to_each_of_five_versions_and_forward_again(
     for version, names in seen[:-1]:
         done = m.rollback(T, version, reason="test")
         assert visible_names(m.table(T)) == names and done.committed_version is not None
-        assert done.rows_after == 10 * len(names)
+        assert done.rows_appearing == 10 * len(names - visible_names(m.table_as_of(T, done.from_version)))
         forward = m.rollback(T, newest_version)  # the undo: roll forward
         assert visible_names(m.table(T)) == newest and forward.committed_version is not None
     assert [h.operation.value for h in m.history(T, limit=2)] == ["ROLLBACK", "ROLLBACK"]
@@ -88,6 +88,7 @@ def test_a_dry_run_changes_nothing(snapshots: tuple[LineageManager, list[tuple[i
     assert plan.committed_version is None and m.table(T).version == version
     assert set(plan.appear) == seen[0][1] and set(plan.disappear) == seen[-1][1]
     assert (plan.rows_before, plan.rows_after) == (20, 20) and len(plan.reverted) == 4
+    assert (plan.rows_appearing, plan.rows_disappearing) == (20, 20)
 
 
 def test_rollback_while_a_push_is_in_progress(
