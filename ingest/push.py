@@ -30,7 +30,7 @@ from types import FrameType
 from ingest.errors import PushError, PushInputError, PushRefusedError
 from ingest.storage import DeepStore
 from lineage import transitions
-from lineage.errors import ConflictError, LineageError, OutcomeUnknownError
+from lineage.errors import ConflictError, InvalidInputError, LineageError, OutcomeUnknownError
 from lineage.failpoints import failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, Segment, TableState, TableType
@@ -355,8 +355,11 @@ def parse_interval(text: str) -> tuple[int, int]:
     """``START/END``: the half-open interval [START, END)."""
     start, sep, end = text.partition("/")
     if not sep or not start.strip() or not end.strip():
-        raise PushRefusedError(f"invalid interval {text!r}: use START/END, e.g. 2026-11-01/2026-11-08")
-    lo, hi = parse_time(start), parse_time(end)
+        raise PushInputError(f"invalid interval {text!r}: use START/END, e.g. 2026-11-01/2026-11-08")
+    try:
+        lo, hi = parse_time(start), parse_time(end)
+    except InvalidInputError as exc:
+        raise PushInputError(f"invalid interval {text!r}: {exc.message}") from None
     if lo >= hi:
-        raise PushRefusedError(f"invalid interval {text!r}: START must be before END")
+        raise PushInputError(f"invalid interval {text!r}: START must be before END")
     return lo, hi

@@ -14,7 +14,7 @@ from ingest.push import PushMode, PushTarget, Written, consistent_push, parse_in
 from ingest.readers import SnapshotReader, arrow_dataset
 from ingest.segments import write_segment
 from ingest.storage import DeepStore
-from lineage.errors import ConflictError
+from lineage.errors import ConflictError, InvalidInputError
 from lineage.manager import LineageManager
 from lineage.model import DeletionReason, EntryState, Segment, TableConfig
 
@@ -246,7 +246,7 @@ def test_intervals_parse() -> None:
         parse_time("2026-11-02T00:00:00+00:00"),
     )
     for bad in ["", "2026-11-01", "b/a", "2026-11-02/2026-11-01", "x/y"]:
-        with pytest.raises(PushRefusedError):
+        with pytest.raises(InvalidInputError, match="invalid interval"):
             parse_interval(bad)
 
 
@@ -345,8 +345,8 @@ def test_arrow_dataset_on_reclaimed_files_says_too_old_and_releases(
         store.delete(seg.location)
     real_pin = manager.store.pin
 
-    def pin_the_old_version(table: str) -> Lease:
-        lease = real_pin(table)
+    def pin_the_old_version(table: str, version: int | None = None) -> Lease:
+        lease = real_pin(table, version)
         return Lease(table, lease.lease_id, old)  # a reader that pinned "a" long ago
 
     monkeypatch.setattr(manager.store, "pin", pin_the_old_version)
