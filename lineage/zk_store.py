@@ -175,7 +175,7 @@ class ZkStore:
         self._cache_lock = threading.Lock()
         self._ready = False
         self._versions_ready: set[str] = set()
-        self._last: dict[str, tuple[int, Snapshot]] = {}  # per table: the last head read, and its version
+        self._last: dict[str, tuple[_Loaded, Snapshot]] = {}  # per table: the last version read
         self._states: OrderedDict[tuple[object, ...], TableState] = OrderedDict()
 
     # ---- paths and plumbing ------------------------------------------------
@@ -340,7 +340,7 @@ class ZkStore:
         for _ in range(READ_ATTEMPTS):
             head, zversion = self._read_head(table)
             last = self._last.get(table)
-            if last is not None and last[0] == zversion and last[1].token.head == head:  # type: ignore[attr-defined]
+            if last is not None and last[0].zversion == zversion and last[0].head == head:
                 return last[1]  # the head did not move: the same immutable version
             try:
                 loaded = self._load(table, head, zversion)
@@ -355,7 +355,7 @@ class ZkStore:
                 pending=loaded.maps[PENDING],
             )
             snapshot = Snapshot(state, loaded)
-            self._last[table] = (zversion, snapshot)
+            self._last[table] = (loaded, snapshot)
             self._remember_state(table, head.buckets, state)
             return snapshot
         raise CorruptRecordError(self.head_path(table), f"blob {last_gone} referenced by the head is missing")
@@ -791,9 +791,9 @@ class ZkStore:
         assert isinstance(loaded, _Loaded)
         keep = loaded.head.bucket_blobs() | loaded.chunk_blobs()
         keep.update(blob for blob, _ in self._history_chunks(table, loaded.head))
-        for _, lease in self._lease_records(table):
+        for _, lease in self._records(table, "leases"):
             keep.update(lease.blobs)
-        for _, record in self._version_records(table):
+        for _, record in self._records(table, VERSIONS):
             keep.update(record.blobs)
         return keep
 
@@ -853,35 +853,52 @@ class ZkStore:
                 out.append(int(child[2:]))
         return sorted(out)
 
-    def _version_records(self, table: str) -> list[tuple[int, codec.LeaseRecord]]:
-        versions = self.versions(table)
-        pending = {v: self.client.get_async(self.version_path(table, v)) for v in versions}
-        out = []
-        for version, result in pending.items():
-            path = self.version_path(table, version)
-            try:
-                raw, _ = result.get(timeout=self.op_timeout_s)
-            except NoNodeError:
-                continue  # pruned meanwhile
-            except (KazooException, KazooTimeoutError) as exc:
-                raise StoreUnavailableError(f"reading {path}: {type(exc).__name__}") from None
-            out.append((version, codec.decode_lease(raw, path)))
-        return out
+    def _records(self, table: str, folder: str) -> list[tuple[str, codec.LeaseRecord]]:
+        """The version records under ``folder`` (``leases`` or ``versions``),
+        fetched in one pipelined batch (with kazoo's bounded retry); one
+        removed meanwhile is skipped."""
+        names = self._children(table, folder)
+        base = f"{self.head_path(table)}/{folder}"
+
+        def fetch() -> dict[str, bytes]:
+            pending = {name: self.client.get_async(f"{base}/{name}") for name in names}
+            raws = {}
+            for name, result in pending.items():
+                try:
+                    raws[name] = result.get(timeout=self.op_timeout_s)[0]
+                except NoNodeError:
+                    continue
+                except KazooTimeoutError:
+                    raise OperationTimeoutError() from None
+            return raws
+
+        try:
+            raws = self.client.retry(fetch)
+        except NoAuthError:
+            raise AuthError(f"ZooKeeper refused reading {base}: not authorised") from None
+        except (KazooException, ConnectionError) as exc:
+            raise StoreUnavailableError(f"reading {base}: {type(exc).__name__}") from None
+        return [(name, codec.decode_lease(raw, f"{base}/{name}")) for name, raw in raws.items()]
+
+    def _version_record(self, table: str, version: int, newest: int) -> tuple[bytes, codec.LeaseRecord]:
+        """The raw and decoded record of a retained past version."""
+        path = self.version_path(table, version)
+        try:
+            raw, _ = self._call(f"reading version {version} of {table!r}", "get", path)
+        except NoNodeError:
+            retained = self.versions(table)
+            raise VersionGoneError(table, version, retained[0] if retained else None, newest) from None
+        record = codec.decode_lease(raw, path)
+        if record.version != version:
+            raise CorruptRecordError(path, f"holds version {record.version}")
+        return raw, record
 
     def read_version(self, table: str, version: int) -> TableState:
         """One retained version of a table, rebuilt from its blobs."""
         head, _ = self._read_head(table)
         if version == head.version:
             return self.read(table).state
-        path = self.version_path(table, version)
-        try:
-            raw, _ = self._call(f"reading version {version} of {table!r}", "get", path)
-        except NoNodeError:
-            retained = self.versions(table)
-            raise VersionGoneError(table, version, retained[0] if retained else None, head.version) from None
-        record = codec.decode_lease(raw, path)
-        if record.version != version:
-            raise CorruptRecordError(path, f"holds version {record.version}")
+        _, record = self._version_record(table, version, head.version)
         return self._rebuild(table, head, record)
 
     def _remember_state(self, table: str, buckets: Mapping[str, tuple[str, ...]], state: TableState) -> None:
@@ -996,15 +1013,7 @@ class ZkStore:
             chunks=tuple(sorted(loaded.chunk_blobs())),
         )
         if version is not None and version != state.version:
-            path = self.version_path(table, version)
-            try:
-                raw, _ = self._call(f"reading version {version} of {table!r}", "get", path)
-            except NoNodeError:
-                retained = self.versions(table)
-                raise VersionGoneError(
-                    table, version, retained[0] if retained else None, state.version
-                ) from None
-            record = codec.decode_lease(raw, path)
+            raw, record = self._version_record(table, version, state.version)
             # The lease goes first: from then on retention keeps its blobs and files.
             lease_path = self._ephemeral(table, "leases", "lease-", raw, sequence=True)
             return Lease(table, lease_path.rsplit("/", 1)[-1], self._rebuild(table, loaded.head, record))
@@ -1014,24 +1023,13 @@ class ZkStore:
     def pinned_states(self, table: str) -> list[TableState]:
         """The table versions live readers pinned, rebuilt from their blobs."""
         head, _ = self._read_head(table)
-        return [self._rebuild(table, head, record) for _, record in self._lease_records(table)]
+        return [self._rebuild(table, head, record) for _, record in self._records(table, "leases")]
 
     def release(self, lease: Lease) -> None:
         self._delete_quietly(f"{self.head_path(lease.table)}/leases/{lease.lease_id}", "lease")
 
-    def _lease_records(self, table: str) -> list[tuple[str, codec.LeaseRecord]]:
-        out = []
-        for lease_id in self._children(table, "leases"):
-            path = f"{self.head_path(table)}/leases/{lease_id}"
-            try:
-                raw, _ = self._call("lease", "get", path)
-            except NoNodeError:
-                continue  # released meanwhile
-            out.append((lease_id, codec.decode_lease(raw, path)))
-        return out
-
     def leases(self, table: str) -> list[LeaseInfo]:
-        return [LeaseInfo(lease_id, record.version) for lease_id, record in self._lease_records(table)]
+        return [LeaseInfo(lease_id, record.version) for lease_id, record in self._records(table, "leases")]
 
     def session_alive(self) -> bool:
         """False once the connection is suspended or the session is lost: work

@@ -210,9 +210,10 @@ def _listing(root: DeepStore, report: TableReport) -> list[FileInfo] | None:
         report.errors.append(f"listing the root for orphans: {exc.message}")
         return None
     inside = []
+    resolved_dirs: dict[str, str] = {}  # each directory resolved once per listing
     for info in listed:
         try:
-            root.path(info.location)
+            root.path(info.location, resolved_dirs)
         except InvalidInputError:
             report.kept += 1
             continue
