@@ -13,18 +13,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from common import percentile, scratch_zookeeper
+
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
 from lineage.retry import RetryPolicy
 from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkServer, free_port
 from lineage.zk_store import ZkStore
 
 
@@ -32,11 +32,6 @@ def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def znodes(store: ZkStore) -> tuple[int, int]:
@@ -99,11 +94,11 @@ def bench_size(hosts: str, n: int, rounds: int) -> dict[str, Any]:
         "rounds": rounds,
         "register_all_s": round(load, 3),
         "start_p50_ms": round(statistics.median(start_t) * ms, 1),
-        "start_p99_ms": round(pct(start_t, 0.99) * ms, 1),
+        "start_p99_ms": round(percentile(start_t, 0.99) * ms, 1),
         "end_p50_ms": round(statistics.median(end_t) * ms, 1),
-        "end_p99_ms": round(pct(end_t, 0.99) * ms, 1),
+        "end_p99_ms": round(percentile(end_t, 0.99) * ms, 1),
         "revert_p50_ms": round(statistics.median(revert_t) * ms, 1),
-        "revert_p99_ms": round(pct(revert_t, 0.99) * ms, 1),
+        "revert_p99_ms": round(percentile(revert_t, 0.99) * ms, 1),
         "read_visible_warm_ms": round(statistics.median(warm) * ms, 1),
         "read_visible_cold_ms": round(statistics.median(cold) * ms, 1),
         "replace_all_start_s": round(full_start, 3),
@@ -120,13 +115,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    with tempfile.TemporaryDirectory() as tmp:
-        server = ZkServer(Path(tmp), free_port(), heap_mb=1024)
-        server.start()
-        try:
-            rows = [bench_size(server.hosts, n, 30 if n <= 10_000 else 10) for n in sizes]
-        finally:
-            server.stop()
+    with scratch_zookeeper("lineage-ops-") as (_, server):
+        rows = [bench_size(server.hosts, n, 30 if n <= 10_000 else 10) for n in sizes]
     columns = list(rows[0])
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))

@@ -22,23 +22,21 @@ import argparse
 import json
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from common import register_many, scratch_zookeeper
 
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
 from lineage.retry import RetryPolicy
 from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkServer, free_port
 from lineage.zk_store import ZkStore
 from retention.executor import PassOptions, run_table
 
-BATCH = 5000
 PAYLOAD = b"x" * 1024
 
 
@@ -62,15 +60,14 @@ def ours(hosts: str, work: Path, n: int, orphans: bool) -> float:
         )
     )
     names = [f"bench_{i:07d}" for i in range(n)]
-    for start in range(0, n, BATCH):
-        batch = []
-        for name in names[start : start + BATCH]:
-            location = f"push_old/{name[-3:]}/{name}.parquet"
-            path = root / location
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(PAYLOAD)
-            batch.append(Segment(name, location, rows=1, size_bytes=len(PAYLOAD)))
-        m.register_segments("bench", batch)
+    segments = []
+    for name in names:
+        location = f"push_old/{name[-3:]}/{name}.parquet"
+        path = root / location
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(PAYLOAD)
+        segments.append(Segment(name, location, rows=1, size_bytes=len(PAYLOAD)))
+    register_many(m, "bench", segments)
     entry = m.start_replace("bench", names, ["bench_new"])
     (root / "new.parquet").write_bytes(PAYLOAD)
     m.register_segments("bench", [Segment("bench_new", "new.parquet", rows=1, size_bytes=len(PAYLOAD))])
@@ -109,29 +106,23 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     results: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="retention-bench-") as tmp:
-        work = Path(tmp)
-        server = ZkServer(work / "zk", free_port(), heap_mb=1024)
-        server.start()
-        try:
-            for n in sizes:
-                row: dict[str, Any] = {"files": n}
-                row["ours_s"] = ours(server.hosts, work, n, orphans=False)
-                row["ours_with_orphan_scan_s"] = ours(server.hosts, work, n, orphans=True)
-                row["deltalake_vacuum_s"] = delta(work, n)
-                row["ours_files_per_s"] = n / row["ours_s"]
-                row["deltalake_files_per_s"] = n / row["deltalake_vacuum_s"]
-                row["ratio_ours_over_deltalake"] = row["ours_s"] / row["deltalake_vacuum_s"]
-                results.append(row)
-                print(
-                    f"{n:>7} files: ours {row['ours_s']:.2f}s ({row['ours_files_per_s']:,.0f}/s), "
-                    f"with orphan scan {row['ours_with_orphan_scan_s']:.2f}s, "
-                    f"deltalake vacuum {row['deltalake_vacuum_s']:.2f}s "
-                    f"({row['deltalake_files_per_s']:,.0f}/s), ratio {row['ratio_ours_over_deltalake']:.2f}",
-                    flush=True,
-                )
-        finally:
-            server.stop()
+    with scratch_zookeeper("retention-bench-") as (work, server):
+        for n in sizes:
+            row: dict[str, Any] = {"files": n}
+            row["ours_s"] = ours(server.hosts, work, n, orphans=False)
+            row["ours_with_orphan_scan_s"] = ours(server.hosts, work, n, orphans=True)
+            row["deltalake_vacuum_s"] = delta(work, n)
+            row["ours_files_per_s"] = n / row["ours_s"]
+            row["deltalake_files_per_s"] = n / row["deltalake_vacuum_s"]
+            row["ratio_ours_over_deltalake"] = row["ours_s"] / row["deltalake_vacuum_s"]
+            results.append(row)
+            print(
+                f"{n:>7} files: ours {row['ours_s']:.2f}s ({row['ours_files_per_s']:,.0f}/s), "
+                f"with orphan scan {row['ours_with_orphan_scan_s']:.2f}s, "
+                f"deltalake vacuum {row['deltalake_vacuum_s']:.2f}s "
+                f"({row['deltalake_files_per_s']:,.0f}/s), ratio {row['ratio_ours_over_deltalake']:.2f}",
+                flush=True,
+            )
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(results, indent=2))
 

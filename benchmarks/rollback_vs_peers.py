@@ -21,38 +21,26 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from common import percentile, register_many, scratch_zookeeper
 
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
 from lineage.retry import RetryPolicy
 from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkServer, free_port
 from lineage.zk_store import ZkStore
-
-BATCH = 5000
-
-
-def p90(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
 
 
 def ours(hosts: str, n: int, rounds: int) -> list[float]:
     store = ZkStore(connect(ZkSettings(hosts=f"{hosts}/bench{uuid.uuid4().hex[:8]}")))
     m = LineageManager(store, retry=RetryPolicy())
     m.create_table(TableConfig.build("bench", "/bench", "APPEND"))
-    names = [f"bench_{i:07d}" for i in range(n)]
-    for start in range(0, n, BATCH):
-        m.register_segments(
-            "bench", [Segment(x, f"{x}.parquet", rows=1) for x in names[start : start + BATCH]]
-        )
+    register_many(m, "bench", [Segment(f"bench_{i:07d}", f"bench_{i:07d}.parquet", rows=1) for i in range(n)])
     times = []
     for r in range(rounds):
         extra = f"extra_{r:04d}"
@@ -120,34 +108,28 @@ def main() -> None:
     parser.add_argument("--json", dest="json_path")
     args = parser.parse_args()
     results: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="rollback-bench-") as tmp:
-        work = Path(tmp)
-        server = ZkServer(work / "zk", free_port(), heap_mb=1024)
-        server.start()
-        try:
-            for n in (int(s) for s in args.sizes.split(",")):
-                row: dict[str, Any] = {"segments": n}
-                for name, run in (
-                    ("ours", lambda n=n: ours(server.hosts, n, args.rounds)),
-                    ("deltalake", lambda n=n: delta(work, n, args.rounds)),
-                    ("pyiceberg", lambda n=n: iceberg(work, n, args.rounds)),
-                ):
-                    times = run()
-                    row[f"{name}_median_s"] = statistics.median(times)
-                    row[f"{name}_p90_s"] = p90(times)
-                row["ratio_ours_over_deltalake"] = row["ours_median_s"] / row["deltalake_median_s"]
-                row["ratio_ours_over_pyiceberg"] = row["ours_median_s"] / row["pyiceberg_median_s"]
-                results.append(row)
-                print(
-                    f"{n:>7} segments: ours {row['ours_median_s'] * 1000:.1f} ms "
-                    f"(p90 {row['ours_p90_s'] * 1000:.1f}), deltalake restore "
-                    f"{row['deltalake_median_s'] * 1000:.1f} ms, pyiceberg rollback "
-                    f"{row['pyiceberg_median_s'] * 1000:.1f} ms; ratios "
-                    f"{row['ratio_ours_over_deltalake']:.2f} / {row['ratio_ours_over_pyiceberg']:.2f}",
-                    flush=True,
-                )
-        finally:
-            server.stop()
+    with scratch_zookeeper("rollback-bench-") as (work, server):
+        for n in (int(s) for s in args.sizes.split(",")):
+            row: dict[str, Any] = {"segments": n}
+            for name, run in (
+                ("ours", lambda n=n: ours(server.hosts, n, args.rounds)),
+                ("deltalake", lambda n=n: delta(work, n, args.rounds)),
+                ("pyiceberg", lambda n=n: iceberg(work, n, args.rounds)),
+            ):
+                times = run()
+                row[f"{name}_median_s"] = statistics.median(times)
+                row[f"{name}_p90_s"] = percentile(times, 0.9)
+            row["ratio_ours_over_deltalake"] = row["ours_median_s"] / row["deltalake_median_s"]
+            row["ratio_ours_over_pyiceberg"] = row["ours_median_s"] / row["pyiceberg_median_s"]
+            results.append(row)
+            print(
+                f"{n:>7} segments: ours {row['ours_median_s'] * 1000:.1f} ms "
+                f"(p90 {row['ours_p90_s'] * 1000:.1f}), deltalake restore "
+                f"{row['deltalake_median_s'] * 1000:.1f} ms, pyiceberg rollback "
+                f"{row['pyiceberg_median_s'] * 1000:.1f} ms; ratios "
+                f"{row['ratio_ours_over_deltalake']:.2f} / {row['ratio_ours_over_pyiceberg']:.2f}",
+                flush=True,
+            )
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(results, indent=2))
 
