@@ -41,10 +41,10 @@ def mem() -> LineageManager:
     return m
 
 
-def completed(m: LineageManager, src: list[str], dst: list[str]) -> str:
-    entry = m.start_replace("t", src, dst)
-    m.register_segments("t", [seg(n) for n in dst])
-    m.end_replace("t", entry)
+def completed(m: LineageManager, src: list[str], dst: list[str], table: str = "t") -> str:
+    entry = m.start_replace(table, src, dst)
+    m.register_segments(table, [seg(n) for n in dst])
+    m.end_replace(table, entry)
     return entry
 
 
@@ -118,9 +118,7 @@ def test_each_default(mem: LineageManager) -> None:
     assert plan(mem.table("t"), Policy(now + DAY)).condemn == {"a": DeletionReason.REPLACED}
     mem.create_table(TableConfig.build("ap", "/ap", "APPEND", time_column="ts"))
     mem.register_segments("ap", [seg("x")])
-    entry = mem.start_replace("ap", ["x"], ["y"])
-    mem.register_segments("ap", [seg("y")])
-    mem.end_replace("ap", entry)
+    completed(mem, ["x"], ["y"], "ap")
     assert plan(mem.table("ap"), Policy(now + 4 * HOUR - 1)).condemn == {}  # APPEND: 4h
     assert plan(mem.table("ap"), Policy(now + 4 * HOUR)).condemn == {"x": DeletionReason.REPLACED}
     reverted = mem.start_replace("t", ["c"], ["r"])
@@ -532,9 +530,7 @@ def test_a_condemned_segment_younger_than_the_minimum_grace_keeps_its_file(mem: 
         TableConfig.build("y", "/y", replaced_segments_retention="0s", lineage_entry_cleanup_retention="0s")
     )
     mem.register_segments("y", [seg("fresh")])
-    entry = mem.start_replace("y", ["fresh"], ["next"])
-    mem.register_segments("y", [seg("next")])
-    mem.end_replace("y", entry)
+    completed(mem, ["fresh"], ["next"], "y")
     now = mem.clock["now"]  # type: ignore[attr-defined]
     young = plan(mem.table("y"), Policy(now, min_grace_ms=HOUR))
     assert young.condemn == {"fresh": DeletionReason.REPLACED} and young.deletions == ()
