@@ -51,7 +51,7 @@ from lineage.names import check_entry_id, check_table_name
 from lineage.periods import parse_version_or_time
 from lineage.retry import Attempts, RetryPolicy
 from lineage.store import RetryableStoreError, Snapshot, Store, VersionConflict, WriteOutcomeUnknown
-from lineage.visibility import visible_names, visible_segments
+from lineage.visibility import visibility_delta, visible_segments
 
 Update = Callable[[TableState, int], Change]
 
@@ -435,7 +435,7 @@ class LineageManager:
 
 def _rollback_plan(before: TableState, change: Change, target: int, committed: int | None) -> RollbackPlan:
     after = change.state
-    was, now = visible_names(before), visible_names(after)
+    appear, disappear = visibility_delta(before, after)
     restored = tuple(
         e
         for e, entry in after.entries.items()
@@ -452,9 +452,9 @@ def _rollback_plan(before: TableState, change: Change, target: int, committed: i
         from_version=before.version,
         restored=restored,
         reverted=reverted,
-        appear=tuple(sorted(now - was)),
-        disappear=tuple(sorted(was - now)),
-        rows_appearing=sum(after.segments[n].rows for n in now - was),
-        rows_disappearing=sum(before.segments[n].rows for n in was - now),
+        appear=tuple(sorted(appear)),
+        disappear=tuple(sorted(disappear)),
+        rows_appearing=sum(after.segments[n].rows for n in appear),
+        rows_disappearing=sum(before.segments[n].rows for n in disappear),
         committed_version=committed,
     )

@@ -50,7 +50,7 @@ from lineage.names import (
     check_segment_names,
     check_text,
 )
-from lineage.visibility import locked_segments, visible_names
+from lineage.visibility import locked_segments, visibility_delta, visible_names
 
 
 def _shown(names: Iterable[str], limit: int = 5) -> str:
@@ -801,8 +801,10 @@ def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
             entries[entry_id] = dataclasses.replace(entry, state=want, timestamp_ms=now_ms)
             changed.append(entry_id)
     after = state.replace(entries=entries)
-    wanted, before, got = visible_names(target), visible_names(state), visible_names(after)
-    reclaimed = sorted(wanted - set(state.segments))
+    # Only what differs is looked at (visibility_delta): the cost follows the
+    # entries and segments that changed, not the size of the table.
+    extra, hidden = visibility_delta(target, after)
+    reclaimed = sorted(n for n in hidden if n not in state.segments)
     if reclaimed:
         raise RefusedError(
             f"cannot roll back to version {target.version}: segment(s) {_shown(reclaimed)} it shows were "
@@ -810,19 +812,16 @@ def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
             table=table,
             remedy="pick a later version ('lineage history' lists them)",
         )
-    if got != wanted:
-        extra, hidden = sorted(got - wanted), sorted(wanted - got)
-        parts = [f"{_shown(extra)} would stay visible"] if extra else []
-        parts += [f"{_shown(hidden)} would stay hidden"] if hidden else []
+    if extra or hidden:
+        parts = [f"{_shown(sorted(extra))} would stay visible"] if extra else []
+        parts += [f"{_shown(sorted(hidden))} would stay hidden"] if hidden else []
         raise RefusedError(
             f"cannot roll back to version {target.version}: segments changed outside pushes since then "
             f"({'; '.join(parts)})",
             table=table,
             remedy="add or delete those segments by hand, or pick another version",
         )
-    moving = (before ^ got) | {
-        n for e in changed for n in (*entries[e].segments_from, *entries[e].segments_to)
-    }
+    moving = {n for e in changed for n in (*entries[e].segments_from, *entries[e].segments_to)}
     for entry in state.entries.values():
         if entry.state is EntryState.IN_PROGRESS and moving.intersection(
             (*entry.segments_from, *entry.segments_to)
@@ -836,7 +835,7 @@ def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
             )
     if not changed:
         return Change(state=state, operation=Operation.ROLLBACK, changed=False)
-    appearing = [state.segments[n] for n in got - before]  # what the rollback brings back
+    appearing = [state.segments[n] for n in visibility_delta(state, after)[0]]  # what comes back
     return Change(
         state=after,
         operation=Operation.ROLLBACK,

@@ -49,3 +49,47 @@ def locked_segments(state: TableState) -> dict[str, str]:
             for name in entry.segments_from:
                 locks.setdefault(name, entry.entry_id)
     return locks
+
+
+def _visible_among(state: TableState, names: set[str]) -> set[str]:
+    """Which of ``names`` ``state`` shows: only entries naming them are looked at."""
+    hidden: set[str] = set()
+    for entry in state.entries.values():
+        hides = entry.segments_from if entry.state is EntryState.COMPLETED else entry.segments_to
+        hidden.update(n for n in hides if n in names)
+    return {n for n in names if n in state.segments and n not in hidden}
+
+
+def _same_effect(x: LineageEntry, y: LineageEntry) -> bool:
+    return (
+        x.state is y.state
+        and (x.segments_from is y.segments_from or x.segments_from == y.segments_from)
+        and (x.segments_to is y.segments_to or x.segments_to == y.segments_to)
+    )
+
+
+def visibility_delta(a: TableState, b: TableState) -> tuple[set[str], set[str]]:
+    """The names ``b`` shows and ``a`` does not, and those ``a`` shows and ``b``
+    does not, without building either visible set.
+
+    A name can only change visibility if it was registered or removed between
+    the two, or an entry naming it differs (added, dropped, or in another
+    state). The cost follows what changed and the entries' name lists, not the
+    number of segments (the segment maps are compared by identity first, as
+    the store shares them between versions whose segments did not change).
+    """
+    touched: set[str] = set()
+    if a.segments is not b.segments:
+        touched.update(a.segments.keys() ^ b.segments.keys())
+    for entry_id in a.entries.keys() | b.entries.keys():
+        x, y = a.entries.get(entry_id), b.entries.get(entry_id)
+        if x is y or (x is not None and y is not None and _same_effect(x, y)):
+            continue
+        for entry in (x, y):
+            if entry is not None:
+                touched.update(entry.segments_from)
+                touched.update(entry.segments_to)
+    if not touched:
+        return set(), set()
+    was, now = _visible_among(a, touched), _visible_among(b, touched)
+    return now - was, was - now

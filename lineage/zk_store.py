@@ -99,6 +99,7 @@ READ_ATTEMPTS = 5
 
 VERSIONS = "versions"
 STATES_CACHED = 8  # rebuilt versions kept in memory
+MERGED_CACHED = 12  # merged per-kind maps kept in memory, shared by versions with the same blobs
 CACHE_BLOBS = 8192
 
 _UNKNOWN = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
@@ -177,6 +178,8 @@ class ZkStore:
         self._versions_ready: set[str] = set()
         self._last: dict[str, tuple[_Loaded, Snapshot]] = {}  # per table: the last version read
         self._states: OrderedDict[tuple[object, ...], TableState] = OrderedDict()
+        self._merged: OrderedDict[tuple[str, str, tuple[str, ...]], tuple[dict[str, Any], list[list[str]]]]
+        self._merged = OrderedDict()
 
     # ---- paths and plumbing ------------------------------------------------
 
@@ -391,6 +394,10 @@ class ZkStore:
                     pairs.append((key, obj))
                 return _Bucket(index, count, tuple(pairs))
 
+            reused = self._merged_cached(table, kind, ids)
+            if reused is not None:
+                maps[kind], bucket_keys[kind] = reused
+                continue
             blobs: dict[str, _Bucket] = self._decoded(table, ids, decode)
             merged: dict[str, Any] = {}
             keys: list[list[str]] = []
@@ -404,6 +411,7 @@ class ZkStore:
                 keys.append([key for key, _ in bucket.pairs])
             maps[kind] = merged
             bucket_keys[kind] = keys
+            self._remember_merged(table, kind, ids, merged, keys)
 
         stored: dict[str, StoredEntry] = maps[ENTRIES]
         chunk_ids = [c for e in stored.values() for c in (*e.src.chunks, *e.dst.chunks)]
@@ -419,6 +427,26 @@ class ZkStore:
             lists[entry.entry_id] = (src, entry.src, dst, entry.dst)
         maps[ENTRIES] = entries
         return _Loaded(head, zversion, maps, bucket_keys, lists)
+
+    def _merged_cached(
+        self, table: str, kind: str, ids: tuple[str, ...]
+    ) -> tuple[dict[str, Any], list[list[str]]] | None:
+        """A kind's merged map built before from the same bucket blobs: versions
+        that share them (a rollback leaves the segments alone) share the map,
+        which nobody mutates, so neither reading nor diffing them is linear."""
+        with self._cache_lock:
+            found = self._merged.get((table, kind, ids))
+            if found is not None:
+                self._merged.move_to_end((table, kind, ids))
+            return found
+
+    def _remember_merged(
+        self, table: str, kind: str, ids: tuple[str, ...], merged: dict[str, Any], keys: list[list[str]]
+    ) -> None:
+        with self._cache_lock:
+            self._merged[(table, kind, ids)] = (merged, keys)
+            while len(self._merged) > MERGED_CACHED:
+                self._merged.popitem(last=False)
 
     def _names(
         self, names: NameList, chunks: Mapping[str, tuple[str, ...]], table: str, entry: str
@@ -479,6 +507,8 @@ class ZkStore:
     ) -> tuple[str, ...]:
         old = base.maps[kind]
         old_ids = base.head.buckets[kind]
+        if new is old:  # untouched by the change (a rollback's segments, say)
+            return old_ids
         count = len(old_ids)
         dirty: set[int] = set()
         for key, obj in new.items():

@@ -305,3 +305,39 @@ def test_memory_store_history_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> 
     for i in range(20):
         m.register_segments(T, [seg(f"m{i}")])
     assert [r.version for r in m.history(T)] == list(range(21, 11, -1))
+
+
+def test_a_rollback_costs_the_same_requests_whatever_the_table_size(zk_store: Any) -> None:
+    """Counted at the ZooKeeper client: undoing one push on a table of 40
+    segments and on one of 4,000 sends the same requests, and reading the
+    rolled-back table shares the segment map with the version before."""
+    m = LineageManager(zk_store)
+    sent: list[object] = []
+    client = zk_store.client
+    original = client._call
+
+    def counting(request: object, async_object: object) -> object:
+        sent.append(type(request).__name__)
+        return original(request, async_object)
+
+    counts = []
+    for table, size in (("small_rb", 40), ("large_rb", 4000)):
+        m.create_table(TableConfig.build(table, "/d"))
+        for start in range(0, size, 1000):
+            m.register_segments(table, [seg(f"base_{i}") for i in range(start, min(size, start + 1000))])
+        entry = m.start_replace(table, [], ["extra"])
+        m.register_segments(table, [seg("extra")], entry_id=entry)
+        m.end_replace(table, entry)
+        target = m.resolve_version(table)
+        sent.clear()
+        client._call = counting
+        try:
+            plan = m.rollback(table, target)
+        finally:
+            client._call = original
+        assert plan.disappear == ("extra",) and plan.committed_version is not None
+        counts.append(sorted(map(str, sent)))
+        rolled = m.table(table)
+        assert rolled.segments is m.table_as_of(table, target).segments
+        assert len(visible_names(rolled)) == size
+    assert counts[0] == counts[1], counts

@@ -10,16 +10,16 @@ segments are registered; nothing is both registered and pending deletion.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from lineage import transitions
 from lineage.errors import LineageError
 from lineage.model import Audit, EntryState, Segment, TableConfig, TableState
-from lineage.visibility import visible_names
+from lineage.visibility import visibility_delta, visible_names
 
 NAMES = [f"s{i}" for i in range(10)]
 AUDIT = Audit("model@test")
@@ -97,6 +97,7 @@ class LineageMachine(RuleBasedStateMachine):
         self.state = TableState(TableConfig.build("t", "/d", "APPEND"), version=1)
         self.model = Model()
         self.now = 1_000
+        self.past: list[TableState] = [self.state]
 
     def _apply(self, expected_ok: bool, fn: object) -> None:
         self.now += 1
@@ -106,7 +107,8 @@ class LineageMachine(RuleBasedStateMachine):
             assert not expected_ok, f"refused but the model accepts: {exc}"
             return
         assert expected_ok, "accepted but the model refuses"
-        self.state = change.state
+        self.state = change.state.replace(version=self.state.version + 1)
+        self.past.append(self.state)
 
     @rule(name=st.sampled_from(NAMES))
     def register(self, name: str) -> None:
@@ -117,7 +119,7 @@ class LineageMachine(RuleBasedStateMachine):
 
     @rule(src=st.sets(st.sampled_from(NAMES), max_size=3), dst=st.sets(st.sampled_from(NAMES), max_size=3))
     def start(self, src: set[str], dst: set[str]) -> None:
-        eid = str(uuid.uuid4())
+        eid = str(uuid.UUID(int=len(self.past) * 1000 + len(self.model.entries) + 1))  # replayable
         ok = self.model.can_start(frozenset(src), frozenset(dst))
         self._apply(
             ok,
@@ -131,7 +133,9 @@ class LineageMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.model.entries))
     @rule(data=st.data())
     def end(self, data: st.DataObject) -> None:
-        eid = data.draw(st.sampled_from(sorted(self.model.entries)))
+        self.end_entry(data.draw(st.sampled_from(sorted(self.model.entries))))
+
+    def end_entry(self, eid: str) -> None:
         e = self.model.entries[eid]
         ok = e.state == "COMPLETED" or (e.state == "IN_PROGRESS" and self.model.can_end(e))
         self._apply(ok, lambda s: transitions.end_replace(s, eid, self.now))
@@ -155,6 +159,44 @@ class LineageMachine(RuleBasedStateMachine):
             self.model.registered.discard(name)
             self.model.deleted.add(name)
 
+    @rule(src=st.sets(st.sampled_from(NAMES), max_size=2), dst=st.sets(st.sampled_from(NAMES), max_size=2))
+    def push(self, src: set[str], dst: set[str]) -> None:
+        """A whole consistent push (start, register, end): gives rollbacks a history."""
+        if not self.model.can_start(frozenset(src), frozenset(dst)):
+            return
+        if not all(n not in self.model.registered and n not in self.model.deleted for n in dst):
+            return
+        self.start(src, dst)
+        eid = next(reversed(self.model.entries))
+        for name in sorted(dst):
+            self.register(name)
+        self.end_entry(eid)
+
+    @rule(data=st.data())
+    def rollback(self, data: st.DataObject) -> None:
+        target = data.draw(st.sampled_from(self.past[-6:]))
+        self.now += 1
+        try:
+            change = transitions.rollback(self.state, target, self.now)
+        except LineageError:
+            event("rollback refused")
+            assert not _rollback_possible(self.state, target), "refused a rollback the sets allow"
+            return
+        event("rollback applied" if change.changed else "rollback: nothing to change")
+        assert visible_names(change.state) == visible_names(target)
+        if change.changed:
+            self.state = change.state.replace(version=self.state.version + 1)
+            self.past.append(self.state)
+            for eid, entry in self.state.entries.items():
+                self.model.entries[eid].state = entry.state.value
+
+    @invariant()
+    def delta_matches_the_sets(self) -> None:
+        now = visible_names(self.state)
+        for then in self.past[-8:]:
+            was = visible_names(then)
+            assert visibility_delta(then, self.state) == (now - was, was - now)
+
     @invariant()
     def same_visible_set(self) -> None:
         assert visible_names(self.state) == self.model.visible()
@@ -170,6 +212,30 @@ class LineageMachine(RuleBasedStateMachine):
         assert shown <= set(self.state.segments)
         registered_locations = {s.location for s in self.state.segments.values()}
         assert not registered_locations.intersection(self.state.pending)
+
+
+def _rollback_possible(state: TableState, target: TableState) -> bool:
+    """The rollback rule on whole visible sets (the slow, obvious way): entry
+    states set to the target's give the target's visible set, and no running
+    push names a segment of an entry that would change."""
+    moved: set[str] = set()
+    entries = dict(state.entries)
+    for eid, entry in state.entries.items():
+        if entry.state is EntryState.IN_PROGRESS:
+            continue
+        then = target.entries.get(eid)
+        want = EntryState.COMPLETED if then is not None and then.state is EntryState.COMPLETED else None
+        want = want or EntryState.REVERTED
+        if entry.state is not want:
+            entries[eid] = replace(entry, state=want)
+            moved.update((*entry.segments_from, *entry.segments_to))
+    if visible_names(state.replace(entries=entries)) != visible_names(target):
+        return False
+    return not any(
+        moved.intersection((*e.segments_from, *e.segments_to))
+        for e in state.entries.values()
+        if e.state is EntryState.IN_PROGRESS
+    )
 
 
 LineageMachine.TestCase.settings = settings(
