@@ -36,6 +36,7 @@ from lineage.errors import (
     TableNotFoundError,
     VersionGoneError,
 )
+from lineage.failpoints import failpoint
 from lineage.model import (
     Audit,
     Change,
@@ -92,6 +93,13 @@ class RollbackPlan:
     rows_after: int | None = None
 
 
+def commit_step(operation: Operation) -> str:
+    """The failpoint prefix of a commit: ``END_REPLACE`` -> ``end``,
+    ``RETENTION_MARK`` -> ``retention-mark`` (``end.before-commit``,
+    ``rollback.after-commit``, ...)."""
+    return operation.value.lower().removesuffix("_replace").replace("_", "-")
+
+
 class LineageManager:
     def __init__(
         self,
@@ -137,6 +145,8 @@ class LineageManager:
             if not change.changed:
                 return Committed(snap.state, change, commit_id, applied=False)
             retryable = False
+            step = commit_step(change.operation)
+            failpoint(f"{step}.before-commit")
             try:
                 state = self.store.write(table, snap, change, audit, commit_id, now)
             except VersionConflict:
@@ -149,6 +159,7 @@ class LineageManager:
                 if unknown_since is None:
                     unknown_since = snap.state.version
             else:
+                failpoint(f"{step}.after-commit")
                 return Committed(state, change, commit_id, applied=True)
             attempts.backoff()
         if unknown_since is not None:

@@ -27,6 +27,7 @@ import time
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from lineage.errors import LineageError
 from lineage.names import check_table_name
 from lineage.zk_store import ZkStore
 
@@ -159,3 +160,32 @@ class Leadership:
                 return
             with contextlib.suppress(KazooException, KazooTimeoutError, ConnectionError):
                 self.store._op("delete", member)
+
+
+class SessionCheck:
+    """A fence for one-shot work that needs agreement (a retention pass run
+    by hand): holds while the session this process started with is connected,
+    unchanged, and confirmed by ZooKeeper within a third of the session
+    timeout (asking again when the last answer is older). A process paused
+    past its session timeout therefore fails the check on waking, before the
+    client has even noticed the session is gone."""
+
+    def __init__(self, store: ZkStore) -> None:
+        self.store = store
+        self.session = store.session_id()
+        self._confirmed = time.monotonic()
+
+    def holds(self) -> bool:
+        if self.session is None or not self.store.session_alive(self.session):
+            return False
+        if time.monotonic() - self._confirmed < self.store.session_timeout_s / 3:
+            return True
+        sent = time.monotonic()
+        try:
+            self.store._op("exists", self.store.root)
+        except (KazooException, KazooTimeoutError, ConnectionError, LineageError):
+            return False
+        if not self.store.session_alive(self.session):
+            return False
+        self._confirmed = sent
+        return True

@@ -63,6 +63,7 @@ from lineage.errors import (
     TooLargeError,
     VersionGoneError,
 )
+from lineage.failpoints import failpoint
 from lineage.model import (
     Audit,
     Change,
@@ -601,6 +602,7 @@ class ZkStore:
         for blob in blobs:
             txn.check(self.blob_path(table, blob), 0)
         txn.create(self.version_path(table, version), version_record, acl=self.acl)
+        failpoint("store.before-head-swap")
         try:
             results = self._commit(txn)
         except NoAuthError:
@@ -1061,10 +1063,19 @@ class ZkStore:
     def leases(self, table: str) -> list[LeaseInfo]:
         return [LeaseInfo(lease_id, record.version) for lease_id, record in self._records(table, "leases")]
 
-    def session_alive(self) -> bool:
+    def session_alive(self, since: int | None = None) -> bool:
         """False once the connection is suspended or the session is lost: work
-        that needs agreement (deleting files) must stop."""
-        return bool(self.client.connected)
+        that needs agreement (deleting files) must stop. With ``since`` (a
+        :meth:`session_id`), also False once that session was replaced by a
+        new one, even though the client is connected again."""
+        if not self.client.connected:
+            return False
+        return since is None or self.session_id() == since
+
+    def session_id(self) -> int | None:
+        """The current ZooKeeper session's id (None while there is none)."""
+        client_id = self.client.client_id
+        return int(client_id[0]) if client_id else None
 
     def close(self) -> None:
         if self._owns_client:

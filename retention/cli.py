@@ -17,7 +17,7 @@ import typer
 from lineage.cli import OPTIONS, manager
 from lineage.errors import InvalidInputError
 from lineage.periods import parse_period
-from lineage.zk_leader import Leadership
+from lineage.zk_leader import Leadership, SessionCheck
 from lineage.zk_store import ZkStore
 from retention.daemon import Daemon, Schedule
 from retention.errors import FencedError, RetentionError
@@ -58,11 +58,15 @@ def run(
         progress=_say,
     )
     with manager() as m:
-        alive = getattr(m.store, "session_alive", None)
+        check = SessionCheck(m.store) if isinstance(m.store, ZkStore) else None
 
         def fence() -> None:
-            if alive is not None and not alive():
-                raise FencedError("the ZooKeeper session is suspended or lost: deleting nothing more")
+            # The pass's own session: once it was suspended or replaced, the
+            # plan may be stale, so nothing more is deleted (a later pass redoes it).
+            if check is not None and not check.holds():
+                raise FencedError(
+                    "the ZooKeeper session was suspended or lost during the pass: deleting nothing more"
+                )
 
         reports = run_pass(m, [table] if table else None, dataclasses.replace(options, fence=fence))
     if as_json or OPTIONS.json:

@@ -55,6 +55,7 @@ class PassOptions:
     orphan_grace_ms: int = DEFAULT_ORPHAN_GRACE_MS
     fence: Fence = no_fence  # raises FencedError once this process may no longer delete
     progress: Progress = quiet  # told how a long pass is going
+    on_deleted: Progress = quiet  # told each location this pass deleted (audits, the fault checker)
 
 
 @dataclass
@@ -140,6 +141,7 @@ def run_table(manager: LineageManager, table: str, options: PassOptions | None =
         if outcome:
             report.files_deleted += 1
             report.bytes_deleted += deletion.size_bytes
+            options.on_deleted(deletion.location)
         else:
             report.files_already_gone += 1
         if time.monotonic() - last_said >= PROGRESS_EVERY_S:
@@ -152,6 +154,7 @@ def run_table(manager: LineageManager, table: str, options: PassOptions | None =
             report.errors.append(f"removing empty directories: {exc.message}")
     final = marked.state
     if deleted:
+        failpoint("retention.before-clear")
         options.fence()
         final = manager.commit(
             table,

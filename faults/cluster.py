@@ -1,0 +1,88 @@
+"""A 3-node ZooKeeper ensemble on loopback with a TCP proxy before each
+server, so a test can stop servers, restart the ensemble, or cut, stall and
+mute one client's traffic."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from faults.proxy import Mode, TcpProxy
+from lineage.zk_server import ZkEnsemble
+
+
+class Cluster:
+    def __init__(self, directory: Path, size: int = 3) -> None:
+        self.ensemble = ZkEnsemble(directory, size)
+        self._proxies: list[list[TcpProxy]] = []
+
+    @property
+    def servers(self) -> int:
+        return len(self.ensemble.servers)
+
+    @property
+    def direct_hosts(self) -> str:
+        return self.ensemble.hosts
+
+    def start(self) -> None:
+        self.ensemble.start()
+
+    def close(self) -> None:
+        for group in self._proxies:
+            for proxy in group:
+                proxy.close()
+        self.ensemble.stop()
+
+    def route(self) -> tuple[str, list[TcpProxy]]:
+        """A fresh set of proxies, one per server: hosts for one client whose
+        traffic a scenario wants to control alone."""
+        group = [TcpProxy(server.client_port) for server in self.ensemble.servers]
+        self._proxies.append(group)
+        return ",".join(p.address for p in group), group
+
+    @staticmethod
+    def set_mode(group: list[TcpProxy], mode: Mode) -> None:
+        for proxy in group:
+            proxy.set(mode)
+
+    def stop_server(self, index: int) -> None:
+        self.ensemble.servers[index].stop()
+
+    def kill_server(self, index: int) -> None:
+        self.ensemble.servers[index].kill()
+
+    def start_server(self, index: int) -> None:
+        self.ensemble.servers[index].start(wait=False)
+
+    def wait_quorum(self, timeout_s: float = 60.0) -> None:
+        """Until every running server serves (a quorum has formed)."""
+        deadline = time.monotonic() + timeout_s
+        running = [s for s in self.ensemble.servers if s.pid() is not None]
+        while time.monotonic() < deadline:
+            if all(s.is_serving() for s in running):
+                return
+            time.sleep(0.1)
+        raise TimeoutError("the ensemble did not form a quorum in time")
+
+    @contextmanager
+    def down(self, *indexes: int) -> Iterator[None]:
+        """Servers stopped for the block, started again after it."""
+        for index in indexes:
+            self.stop_server(index)
+        try:
+            yield
+        finally:
+            for index in indexes:
+                self.start_server(index)
+            self.wait_quorum()
+
+    def restart_all(self, down_for_s: float) -> None:
+        """The whole ensemble stopped, kept down ``down_for_s``, started again."""
+        for index in range(self.servers):
+            self.kill_server(index)
+        time.sleep(down_for_s)
+        for index in range(self.servers):
+            self.start_server(index)
+        self.wait_quorum()

@@ -1,0 +1,588 @@
+"""The scenarios of the fault matrix that need the harness: a 3-node
+ensemble, proxies, signals and clocks. Each returns an :class:`Outcome`.
+
+The matrix's other scenarios (bad names, corrupted records, traversal, Spark
+retries, credentials, ...) are pytest tests; :mod:`faults.__main__` runs
+those by node id and reports them beside these.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from faults import checker
+from faults.checker import Checks
+from faults.cluster import Cluster
+from faults.worker import PARTS, ROWS, rows_per_push
+from ingest.arrow_push import push_arrow
+from lineage import failpoints
+from lineage.manager import LineageManager
+from lineage.model import Operation, TableConfig
+from lineage.zk_client import ZkSettings, connect
+from lineage.zk_store import ZkStore
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSION_S = 2.0  # the workers' session timeout: short, so expiries happen within a scenario
+WORKER_TIMEOUT_S = 180.0
+
+
+@dataclass
+class Outcome:
+    scenario: int
+    title: str
+    runs: int
+    injected: str
+    checked: list[str]
+    violations: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    seconds: float = 0.0
+    kind: str = "harness"  # or "tests": pytest tests run by node id
+
+    @property
+    def result(self) -> str:
+        if self.skipped:
+            return "skipped"
+        return "held" if not self.violations else "BROKEN"
+
+
+@dataclass
+class Context:
+    cluster: Cluster
+    work: Path
+    quick: bool
+
+    def manager(self, hosts: str | None = None, session_s: float = 4.0) -> LineageManager:
+        settings = ZkSettings(hosts=hosts or self.cluster.direct_hosts, session_timeout_s=session_s)
+        return LineageManager(ZkStore(connect(settings), session_timeout_s=session_s))
+
+
+class Stage:
+    """One fresh REFRESH table for one run: its workers, events and checks.
+    Replaced segments are reclaimable at once (zero retention), the harshest
+    setting for the promise that referenced files stay."""
+
+    def __init__(self, ctx: Context, name: str, *, zero_retention: bool = True) -> None:
+        self.ctx = ctx
+        self.table = f"{name}_{uuid.uuid4().hex[:6]}"
+        self.root = ctx.work / self.table
+        self.events_dir = ctx.work / f"{self.table}-events"
+        self.events_dir.mkdir(parents=True)
+        self.labels: set[str] = set()
+        self.m = ctx.manager()
+        zero = "0s" if zero_retention else None
+        self.m.create_table(
+            TableConfig.build(
+                self.table,
+                str(self.root),
+                replaced_segments_retention=zero,
+                lineage_entry_cleanup_retention=zero,
+            )
+        )
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._readers: list[subprocess.Popen[bytes]] = []
+
+    def close(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.m.store.close()
+
+    # ---- workers ------------------------------------------------------------
+
+    def spawn(
+        self,
+        role: str,
+        *args: str,
+        hosts: str | None = None,
+        failpoint: str | None = None,
+        clock: str | None = None,
+        log: str | None = None,
+    ) -> subprocess.Popen[bytes]:
+        events = self.events_dir / f"{log or role}-{len(self._procs)}.jsonl"
+        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
+        env["LINEAGE_ZK_SESSION_TIMEOUT"] = str(SESSION_S)
+        if failpoint:
+            env[failpoints.ENV] = failpoint
+        command = [sys.executable, "-m", "faults.worker", role, hosts or self.ctx.cluster.direct_hosts]
+        command += [self.table, str(events), *args]
+        if clock:
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+            command = ["faketime", "-f", clock, *command]
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._procs.append(proc)
+        return proc
+
+    def push(self, label: str, **kw: str | None) -> int:
+        """One push process, waited for; its exit code."""
+        self.labels.add(label)
+        return wait(self.spawn("push", label, **kw))
+
+    def reader(self, hold_s: float = 0.0) -> subprocess.Popen[bytes]:
+        proc = self.spawn("read", "600", str(hold_s))
+        self._readers.append(proc)
+        reads = _count(self, "read", "read")
+        wait_for(
+            "the reader's first read", lambda: _count(self, "read", "read") > reads or proc.poll() is not None
+        )
+        return proc
+
+    def retain(self, passes: int = 1, **kw: str | None) -> int:
+        return wait(self.spawn("retain", str(passes), **kw))
+
+    def stop_readers(self) -> None:
+        for path in self.events_dir.glob("read-*.jsonl"):
+            Path(f"{path}.stop").touch()
+        for proc in self._readers:
+            wait(proc)
+
+    def events(self) -> list[dict[str, object]]:
+        return checker.load_events(sorted(self.events_dir.glob("*.jsonl")))
+
+    def acks(self) -> list[str]:
+        return [str(e["entry"]) for e in self.events() if e["kind"] == "ack"]
+
+    # ---- checks ---------------------------------------------------------------
+
+    def finish(self, checks: Checks, *, converge: bool = True) -> None:
+        """Stop readers, then check every promise on what was seen and what is left."""
+        self.stop_readers()
+        if converge:
+            if self.push(f"final{uuid.uuid4().hex[:4]}") != 0:
+                checks.add("a clean push after the faults", ["failed"])
+            if self.retain() != 0:
+                checks.add("a retention pass after the faults", ["failed"])
+        events = self.events()
+        checks.add("reads happened", checker.reads_happened(events))
+        checks.add(
+            "one complete snapshot per read",
+            checker.one_complete_snapshot(events, self.labels, rows_per_push()),
+        )
+        checks.add("no pinned file went missing", checker.no_missing_file(events))
+        checks.add("no file deleted twice", checker.deleted_once(events))
+        checks.add(
+            "no referenced file deleted", checker.nothing_referenced_deleted(self.m, self.table, events)
+        )
+        checks.add("no acknowledged change lost", checker.acknowledged_kept(self.m, self.table, self.acks()))
+        if converge:
+            checks.add("converged without a person", checker.converged(self.m, self.table))
+
+
+def wait(proc: subprocess.Popen[bytes], timeout: float = WORKER_TIMEOUT_S) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return -9
+
+
+def wait_for(what: str, condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _marks(stage: Stage) -> int:
+    return sum(1 for r in stage.m.history(stage.table) if r.operation is Operation.RETENTION_MARK)
+
+
+def _files(stage: Stage) -> int:
+    return sum(1 for _ in stage.root.rglob("*.parquet"))
+
+
+def _count(stage: Stage, kind: str, log: str | None = None) -> int:
+    paths = (
+        sorted(stage.events_dir.glob(f"{log}-*.jsonl")) if log else sorted(stage.events_dir.glob("*.jsonl"))
+    )
+    return sum(1 for e in checker.load_events(paths) if e["kind"] == kind)
+
+
+# ---- the scenarios -------------------------------------------------------------
+
+PUSH_STEPS = (
+    *failpoints.PUSH_POINTS,
+    *(f"{step}.{when}-commit" for step in ("start", "register", "end") for when in ("before", "after")),
+    "store.before-head-swap",
+)
+QUICK_PUSH_STEPS = (
+    "push.after-start",
+    "push.mid-write",
+    "register.after-commit",
+    "end.before-commit",
+    "push.after-end",
+)
+
+
+def concurrent_writers(ctx: Context, runs: int) -> tuple[str, Checks]:
+    """1. N pushing processes on one APPEND table, the first write included."""
+    checks = Checks()
+    writers = 4 if ctx.quick else 12
+    for _ in range(runs):
+        name = f"append_{uuid.uuid4().hex[:6]}"
+        m = ctx.manager()
+        m.create_table(TableConfig.build(name, str(ctx.work / name), "APPEND"))
+        stage_dir = ctx.work / f"{name}-events"
+        stage_dir.mkdir()
+        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "faults.worker",
+                    "push",
+                    ctx.cluster.direct_hosts,
+                    name,
+                    str(stage_dir / f"push-{i}.jsonl"),
+                    f"w{i}",
+                    "APPEND",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for i in range(writers)
+        ]
+        codes = [wait(p) for p in procs]
+        events = checker.load_events(sorted(stage_dir.glob("*.jsonl")))
+        acks = [str(e["entry"]) for e in events if e["kind"] == "ack"]
+        errors = [e for e in events if e["kind"] == "error"]
+        checks.add(
+            "every writer acknowledged or got a clear error",
+            [f"writer exited {c} without saying why" for c in codes if c != 0][
+                : max(0, sum(1 for c in codes if c != 0) - len(errors))
+            ],
+        )
+        checks.add("no acknowledged change lost", checker.acknowledged_kept(m, name, acks))
+        with_rows = m.visible_segments(name)
+        rows = sum(s.rows for s in with_rows)
+        if rows != len(acks) * rows_per_push():
+            checks.add("all acknowledged rows visible", [f"{rows} rows for {len(acks)} pushes"])
+        m.store.close()
+    return f"{writers} processes pushing at once to one new APPEND table", checks
+
+
+def push_crashes(ctx: Context, runs: int) -> tuple[str, Checks]:
+    """3. SIGKILL of the pusher at every step, a reader running throughout."""
+    checks = Checks()
+    steps = QUICK_PUSH_STEPS if ctx.quick else PUSH_STEPS
+    for run in range(runs):
+        stage = Stage(ctx, "crash")
+        try:
+            stage.push("base")
+            stage.reader()
+            for step in steps:
+                code = stage.push(f"k{run}{step.replace('.', '').replace('-', '')}"[:40], failpoint=step)
+                if code != -signal.SIGKILL:
+                    checks.add("the push died at the failpoint", [f"{step}: exit {code}"])
+                if stage.push(f"again{uuid.uuid4().hex[:4]}") != 0:
+                    checks.add("a rerun after the crash succeeds", [f"after {step}"])
+            stage.finish(checks)
+        finally:
+            stage.close()
+    return f"SIGKILL at {len(steps)} steps: {', '.join(steps)}", checks
+
+
+def _unknown_outcome_once(ctx: Context, checks: Checks) -> None:
+    stage = Stage(ctx, "unknown")
+    hosts, group = ctx.cluster.route()
+    m = ctx.manager(hosts)
+    fired = threading.Event()
+    ending = threading.Event()
+
+    def cut() -> None:
+        Cluster.set_mode(group, "cut")
+        Cluster.set_mode(group, "pass")
+
+    def on_swap() -> None:
+        if ending.is_set() and not fired.is_set():
+            fired.set()
+            Cluster.set_mode(group, "mute")
+            threading.Timer(1.0, cut).start()
+
+    failpoints.set_hook("end.before-commit", ending.set)
+    failpoints.set_hook("store.before-head-swap", on_swap)
+    try:
+        stage.push("base")
+        stage.reader()
+        label = f"u{uuid.uuid4().hex[:6]}"
+        stage.labels.add(label)
+        parts = [pa.table({"label": [label] * ROWS, "i": list(range(ROWS))}) for _ in range(PARTS)]
+        retention = stage.spawn("retain", "20", "0.2")
+        try:
+            result = push_arrow(m, stage.table, parts)
+        except Exception as exc:  # noqa: BLE001 - any failure here is the finding
+            checks.add("the push returned after the lost answer", [f"{type(exc).__name__}: {exc}"])
+        else:
+            (stage.events_dir / "inproc-0.jsonl").write_text(
+                f'{{"kind": "ack", "entry": "{result.entry_id}", "label": "{label}"}}\n'
+            )
+        if not fired.is_set():
+            checks.add("the answer was really lost", ["the mute never fired"])
+        wait(retention)
+        stage.finish(checks)
+    finally:
+        failpoints.set_hook("end.before-commit", None)
+        failpoints.set_hook("store.before-head-swap", None)
+        m.store.close()
+        stage.close()
+
+
+def unknown_outcome(ctx: Context, runs: int) -> tuple[str, Checks]:
+    """4. The answer to the commit that ends a push is lost (the connection is
+    muted as the head swap is sent, then cut): the retry finds its own write."""
+    checks = Checks()
+    for _ in range(runs):
+        _unknown_outcome_once(ctx, checks)
+    return "the reply to the END commit muted, then the connection cut (ConnectionLoss)", checks
+
+
+def _replaced_files(stage: Stage, pushes: int) -> None:
+    stage.push("base")
+    for i in range(pushes):
+        stage.push(f"p{i}")
+
+
+def _expiry_once(ctx: Context, checks: Checks) -> None:
+    stage = Stage(ctx, "expiry")
+    try:
+        _replaced_files(stage, 3)
+        stage.reader()
+        hosts, group = ctx.cluster.route()
+        files = _files(stage)
+        first = stage.spawn("retain", "1", hosts=hosts, failpoint="retention.mid-delete:sleep=6", log="first")
+        # The file, not the event: the event comes after the failpoint's sleep.
+        wait_for("the first delete", lambda: _files(stage) < files)
+        Cluster.set_mode(group, "stall")
+        time.sleep(SESSION_S * 3.5)
+        Cluster.set_mode(group, "pass")
+        wait(first)
+        if _count(stage, "deleted", "first") != 1:
+            checks.add(
+                "no delete after the session was lost",
+                [f"the expired pass deleted {_count(stage, 'deleted', 'first')} files"],
+            )
+        stage.finish(checks)
+    finally:
+        stage.close()
+
+
+def expiry_mid_retention(ctx: Context, runs: int) -> tuple[str, Checks]:
+    """5. The session of a retention pass expires after its first delete; a
+    second pass finishes the work."""
+    checks = Checks()
+    for _ in range(runs):
+        _expiry_once(ctx, checks)
+    return "the pass's traffic stalled past its session timeout right after its first delete", checks
+
+
+def ensemble_restart(ctx: Context, runs: int) -> tuple[str, Checks]:
+    """6. The whole ensemble restarted, back within and past the session timeout."""
+    checks = Checks()
+    for _ in range(runs):
+        stage = Stage(ctx, "restart")
+        try:
+            stage.push("base")
+            stage.reader()
+            for down in (SESSION_S / 2, SESSION_S * 3):
+                ctx.cluster.restart_all(down)
+                if stage.push(f"after{int(down * 10)}") != 0:
+                    checks.add("pushes work after the restart", [f"down {down}s: push failed"])
+            stage.finish(checks)
+        finally:
+            stage.close()
+    return f"all 3 servers killed, down {SESSION_S / 2:.0f}s and {SESSION_S * 3:.0f}s", checks
+
+
+def quorum_loss(ctx: Context, runs: int) -> tuple[str, Checks]:
+    """7. One of three servers down (work goes on), then two (calls fail cleanly)."""
+    checks = Checks()
+    for _ in range(runs):
+        stage = Stage(ctx, "quorum")
+        try:
+            stage.push("base")
+            stage.reader()
+            with ctx.cluster.down(0):
+                if stage.push("one_down") != 0:
+                    checks.add("work goes on with one server down", ["push failed"])
+            before = stage.m.table(stage.table).version
+            with ctx.cluster.down(0, 1):
+                began = time.monotonic()
+                code = stage.push("two_down")
+                took = time.monotonic() - began
+                if code == 0:
+                    checks.add("without a quorum, calls fail", ["a push succeeded"])
+                if took > 90:
+                    checks.add("failing is bounded in time", [f"took {took:.0f}s"])
+            stage.labels.discard("two_down")
+            after = stage.m.table(stage.table)
+            if after.version != before:
+                checks.add("nothing half-done without a quorum", [f"version {before} -> {after.version}"])
+            stage.finish(checks)
+        finally:
+            stage.close()
+    return "server 1 stopped; then servers 1 and 2 stopped", checks
+
+
+def _paused_once(ctx: Context, checks: Checks) -> None:
+    stage = Stage(ctx, "paused")
+    try:
+        _replaced_files(stage, 2)
+        stage.reader()
+        marked = _marks(stage)
+        paused = stage.spawn("retain", "1", failpoint="retention.after-mark:sleep=2", log="paused")
+        wait_for("the intent", lambda: _marks(stage) > marked)
+        paused.send_signal(signal.SIGSTOP)
+        time.sleep(SESSION_S * 3)
+        paused.send_signal(signal.SIGCONT)
+        wait(paused)
+        if _count(stage, "deleted", "paused"):
+            checks.add("the stale pass deleted nothing", [f"{_count(stage, 'deleted', 'paused')} deletes"])
+        stage.finish(checks)
+    finally:
+        stage.close()
+
+
+def paused_retention(ctx: Context, runs: int) -> tuple[str, Checks]:
+    """8. A retention pass SIGSTOPped after recording its intent, past its
+    session timeout: resumed, it deletes nothing (the next pass does)."""
+    checks = Checks()
+    for _ in range(runs):
+        _paused_once(ctx, checks)
+    return (
+        f"SIGSTOP for {SESSION_S * 3:.0f}s (session {SESSION_S:.0f}s) after the intent was recorded",
+        checks,
+    )
+
+
+def pinned_reader(ctx: Context, runs: int) -> tuple[str, Checks]:
+    """11. Readers hold their snapshot 2s before opening files while pushes
+    replace it and retention runs with zero grace."""
+    checks = Checks()
+    for _ in range(runs):
+        stage = Stage(ctx, "pinned")
+        try:
+            stage.push("base")
+            stage.reader(hold_s=2.0)
+            stage.reader(hold_s=0.5)
+            retention = stage.spawn("retain", "30", "0.2")
+            for i in range(4):
+                stage.push(f"r{i}")
+            wait(retention)
+            stage.finish(checks)
+        finally:
+            stage.close()
+    return "4 replacing pushes and 30 zero-grace retention passes under readers pinned 0.5-2s", checks
+
+
+def skewed_clocks(ctx: Context, runs: int) -> tuple[str, Checks]:
+    """12. Pushers and the retention pass with clocks an hour off, with the
+    default retention: nothing deleted early, no entry reaped early."""
+    checks = Checks()
+    if shutil.which("faketime") is None:
+        raise Skip("faketime is not installed (Debian package faketime)")
+    for _ in range(runs):
+        stage = Stage(ctx, "skew", zero_retention=False)  # the defaults: a day of retention
+        try:
+            stage.push("base", clock="+1h")
+            stage.push("ahead", clock="+1h")
+            stage.push("behind", clock="-1h")
+            stage.reader()
+            for clock in ("+1h", "-1h", "+25h"):
+                stage.retain(clock=clock, log="skewed")
+            state = stage.m.table(stage.table)
+            deleted = _count(stage, "deleted", "skewed")
+            if deleted:
+                checks.add("nothing deleted early", [f"{deleted} files deleted"])
+            if len(state.entries) != 3:
+                checks.add("no entry reaped early", [f"{len(state.entries)} entries left of 3"])
+            stage.finish(checks, converge=False)
+        finally:
+            stage.close()
+    return "libfaketime: pushers at +1h and -1h, retention at +1h, -1h and +25h", checks
+
+
+def crash_mid_delete(ctx: Context, runs: int) -> tuple[str, Checks]:
+    """20. A retention pass SIGKILLed halfway through its deletes; the next
+    pass converges."""
+    checks = Checks()
+    for _ in range(runs):
+        stage = Stage(ctx, "halfway")
+        try:
+            _replaced_files(stage, 3)
+            stage.reader()
+            code = stage.retain(failpoint="retention.mid-delete")
+            if code != -signal.SIGKILL:
+                checks.add("the pass died halfway", [f"exit {code}"])
+            stage.finish(checks)
+        finally:
+            stage.close()
+    return "SIGKILL after the first file of a pass was deleted", checks
+
+
+class Skip(Exception):
+    """A scenario that cannot run on this machine (said in the report)."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    number: int
+    title: str
+    run: Callable[[Context, int], tuple[str, Checks]]
+
+
+SCENARIOS: Sequence[Scenario] = (
+    Scenario(1, "concurrent writers, first write included", concurrent_writers),
+    Scenario(3, "SIGKILL of the pusher at every step", push_crashes),
+    Scenario(4, "connection cut after a write was sent", unknown_outcome),
+    Scenario(5, "session expiry in the middle of a retention run", expiry_mid_retention),
+    Scenario(6, "whole ensemble restarted", ensemble_restart),
+    Scenario(7, "one, then two of three servers down", quorum_loss),
+    Scenario(8, "retention paused past its session timeout", paused_retention),
+    Scenario(11, "readers pinned while retention runs at zero grace", pinned_reader),
+    Scenario(12, "clocks an hour off", skewed_clocks),
+    Scenario(20, "retention killed halfway through its deletes", crash_mid_delete),
+)
+
+
+def run(scenario: Scenario, ctx: Context, runs: int) -> Outcome:
+    began = time.monotonic()
+    try:
+        injected, checks = scenario.run(ctx, runs)
+    except Skip as why:
+        return Outcome(scenario.number, scenario.title, 0, "", [], skipped=str(why))
+    except Exception as exc:  # noqa: BLE001 - a harness failure is reported, not hidden
+        return Outcome(
+            scenario.number,
+            scenario.title,
+            runs,
+            "",
+            [],
+            [f"harness: {type(exc).__name__}: {exc}"],
+            seconds=time.monotonic() - began,
+        )
+    return Outcome(
+        scenario.number,
+        scenario.title,
+        runs,
+        injected,
+        sorted(checks.results),
+        checks.violations(),
+        seconds=time.monotonic() - began,
+    )
