@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean
+.PHONY: demo test lint bench docs clean faults faults-quick
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+faults: $(STAMP)
+	$(BIN)/python -m faults
+
+faults-quick: $(STAMP)
+	$(BIN)/python -m faults --quick
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e ".[bench]"

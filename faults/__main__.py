@@ -171,7 +171,11 @@ TESTED = (
         "bad names",
         "every bad name and location of the matrix, CLI misuse",
         "refused before any ZooKeeper or file call; nothing changed",
-        (f"{T}test_names.py", f"{T}test_contract.py::test_bad_input_changes_nothing"),
+        (
+            f"{T}test_names.py",
+            f"{T}test_bad_input.py",
+            f"{T}test_contract.py::test_bad_input_changes_nothing",
+        ),
     ),
     TestScenario(
         16,

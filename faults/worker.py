@@ -2,7 +2,7 @@
 
     python -m faults.worker push HOSTS TABLE EVENTS LABEL [MODE]
     python -m faults.worker read HOSTS TABLE EVENTS SECONDS [HOLD_S]
-    python -m faults.worker retain HOSTS TABLE EVENTS PASSES [PAUSE_S]
+    python -m faults.worker retain HOSTS TABLE EVENTS PASSES [PAUSE_S [defaults]]
 
 Each appends one JSON line per event to EVENTS (its own file), flushed at
 once, so a SIGKILL loses nothing already said: ``ack`` (a push returned),
@@ -98,7 +98,9 @@ def read(hosts: str, table: str, events: Events, seconds: float, hold_s: float) 
     return 0
 
 
-def retain(hosts: str, table: str, events: Events, passes: int, pause_s: float) -> int:
+def retain(hosts: str, table: str, events: Events, passes: int, pause_s: float, defaults: bool) -> int:
+    """Retention passes: with ``defaults``, the CLI's grace periods; else the
+    harshest settings (no grace at all), to press on the promises."""
     m = open_manager(hosts)
     store = m.store
     assert isinstance(store, ZkStore)
@@ -111,14 +113,12 @@ def retain(hosts: str, table: str, events: Events, passes: int, pause_s: float) 
                 raise FencedError("the ZooKeeper session was suspended or lost during the pass")
 
         options = PassOptions(
-            force=True,
-            min_grace_ms=0,
-            orphan_grace_ms=0,
-            fence=fence,
-            on_deleted=lambda location: events.say("deleted", location=location),
+            fence=fence, on_deleted=lambda location: events.say("deleted", location=location)
         )
+        if not defaults:
+            options = dataclasses.replace(options, force=True, min_grace_ms=0, orphan_grace_ms=0)
         try:
-            for report in run_pass(m, [table], dataclasses.replace(options)):
+            for report in run_pass(m, [table], options):
                 events.say("pass", deleted=report.files_deleted, errors=report.errors)
         except LineageError as exc:
             events.error(exc)
@@ -137,7 +137,8 @@ def main(argv: list[str]) -> int:
         if role == "read":
             return read(hosts, table, events, float(argv[4]), float(argv[5]) if len(argv) > 5 else 0.0)
         if role == "retain":
-            return retain(hosts, table, events, int(argv[4]), float(argv[5]) if len(argv) > 5 else 0.0)
+            pause = float(argv[5]) if len(argv) > 5 else 0.0
+            return retain(hosts, table, events, int(argv[4]), pause, argv[6:7] == ["defaults"])
         raise SystemExit(f"unknown role {role!r}")
     finally:
         events.close()
