@@ -16,16 +16,17 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
 from faults import checker
 from faults.checker import Checks
 from faults.cluster import Cluster
-from faults.worker import PARTS, ROWS, rows_per_push
+from faults.worker import PARTS, ROWS, Events, rows_per_push
 from ingest.arrow_push import push_arrow
 from lineage import failpoints
 from lineage.manager import LineageManager
@@ -69,12 +70,18 @@ class Context:
 
 
 class Stage:
-    """One fresh REFRESH table for one run: its workers, events and checks.
+    """One fresh table (REFRESH unless said) for one run: its workers, events and checks.
     Replaced segments are reclaimable at once (zero retention), the harshest
     setting for the promise that referenced files stay."""
 
     def __init__(
-        self, ctx: Context, name: str, *, zero_retention: bool = True, max_snapshots: int = 2
+        self,
+        ctx: Context,
+        name: str,
+        *,
+        table_type: str = "REFRESH",
+        zero_retention: bool = True,
+        max_snapshots: int = 2,
     ) -> None:
         self.ctx = ctx
         self.table = f"{name}_{uuid.uuid4().hex[:6]}"
@@ -88,6 +95,7 @@ class Stage:
             TableConfig.build(
                 self.table,
                 str(self.root),
+                table_type,
                 replaced_segments_retention=zero,
                 lineage_entry_cleanup_retention=zero,
                 max_snapshots=max_snapshots,
@@ -124,7 +132,9 @@ class Stage:
         if clock:
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
             command = ["faketime", "-f", clock, *command]
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # The worker's log beside its events: a pipe nobody reads would block a chatty worker.
+        with events.with_suffix(".log").open("ab") as log_file:
+            proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log_file)
         self._procs.append(proc)
         return proc
 
@@ -231,81 +241,48 @@ QUICK_PUSH_STEPS = (
 )
 
 
-def concurrent_writers(ctx: Context, runs: int) -> tuple[str, Checks]:
-    """1. N pushing processes on one APPEND table, the first write included."""
-    checks = Checks()
-    writers = 4 if ctx.quick else 12
-    for _ in range(runs):
-        name = f"append_{uuid.uuid4().hex[:6]}"
-        m = ctx.manager()
-        m.create_table(TableConfig.build(name, str(ctx.work / name), "APPEND"))
-        stage_dir = ctx.work / f"{name}-events"
-        stage_dir.mkdir()
-        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "faults.worker",
-                    "push",
-                    ctx.cluster.direct_hosts,
-                    name,
-                    str(stage_dir / f"push-{i}.jsonl"),
-                    f"w{i}",
-                    "APPEND",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for i in range(writers)
-        ]
-        codes = [wait(p) for p in procs]
-        events = checker.load_events(sorted(stage_dir.glob("*.jsonl")))
-        acks = [str(e["entry"]) for e in events if e["kind"] == "ack"]
-        errors = [e for e in events if e["kind"] == "error"]
-        checks.add(
-            "every writer acknowledged or got a clear error",
-            [f"writer exited {c} without saying why" for c in codes if c != 0][
-                : max(0, sum(1 for c in codes if c != 0) - len(errors))
-            ],
-        )
-        checks.add("no acknowledged change lost", checker.acknowledged_kept(m, name, acks))
-        with_rows = m.visible_segments(name)
-        rows = sum(s.rows for s in with_rows)
-        if rows != len(acks) * rows_per_push():
-            checks.add("all acknowledged rows visible", [f"{rows} rows for {len(acks)} pushes"])
-        m.store.close()
-    return f"{writers} processes pushing at once to one new APPEND table", checks
+def _writers(ctx: Context) -> int:
+    return 4 if ctx.quick else 12
 
 
-def push_crashes(ctx: Context, runs: int) -> tuple[str, Checks]:
+def _push_steps(ctx: Context) -> tuple[str, ...]:
+    return QUICK_PUSH_STEPS if ctx.quick else PUSH_STEPS
+
+
+def concurrent_writers(stage: Stage, checks: Checks) -> None:
+    """1. N pushing processes on one new APPEND table, the first write included."""
+    procs = [stage.spawn("push", f"w{i}", "APPEND") for i in range(_writers(stage.ctx))]
+    codes = [wait(p) for p in procs]
+    events = stage.events()
+    acks = stage.acks()
+    silent = sum(1 for c in codes if c != 0) - sum(1 for e in events if e["kind"] == "error")
+    checks.add(
+        "every writer acknowledged or got a clear error",
+        [f"writer exited {c} without saying why" for c in codes if c != 0][: max(0, silent)],
+    )
+    checks.add("no acknowledged change lost", checker.acknowledged_kept(stage.m, stage.table, acks))
+    rows = sum(s.rows for s in stage.m.visible_segments(stage.table))
+    if rows != len(acks) * rows_per_push():
+        checks.add("all acknowledged rows visible", [f"{rows} rows for {len(acks)} pushes"])
+
+
+def push_crashes(stage: Stage, checks: Checks) -> None:
     """3. SIGKILL of the pusher at every step, a reader running throughout."""
-    checks = Checks()
-    steps = QUICK_PUSH_STEPS if ctx.quick else PUSH_STEPS
-    for run in range(runs):
-        stage = Stage(ctx, "crash")
-        try:
-            stage.push("base")
-            stage.reader()
-            for step in steps:
-                code = stage.push(f"k{run}{step.replace('.', '').replace('-', '')}"[:40], failpoint=step)
-                if code != -signal.SIGKILL:
-                    checks.add("the push died at the failpoint", [f"{step}: exit {code}"])
-                if stage.push(f"again{uuid.uuid4().hex[:4]}") != 0:
-                    checks.add("a rerun after the crash succeeds", [f"after {step}"])
-            stage.finish(checks)
-        finally:
-            stage.close()
-    return f"SIGKILL at {len(steps)} steps: {', '.join(steps)}", checks
+    stage.push("base")
+    stage.reader()
+    for step in _push_steps(stage.ctx):
+        code = stage.push(f"k{step.replace('.', '').replace('-', '')}"[:40], failpoint=step)
+        if code != -signal.SIGKILL:
+            checks.add("the push died at the failpoint", [f"{step}: exit {code}"])
+        if stage.push(f"again{uuid.uuid4().hex[:4]}") != 0:
+            checks.add("a rerun after the crash succeeds", [f"after {step}"])
 
 
-def _unknown_outcome_once(ctx: Context, checks: Checks) -> None:
-    stage = Stage(ctx, "unknown")
-    hosts, group = ctx.cluster.route()
-    m = ctx.manager(hosts)
+def unknown_outcome(stage: Stage, checks: Checks) -> None:
+    """4. The answer to the commit that ends a push is lost (the connection is
+    muted as the head swap is sent, then cut): the retry finds its own write."""
+    hosts, group = stage.ctx.cluster.route()
+    m = stage.ctx.manager(hosts)
     fired = threading.Event()
     ending = threading.Event()
 
@@ -333,27 +310,16 @@ def _unknown_outcome_once(ctx: Context, checks: Checks) -> None:
         except Exception as exc:  # noqa: BLE001 - any failure here is the finding
             checks.add("the push returned after the lost answer", [f"{type(exc).__name__}: {exc}"])
         else:
-            (stage.events_dir / "inproc-0.jsonl").write_text(
-                f'{{"kind": "ack", "entry": "{result.entry_id}", "label": "{label}"}}\n'
-            )
+            events = Events(str(stage.events_dir / "inproc-0.jsonl"))
+            events.say("ack", label=label, entry=result.entry_id)
+            events.close()
         if not fired.is_set():
             checks.add("the answer was really lost", ["the mute never fired"])
         wait(retention)
-        stage.finish(checks)
     finally:
         failpoints.set_hook("end.before-commit", None)
         failpoints.set_hook("store.before-head-swap", None)
         m.store.close()
-        stage.close()
-
-
-def unknown_outcome(ctx: Context, runs: int) -> tuple[str, Checks]:
-    """4. The answer to the commit that ends a push is lost (the connection is
-    muted as the head swap is sent, then cut): the retry finds its own write."""
-    checks = Checks()
-    for _ in range(runs):
-        _unknown_outcome_once(ctx, checks)
-    return "the reply to the END commit muted, then the connection cut (ConnectionLoss)", checks
 
 
 def _replaced_files(stage: Stage, pushes: int) -> None:
@@ -362,234 +328,231 @@ def _replaced_files(stage: Stage, pushes: int) -> None:
         stage.push(f"p{i}")
 
 
-def _expiry_once(ctx: Context, checks: Checks) -> None:
-    stage = Stage(ctx, "expiry")
-    try:
-        _replaced_files(stage, 3)
-        stage.reader()
-        hosts, group = ctx.cluster.route()
-        files = _files(stage)
-        first = stage.spawn("retain", "1", hosts=hosts, failpoint="retention.mid-delete:sleep=6", log="first")
-        # The file, not the event: the event comes after the failpoint's sleep.
-        wait_for("the first delete", lambda: _files(stage) < files)
-        Cluster.set_mode(group, "stall")
-        time.sleep(SESSION_S * 3.5)
-        Cluster.set_mode(group, "pass")
-        wait(first)
-        if _count(stage, "deleted", "first") != 1:
-            checks.add(
-                "no delete after the session was lost",
-                [f"the expired pass deleted {_count(stage, 'deleted', 'first')} files"],
-            )
-        stage.finish(checks)
-    finally:
-        stage.close()
-
-
-def expiry_mid_retention(ctx: Context, runs: int) -> tuple[str, Checks]:
+def expiry_mid_retention(stage: Stage, checks: Checks) -> None:
     """5. The session of a retention pass expires after its first delete; a
     second pass finishes the work."""
-    checks = Checks()
-    for _ in range(runs):
-        _expiry_once(ctx, checks)
-    return "the pass's traffic stalled past its session timeout right after its first delete", checks
+    _replaced_files(stage, 3)
+    stage.reader()
+    hosts, group = stage.ctx.cluster.route()
+    files = _files(stage)
+    first = stage.spawn("retain", "1", hosts=hosts, failpoint="retention.mid-delete:sleep=6", log="first")
+    # The file, not the event: the event comes after the failpoint's sleep.
+    wait_for("the first delete", lambda: _files(stage) < files)
+    Cluster.set_mode(group, "stall")
+    time.sleep(SESSION_S * 3.5)
+    Cluster.set_mode(group, "pass")
+    wait(first)
+    deleted = _count(stage, "deleted", "first")
+    if deleted != 1:
+        checks.add("no delete after the session was lost", [f"the expired pass deleted {deleted} files"])
 
 
-def ensemble_restart(ctx: Context, runs: int) -> tuple[str, Checks]:
+def ensemble_restart(stage: Stage, checks: Checks) -> None:
     """6. The whole ensemble restarted, back within and past the session timeout."""
-    checks = Checks()
-    for _ in range(runs):
-        stage = Stage(ctx, "restart")
-        try:
-            stage.push("base")
-            stage.reader()
-            for down in (SESSION_S / 2, SESSION_S * 3):
-                ctx.cluster.restart_all(down)
-                if stage.push(f"after{int(down * 10)}") != 0:
-                    checks.add("pushes work after the restart", [f"down {down}s: push failed"])
-            stage.finish(checks)
-        finally:
-            stage.close()
-    return f"all 3 servers killed, down {SESSION_S / 2:.0f}s and {SESSION_S * 3:.0f}s", checks
+    stage.push("base")
+    stage.reader()
+    for down in (SESSION_S / 2, SESSION_S * 3):
+        stage.ctx.cluster.restart_all(down)
+        if stage.push(f"after{int(down * 10)}") != 0:
+            checks.add("pushes work after the restart", [f"down {down}s: push failed"])
 
 
-def quorum_loss(ctx: Context, runs: int) -> tuple[str, Checks]:
+def quorum_loss(stage: Stage, checks: Checks) -> None:
     """7. One of three servers down (work goes on), then two (calls fail cleanly)."""
-    checks = Checks()
-    for _ in range(runs):
-        stage = Stage(ctx, "quorum")
-        try:
-            stage.push("base")
-            stage.reader()
-            with ctx.cluster.down(0):
-                if stage.push("one_down") != 0:
-                    checks.add("work goes on with one server down", ["push failed"])
-            before = stage.m.table(stage.table).version
-            with ctx.cluster.down(0, 1):
-                began = time.monotonic()
-                code = stage.push("two_down")
-                took = time.monotonic() - began
-                if code == 0:
-                    checks.add("without a quorum, calls fail", ["a push succeeded"])
-                if took > 90:
-                    checks.add("failing is bounded in time", [f"took {took:.0f}s"])
-            stage.labels.discard("two_down")
-            after = stage.m.table(stage.table)
-            if after.version != before:
-                checks.add("nothing half-done without a quorum", [f"version {before} -> {after.version}"])
-            stage.finish(checks)
-        finally:
-            stage.close()
-    return "server 1 stopped; then servers 1 and 2 stopped", checks
+    cluster = stage.ctx.cluster
+    stage.push("base")
+    stage.reader()
+    with cluster.down(0):
+        if stage.push("one_down") != 0:
+            checks.add("work goes on with one server down", ["push failed"])
+    before = stage.m.table(stage.table).version
+    with cluster.down(0, 1):
+        began = time.monotonic()
+        code = stage.push("two_down")
+        took = time.monotonic() - began
+        if code == 0:
+            checks.add("without a quorum, calls fail", ["a push succeeded"])
+        if took > 90:
+            checks.add("failing is bounded in time", [f"took {took:.0f}s"])
+    stage.labels.discard("two_down")
+    after = stage.m.table(stage.table)
+    if after.version != before:
+        checks.add("nothing half-done without a quorum", [f"version {before} -> {after.version}"])
 
 
-def _paused_once(ctx: Context, checks: Checks) -> None:
-    stage = Stage(ctx, "paused")
-    try:
-        _replaced_files(stage, 2)
-        stage.reader()
-        marked = _marks(stage)
-        paused = stage.spawn("retain", "1", failpoint="retention.after-mark:sleep=2", log="paused")
-        wait_for("the intent", lambda: _marks(stage) > marked)
-        paused.send_signal(signal.SIGSTOP)
-        time.sleep(SESSION_S * 3)
-        paused.send_signal(signal.SIGCONT)
-        wait(paused)
-        if _count(stage, "deleted", "paused"):
-            checks.add("the stale pass deleted nothing", [f"{_count(stage, 'deleted', 'paused')} deletes"])
-        stage.finish(checks)
-    finally:
-        stage.close()
-
-
-def paused_retention(ctx: Context, runs: int) -> tuple[str, Checks]:
+def paused_retention(stage: Stage, checks: Checks) -> None:
     """8. A retention pass SIGSTOPped after recording its intent, past its
     session timeout: resumed, it deletes nothing (the next pass does)."""
-    checks = Checks()
-    for _ in range(runs):
-        _paused_once(ctx, checks)
-    return (
-        f"SIGSTOP for {SESSION_S * 3:.0f}s (session {SESSION_S:.0f}s) after the intent was recorded",
-        checks,
-    )
+    _replaced_files(stage, 2)
+    stage.reader()
+    marked = _marks(stage)
+    paused = stage.spawn("retain", "1", failpoint="retention.after-mark:sleep=2", log="paused")
+    wait_for("the intent", lambda: _marks(stage) > marked)
+    paused.send_signal(signal.SIGSTOP)
+    time.sleep(SESSION_S * 3)
+    paused.send_signal(signal.SIGCONT)
+    wait(paused)
+    deleted = _count(stage, "deleted", "paused")
+    if deleted:
+        checks.add("the stale pass deleted nothing", [f"{deleted} deletes"])
 
 
-def pinned_reader(ctx: Context, runs: int) -> tuple[str, Checks]:
+def pinned_reader(stage: Stage, checks: Checks) -> None:
     """11. Readers hold their snapshot 2s before opening files while pushes
     replace it and retention runs with zero grace."""
-    checks = Checks()
-    for _ in range(runs):
-        stage = Stage(ctx, "pinned")
-        try:
-            stage.push("base")
-            stage.reader(hold_s=2.0)
-            stage.reader(hold_s=0.5)
-            retention = stage.spawn("retain", "30", "0.2")
-            for i in range(4):
-                stage.push(f"r{i}")
-            wait(retention)
-            stage.finish(checks)
-        finally:
-            stage.close()
-    return "4 replacing pushes and 30 zero-grace retention passes under readers pinned 0.5-2s", checks
+    stage.push("base")
+    stage.reader(hold_s=2.0)
+    stage.reader(hold_s=0.5)
+    retention = stage.spawn("retain", "30", "0.2")
+    for i in range(4):
+        stage.push(f"r{i}")
+    wait(retention)
 
 
-def skewed_clocks(ctx: Context, runs: int) -> tuple[str, Checks]:
+def skewed_clocks(stage: Stage, checks: Checks) -> None:
     """12. Pushers and the retention pass with clocks an hour off, with the
     default retention: nothing deleted early, no entry reaped early."""
-    checks = Checks()
-    if shutil.which("faketime") is None:
-        raise Skip("faketime is not installed (Debian package faketime)")
-    for _ in range(runs):
-        # The defaults (a day of retention), and no snapshot cleanup on push.
-        stage = Stage(ctx, "skew", zero_retention=False, max_snapshots=10)
-        try:
-            stage.push("base", clock="+1h")
-            stage.push("ahead", clock="+1h")
-            stage.push("behind", clock="-1h")
-            stage.reader()
-            for clock in ("+1h", "-1h", "+25h"):
-                wait(stage.spawn("retain", "1", "0", "defaults", clock=clock, log="skewed"))
-            state = stage.m.table(stage.table)
-            deleted = _count(stage, "deleted", "skewed")
-            if deleted:
-                checks.add("nothing deleted early", [f"{deleted} files deleted"])
-            # The first push replaced nothing: its entry may go at once. The
-            # others replaced segments still within their day of retention.
-            replacing = stage.acks()[1:]
-            gone = [e for e in replacing if e not in state.entries]
-            if gone or len(replacing) != 2:
-                checks.add("no entry reaped early", [f"entries {gone} reaped of {replacing}"])
-            stage.finish(checks, converge=False)
-        finally:
-            stage.close()
-    return "libfaketime: pushers at +1h and -1h, retention at +1h, -1h and +25h", checks
+    stage.push("base", clock="+1h")
+    stage.push("ahead", clock="+1h")
+    stage.push("behind", clock="-1h")
+    stage.reader()
+    for clock in ("+1h", "-1h", "+25h"):
+        wait(stage.spawn("retain", "1", "0", "defaults", clock=clock, log="skewed"))
+    state = stage.m.table(stage.table)
+    deleted = _count(stage, "deleted", "skewed")
+    if deleted:
+        checks.add("nothing deleted early", [f"{deleted} files deleted"])
+    # The first push replaced nothing: its entry may go at once. The
+    # others replaced segments still within their day of retention.
+    replacing = stage.acks()[1:]
+    gone = [e for e in replacing if e not in state.entries]
+    if gone or len(replacing) != 2:
+        checks.add("no entry reaped early", [f"entries {gone} reaped of {replacing}"])
 
 
-def crash_mid_delete(ctx: Context, runs: int) -> tuple[str, Checks]:
+def crash_mid_delete(stage: Stage, checks: Checks) -> None:
     """20. A retention pass SIGKILLed halfway through its deletes; the next
     pass converges."""
-    checks = Checks()
-    for _ in range(runs):
-        stage = Stage(ctx, "halfway")
-        try:
-            _replaced_files(stage, 3)
-            stage.reader()
-            code = stage.retain(failpoint="retention.mid-delete")
-            if code != -signal.SIGKILL:
-                checks.add("the pass died halfway", [f"exit {code}"])
-            stage.finish(checks)
-        finally:
-            stage.close()
-    return "SIGKILL after the first file of a pass was deleted", checks
-
-
-class Skip(Exception):
-    """A scenario that cannot run on this machine (said in the report)."""
+    _replaced_files(stage, 3)
+    stage.reader()
+    code = stage.retain(failpoint="retention.mid-delete")
+    if code != -signal.SIGKILL:
+        checks.add("the pass died halfway", [f"exit {code}"])
 
 
 @dataclass(frozen=True)
 class Scenario:
+    """A scenario: ``once`` runs on a fresh table (made with ``table``), then
+    the stage checks every promise (``finish``, with a converging push and
+    retention pass when ``converge``)."""
+
     number: int
     title: str
-    run: Callable[[Context, int], tuple[str, Checks]]
+    once: Callable[[Stage, Checks], None]
+    injected: Callable[[Context], str]
+    table: Mapping[str, Any] = field(default_factory=dict)
+    finish: bool = True
+    converge: bool = True
+    needs: str | None = None  # a program that must be installed
+
+
+def _said(text: str) -> Callable[[Context], str]:
+    return lambda _ctx: text
 
 
 SCENARIOS: Sequence[Scenario] = (
-    Scenario(1, "concurrent writers, first write included", concurrent_writers),
-    Scenario(3, "SIGKILL of the pusher at every step", push_crashes),
-    Scenario(4, "connection cut after a write was sent", unknown_outcome),
-    Scenario(5, "session expiry in the middle of a retention run", expiry_mid_retention),
-    Scenario(6, "whole ensemble restarted", ensemble_restart),
-    Scenario(7, "one, then two of three servers down", quorum_loss),
-    Scenario(8, "retention paused past its session timeout", paused_retention),
-    Scenario(11, "readers pinned while retention runs at zero grace", pinned_reader),
-    Scenario(12, "clocks an hour off", skewed_clocks),
-    Scenario(20, "retention killed halfway through its deletes", crash_mid_delete),
+    Scenario(
+        1,
+        "concurrent writers, first write included",
+        concurrent_writers,
+        lambda ctx: f"{_writers(ctx)} processes pushing at once to one new APPEND table",
+        table={"table_type": "APPEND"},
+        finish=False,
+    ),
+    Scenario(
+        3,
+        "SIGKILL of the pusher at every step",
+        push_crashes,
+        lambda ctx: f"SIGKILL at {len(_push_steps(ctx))} steps: {', '.join(_push_steps(ctx))}",
+    ),
+    Scenario(
+        4,
+        "connection cut after a write was sent",
+        unknown_outcome,
+        _said("the reply to the END commit muted, then the connection cut (ConnectionLoss)"),
+    ),
+    Scenario(
+        5,
+        "session expiry in the middle of a retention run",
+        expiry_mid_retention,
+        _said("the pass's traffic stalled past its session timeout right after its first delete"),
+    ),
+    Scenario(
+        6,
+        "whole ensemble restarted",
+        ensemble_restart,
+        _said(f"all 3 servers killed, down {SESSION_S / 2:.0f}s and {SESSION_S * 3:.0f}s"),
+    ),
+    Scenario(
+        7,
+        "one, then two of three servers down",
+        quorum_loss,
+        _said("server 1 stopped; then servers 1 and 2 stopped"),
+    ),
+    Scenario(
+        8,
+        "retention paused past its session timeout",
+        paused_retention,
+        _said(f"SIGSTOP for {SESSION_S * 3:.0f}s (session {SESSION_S:.0f}s) after the intent was recorded"),
+    ),
+    Scenario(
+        11,
+        "readers pinned while retention runs at zero grace",
+        pinned_reader,
+        _said("4 replacing pushes and 30 zero-grace retention passes under readers pinned 0.5-2s"),
+    ),
+    Scenario(
+        12,
+        "clocks an hour off",
+        skewed_clocks,
+        _said("libfaketime: pushers at +1h and -1h, retention at +1h, -1h and +25h"),
+        # The defaults (a day of retention), and no snapshot cleanup on push.
+        table={"zero_retention": False, "max_snapshots": 10},
+        converge=False,
+        needs="faketime",
+    ),
+    Scenario(
+        20,
+        "retention killed halfway through its deletes",
+        crash_mid_delete,
+        _said("SIGKILL after the first file of a pass was deleted"),
+    ),
 )
 
 
 def run(scenario: Scenario, ctx: Context, runs: int) -> Outcome:
-    began = time.monotonic()
-    try:
-        injected, checks = scenario.run(ctx, runs)
-    except Skip as why:
-        return Outcome(scenario.number, scenario.title, 0, "", [], skipped=str(why))
-    except Exception as exc:  # noqa: BLE001 - a harness failure is reported, not hidden
+    if scenario.needs and shutil.which(scenario.needs) is None:
         return Outcome(
-            scenario.number,
-            scenario.title,
-            runs,
-            "",
-            [],
-            [f"harness: {type(exc).__name__}: {exc}"],
-            seconds=time.monotonic() - began,
+            scenario.number, scenario.title, 0, "", [], skipped=f"{scenario.needs} is not installed"
         )
+    began = time.monotonic()
+    checks = Checks()
+    try:
+        for _ in range(runs):
+            stage = Stage(ctx, scenario.once.__name__, **scenario.table)
+            try:
+                scenario.once(stage, checks)
+                if scenario.finish:
+                    stage.finish(checks, converge=scenario.converge)
+            finally:
+                stage.close()
+    except Exception as exc:  # noqa: BLE001 - a harness failure is reported, not hidden
+        checks.add("harness", [f"{type(exc).__name__}: {exc}"])
     return Outcome(
         scenario.number,
         scenario.title,
         runs,
-        injected,
+        scenario.injected(ctx),
         sorted(checks.results),
         checks.violations(),
         seconds=time.monotonic() - began,
