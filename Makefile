@@ -1,5 +1,6 @@
-# The two set-up commands of the README: `make demo` and `make test`.
-# Each works on a fresh clone: it creates .venv and installs what it needs.
+# The two set-up commands of the README: `make demo` and `make test`; the other
+# targets (bench, faults, faults-quick, docs) are in docs/. Each works on a fresh
+# clone: it creates .venv and installs what it needs.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -2,5 +2,5 @@
 ZooKeeper ensemble on loopback, with real pushes, readers and retention, and
 a report of what was injected, what was checked and what held.
 
-Run it with ``python -m faults`` (``--quick`` for the CI subset).
+Run it with ``python -m faults`` (``--quick`` for the short subset).
 """

@@ -5,8 +5,9 @@
 The harness scenarios run against a 3-node ZooKeeper ensemble started here on
 loopback; the matrix's other scenarios (and further runs of the harness ones)
 are pytest tests, run by node id against real ZooKeeper. ``--quick`` is the
-subset CI runs: one run each, fewer crash points, no Spark. Exits 1 when any
-promise broke.
+short subset: one run each, fewer crash points, no Spark (``make test`` runs
+the same harness scenarios once, through tests/test_faults.py).
+``--no-tests`` runs the harness scenarios only. Exits 1 when any promise broke.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class TestScenario:
     injected: str
     checked: str
     nodes: tuple[str, ...]
-    quick: bool = True  # part of the CI subset
+    quick: bool = True  # part of the quick subset
 
 
 TESTED = (
@@ -273,13 +274,12 @@ def run_tests(scenario: TestScenario, out: Path) -> Outcome:
 
 
 def write_report(outcomes: list[Outcome], out: Path, quick: bool) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
     rows = sorted(outcomes, key=lambda o: (o.scenario, o.kind))
     (out / "faults.json").write_text(json.dumps([asdict(o) | {"result": o.result} for o in rows], indent=2))
     lines = [
         "# Fault suite report",
         "",
-        f"Mode: {'quick (CI subset)' if quick else 'full'}. Harness rows ran on a 3-node ZooKeeper",
+        f"Mode: {'quick' if quick else 'full'}. Harness rows ran on a 3-node ZooKeeper",
         "ensemble on loopback with real pushes, readers and retention; test rows ran the named",
         "pytest tests on real ZooKeeper.",
         "",
@@ -303,7 +303,7 @@ def write_report(outcomes: list[Outcome], out: Path, quick: bool) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m faults", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the CI subset: one run each, no Spark")
+    parser.add_argument("--quick", action="store_true", help="the short subset: one run each, no Spark")
     parser.add_argument(
         "--runs", type=int, default=None, help="runs per harness scenario (default 1 quick, 3 full)"
     )
@@ -318,22 +318,22 @@ def main() -> int:
     out = (ROOT / args.out) if not Path(args.out).is_absolute() else Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     outcomes: list[Outcome] = []
-    with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
-        cluster = Cluster(Path(tmp) / "zk")
-        cluster.start()
-        try:
-            ctx = Context(cluster, Path(tmp), args.quick)
-            for scenario in SCENARIOS:
-                if only and scenario.number not in only:
-                    continue
-                print(f"scenario {scenario.number}: {scenario.title} ...", flush=True)
-                outcome = run(scenario, ctx, runs)
-                print(f"  {outcome.result} ({outcome.seconds:.0f}s)", flush=True)
-                for violation in outcome.violations:
-                    print(f"  ! {violation}", flush=True)
-                outcomes.append(outcome)
-        finally:
-            cluster.close()
+    selected = [s for s in SCENARIOS if not only or s.number in only]
+    if selected:  # the ensemble only when a harness scenario runs
+        with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
+            cluster = Cluster(Path(tmp) / "zk")
+            cluster.start()
+            try:
+                ctx = Context(cluster, Path(tmp), args.quick)
+                for scenario in selected:
+                    print(f"scenario {scenario.number}: {scenario.title} ...", flush=True)
+                    outcome = run(scenario, ctx, runs)
+                    print(f"  {outcome.result} ({outcome.seconds:.0f}s)", flush=True)
+                    for violation in outcome.violations:
+                        print(f"  ! {violation}", flush=True)
+                    outcomes.append(outcome)
+            finally:
+                cluster.close()
     if not args.no_tests:
         for tested in TESTED:
             if (only and tested.number not in only) or (args.quick and not tested.quick):

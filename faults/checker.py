@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ingest.storage import DeepStore
 from lineage.manager import LineageManager
 from lineage.model import EntryState, Operation
 from lineage.visibility import visible_segments
@@ -38,10 +39,6 @@ class Checks:
 
     def add(self, name: str, violations: list[str]) -> None:
         self.results.setdefault(name, []).extend(violations)
-
-    @property
-    def held(self) -> bool:
-        return not any(self.results.values())
 
     def violations(self) -> list[str]:
         return [f"{name}: {v}" for name, found in self.results.items() for v in found]
@@ -85,7 +82,7 @@ def nothing_referenced_deleted(m: LineageManager, table: str, events: list[dict[
     bad = [
         f"{s.location} deleted but still registered" for s in state.segments.values() if s.location in deleted
     ]
-    root = Path(state.config.root.removeprefix("file://"))
+    root = Path(DeepStore.for_root(state.config.root).base)
     states = [state, *m.store.pinned_states(table)]
     for version in states:
         for seg in visible_segments(version):
@@ -116,7 +113,7 @@ def converged(m: LineageManager, table: str) -> list[str]:
         for e in state.entries.values()
         if e.state is EntryState.IN_PROGRESS
     ]
-    root = Path(state.config.root.removeprefix("file://"))
+    root = Path(DeepStore.for_root(state.config.root).base)
     on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*.parquet")}
     known = {s.location for s in state.segments.values()} | set(state.pending)
     bad += [f"leftover file {path}" for path in sorted(on_disk - known)]

@@ -19,10 +19,6 @@ class Cluster:
         self._proxies: list[list[TcpProxy]] = []
 
     @property
-    def servers(self) -> int:
-        return len(self.ensemble.servers)
-
-    @property
     def direct_hosts(self) -> str:
         return self.ensemble.hosts
 
@@ -47,42 +43,19 @@ class Cluster:
         for proxy in group:
             proxy.set(mode)
 
-    def stop_server(self, index: int) -> None:
-        self.ensemble.servers[index].stop()
-
-    def kill_server(self, index: int) -> None:
-        self.ensemble.servers[index].kill()
-
-    def start_server(self, index: int) -> None:
-        self.ensemble.servers[index].start(wait=False)
-
-    def wait_quorum(self, timeout_s: float = 60.0) -> None:
-        """Until every running server serves (a quorum has formed)."""
-        deadline = time.monotonic() + timeout_s
-        running = [s for s in self.ensemble.servers if s.pid() is not None]
-        while time.monotonic() < deadline:
-            if all(s.is_serving() for s in running):
-                return
-            time.sleep(0.1)
-        raise TimeoutError("the ensemble did not form a quorum in time")
-
     @contextmanager
     def down(self, *indexes: int) -> Iterator[None]:
-        """Servers stopped for the block, started again after it."""
+        """Servers stopped for the block, started again after it (and a quorum formed)."""
         for index in indexes:
-            self.stop_server(index)
+            self.ensemble.servers[index].stop()
         try:
             yield
         finally:
-            for index in indexes:
-                self.start_server(index)
-            self.wait_quorum()
+            self.ensemble.start()  # starts the stopped ones, waits until all serve
 
     def restart_all(self, down_for_s: float) -> None:
-        """The whole ensemble stopped, kept down ``down_for_s``, started again."""
-        for index in range(self.servers):
-            self.kill_server(index)
+        """The whole ensemble killed, kept down ``down_for_s``, started again."""
+        for server in self.ensemble.servers:
+            server.kill()
         time.sleep(down_for_s)
-        for index in range(self.servers):
-            self.start_server(index)
-        self.wait_quorum()
+        self.ensemble.start()

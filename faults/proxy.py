@@ -16,7 +16,6 @@ import contextlib
 import select
 import socket
 import threading
-from collections.abc import Iterator
 from typing import Literal
 
 Mode = Literal["pass", "stall", "mute", "cut"]
@@ -34,8 +33,6 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._closed = threading.Event()
-        self.connections = 0
-        self.bytes_up = 0
         self._thread = threading.Thread(target=self._accept, name=f"proxy-{self.port}", daemon=True)
         self._thread.start()
 
@@ -43,24 +40,12 @@ class TcpProxy:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    @property
-    def mode(self) -> Mode:
-        return self._mode
-
     def set(self, mode: Mode) -> None:
         with self._lock:
             self._mode = mode
             pairs = list(self._pairs) if mode == "cut" else []
         for pair in pairs:
             self._close(pair)
-
-    @contextlib.contextmanager
-    def mode_for(self, mode: Mode) -> Iterator[None]:
-        self.set(mode)
-        try:
-            yield
-        finally:
-            self.set("pass")
 
     def close(self) -> None:
         self._closed.set()
@@ -87,7 +72,6 @@ class TcpProxy:
             pair = (client, upstream)
             with self._lock:
                 self._pairs.append(pair)
-                self.connections += 1
             threading.Thread(target=self._pump, args=(pair,), daemon=True).start()
 
     def _pump(self, pair: tuple[socket.socket, socket.socket]) -> None:
@@ -104,7 +88,6 @@ class TcpProxy:
                         return
                     if sock is client:
                         upstream.sendall(data)
-                        self.bytes_up += len(data)
                     elif self._mode != "mute":
                         client.sendall(data)
         except OSError:

@@ -26,7 +26,7 @@ import pyarrow as pa
 from faults import checker
 from faults.checker import Checks
 from faults.cluster import Cluster
-from faults.worker import PARTS, ROWS, Events, rows_per_push
+from faults.worker import PARTS, ROWS, ROWS_PER_PUSH, Events
 from ingest.arrow_push import push_arrow
 from lineage import failpoints
 from lineage.manager import LineageManager
@@ -103,6 +103,7 @@ class Stage:
         )
         self._procs: list[subprocess.Popen[bytes]] = []
         self._readers: list[subprocess.Popen[bytes]] = []
+        self._events_of: dict[int, Path] = {}  # each worker's events file, by pid
 
     def close(self) -> None:
         for proc in self._procs:
@@ -136,6 +137,7 @@ class Stage:
         with events.with_suffix(".log").open("ab") as log_file:
             proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log_file)
         self._procs.append(proc)
+        self._events_of[proc.pid] = events
         return proc
 
     def push(self, label: str, **kw: str | None) -> int:
@@ -146,9 +148,10 @@ class Stage:
     def reader(self, hold_s: float = 0.0) -> subprocess.Popen[bytes]:
         proc = self.spawn("read", "600", str(hold_s))
         self._readers.append(proc)
-        reads = _count(self, "read", "read")
+        events = self._events_of[proc.pid]
         wait_for(
-            "the reader's first read", lambda: _count(self, "read", "read") > reads or proc.poll() is not None
+            "the reader's first read",
+            lambda: (events.exists() and '"kind": "read"' in events.read_text()) or proc.poll() is not None,
         )
         return proc
 
@@ -164,8 +167,9 @@ class Stage:
     def events(self) -> list[dict[str, object]]:
         return checker.load_events(sorted(self.events_dir.glob("*.jsonl")))
 
-    def acks(self) -> list[str]:
-        return [str(e["entry"]) for e in self.events() if e["kind"] == "ack"]
+    def acks(self, events: list[dict[str, object]] | None = None) -> list[str]:
+        """The entries of acknowledged pushes, from ``events`` (read anew when not given)."""
+        return [str(e["entry"]) for e in (self.events() if events is None else events) if e["kind"] == "ack"]
 
     # ---- checks ---------------------------------------------------------------
 
@@ -181,14 +185,16 @@ class Stage:
         checks.add("reads happened", checker.reads_happened(events))
         checks.add(
             "one complete snapshot per read",
-            checker.one_complete_snapshot(events, self.labels, rows_per_push()),
+            checker.one_complete_snapshot(events, self.labels, ROWS_PER_PUSH),
         )
         checks.add("no pinned file went missing", checker.no_missing_file(events))
         checks.add("no file deleted twice", checker.deleted_once(events))
         checks.add(
             "no referenced file deleted", checker.nothing_referenced_deleted(self.m, self.table, events)
         )
-        checks.add("no acknowledged change lost", checker.acknowledged_kept(self.m, self.table, self.acks()))
+        checks.add(
+            "no acknowledged change lost", checker.acknowledged_kept(self.m, self.table, self.acks(events))
+        )
         if converge:
             checks.add("converged without a person", checker.converged(self.m, self.table))
 
@@ -230,7 +236,7 @@ def _count(stage: Stage, kind: str, log: str | None = None) -> int:
 PUSH_STEPS = (
     *failpoints.PUSH_POINTS,
     *(f"{step}.{when}-commit" for step in ("start", "register", "end") for when in ("before", "after")),
-    "store.before-head-swap",
+    *failpoints.STORE_POINTS,
 )
 QUICK_PUSH_STEPS = (
     "push.after-start",
@@ -254,7 +260,7 @@ def concurrent_writers(stage: Stage, checks: Checks) -> None:
     procs = [stage.spawn("push", f"w{i}", "APPEND") for i in range(_writers(stage.ctx))]
     codes = [wait(p) for p in procs]
     events = stage.events()
-    acks = stage.acks()
+    acks = stage.acks(events)
     silent = sum(1 for c in codes if c != 0) - sum(1 for e in events if e["kind"] == "error")
     checks.add(
         "every writer acknowledged or got a clear error",
@@ -262,7 +268,7 @@ def concurrent_writers(stage: Stage, checks: Checks) -> None:
     )
     checks.add("no acknowledged change lost", checker.acknowledged_kept(stage.m, stage.table, acks))
     rows = sum(s.rows for s in stage.m.visible_segments(stage.table))
-    if rows != len(acks) * rows_per_push():
+    if rows != len(acks) * ROWS_PER_PUSH:
         checks.add("all acknowledged rows visible", [f"{rows} rows for {len(acks)} pushes"])
 
 

@@ -26,21 +26,18 @@ import pyarrow as pa
 
 from ingest.arrow_push import push_arrow
 from ingest.readers import SnapshotReader
+from lineage.connect import open_store
 from lineage.errors import LineageError
 from lineage.manager import LineageManager
 from lineage.retry import RetryPolicy
-from lineage.zk_client import connect, settings_from_env
 from lineage.zk_leader import SessionCheck
 from lineage.zk_store import ZkStore
 from retention.errors import FencedError
 from retention.executor import PassOptions, run_pass
 
 PARTS = 2
-ROWS = 5  # per part: a whole snapshot is PARTS * ROWS rows of one label
-
-
-def rows_per_push() -> int:
-    return PARTS * ROWS
+ROWS = 5  # per part
+ROWS_PER_PUSH = PARTS * ROWS  # a whole snapshot: this many rows of one label
 
 
 class Events:
@@ -61,10 +58,7 @@ class Events:
 
 
 def open_manager(hosts: str) -> LineageManager:
-    settings = settings_from_env(hosts)
-    assert settings is not None
-    store = ZkStore(connect(settings), session_timeout_s=settings.session_timeout_s)
-    return LineageManager(store, retry=RetryPolicy())
+    return LineageManager(open_store(hosts), retry=RetryPolicy())
 
 
 def push(hosts: str, table: str, events: Events, label: str, mode: str) -> int:
