@@ -30,7 +30,12 @@ from types import FrameType
 from ingest.errors import PushError, PushInputError, PushRefusedError
 from ingest.storage import DeepStore
 from lineage import transitions
-from lineage.errors import ConflictError, InvalidInputError, LineageError, OutcomeUnknownError
+from lineage.errors import (
+    InvalidInputError,
+    LineageError,
+    OutcomeUnknownError,
+    RunningEntryConflict,
+)
 from lineage.failpoints import failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, Segment, TableState, TableType
@@ -224,9 +229,8 @@ def _start(
         try:
             manager.commit(table, update, reason)
             return planned[-1]
-        except ConflictError as exc:
-            still_running = "still running" in exc.message or "of running entry" in exc.message
-            if not still_running or time.monotonic() >= deadline:
+        except RunningEntryConflict as exc:
+            if time.monotonic() >= deadline:
                 raise
             log.info("waiting for entry %s: %s", exc.entry_id, exc.message)
             time.sleep(0.5)

@@ -115,9 +115,6 @@ def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFram
         raise PushRefusedError(f"cannot read input {path!r} as {fmt}: {first}") from None
 
 
-# ---- time values ------------------------------------------------------------------
-
-
 # ---- the executor side -------------------------------------------------------------
 
 

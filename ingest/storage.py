@@ -147,20 +147,6 @@ class DeepStore:
         except OSError as exc:
             raise StorageError(f"writing {location!r} under {self.root!r} failed: {exc}") from None
 
-    def read_bytes(self, location: str) -> bytes:
-        try:
-            with self.filesystem().open_input_stream(self.path(location)) as stream:
-                data: bytes = stream.read()
-                return data
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            raise StorageError(f"reading {location!r} under {self.root!r} failed: {exc}") from None
-
-    def exists(self, location: str) -> bool:
-        info = self.filesystem().get_file_info(self.path(location))
-        return bool(info.type == pafs.FileType.File)
-
     def delete(self, location: str) -> bool:
         """Delete one file; False when it was already gone (deleting is idempotent)."""
         return self.deleter()(location)

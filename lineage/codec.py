@@ -417,6 +417,11 @@ def decode_gc(raw: bytes, where: str) -> dict[str, int]:
 # ---- head -------------------------------------------------------------------
 
 
+def bucket_ids(buckets: Mapping[str, Sequence[str]]) -> set[str]:
+    """Every bucket blob id of a head or a version record."""
+    return {blob for ids in buckets.values() for blob in ids}
+
+
 @dataclass(frozen=True)
 class Head:
     """A table's root record: the one node every commit compares and swaps."""
@@ -430,10 +435,7 @@ class Head:
     dropping: bool = False
 
     def bucket_blobs(self) -> set[str]:
-        refs: set[str] = set()
-        for ids in self.buckets.values():
-            refs.update(ids)
-        return refs
+        return bucket_ids(self.buckets)
 
 
 def encode_head(head: Head) -> bytes:
@@ -493,10 +495,7 @@ class LeaseRecord:
 
     @property
     def blobs(self) -> set[str]:
-        out = set(self.chunks)
-        for ids in self.buckets.values():
-            out.update(ids)
-        return out
+        return bucket_ids(self.buckets) | set(self.chunks)
 
 
 def encode_lease(lease: LeaseRecord) -> bytes:

@@ -143,6 +143,10 @@ class ConflictError(RefusedError):
     """The operation collides with another live lineage entry. Nothing changed."""
 
 
+class RunningEntryConflict(ConflictError):
+    """The colliding entry is IN_PROGRESS: a push may wait for it to end."""
+
+
 class ContentionError(LineageError):
     """Too many concurrent writers: the bounded retries ran out. Nothing changed.
 

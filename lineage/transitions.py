@@ -29,6 +29,7 @@ from lineage.errors import (
     EntryNotFoundError,
     InvalidInputError,
     RefusedError,
+    RunningEntryConflict,
     SegmentNotFoundError,
 )
 from lineage.model import (
@@ -426,7 +427,7 @@ def start_replace(
                     )
                 continue
             if overlap_intent and interval is not None and entry.interval is not None:
-                raise ConflictError(
+                raise RunningEntryConflict(
                     f"interval {_span(interval)} overlaps interval {_span(entry.interval)} of "
                     f"running entry {entry.entry_id}",
                     table=table,
@@ -434,7 +435,7 @@ def start_replace(
                     remedy="wait for that push to end, or replace a disjoint interval",
                 )
             if force_cleanup:
-                raise ConflictError(
+                raise RunningEntryConflict(
                     f"entry {entry.entry_id} overlaps this push and is still running "
                     "(its pushing process holds a live session)",
                     table=table,

@@ -34,6 +34,13 @@ from lineage.zk_store import ZkStore
 PREFIX = "member-"
 
 
+def trust_s(store: ZkStore) -> float:
+    """How long a confirmation from ZooKeeper is trusted: a third of the
+    session timeout, so a paused process asks again before its session could
+    have expired unnoticed."""
+    return store.session_timeout_s / 3
+
+
 class Leadership:
     """One process's candidacy for a role. Thread-safe."""
 
@@ -51,7 +58,7 @@ class Leadership:
 
     @property
     def trust_s(self) -> float:
-        return self.store.session_timeout_s / 3
+        return trust_s(self.store)
 
     # ---- asking ZooKeeper ------------------------------------------------------
 
@@ -76,7 +83,7 @@ class Leadership:
             self._leading = False
             self._leader_identity = None
             return None
-        session = client.client_id[0] if client.client_id else None
+        session = self.store.session_id()
         if self._member is None or session != self._session:
             self._join(session)
         children = sorted(c for c in self.store._op("get_children", self.path) if c.startswith(PREFIX))
@@ -125,13 +132,11 @@ class Leadership:
         """True while ``term`` is still this process's leading term: the
         session is connected, unchanged, and confirmed within ``trust_s``
         (asking ZooKeeper again when the last confirmation is older)."""
-        client = self.store.client
         with self._lock:
-            session = client.client_id[0] if client.client_id else None
             if (
-                not client.connected
+                self._session is None
+                or not self.store.session_alive(self._session)
                 or term != self._member
-                or session != self._session
                 or not self._leading
                 or self._confirmed is None
             ):
@@ -178,7 +183,7 @@ class SessionCheck:
     def holds(self) -> bool:
         if self.session is None or not self.store.session_alive(self.session):
             return False
-        if time.monotonic() - self._confirmed < self.store.session_timeout_s / 3:
+        if time.monotonic() - self._confirmed < trust_s(self.store):
             return True
         sent = time.monotonic()
         try:

@@ -590,7 +590,7 @@ class ZkStore:
             raise TooLargeError(f"table {table!r}: head record of {len(raw)} bytes exceeds {HEAD_LIMIT}")
         # The version's own record, for time travel and rollback: its bucket
         # blobs and (a superset of) the name chunks its entries use.
-        used = {b for ids in buckets.values() for b in ids} | ({last} if sealed_now else set())
+        used = codec.bucket_ids(buckets) | ({last} if sealed_now else set())
         chunks = loaded.chunk_blobs() | (set(blobs) - used)
         version_record = codec.encode_lease(codec.LeaseRecord(version, buckets, tuple(sorted(chunks))))
         self._ensure_versions(table)
@@ -1013,7 +1013,7 @@ class ZkStore:
         except NodeExistsError:
             path = f"{self.head_path(table)}/owners/{entry_id}"
             stat = self._call("owner", "exists", path)
-            if stat is None or stat.ephemeralOwner != self.client.client_id[0]:
+            if stat is None or stat.ephemeralOwner != self.session_id():
                 raise RefusedError(
                     f"entry {entry_id} is already owned by another push", table=table
                 ) from None
@@ -1039,16 +1039,16 @@ class ZkStore:
         loaded = snap.token
         assert isinstance(loaded, _Loaded)
         state = snap.state
+        if version is not None and version != state.version:
+            raw, past = self._version_record(table, version, state.version)
+            # The lease goes first: from then on retention keeps its blobs and files.
+            lease_path = self._ephemeral(table, "leases", "lease-", raw, sequence=True)
+            return Lease(table, lease_path.rsplit("/", 1)[-1], self._rebuild(table, loaded.head, past))
         record = codec.LeaseRecord(
             version=state.version,
             buckets=dict(loaded.head.buckets),
             chunks=tuple(sorted(loaded.chunk_blobs())),
         )
-        if version is not None and version != state.version:
-            raw, record = self._version_record(table, version, state.version)
-            # The lease goes first: from then on retention keeps its blobs and files.
-            lease_path = self._ephemeral(table, "leases", "lease-", raw, sequence=True)
-            return Lease(table, lease_path.rsplit("/", 1)[-1], self._rebuild(table, loaded.head, record))
         path = self._ephemeral(table, "leases", "lease-", codec.encode_lease(record), sequence=True)
         return Lease(table, path.rsplit("/", 1)[-1], state)
 

@@ -17,11 +17,8 @@ import typer
 from lineage.cli import OPTIONS, manager
 from lineage.errors import InvalidInputError
 from lineage.periods import parse_period
-from lineage.zk_leader import Leadership, SessionCheck
 from lineage.zk_store import ZkStore
-from retention.daemon import Daemon, Schedule
 from retention.errors import FencedError, RetentionError
-from retention.executor import PassOptions, run_pass
 
 retention_app = typer.Typer(help="Reclaim replaced and abandoned segments.", no_args_is_help=True)
 
@@ -49,6 +46,10 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
 ) -> None:
     """One retention pass: plan, record the intent, delete files, clear."""
+    # Imported here: the executor needs pyarrow, which other commands do not load.
+    from lineage.zk_leader import SessionCheck
+    from retention.executor import PassOptions, run_pass
+
     options = PassOptions(
         dry_run=dry_run,
         force=force,
@@ -107,6 +108,10 @@ def daemon(
 ) -> None:
     """Run retention passes on a schedule until SIGTERM/SIGINT. Several
     daemons may run: one leads (elected in ZooKeeper), the others stand by."""
+    from lineage.zk_leader import Leadership
+    from retention.daemon import Daemon, Schedule
+    from retention.executor import PassOptions
+
     schedule = Schedule.parse(cron, interval)
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
         raise InvalidInputError(f"invalid metrics port {metrics_port}: 0 to 65535")

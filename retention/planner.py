@@ -68,10 +68,6 @@ class Plan:
     kept: tuple[Kept, ...]
     orphans: tuple[str, ...] = ()  # unknown files to record in pending, then delete
 
-    @property
-    def empty(self) -> bool:
-        return not (self.condemn or self.deletions or self.remove_entries)
-
 
 def held_names(state: TableState, pinned: Iterable[TableState], live_owners: frozenset[str]) -> set[str]:
     """Segments a live reader pinned or a running push names."""
