@@ -6,7 +6,9 @@ Four formats, each with a name and a format version:
 * ``bucket``: an immutable blob holding one hash bucket of segments,
   entries or pending deletions;
 * ``names``: an immutable blob holding a chunk of a long segment-name list;
-* ``history``: an immutable blob holding sealed history records.
+* ``history``: an immutable blob holding sealed history records;
+* ``gc``: a table's metadata-sweep marks; ``lease``: a pinned or retained
+  version; ``acl``: the ACL policy (digest ids per role).
 
 Decoding fails closed: bad JSON, an unknown format or version, an unknown
 state, a missing field, a wrong type or a duplicate id raise
@@ -21,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from lineage.acl import ADMIN_ROLE, ROLES, AclPolicy
 from lineage.errors import CorruptRecordError, LineageError
 from lineage.model import (
     Audit,
@@ -518,3 +521,17 @@ def decode_lease(raw: bytes, where: str) -> LeaseRecord:
             buckets={kind: tuple(_str_list(buckets_doc, kind)) for kind in KINDS},
             chunks=tuple(_str_list(doc, "chunks")),
         )
+
+
+ACL = "segment-lineage.acl"
+
+
+def encode_policy(policy: AclPolicy) -> bytes:
+    return dumps(_envelope(ACL, **{role: list(policy.ids(role)) for role in (ADMIN_ROLE, *ROLES)}))
+
+
+def decode_policy(raw: bytes, where: str) -> AclPolicy:
+    doc = parse(raw, ACL, where)
+    with _decoding(where):
+        ids = {role: _str_list(doc, role) for role in (ADMIN_ROLE, *ROLES)}
+        return AclPolicy.build(ids[ADMIN_ROLE], ids["pusher"], ids["retention"], ids["reader"])

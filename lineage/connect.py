@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import os
 
+from lineage.acl import digest_id
+from lineage.errors import InvalidInputError
 from lineage.zk_client import (
     ENV_AUTH,
+    ENV_TLS,
     ZkSettings,
     acl_for,
     connect,
     parse_auth,
     session_timeout_from_env,
     settings_from_env,
+    tls_from_env,
 )
 from lineage.zk_server import embedded_server
 from lineage.zk_store import ZkStore
@@ -22,6 +26,10 @@ def resolve(zk: str | None = None, auth: str | None = None) -> ZkSettings:
     settings = settings_from_env(zk, auth)
     if settings is not None:
         return settings
+    if tls_from_env() is not None:
+        raise InvalidInputError(
+            f"{ENV_TLS} needs --zk / LINEAGE_ZK: the embedded server speaks plain text on loopback"
+        )
     server = embedded_server()
     server.start()
     return ZkSettings(
@@ -31,9 +39,16 @@ def resolve(zk: str | None = None, auth: str | None = None) -> ZkSettings:
     )
 
 
-def open_store(zk: str | None = None, auth: str | None = None) -> ZkStore:
-    settings = resolve(zk, auth)
-    client = connect(settings)
+def store_for(settings: ZkSettings) -> ZkStore:
+    """A store on a new connection, creating nodes as this identity and its role may."""
+    auth = parse_auth(settings.auth)
     return ZkStore(
-        client, acl=acl_for(parse_auth(settings.auth)), session_timeout_s=settings.session_timeout_s
+        connect(settings),
+        acl=acl_for(auth),
+        identity=digest_id(*auth) if auth else None,
+        session_timeout_s=settings.session_timeout_s,
     )
+
+
+def open_store(zk: str | None = None, auth: str | None = None) -> ZkStore:
+    return store_for(resolve(zk, auth))

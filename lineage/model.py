@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from lineage.errors import InvalidInputError
-from lineage.names import check_table_name, check_text
+from lineage.names import check_root_has_no_secret, check_table_name, check_text
 from lineage.periods import parse_period
 
 DEFAULT_REFRESH_RETENTION = "1d"
@@ -89,6 +89,7 @@ class TableConfig:
         if not isinstance(root, str) or not root.strip() or root != root.strip():
             raise InvalidInputError(f"invalid deep-store root {root!r}: must be a non-empty URI or path")
         check_text("deep-store root", root, 2048)
+        check_root_has_no_secret(root)
         try:
             kind = TableType(table_type.upper() if isinstance(table_type, str) else table_type)
         except ValueError:

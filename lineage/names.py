@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from lineage.errors import InvalidInputError, InvalidNameError
 
@@ -122,3 +123,17 @@ def check_text(what: str, value: str | None, limit: int = 1000) -> str | None:
     if any((ord(c) < 32 and c not in "\t") or 0xD800 <= ord(c) <= 0xDFFF or ord(c) == 127 for c in value):
         raise InvalidInputError(f"{what} contains control characters or unpaired surrogates")
     return value
+
+
+def check_root_has_no_secret(root: str) -> None:
+    """A deep-store root is stored in ZooKeeper and printed: it must carry no
+    credential (``s3://key:secret@bucket``, ``?secret_key=...``). The message
+    does not repeat the root, as it holds the secret."""
+    parsed = urlsplit(root)
+    if not parsed.scheme or len(parsed.scheme) == 1:
+        return
+    if "@" in parsed.netloc or parsed.query or parsed.fragment:
+        raise InvalidInputError(
+            f"invalid deep-store root {parsed.scheme}://...: user info, query or fragment found; "
+            "give credentials through the environment (AWS_*, GOOGLE_APPLICATION_CREDENTIALS), not the URI"
+        )

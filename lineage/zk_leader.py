@@ -24,10 +24,11 @@ import contextlib
 import threading
 import time
 
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from lineage.errors import LineageError
+from lineage.acl import Place
+from lineage.errors import AuthError, LineageError
 from lineage.names import check_table_name
 from lineage.zk_store import ZkStore
 
@@ -111,17 +112,22 @@ class Leadership:
         return None
 
     def _join(self, session: int | None) -> None:
-        for parent in (f"{self.store.root}/leaders", self.path):
-            with contextlib.suppress(NodeExistsError):
-                self.store._op("create", parent, b"", acl=self.store.acl)
-        self._member = self.store._op(
-            "create",
-            f"{self.path}/{PREFIX}",
-            self.identity.encode("utf-8"),
-            acl=self.store.acl,
-            ephemeral=True,
-            sequence=True,
-        )
+        self.store.ensure_node(f"{self.store.root}/leaders", Place.FOLDER)
+        self.store.ensure_node(self.path, Place.ELECTION)
+        try:
+            self._member = self.store._op(
+                "create",
+                f"{self.path}/{PREFIX}",
+                self.identity.encode("utf-8"),
+                acl=self.store.acl_at(Place.MEMBER),
+                ephemeral=True,
+                sequence=True,
+            )
+        except NoAuthError:
+            raise AuthError(
+                f"ZooKeeper refused joining the {self.role} election: not authorised",
+                remedy="run it as an identity with that role (LINEAGE_ZK_AUTH)",
+            ) from None
         self._session = session
         self._confirmed = None
         self._leading = False

@@ -87,6 +87,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -106,7 +114,9 @@ class ZkServer:
     server_id: int | None = None
     peers: tuple[tuple[int, int, int], ...] = ()  # (id, quorum port, election port)
     heap_mb: int = 256
-    secure_port: int | None = None
+    secure_port: int | None = None  # a TLS client port beside the plain one
+    keystore: Path | None = None  # PEM: the server's certificate and unencrypted PKCS#8 key, one file
+    truststore: Path | None = None  # PEM CAs of client certificates; given, clients must present one
     extra_config: tuple[str, ...] = ()
 
     @property
@@ -132,6 +142,8 @@ class ZkServer:
         answer = four_letter(self.client_port, "ruok")
         if answer != "imok":
             return False
+        if self.secure_port is not None and not _listening(self.secure_port):
+            return False  # the TLS port binds a little after the plain one
         if not self.peers:
             return True
         stat = four_letter(self.client_port, "srvr") or ""
@@ -154,6 +166,7 @@ class ZkServer:
             "maxSessionTimeout=60000",
             "autopurge.purgeInterval=1",
             "jute.maxbuffer=1048575",
+            *self._tls_config(),
             *self.extra_config,
         ]
         if self.peers:
@@ -163,6 +176,27 @@ class ZkServer:
         config = self.directory / "zoo.cfg"
         config.write_text("\n".join(lines) + "\n")
         return config
+
+    def _tls_config(self) -> list[str]:
+        if self.secure_port is None:
+            return []
+        if self.keystore is None:
+            raise ServerError("a secure client port needs a keystore (PEM certificate and key)")
+        lines = [
+            f"secureClientPort={self.secure_port}",
+            "secureClientPortAddress=127.0.0.1",
+            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            f"ssl.keyStore.location={self.keystore}",
+            "ssl.keyStore.type=PEM",
+        ]
+        if self.truststore is None:
+            return [*lines, "ssl.clientAuth=none"]
+        return [
+            *lines,
+            "ssl.clientAuth=need",
+            f"ssl.trustStore.location={self.truststore}",
+            "ssl.trustStore.type=PEM",
+        ]
 
     def start(self, wait: bool = True) -> None:
         """Start the process; idempotent when it is already running."""

@@ -6,8 +6,17 @@ Layout under the project root (``/segment-lineage`` below any chroot)::
     /tables/<table>/blobs/<id>    immutable: a hash bucket of segments,
                                   entries or pending deletions; a chunk of a
                                   long name list; sealed history records
+    /tables/<table>/versions/v-N  a retained version: its blob ids
+    /tables/<table>/gc            marks of the metadata sweep
+    /tables/<table>/owners/<id>   ephemeral: a running push's claim
+    /tables/<table>/leases/...    ephemeral: a reader's pinned version
     /names/<casefolded table>     create-if-absent guard against case twins
     /clock                        scratch node; its mtime is the single clock
+    /leaders/<name>/...           leader elections (the retention daemon)
+    /acl                          the ACL policy, when roles are in use
+
+With an ACL policy (:mod:`lineage.acl`) every node is created with the ACL
+of its place; without one, with the single identity's ACL, or open.
 
 Why: one znode per table caps Pinot near 9K-69K segments (1 MB
 ``jute.maxbuffer``). Here a commit first writes the new blobs it needs (each
@@ -47,9 +56,10 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.security import ACL
+from kazoo.security import ACL, Id
 
 from lineage import codec
+from lineage.acl import ADMIN_ROLE, POLICY_NODE, RETENTION, TABLE_FOLDERS, AclPolicy, Place, child_place
 from lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, StoredEntry
 from lineage.errors import (
     AuthError,
@@ -104,6 +114,11 @@ MERGED_CACHED = 12  # merged per-kind maps kept in memory, shared by versions wi
 CACHE_BLOBS = 8192
 
 _UNKNOWN = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+
+
+def policy_acl(policy: AclPolicy, place: Place) -> list[ACL]:
+    """The ZooKeeper ACL of a node at ``place`` under ``policy``."""
+    return [ACL(rights, Id("digest", ident)) for ident, rights in policy.grants(place)]
 
 
 def bucket_of(key: str, buckets: int) -> int:
@@ -162,6 +177,7 @@ class ZkStore:
         client: KazooClient,
         *,
         acl: Sequence[ACL] | None = None,
+        identity: str | None = None,
         owns_client: bool = True,
         root: str = ROOT,
         op_timeout_s: float = 10.0,
@@ -172,6 +188,8 @@ class ZkStore:
         self.root = root
         self.op_timeout_s = op_timeout_s
         self.acl = list(acl) if acl else None
+        self.identity = identity  # this client's digest id, when it authenticates
+        self._policy: tuple[AclPolicy | None] | None = None  # loaded once
         self._owns_client = owns_client
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -193,26 +211,80 @@ class ZkStore:
     def version_path(self, table: str, version: int) -> str:
         return f"{self.head_path(table)}/{VERSIONS}/v-{version:010d}"
 
+    # ---- access control ------------------------------------------------------
+
+    def policy(self) -> AclPolicy | None:
+        """The ACL policy in force, read once per store; None when there is none."""
+        if self._policy is None:
+            path = f"{self.root}/{POLICY_NODE}"
+            try:
+                raw, _ = self.client.retry(self._op, "get", path)
+                self._policy = (codec.decode_policy(raw, path),)
+            except NoNodeError:
+                self._policy = (None,)
+            except NoAuthError:
+                raise AuthError(
+                    f"ZooKeeper refused reading the ACL policy: identity "
+                    f"{(self.identity or 'anonymous').partition(':')[0]!r} has no role",
+                    remedy="set LINEAGE_ZK_AUTH to an identity the policy names "
+                    "('lineage acl show' as an admin)",
+                ) from None
+            except (KazooException, KazooTimeoutError) as exc:
+                raise StoreUnavailableError(f"reading the ACL policy: {type(exc).__name__}") from None
+        return self._policy[0]
+
+    def _refused_by_policy(self) -> None:
+        """After a refusal: raise the clearer error when a policy names no role for this identity."""
+        self._policy = None
+        with contextlib.suppress(StoreUnavailableError):
+            self.policy()
+
+    def forget_policy(self) -> None:
+        self._policy = None
+
+    def role(self) -> str | None:
+        policy = self.policy()
+        return None if policy is None else policy.role_of(self.identity)
+
+    def acl_at(self, place: Place) -> list[ACL] | None:
+        """The ACL a node created at ``place`` gets."""
+        policy = self.policy()
+        if policy is None:
+            return self.acl
+        return policy_acl(policy, place)
+
+    def may_sweep(self) -> bool:
+        """Whether this identity may delete metadata blobs and version records."""
+        policy = self.policy()
+        return policy is None or policy.role_of(self.identity) in (ADMIN_ROLE, RETENTION)
+
     def _ensure_versions(self, table: str) -> None:
         """Tables created before versions were recorded get the folder once."""
         if table in self._versions_ready:
             return
-        with contextlib.suppress(NodeExistsError):
-            self._op("create", f"{self.head_path(table)}/{VERSIONS}", b"", acl=self.acl)
+        self.ensure_node(f"{self.head_path(table)}/{VERSIONS}", Place.VERSIONS)
         self._versions_ready.add(table)
+
+    def ensure_node(self, path: str, place: Place, data: bytes = b"") -> bool:
+        """Create ``path`` unless it exists; True when this call created it.
+        Asks first: ZooKeeper checks the right to create before existence."""
+        try:
+            if self._op("exists", path) is not None:
+                return False
+            self._op("create", path, data, acl=self.acl_at(place))
+            return True
+        except NodeExistsError:
+            return False
+        except NoAuthError:
+            raise AuthError(f"ZooKeeper refused to create {path}: not authorised") from None
+        except (KazooException, KazooTimeoutError) as exc:
+            raise StoreUnavailableError(f"creating {path}: {type(exc).__name__}") from None
 
     def _ensure_root(self) -> None:
         if self._ready:
             return
         for path in (self.root, f"{self.root}/tables", f"{self.root}/names", f"{self.root}/clock"):
-            try:
-                self._op("create", path, b"", acl=self.acl)
-            except NodeExistsError:
-                pass
-            except NoAuthError:
-                raise AuthError(f"ZooKeeper refused to create {path}: not authorised") from None
-            except _UNKNOWN as exc:
-                raise StoreUnavailableError(f"ZooKeeper unavailable: {type(exc).__name__}") from None
+            self.ensure_node(path, Place.CLOCK if path.endswith("/clock") else Place.FOLDER)
         self._ready = True
 
     def _op(self, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -239,6 +311,7 @@ class ZkStore:
         try:
             return self.client.retry(self._op, name, *args, **kwargs)
         except NoAuthError:
+            self._refused_by_policy()
             raise AuthError(
                 f"ZooKeeper refused {what}: not authorised",
                 remedy="check LINEAGE_ZK_AUTH",
@@ -308,7 +381,7 @@ class ZkStore:
                     f"blob of {len(data)} bytes for table {table!r} exceeds the request limit"
                 )
         results = {
-            b: self.client.create_async(self.blob_path(table, b), data, acl=self.acl)
+            b: self.client.create_async(self.blob_path(table, b), data, acl=self.acl_at(Place.BLOB))
             for b, data in blobs.items()
         }
         for blob, result in results.items():
@@ -601,7 +674,7 @@ class ZkStore:
         txn.set_data(self.head_path(table), raw, version=loaded.zversion)
         for blob in blobs:
             txn.check(self.blob_path(table, blob), 0)
-        txn.create(self.version_path(table, version), version_record, acl=self.acl)
+        txn.create(self.version_path(table, version), version_record, acl=self.acl_at(Place.VERSION))
         failpoint("store.before-head-swap")
         try:
             results = self._commit(txn)
@@ -621,7 +694,7 @@ class ZkStore:
             raise RetryableStoreError(f"a new blob vanished before the commit ({type(failed[0]).__name__})")
         if isinstance(head_result, Exception):
             raise WriteOutcomeUnknown(f"head swap: {type(head_result).__name__}")
-        if sealed_now:
+        if sealed_now and self.may_sweep():
             self._collect_quietly(table)
         return TableState(state.config, version, state.segments, state.entries, state.pending)
 
@@ -650,14 +723,21 @@ class ZkStore:
         path = self.head_path(table)
         for _ in range(READ_ATTEMPTS):
             txn = self.client.transaction()
-            txn.create(guard, table.encode(), acl=self.acl)
-            txn.create(path, codec.encode_head(head), acl=self.acl)
-            txn.create(f"{path}/blobs", b"", acl=self.acl)
-            txn.create(f"{path}/{VERSIONS}", b"", acl=self.acl)
+            txn.create(guard, table.encode(), acl=self.acl_at(Place.GUARD))
+            txn.create(path, codec.encode_head(head), acl=self.acl_at(Place.HEAD))
+            txn.create(f"{path}/blobs", b"", acl=self.acl_at(Place.BLOBS))
+            txn.create(f"{path}/{VERSIONS}", b"", acl=self.acl_at(Place.VERSIONS))
+            txn.create(f"{path}/gc", codec.encode_gc({}), acl=self.acl_at(Place.GC))
+            txn.create(f"{path}/owners", b"", acl=self.acl_at(Place.OWNERS))
+            txn.create(f"{path}/leases", b"", acl=self.acl_at(Place.LEASES))
             initial = codec.LeaseRecord(1, {k: (b,) for k, b in empty.items()}, ())
-            txn.create(self.version_path(table, 1), codec.encode_lease(initial), acl=self.acl)
+            txn.create(
+                self.version_path(table, 1), codec.encode_lease(initial), acl=self.acl_at(Place.VERSION)
+            )
             for kind, blob in empty.items():
-                txn.create(self.blob_path(table, blob), codec.encode_bucket(kind, []), acl=self.acl)
+                txn.create(
+                    self.blob_path(table, blob), codec.encode_bucket(kind, []), acl=self.acl_at(Place.BLOB)
+                )
             try:
                 results = self._commit(txn)
             except _UNKNOWN:
@@ -786,12 +866,26 @@ class ZkStore:
                         head.history_tail,
                         dropping=True,
                     )
-                    try:
-                        stat = self._op("set", path, codec.encode_head(marked), version=stat.version)
-                    except BadVersionError:
+                    # The name guard is rewritten (same bytes) in the same multi:
+                    # only an identity allowed to drop tables may write it, so
+                    # one that may only commit cannot leave the table half dropped.
+                    txn = self.client.transaction()
+                    txn.set_data(path, codec.encode_head(marked), version=stat.version)
+                    txn.set_data(guard, table.encode())
+                    head_result, guard_result = self._commit(txn)
+                    if isinstance(head_result, NoAuthError) or isinstance(guard_result, NoAuthError):
+                        raise NoAuthError()
+                    if isinstance(guard_result, NoNodeError):  # left by an old crash: restore it, retry
+                        with contextlib.suppress(NodeExistsError):
+                            self._op("create", guard, table.encode(), acl=self.acl_at(Place.GUARD))
+                        continue
+                    if isinstance(head_result, BadVersionError):
                         if expected_version is not None:
                             raise VersionConflict(f"table {table} changed while dropping") from None
                         continue
+                    if isinstance(head_result, Exception):
+                        raise head_result
+                    stat = head_result
                 for child in self._call("listing", "get_children", path):
                     for grandchild in self._call("listing", "get_children", f"{path}/{child}"):
                         with contextlib.suppress(NoNodeError):
@@ -807,6 +901,8 @@ class ZkStore:
                 with contextlib.suppress(NoNodeError):
                     self._op("delete", guard)
                 return
+        except NoAuthError:
+            raise AuthError(f"ZooKeeper refused dropping table {table!r}: not authorised") from None
         except (KazooException, KazooTimeoutError) as exc:
             raise StoreUnavailableError(
                 f"dropping table {table!r} was interrupted ({type(exc).__name__})",
@@ -859,7 +955,7 @@ class ZkStore:
             data = codec.encode_gc(kept)
             try:
                 if version is None:
-                    self._op("create", gc_path, data, acl=self.acl)
+                    self._op("create", gc_path, data, acl=self.acl_at(Place.GC))
                 else:
                     self._op("set", gc_path, data, version=version)
             except (BadVersionError, NodeExistsError):
@@ -979,15 +1075,21 @@ class ZkStore:
 
     def _ephemeral(self, table: str, folder: str, name: str, data: bytes, sequence: bool) -> str:
         parent = f"{self.head_path(table)}/{folder}"
+        place = TABLE_FOLDERS[folder]
         for _ in range(2):
             try:
                 path: str = self._op(
-                    "create", f"{parent}/{name}", data, acl=self.acl, ephemeral=True, sequence=sequence
+                    "create",
+                    f"{parent}/{name}",
+                    data,
+                    acl=self.acl_at(child_place(place)),
+                    ephemeral=True,
+                    sequence=sequence,
                 )
                 return path
             except NoNodeError:
-                try:
-                    self._op("create", parent, b"", acl=self.acl)
+                try:  # a table created before the folders were made with it
+                    self._op("create", parent, b"", acl=self.acl_at(place))
                 except NodeExistsError:
                     pass
                 except NoNodeError:

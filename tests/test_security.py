@@ -1,0 +1,288 @@
+"""Least-privilege ACLs end to end on real ZooKeeper: an admin, a pusher, the
+retention daemon and a reader, each doing its work and refused the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from kazoo.security import make_digest_acl_credential
+from typer.testing import CliRunner
+
+from ingest.arrow_push import push_arrow
+from ingest.readers import SnapshotReader
+from lineage import codec
+from lineage.acl import (
+    ADMIN_ROLE,
+    ALL,
+    RIGHTS,
+    ROLES,
+    AclPolicy,
+    Place,
+    digest_id,
+    place_of,
+)
+from lineage.connect import store_for
+from lineage.errors import AuthError, CorruptRecordError, InvalidInputError, LineageError
+from lineage.manager import LineageManager
+from lineage.model import Segment, TableConfig
+from lineage.zk_client import ZkSettings
+from lineage.zk_leader import Leadership
+from lineage.zk_server import free_port
+from lineage.zk_store import ROOT, ZkStore
+from segment_lineage.cli import app
+from tests.test_bad_input import dump
+
+runner = CliRunner()
+T = "events"
+IDENTITIES = {
+    ADMIN_ROLE: "boss:adm1n-pw",
+    "pusher": "loader:push-pw",
+    "retention": "janitor:ret-pw",
+    "reader": "analyst:read-pw",
+}
+
+
+def cli(zk: str, auth: str | None, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    env = {"LINEAGE_ZK_AUTH": auth or ""}
+    result = runner.invoke(app, ["--zk", zk, *args], env=env, input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def ident(role: str) -> str:
+    user, _, password = IDENTITIES[role].partition(":")
+    return digest_id(user, password)
+
+
+def store_as(zk: str, auth: str | None) -> ZkStore:
+    return store_for(ZkSettings(hosts=zk, auth=auth))
+
+
+@pytest.fixture
+def secured(zk_hosts: str, tmp_path: Path) -> Iterator[str]:
+    """A table made before the policy (open ACLs), then the policy applied by the admin."""
+    open_store = store_as(zk_hosts, None)
+    try:
+        LineageManager(open_store).create_table(
+            TableConfig.build(T, str(tmp_path / T), replaced_segments_retention="0s")
+        )
+        open_store.client.delete(f"{ROOT}/tables/{T}/owners")  # as tables made before the folder existed
+    finally:
+        open_store.close()
+    digests = {}
+    for role, auth in IDENTITIES.items():
+        user, _, password = auth.partition(":")
+        code, out, err = cli(zk_hosts, None, "acl", "digest", user, stdin=password + "\n")
+        assert code == 0, err
+        digests[role] = out.strip()
+    args = ["--pusher", digests["pusher"], "--retention", digests["retention"], "--reader", digests["reader"]]
+    code, out, err = cli(zk_hosts, IDENTITIES[ADMIN_ROLE], "acl", "apply", *args)
+    assert code == 0, err
+    assert "3 folder(s) created" in out  # the table's owners, leaders, leaders/retention
+    return zk_hosts
+
+
+def rows(label: str, n: int) -> pa.Table:
+    return pa.table({"label": [label] * n, "i": list(range(n))})
+
+
+def content(m: LineageManager) -> list[str]:
+    with SnapshotReader(m, T) as reader:
+        return sorted(reader.to_arrow().column("label").to_pylist())
+
+
+def assert_acls_follow_the_policy(store: ZkStore, policy: AclPolicy) -> int:
+    checked = 0
+    stack = [ROOT]
+    while stack:
+        path = stack.pop()
+        place = place_of(path[len(ROOT) :])
+        assert place is not None, path
+        acls, _ = store.client.get_acls(path)
+        got = {(a.id.scheme, a.id.id, a.perms) for a in acls}
+        want = {("digest", i, r) for i, r in policy.grants(place)}
+        assert got == want, (path, got, want)
+        stack.extend(f"{path}/{c}" for c in store.client.get_children(path))
+        checked += 1
+    return checked
+
+
+def test_each_role_does_its_work_and_nothing_else(secured: str, tmp_path: Path) -> None:
+    zk = secured
+    pusher, reader, janitor, admin = (
+        store_as(zk, IDENTITIES[r]) for r in ("pusher", "reader", "retention", "admin")
+    )
+    try:
+        # The pusher pushes twice; the second push replaces the first.
+        pm = LineageManager(pusher)
+        push_arrow(pm, T, [rows("old", 3)])
+        push_arrow(pm, T, [rows("new", 4)])
+        assert pusher.role() == "pusher" and not pusher.may_sweep()
+        old_files = [p for p in (tmp_path / T).rglob("*.parquet")]
+        assert len(old_files) == 2
+
+        # The reader reads one pinned snapshot, in the API and on the command line.
+        assert content(LineageManager(reader)) == ["new"] * 4
+        code, out, err = cli(zk, IDENTITIES["reader"], "read", T)
+        assert code == 0, err
+        assert "new" in out and "old" not in out
+
+        # Retention deletes the replaced file, on the command line, and sweeps metadata.
+        code, out, err = cli(zk, IDENTITIES["retention"], "retention", "run", "--table", T, "--force")
+        assert code == 0, err + out
+        assert len(list((tmp_path / T).rglob("*.parquet"))) == 1
+        assert janitor.collect_garbage(T, grace_ms=0) >= 0
+        assert Leadership(janitor, "retention", "janitor-1").check() is not None
+
+        before = dump(admin.client)
+        refusals = [
+            (
+                "pusher creates a table",
+                lambda: LineageManager(pusher).create_table(TableConfig.build("t2", "/x")),
+            ),
+            ("pusher drops the table", lambda: LineageManager(pusher).drop_table(T, force=True)),
+            ("pusher sweeps metadata", lambda: pusher.collect_garbage(T, grace_ms=0)),
+            ("pusher joins retention", lambda: Leadership(pusher, "retention", "p").check()),
+            ("reader registers a segment", lambda: LineageManager(reader).register_segments(T, [seg("x")])),
+            ("reader pushes", lambda: push_arrow(LineageManager(reader), T, [rows("evil", 1)])),
+            ("reader sweeps metadata", lambda: reader.collect_garbage(T, grace_ms=0)),
+            ("retention pushes", lambda: push_arrow(LineageManager(janitor), T, [rows("evil", 1)])),
+            (
+                "retention creates a table",
+                lambda: LineageManager(janitor).create_table(TableConfig.build("t3", "/x")),
+            ),
+        ]
+        for what, attempt in refusals:
+            with pytest.raises(LineageError, match="not authorised") as refused:
+                attempt()
+            assert isinstance(refused.value, AuthError) or "not authorised" in str(refused.value), what
+        assert dump(admin.client) == before
+
+        # Nobody else gets in, and no role may change the policy.
+        for auth in ("intruder:guess", None, "loader:wrong-password"):
+            code, _, err = cli(zk, auth, "table", "show", T)
+            assert code == 1 and "has no role" in err, (auth, err)
+        code, _, err = cli(zk, IDENTITIES["pusher"], "acl", "apply", "--reader", ident("reader"))
+        assert code == 1 and "not authorised" in err
+        assert dump(admin.client) == before
+
+        policy = admin.policy()
+        assert policy is not None
+        assert assert_acls_follow_the_policy(admin, policy) > 20
+        code, out, _ = cli(zk, IDENTITIES["reader"], "acl", "show")
+        assert code == 0 and "this identity: analyst (reader)" in out
+    finally:
+        for store in (pusher, reader, janitor, admin):
+            store.close()
+    assert content(LineageManager(store_as(zk, IDENTITIES["admin"]))) == ["new"] * 4
+
+
+def seg(name: str) -> Segment:
+    return Segment(name, f"{name}.parquet", rows=1)
+
+
+def test_apply_refuses_bad_input_and_changes_nothing(zk_hosts: str) -> None:
+    store_as(zk_hosts, None).close()
+    cases = [
+        (None, ["--pusher", ident("pusher")], "needs LINEAGE_ZK_AUTH"),
+        (IDENTITIES[ADMIN_ROLE], ["--pusher", "loader:not-a-digest"], "invalid digest id"),
+        (IDENTITIES[ADMIN_ROLE], ["--pusher", ident("pusher"), "--reader", ident("pusher")], "two roles"),
+        (IDENTITIES[ADMIN_ROLE], ["--reader", ident(ADMIN_ROLE)], "two roles"),
+    ]
+    for auth, args, message in cases:
+        code, _, err = cli(zk_hosts, auth, "acl", "apply", *args)
+        assert code == 2 and message in err, (args, err)
+    admin = store_as(zk_hosts, IDENTITIES[ADMIN_ROLE])
+    try:
+        assert admin.policy() is None
+    finally:
+        admin.close()
+    code, _, err = cli(zk_hosts, None, "acl", "digest", "a:b", stdin="pw\n")
+    assert code == 2 and "invalid user name" in err
+    code, _, err = cli(zk_hosts, None, "acl", "digest", "someone", stdin="\n")
+    assert code == 2 and "empty password" in err
+
+
+def test_digest_ids_are_zookeepers() -> None:
+    assert digest_id("loader", "push-pw") == make_digest_acl_credential("loader", "push-pw")
+
+
+def test_every_place_is_known_and_no_role_deletes_what_it_does_not_own() -> None:
+    expected = {
+        "": Place.FOLDER,
+        "/tables": Place.FOLDER,
+        "/names/events": Place.GUARD,
+        "/clock": Place.CLOCK,
+        "/acl": Place.POLICY,
+        "/tables/events": Place.HEAD,
+        "/tables/events/blobs/ab12": Place.BLOB,
+        "/tables/events/versions/v-0000000001": Place.VERSION,
+        "/tables/events/gc": Place.GC,
+        "/tables/events/owners/x": Place.OWNER,
+        "/tables/events/leases/lease-0000000001": Place.LEASE,
+        "/leaders/retention": Place.ELECTION,
+        "/leaders/retention/member-0000000001": Place.MEMBER,
+        "/tables/events/other": None,
+        "/stranger": None,
+    }
+    for path, place in expected.items():
+        assert place_of(path) is place, path
+    for place, rights in RIGHTS.items():
+        assert set(rights) == set(ROLES), place
+        assert all(r & ALL == r and r & 16 == 0 for r in rights.values()), place  # nobody but admins
+    deleters = {(p, r) for p, rights in RIGHTS.items() for r, bits in rights.items() if bits & 8}
+    assert deleters == {
+        (Place.BLOBS, "retention"),
+        (Place.VERSIONS, "retention"),
+        (Place.OWNERS, "pusher"),
+        (Place.LEASES, "reader"),
+        (Place.ELECTION, "retention"),
+    }
+
+
+def test_the_policy_record_round_trips_and_fails_closed() -> None:
+    policy = AclPolicy.build([ident(ADMIN_ROLE)], [ident("pusher")], [ident("retention")], [ident("reader")])
+    assert codec.decode_policy(codec.encode_policy(policy), "/acl") == policy
+    assert policy.role_of(ident("reader")) == "reader" and policy.role_of("x:y") is None
+    bad = codec.encode_policy(policy).replace(b'"admin":[', b'"admin":["nope",')
+    with pytest.raises(CorruptRecordError, match="invalid digest id"):
+        codec.decode_policy(bad, "/acl")
+    with pytest.raises(InvalidInputError, match="at least one admin"):
+        AclPolicy.build([])
+
+
+SECRET = "Zq9-very-secret-pw"
+
+
+def test_no_secret_in_logs_errors_or_verbose_tracebacks(
+    zk_hosts: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(1)  # everything, kazoo's request dumps included
+    owner = f"owner:{SECRET}"
+    unreachable = f"127.0.0.1:{free_port()}"
+    runs: list[tuple[str, str | None, list[str], int]] = [
+        (zk_hosts, owner, ["table", "create", T, "--root", str(tmp_path / T)], 0),
+        (zk_hosts, owner, ["table", "show", T], 0),
+        (zk_hosts, owner, ["table", "show", "missing"], 1),
+        (zk_hosts, f"owner:x{SECRET}", ["table", "show", T], 1),  # another password: refused
+        (zk_hosts, owner, ["table", "create", "t2", "--root", f"s3://AKIA:{SECRET}@bucket/x"], 2),
+        (zk_hosts, owner, ["table", "create", "t3", "--root", f"s3://bucket/x?secret_key={SECRET}"], 2),
+        (zk_hosts, owner, ["acl", "apply", "--pusher", f"loader:{SECRET}"], 2),
+        (zk_hosts, f":{SECRET}", ["table", "show", T], 2),  # malformed: no user
+        (unreachable, owner, ["table", "show", T], 1),
+    ]
+    for zk, auth, args, want in runs:
+        code, out, err = cli(zk, auth, "--verbose", *args)
+        assert code == want, (args, out, err)
+        assert SECRET not in out + err, (args, out, err)
+    m = LineageManager(store_as(zk_hosts, owner))
+    try:
+        push_arrow(m, T, [rows("a", 2)])
+        assert content(m) == ["a", "a"]
+        assert repr(ZkSettings(hosts=zk_hosts, auth=owner)).count(SECRET) == 0
+    finally:
+        m.store.close()
+    assert "Sending request" in caplog.text  # kazoo's dumps were on, and scrubbed
+    assert SECRET not in caplog.text
