@@ -39,7 +39,7 @@ bench: $(STAMP)
 CLI_DOC_COMMANDS := "" "zk start" "zk stop" "zk status" "table create" "table list" "table show" \
 	"table drop" "segment add" "segment list" "segment delete" "segments" "start-replace" "end-replace" \
 	"revert" "rollback" "entries" "history" "export" "push" "read" "retention run" \
-	"retention daemon" "retention health" "demo"
+	"retention daemon" "retention health" "acl digest" "acl apply" "acl show" "demo"
 
 docs: $(STAMP)
 	@{ echo "# Command reference"; echo; \
@@ -48,7 +48,8 @@ docs: $(STAMP)
 	  echo "Environment: \`LINEAGE_ZK\` (hosts, when --zk is not given), \`LINEAGE_ZK_AUTH\` (user:password digest"; \
 	  echo "identity), \`LINEAGE_ZK_SESSION_TIMEOUT\` (seconds, default 10), \`LINEAGE_HOME\` (state directory of the"; \
 	  echo "embedded server), \`LINEAGE_ZK_PORT\` (its port, default 2191), \`LINEAGE_S3_ENDPOINT\` (an S3-compatible"; \
-	  echo "endpoint), \`SPARK_MASTER\` (default master for push)."; echo; \
+	  echo "endpoint), \`SPARK_MASTER\` (default master for push), \`LINEAGE_ZK_TLS=1\` (TLS to ZooKeeper) with"; \
+	  echo "\`LINEAGE_ZK_TLS_CA\`, \`LINEAGE_ZK_TLS_CERT\`, \`LINEAGE_ZK_TLS_KEY\` (PEM files; see [security.md](security.md))."; echo; \
 	  for c in $(CLI_DOC_COMMANDS); do echo "## lineage $$c"; echo; echo '```'; \
 	  $(BIN)/lineage $$c --help | sed 's/[[:space:]]*$$//'; echo '```'; echo; done; } > docs/cli.md
 

@@ -215,11 +215,16 @@ TESTED = (
     TestScenario(
         19,
         "wrong or missing credentials",
-        "other digest identities, no identity, malformed auth",
-        "refused; nothing changed",
+        "other digest identities, no identity, malformed auth; each role beyond its rights; "
+        "untrusted or misnamed TLS certificates",
+        "refused; nothing changed; no secret in output",
         (
             f"{T}test_zk_store.py::test_digest_auth_owns_every_znode_and_refuses_others",
             f"{T}test_cli.py::test_bad_auth_format_is_refused",
+            f"{T}test_security.py::test_each_role_does_its_work_and_nothing_else",
+            f"{T}test_security.py::test_no_secret_in_logs_errors_or_verbose_tracebacks",
+            f"{T}test_tls.py::test_a_certificate_for_another_name_is_refused",
+            f"{T}test_tls.py::test_a_server_signed_by_an_untrusted_ca_is_refused",
         ),
     ),
     TestScenario(

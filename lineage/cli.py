@@ -538,7 +538,10 @@ def acl_digest(
     typer.echo(check_digest_id(digest_id(user, password)))
 
 
-IdsOption = Annotated[list[str] | None, typer.Option(help="A digest id (user:base64); repeatable.")]
+IdsOption = Annotated[
+    list[str] | None,
+    typer.Option(metavar="DIGEST_ID", help="A digest id (user:base64, from 'acl digest'); repeatable."),
+]
 
 
 @acl_app.command("apply")
@@ -547,7 +550,8 @@ def acl_apply(
     retention: IdsOption = None,
     reader: IdsOption = None,
     admin: Annotated[
-        list[str] | None, typer.Option(help="Another admin digest id, beside the caller; repeatable.")
+        list[str] | None,
+        typer.Option(metavar="DIGEST_ID", help="Another admin digest id, beside the caller; repeatable."),
     ] = None,
 ) -> None:
     """Put a role policy in force: ACLs on every node, and on every node created from now on.

@@ -23,6 +23,7 @@ from lineage.acl import (
     Place,
     digest_id,
     place_of,
+    rights_text,
 )
 from lineage.connect import store_for
 from lineage.errors import AuthError, CorruptRecordError, InvalidInputError, LineageError
@@ -286,3 +287,12 @@ def test_no_secret_in_logs_errors_or_verbose_tracebacks(
         m.store.close()
     assert "Sending request" in caplog.text  # kazoo's dumps were on, and scrubbed
     assert SECRET not in caplog.text
+
+
+def test_the_security_page_shows_the_rights_in_force() -> None:
+    text = (Path(__file__).parent.parent / "docs" / "security.md").read_text()
+    for place, rights in RIGHTS.items():
+        rows = [line for line in text.splitlines() if line.startswith(f"| {place.value} |")]
+        assert len(rows) == 1, place
+        cells = [c.strip() for c in rows[0].strip().strip("|").split("|")]
+        assert cells[2:] == [rights_text(rights[r]) for r in ROLES], place
