@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from lineage.config import Loaded, effective
+from lineage.config import load as load_config
 from lineage.errors import InvalidInputError, LineageError
 from lineage.export import to_pinot_znrecord
 from lineage.graph import history_svg
@@ -69,6 +72,10 @@ acl_app = typer.Typer(
 )
 app.add_typer(segment_app, name="segment")
 app.add_typer(acl_app, name="acl")
+config_app = typer.Typer(
+    help="The effective configuration: file, environment and flags.", no_args_is_help=True
+)
+app.add_typer(config_app, name="config")
 
 
 @dataclass
@@ -76,6 +83,7 @@ class Options:
     zk: str | None = None
     json: bool = False
     verbose: bool = False
+    config: Loaded | None = None
 
 
 OPTIONS = Options()
@@ -89,10 +97,20 @@ def main_options(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            metavar="PATH",
+            help="TOML settings; default $LINEAGE_CONFIG, else ~/.config/segment-lineage/config.toml "
+            "if it exists. Flags and the environment win over it.",
+        ),
+    ] = None,
 ) -> None:
     OPTIONS.zk = zk
     OPTIONS.json = as_json
     OPTIONS.verbose = verbose
+    OPTIONS.config = load_config(config, os.environ)
 
 
 @contextmanager
@@ -608,3 +626,31 @@ def acl_show() -> None:
     rows = [{"place": p, **v} for p, v in rights.items()]
     lines += ["", render_table(rows, ["place", *ROLES])]
     emit({"policy": roles, "identity": user, "role": role, "rights": rights}, "\n".join(lines))
+
+
+# ---- config -----------------------------------------------------------------
+
+
+@config_app.command("show")
+def config_show() -> None:
+    """Print every setting's effective value and its source (flag, env, file, default); secrets masked."""
+    loaded = OPTIONS.config or Loaded(None, frozenset())
+    rows = [
+        {
+            "key": e.setting.key,
+            "value": e.shown(),
+            "source": e.source,
+            "env": e.setting.env,
+        }
+        for e in effective(loaded, os.environ, {"--zk": OPTIONS.zk})
+    ]
+    file_line = f"config file: {loaded.path}" if loaded.path else "config file: none"
+    text = (
+        file_line
+        + "\n\n"
+        + render_table(
+            [{**r, "value": "-" if r["value"] is None else r["value"]} for r in rows],
+            ["key", "value", "source", "env"],
+        )
+    )
+    emit({"file": str(loaded.path) if loaded.path else None, "settings": rows}, text)

@@ -40,9 +40,15 @@ def run(
     table: Annotated[str | None, typer.Option("--table", help="Only this table.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Ignore the minimum grace of queued files.")] = False,
-    min_grace: Annotated[str, typer.Option("--min-grace", help=MIN_GRACE_HELP)] = "10m",
-    orphans: Annotated[bool, typer.Option("--orphans/--no-orphans", help=ORPHANS_HELP)] = True,
-    orphan_grace: Annotated[str, typer.Option("--orphan-grace", help=ORPHAN_GRACE_HELP)] = "1d",
+    min_grace: Annotated[
+        str, typer.Option("--min-grace", envvar="LINEAGE_RETENTION_MIN_GRACE", help=MIN_GRACE_HELP)
+    ] = "10m",
+    orphans: Annotated[
+        bool, typer.Option("--orphans/--no-orphans", envvar="LINEAGE_RETENTION_ORPHANS", help=ORPHANS_HELP)
+    ] = True,
+    orphan_grace: Annotated[
+        str, typer.Option("--orphan-grace", envvar="LINEAGE_RETENTION_ORPHAN_GRACE", help=ORPHAN_GRACE_HELP)
+    ] = "1d",
     as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
 ) -> None:
     """One retention pass: plan, record the intent, delete files, clear."""
@@ -88,22 +94,47 @@ def run(
 def daemon(
     cron: Annotated[
         str | None,
-        typer.Option("--cron", help='Run passes on a crontab schedule (UTC), e.g. "*/10 * * * *".'),
+        typer.Option(
+            "--cron",
+            envvar="LINEAGE_RETENTION_CRON",
+            help='Run passes on a crontab schedule (UTC), e.g. "*/10 * * * *".',
+        ),
     ] = None,
     interval: Annotated[
-        str | None, typer.Option("--interval", help="Run a pass this often, e.g. 10m (the first at once).")
+        str | None,
+        typer.Option(
+            "--interval",
+            envvar="LINEAGE_RETENTION_INTERVAL",
+            help="Run a pass this often, e.g. 10m (the first at once).",
+        ),
     ] = None,
     table: Annotated[
         list[str] | None, typer.Option("--table", metavar="TABLE", help="Only these tables (repeatable).")
     ] = None,
-    min_grace: Annotated[str, typer.Option("--min-grace", help=MIN_GRACE_HELP)] = "10m",
-    orphans: Annotated[bool, typer.Option("--orphans/--no-orphans", help=ORPHANS_HELP)] = True,
-    orphan_grace: Annotated[str, typer.Option("--orphan-grace", help=ORPHAN_GRACE_HELP)] = "1d",
+    min_grace: Annotated[
+        str, typer.Option("--min-grace", envvar="LINEAGE_RETENTION_MIN_GRACE", help=MIN_GRACE_HELP)
+    ] = "10m",
+    orphans: Annotated[
+        bool, typer.Option("--orphans/--no-orphans", envvar="LINEAGE_RETENTION_ORPHANS", help=ORPHANS_HELP)
+    ] = True,
+    orphan_grace: Annotated[
+        str, typer.Option("--orphan-grace", envvar="LINEAGE_RETENTION_ORPHAN_GRACE", help=ORPHAN_GRACE_HELP)
+    ] = "1d",
     metrics_port: Annotated[
-        int | None, typer.Option("--metrics-port", help="Serve /metrics and /healthz on this port.")
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            envvar="LINEAGE_RETENTION_METRICS_PORT",
+            help="Serve /metrics and /healthz on this port.",
+        ),
     ] = None,
     metrics_host: Annotated[
-        str, typer.Option("--metrics-host", help="Address to serve metrics on (0.0.0.0 in a container).")
+        str,
+        typer.Option(
+            "--metrics-host",
+            envvar="LINEAGE_RETENTION_METRICS_HOST",
+            help="Address to serve metrics on (0.0.0.0 in a container).",
+        ),
     ] = "127.0.0.1",
 ) -> None:
     """Run retention passes on a schedule until SIGTERM/SIGINT. Several

@@ -1,0 +1,118 @@
+"""Configuration: TOML file, environment and flags, in that order of strength."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lineage.config import SETTINGS
+from segment_lineage.cli import app
+
+runner = CliRunner()
+CLEAN = {s.env: "" for s in SETTINGS} | {"LINEAGE_CONFIG": "", "XDG_CONFIG_HOME": "/nonexistent"}
+
+
+def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    # Every setting's variable is named, so CliRunner restores what the file filled in.
+    result = runner.invoke(app, list(args), env={**CLEAN, **env})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def write(path: Path, text: str, mode: int = 0o600) -> Path:
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def shown(out: str) -> dict[str, dict[str, str | None]]:
+    return {row["key"]: row for row in json.loads(out)["settings"]}
+
+
+def test_flags_beat_the_environment_which_beats_the_file(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", '[zookeeper]\nhosts = "file:1"\n[spark]\nmaster = "spark://f:7077"\n')
+    code, out, err = cli({}, "--json", "--config", str(config), "config", "show")
+    assert code == 0, err
+    rows = shown(out)
+    assert (rows["zookeeper.hosts"]["value"], rows["zookeeper.hosts"]["source"]) == ("file:1", "file")
+    assert rows["spark.master"]["source"] == "file"
+    assert (rows["embedded.port"]["value"], rows["embedded.port"]["source"]) == ("2191", "default")
+    code, out, _ = cli({"LINEAGE_ZK": "env:2"}, "--json", "--config", str(config), "config", "show")
+    assert shown(out)["zookeeper.hosts"] == {
+        "key": "zookeeper.hosts",
+        "value": "env:2",
+        "source": "env",
+        "env": "LINEAGE_ZK",
+    }
+    code, out, _ = cli(
+        {"LINEAGE_ZK": "env:2", "LINEAGE_CONFIG": str(config)}, "--json", "--zk", "flag:3", "config", "show"
+    )
+    assert shown(out)["zookeeper.hosts"]["source"] == "flag"
+    assert json.loads(out)["file"] == str(config)
+
+
+def test_the_file_alone_drives_the_commands(zk_hosts: str, tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", f'[zookeeper]\nhosts = "{zk_hosts}"\nsession_timeout = 5\n')
+    code, out, err = cli({}, "--config", str(config), "table", "create", "events", "--root", str(tmp_path))
+    assert code == 0 and "created table events" in out, err
+    code, out, _ = cli({}, "--config", str(config), "table", "list")
+    assert "events" in out
+    bad = write(
+        tmp_path / "bad.toml", f'[zookeeper]\nhosts = "{zk_hosts}"\n[retention]\nmin_grace = "soon"\n'
+    )
+    code, _, err = cli({}, "--config", str(bad), "retention", "run", "--dry-run")
+    assert code == 2 and "invalid period 'soon'" in err
+    assert "LINEAGE_RETENTION_MIN_GRACE" not in os.environ
+
+
+def test_the_default_file_is_used_when_it_exists(tmp_path: Path) -> None:
+    home = tmp_path / "xdg"
+    (home / "segment-lineage").mkdir(parents=True)
+    write(home / "segment-lineage" / "config.toml", '[storage]\ns3_endpoint = "http://127.0.0.1:9000"\n')
+    _, out, _ = cli({"XDG_CONFIG_HOME": str(home)}, "--json", "config", "show")
+    rows = shown(out)
+    assert rows["storage.s3_endpoint"]["source"] == "file"
+    _, out, _ = cli({"XDG_CONFIG_HOME": str(tmp_path / "none")}, "--json", "config", "show")
+    assert json.loads(out)["file"] is None
+
+
+def test_secrets_are_masked_and_their_file_must_be_private(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", '[zookeeper]\nauth = "boss:hunter2-secret"\n')
+    for args in (["config", "show"], ["--json", "config", "show"]):
+        code, out, err = cli({}, "--config", str(config), *args)
+        assert code == 0, err
+        assert "boss:****" in out and "hunter2" not in out
+    code, out, _ = cli({"LINEAGE_ZK_AUTH": "env-user:env-secret"}, "config", "show")
+    assert "env-user:****" in out and "env-secret" not in out
+    config.chmod(0o644)
+    code, _, err = cli({}, "--config", str(config), "config", "show")
+    assert code == 2 and "readable by group or others" in err and "chmod 600" in err
+    assert "hunter2" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[zookeeper]\nhost = 'x:1'\n", "unknown setting zookeeper.host"),
+        ("[zk]\nhosts = 'x:1'\n", "unknown setting zk.hosts"),
+        ("hosts = 'x:1'\n", "'hosts' must be a [section]"),
+        ("[embedded]\nport = '2191'\n", "embedded.port must be an integer"),
+        ("[zookeeper]\ntls = 1\n", "zookeeper.tls must be true or false"),
+        ("[zookeeper]\nsession_timeout = true\n", "zookeeper.session_timeout must be a number"),
+        ("[zookeeper\n", "is not valid TOML"),
+    ],
+)
+def test_bad_files_are_refused_by_name(tmp_path: Path, text: str, message: str) -> None:
+    config = write(tmp_path / "c.toml", text)
+    code, _, err = cli({}, "--config", str(config), "config", "show")
+    assert code == 2 and message in err, err
+
+
+def test_a_named_file_must_exist(tmp_path: Path) -> None:
+    code, _, err = cli({}, "--config", str(tmp_path / "missing.toml"), "config", "show")
+    assert code == 2 and "does not exist" in err
+    code, _, err = cli({"LINEAGE_CONFIG": str(tmp_path / "gone.toml")}, "config", "show")
+    assert code == 2 and "gone.toml does not exist" in err
