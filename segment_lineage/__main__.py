@@ -1,5 +1,5 @@
 """``python -m segment_lineage`` runs the ``lineage`` command."""
 
-from segment_lineage.cli import main
+from segment_lineage.cli import app
 
-main()
+app(prog_name="lineage")
