@@ -253,6 +253,21 @@ class ZkStore:
             return self.acl
         return policy_acl(policy, place)
 
+    def require_role(self, *roles: str, doing: str) -> None:
+        """Refuse work meant for other roles, when a policy is in force.
+        ZooKeeper enforces the rights on znodes; this also keeps, say, a
+        pusher's identity from running a retention pass against deep storage."""
+        policy = self.policy()
+        if policy is None:
+            return
+        role = policy.role_of(self.identity)
+        if role != ADMIN_ROLE and role not in roles:
+            raise AuthError(
+                f"{doing} needs the {' or '.join(roles)} role; identity "
+                f"{(self.identity or 'anonymous').partition(':')[0]!r} is {role or 'unknown'}",
+                remedy="run it as an identity with that role (LINEAGE_ZK_AUTH)",
+            )
+
     def may_sweep(self) -> bool:
         """Whether this identity may delete metadata blobs and version records."""
         policy = self.policy()

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from lineage.acl import RETENTION
 from lineage.cli import OPTIONS, manager
 from lineage.errors import InvalidInputError
 from lineage.periods import parse_period
@@ -65,6 +66,8 @@ def run(
         progress=_say,
     )
     with manager() as m:
+        if isinstance(m.store, ZkStore):
+            m.store.require_role(RETENTION, doing="a retention pass")
         check = SessionCheck(m.store) if isinstance(m.store, ZkStore) else None
 
         def fence() -> None:
@@ -160,6 +163,7 @@ def daemon(
         store = m.store
         if not isinstance(store, ZkStore):
             raise RetentionError("the daemon needs ZooKeeper for its leader election")
+        store.require_role(RETENTION, doing="the retention daemon")
         leadership = Leadership(store, "retention", identity)
         Daemon(m, leadership, schedule, options, table).serve(metrics_host, metrics_port)
 

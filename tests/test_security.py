@@ -165,6 +165,9 @@ def test_each_role_does_its_work_and_nothing_else(secured: str, tmp_path: Path) 
         for auth in ("intruder:guess", None, "loader:wrong-password"):
             code, _, err = cli(zk, auth, "table", "show", T)
             assert code == 1 and "has no role" in err, (auth, err)
+        for role in ("pusher", "reader"):  # deep storage is not ZooKeeper's: the role is checked first
+            code, _, err = cli(zk, IDENTITIES[role], "retention", "run", "--force")
+            assert code == 1 and "a retention pass needs the retention role; identity" in err, err
         code, _, err = cli(zk, IDENTITIES["pusher"], "acl", "apply", "--reader", ident("reader"))
         assert code == 1 and "not authorised" in err
         assert dump(admin.client) == before
