@@ -55,6 +55,10 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
     store.ensure_node(root, Place.FOLDER)
     _write_policy(store, policy)
     store.forget_policy()
+    if store.client.chroot:
+        # Connecting through a chroot reads the chroot node ("/" here):
+        # every role must be able to, whoever created it.
+        store._op("set_acls", "/", policy_acl(policy, Place.FOLDER))
     created: list[str] = []
     for path, place in (
         (f"{root}/tables", Place.FOLDER),

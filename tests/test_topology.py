@@ -67,8 +67,10 @@ def wait_for(what: str, test: object, timeout: float = 60.0) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+@pytest.fixture
+def cluster(s3: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    # After the S3 endpoint: the executors write to it with the same credentials,
+    # as the compose file gives every container the same AWS_* settings.
     group = SparkCluster(tmp_path_factory.mktemp("spark"))
     group.start()
     yield group
