@@ -26,6 +26,16 @@ retention_app = typer.Typer(help="Reclaim replaced and abandoned segments.", no_
 MIN_GRACE_HELP = "Queued files wait at least this long."
 ORPHAN_GRACE_HELP = "Unreferenced files under a root are orphans once this old."
 ORPHANS_HELP = "Scan each table's root for files nothing references."
+# Shared by 'run' and 'daemon'; each also reads its variable (a config file may set it).
+MinGrace = Annotated[
+    str, typer.Option("--min-grace", envvar="LINEAGE_RETENTION_MIN_GRACE", help=MIN_GRACE_HELP)
+]
+Orphans = Annotated[
+    bool, typer.Option("--orphans/--no-orphans", envvar="LINEAGE_RETENTION_ORPHANS", help=ORPHANS_HELP)
+]
+OrphanGrace = Annotated[
+    str, typer.Option("--orphan-grace", envvar="LINEAGE_RETENTION_ORPHAN_GRACE", help=ORPHAN_GRACE_HELP)
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -41,15 +51,9 @@ def run(
     table: Annotated[str | None, typer.Option("--table", help="Only this table.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Ignore the minimum grace of queued files.")] = False,
-    min_grace: Annotated[
-        str, typer.Option("--min-grace", envvar="LINEAGE_RETENTION_MIN_GRACE", help=MIN_GRACE_HELP)
-    ] = "10m",
-    orphans: Annotated[
-        bool, typer.Option("--orphans/--no-orphans", envvar="LINEAGE_RETENTION_ORPHANS", help=ORPHANS_HELP)
-    ] = True,
-    orphan_grace: Annotated[
-        str, typer.Option("--orphan-grace", envvar="LINEAGE_RETENTION_ORPHAN_GRACE", help=ORPHAN_GRACE_HELP)
-    ] = "1d",
+    min_grace: MinGrace = "10m",
+    orphans: Orphans = True,
+    orphan_grace: OrphanGrace = "1d",
     as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
 ) -> None:
     """One retention pass: plan, record the intent, delete files, clear."""
@@ -114,15 +118,9 @@ def daemon(
     table: Annotated[
         list[str] | None, typer.Option("--table", metavar="TABLE", help="Only these tables (repeatable).")
     ] = None,
-    min_grace: Annotated[
-        str, typer.Option("--min-grace", envvar="LINEAGE_RETENTION_MIN_GRACE", help=MIN_GRACE_HELP)
-    ] = "10m",
-    orphans: Annotated[
-        bool, typer.Option("--orphans/--no-orphans", envvar="LINEAGE_RETENTION_ORPHANS", help=ORPHANS_HELP)
-    ] = True,
-    orphan_grace: Annotated[
-        str, typer.Option("--orphan-grace", envvar="LINEAGE_RETENTION_ORPHAN_GRACE", help=ORPHAN_GRACE_HELP)
-    ] = "1d",
+    min_grace: MinGrace = "10m",
+    orphans: Orphans = True,
+    orphan_grace: OrphanGrace = "1d",
     metrics_port: Annotated[
         int | None,
         typer.Option(
