@@ -198,13 +198,6 @@ class AclPolicy:
             out.extend((ident, rights) for ident in self.ids(role))
         return out
 
-    def may(self, role: str | None, place: Place, rights: int) -> bool:
-        if role == ADMIN_ROLE:
-            return True
-        if role is None:
-            return False
-        return RIGHTS[place].get(role, 0) & rights == rights
-
 
 def rights_text(rights: int) -> str:
     return "".join(

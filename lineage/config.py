@@ -33,38 +33,29 @@ class Setting:
     env: str
     kind: type  # str, int, float or bool
     default: str | None
-    help: str
     secret: bool = False
     flag: str | None = None  # the flag that overrides it, when there is one
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting(
-        "zookeeper.hosts", "LINEAGE_ZK", str, None, "hosts[/chroot]; unset: the embedded server", flag="--zk"
-    ),
-    Setting("zookeeper.auth", "LINEAGE_ZK_AUTH", str, None, "user:password digest identity", secret=True),
-    Setting("zookeeper.session_timeout", "LINEAGE_ZK_SESSION_TIMEOUT", float, "10", "seconds, 1 to 60"),
-    Setting("zookeeper.tls", "LINEAGE_ZK_TLS", bool, "0", "connect over TLS"),
-    Setting("zookeeper.tls_ca", "LINEAGE_ZK_TLS_CA", str, None, "PEM CAs to trust; unset: the system's"),
-    Setting("zookeeper.tls_cert", "LINEAGE_ZK_TLS_CERT", str, None, "PEM client certificate"),
-    Setting("zookeeper.tls_key", "LINEAGE_ZK_TLS_KEY", str, None, "PEM key of the client certificate"),
-    Setting("embedded.home", "LINEAGE_HOME", str, "~/.local/state/segment-lineage", "embedded server state"),
-    Setting("embedded.port", "LINEAGE_ZK_PORT", int, "2191", "embedded server port"),
-    Setting("storage.s3_endpoint", "LINEAGE_S3_ENDPOINT", str, None, "an S3-compatible endpoint URL"),
-    Setting("spark.master", "SPARK_MASTER", str, "local[2]", "Spark master URL for push", flag="--master"),
-    Setting("retention.min_grace", "LINEAGE_RETENTION_MIN_GRACE", str, "10m", "queued files wait this long"),
-    Setting("retention.orphans", "LINEAGE_RETENTION_ORPHANS", bool, "1", "scan roots for orphan files"),
-    Setting("retention.orphan_grace", "LINEAGE_RETENTION_ORPHAN_GRACE", str, "1d", "orphans once this old"),
-    Setting("retention.interval", "LINEAGE_RETENTION_INTERVAL", str, None, "daemon: a pass this often"),
-    Setting("retention.cron", "LINEAGE_RETENTION_CRON", str, None, "daemon: crontab schedule (UTC)"),
-    Setting("retention.metrics_port", "LINEAGE_RETENTION_METRICS_PORT", int, None, "daemon: /metrics port"),
-    Setting(
-        "retention.metrics_host",
-        "LINEAGE_RETENTION_METRICS_HOST",
-        str,
-        "127.0.0.1",
-        "daemon: metrics address",
-    ),
+    Setting("zookeeper.hosts", "LINEAGE_ZK", str, None, flag="--zk"),
+    Setting("zookeeper.auth", "LINEAGE_ZK_AUTH", str, None, secret=True),
+    Setting("zookeeper.session_timeout", "LINEAGE_ZK_SESSION_TIMEOUT", float, "10"),
+    Setting("zookeeper.tls", "LINEAGE_ZK_TLS", bool, "0"),
+    Setting("zookeeper.tls_ca", "LINEAGE_ZK_TLS_CA", str, None),
+    Setting("zookeeper.tls_cert", "LINEAGE_ZK_TLS_CERT", str, None),
+    Setting("zookeeper.tls_key", "LINEAGE_ZK_TLS_KEY", str, None),
+    Setting("embedded.home", "LINEAGE_HOME", str, "~/.local/state/segment-lineage"),
+    Setting("embedded.port", "LINEAGE_ZK_PORT", int, "2191"),
+    Setting("storage.s3_endpoint", "LINEAGE_S3_ENDPOINT", str, None),
+    Setting("spark.master", "SPARK_MASTER", str, "local[2]", flag="--master"),
+    Setting("retention.min_grace", "LINEAGE_RETENTION_MIN_GRACE", str, "10m"),
+    Setting("retention.orphans", "LINEAGE_RETENTION_ORPHANS", bool, "1"),
+    Setting("retention.orphan_grace", "LINEAGE_RETENTION_ORPHAN_GRACE", str, "1d"),
+    Setting("retention.interval", "LINEAGE_RETENTION_INTERVAL", str, None),
+    Setting("retention.cron", "LINEAGE_RETENTION_CRON", str, None),
+    Setting("retention.metrics_port", "LINEAGE_RETENTION_METRICS_PORT", int, None),
+    Setting("retention.metrics_host", "LINEAGE_RETENTION_METRICS_HOST", str, "127.0.0.1"),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 

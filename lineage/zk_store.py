@@ -235,7 +235,7 @@ class ZkStore:
 
     def _refused_by_policy(self) -> None:
         """After a refusal: raise the clearer error when a policy names no role for this identity."""
-        self._policy = None
+        self.forget_policy()
         with contextlib.suppress(StoreUnavailableError):
             self.policy()
 
@@ -257,10 +257,9 @@ class ZkStore:
         """Refuse work meant for other roles, when a policy is in force.
         ZooKeeper enforces the rights on znodes; this also keeps, say, a
         pusher's identity from running a retention pass against deep storage."""
-        policy = self.policy()
-        if policy is None:
+        if self.policy() is None:
             return
-        role = policy.role_of(self.identity)
+        role = self.role()
         if role != ADMIN_ROLE and role not in roles:
             raise AuthError(
                 f"{doing} needs the {' or '.join(roles)} role; identity "
@@ -270,8 +269,7 @@ class ZkStore:
 
     def may_sweep(self) -> bool:
         """Whether this identity may delete metadata blobs and version records."""
-        policy = self.policy()
-        return policy is None or policy.role_of(self.identity) in (ADMIN_ROLE, RETENTION)
+        return self.policy() is None or self.role() in (ADMIN_ROLE, RETENTION)
 
     def _ensure_versions(self, table: str) -> None:
         """Tables created before versions were recorded get the folder once."""
