@@ -332,13 +332,13 @@ class LineageManager:
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:
                 raise InvalidInputError(f"invalid version {version!r}: a whole number from 1")
             return version
-        history = self.store.history(table)
+        history = self.store.iter_history(table)  # newest first, read only as far as needed
         if at_ms is not None:
-            for record in history:  # newest first
+            for record in history:
                 if record.at_ms <= at_ms:
                     return record.version
             raise InvalidInputError(f"table {table!r} did not exist at {at_ms} (epoch ms)")
-        ends = [r for r in history if r.operation is Operation.END_REPLACE]
+        ends = (r for r in history if r.operation is Operation.END_REPLACE)
         if entry_id is not None:
             check_entry_id(entry_id)
             for record in ends:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from lineage.errors import TableExistsError, TableNotFoundError, VersionGoneError
 from lineage.model import Audit, Change, HistoryRecord, Operation, TableConfig, TableState
@@ -118,6 +118,9 @@ class MemoryStore:
                 raise TableNotFoundError(table)
             records = list(reversed(self._history[table]))
         return records if limit is None else records[:limit]
+
+    def iter_history(self, table: str) -> Iterator[HistoryRecord]:
+        return iter(self.history(table))
 
     def drop_table(
         self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False

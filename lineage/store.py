@@ -7,6 +7,7 @@ Two implementations share it, and one contract test suite runs on both:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -91,6 +92,10 @@ class Store(Protocol):
 
     def history(self, table: str, limit: int | None = None) -> list[HistoryRecord]:
         """History records, newest first."""
+        ...
+
+    def iter_history(self, table: str) -> Iterator[HistoryRecord]:
+        """History records, newest first, fetched only as far as they are read."""
         ...
 
     def drop_table(

@@ -743,7 +743,7 @@ def retention_mark(
     pending = dict(state.pending)
     for name, reason in condemn.items():
         _queue_for_deletion(segments, pending, [name], reason, now_ms)
-    registered = {seg.location for seg in state.segments.values()}
+    registered = {seg.location for seg in state.segments.values()} if orphans else set()
     for location in orphans:
         check_location(location)
         if location in registered:

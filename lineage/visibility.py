@@ -12,13 +12,15 @@ from collections.abc import Iterable
 from lineage.model import EntryState, LineageEntry, Segment, TableState
 
 
+def hides(entry: LineageEntry) -> tuple[str, ...]:
+    """The names one entry hides: the rule itself."""
+    return entry.segments_from if entry.state is EntryState.COMPLETED else entry.segments_to
+
+
 def hidden_segments(entries: Iterable[LineageEntry]) -> set[str]:
     hidden: set[str] = set()
     for entry in entries:
-        if entry.state is EntryState.COMPLETED:
-            hidden.update(entry.segments_from)
-        else:
-            hidden.update(entry.segments_to)
+        hidden.update(hides(entry))
     return hidden
 
 
@@ -55,8 +57,7 @@ def _visible_among(state: TableState, names: set[str]) -> set[str]:
     """Which of ``names`` ``state`` shows: only entries naming them are looked at."""
     hidden: set[str] = set()
     for entry in state.entries.values():
-        hides = entry.segments_from if entry.state is EntryState.COMPLETED else entry.segments_to
-        hidden.update(n for n in hides if n in names)
+        hidden.update(n for n in hides(entry) if n in names)
     return {n for n in names if n in state.segments and n not in hidden}
 
 

@@ -57,10 +57,6 @@ class Leadership:
         self._leading = False
         self._leader_identity: str | None = None
 
-    @property
-    def trust_s(self) -> float:
-        return trust_s(self.store)
-
     # ---- asking ZooKeeper ------------------------------------------------------
 
     def check(self) -> str | None:
@@ -147,7 +143,7 @@ class Leadership:
                 or self._confirmed is None
             ):
                 return False
-            if time.monotonic() - self._confirmed < self.trust_s:
+            if time.monotonic() - self._confirmed < trust_s(self.store):
                 return True
         return self.check() == term
 

@@ -33,12 +33,13 @@ ZooKeeper's clock.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 import uuid
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -832,14 +833,12 @@ class ZkStore:
             if chunk.records and chunk.records[0].version <= until_version:
                 return
 
+    def iter_history(self, table: str) -> Iterator[HistoryRecord]:
+        head, _ = self._read_head(table)  # now: a missing table is refused at the call
+        return iter(self._history(table, head))
+
     def history(self, table: str, limit: int | None = None) -> list[HistoryRecord]:
-        head, _ = self._read_head(table)
-        out: list[HistoryRecord] = []
-        for record in self._history(table, head):
-            out.append(record)
-            if limit is not None and len(out) >= limit:
-                break
-        return out
+        return list(itertools.islice(self.iter_history(table), limit))
 
     def drop_table(
         self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False
@@ -1178,14 +1177,12 @@ class ZkStore:
     def leases(self, table: str) -> list[LeaseInfo]:
         return [LeaseInfo(lease_id, record.version) for lease_id, record in self._records(table, "leases")]
 
-    def session_alive(self, since: int | None = None) -> bool:
+    def session_alive(self, since: int) -> bool:
         """False once the connection is suspended or the session is lost: work
-        that needs agreement (deleting files) must stop. With ``since`` (a
-        :meth:`session_id`), also False once that session was replaced by a
-        new one, even though the client is connected again."""
-        if not self.client.connected:
-            return False
-        return since is None or self.session_id() == since
+        that needs agreement (deleting files) must stop. Also False once the
+        session ``since`` (a :meth:`session_id`) was replaced by a new one,
+        even though the client is connected again."""
+        return bool(self.client.connected) and self.session_id() == since
 
     def session_id(self) -> int | None:
         """The current ZooKeeper session's id (None while there is none)."""
