@@ -32,8 +32,7 @@ from lineage.manager import LineageManager
 from lineage.retry import RetryPolicy
 from lineage.zk_leader import SessionCheck
 from lineage.zk_store import ZkStore
-from retention.errors import FencedError
-from retention.executor import PassOptions, run_pass
+from retention.executor import PassOptions, run_pass, session_fence
 
 PARTS = 2
 ROWS = 5  # per part
@@ -100,12 +99,9 @@ def retain(hosts: str, table: str, events: Events, passes: int, pause_s: float, 
     assert isinstance(store, ZkStore)
     failed = 0
     for _ in range(passes):
-        check = SessionCheck(store)
-
-        def fence(check: SessionCheck = check) -> None:
-            if not check.holds():
-                raise FencedError("the ZooKeeper session was suspended or lost during the pass")
-
+        fence = session_fence(
+            SessionCheck(store), "the ZooKeeper session was suspended or lost during the pass"
+        )
         options = PassOptions(
             fence=fence, on_deleted=lambda location: events.say("deleted", location=location)
         )

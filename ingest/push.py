@@ -39,6 +39,7 @@ from lineage.errors import (
 from lineage.failpoints import failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, Segment, TableState, TableType
+from lineage.names import push_dir
 from lineage.periods import parse_time
 from lineage.visibility import visible_segments
 
@@ -267,7 +268,7 @@ def consistent_push(
         table=table,
         root=state.config.root,
         entry_id=entry_id,
-        push_dir=f"push_{stamp}_{entry_id[:8]}",
+        push_dir=push_dir(stamp, entry_id),
         names=segment_names(table, stamp, entry_id, partitions),
         time_column=state.config.time_column,
         interval=interval,

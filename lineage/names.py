@@ -137,3 +137,15 @@ def check_root_has_no_secret(root: str) -> None:
             f"invalid deep-store root {parsed.scheme}://...: user info, query or fragment found; "
             "give credentials through the environment (AWS_*, GOOGLE_APPLICATION_CREDENTIALS), not the URI"
         )
+
+
+def push_dir(stamp: str, entry_id: str) -> str:
+    """The directory, under a table's root, of every file one push writes."""
+    return f"push_{stamp}_{entry_id[:8]}"
+
+
+def push_dir_owner(top: str) -> str | None:
+    """The entry-id prefix a :func:`push_dir` name carries; None for other names."""
+    if not top.startswith("push_"):
+        return None
+    return top.rpartition("_")[2]

@@ -14,18 +14,19 @@ from typing import Annotated
 
 import typer
 
-from lineage.acl import RETENTION
-from lineage.cli import OPTIONS, manager
+from lineage.cli import OPTIONS, emit, manager
 from lineage.errors import InvalidInputError
-from lineage.periods import parse_period
-from lineage.zk_store import ZkStore
-from retention.errors import FencedError, RetentionError
+from lineage.periods import format_period, parse_period
+from retention.errors import RetentionError
+from retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS
 
 retention_app = typer.Typer(help="Reclaim replaced and abandoned segments.", no_args_is_help=True)
 
 MIN_GRACE_HELP = "Queued files wait at least this long."
 ORPHAN_GRACE_HELP = "Unreferenced files under a root are orphans once this old."
 ORPHANS_HELP = "Scan each table's root for files nothing references."
+MIN_GRACE = format_period(DEFAULT_MIN_GRACE_MS)
+ORPHAN_GRACE = format_period(DEFAULT_ORPHAN_GRACE_MS)
 # Shared by 'run' and 'daemon'; each also reads its variable (a config file may set it).
 MinGrace = Annotated[
     str, typer.Option("--min-grace", envvar="LINEAGE_RETENTION_MIN_GRACE", help=MIN_GRACE_HELP)
@@ -51,15 +52,17 @@ def run(
     table: Annotated[str | None, typer.Option("--table", help="Only this table.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Ignore the minimum grace of queued files.")] = False,
-    min_grace: MinGrace = "10m",
+    min_grace: MinGrace = MIN_GRACE,
     orphans: Orphans = True,
-    orphan_grace: OrphanGrace = "1d",
+    orphan_grace: OrphanGrace = ORPHAN_GRACE,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
 ) -> None:
     """One retention pass: plan, record the intent, delete files, clear."""
-    # Imported here: the executor needs pyarrow, which other commands do not load.
+    # Imported here: the executor needs pyarrow and the store kazoo, which other commands do not load.
+    from lineage.acl import RETENTION
     from lineage.zk_leader import SessionCheck
-    from retention.executor import PassOptions, run_pass
+    from lineage.zk_store import ZkStore
+    from retention.executor import PassOptions, run_pass, session_fence
 
     options = PassOptions(
         dry_run=dry_run,
@@ -72,17 +75,12 @@ def run(
     with manager() as m:
         if isinstance(m.store, ZkStore):
             m.store.require_role(RETENTION, doing="a retention pass")
-        check = SessionCheck(m.store) if isinstance(m.store, ZkStore) else None
-
-        def fence() -> None:
-            # The pass's own session: once it was suspended or replaced, the
-            # plan may be stale, so nothing more is deleted (a later pass redoes it).
-            if check is not None and not check.holds():
-                raise FencedError(
-                    "the ZooKeeper session was suspended or lost during the pass: deleting nothing more"
-                )
-
-        reports = run_pass(m, [table] if table else None, dataclasses.replace(options, fence=fence))
+            fence = session_fence(
+                SessionCheck(m.store),
+                "the ZooKeeper session was suspended or lost during the pass: deleting nothing more",
+            )
+            options = dataclasses.replace(options, fence=fence)  # a later pass redoes what it leaves
+        reports = run_pass(m, [table] if table else None, options)
     if as_json or OPTIONS.json:
         typer.echo(json.dumps([r.as_dict() for r in reports], indent=2))
     else:
@@ -118,9 +116,9 @@ def daemon(
     table: Annotated[
         list[str] | None, typer.Option("--table", metavar="TABLE", help="Only these tables (repeatable).")
     ] = None,
-    min_grace: MinGrace = "10m",
+    min_grace: MinGrace = MIN_GRACE,
     orphans: Orphans = True,
-    orphan_grace: OrphanGrace = "1d",
+    orphan_grace: OrphanGrace = ORPHAN_GRACE,
     metrics_port: Annotated[
         int | None,
         typer.Option(
@@ -140,7 +138,9 @@ def daemon(
 ) -> None:
     """Run retention passes on a schedule until SIGTERM/SIGINT. Several
     daemons may run: one leads (elected in ZooKeeper), the others stand by."""
+    from lineage.acl import RETENTION
     from lineage.zk_leader import Leadership
+    from lineage.zk_store import ZkStore
     from retention.daemon import Daemon, Schedule
     from retention.executor import PassOptions
 
@@ -187,14 +187,12 @@ def health(
         status = json.loads(body)
     except ValueError:
         raise RetentionError(f"{target} did not answer with a health report") from None
-    if OPTIONS.json:
-        typer.echo(json.dumps(status, indent=2))
-    else:
-        state = "healthy" if code == 200 else "UNHEALTHY"
-        role = "leader" if status.get("leader") else "standby"
-        typer.echo(
-            f"{state}: {role}, connected={status.get('connected')}, passes={status.get('passes')}, "
-            f"failures={status.get('failures')}, last error: {status.get('last_error') or 'none'}"
-        )
+    state = "healthy" if code == 200 else "UNHEALTHY"
+    role = "leader" if status.get("leader") else "standby"
+    emit(
+        status,
+        f"{state}: {role}, connected={status.get('connected')}, passes={status.get('passes')}, "
+        f"failures={status.get('failures')}, last error: {status.get('last_error') or 'none'}",
+    )
     if code != 200:
         raise typer.Exit(1)

@@ -198,12 +198,15 @@ class Daemon:
             return
         self._finished(reports, began)
 
-    def _failed(self, message: str, began: float) -> None:
+    def _record_failure(self, error: str) -> None:
         self.metrics.failures.inc()
         with self._lock:
             self.status.failures += 1
-            self.status.last_error = message
+            self.status.last_error = error
             self.status.last_pass_failed = True
+
+    def _failed(self, message: str, began: float) -> None:
+        self._record_failure(message)
         log.warning("%s (%.1fs)", message, time.monotonic() - began)
 
     def _finished(self, reports: list[TableReport], began: float) -> None:
@@ -229,20 +232,15 @@ class Daemon:
             f"{pending} pending (oldest {age_s:.0f}s), {len(errors)} error(s), "
             f"{time.monotonic() - began:.1f}s"
         )
-        with self._lock:
-            if errors:
-                self.status.failures += 1
-                self.status.last_error = errors[0]
-                self.status.last_pass_failed = True
-            else:
-                self.status.last_success_ms = int(time.time() * 1000)
-                self.status.last_pass_failed = False
         if errors:
-            self.metrics.failures.inc()
+            self._record_failure(errors[0])
             log.warning("%s; first error: %s", line, errors[0])
-        else:
-            self.metrics.last_success.set(time.time())
-            log.info("%s", line)
+            return
+        with self._lock:
+            self.status.last_success_ms = int(time.time() * 1000)
+            self.status.last_pass_failed = False
+        self.metrics.last_success.set(time.time())
+        log.info("%s", line)
 
     def _now_ms(self) -> int | None:
         try:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from ingest.storage import DeepStore, FileInfo
 from lineage import transitions
@@ -31,7 +32,23 @@ from lineage.model import Change, TableState
 from retention.errors import FencedError
 from retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS, Deletion, Plan, Policy, plan
 
+if TYPE_CHECKING:
+    from lineage.zk_leader import SessionCheck
+
 Fence = Callable[[], None]
+
+
+def session_fence(check: SessionCheck, message: str) -> Fence:
+    """A fence on the pass's own ZooKeeper session: once it was suspended or
+    replaced, the plan may be stale, so nothing more is deleted."""
+
+    def fence() -> None:
+        if not check.holds():
+            raise FencedError(message)
+
+    return fence
+
+
 Progress = Callable[[str], None]
 PROGRESS_EVERY_S = 5.0
 LOCAL_DELETE_WORKERS = 8

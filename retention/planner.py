@@ -27,10 +27,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ingest.storage import FileInfo
 from lineage.model import DeletionReason, EntryState, TableState, TableType
+from lineage.names import push_dir_owner
 from lineage.visibility import visible_names
+
+if TYPE_CHECKING:
+    from ingest.storage import FileInfo
 
 DEFAULT_MIN_GRACE_MS = 10 * 60_000
 DEFAULT_ORPHAN_GRACE_MS = 86_400_000
@@ -79,11 +83,6 @@ def held_names(state: TableState, pinned: Iterable[TableState], live_owners: fro
             names.update(entry.segments_from)
             names.update(entry.segments_to)
     return names
-
-
-def running_push_dirs(live_owners: frozenset[str]) -> tuple[str, ...]:
-    """Suffixes of the directories of running pushes (``push_<stamp>_<id8>``)."""
-    return tuple(f"_{owner[:8]}" for owner in live_owners)
 
 
 def plan(
@@ -157,7 +156,7 @@ def plan(
     for location, queued in state.pending.items():
         if location in pinned_locations:
             kept.append(Kept(location, "pinned by a reader"))
-        elif policy.force or queued.marked_ms <= now - policy.min_grace_ms:
+        elif policy.force or queued.marked_ms <= young:
             deletions.append(
                 Deletion(location, queued.segment, queued.reason, queued.size_bytes, queued.entry_id)
             )
@@ -167,12 +166,12 @@ def plan(
     if files is not None:
         known = {seg.location for seg in state.segments.values()} | set(state.pending)
         known |= {seg.location for version in pinned for seg in version.segments.values()}
-        running = running_push_dirs(live_owners)
+        running = {owner[:8] for owner in live_owners}  # as push_dir names them
         for info in files:
             if info.location in known:
                 continue
             top = info.location.split("/", 1)[0]
-            if running and top.startswith("push_") and top.endswith(running):
+            if running and push_dir_owner(top) in running:
                 kept.append(Kept(info.location, "written by a running push"))
             elif info.mtime_ms is None or info.mtime_ms > now - policy.orphan_grace_ms:
                 kept.append(Kept(info.location, "unreferenced, but younger than the orphan grace"))

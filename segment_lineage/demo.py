@@ -70,8 +70,8 @@ def run_demo(zk: str | None = None, echo: Callable[[str], None] = print) -> None
             echo(f"{step}. {result.summary()}")
             echo(f"   read after the push: version {version}: {seen}")
 
-        pushed = m.table(DEMO_TABLE).version
         undo = m.rollback(DEMO_TABLE, m.resolve_version(DEMO_TABLE), reason="bad data in v3")
+        pushed = undo.from_version  # the version the v3 push made
         version, seen = _read(m)
         echo(f"4. rolled back the v3 push (one commit): version {version}: {seen}")
         assert seen == {"v2": 1500}, "a rollback must bring back the previous snapshot whole"
