@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from lineage.manager import LineageManager
 from lineage.model import Segment
+from lineage.zk_client import ZkSettings, connect
 from lineage.zk_server import ZkServer, free_port
+from lineage.zk_store import ZkStore
 
 BATCH = 5000  # segments per registration commit
 
@@ -26,6 +29,11 @@ def scratch_zookeeper(prefix: str) -> Iterator[tuple[Path, ZkServer]]:
             yield work, server
         finally:
             server.stop()
+
+
+def fresh_manager(hosts: str) -> LineageManager:
+    """A manager on a chroot of its own, with the default retry policy."""
+    return LineageManager(ZkStore(connect(ZkSettings(hosts=f"{hosts}/bench{uuid.uuid4().hex[:8]}"))))
 
 
 def percentile(values: Sequence[float], q: float) -> float:

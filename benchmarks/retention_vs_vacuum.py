@@ -23,18 +23,13 @@ import json
 import os
 import shutil
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from common import register_many, scratch_zookeeper
+from common import fresh_manager, register_many, scratch_zookeeper
 
-from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
-from lineage.retry import RetryPolicy
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_store import ZkStore
 from retention.executor import PassOptions, run_table
 
 PAYLOAD = b"x" * 1024
@@ -47,8 +42,7 @@ def settle() -> None:
 
 
 def ours(hosts: str, work: Path, n: int, orphans: bool) -> float:
-    store = ZkStore(connect(ZkSettings(hosts=f"{hosts}/bench{uuid.uuid4().hex[:8]}")))
-    m = LineageManager(store, retry=RetryPolicy())
+    m = fresh_manager(hosts)
     root = work / f"ours-{n}-{orphans}"
     m.create_table(
         TableConfig.build(
@@ -78,7 +72,7 @@ def ours(hosts: str, work: Path, n: int, orphans: bool) -> float:
     seconds = time.perf_counter() - began
     assert report.files_deleted == n and not report.errors, report.line()
     assert sum(1 for p in root.rglob("*.parquet")) == 1
-    store.close()
+    m.store.close()
     shutil.rmtree(root)
     return seconds
 

@@ -22,23 +22,17 @@ import argparse
 import json
 import statistics
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from common import percentile, register_many, scratch_zookeeper
+from common import fresh_manager, percentile, register_many, scratch_zookeeper
 
-from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
-from lineage.retry import RetryPolicy
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_store import ZkStore
 
 
 def ours(hosts: str, n: int, rounds: int) -> list[float]:
-    store = ZkStore(connect(ZkSettings(hosts=f"{hosts}/bench{uuid.uuid4().hex[:8]}")))
-    m = LineageManager(store, retry=RetryPolicy())
+    m = fresh_manager(hosts)
     m.create_table(TableConfig.build("bench", "/bench", "APPEND"))
     register_many(m, "bench", [Segment(f"bench_{i:07d}", f"bench_{i:07d}.parquet", rows=1) for i in range(n)])
     times = []
@@ -51,7 +45,7 @@ def ours(hosts: str, n: int, rounds: int) -> list[float]:
         m.rollback("bench", m.resolve_version("bench"))
         times.append(time.perf_counter() - began)
         assert extra not in {s.name for s in m.visible_segments("bench")}
-    store.close()
+    m.store.close()
     return times
 
 

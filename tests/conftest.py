@@ -61,6 +61,12 @@ def fast_retry() -> RetryPolicy:
 
 
 @pytest.fixture
+def zk_manager(zk_store: ZkStore) -> LineageManager:
+    """A manager on real ZooKeeper, retrying fast."""
+    return LineageManager(zk_store, retry=fast_retry())
+
+
+@pytest.fixture
 def manager(store: Store) -> LineageManager:
     return LineageManager(store, actor="tester@host", retry=fast_retry())
 

@@ -16,23 +16,10 @@ from typer.testing import CliRunner
 
 from lineage.zk_store import ROOT
 from segment_lineage.cli import app
+from tests.helpers.zk import dump
 
 runner = CliRunner()
 T = "events"
-
-
-def dump(client: KazooClient, path: str = ROOT) -> dict[str, bytes]:
-    """Every znode's path and bytes under ``path``."""
-    out: dict[str, bytes] = {}
-    stack = [path]
-    while stack:
-        node = stack.pop()
-        if node.endswith("/clock"):
-            continue
-        data, _ = client.get(node)
-        out[node] = data
-        stack.extend(f"{node}/{child}" for child in client.get_children(node))
-    return out
 
 
 @pytest.fixture

@@ -214,10 +214,8 @@ def test_orphans_are_unknown_files_past_the_orphan_grace(mem: LineageManager) ->
 
 
 @pytest.fixture
-def zk(zk_store: object, tmp_path: Path) -> LineageManager:
-    from tests.conftest import fast_retry
-
-    m = LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+def zk(zk_manager: LineageManager, tmp_path: Path) -> LineageManager:
+    m = zk_manager
     m.create_table(
         TableConfig.build(
             "events",
@@ -384,10 +382,10 @@ def test_traversal_attempts_are_refused_and_sentinels_outside_survive(
     assert zk.table("events").version == before  # nothing recorded for refused files
 
 
-def test_time_retention_deletes_expired_append_data_on_real_files(zk_store: object, tmp_path: Path) -> None:
-    from tests.conftest import fast_retry
-
-    m = LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+def test_time_retention_deletes_expired_append_data_on_real_files(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    m = zk_manager
     m.create_table(
         TableConfig.build("logs", str(tmp_path / "logs"), "APPEND", time_column="ts", time_retention="7d")
     )
@@ -404,14 +402,12 @@ def test_time_retention_deletes_expired_append_data_on_real_files(zk_store: obje
 
 
 def test_a_pass_on_s3_deletes_through_the_pool_and_spares_the_sibling_table(
-    zk_store: object, s3: str
+    zk_manager: LineageManager, s3: str
 ) -> None:
     import boto3
 
-    from tests.conftest import fast_retry
-
     client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
-    m = LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+    m = zk_manager
     m.create_table(TableConfig.build("t", "s3://lake/warehouse/t", replaced_segments_retention="0s"))
     push_arrow(m, "t", [part(f"old-{i}") for i in range(5)])
     push_arrow(m, "t", [part("new")])
@@ -497,13 +493,11 @@ def test_revert_racing_retention_leaves_nothing_visible_pointing_at_a_missing_fi
 
 
 def test_clocks_off_by_an_hour_get_nothing_deleted_early(
-    zk_store: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import time as time_module
 
-    from tests.conftest import fast_retry
-
-    m = LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+    m = zk_manager
     m.create_table(
         TableConfig.build(
             "skew",

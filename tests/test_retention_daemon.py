@@ -31,19 +31,11 @@ from lineage.zk_store import ZkStore
 from retention.daemon import Daemon, Schedule
 from retention.executor import PassOptions
 from tests.conftest import fast_retry
+from tests.helpers.run import wait_for
 
 pytestmark = [pytest.mark.zk, pytest.mark.slow]
 SESSION_S = 4
 ROOT = Path(__file__).parent.parent
-
-
-def wait_for(what: str, predicate: Callable[[], object], timeout: float = 40.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass

@@ -189,15 +189,16 @@ def labels(reader: Any) -> list[str]:
     return sorted(set(reader.to_arrow().column("label").to_pylist()))
 
 
-def test_as_of_reads_pin_old_files_and_refuse_reclaimed_ones(zk_store: object, tmp_path: object) -> None:
+def test_as_of_reads_pin_old_files_and_refuse_reclaimed_ones(
+    zk_manager: LineageManager, tmp_path: object
+) -> None:
     import pyarrow as pa
 
     from ingest.arrow_push import push_arrow
     from ingest.readers import SnapshotReader
     from retention.executor import PassOptions, run_table
-    from tests.conftest import fast_retry
 
-    m = LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
+    m = zk_manager
     m.create_table(
         TableConfig.build(
             "files",

@@ -34,27 +34,17 @@ from lineage.zk_leader import Leadership
 from lineage.zk_server import free_port
 from lineage.zk_store import ROOT, ZkStore
 from segment_lineage.cli import app
-from tests.test_bad_input import dump
+from tests.helpers.run import IDENTITIES, ident
+from tests.helpers.zk import dump, walk
 
 runner = CliRunner()
 T = "events"
-IDENTITIES = {
-    ADMIN_ROLE: "boss:adm1n-pw",
-    "pusher": "loader:push-pw",
-    "retention": "janitor:ret-pw",
-    "reader": "analyst:read-pw",
-}
 
 
 def cli(zk: str, auth: str | None, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
     env = {"LINEAGE_ZK_AUTH": auth or ""}
     result = runner.invoke(app, ["--zk", zk, *args], env=env, input=stdin)
     return result.exit_code, result.stdout, result.stderr
-
-
-def ident(role: str) -> str:
-    user, _, password = IDENTITIES[role].partition(":")
-    return digest_id(user, password)
 
 
 def store_as(zk: str, auth: str | None) -> ZkStore:
@@ -96,16 +86,13 @@ def content(m: LineageManager) -> list[str]:
 
 def assert_acls_follow_the_policy(store: ZkStore, policy: AclPolicy) -> int:
     checked = 0
-    stack = [ROOT]
-    while stack:
-        path = stack.pop()
+    for path in walk(store.client, ROOT):
         place = place_of(path[len(ROOT) :])
         assert place is not None, path
         acls, _ = store.client.get_acls(path)
         got = {(a.id.scheme, a.id.id, a.perms) for a in acls}
         want = {("digest", i, r) for i, r in policy.grants(place)}
         assert got == want, (path, got, want)
-        stack.extend(f"{path}/{c}" for c in store.client.get_children(path))
         checked += 1
     return checked
 

@@ -7,7 +7,6 @@ import datetime as dt
 import json
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from ingest.readers import SnapshotReader
 from ingest.spark_job import pinned_table, push_dataframe, read_table, release_reads, spark_session
 from lineage.manager import LineageManager
 from lineage.model import DeletionReason, TableConfig
+from tests.helpers.run import lineage_process
 from tests.helpers.spark_cluster import SparkCluster
 
 ROOT = Path(__file__).parent.parent
@@ -33,13 +33,6 @@ def spark() -> Iterator[SparkSession]:
     session = spark_session("local[2,4]")  # up to 4 attempts per task
     yield session
     session.stop()
-
-
-@pytest.fixture
-def zk_manager(zk_store: object) -> LineageManager:
-    from tests.conftest import fast_retry
-
-    return LineageManager(zk_store, retry=fast_retry())  # type: ignore[arg-type]
 
 
 def labelled(spark: SparkSession, label: str, n: int, day: int = 0) -> object:
@@ -179,15 +172,7 @@ def test_spark_readers(spark: SparkSession, zk_manager: LineageManager, tmp_path
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "segment_lineage", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=dict(os.environ, **(env or {})),
-        check=False,
-    )
+    return lineage_process(*args, env=dict(os.environ, **(env or {})))
 
 
 def test_cli_push_and_read(zk_hosts: str, tmp_path: Path) -> None:

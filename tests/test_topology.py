@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,35 +17,16 @@ from pathlib import Path
 import boto3
 import pytest
 
-from lineage.acl import digest_id
 from lineage.zk_server import ZkEnsemble, free_port
+from tests.helpers.run import IDENTITIES, ident, lineage_process, wait_for
 from tests.helpers.spark_cluster import SparkCluster
 
 ROOT = Path(__file__).parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.ensemble]
-IDS = {
-    "admin": "boss:adm-pw",
-    "pusher": "loader:push-pw",
-    "retention": "janitor:ret-pw",
-    "reader": "analyst:rd-pw",
-}
 
 
 def lineage(env: dict[str, str], *args: str, role: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "segment_lineage", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**env, "LINEAGE_ZK_AUTH": IDS[role]},
-        check=False,
-    )
-
-
-def ident(role: str) -> str:
-    user, _, password = IDS[role].partition(":")
-    return digest_id(user, password)
+    return lineage_process(*args, env={**env, "LINEAGE_ZK_AUTH": IDENTITIES[role]})
 
 
 def health(port: int) -> dict[str, object] | None:
@@ -56,15 +36,6 @@ def health(port: int) -> dict[str, object] | None:
             return data
     except (OSError, ValueError):
         return None
-
-
-def wait_for(what: str, test: object, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if test():  # type: ignore[operator]
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -111,7 +82,7 @@ def test_the_compose_topology_as_processes(
         subprocess.Popen(
             [sys.executable, "-m", "segment_lineage", "retention", "daemon", "--metrics-port", str(port)],
             cwd=ROOT,
-            env={**env, "LINEAGE_ZK_AUTH": IDS["retention"]},
+            env={**env, "LINEAGE_ZK_AUTH": IDENTITIES["retention"]},
             stdout=subprocess.DEVNULL,
             stderr=(tmp_path / f"daemon{i}.log").open("wb"),
             start_new_session=True,
@@ -140,13 +111,15 @@ def test_the_compose_topology_as_processes(
         return files() - before
 
     try:
-        wait_for("both daemons up", lambda: all(health(p) for p in ports))
-        wait_for("one leader", lambda: sum(bool((health(p) or {}).get("leader")) for p in ports) == 1)
+        wait_for("both daemons up", lambda: all(health(p) for p in ports), timeout=60)
+        wait_for(
+            "one leader", lambda: sum(bool((health(p) or {}).get("leader")) for p in ports) == 1, timeout=60
+        )
         first = push("first")
         second = push("second")
         assert first and second
         # The leader reclaims the replaced snapshot; the new one stays.
-        wait_for("the first push's files reclaimed", lambda: files() == second)
+        wait_for("the first push's files reclaimed", lambda: files() == second, timeout=60)
         read = lineage(env, "--json", "read", "events", "--limit", "1000", role="reader")
         assert read.returncode == 0, read.stderr
         labels = [row["label"] for row in json.loads(read.stdout)["rows"]]
@@ -157,9 +130,9 @@ def test_the_compose_topology_as_processes(
         os.killpg(daemons[leader].pid, signal.SIGTERM)
         assert daemons[leader].wait(timeout=60) == 0
         standby = ports[1 - leader]
-        wait_for("the standby leads", lambda: bool((health(standby) or {}).get("leader")))
+        wait_for("the standby leads", lambda: bool((health(standby) or {}).get("leader")), timeout=60)
         third = push("third")
-        wait_for("the second push's files reclaimed", lambda: files() == third)
+        wait_for("the second push's files reclaimed", lambda: files() == third, timeout=60)
         # Roles hold: the reader cannot push, the pusher cannot drop the table.
         refused = lineage(env, "table", "drop", "events", "--force", role="pusher")
         assert refused.returncode == 1 and "not authorised" in refused.stderr

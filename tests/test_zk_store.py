@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -25,6 +24,7 @@ from lineage.model import Segment, TableConfig
 from lineage.zk_client import ZkSettings, connect
 from lineage.zk_store import ROOT, ZkStore
 from tests.conftest import fast_retry
+from tests.helpers.zk import walk
 
 T = "events"
 
@@ -39,12 +39,6 @@ def m(zk_store: ZkStore) -> LineageManager:
     manager.create_table(TableConfig.build(T, "/d"))
     manager.register_segments(T, [seg("s1"), seg("s2")])
     return manager
-
-
-def walk(client: KazooClient, path: str = "/") -> Iterator[str]:
-    for child in client.get_children(path):
-        yield from walk(client, path.rstrip("/") + "/" + child)
-    yield path
 
 
 def largest_znode(client: KazooClient) -> tuple[int, int]:

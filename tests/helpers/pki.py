@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,21 +32,29 @@ class Leaf:
     both: Path  # certificate and key in one file, as ZooKeeper's keystore wants
 
 
+def _builder(
+    cn: str, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, ca: bool
+) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(_name(cn))
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - DAY)
+        .not_valid_after(now + 30 * DAY)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+
+
 class Authority:
     def __init__(self, directory: Path, cn: str) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
         self.cert = (
-            x509.CertificateBuilder()
-            .subject_name(_name(cn))
-            .issuer_name(_name(cn))
-            .public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - DAY)
-            .not_valid_after(now + 30 * DAY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            _builder(cn, _name(cn), self.key, ca=True)
             .add_extension(
                 x509.KeyUsage(
                     digital_signature=True,
@@ -68,20 +75,10 @@ class Authority:
         self.pem = directory / f"{cn}.pem"
         self.pem.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(
-        self, cn: str, dns: tuple[str, ...] = (), ips: tuple[str, ...] = (), client: bool = False
-    ) -> Leaf:
+    def issue(self, cn: str, dns: tuple[str, ...] = (), client: bool = False) -> Leaf:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
         builder = (
-            x509.CertificateBuilder()
-            .subject_name(_name(cn))
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - DAY)
-            .not_valid_after(now + 30 * DAY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            _builder(cn, self.cert.subject, key, ca=False)
             .add_extension(
                 x509.ExtendedKeyUsage(
                     [ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]
@@ -92,13 +89,14 @@ class Authority:
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
             )
         )
-        names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
-        names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
-        if names:
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        if dns:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False
+            )
         cert = builder.sign(self.key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+        pem_key = _pem_key(key)
         leaf = Leaf(self.directory / f"{cn}.crt", self.directory / f"{cn}.key", self.directory / f"{cn}.pem")
         leaf.cert.write_bytes(cert)
-        leaf.key.write_bytes(_pem_key(key))
-        leaf.both.write_bytes(cert + _pem_key(key))
+        leaf.key.write_bytes(pem_key)
+        leaf.both.write_bytes(cert + pem_key)
         return leaf

@@ -1,0 +1,50 @@
+"""Shared test plumbing: waiting for a condition, running the command line in a subprocess,
+and the role identities of the ACL tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from lineage.acl import digest_id
+
+ROOT = Path(__file__).parent.parent.parent
+
+# One user per role; tests that apply a policy name these.
+IDENTITIES = {
+    "admin": "boss:adm1n-pw",
+    "pusher": "loader:push-pw",
+    "retention": "janitor:ret-pw",
+    "reader": "analyst:read-pw",
+}
+
+
+def ident(role: str) -> str:
+    """The digest id of a role's identity."""
+    user, _, password = IDENTITIES[role].partition(":")
+    return digest_id(user, password)
+
+
+def wait_for(what: str, predicate: Callable[[], object], timeout: float = 40.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def lineage_process(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """``lineage ARGS`` in a new process with exactly ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "segment_lineage", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(env),
+        check=False,
+    )
