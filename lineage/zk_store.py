@@ -200,6 +200,8 @@ class ZkStore:
         self._states: OrderedDict[tuple[object, ...], TableState] = OrderedDict()
         self._merged: OrderedDict[tuple[str, str, tuple[str, ...]], tuple[dict[str, Any], list[list[str]]]]
         self._merged = OrderedDict()
+        self._commits_sent = 0  # multis sent by this store, whatever their outcome
+        self._commits_lock = threading.Lock()
 
     # ---- paths and plumbing ------------------------------------------------
 
@@ -319,6 +321,16 @@ class ZkStore:
             return list(txn.commit_async().get(timeout=self.op_timeout_s))
         except KazooTimeoutError:
             raise OperationTimeoutError() from None
+        finally:
+            with self._commits_lock:
+                self._commits_sent += 1
+
+    @property
+    def commits_sent(self) -> int:
+        """How many multis this store has sent, landed or not: a watched view
+        re-reads after its own process wrote, before the watch event arrives."""
+        with self._commits_lock:
+            return self._commits_sent
 
     def _call(self, what: str, name: str, *args: Any, **kwargs: Any) -> Any:
         """Run one read-only call with kazoo's bounded retry; translate errors."""
