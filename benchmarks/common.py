@@ -1,4 +1,4 @@
-"""What the benchmarks share: a scratch ZooKeeper, percentiles, bulk registration."""
+"""What the benchmark suites share: a scratch ZooKeeper, the run's context, a suite's results."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.measure import Case, Profile, Round, profile
 from lineage.manager import LineageManager
 from lineage.model import Segment
 from lineage.zk_client import ZkSettings, connect
@@ -15,6 +17,7 @@ from lineage.zk_server import ZkServer, free_port
 from lineage.zk_store import ZkStore
 
 BATCH = 5000  # segments per registration commit
+OURS = "ours"
 
 
 @contextmanager
@@ -31,16 +34,60 @@ def scratch_zookeeper(prefix: str) -> Iterator[tuple[Path, ZkServer]]:
             server.stop()
 
 
+def chroot(hosts: str) -> str:
+    return f"{hosts}/bench{uuid.uuid4().hex[:8]}"
+
+
 def fresh_manager(hosts: str) -> LineageManager:
     """A manager on a chroot of its own, with the default retry policy."""
-    return LineageManager(ZkStore(connect(ZkSettings(hosts=f"{hosts}/bench{uuid.uuid4().hex[:8]}"))))
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    return LineageManager(ZkStore(connect(ZkSettings(hosts=chroot(hosts)))))
 
 
 def register_many(m: LineageManager, table: str, segments: Sequence[Segment]) -> None:
     for start in range(0, len(segments), BATCH):
         m.register_segments(table, list(segments[start : start + BATCH]))
+
+
+@dataclass(frozen=True)
+class Context:
+    """One run of the benchmark command."""
+
+    work: Path  # scratch space on the local disk
+    hosts: str  # the run's ZooKeeper on loopback
+    quick: bool  # small sizes: a smoke run of every suite
+    master: str  # Spark master for the push suite
+
+
+@dataclass
+class Suite:
+    """A suite's cases, the profiles of ours where a peer was faster, and notes."""
+
+    name: str
+    title: str
+    axis: str  # what "size" counts: segments, rows, writers
+    about: str  # what is measured, for the report
+    cases: list[Case] = field(default_factory=list)
+    profiles: list[Profile] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def add(self, item: Case) -> Case:
+        self.cases.append(item)
+        print(
+            f"  {self.name} {item.operation} {item.size:,} {self.axis} {item.system}: "
+            f"median {item.median_s * 1000:.2f} ms, p99 {item.p99_s * 1000:.2f} ms, "
+            f"peak {item.peak_mb:.1f} MB",
+            flush=True,
+        )
+        return item
+
+    def profile_if_slower(self, operation: str, size: int, ours: Round) -> None:
+        """Profile one more round of ours when a peer's median was lower."""
+        mine = [c for c in self.cases if (c.operation, c.size, c.system) == (operation, size, OURS)]
+        peers = [c for c in self.cases if (c.operation, c.size) == (operation, size) and is_peer(c.system)]
+        if mine and any(p.median_s < mine[0].median_s for p in peers):
+            self.profiles.append(profile(operation, size, ours))
+
+
+def is_peer(system: str) -> bool:
+    return not system.startswith(OURS)

@@ -1,0 +1,120 @@
+"""Reclaiming N replaced segments: our retention pass beside deltalake's vacuum.
+
+For each N, in the same run and on the same disk:
+
+* ours: a table of N one-kilobyte segment files, all replaced by one new
+  segment; timed: one retention pass with zero retention (plan, intent
+  recorded in ZooKeeper, N fenced file deletes, intent cleared, metadata
+  garbage pass), without and with the orphan scan of the root;
+* deltalake: a Delta table of N files (one per partition), overwritten;
+  timed: ``vacuum(retention_hours=0)``.
+
+Both start after ``sync`` and a pause, from a quiet disk.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.common import OURS, Context, Suite, fresh_manager, register_many
+from benchmarks.measure import case, measure
+from benchmarks.peers import delta_table, rows
+from lineage.model import Segment, TableConfig
+from retention.executor import PassOptions, run_table
+
+PAYLOAD = b"x" * 1024
+WITH_ORPHANS = "ours, with orphan scan"
+
+
+def settle() -> None:
+    """Every system starts from the same quiet disk: set-up writes flushed."""
+    os.sync()
+    time.sleep(2)
+
+
+def ours(ctx: Context, n: int, orphans: bool) -> Callable[[], Callable[[], Any]]:
+    built = iter(range(10**6))
+
+    def prepare() -> Callable[[], Any]:
+        m = fresh_manager(ctx.hosts)
+        root = ctx.work / f"ours-{n}-{next(built)}"
+        m.create_table(
+            TableConfig.build(
+                "bench",
+                str(root),
+                "APPEND",
+                replaced_segments_retention="0s",
+                lineage_entry_cleanup_retention="0s",
+            )
+        )
+        names = [f"seg_{i:07d}" for i in range(n)]
+        segments = []
+        for name in names:
+            location = f"push_old/{name[-3:]}/{name}.parquet"
+            path = root / location
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(PAYLOAD)
+            segments.append(Segment(name, location, rows=1, size_bytes=len(PAYLOAD)))
+        register_many(m, "bench", segments)
+        entry = m.start_replace("bench", names, ["seg_new"])
+        (root / "new.parquet").write_bytes(PAYLOAD)
+        m.register_segments("bench", [Segment("seg_new", "new.parquet", rows=1, size_bytes=len(PAYLOAD))])
+        m.end_replace("bench", entry)
+        settle()
+
+        def reclaim() -> Any:
+            try:
+                return run_table(m, "bench", PassOptions(min_grace_ms=0, orphans=orphans))
+            finally:
+                m.store.close()
+
+        return reclaim
+
+    return prepare
+
+
+def reclaimed(n: int) -> Callable[[Any], None]:
+    def check(report: Any) -> None:
+        assert report.files_deleted == n and not report.errors, report.line()
+
+    return check
+
+
+def delta(ctx: Context, n: int) -> Callable[[], Callable[[], Any]]:
+    from deltalake import DeltaTable, write_deltalake
+
+    built = iter(range(10**6))
+
+    def prepare() -> Callable[[], Any]:
+        path = ctx.work / f"delta-vacuum-{n}-{next(built)}"
+        delta_table(path, n)
+        write_deltalake(str(path), rows(0, 1, 2), mode="overwrite", partition_by=["k"])
+        table = DeltaTable(str(path))
+        settle()
+        return lambda: table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+
+    return prepare
+
+
+def run(ctx: Context) -> list[Suite]:
+    suite = Suite("retention", "Retention: reclaiming replaced segments", "segments", __doc__ or "")
+    for n in [1_000, 4_000] if ctx.quick else [10_000, 100_000]:
+        suite.add(case("reclaim", n, OURS, measure(ours(ctx, n, False), 1, reclaimed(n))))
+        suite.add(case("reclaim", n, WITH_ORPHANS, measure(ours(ctx, n, True), 1, reclaimed(n))))
+
+        def vacuumed(gone: Any, n: int = n) -> None:
+            assert len(gone) == n, len(gone)
+
+        suite.add(case("reclaim", n, "deltalake", measure(delta(ctx, n), 1, vacuumed)))
+        suite.profile_if_slower("reclaim", n, ours(ctx, n, False))
+        for leftover in ctx.work.glob(f"*-{n}-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+    suite.notes.append(
+        "One run per size and system: each needs a fresh table of N files. "
+        "The disk's latency varies between runs; compare ratios within one run."
+    )
+    return [suite]

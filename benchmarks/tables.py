@@ -1,0 +1,158 @@
+"""Reading the visible set, and rolling back, on tables of N data files beside peers.
+
+Each system gets a table of N one-row data files (ours: N registered segments
+on ZooKeeper; deltalake: one write of N partitions; pyiceberg: one append of N
+partitions on a SQL catalog on SQLite).
+
+Visible set, cold (a client that has read nothing yet):
+* ours: ``visible_segments`` on a new ZooKeeper client;
+* deltalake: ``DeltaTable(path).file_uris()``;
+* pyiceberg: ``catalog.load_table(t).scan().plan_files()``.
+
+Visible set, warm (a long-lived reader asking again, with nothing changed):
+* ours: ``WatchedTable.visible()``: memory, kept fresh by a data watch;
+* deltalake: ``update_incremental()`` then ``file_uris()`` on the loaded table;
+* pyiceberg: ``refresh()`` then ``scan().plan_files()`` on the loaded table.
+The peers have no change notification, so a fresh answer costs them a look
+at storage or the catalog.
+
+Rollback: per round, one more file pushed (untimed), then a timed rollback of
+it: ours ``rollback(table, resolve_version(table))``, deltalake
+``restore(previous version)``, pyiceberg ``rollback_to_snapshot(parent)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.common import OURS, Context, Suite, chroot, register_many
+from benchmarks.measure import case, measure
+from benchmarks.peers import delta_table, iceberg_table, rows
+from lineage.manager import LineageManager
+from lineage.model import Segment, TableConfig
+from lineage.zk_client import ZkSettings, connect
+from lineage.zk_store import ZkStore
+from lineage.zk_watch import WatchedTable
+
+
+def znodes(store: ZkStore) -> tuple[int, int]:
+    """The number of znodes under the store's root and the largest one's size in bytes."""
+    count = largest = 0
+    stack = [store.root]
+    while stack:
+        path = stack.pop()
+        data, stat = store.client.get(path)
+        count += 1
+        largest = max(largest, len(data))
+        if stat.numChildren:
+            stack.extend(f"{path}/{c}" for c in store.client.get_children(path))
+    return count, largest
+
+
+def run(ctx: Context) -> list[Suite]:
+    visible = Suite("visible", "Reading the visible set", "segments", __doc__ or "")
+    rollback = Suite("rollback", "Rollback", "segments", __doc__ or "")
+    sizes = [300, 3_000] if ctx.quick else [1_000, 10_000, 100_000]
+    for n in sizes:
+        one_size(ctx, visible, rollback, n)
+    visible.notes.append(
+        "Warm reads of ours send no request to ZooKeeper until the table's head changes; "
+        "a cold read fetches the head and the bucket blobs and decodes them."
+    )
+    return [visible, rollback]
+
+
+def one_size(ctx: Context, visible: Suite, rollback: Suite, n: int) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    cold_rounds, warm_rounds, rollback_rounds = (3, 20, 3) if ctx.quick else (5, 50, 7)
+    hosts = chroot(ctx.hosts)
+    store = ZkStore(connect(ZkSettings(hosts=hosts)))
+    m = LineageManager(store)
+    m.create_table(TableConfig.build("bench", "/bench", "APPEND"))
+    register_many(m, "bench", [Segment(f"seg_{i:07d}", f"seg_{i:07d}.parquet", rows=1) for i in range(n)])
+    delta = ctx.work / f"delta-{n}"
+    delta_table(delta, n)
+    catalog = iceberg_table(ctx.work, f"tables{n}", n)
+
+    def count(expected: int) -> Callable[[Any], None]:
+        def check(found: Any) -> None:
+            assert len(found) == expected, (len(found), expected)
+
+        return check
+
+    # ---- visible set, cold and warm
+    clients: list[ZkStore] = []
+
+    def ours_cold() -> Callable[[], Any]:
+        client = ZkStore(connect(ZkSettings(hosts=hosts)))
+        clients.append(client)
+        return lambda: LineageManager(client).visible_segments("bench")
+
+    systems: list[tuple[str, Callable[[], Callable[[], Any]]]] = [
+        (OURS, ours_cold),
+        ("deltalake", lambda: lambda: DeltaTable(str(delta)).file_uris()),
+        ("pyiceberg", lambda: lambda: list(catalog.load_table("bench.t").scan().plan_files())),
+    ]
+    for system, prepare in systems:
+        visible.add(case("cold", n, system, measure(prepare, cold_rounds, count(n))))
+    visible.profile_if_slower("cold", n, ours_cold)
+    for client in clients:
+        client.close()
+
+    watched = WatchedTable(store, "bench")
+    loaded_delta = DeltaTable(str(delta))
+    loaded_iceberg = catalog.load_table("bench.t")
+
+    def delta_warm() -> list[str]:
+        loaded_delta.update_incremental()
+        return loaded_delta.file_uris()
+
+    def iceberg_warm() -> list[Any]:
+        loaded_iceberg.refresh()
+        return list(loaded_iceberg.scan().plan_files())
+
+    warm: list[tuple[str, Callable[[], Callable[[], Any]]]] = [
+        (OURS, lambda: watched.visible),
+        ("deltalake", lambda: delta_warm),
+        ("pyiceberg", lambda: iceberg_warm),
+    ]
+    for system, prepare in warm:
+        visible.add(case("warm", n, system, measure(prepare, warm_rounds, count(n))))
+    visible.profile_if_slower("warm", n, lambda: watched.visible)
+    watched.close()
+
+    # ---- rollback of the last push
+    pushed = iter(range(10**6))
+
+    def ours_round() -> Callable[[], Any]:
+        extra = f"extra_{next(pushed):05d}"
+        entry = m.start_replace("bench", [], [extra])
+        m.register_segments("bench", [Segment(extra, f"{extra}.parquet", rows=1)], entry_id=entry)
+        m.end_replace("bench", entry)
+        target = m.resolve_version("bench")
+        return lambda: m.rollback("bench", target)
+
+    def delta_round() -> Callable[[], Any]:
+        write_deltalake(str(delta), rows(n + next(pushed), 1, 2), mode="append", partition_by=["k"])
+        table = DeltaTable(str(delta))
+        previous = table.version() - 1
+        return lambda: table.restore(previous)
+
+    def iceberg_round() -> Callable[[], Any]:
+        table = catalog.load_table("bench.t")
+        table.append(rows(n + next(pushed), 1, 2))
+        table = catalog.load_table("bench.t")
+        parent = table.current_snapshot().parent_snapshot_id
+        return lambda: table.manage_snapshots().rollback_to_snapshot(parent).commit()
+
+    for system, prepare in ((OURS, ours_round), ("deltalake", delta_round), ("pyiceberg", iceberg_round)):
+        rollback.add(case("rollback", n, system, measure(prepare, rollback_rounds)))
+    assert len(m.visible_segments("bench")) == n
+    assert len(DeltaTable(str(delta)).file_uris()) == n
+    assert len(list(catalog.load_table("bench.t").scan().plan_files())) == n
+    rollback.profile_if_slower("rollback", n, ours_round)
+    count_nodes, largest = znodes(store)
+    rollback.notes.append(f"{n:,} segments: {count_nodes} znodes in all, the largest {largest:,} bytes.")
+    store.close()
