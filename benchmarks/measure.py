@@ -1,7 +1,8 @@
 """Time and peak memory of one operation, the results they make, and profiles.
 
 Memory is the peak resident memory the operation added to this process and
-all its descendants (the ZooKeeper server and Spark's JVM run as children
+all its descendants (after a garbage collection and ``malloc_trim``, so that
+it does not reuse what set-up freed) (the ZooKeeper server and Spark's JVM run as children
 here): before the operation each process's high-water mark is reset to its
 current resident size (``/proc/PID/clear_refs``), afterwards the sum of the
 high-water marks minus the sum of the sizes before is the peak. Summing
@@ -13,6 +14,8 @@ used, which overstates too; the report says which method ran.
 from __future__ import annotations
 
 import cProfile
+import ctypes
+import gc
 import io
 import os
 import pstats
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 PROC = Path("/proc")
+_LIBC = ctypes.CDLL("libc.so.6")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -83,6 +87,10 @@ class Meter:
     method = "per-process high-water mark, reset before each operation"
 
     def start(self) -> None:
+        # Freed memory goes back to the system first, so what the operation
+        # allocates shows as growth instead of reusing what set-up left.
+        gc.collect()
+        _LIBC.malloc_trim(0)
         self.before: dict[int, int] = {}
         for pid in process_tree():
             if not _reset_peak(pid):

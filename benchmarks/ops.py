@@ -1,9 +1,10 @@
 """Lineage operations under 1, 8 and 32 concurrent writers, beside peers' appends.
 
 A table of 1,000 segments (deltalake and pyiceberg: 1,000 data files). Each
-writer is a thread with its own client (its own ZooKeeper session; its own
-DeltaTable or catalog). All writers start together and commit a one-row
-Parquet file, over and over, until the run's commits are done:
+writer is a process of its own, like separate jobs, with its own client (its
+own ZooKeeper session; its own DeltaTable or catalog). All writers start
+together, once every one is connected, and commit a one-row Parquet file,
+over and over, until the run's commits are done:
 
 * ours: a consistent push of the file: ``start_replace`` (nothing to replace),
   the file written, ``register_segments`` into the entry, ``end_replace``;
@@ -18,10 +19,10 @@ Parquet file, over and over, until the run's commits are done:
 
 from __future__ import annotations
 
-import itertools
+import multiprocessing
 import random
-import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from benchmarks.common import OURS, Context, Suite, chroot, register_many
-from benchmarks.measure import Meter, case
+from benchmarks.measure import Meter, Round, case
 from benchmarks.peers import delta_table, iceberg_catalog, iceberg_table, one_row
 from lineage.errors import ContentionError
 from lineage.manager import LineageManager
@@ -40,32 +41,7 @@ from lineage.zk_store import ZkStore
 WRITERS = (1, 8, 32)
 BASE = 1_000
 PEER_ATTEMPTS = 100
-
-
-def concurrently(works: list[Callable[[], None]]) -> tuple[float, int]:
-    """Release the writers together; wall time and peak added memory until the last is done."""
-    barrier = threading.Barrier(len(works) + 1)
-    errors: list[BaseException] = []
-
-    def body(work: Callable[[], None]) -> None:
-        barrier.wait()
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 - raised again by the caller's thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=body, args=(w,)) for w in works]
-    for thread in threads:
-        thread.start()
-    meter = Meter()
-    meter.start()
-    barrier.wait()
-    for thread in threads:
-        thread.join()
-    seconds, peak = meter.stop()
-    if errors:
-        raise errors[0]
-    return seconds, peak
+PEERS = ("deltalake", "pyiceberg")
 
 
 def retried(
@@ -82,174 +58,209 @@ def retried(
     counts["failed"] += 1
 
 
+# ---- one writer, in a process of its own -------------------------------------------
+
+
+def ours_commit(m: LineageManager, root: Path, lat: dict[str, list[float]]) -> str:
+    """A consistent push of one one-row file; its start, end and whole latency into ``lat``."""
+    name = f"seg_{uuid.uuid4().hex[:12]}"
+    t0 = time.perf_counter()
+    entry = m.start_replace("bench", [], [name])
+    t1 = time.perf_counter()
+    pq.write_table(one_row(), root / f"{name}.parquet")
+    m.register_segments("bench", [Segment(name, f"{name}.parquet", rows=1)], entry_id=entry)
+    t2 = time.perf_counter()
+    m.end_replace("bench", entry)
+    t3 = time.perf_counter()
+    lat["start"].append(t1 - t0)
+    lat["end"].append(t3 - t2)
+    lat["commit"].append(t3 - t0)
+    return entry
+
+
+def ours_writer(spec: dict[str, Any], rounds: int, ready: Any, go: Any, results: Any) -> None:
+    m = LineageManager(ZkStore(connect(ZkSettings(hosts=spec["hosts"]))))
+    lat: dict[str, list[float]] = {"start": [], "end": [], "commit": [], "revert": []}
+    counts = {"failed": 0, "revert failed": 0}
+    entries = []
+    ready.wait()
+    go.wait()
+    for _ in range(rounds):
+        try:
+            entries.append(ours_commit(m, Path(spec["root"]), lat))
+        except ContentionError:
+            counts["failed"] += 1
+    results.put((lat, counts))
+    ready.wait()  # the revert phase: every writer reverts its own entries, all together
+    go.wait()
+    for entry in entries:
+        began = time.perf_counter()
+        try:
+            m.revert_replace("bench", entry)
+        except ContentionError:
+            counts["revert failed"] += 1
+            continue
+        lat["revert"].append(time.perf_counter() - began)
+    results.put((lat, counts))
+    m.store.close()
+
+
+def peer_writer(spec: dict[str, Any], rounds: int, ready: Any, go: Any, results: Any) -> None:
+    if spec["system"] == "deltalake":
+        from deltalake import write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        def commit() -> None:
+            write_deltalake(spec["path"], one_row(), mode="append")
+
+        lost: tuple[type[BaseException], ...] = (CommitFailedError,)
+    else:
+        from pyiceberg.exceptions import CommitFailedException
+        from sqlalchemy.exc import OperationalError
+
+        catalog = iceberg_catalog(Path(spec["work"]), "ops")
+
+        def commit() -> None:
+            catalog.load_table("bench.t").append(one_row())
+
+        lost = (CommitFailedException, OperationalError)
+    lat: dict[str, list[float]] = {"commit": []}
+    counts = {"retries": 0, "failed": 0}
+    ready.wait()
+    go.wait()
+    for _ in range(rounds):
+        began = time.perf_counter()
+        retried(commit, lost, counts)
+        lat["commit"].append(time.perf_counter() - began)
+    results.put((lat, counts))
+
+
+def writer_main(spec: dict[str, Any], rounds: int, ready: Any, go: Any, results: Any) -> None:
+    import logging
+
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # its own commit retries, at WARNING
+    try:
+        (ours_writer if spec["system"] == OURS else peer_writer)(spec, rounds, ready, go, results)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the suite
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+# ---- the parent: phases of all writers together -------------------------------------
+
+
+def run_writers(
+    spec: dict[str, Any], writers: int, rounds: int, phases: int
+) -> list[tuple[float, int, list[Any]]]:
+    """Start the writers, then per phase: wait until all are ready, release them
+    together, and time (and meter) until the last one reports."""
+    mp = multiprocessing.get_context("spawn")
+    ready, go, results = mp.Barrier(writers + 1), mp.Barrier(writers + 1), mp.Queue()
+    procs = [mp.Process(target=writer_main, args=(spec, rounds, ready, go, results)) for _ in range(writers)]
+    for proc in procs:
+        proc.start()
+    out = []
+    try:
+        for _ in range(phases):
+            ready.wait(timeout=600)
+            meter = Meter()
+            meter.start()
+            go.wait(timeout=60)
+            reports = [results.get(timeout=1800) for _ in range(writers)]
+            seconds, peak = meter.stop()
+            failures = [r for r in reports if isinstance(r, str)]
+            if failures:
+                raise RuntimeError(f"a {spec['system']} writer failed: {failures[0]}")
+            out.append((seconds, peak, reports))
+    finally:
+        for proc in procs:
+            proc.join(timeout=60)
+            if proc.is_alive():
+                proc.kill()
+    return out
+
+
+def merged(reports: list[Any], key: str) -> list[float]:
+    return [v for lat, _ in reports for v in lat[key]]
+
+
+def counted(reports: list[Any], key: str) -> int:
+    return sum(counts[key] for _, counts in reports)
+
+
 class Ours:
     def __init__(self, ctx: Context) -> None:
-        self.hosts = chroot(ctx.hosts)
         self.root = ctx.work / "ops-ours"
         self.root.mkdir()
-        self.manager = self.client()
+        self.spec = {"system": OURS, "hosts": chroot(ctx.hosts), "root": str(self.root)}
+        self.manager = LineageManager(ZkStore(connect(ZkSettings(hosts=self.spec["hosts"]))))
         self.manager.create_table(TableConfig.build("bench", str(self.root), "APPEND"))
         register_many(
             self.manager,
             "bench",
             [Segment(f"base_{i:05d}", f"base_{i:05d}.parquet", rows=1) for i in range(BASE)],
         )
-        self.names = (f"seg_{i:06d}" for i in itertools.count())
-
-    def client(self) -> LineageManager:
-        return LineageManager(ZkStore(connect(ZkSettings(hosts=self.hosts))))
-
-    def commit(self, m: LineageManager, lat: dict[str, list[float]]) -> str:
-        name = next(self.names)
-        t0 = time.perf_counter()
-        entry = m.start_replace("bench", [], [name])
-        t1 = time.perf_counter()
-        pq.write_table(one_row(), self.root / f"{name}.parquet")
-        m.register_segments("bench", [Segment(name, f"{name}.parquet", rows=1)], entry_id=entry)
-        t2 = time.perf_counter()
-        m.end_replace("bench", entry)
-        t3 = time.perf_counter()
-        lat["start"].append(t1 - t0)
-        lat["end"].append(t3 - t2)
-        lat["commit"].append(t3 - t0)
-        return entry
 
     def run(self, suite: Suite, writers: int, rounds: int) -> None:
-        clients = [self.client() for _ in range(writers)]
-        lat: dict[str, list[float]] = {"start": [], "end": [], "commit": [], "revert": []}
-        entries: list[list[str]] = [[] for _ in range(writers)]
-        failed = {"commit": 0, "revert": 0}
-
-        def pushes(w: int) -> Callable[[], None]:
-            def work() -> None:
-                for _ in range(rounds):
-                    try:
-                        entries[w].append(self.commit(clients[w], lat))
-                    except ContentionError:
-                        failed["commit"] += 1
-
-            return work
-
-        def reverts(w: int) -> Callable[[], None]:
-            def work() -> None:
-                for entry in entries[w]:
-                    began = time.perf_counter()
-                    try:
-                        clients[w].revert_replace("bench", entry)
-                    except ContentionError:
-                        failed["revert"] += 1
-                        continue
-                    lat["revert"].append(time.perf_counter() - began)
-
-            return work
-
-        seconds, peak = concurrently([pushes(w) for w in range(writers)])
-        done = len(lat["commit"])
+        (pushed, peak, reports), (reverted, revert_peak, final) = run_writers(self.spec, writers, rounds, 2)
+        lat = {key: merged(reports, key) for key in ("commit", "start", "end")}
+        failed = counted(reports, "failed")
         suite.add(
             case(
                 "commit",
                 writers,
                 OURS,
                 (lat["commit"], [peak]),
-                per_s=done / seconds,
-                failed=failed["commit"],
+                per_s=len(lat["commit"]) / pushed,
+                failed=failed,
             )
         )
         suite.add(case("start", writers, OURS, (lat["start"], [peak])))
         suite.add(case("end", writers, OURS, (lat["end"], [peak])))
-        seconds, peak = concurrently([reverts(w) for w in range(writers)])
+        reverts = merged(final, "revert")
         suite.add(
             case(
                 "revert",
                 writers,
                 OURS,
-                (lat["revert"], [peak]),
-                per_s=len(lat["revert"]) / seconds,
-                failed=failed["revert"],
+                (reverts, [revert_peak]),
+                per_s=len(reverts) / reverted,
+                failed=counted(final, "revert failed"),
             )
         )
-        for c in clients:
-            c.store.close()
 
     def one_commit(self) -> Callable[[], Any]:
-        return lambda: self.commit(self.manager, {"start": [], "end": [], "commit": []})
+        lat: dict[str, list[float]] = {"start": [], "end": [], "commit": []}
+        return lambda: ours_commit(self.manager, self.root, lat)
 
 
-def peer_run(
-    suite: Suite,
-    system: str,
-    writers: int,
-    rounds: int,
-    commit_of: Callable[[int], Callable[[], None]],
-    lost: tuple[type[BaseException], ...],
-) -> None:
-    commits = [commit_of(w) for w in range(writers)]
-    lat: list[float] = []
-    counts = {"retries": 0, "failed": 0}
-
-    def writer(w: int) -> Callable[[], None]:
-        def work() -> None:
-            for _ in range(rounds):
-                began = time.perf_counter()
-                retried(commits[w], lost, counts)
-                lat.append(time.perf_counter() - began)
-
-        return work
-
-    seconds, peak = concurrently([writer(w) for w in range(writers)])
+def peer_run(suite: Suite, spec: dict[str, Any], writers: int, rounds: int) -> None:
+    [(seconds, peak, reports)] = run_writers(spec, writers, rounds, 1)
+    lat = merged(reports, "commit")
+    counts = {key: counted(reports, key) for key in ("retries", "failed")}
     done = len(lat) - counts["failed"]
-    suite.add(case("commit", writers, system, (lat, [peak]), per_s=done / seconds, **counts))
-
-
-def delta_commits(path: Path) -> Callable[[int], Callable[[], None]]:
-    from deltalake import write_deltalake
-
-    def commit_of(_w: int) -> Callable[[], None]:
-        return lambda: write_deltalake(str(path), one_row(), mode="append")
-
-    return commit_of
-
-
-def iceberg_commits(work: Path) -> Callable[[int], Callable[[], None]]:
-    def commit_of(_w: int) -> Callable[[], None]:
-        catalog = iceberg_catalog(work, "ops")
-
-        def commit() -> None:
-            catalog.load_table("bench.t").append(one_row())
-
-        return commit
-
-    return commit_of
+    suite.add(case("commit", writers, spec["system"], (lat, [peak]), per_s=done / seconds, **counts))
 
 
 def run(ctx: Context) -> list[Suite]:
-    from deltalake.exceptions import CommitFailedError
-    from pyiceberg.exceptions import CommitFailedException
-    from sqlalchemy.exc import OperationalError
-
     suite = Suite("ops", "Lineage operations under concurrent writers", "writers", __doc__ or "")
     total = 32 if ctx.quick else 192
     ours = Ours(ctx)
-    delta = ctx.work / "ops-delta"
-    delta_table(delta, BASE)
+    delta_table(ctx.work / "ops-delta", BASE)
     iceberg_table(ctx.work, "ops", BASE)
+    peers = [
+        {"system": "deltalake", "path": str(ctx.work / "ops-delta")},
+        {"system": "pyiceberg", "work": str(ctx.work)},
+    ]
+    one: Round = ours.one_commit
     for writers in WRITERS:
         rounds = max(1, total // writers)
         ours.run(suite, writers, rounds)
-        peer_run(suite, "deltalake", writers, rounds, delta_commits(delta), (CommitFailedError,))
-        peer_run(
-            suite,
-            "pyiceberg",
-            writers,
-            rounds,
-            iceberg_commits(ctx.work),
-            (CommitFailedException, OperationalError),
-        )
-        if writers == 1:
-            suite.profile_if_slower("commit", writers, ours.one_commit)
+        for spec in peers:
+            peer_run(suite, spec, writers, rounds)
+    suite.profile_if_slower("commit", 1, one)
     ours.manager.store.close()
     suite.notes.append(
         "A commit of ours is three compare-and-set commits on ZooKeeper (start, register, end); "
-        "a peer's append is one commit. Memory is the peak of the whole phase, all writers together."
+        "a peer's append is one commit. Memory is the peak of the whole phase, all writer processes together."
     )
     return [suite]

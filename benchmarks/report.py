@@ -23,7 +23,7 @@ def fmt_time(seconds: float) -> str:
 
 
 def fmt_ratio(ours: float, peer: float) -> str:
-    return f"{ours / peer:.2f}" if peer > 0 else "–"
+    return f"{ours / peer:.2f}" if peer > 0 else "n/a"
 
 
 def fmt_mb(mb: float) -> str:
@@ -74,16 +74,21 @@ def summary_rows(suites: Iterable[Suite]) -> list[dict[str, Any]]:
 
 
 def summary_table(suites: Iterable[Suite]) -> list[str]:
-    lines = [
-        "| benchmark | size | ours: median | peer: median | time ours ÷ peer | ours: peak memory | peer: peak memory |",
-        "|---|---|---|---|---|---|---|",
+    head = [
+        "benchmark",
+        "size",
+        "ours: median",
+        "peer: median",
+        "time ours ÷ peer",
+        "ours: memory",
+        "peer: memory",
     ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in summary_rows(suites):
-        ratio = "–" if r["time_ratio"] is None else f"**{r['time_ratio']:.2f}**"
-        lines.append(
-            f"| {r['suite']} {r['operation']} | {r['size']:,} {r['axis']} | {fmt_time(r['ours_s'])} | "
-            f"{r['peer']}: {fmt_time(r['peer_s'])} | {ratio} | {fmt_mb(r['ours_mb'])} | {fmt_mb(r['peer_mb'])} |"
-        )
+        ratio = "n/a" if r["time_ratio"] is None else f"**{r['time_ratio']:.2f}**"
+        cells = [f"{r['suite']} {r['operation']}", f"{r['size']:,} {r['axis']}", fmt_time(r["ours_s"])]
+        cells += [f"{r['peer']}: {fmt_time(r['peer_s'])}", ratio, fmt_mb(r["ours_mb"]), fmt_mb(r["peer_mb"])]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -106,7 +111,7 @@ def operation_table(suite: Suite, op: str) -> list[str]:
                     "" if value is None else f"{value:,.1f}" if isinstance(value, float) else str(value)
                 )
             if ours is not None and is_peer(system):
-                memory = fmt_ratio(ours.peak_mb, c.peak_mb) if c.peak_mb >= 1 else "–"
+                memory = fmt_ratio(ours.peak_mb, c.peak_mb) if c.peak_mb >= 1 else "n/a"
                 row += [fmt_ratio(ours.median_s, c.median_s), memory]
             else:
                 row += ["", ""]

@@ -603,7 +603,13 @@ class ZkStore:
         return codec.entry_to_dict(entry, src, dst)
 
     def _buckets(
-        self, kind: str, new: Mapping[str, Any], base: _Loaded, blobs: dict[str, bytes], table: str
+        self,
+        kind: str,
+        new: Mapping[str, Any],
+        base: _Loaded,
+        blobs: dict[str, bytes],
+        table: str,
+        decoded: dict[str, _Bucket],
     ) -> tuple[str, ...]:
         old = base.maps[kind]
         old_ids = base.head.buckets[kind]
@@ -653,6 +659,8 @@ class ZkStore:
             blob = _blob_id()
             blobs[blob] = raw
             ids[i] = blob
+            if kind != ENTRIES:  # records stored as they are: what reading the blob would give
+                decoded[blob] = _Bucket(i, count, tuple((k, new[k]) for k in keys_of[i]))
         return tuple(ids)
 
     def write(
@@ -663,10 +671,11 @@ class ZkStore:
             raise TypeError("snapshot was not read from this store")
         state = change.state
         blobs: dict[str, bytes] = {}
+        decoded: dict[str, _Bucket] = {}
         buckets = {
-            SEGMENTS: self._buckets(SEGMENTS, state.segments, loaded, blobs, table),
-            ENTRIES: self._buckets(ENTRIES, state.entries, loaded, blobs, table),
-            PENDING: self._buckets(PENDING, state.pending, loaded, blobs, table),
+            SEGMENTS: self._buckets(SEGMENTS, state.segments, loaded, blobs, table, decoded),
+            ENTRIES: self._buckets(ENTRIES, state.entries, loaded, blobs, table, decoded),
+            PENDING: self._buckets(PENDING, state.pending, loaded, blobs, table, decoded),
         }
         version = loaded.head.version + 1
         record = HistoryRecord.of(version, commit_id, now_ms, change, audit)
@@ -720,6 +729,9 @@ class ZkStore:
             raise RetryableStoreError(f"a new blob vanished before the commit ({type(failed[0]).__name__})")
         if isinstance(head_result, Exception):
             raise WriteOutcomeUnknown(f"head swap: {type(head_result).__name__}")
+        # The writer's next read needs no decoding of the buckets it wrote.
+        for blob, bucket in decoded.items():
+            self._remember(blob, bucket)
         if sealed_now and self.may_sweep():
             self._collect_quietly(table)
         return TableState(state.config, version, state.segments, state.entries, state.pending)

@@ -436,3 +436,29 @@ def test_history_stays_bounded(m: LineageManager, monkeypatch: pytest.MonkeyPatc
         store.collect_garbage(T, grace_ms=0)
     assert store.referenced_blobs(T) == set(store.client.get_children(f"{store.head_path(T)}/blobs"))
     assert len(ZkStore(store.client, owns_client=False).history(T)) == len(records)
+
+
+def test_a_writer_reads_its_own_buckets_without_decoding_them(
+    m: LineageManager, zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m.register_segments("events", [Segment(f"s{i:04d}", f"s{i:04d}.parquet", rows=i) for i in range(3000)])
+    entry = m.start_replace("events", [f"s{i:04d}" for i in range(10)], ["n"])
+    m.register_segments("events", [Segment("n", "n.parquet", rows=5)], entry_id=entry)
+    decoded: list[str] = []
+    decode = codec.decode_bucket
+
+    def counted(raw: bytes, kind: str, where: str) -> object:
+        decoded.append(kind)
+        return decode(raw, kind, where)
+
+    monkeypatch.setattr(codec, "decode_bucket", counted)
+    m.end_replace("events", entry)
+    m.register_segments("events", [Segment("late", "late.parquet", rows=1)])
+    own = m.table("events")
+    assert "segments" not in decoded  # the writer kept what it wrote
+    fresh = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    try:
+        assert fresh.read("events").state == own
+    finally:
+        fresh.close()
+    assert "segments" in decoded  # a new client decodes them, and finds the same state
