@@ -183,6 +183,7 @@ def case(
 AREAS = (
     ("waiting on another thread (ZooKeeper replies, the delete pool)", ("'acquire' of '_thread.lock'",)),
     ("sleeping (retry back-off)", ("time.sleep",)),
+    ("waiting on Spark's JVM (py4j socket)", ("'recv_into' of '_socket.socket'",)),
     ("our lineage code", ("/lineage/",)),
     ("our retention code", ("/retention/",)),
     ("our ingest code", ("/ingest/",)),
