@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -e ".[test,bench]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -31,10 +31,9 @@ faults: $(STAMP)
 faults-quick: $(STAMP)
 	$(BIN)/python -m faults --quick
 
+# Every benchmark, ours beside the peers; the report goes to bench-report/.
 bench: $(STAMP)
-	$(BIN)/pip install --quiet -e ".[bench]"
-	$(BIN)/python benchmarks/lineage_ops.py
-	$(BIN)/python benchmarks/retention_vs_vacuum.py
+	$(BIN)/python -m benchmarks --out bench-report
 
 CLI_DOC_COMMANDS := "" "zk start" "zk stop" "zk status" "table create" "table list" "table show" \
 	"table drop" "segment add" "segment list" "segment delete" "segments" "start-replace" "end-replace" \

@@ -24,7 +24,7 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.common import Context, Suite, scratch_zookeeper
-from benchmarks.measure import Meter
+from benchmarks.measure import Meter, resident_mb
 
 SUITES = ("push", "ops", "tables", "retention")
 PACKAGES = ("pyspark", "kazoo", "pyarrow", "deltalake", "pyiceberg")
@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     with scratch_zookeeper("segment-lineage-bench-") as (work, server):
         ctx = Context(work=work, hosts=server.hosts, quick=args.quick, master=args.master)
+        server_pid = server.pid()
+        Meter.exclude = frozenset({server_pid} if server_pid else ())
         for name in chosen:
             print(f"== {name}", flush=True)
             module = importlib.import_module(f"benchmarks.{name}")
@@ -81,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(
                     Suite(name, f"{name} (failed)", "size", "", error=f"{type(exc).__name__}: {exc}")
                 )
-    meta["memory"] = Meter.method
+            if server_pid:
+                meta["zookeeper memory"] = f"{resident_mb(server_pid):,.0f} MB resident at the end of the run"
+    meta["memory"] = f"{Meter.method}; the ZooKeeper server is not counted in the operations"
     meta["duration"] = f"{(time.monotonic() - began) / 60:.1f} min"
     written = report.write(args.out, meta, results)
     print(f"report: {written}", flush=True)

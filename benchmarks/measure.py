@@ -1,14 +1,16 @@
 """Time and peak memory of one operation, the results they make, and profiles.
 
 Memory is the peak resident memory the operation added to this process and
-all its descendants (after a garbage collection and ``malloc_trim``, so that
-it does not reuse what set-up freed) (the ZooKeeper server and Spark's JVM run as children
-here): before the operation each process's high-water mark is reset to its
-current resident size (``/proc/PID/clear_refs``), afterwards the sum of the
-high-water marks minus the sum of the sizes before is the peak. Summing
-per-process peaks can only overstate a peak that did not coincide. Where the
-kernel refuses the reset, the high-water mark since the process started is
-used, which overstates too; the report says which method ran.
+its descendants (Spark's JVM in local mode, writer processes), not counting
+the ZooKeeper server, whose heap is a fixed deployment cost reported once.
+Before the operation: a garbage collection and ``malloc_trim`` (so the
+operation cannot reuse what set-up freed), then each process's high-water
+mark is reset to its current resident size (``/proc/PID/clear_refs``).
+Afterwards, the sum of the high-water marks minus the sum of the sizes before
+is the peak. Summing per-process peaks can only overstate a peak that did not
+coincide. Where the kernel refuses the reset, the high-water mark since the
+process started is used, which overstates too; the report says which method
+ran.
 """
 
 from __future__ import annotations
@@ -49,15 +51,22 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def process_tree(root: int | None = None) -> list[int]:
-    """This process (or ``root``) and every live descendant."""
+def process_tree(root: int | None = None, exclude: frozenset[int] = frozenset()) -> list[int]:
+    """This process (or ``root``) and every live descendant, but not ``exclude`` and theirs."""
     tree = _children()
     out, stack = [], [root or os.getpid()]
     while stack:
         pid = stack.pop()
+        if pid in exclude:
+            continue
         out.append(pid)
         stack.extend(tree.get(pid, ()))
     return out
+
+
+def resident_mb(pid: int) -> float:
+    memory = _memory_kb(pid)
+    return 0.0 if memory is None else memory[0] / 1024
 
 
 def _memory_kb(pid: int) -> tuple[int, int] | None:
@@ -85,6 +94,7 @@ class Meter:
     """Wall time and peak added memory of what runs between start() and stop()."""
 
     method = "per-process high-water mark, reset before each operation"
+    exclude: frozenset[int] = frozenset()  # the run's ZooKeeper server: reported on its own
 
     def start(self) -> None:
         # Freed memory goes back to the system first, so what the operation
@@ -92,7 +102,7 @@ class Meter:
         gc.collect()
         _LIBC.malloc_trim(0)
         self.before: dict[int, int] = {}
-        for pid in process_tree():
+        for pid in process_tree(exclude=self.exclude):
             if not _reset_peak(pid):
                 Meter.method = "per-process high-water mark since start (reset refused)"
             memory = _memory_kb(pid)
@@ -103,7 +113,7 @@ class Meter:
     def stop(self) -> tuple[float, int]:
         seconds = time.perf_counter() - self.began
         added = 0
-        for pid in process_tree():
+        for pid in process_tree(exclude=self.exclude):
             memory = _memory_kb(pid)
             if memory is not None:
                 added += memory[1] - self.before.get(pid, 0)

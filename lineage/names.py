@@ -24,9 +24,17 @@ MAX_LOCATION = 1024
 # ',' (Pinot joins segment lists with commas), no '%', no '\\', no spaces.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 _PART = re.compile(r"[A-Za-z0-9_.\-=]+")
+# Fast paths for decoding many records: a match is a name or location the
+# checks below accept (a test holds them to it); anything else takes the
+# checks, which say what is wrong.
+_GOOD_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.\-]*(?<!\.)")
+_GOOD_PART = r"[A-Za-z0-9_=](?:[A-Za-z0-9_.\-=]{0,253}[A-Za-z0-9_\-=])?"
+_GOOD_LOCATION = re.compile(rf"{_GOOD_PART}(?:/{_GOOD_PART})*")
 
 
 def _check(kind: str, name: object, limit: int) -> str:
+    if isinstance(name, str) and len(name) <= limit and _GOOD_NAME.fullmatch(name):
+        return name
     if not isinstance(name, str):
         raise InvalidNameError(kind, name, "must be a string")
     if not name:
@@ -96,6 +104,8 @@ def check_location(location: object) -> str:
     outside it: no scheme, no leading '/', no '..' or '.' part, no empty part,
     no backslash, no '%' escapes.
     """
+    if isinstance(location, str) and len(location) <= MAX_LOCATION and _GOOD_LOCATION.fullmatch(location):
+        return location
     if not isinstance(location, str) or not location:
         raise InvalidInputError(f"invalid segment location {location!r}: must be a non-empty string")
     if len(location) > MAX_LOCATION:

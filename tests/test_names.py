@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
+import re
+from collections.abc import Callable
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lineage import names
 from lineage.errors import InvalidInputError, InvalidNameError, InvalidPeriodError
 from lineage.names import (
     check_entry_id,
     check_location,
+    check_segment_name,
     check_segment_names,
     check_table_name,
     check_text,
@@ -125,3 +132,33 @@ def test_periods_parse(text: str, ms: int) -> None:
 def test_bad_periods_are_refused(text: str) -> None:
     with pytest.raises(InvalidPeriodError, match="invalid period"):
         parse_period(text)
+
+
+def verdict(check: Callable[[str], str], value: str) -> bool:
+    try:
+        check(value)
+    except InvalidInputError:
+        return False
+    return True
+
+
+NEVER = re.compile(r"(?!)")
+TRICKY = "aZ09_.-=/ %\\:\u00e9\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=TRICKY, max_size=12) | st.text(max_size=6))
+def test_the_fast_paths_accept_exactly_what_the_full_checks_accept(value: str) -> None:
+    fast = (verdict(check_segment_name, value), verdict(check_location, value))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(names, "_GOOD_NAME", NEVER)
+        patch.setattr(names, "_GOOD_LOCATION", NEVER)
+        slow = (verdict(check_segment_name, value), verdict(check_location, value))
+    assert fast == slow
+
+
+def test_the_fast_paths_keep_the_length_limits() -> None:
+    assert not verdict(check_segment_name, "a" * 201)
+    assert not verdict(check_location, "a" * 256)
+    assert verdict(check_location, "a" * 255)
+    assert not verdict(check_location, "/".join(["a" * 200] * 6))
