@@ -113,6 +113,10 @@ VERSIONS = "versions"
 STATES_CACHED = 8  # rebuilt versions kept in memory
 MERGED_CACHED = 12  # merged per-kind maps kept in memory, shared by versions with the same blobs
 CACHE_BLOBS = 8192
+# Decoded blobs are weighed by their records (a bucket's pairs, a chunk's
+# names). A table that keeps changing leaves superseded buckets behind, so the
+# cache holds at most this many records plus twice the largest table read.
+CACHE_RECORDS = 50_000
 
 _UNKNOWN = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 
@@ -158,6 +162,14 @@ class _Bucket:
     pairs: tuple[tuple[str, Any], ...]
 
 
+def _weight(value: Any) -> int:
+    if isinstance(value, _Bucket):
+        return max(1, len(value.pairs))
+    if isinstance(value, tuple):
+        return max(1, len(value))
+    return 1
+
+
 class _BlobGone(Exception):
     """A blob referenced by the head we read has been collected: re-read."""
 
@@ -194,6 +206,8 @@ class ZkStore:
         self._owns_client = owns_client
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._cache_records = 0
+        self._largest_table = 0  # records of the largest table state read
         self._ready = False
         self._versions_ready: set[str] = set()
         self._last: dict[str, tuple[_Loaded, Snapshot]] = {}  # per table: the last version read
@@ -365,9 +379,20 @@ class ZkStore:
 
     def _remember(self, blob: str, value: Any) -> None:
         with self._cache_lock:
+            if blob in self._cache:
+                return
             self._cache[blob] = value
-            while len(self._cache) > CACHE_BLOBS:
-                self._cache.popitem(last=False)
+            self._cache_records += _weight(value)
+            limit = CACHE_RECORDS + 2 * self._largest_table
+            while len(self._cache) > 1 and (len(self._cache) > CACHE_BLOBS or self._cache_records > limit):
+                _, gone = self._cache.popitem(last=False)
+                self._cache_records -= _weight(gone)
+
+    @property
+    def cached_records(self) -> int:
+        """Records held by the decoded-blob cache (bounded; see CACHE_RECORDS)."""
+        with self._cache_lock:
+            return self._cache_records
 
     def _fetch(self, table: str, blobs: Iterable[str]) -> dict[str, bytes]:
         """Raw bytes of blobs not in the cache, fetched in one pipelined batch."""
@@ -394,10 +419,18 @@ class ZkStore:
                 missing.append(blob)
             else:
                 found[blob] = value
-        for blob, raw in self._fetch(table, missing).items():
-            value = decode(blob, raw, self.blob_path(table, blob))
-            self._remember(blob, value)
-            found[blob] = value
+        fresh = {
+            blob: decode(blob, raw, self.blob_path(table, blob))
+            for blob, raw in self._fetch(table, missing).items()
+        }
+        found.update(fresh)
+        if fresh:
+            # What one read needs stays cached together, however large the table.
+            needed = sum(_weight(value) for value in found.values())
+            with self._cache_lock:
+                self._largest_table = max(self._largest_table, needed)
+            for blob, value in fresh.items():
+                self._remember(blob, value)
         return found
 
     def _write_blobs(self, table: str, blobs: Mapping[str, bytes]) -> None:
@@ -458,6 +491,9 @@ class ZkStore:
                 pending=loaded.maps[PENDING],
             )
             snapshot = Snapshot(state, loaded)
+            with self._cache_lock:
+                size = len(state.segments) + len(state.entries) + len(state.pending)
+                self._largest_table = max(self._largest_table, size)
             self._last[table] = (loaded, snapshot)
             self._remember_state(table, head.buckets, state)
             return snapshot

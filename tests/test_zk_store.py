@@ -462,3 +462,18 @@ def test_a_writer_reads_its_own_buckets_without_decoding_them(
     finally:
         fresh.close()
     assert "segments" in decoded  # a new client decodes them, and finds the same state
+
+
+def test_the_blob_cache_stays_bounded_while_a_table_keeps_changing(m: LineageManager, zk_hosts: str) -> None:
+    m.register_segments("events", [Segment(f"s{i:05d}", f"s{i:05d}.parquet", rows=1) for i in range(4000)])
+    reader = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    try:
+        size = len(reader.read("events").state.segments)
+        for i in range(40):  # each commit supersedes the segments bucket the reader decoded
+            m.register_segments("events", [seg(f"late{i}")])
+            assert len(reader.read("events").state.segments) == size + i + 1
+        limit = zk_store.CACHE_RECORDS + 2 * (size + 40 + 2)
+        assert reader.cached_records <= limit
+        assert reader.cached_records >= size  # the current version stays cached
+    finally:
+        reader.close()
