@@ -4,7 +4,8 @@ A table of 1,000 segments (deltalake and pyiceberg: 1,000 data files). Each
 writer is a process of its own, like separate jobs, with its own client (its
 own ZooKeeper session; its own DeltaTable or catalog). All writers start
 together, once every one is connected, and commit a one-row Parquet file,
-over and over, until the run's commits are done:
+over and over, until the run's 192 commits are done or 90 seconds have
+passed (then no writer starts another; the report counts what was done):
 
 * ours: a consistent push of the file: ``start_replace`` (nothing to replace),
   the file written, ``register_segments`` into the entry, ``end_replace``;
@@ -40,6 +41,7 @@ from lineage.zk_store import ZkStore
 
 WRITERS = (1, 8, 32)
 BASE = 1_000
+BUDGET_S = 90.0  # a writer starts no new commit after this long in a phase
 PEER_ATTEMPTS = 100
 PEERS = ("deltalake", "pyiceberg")
 
@@ -85,7 +87,10 @@ def ours_writer(spec: dict[str, Any], rounds: int, ready: Any, go: Any, results:
     entries = []
     ready.wait()
     go.wait()
+    stop_at = time.monotonic() + spec["budget_s"]
     for _ in range(rounds):
+        if time.monotonic() > stop_at:
+            break
         try:
             entries.append(ours_commit(m, Path(spec["root"]), lat))
         except ContentionError:
@@ -93,7 +98,10 @@ def ours_writer(spec: dict[str, Any], rounds: int, ready: Any, go: Any, results:
     results.put((lat, counts))
     ready.wait()  # the revert phase: every writer reverts its own entries, all together
     go.wait()
+    stop_at = time.monotonic() + spec["budget_s"]
     for entry in entries:
+        if time.monotonic() > stop_at:
+            break
         began = time.perf_counter()
         try:
             m.revert_replace("bench", entry)
@@ -128,7 +136,10 @@ def peer_writer(spec: dict[str, Any], rounds: int, ready: Any, go: Any, results:
     counts = {"retries": 0, "failed": 0}
     ready.wait()
     go.wait()
+    stop_at = time.monotonic() + spec["budget_s"]
     for _ in range(rounds):
+        if time.monotonic() > stop_at:
+            break
         began = time.perf_counter()
         retried(commit, lost, counts)
         lat["commit"].append(time.perf_counter() - began)
@@ -196,7 +207,7 @@ class Ours:
     def __init__(self, ctx: Context) -> None:
         self.root = ctx.work / "ops-ours"
         self.root.mkdir()
-        self.spec = {"system": OURS, "hosts": chroot(ctx.hosts), "root": str(self.root)}
+        self.spec = {"system": OURS, "hosts": chroot(ctx.hosts), "root": str(self.root), "budget_s": BUDGET_S}
         self.manager = LineageManager(ZkStore(connect(ZkSettings(hosts=self.spec["hosts"]))))
         self.manager.create_table(TableConfig.build("bench", str(self.root), "APPEND"))
         register_many(
@@ -253,8 +264,8 @@ def run(ctx: Context) -> list[Suite]:
     delta_table(ctx.work / "ops-delta", BASE)
     iceberg_table(ctx.work, "ops", BASE)
     peers = [
-        {"system": "deltalake", "path": str(ctx.work / "ops-delta")},
-        {"system": "pyiceberg", "work": str(ctx.work)},
+        {"system": "deltalake", "path": str(ctx.work / "ops-delta"), "budget_s": BUDGET_S},
+        {"system": "pyiceberg", "work": str(ctx.work), "budget_s": BUDGET_S},
     ]
     one: Round = ours.one_commit
     for writers in WRITERS:

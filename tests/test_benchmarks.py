@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,8 +12,7 @@ import pytest
 from benchmarks import report
 from benchmarks.common import OURS, Suite
 from benchmarks.measure import Meter, case, measure
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers.run import python_module
 
 
 def test_the_meter_sees_time_and_the_memory_an_operation_adds() -> None:
@@ -92,14 +90,7 @@ def test_the_report_has_the_ratios_the_plots_and_the_json(tmp_path: Path) -> Non
 
 
 def run_benchmarks(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "benchmarks", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    return python_module("benchmarks", *args, timeout=900)
 
 
 def test_an_unknown_suite_is_refused_by_name(tmp_path: Path) -> None:

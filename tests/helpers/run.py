@@ -37,14 +37,21 @@ def wait_for(what: str, predicate: Callable[[], object], timeout: float = 40.0) 
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def lineage_process(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    """``lineage ARGS`` in a new process with exactly ``env``."""
+def python_module(
+    module: str, *args: str, env: Mapping[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``python -m MODULE ARGS`` from the repository, in a new process (with exactly ``env`` if given)."""
     return subprocess.run(
-        [sys.executable, "-m", "segment_lineage", *args],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
-        env=dict(env),
+        timeout=timeout,
+        env=None if env is None else dict(env),
         check=False,
     )
+
+
+def lineage_process(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """``lineage ARGS`` in a new process with exactly ``env``."""
+    return python_module("segment_lineage", *args, env=env)
