@@ -23,10 +23,10 @@ OURS = "ours"
 @contextmanager
 def scratch_zookeeper(prefix: str) -> Iterator[tuple[Path, ZkServer]]:
     """A temporary directory and a ZooKeeper server on loopback inside it
-    (1 GB heap: tables of 100,000 segments with retained versions)."""
+    (2 GB heap: tables of 100,000 segments with retained versions)."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
-        server = ZkServer(work / "zk", free_port(), heap_mb=1024)
+        server = ZkServer(work / "zk", free_port(), heap_mb=2048)
         server.start()
         try:
             yield work, server
@@ -38,9 +38,31 @@ def chroot(hosts: str) -> str:
     return f"{hosts}/bench{uuid.uuid4().hex[:8]}"
 
 
+def drop_chroot(hosts_with_chroot: str) -> None:
+    """Delete a finished benchmark's whole tree: the run's server keeps every
+    suite's data in its heap otherwise (a full run outgrew 1 GB)."""
+    hosts, _, path = hosts_with_chroot.partition("/")
+    client = connect(ZkSettings(hosts=hosts))
+    try:
+        client.delete(f"/{path}", recursive=True)
+    finally:
+        client.stop()
+        client.close()
+
+
 def fresh_manager(hosts: str) -> LineageManager:
     """A manager on a chroot of its own, with the default retry policy."""
     return LineageManager(ZkStore(connect(ZkSettings(hosts=chroot(hosts)))))
+
+
+def close_and_drop(m: LineageManager) -> None:
+    """Close a fresh_manager's store and delete its chroot."""
+    store = m.store
+    assert isinstance(store, ZkStore)
+    hosts = store.client.hosts  # kazoo keeps the chroot apart
+    where = f"{','.join(f'{h}:{p}' for h, p in hosts)}{store.client.chroot}"
+    store.close()
+    drop_chroot(where)
 
 
 def register_many(m: LineageManager, table: str, segments: Sequence[Segment]) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from benchmarks.common import OURS, Context, Suite, chroot, register_many
+from benchmarks.common import OURS, Context, Suite, chroot, close_and_drop, register_many
 from benchmarks.measure import Meter, Round, case
 from benchmarks.peers import delta_table, iceberg_catalog, iceberg_table, one_row
 from lineage.errors import ContentionError
@@ -274,7 +274,7 @@ def run(ctx: Context) -> list[Suite]:
         for spec in peers:
             peer_run(suite, spec, writers, rounds)
     suite.profile_if_slower("commit", 1, one)
-    ours.manager.store.close()
+    close_and_drop(ours.manager)
     suite.notes.append(
         "A commit of ours is three compare-and-set commits on ZooKeeper (start, register, end); "
         "a peer's append is one commit. Memory is the peak of the whole phase, all writer processes together."

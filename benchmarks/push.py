@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.common import OURS, Context, Suite, fresh_manager
+from benchmarks.common import OURS, Context, Suite, close_and_drop, fresh_manager
 from benchmarks.measure import case, measure
 
 PEER = "Spark overwrite"
@@ -83,6 +83,6 @@ def one_size(ctx: Context, spark: Any, suite: Suite, rows: int, runs: int) -> No
     for system, measured in timings.items():
         suite.add(case("push", rows, system, measured, partitions=PARTITIONS))
     suite.profile_if_slower("push", rows, ours)
-    m.store.close()
+    close_and_drop(m)
     for path in (source, plain_dir, root):
         shutil.rmtree(path, ignore_errors=True)

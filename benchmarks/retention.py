@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.common import OURS, Context, Suite, fresh_manager, register_many
+from benchmarks.common import OURS, Context, Suite, close_and_drop, fresh_manager, register_many
 from benchmarks.measure import case, measure
 from benchmarks.peers import delta_table, rows
 from lineage.model import Segment, TableConfig
@@ -36,11 +36,12 @@ def settle() -> None:
     time.sleep(2)
 
 
-def ours(ctx: Context, n: int, orphans: bool) -> Callable[[], Callable[[], Any]]:
+def ours(ctx: Context, n: int, orphans: bool, made: list[Any]) -> Callable[[], Callable[[], Any]]:
     built = iter(range(10**6))
 
     def prepare() -> Callable[[], Any]:
         m = fresh_manager(ctx.hosts)
+        made.append(m)
         root = ctx.work / f"ours-{n}-{next(built)}"
         m.create_table(
             TableConfig.build(
@@ -66,13 +67,7 @@ def ours(ctx: Context, n: int, orphans: bool) -> Callable[[], Callable[[], Any]]
         m.end_replace("bench", entry)
         settle()
 
-        def reclaim() -> Any:
-            try:
-                return run_table(m, "bench", PassOptions(min_grace_ms=0, orphans=orphans))
-            finally:
-                m.store.close()
-
-        return reclaim
+        return lambda: run_table(m, "bench", PassOptions(min_grace_ms=0, orphans=orphans))
 
     return prepare
 
@@ -103,14 +98,17 @@ def delta(ctx: Context, n: int) -> Callable[[], Callable[[], Any]]:
 def run(ctx: Context) -> list[Suite]:
     suite = Suite("retention", "Retention: reclaiming replaced segments", "segments", __doc__ or "")
     for n in [1_000, 4_000] if ctx.quick else [10_000, 100_000]:
-        suite.add(case("reclaim", n, OURS, measure(ours(ctx, n, False), 1, reclaimed(n))))
-        suite.add(case("reclaim", n, WITH_ORPHANS, measure(ours(ctx, n, True), 1, reclaimed(n))))
+        made: list[Any] = []
+        suite.add(case("reclaim", n, OURS, measure(ours(ctx, n, False, made), 1, reclaimed(n))))
+        suite.add(case("reclaim", n, WITH_ORPHANS, measure(ours(ctx, n, True, made), 1, reclaimed(n))))
 
         def vacuumed(gone: Any, n: int = n) -> None:
             assert len(gone) == n, len(gone)
 
         suite.add(case("reclaim", n, "deltalake", measure(delta(ctx, n), 1, vacuumed)))
-        suite.profile_if_slower("reclaim", n, ours(ctx, n, False))
+        suite.profile_if_slower("reclaim", n, ours(ctx, n, False, made))
+        for m in made:
+            close_and_drop(m)
         for leftover in ctx.work.glob(f"*-{n}-*"):
             shutil.rmtree(leftover, ignore_errors=True)
     suite.notes.append(

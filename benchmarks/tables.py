@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.common import OURS, Context, Suite, chroot, register_many
+from benchmarks.common import OURS, Context, Suite, chroot, close_and_drop, register_many
 from benchmarks.measure import case, measure
 from benchmarks.peers import delta_table, iceberg_table, rows
 from lineage.manager import LineageManager
@@ -155,4 +155,4 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, n: int) -> None:
     rollback.profile_if_slower("rollback", n, ours_round)
     count_nodes, largest = znodes(store)
     rollback.notes.append(f"{n:,} segments: {count_nodes} znodes in all, the largest {largest:,} bytes.")
-    store.close()
+    close_and_drop(m)
