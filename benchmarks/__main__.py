@@ -49,7 +49,7 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "java": (java.stderr.splitlines() or ["unknown"])[0],
         "packages": ", ".join(versions),
-        "zookeeper": "standalone server from the pyspark wheel, 1 GB heap, on loopback",
+        "zookeeper": "standalone server from the pyspark wheel, 2 GB heap, on loopback",
     }
 
 

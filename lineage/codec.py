@@ -179,6 +179,44 @@ def segment_to_dict(seg: Segment) -> dict[str, object]:
 
 
 def segment_from_dict(d: Mapping[str, Any]) -> Segment:
+    # Fast path for the common record (a cold read of a large table decodes
+    # every segment): the same checks as below, inline; anything unusual
+    # takes the field-by-field path, which names what is wrong.
+    name, loc, rows, size, checksum, created = (
+        d.get("name"),
+        d.get("loc"),
+        d.get("rows"),
+        d.get("bytes"),
+        d.get("sum"),
+        d.get("created"),
+    )
+    tmin, tmax, entry = d.get("tmin"), d.get("tmax"), d.get("entry")
+    if (
+        type(name) is str
+        and type(loc) is str
+        and type(rows) is int
+        and type(size) is int
+        and type(checksum) is str
+        and type(created) is int
+        and (tmin is None or type(tmin) is int)
+        and (tmax is None or type(tmax) is int)
+        and (entry is None or type(entry) is str)
+    ):
+        return Segment(
+            name=check_segment_name(name),
+            location=check_location(loc),
+            rows=rows,
+            size_bytes=size,
+            checksum=checksum,
+            min_time=tmin,
+            max_time=tmax,
+            entry_id=entry,
+            created_ms=created,
+        )
+    return _segment_checked(d)
+
+
+def _segment_checked(d: Mapping[str, Any]) -> Segment:
     return Segment(
         name=check_segment_name(_get(d, "name", str)),
         location=check_location(_get(d, "loc", str)),
