@@ -24,9 +24,9 @@ import multiprocessing
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow.parquet as pq
 
@@ -39,6 +39,7 @@ from lineage.model import Segment, TableConfig
 from lineage.zk_client import ZkSettings, connect
 from lineage.zk_store import ZkStore
 
+T = TypeVar("T")
 WRITERS = (1, 8, 32)
 BASE = 1_000
 BUDGET_S = 90.0  # a writer starts no new commit after this long in a phase
@@ -63,6 +64,18 @@ def retried(
 # ---- one writer, in a process of its own -------------------------------------------
 
 
+def phase(items: Iterable[T], spec: dict[str, Any], ready: Any, go: Any) -> Iterator[T]:
+    """Wait until every writer is ready and the parent says go; then the items,
+    until the phase's time budget is spent."""
+    ready.wait()
+    go.wait()
+    stop_at = time.monotonic() + spec["budget_s"]
+    for item in items:
+        if time.monotonic() > stop_at:
+            return
+        yield item
+
+
 def ours_commit(m: LineageManager, root: Path, lat: dict[str, list[float]]) -> str:
     """A consistent push of one one-row file; its start, end and whole latency into ``lat``."""
     name = f"seg_{uuid.uuid4().hex[:12]}"
@@ -85,23 +98,14 @@ def ours_writer(spec: dict[str, Any], rounds: int, ready: Any, go: Any, results:
     lat: dict[str, list[float]] = {"start": [], "end": [], "commit": [], "revert": []}
     counts = {"failed": 0, "revert failed": 0}
     entries = []
-    ready.wait()
-    go.wait()
-    stop_at = time.monotonic() + spec["budget_s"]
-    for _ in range(rounds):
-        if time.monotonic() > stop_at:
-            break
+    for _ in phase(range(rounds), spec, ready, go):
         try:
             entries.append(ours_commit(m, Path(spec["root"]), lat))
         except ContentionError:
             counts["failed"] += 1
     results.put((lat, counts))
-    ready.wait()  # the revert phase: every writer reverts its own entries, all together
-    go.wait()
-    stop_at = time.monotonic() + spec["budget_s"]
-    for entry in entries:
-        if time.monotonic() > stop_at:
-            break
+    # The revert phase: every writer reverts its own entries, all together.
+    for entry in phase(list(entries), spec, ready, go):
         began = time.perf_counter()
         try:
             m.revert_replace("bench", entry)
@@ -134,12 +138,7 @@ def peer_writer(spec: dict[str, Any], rounds: int, ready: Any, go: Any, results:
         lost = (CommitFailedException, OperationalError)
     lat: dict[str, list[float]] = {"commit": []}
     counts = {"retries": 0, "failed": 0}
-    ready.wait()
-    go.wait()
-    stop_at = time.monotonic() + spec["budget_s"]
-    for _ in range(rounds):
-        if time.monotonic() > stop_at:
-            break
+    for _ in phase(range(rounds), spec, ready, go):
         began = time.perf_counter()
         retried(commit, lost, counts)
         lat["commit"].append(time.perf_counter() - began)
