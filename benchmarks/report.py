@@ -185,6 +185,8 @@ def plot(suite: Suite, path: Path) -> bool:
             ax.grid(True, which="both", alpha=0.3)
             if ax.lines:
                 ax.legend(fontsize=7)
+            else:
+                ax.set_visible(False)  # nothing measured there (a rate for a latency-only operation)
     fig.suptitle(suite.title)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
