@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(
                     Suite(name, f"{name} (failed)", "size", "", error=f"{type(exc).__name__}: {exc}")
                 )
-            if server_pid:
-                meta["zookeeper memory"] = f"{resident_mb(server_pid):,.0f} MB resident at the end of the run"
+        if server_pid:
+            meta["zookeeper memory"] = f"{resident_mb(server_pid):,.0f} MB resident at the end of the run"
     meta["memory"] = f"{Meter.method}; the ZooKeeper server is not counted in the operations"
     meta["duration"] = f"{(time.monotonic() - began) / 60:.1f} min"
     written = report.write(args.out, meta, results)

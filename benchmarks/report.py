@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -231,11 +230,5 @@ def write(out: Path, meta: Mapping[str, Any], suites: list[Suite]) -> Path:
             for s in suites
         ],
     }
-    (out / "report.json").write_text(json.dumps(document, indent=2, default=_plain) + "\n")
+    (out / "report.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
     return report
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return str(value)
