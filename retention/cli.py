@@ -88,7 +88,7 @@ def run(
             typer.echo(report.line())
             if dry_run:
                 for item in report.planned:
-                    typer.echo(f"  {item['reason']:<18} {item['location']}")
+                    typer.echo(f"  {item.reason.value:<18} {item.location}")
             for error in report.errors:
                 typer.echo(f"  error: {error}", err=True)
     if any(r.errors for r in reports):

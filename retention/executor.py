@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from ingest.storage import DeepStore, FileInfo
@@ -53,6 +53,7 @@ Progress = Callable[[str], None]
 PROGRESS_EVERY_S = 5.0
 LOCAL_DELETE_WORKERS = 8
 REMOTE_DELETE_WORKERS = 16
+MAX_DELETE_CHUNK = 256  # files per pool task
 
 
 def no_fence() -> None:
@@ -91,7 +92,7 @@ class TableReport:
     metadata_reclaimed: int = 0
     dirs_removed: int = 0
     errors: list[str] = field(default_factory=list)
-    planned: list[dict[str, object]] = field(default_factory=list)
+    planned: tuple[Deletion, ...] = ()  # as planned: kept as the plan's own objects, shaped on output
 
     def line(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
@@ -104,7 +105,13 @@ class TableReport:
         return text + (f", {len(self.errors)} error(s)" if self.errors else "")
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        out = {item.name: getattr(self, item.name) for item in fields(self)}
+        out["errors"] = list(self.errors)
+        out["planned"] = [
+            {"location": d.location, "segment": d.segment, "reason": d.reason.value, "bytes": d.size_bytes}
+            for d in self.planned
+        ]
+        return out
 
 
 def run_table(manager: LineageManager, table: str, options: PassOptions | None = None) -> TableReport:
@@ -190,11 +197,15 @@ def _delete_all(
     root: DeepStore, todo: Sequence[Deletion], fence: Fence
 ) -> Iterator[tuple[Deletion, bool | str]]:
     """Delete files, checking the fence right before each one. Yields each
-    deletion with True (deleted), False (already gone) or an error message.
-    Deletes run on a pool: an object-store delete is a network round trip,
-    and unlinking files long since written to disk waits on the file
-    system's journal (on the development machine, 4 to 16 threads deleted
-    such files 1.5x to 1.7x faster than one). A lost fence stops everything not yet begun."""
+    deletion with True (deleted), False (already gone) or an error message,
+    in order. Deletes run on a pool: an object-store delete is a network
+    round trip, and unlinking files long since written to disk waits on the
+    file system's journal (on the development machine, 4 to 16 threads
+    deleted such files 1.5x to 1.7x faster than one). Each task takes a run
+    of files, so a big pass does not pay for one future per file. A lost
+    fence stops every file not yet begun, and its error is raised once the
+    outcomes of every file already deleted were yielded (an audit misses
+    none)."""
     delete = root.deleter()
     crash_point = failpoint if armed() else None
 
@@ -211,10 +222,27 @@ def _delete_all(
     if crash_point is not None:  # a fault test wants to stop at a known file
         yield from map(one, todo)
         return
+
+    def run(chunk: Sequence[Deletion]) -> tuple[list[tuple[Deletion, bool | str]], FencedError | None]:
+        done: list[tuple[Deletion, bool | str]] = []
+        try:
+            for deletion in chunk:
+                done.append(one(deletion))
+        except FencedError as exc:
+            return done, exc
+        return done, None
+
     workers = LOCAL_DELETE_WORKERS if root.scheme == "file" else REMOTE_DELETE_WORKERS
+    size = min(MAX_DELETE_CHUNK, max(1, len(todo) // (workers * 4)))
+    chunks = [todo[at : at + size] for at in range(0, len(todo), size)]
     pool = ThreadPoolExecutor(workers, thread_name_prefix="retention-delete")
     try:
-        yield from pool.map(one, todo)
+        first_lost: FencedError | None = None
+        for done, lost in pool.map(run, chunks):
+            yield from done
+            first_lost = first_lost or lost
+        if first_lost is not None:
+            raise first_lost
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -254,10 +282,7 @@ def _fill(report: TableReport, current: Plan) -> None:
     report.orphans = len(current.orphans)
     report.entries_removed = len(current.remove_entries)
     report.kept += len(current.kept)
-    report.planned = [
-        {"location": d.location, "segment": d.segment, "reason": d.reason.value, "bytes": d.size_bytes}
-        for d in current.deletions
-    ]
+    report.planned = current.deletions
     if report.dry_run:
         report.bytes_deleted = sum(d.size_bytes for d in current.deletions)
 

@@ -240,7 +240,7 @@ def test_a_pass_reclaims_the_replaced_snapshot(zk: LineageManager, tmp_path: Pat
     push_arrow(zk, "events", [part("v2")])
     assert len(files(tmp_path)) == 2
     young = run_table(zk, "events", PassOptions(dry_run=True))  # the files are minutes old
-    assert young.condemned == 1 and young.planned == []
+    assert young.condemned == 1 and young.planned == ()
     dry = run_table(zk, "events", PassOptions(dry_run=True, min_grace_ms=0))
     assert len(dry.planned) == 1 and len(files(tmp_path)) == 2 and dry.condemned == 1
     report = run_table(zk, "events", PassOptions(min_grace_ms=0))
@@ -346,7 +346,7 @@ def test_orphans_past_the_grace_go_through_the_intent_log(zk: LineageManager, tm
     young = aged(root / "push_20260101T000000000Z_feedface" / "seg.a1.parquet", 0.5)
     hidden = aged(root / ".DS_Store", 5)
     dry = run_table(zk, "events", PassOptions(dry_run=True))
-    assert [p["reason"] for p in dry.planned] == ["ORPHAN"] and crashed.exists()
+    assert [p.reason for p in dry.planned] == ["ORPHAN"] and crashed.exists()
     report = run_table(zk, "events", PassOptions(min_grace_ms=0))
     assert (report.orphans, report.files_deleted, report.errors) == (1, 1, [])
     assert not crashed.exists() and young.exists() and hidden.exists()
@@ -532,3 +532,43 @@ def test_a_condemned_segment_younger_than_the_minimum_grace_keeps_its_file(mem: 
         d.segment for d in plan(mem.table("y"), Policy(now, min_grace_ms=HOUR, force=True)).deletions
     ] == ["fresh"]
     assert len(plan(mem.table("y"), Policy(now + HOUR, min_grace_ms=HOUR)).deletions) == 1
+
+
+def test_a_fence_lost_mid_pass_stops_the_deletes_and_every_deleted_file_is_reported(
+    mem: LineageManager, tmp_path: Path
+) -> None:
+    import threading
+
+    from retention.errors import FencedError
+
+    mem.create_table(TableConfig.build("big", str(tmp_path / "big")))
+    names = [f"s{i:04d}" for i in range(2_000)]
+    for name in names:
+        path = tmp_path / "big" / f"{name}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+    mem.register_segments("big", [seg(n) for n in names])
+    mem.delete_segments("big", names)
+    lock = threading.Lock()
+    calls = [0]
+
+    def fence() -> None:
+        with lock:
+            calls[0] += 1
+            if calls[0] > 700:
+                raise FencedError("the session was lost")
+
+    reported: list[str] = []
+    options = PassOptions(min_grace_ms=0, orphans=False, fence=fence, on_deleted=reported.append)
+    with pytest.raises(FencedError, match="the session was lost"):
+        run_table(mem, "big", options)
+    gone = {f"{n}.parquet" for n in names if not (tmp_path / "big" / f"{n}.parquet").exists()}
+    assert len(gone) == 699  # the pass checks the fence once before any delete
+    assert set(reported) == gone and len(reported) == len(gone)
+    assert len(mem.table("big").pending) == 2_000  # cleared only by a pass that finishes
+
+    again: list[str] = []
+    report = run_table(mem, "big", PassOptions(min_grace_ms=0, orphans=False, on_deleted=again.append))
+    assert (report.files_deleted, report.files_already_gone) == (1_301, 699)
+    assert not gone & set(again) and mem.table("big").pending == {}
+    assert not list((tmp_path / "big").rglob("*.parquet"))
