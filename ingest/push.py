@@ -39,7 +39,7 @@ from lineage.errors import (
 from lineage.failpoints import failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, Segment, TableState, TableType
-from lineage.names import push_dir
+from lineage.names import push_dir, push_tag
 from lineage.periods import parse_time
 from lineage.visibility import visible_segments
 
@@ -112,7 +112,7 @@ def push_stamp(now: dt.datetime | None = None) -> str:
 def segment_names(table: str, stamp: str, entry_id: str, count: int) -> tuple[str, ...]:
     """``<table>_<stamp>_<entry prefix>_<partition>``: the stamp orders pushes,
     the entry prefix keeps two pushes of the same millisecond apart."""
-    return tuple(f"{table}_{stamp}_{entry_id[:8]}_{i:05d}" for i in range(count))
+    return tuple(f"{table}_{stamp}_{push_tag(entry_id)}_{i:05d}" for i in range(count))
 
 
 def plan_from(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> tuple[str, ...]:

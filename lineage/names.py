@@ -149,13 +149,18 @@ def check_root_has_no_secret(root: str) -> None:
         )
 
 
+def push_tag(entry_id: str) -> str:
+    """The short form of a push's entry id that its directory and segment names carry."""
+    return entry_id[:8]
+
+
 def push_dir(stamp: str, entry_id: str) -> str:
     """The directory, under a table's root, of every file one push writes."""
-    return f"push_{stamp}_{entry_id[:8]}"
+    return f"push_{stamp}_{push_tag(entry_id)}"
 
 
 def push_dir_owner(top: str) -> str | None:
-    """The entry-id prefix a :func:`push_dir` name carries; None for other names."""
+    """The :func:`push_tag` a :func:`push_dir` name carries; None for other names."""
     if not top.startswith("push_"):
         return None
     return top.rpartition("_")[2]

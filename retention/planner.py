@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lineage.model import DeletionReason, EntryState, TableState, TableType
-from lineage.names import push_dir_owner
+from lineage.names import push_dir_owner, push_tag
 from lineage.visibility import visible_names
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ def plan(
     if files is not None:
         known = {seg.location for seg in state.segments.values()} | set(state.pending)
         known |= {seg.location for version in pinned for seg in version.segments.values()}
-        running = {owner[:8] for owner in live_owners}  # as push_dir names them
+        running = {push_tag(owner) for owner in live_owners}
         for info in files:
             if info.location in known:
                 continue
