@@ -243,9 +243,10 @@ def profile(operation: str, size: int, prepare: Round) -> Profile:
     own: dict[str, float] = {}
     by_area: dict[str, float] = {}
     raw: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    here = os.getcwd() + "/"  # our files are named from the repository, in the table and the listing
     for (filename, line, name), (_calls, _prim, tottime, _cum, _callers) in raw.items():
         where = f"{filename}:{line}({name})" if line else f"{filename}{name}"
-        short = where.replace(os.getcwd() + "/", "")
+        short = where.replace(here, "")
         own[short] = own.get(short, 0.0) + tottime
         area = _area(where)
         by_area[area] = by_area.get(area, 0.0) + tottime
@@ -254,4 +255,4 @@ def profile(operation: str, size: int, prepare: Round) -> Profile:
     top = tuple(sorted(own.items(), key=lambda x: -x[1])[:8])
     buffer = io.StringIO()
     pstats.Stats(profiler, stream=buffer).sort_stats("tottime").print_stats(40)
-    return Profile(operation, size, total, areas, top, buffer.getvalue())
+    return Profile(operation, size, total, areas, top, buffer.getvalue().replace(here, ""))
