@@ -59,6 +59,8 @@ class Place(Enum):
     OWNER = "owner"
     LEASES = "leases"
     LEASE = "lease"
+    RETENTION_HOLDS = "passes"  # tables/<t>/passes: where a retention pass holds the table
+    RETENTION_HOLD = "hold"
     ELECTION = "election"  # leaders/<name>
     MEMBER = "member"  # leaders/<name>/<member>
 
@@ -80,6 +82,8 @@ RIGHTS: Mapping[Place, Mapping[str, int]] = {
     Place.OWNER: {PUSHER: R, RETENTION: R, READER: R},
     Place.LEASES: {PUSHER: R, RETENTION: R, READER: RCD},
     Place.LEASE: {PUSHER: R, RETENTION: R, READER: R},
+    Place.RETENTION_HOLDS: {PUSHER: R, RETENTION: RCD, READER: R},
+    Place.RETENTION_HOLD: {PUSHER: R, RETENTION: R, READER: R},
     Place.ELECTION: {PUSHER: R, RETENTION: RCD, READER: R},
     Place.MEMBER: {PUSHER: R, RETENTION: R, READER: R},
 }
@@ -90,12 +94,14 @@ TABLE_FOLDERS: Mapping[str, Place] = {
     "gc": Place.GC,
     "owners": Place.OWNERS,
     "leases": Place.LEASES,
+    "passes": Place.RETENTION_HOLDS,
 }
 _CHILD_OF = {
     Place.BLOBS: Place.BLOB,
     Place.VERSIONS: Place.VERSION,
     Place.OWNERS: Place.OWNER,
     Place.LEASES: Place.LEASE,
+    Place.RETENTION_HOLDS: Place.RETENTION_HOLD,
 }
 
 _DIGEST_ID = re.compile(r"^[^:\s]{1,64}:[A-Za-z0-9+/]{27}=$")

@@ -201,3 +201,14 @@ class AuthError(LineageError, PermissionError):
 
 class ServerError(LineageError):
     """Starting or stopping the embedded ZooKeeper server failed."""
+
+
+class PassRunningError(RefusedError):
+    """Another retention pass holds the table: passes over one table never overlap."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(
+            f"another retention pass is running on table {table!r}; this pass deleted nothing",
+            table=table,
+            remedy="wait for it to finish (the daemon's passes hold the table while they run), then retry",
+        )

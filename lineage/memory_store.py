@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from lineage.errors import TableExistsError, TableNotFoundError, VersionGoneError
+from lineage.errors import PassRunningError, TableExistsError, TableNotFoundError, VersionGoneError
 from lineage.model import Audit, Change, HistoryRecord, Operation, TableConfig, TableState
 from lineage.names import check_table_name
 from lineage.store import (
@@ -35,6 +35,8 @@ class MemoryStore:
         self._leases: dict[str, dict[str, TableState]] = {}
         self._next_lease = 0
         self._versions: dict[str, dict[int, TableState]] = {}
+        self._passes: dict[str, object] = {}  # table -> the session holding its retention pass
+        self._session = object()
 
     def inject_unknown(self, *, landed: bool, times: int = 1) -> None:
         """The next ``times`` writes report an unknown outcome; ``landed`` says
@@ -146,6 +148,22 @@ class MemoryStore:
     def live_owners(self, table: str) -> frozenset[str]:
         with self._lock:
             return frozenset(self._owners.get(table, set()))
+
+    def hold_pass(self, table: str) -> None:
+        self.read(table)
+        with self._lock:
+            holder = self._passes.setdefault(table, self._session)
+        if holder != self._session:
+            raise PassRunningError(table)
+
+    def holds_pass(self, table: str) -> bool:
+        with self._lock:
+            return self._passes.get(table) == self._session
+
+    def release_pass(self, table: str) -> None:
+        with self._lock:
+            if self._passes.get(table) == self._session:
+                del self._passes[table]
 
     def versions(self, table: str) -> list[int]:
         self.read(table)

@@ -119,6 +119,18 @@ class Store(Protocol):
         """Entries whose pushing process still holds its session."""
         ...
 
+    def hold_pass(self, table: str) -> None:
+        """Hold ``table`` for one retention pass, for as long as this client's
+        session lives (ZooKeeper: an ephemeral node). PassRunningError when
+        another client holds it; holding it again from the same session is fine."""
+        ...
+
+    def holds_pass(self, table: str) -> bool:
+        """Whether this client still holds ``table``'s pass (asks the server)."""
+        ...
+
+    def release_pass(self, table: str) -> None: ...
+
     def versions(self, table: str) -> list[int]:
         """The versions still readable (time travel, rollback targets), oldest first."""
         ...

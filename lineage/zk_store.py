@@ -67,6 +67,7 @@ from lineage.errors import (
     CorruptRecordError,
     InvalidNameError,
     LineageError,
+    PassRunningError,
     RefusedError,
     StoreUnavailableError,
     TableExistsError,
@@ -804,6 +805,7 @@ class ZkStore:
             txn.create(f"{path}/gc", codec.encode_gc({}), acl=self.acl_at(Place.GC))
             txn.create(f"{path}/owners", b"", acl=self.acl_at(Place.OWNERS))
             txn.create(f"{path}/leases", b"", acl=self.acl_at(Place.LEASES))
+            txn.create(f"{path}/passes", b"", acl=self.acl_at(Place.RETENTION_HOLDS))
             initial = codec.LeaseRecord(1, {k: (b,) for k, b in empty.items()}, ())
             txn.create(
                 self.version_path(table, 1), codec.encode_lease(initial), acl=self.acl_at(Place.VERSION)
@@ -1223,6 +1225,36 @@ class ZkStore:
             buckets=dict(loaded.head.buckets),
             chunks=tuple(sorted(loaded.chunk_blobs())),
         )
+    def _pass_path(self, table: str) -> str:
+        return f"{self.head_path(table)}/passes/lock"
+
+    def hold_pass(self, table: str) -> None:
+        path = self._pass_path(table)
+        try:
+            self._ephemeral(table, "passes", "lock", b"", sequence=False)
+            return
+        except StoreUnavailableError:
+            # Taken already (by another pass, or by this session before a lost
+            # answer), or ZooKeeper is away: the node's owner tells which.
+            try:
+                stat = self._call("retention pass lock", "exists", path)
+            except NoNodeError:
+                stat = None
+            if stat is None:
+                raise
+        if stat.ephemeralOwner != self.session_id():
+            raise PassRunningError(table)
+
+    def holds_pass(self, table: str) -> bool:
+        try:
+            stat = self._call("retention pass lock", "exists", self._pass_path(table))
+        except (NoNodeError, StoreUnavailableError):
+            return False
+        return stat is not None and stat.ephemeralOwner == self.session_id()
+
+    def release_pass(self, table: str) -> None:
+        self._delete_quietly(self._pass_path(table), "retention pass lock")
+
         path = self._ephemeral(table, "leases", "lease-", codec.encode_lease(record), sequence=True)
         return Lease(table, path.rsplit("/", 1)[-1], state)
 

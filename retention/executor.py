@@ -17,6 +17,7 @@ write, the pass stops for that table and deletes nothing.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from lineage.zk_leader import SessionCheck
 
 Fence = Callable[[], None]
+log = logging.getLogger(__name__)
 
 
 def session_fence(check: SessionCheck, message: str) -> Fence:
@@ -117,31 +119,57 @@ class TableReport:
 def run_table(manager: LineageManager, table: str, options: PassOptions | None = None) -> TableReport:
     """One pass over one table. Raises OutcomeUnknownError (nothing deleted)
     and FencedError (the process may no longer delete); other per-file
-    failures are reported and retried by the next pass."""
+    failures are reported and retried by the next pass. Passes over one table
+    never overlap: PassRunningError (nothing done) while another holds it."""
     options = options or PassOptions()
+    if options.dry_run:
+        return _run_table(manager, table, options)
+    manager.store.hold_pass(table)
+    try:
+        return _run_table(manager, table, options)
+    finally:
+        try:
+            manager.store.release_pass(table)
+        except LineageError as exc:  # the session's end releases it anyway
+            log.warning("releasing the retention pass on %s: %s", table, exc.message)
+
+
+def _holding(manager: LineageManager, table: str) -> None:
+    """The pass still holds its table (a session that lapsed lost it, and
+    another pass may be running now): else nothing more is deleted."""
+    if not manager.store.holds_pass(table):
+        raise FencedError(f"the retention pass on {table!r} lost its hold on the table; it stopped")
+
+
+def _run_table(manager: LineageManager, table: str, options: PassOptions) -> TableReport:
     store = manager.store
     report = TableReport(table, options.dry_run)
     config = manager.table(table).config
     root = DeepStore.for_root(config.root)
     files = _listing(root, report) if options.orphans else None
-    pinned = store.pinned_states(table)
-    owners = store.live_owners(table)
     computed: list[Plan] = []
 
     def policy(now: int) -> Policy:
         return Policy(now, options.min_grace_ms, options.force, options.orphan_grace_ms)
 
+    def planned(state: TableState, now: int) -> Plan:
+        # Every input of the decision is read in the same attempt as the head
+        # it is applied to, after it: a push holds its owner node before its
+        # entry exists and a reader its lease before it verifies, so whatever
+        # this head shows as running or pinned is in these reads too.
+        return plan(state, policy(now), store.pinned_states(table), store.live_owners(table), files)
+
     def mark(state: TableState, now: int) -> Change:
-        current = plan(state, policy(now), pinned, owners, files)
+        current = planned(state, now)
         computed.append(current)
         return transitions.retention_mark(
             state, current.condemn, current.remove_entries, now, current.orphans
         )
 
     if options.dry_run:
-        now = store.now_ms()
         state = manager.table(table)
-        _fill(report, plan(state, policy(now), pinned, owners, files))
+        now = store.now_ms()
+        _fill(report, planned(state, now))
         _pending(report, state)
         return report
 
@@ -151,9 +179,12 @@ def run_table(manager: LineageManager, table: str, options: PassOptions | None =
     current = computed[-1]
     _fill(report, current)
 
-    # Readers that pinned while we planned keep their files.
-    pinned_now = {seg.location for version in store.pinned_states(table) for seg in version.segments.values()}
-    todo = [d for d in current.deletions if d.location not in pinned_now]
+    # Readers that pinned while we planned keep their files, and so does any
+    # location registered now (read after the pins, with the pass held).
+    _holding(manager, table)
+    keep = {seg.location for version in store.pinned_states(table) for seg in version.segments.values()}
+    keep.update(seg.location for seg in manager.table(table).segments.values())
+    todo = [d for d in current.deletions if d.location not in keep]
     report.kept += len(current.deletions) - len(todo)
     deleted: list[str] = []
     last_said = time.monotonic()
@@ -180,6 +211,7 @@ def run_table(manager: LineageManager, table: str, options: PassOptions | None =
     if deleted:
         failpoint("retention.before-clear")
         options.fence()
+        _holding(manager, table)
         final = manager.commit(
             table,
             lambda s, now: transitions.clear_pending(s, deleted, report.bytes_deleted),

@@ -224,6 +224,8 @@ def test_every_place_is_known_and_no_role_deletes_what_it_does_not_own() -> None
         "/tables/events/gc": Place.GC,
         "/tables/events/owners/x": Place.OWNER,
         "/tables/events/leases/lease-0000000001": Place.LEASE,
+        "/tables/events/passes": Place.RETENTION_HOLDS,
+        "/tables/events/passes/lock": Place.RETENTION_HOLD,
         "/leaders/retention": Place.ELECTION,
         "/leaders/retention/member-0000000001": Place.MEMBER,
         "/tables/events/other": None,
@@ -241,6 +243,7 @@ def test_every_place_is_known_and_no_role_deletes_what_it_does_not_own() -> None
         (Place.OWNERS, "pusher"),
         (Place.LEASES, "reader"),
         (Place.ELECTION, "retention"),
+        (Place.RETENTION_HOLDS, "retention"),
     }
 
 

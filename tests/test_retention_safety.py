@@ -1,0 +1,169 @@
+"""Retention never deletes what a concurrent actor still needs (real ZooKeeper,
+real files): passes over one table never overlap, a location registered again
+is never deleted, and a push that starts while a pass plans is never judged
+stale. Each test makes the interleaving happen at a named failpoint."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ingest.arrow_push import push_arrow
+from ingest.segments import write_segment
+from ingest.storage import DeepStore
+from lineage import transitions
+from lineage.errors import PassRunningError
+from lineage.failpoints import set_hook
+from lineage.manager import LineageManager
+from lineage.model import Segment, TableConfig
+from lineage.zk_client import ZkSettings, connect
+from lineage.zk_store import ZkStore
+from retention.errors import FencedError
+from retention.executor import PassOptions, run_table
+from tests.conftest import fast_retry
+
+ZERO = PassOptions(force=True, min_grace_ms=0)
+
+
+@pytest.fixture
+def other(zk_hosts: str) -> Iterator[LineageManager]:
+    """A second process's manager: its own ZooKeeper session."""
+    store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    yield LineageManager(store, retry=fast_retry())
+    store.close()
+
+
+@pytest.fixture
+def events(zk_manager: LineageManager, tmp_path: Path) -> LineageManager:
+    zk_manager.create_table(
+        TableConfig.build(
+            "events",
+            str(tmp_path / "events"),
+            replaced_segments_retention="0s",
+            lineage_entry_cleanup_retention="0s",
+        )
+    )
+    return zk_manager
+
+
+def part(label: str) -> pa.Table:
+    return pa.table({"label": [label] * 3, "i": [0, 1, 2]})
+
+
+@pytest.fixture
+def at() -> Iterator[Callable[[str, Callable[[], None]], None]]:
+    """Run ``action`` once, the first time the code reaches failpoint ``name``."""
+    armed: list[str] = []
+
+    def arm(name: str, action: Callable[[], None]) -> None:
+        done: list[bool] = []
+
+        def hook() -> None:
+            if not done:
+                done.append(True)
+                action()
+
+        armed.append(name)
+        set_hook(name, hook)
+
+    yield arm
+    for name in armed:
+        set_hook(name, None)
+
+
+def test_two_passes_over_one_table_never_overlap(
+    events: LineageManager, other: LineageManager, at: Callable[[str, Callable[[], None]], None]
+) -> None:
+    push_arrow(events, "events", [part("v1")])
+    push_arrow(events, "events", [part("v2")])
+    refused: list[PassRunningError] = []
+
+    def second_pass() -> None:
+        with pytest.raises(PassRunningError) as caught:
+            run_table(other, "events", ZERO)
+        refused.append(caught.value)
+
+    at("retention.after-mark", second_pass)
+    report = run_table(events, "events", ZERO)
+    assert refused and "another retention pass" in refused[0].message
+    assert report.files_deleted == 1 and events.table("events").pending == {}
+    # Once the first pass is done, the table is free again.
+    assert run_table(other, "events", ZERO).errors == []
+
+
+def test_a_location_registered_again_while_a_pass_is_paused_is_never_deleted(
+    events: LineageManager, other: LineageManager, tmp_path: Path, at: Callable[[str, Callable[[], None]], None]
+) -> None:
+    """A second actor frees the condemned location (as an overlapping pass
+    did before passes held their table) and registers a new file there, which
+    is what 'lineage segment add NAME' does by default: the paused pass must
+    not delete it."""
+    push_arrow(events, "events", [part("v1")])
+    push_arrow(events, "events", [part("v2")])
+    old = next(iter(events.table("events").segments.values()))
+    assert old.name not in {s.name for s in events.visible_segments("events")}
+    store = DeepStore.for_root(str(tmp_path / "events"))
+
+    def free_and_register_again() -> None:
+        location = old.location
+        other.commit("events", lambda s, now: transitions.clear_pending(s, [location]))
+        written = write_segment(store, part("again"), location, None)
+        other.register_segments("events", [Segment("again", location, written.rows, written.size_bytes)])
+
+    at("retention.after-mark", free_and_register_again)
+    report = run_table(events, "events", ZERO)
+    assert report.files_deleted == 0 and report.kept >= 1
+    assert (tmp_path / "events" / old.location).exists()
+    assert "again" in {s.name for s in events.visible_segments("events")}
+
+
+def test_a_pass_that_lost_its_hold_on_the_table_deletes_nothing(
+    events: LineageManager, other: LineageManager, tmp_path: Path, at: Callable[[str, Callable[[], None]], None]
+) -> None:
+    push_arrow(events, "events", [part("v1")])
+    push_arrow(events, "events", [part("v2")])
+    assert isinstance(events.store, ZkStore) and isinstance(other.store, ZkStore)
+    hold = events.store._pass_path("events")
+
+    def lose_the_hold() -> None:  # as when the pass's session lapses
+        other.store.client.delete(hold)
+
+    at("retention.after-mark", lose_the_hold)
+    with pytest.raises(FencedError):
+        run_table(events, "events", ZERO)
+    assert len(list((tmp_path / "events").rglob("*.parquet"))) == 2
+    assert len(events.table("events").pending) == 1  # the intent stays for the next pass
+    assert run_table(other, "events", ZERO).files_deleted == 1
+
+
+def test_a_push_that_starts_while_a_pass_plans_is_never_judged_stale(
+    events: LineageManager, other: LineageManager, tmp_path: Path, at: Callable[[str, Callable[[], None]], None]
+) -> None:
+    """With a zero entry cleanup retention, an IN_PROGRESS entry is stale as
+    soon as its owner is gone. The push below starts, writes and registers
+    after the pass began and before its mark commits; the mark then retries
+    against a head that shows the entry, and must see its owner too."""
+    push_arrow(events, "events", [part("v1")])
+    entry = str(uuid.uuid4())
+    store = DeepStore.for_root(str(tmp_path / "events"))
+    location = f"push_x_{entry[:8]}/late.parquet"
+
+    def push_in_between() -> None:
+        other.store.hold_owner("events", entry)
+        other.start_replace("events", [], ["late"], entry_id=entry)
+        written = write_segment(store, part("late"), location, None)
+        other.register_segments(
+            "events", [Segment("late", location, written.rows, written.size_bytes)], entry_id=entry
+        )
+
+    at("retention-mark.before-commit", push_in_between)
+    report = run_table(events, "events", ZERO)
+    assert report.errors == []
+    assert (tmp_path / "events" / location).exists()
+    assert "late" in events.table("events").segments and "late" not in events.table("events").pending
+    other.end_replace("events", entry)
+    assert "late" in {s.name for s in events.visible_segments("events")}
