@@ -1210,21 +1210,6 @@ class ZkStore:
     def live_owners(self, table: str) -> frozenset[str]:
         return frozenset(self._children(table, "owners"))
 
-    def pin(self, table: str, version: int | None = None) -> Lease:
-        snap = self.read(table)
-        loaded = snap.token
-        assert isinstance(loaded, _Loaded)
-        state = snap.state
-        if version is not None and version != state.version:
-            raw, past = self._version_record(table, version, state.version)
-            # The lease goes first: from then on retention keeps its blobs and files.
-            lease_path = self._ephemeral(table, "leases", "lease-", raw, sequence=True)
-            return Lease(table, lease_path.rsplit("/", 1)[-1], self._rebuild(table, loaded.head, past))
-        record = codec.LeaseRecord(
-            version=state.version,
-            buckets=dict(loaded.head.buckets),
-            chunks=tuple(sorted(loaded.chunk_blobs())),
-        )
     def _pass_path(self, table: str) -> str:
         return f"{self.head_path(table)}/passes/lock"
 
@@ -1255,6 +1240,21 @@ class ZkStore:
     def release_pass(self, table: str) -> None:
         self._delete_quietly(self._pass_path(table), "retention pass lock")
 
+    def pin(self, table: str, version: int | None = None) -> Lease:
+        snap = self.read(table)
+        loaded = snap.token
+        assert isinstance(loaded, _Loaded)
+        state = snap.state
+        if version is not None and version != state.version:
+            raw, past = self._version_record(table, version, state.version)
+            # The lease goes first: from then on retention keeps its blobs and files.
+            lease_path = self._ephemeral(table, "leases", "lease-", raw, sequence=True)
+            return Lease(table, lease_path.rsplit("/", 1)[-1], self._rebuild(table, loaded.head, past))
+        record = codec.LeaseRecord(
+            version=state.version,
+            buckets=dict(loaded.head.buckets),
+            chunks=tuple(sorted(loaded.chunk_blobs())),
+        )
         path = self._ephemeral(table, "leases", "lease-", codec.encode_lease(record), sequence=True)
         return Lease(table, path.rsplit("/", 1)[-1], state)
 
