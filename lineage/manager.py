@@ -353,8 +353,16 @@ class LineageManager:
         raise RefusedError(f"table {table!r} has no completed push to undo", table=table)
 
     def table_as_of(self, table: str, version: int) -> TableState:
+        """Version ``version`` itself, or VersionGoneError: never another one,
+        whatever commits meanwhile. Not pinned: its files may go at any time
+        (use :meth:`pin_readable` to read them)."""
         check_table_name(table)
-        return self.store.read_version(table, version)
+        state = self.store.read_version(table, version)
+        if state.version != version:  # a store bug must not hand a reader another snapshot
+            raise LineageError(
+                f"asked for version {version} of table {table!r}, the store answered version {state.version}"
+            )
+        return state
 
     def resolve_as_of(self, table: str, as_of: int | str) -> int:
         """``as_of`` as users give it: a version number, or text (a version,

@@ -171,10 +171,12 @@ class MemoryStore:
             return sorted(self._versions.get(table, {}))
 
     def read_version(self, table: str, version: int) -> TableState:
-        current = self.read(table).state
-        with self._lock:
+        with self._lock:  # one look at the table: the answer is ``version`` or an error
+            current = self._tables.get(table)
+            if current is None:
+                raise TableNotFoundError(table)
             kept = self._versions.get(table, {})
-            state = kept.get(version)
+            state = current if current.version == version else kept.get(version)
             oldest = min(kept) if kept else None
         if state is None:
             raise VersionGoneError(table, version, oldest, current.version)

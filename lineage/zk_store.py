@@ -1096,10 +1096,25 @@ class ZkStore:
         return raw, record
 
     def read_version(self, table: str, version: int) -> TableState:
-        """One retained version of a table, rebuilt from its blobs."""
-        head, _ = self._read_head(table)
+        """One retained version of a table, rebuilt from its blobs: ``version``
+        itself or VersionGoneError, whatever commits meanwhile. The head is
+        read once, never again: a second read could land after a commit and
+        answer a newer version."""
+        check_table_name(table)
+        head, zversion = self._read_head(table)
         if version == head.version:
-            return self.read(table).state
+            last = self._last.get(table)
+            if last is not None and last[0].zversion == zversion and last[0].head == head:
+                return last[1].state
+            try:
+                loaded = self._load(table, head, zversion)
+            except _BlobGone:
+                pass  # the head moved on and its blobs went: the version's record has them
+            else:
+                maps = loaded.maps
+                state = TableState(head.config, head.version, maps[SEGMENTS], maps[ENTRIES], maps[PENDING])
+                self._remember_state(table, head.buckets, state)
+                return state
         _, record = self._version_record(table, version, head.version)
         return self._rebuild(table, head, record)
 
