@@ -2,7 +2,10 @@
 
 A :class:`SnapshotReader` pins the table's current version with a lease (an
 ephemeral znode: a crashed reader releases it with its session), reads only
-that version's visible segments, and releases the lease when closed. If the
+that version's visible segments, and releases the lease when closed. The
+version is chosen and verified after the lease exists
+(:meth:`LineageManager.pin_readable`), so retention cannot take its files
+between the reader's look at the table and its lease. If the
 files of its snapshot were reclaimed all the same (a lease lost with its
 session), reading fails with :class:`SnapshotTooOldError`, never with a bare
 file-not-found.
@@ -30,11 +33,10 @@ class SnapshotReader:
         self.manager = manager
         self.table = table
         version = None if as_of is None else manager.resolve_as_of(table, as_of)
-        self.lease = manager.store.pin(table, version)
+        # Pinned, then verified against a later head: accepted here means readable until closed.
+        self.lease = manager.pin_readable(table, version)
         self._closed = False
         try:
-            if version is not None:  # pinned first, so nothing it shows goes meanwhile
-                manager.check_readable(self.lease.state, manager.table(table))
             self.version = self.lease.state.version
             self.segments: list[Segment] = visible_segments(self.lease.state)
             self.store = DeepStore.for_root(self.lease.state.config.root)
@@ -78,7 +80,11 @@ class SnapshotReader:
     def too_old(self, detail: str) -> Exception:
         """SnapshotTooOldError if the snapshot's segments were reclaimed, else StorageError."""
         current = self.manager.table(self.table)
-        gone = [s.name for s in self.segments if s.name not in current.segments]
+        gone = [
+            s.name
+            for s in self.segments
+            if (now := current.segments.get(s.name)) is None or now.location != s.location
+        ]
         if gone:
             return SnapshotTooOldError(self.table, self.version, f"segment {gone[0]} was reclaimed")
         return StorageError(

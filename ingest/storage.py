@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -195,9 +196,49 @@ class DeepStore:
                 continue  # not empty, already gone, or not ours to remove: leave it
         return removed
 
+    def real_location(self, location: str, resolved_dirs: dict[str, str] | None = None) -> str:
+        """Where ``location`` really is, relative to the root: on a local disk a
+        path through a symbolic link names another file (the same as
+        ``location`` elsewhere, and when no link is in the way)."""
+        full = self.path(location, resolved_dirs)
+        if self.scheme != "file":
+            return location
+        parent, name = posixpath.split(full)
+        if resolved_dirs is not None and parent in resolved_dirs and not os.path.islink(full):
+            real = posixpath.join(resolved_dirs[parent], name)
+        else:
+            real = os.path.realpath(full)
+        base = os.path.realpath(self.base)
+        return posixpath.relpath(real, base) if real.startswith(base + os.sep) else location
+
+    def _list_local(self, base: str) -> list[FileInfo]:
+        """A local listing that never follows a symbolic link: a link to a
+        directory would show live files a second time, under names nothing
+        registered, and a delete through it would unlink the real file."""
+        out = []
+        for folder, dirs, names in os.walk(base, followlinks=False):
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+            for name in names:
+                full = os.path.join(folder, name)
+                try:
+                    info = os.lstat(full)
+                except FileNotFoundError:
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    continue  # a link, a socket, a fifo: nothing a push writes
+                relative = posixpath.relpath(full, self.base)
+                out.append(FileInfo(relative, info.st_size, info.st_mtime_ns // 1_000_000))
+        return sorted(out, key=lambda f: f.location)
+
     def list(self, prefix: str = "") -> list[FileInfo]:
-        """Files under the root (or under ``prefix`` inside it), recursively."""
+        """Files under the root (or under ``prefix`` inside it), recursively;
+        on a local disk, symbolic links are not followed or listed."""
         base = self.path(prefix) if prefix else self.base
+        if self.scheme == "file":
+            try:
+                return self._list_local(base)
+            except OSError as exc:
+                raise StorageError(f"listing {self.root!r} failed: {exc}") from None
         selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
         try:
             infos = self.filesystem().get_file_info(selector)

@@ -48,7 +48,7 @@ class Place(Enum):
     FOLDER = "folder"  # the root, tables, names, leaders: listed by all, changed by admins
     POLICY = "policy"
     CLOCK = "clock"  # scratch node whose mtime is the clock: every role sets it
-    GUARD = "guard"  # names/<casefolded>: create-if-absent guard of table names
+    GUARD = "guard"  # names/<casefolded>: create-if-absent guard of table names; roots: the root registry
     HEAD = "head"
     BLOBS = "blobs"
     BLOB = "blob"
@@ -134,7 +134,7 @@ def place_of(path: str) -> Place | None:
     if depth == 0 or (depth == 1 and parts[0] in ("tables", "names", "leaders")):
         return Place.FOLDER
     if depth == 1:
-        return {"clock": Place.CLOCK, POLICY_NODE: Place.POLICY}.get(parts[0])
+        return {"clock": Place.CLOCK, POLICY_NODE: Place.POLICY, "roots": Place.GUARD}.get(parts[0])
     top = parts[0]
     if top == "names" and depth == 2:
         return Place.GUARD

@@ -369,7 +369,12 @@ def segments(
 ) -> None:
     """List the visible segments: what a reader sees now (or saw then)."""
     with manager() as m:
-        state = m.table(table) if as_of is None else m.table_as_of(table, m.resolve_as_of(table, as_of))
+        if as_of is None:
+            state = m.table(table)
+        else:  # a past version is listed only while its files can still be read
+            lease = m.pin_readable(table, m.resolve_as_of(table, as_of))
+            m.store.release(lease)
+            state = lease.state
     visible = visible_segments(state)
     rows = [segment_view(s) for s in visible]
     emit(

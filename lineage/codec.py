@@ -45,6 +45,7 @@ BUCKET = "segment-lineage.bucket"
 NAMES = "segment-lineage.names"
 HISTORY = "segment-lineage.history"
 
+ROOTS = "segment-lineage.roots"
 SEGMENTS = "segments"
 ENTRIES = "entries"
 PENDING = "pending"
@@ -461,6 +462,20 @@ def decode_gc(raw: bytes, where: str) -> dict[str, int]:
 def bucket_ids(buckets: Mapping[str, Sequence[str]]) -> set[str]:
     """Every bucket blob id of a head or a version record."""
     return {blob for ids in buckets.values() for blob in ids}
+
+def encode_roots(roots: Mapping[str, str]) -> bytes:
+    """The registry of table roots: table name -> canonical root."""
+    return dumps(_envelope(ROOTS, roots=dict(sorted(roots.items()))))
+
+
+def decode_roots(raw: bytes, where: str) -> dict[str, str]:
+    doc = parse(raw, ROOTS, where)
+    with _decoding(where):
+        roots = _get(doc, "roots", dict)
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in roots.items()):
+            raise _Bad("roots must map table names to roots")
+        return dict(roots)
+
 
 
 @dataclass(frozen=True)

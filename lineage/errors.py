@@ -153,10 +153,11 @@ class ContentionError(LineageError):
     Safe to retry later.
     """
 
-    def __init__(self, table: str, attempts: int, seconds: float) -> None:
+    def __init__(
+        self, table: str, attempts: int, seconds: float, *, doing: str = "applying the change"
+    ) -> None:
         super().__init__(
-            f"table {table!r} changed under us {attempts} times in {seconds:.1f}s; "
-            "gave up without applying the change",
+            f"table {table!r} changed under us {attempts} times in {seconds:.1f}s; gave up without {doing}",
             remedy="retry later, or reduce the number of concurrent writers",
         )
         self.table = table

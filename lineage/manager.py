@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import socket
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,10 +52,21 @@ from lineage.model import (
 from lineage.names import check_entry_id, check_table_name
 from lineage.periods import parse_version_or_time
 from lineage.retry import Attempts, RetryPolicy
-from lineage.store import RetryableStoreError, Snapshot, Store, VersionConflict, WriteOutcomeUnknown
+from lineage.store import (
+    Lease,
+    RetryableStoreError,
+    Snapshot,
+    Store,
+    VersionConflict,
+    WriteOutcomeUnknown,
+)
 from lineage.visibility import visibility_delta, visible_segments
 
 Update = Callable[[TableState, int], Change]
+
+# A reader whose current version is condemned between its read and its lease
+# pins again at the newest: each retry needs another retention mark meanwhile.
+PIN_ATTEMPTS = 5
 
 
 def default_actor() -> str:
@@ -372,14 +384,57 @@ class LineageManager:
             return self.resolve_version(table, version=version, at_ms=at_ms)
         return self.resolve_version(table, version=as_of)
 
+    def pin_readable(self, table: str, version: int | None = None) -> Lease:
+        """Pin a version whose files stay until the lease is released: the
+        current one (``version=None``) or a retained past one.
+
+        Pin first, then choose and verify: the lease is created, then the head
+        is read again, and every segment the pinned version shows must still
+        be registered there at the same location (not condemned into
+        ``pending``). Retention re-reads the leases after its mark commit and
+        ZooKeeper applies writes in one order, so either this read sees the
+        mark or the pass sees the lease. The current version, condemned under
+        us, is pinned again at the newest version, at most ``PIN_ATTEMPTS``
+        times.
+
+        Raises VersionGoneError for a past version no longer readable (naming
+        the oldest readable one): not retryable. ContentionError when every
+        attempt lost its version: retry later. Any error releases the lease.
+        """
+        check_table_name(table)
+        if version is not None:
+            self.resolve_version(table, version=version)  # validates it
+        started = time.monotonic()
+        for _ in range(PIN_ATTEMPTS):
+            lease = self.store.pin(table, version)
+            try:
+                then = lease.state
+                if version is not None and then.version != version:
+                    raise LineageError(
+                        f"pinned version {then.version} of table {table!r} instead of version {version}"
+                    )
+                current = self.table(table)  # read after the lease exists: see the docstring
+                if version is not None:
+                    self.check_readable(then, current)
+                    return lease
+                if self._gone(then, current) is None:
+                    return lease
+            except BaseException:
+                self.store.release(lease)
+                raise
+            self.store.release(lease)  # condemned between our read and our lease: take the newest
+        raise ContentionError(
+            table, PIN_ATTEMPTS, time.monotonic() - started, doing="pinning a version retention left alone"
+        )
+
     def check_readable(self, then: TableState, current: TableState) -> None:
-        """Refuse a past version whose files retention took (or is taking):
-        every segment it shows must still be registered, or queued but not
-        yet deleted. Names the oldest readable version after it."""
-        if then.version == current.version:
-            return
+        """Refuse a past version whose files retention took or is taking:
+        every segment it shows must still be registered in ``current`` (a
+        head read after the reader's lease exists) at the same location; one
+        queued in ``pending`` is condemned, so not readable. Names the oldest
+        readable version after it."""
         gone = self._gone(then, current)
-        if not gone:
+        if gone is None:
             return
         oldest = None
         for version in self.store.versions(then.config.name):
@@ -394,8 +449,13 @@ class LineageManager:
 
     @staticmethod
     def _gone(then: TableState, current: TableState) -> str | None:
+        """The first segment ``then`` shows that ``current`` does not hold
+        registered at the same location, or whose location waits in pending."""
+        if then.version == current.version:
+            return None  # one version: what it shows is registered, and nothing registered is pending
         for seg in visible_segments(then):
-            if seg.name not in current.segments and seg.location not in current.pending:
+            now = current.segments.get(seg.name)
+            if now is None or now.location != seg.location or seg.location in current.pending:
                 return seg.name
         return None
 

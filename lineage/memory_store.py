@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from lineage.errors import PassRunningError, TableExistsError, TableNotFoundError, VersionGoneError
 from lineage.model import Audit, Change, HistoryRecord, Operation, TableConfig, TableState
 from lineage.names import check_table_name
+from lineage.roots import check_no_overlap
 from lineage.store import (
     MAX_HISTORY,
     MAX_VERSIONS,
@@ -52,6 +53,7 @@ class MemoryStore:
             for name in self._tables:
                 if name.casefold() == config.name.casefold():
                     raise TableExistsError(config.name, name)
+            check_no_overlap(config.name, config.root, self._roots())
             state = TableState(config=config, version=1)
             self._tables[config.name] = state
             self._history[config.name] = [
@@ -70,6 +72,13 @@ class MemoryStore:
                 )
             ]
             return state
+
+    def _roots(self) -> dict[str, str]:
+        return {name: state.config.root for name, state in self._tables.items()}
+
+    def roots(self) -> dict[str, str]:
+        with self._lock:
+            return self._roots()
 
     def list_tables(self) -> list[str]:
         with self._lock:

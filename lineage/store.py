@@ -65,6 +65,11 @@ class Store(Protocol):
 
     def list_tables(self) -> list[str]: ...
 
+    def roots(self) -> dict[str, str]:
+        """Every table's deep-store root, table -> root. create_table refuses a
+        root that overlaps another table's (RefusedError)."""
+        ...
+
     def read(self, table: str) -> Snapshot:
         """One consistent version. TableNotFoundError, CorruptRecordError."""
         ...

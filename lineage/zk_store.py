@@ -86,6 +86,7 @@ from lineage.model import (
     TableState,
 )
 from lineage.names import check_entry_id, check_table_name
+from lineage.roots import check_no_overlap, overlaps
 from lineage.store import (
     MAX_HISTORY,
     MAX_VERSIONS,
@@ -797,6 +798,10 @@ class ZkStore:
         guard = f"{self.root}/names/{table.casefold()}"
         path = self.head_path(table)
         for _ in range(READ_ATTEMPTS):
+            # The root registry is read, checked and swapped in the same multi
+            # that creates the name guard: two creates of overlapping roots
+            # cannot both land.
+            roots, roots_version = self._roots_for_create(table, config.root)
             txn = self.client.transaction()
             txn.create(guard, table.encode(), acl=self.acl_at(Place.GUARD))
             txn.create(path, codec.encode_head(head), acl=self.acl_at(Place.HEAD))
@@ -814,6 +819,11 @@ class ZkStore:
                 txn.create(
                     self.blob_path(table, blob), codec.encode_bucket(kind, []), acl=self.acl_at(Place.BLOB)
                 )
+            registry = codec.encode_roots({**roots, table: config.root})
+            if roots_version is None:
+                txn.create(self._roots_path, registry, acl=self.acl_at(Place.GUARD))
+            else:
+                txn.set_data(self._roots_path, registry, version=roots_version)
             try:
                 results = self._commit(txn)
             except _UNKNOWN:
@@ -845,11 +855,76 @@ class ZkStore:
                         self._op("delete", guard, version=guard_stat.version)
                     continue
                 raise TableExistsError(table, existing)
+            if isinstance(results[-1], (BadVersionError, NodeExistsError)):
+                continue  # another create or drop changed the root registry: check again
             if isinstance(results[0], NoAuthError) or any(isinstance(r, NoAuthError) for r in failures):
                 raise AuthError(f"ZooKeeper refused creating table {table!r}: not authorised")
             first = next(r for r in failures if type(r).__name__ != "RolledBackError")
             raise StoreUnavailableError(f"creating table {table!r} failed: {type(first).__name__}")
         raise StoreUnavailableError(f"creating table {table!r} did not settle after {READ_ATTEMPTS} attempts")
+
+    @property
+    def _roots_path(self) -> str:
+        return f"{self.root}/roots"
+
+    def roots(self) -> dict[str, str]:
+        """Every table's root (table -> root), from the root registry; built
+        from the tables' heads while no registry exists yet."""
+        self._ensure_root()
+        try:
+            raw, _ = self._call("reading the root registry", "get", self._roots_path)
+        except NoNodeError:
+            return self._roots_from_heads()
+        return codec.decode_roots(raw, self._roots_path)
+
+    def _roots_from_heads(self) -> dict[str, str]:
+        """Tables created before the registry existed: their roots as recorded."""
+        out = {}
+        for name in self._call("listing tables", "get_children", f"{self.root}/tables"):
+            try:
+                head, _ = self._read_head(name)
+            except (TableNotFoundError, CorruptRecordError, InvalidNameError):
+                continue
+            out[name] = head.config.root
+        return out
+
+    def _roots_for_create(self, table: str, root: str) -> tuple[dict[str, str], int | None]:
+        """The registry to extend with ``root`` and its znode version (None:
+        no registry yet), after refusing an overlap with a live table's root.
+        An entry whose table is gone (a drop cut short) is dropped."""
+        self._ensure_root()
+        try:
+            raw, stat = self._call("reading the root registry", "get", self._roots_path)
+            roots, version = codec.decode_roots(raw, self._roots_path), stat.version
+        except NoNodeError:
+            roots, version = self._roots_from_heads(), None
+        for other, theirs in list(roots.items()):
+            if (
+                other != table
+                and overlaps(root, theirs)
+                and not self._call("table lookup", "exists", self.head_path(other))
+            ):
+                del roots[other]
+        roots.pop(table, None)
+        check_no_overlap(table, root, roots)
+        return roots, version
+
+    def _forget_root(self, table: str) -> None:
+        """Remove a dropped table from the root registry (compare-and-set; a
+        create also drops entries whose table is gone, so this is best effort)."""
+        for _ in range(READ_ATTEMPTS):
+            try:
+                raw, stat = self._call("reading the root registry", "get", self._roots_path)
+            except NoNodeError:
+                return
+            roots = codec.decode_roots(raw, self._roots_path)
+            if roots.pop(table, None) is None:
+                return
+            try:
+                self._op("set", self._roots_path, codec.encode_roots(roots), version=stat.version)
+                return
+            except BadVersionError:
+                continue
 
     def list_tables(self) -> list[str]:
         self._ensure_root()
@@ -974,6 +1049,7 @@ class ZkStore:
                     continue
                 with contextlib.suppress(NoNodeError):
                     self._op("delete", guard)
+                self._forget_root(table)
                 return
         except NoAuthError:
             raise AuthError(f"ZooKeeper refused dropping table {table!r}: not authorised") from None

@@ -30,6 +30,7 @@ from lineage.errors import InvalidInputError, LineageError, OutcomeUnknownError
 from lineage.failpoints import armed, failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, TableState
+from lineage.roots import inside
 from retention.errors import FencedError
 from retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS, Deletion, Plan, Policy, plan
 
@@ -146,7 +147,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     report = TableReport(table, options.dry_run)
     config = manager.table(table).config
     root = DeepStore.for_root(config.root)
-    files = _listing(root, report) if options.orphans else None
+    files = _listing(manager, table, root, report) if options.orphans else None
     computed: list[Plan] = []
 
     def policy(now: int) -> Policy:
@@ -184,7 +185,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     _holding(manager, table)
     keep = {seg.location for version in store.pinned_states(table) for seg in version.segments.values()}
     keep.update(seg.location for seg in manager.table(table).segments.values())
-    todo = [d for d in current.deletions if d.location not in keep]
+    todo = [d for d in current.deletions if d.location not in keep and not _through_link(root, d, keep)]
     report.kept += len(current.deletions) - len(todo)
     deleted: list[str] = []
     last_said = time.monotonic()
@@ -279,19 +280,30 @@ def _delete_all(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _listing(root: DeepStore, report: TableReport) -> list[FileInfo] | None:
+def _listing(
+    manager: LineageManager, table: str, root: DeepStore, report: TableReport
+) -> list[FileInfo] | None:
     """The root's files that retention may touch. A file that resolves
     outside the root (a symlink leading out) is refused and reported as an
     error; one whose name no push would write (say, a hidden file) is kept
-    and counted, for an operator to look at."""
+    and counted, for an operator to look at. Nothing under another table's
+    root is ever listed (roots overlap only for tables created before roots
+    were checked at create)."""
     try:
+        others = [
+            f"{place}/"
+            for other, theirs in manager.store.roots().items()
+            if other != table and (place := inside(root.root, theirs)) is not None
+        ]
         listed = root.list()
     except LineageError as exc:
         report.errors.append(f"listing the root for orphans: {exc.message}")
         return None
-    inside = []
+    inside_root = []
     resolved_dirs: dict[str, str] = {}  # each directory resolved once per listing
     for info in listed:
+        if others and any(info.location.startswith(prefix) for prefix in others):
+            continue
         try:
             root.path(info.location, resolved_dirs)
         except InvalidInputError:
@@ -300,8 +312,17 @@ def _listing(root: DeepStore, report: TableReport) -> list[FileInfo] | None:
         except LineageError as exc:
             report.errors.append(f"refused {info.location!r}: {exc.message}")
             continue
-        inside.append(info)
-    return inside
+        inside_root.append(info)
+    return inside_root
+
+
+def _through_link(root: DeepStore, deletion: Deletion, keep: set[str]) -> bool:
+    """A path that leads through a symbolic link to a file that must stay."""
+    try:
+        real = root.real_location(deletion.location)
+    except LineageError:
+        return False  # refused when deleted, and reported then
+    return real != deletion.location and real in keep
 
 
 def _pending(report: TableReport, state: TableState) -> None:

@@ -62,7 +62,7 @@ def _creator(hosts: str, start: Any, out: Any) -> None:
     m = _manager(hosts)
     start.wait()
     try:
-        m.create_table(TableConfig.build("raced", "/d"))
+        m.create_table(TableConfig.build("raced", "/d/raced"))
         out.put("created")
     except TableExistsError as exc:
         out.put(f"exists: {exc.message}")
@@ -73,7 +73,7 @@ def _creator(hosts: str, start: Any, out: Any) -> None:
 @pytest.mark.slow
 def test_sixteen_processes_lose_no_acknowledged_change(zk_hosts: str) -> None:
     setup = _manager(zk_hosts)
-    setup.create_table(TableConfig.build(T, "/d", "APPEND"))
+    setup.create_table(TableConfig.build(T, f"/d/{T}", "APPEND"))
     ctx = mp.get_context("spawn")
     start = ctx.Event()
     out = ctx.Queue()

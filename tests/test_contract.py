@@ -186,7 +186,7 @@ def test_refresh_with_a_third_snapshot_cleans_the_oldest(manager: LineageManager
 
 
 def test_max_snapshots_three_keeps_one_more(manager: LineageManager) -> None:
-    manager.create_table(TableConfig.build("three", "/d", max_snapshots=3))
+    manager.create_table(TableConfig.build("three", "/d/three", max_snapshots=3))
     manager.register_segments("three", [seg("s1")])
     for src, dst in ((["s1"], ["a1"]), (["a1"], ["b1"])):
         entry = manager.start_replace("three", src, dst)
@@ -198,7 +198,7 @@ def test_max_snapshots_three_keeps_one_more(manager: LineageManager) -> None:
 
 
 def test_refused_revert_of_a_chained_entry(manager: LineageManager) -> None:
-    manager.create_table(TableConfig.build("chain", "/d", "APPEND"))
+    manager.create_table(TableConfig.build("chain", "/d/chain", "APPEND"))
     manager.register_segments("chain", [seg("s1"), seg("s2")])
 
     def run(src: list[str], dst: list[str]) -> str:
@@ -325,7 +325,7 @@ def test_exclusive_delete_refuses_locked_segments(manager: LineageManager, table
 
 
 def test_exclusive_delete_can_be_turned_off(manager: LineageManager) -> None:
-    manager.create_table(TableConfig.build("loose", "/d", exclusive_delete=False))
+    manager.create_table(TableConfig.build("loose", "/d/loose", exclusive_delete=False))
     manager.register_segments("loose", [seg("a")])
     manager.start_replace("loose", ["a"], ["b"])
     manager.delete_segments("loose", ["a"])
@@ -353,12 +353,12 @@ def test_reverted_names_need_force_cleanup_to_be_reused(manager: LineageManager,
 
 
 def test_time_ranges_need_a_time_column(manager: LineageManager) -> None:
-    manager.create_table(TableConfig.build("timed", "/d", "APPEND", time_column="ts"))
+    manager.create_table(TableConfig.build("timed", "/d/timed", "APPEND", time_column="ts"))
     manager.register_segments("timed", [Segment("a", "a.parquet", min_time=1, max_time=5)])
     assert manager.table("timed").segments["a"].max_time == 5
     with pytest.raises(InvalidInputError, match="min time 9 > max time"):
         manager.register_segments("timed", [Segment("b", "b.parquet", min_time=9, max_time=5)])
-    manager.create_table(TableConfig.build("untimed", "/d"))
+    manager.create_table(TableConfig.build("untimed", "/d/untimed"))
     with pytest.raises(InvalidInputError, match="no time column"):
         manager.register_segments("untimed", [Segment("c", "c.parquet", min_time=1, max_time=2)])
 
@@ -394,7 +394,7 @@ def test_locations_and_names_are_unique_case_insensitively(manager: LineageManag
 def test_a_write_racing_a_drop_makes_the_drop_recheck(
     manager: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    manager.create_table(TableConfig.build("racy", "/d"))
+    manager.create_table(TableConfig.build("racy", "/d/racy"))
     real = manager.store.drop_table
     raced = {"n": 0}
 
@@ -416,7 +416,7 @@ def test_errors_after_an_unknown_outcome_are_reported_as_unknown(
     from lineage.errors import OutcomeUnknownError, StoreUnavailableError
     from lineage.store import WriteOutcomeUnknown
 
-    manager.create_table(TableConfig.build("shaky", "/d"))
+    manager.create_table(TableConfig.build("shaky", "/d/shaky"))
     real_write, real_read = manager.store.write, manager.store.read
     state = {"written": False}
 
@@ -440,7 +440,7 @@ def test_errors_after_an_unknown_outcome_are_reported_as_unknown(
 
 
 def test_overlapping_replace_range_intents_conflict_even_with_no_segments(manager: LineageManager) -> None:
-    manager.create_table(TableConfig.build("ranged", "/d", "APPEND", time_column="ts"))
+    manager.create_table(TableConfig.build("ranged", "/d/ranged", "APPEND", time_column="ts"))
     first = manager.start_replace("ranged", [], ["a"], interval=(0, 100))
     with pytest.raises(ConflictError, match=f"overlaps interval .* of running entry {first}"):
         manager.start_replace("ranged", [], ["b"], interval=(50, 150))
@@ -449,7 +449,7 @@ def test_overlapping_replace_range_intents_conflict_even_with_no_segments(manage
     assert manager.table("ranged").entries[first].interval == (0, 100)
     with pytest.raises(InvalidInputError, match="is empty"):
         manager.start_replace("ranged", [], ["e"], interval=(300, 300))
-    manager.create_table(TableConfig.build("plain", "/d"))
+    manager.create_table(TableConfig.build("plain", "/d/plain"))
     with pytest.raises(InvalidInputError, match="no time column"):
         manager.start_replace("plain", [], ["x"], interval=(0, 1))
 

@@ -23,7 +23,7 @@ def manager(hosts: str, session_timeout: float = 4.0) -> LineageManager:
 
 def test_one_server_down_then_two(ensemble: ZkEnsemble) -> None:
     m = manager(ensemble.hosts)
-    m.create_table(TableConfig.build("quorum", "/d"))
+    m.create_table(TableConfig.build("quorum", "/d/quorum"))
     m.register_segments("quorum", [Segment("a", "a.parquet")])
     follower = next(s for s in ensemble.servers if "follower" in (s_stat(s) or ""))
     follower.kill()

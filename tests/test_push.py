@@ -343,13 +343,14 @@ def test_arrow_dataset_on_reclaimed_files_says_too_old_and_releases(
     store = DeepStore.for_root(manager.table(refresh).config.root)
     for seg in old_segments:
         store.delete(seg.location)
-    real_pin = manager.store.pin
+    real_pin = manager.pin_readable
 
     def pin_the_old_version(table: str, version: int | None = None) -> Lease:
         lease = real_pin(table, version)
-        return Lease(table, lease.lease_id, old)  # a reader that pinned "a" long ago
+        # A reader that pinned "a" long ago (verified then), whose files went all the same:
+        return Lease(table, lease.lease_id, old)
 
-    monkeypatch.setattr(manager.store, "pin", pin_the_old_version)
+    monkeypatch.setattr(manager, "pin_readable", pin_the_old_version)
     with pytest.raises(SnapshotTooOldError):
         arrow_dataset(manager, refresh)
     assert manager.store.leases(refresh) == []

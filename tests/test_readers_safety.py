@@ -1,26 +1,38 @@
-"""Readers against concurrent commits, on real ZooKeeper.
+"""Readers against retention and concurrent commits, on real ZooKeeper with real files.
 
-``as_of(V)`` answers version V or an error. The competing actor runs at an
-exact point of the reader's protocol (a wrapped store method), never after a sleep.
+Accepted at open means readable until closed, and ``as_of(V)`` answers
+version V or an error. The competing actor runs at an exact point of the
+reader's protocol (a wrapped store method, a failpoint hook), never after a sleep.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from typer.testing import CliRunner
 
-from lineage.manager import LineageManager
+from ingest.arrow_push import push_arrow
+from ingest.errors import SnapshotTooOldError
+from ingest.readers import SnapshotReader
+from lineage import failpoints
+from lineage.errors import ContentionError, VersionGoneError
+from lineage.manager import PIN_ATTEMPTS, LineageManager
 from lineage.memory_store import MemoryStore
 from lineage.model import Segment, TableConfig
 from lineage.zk_client import ZkSettings, connect
 from lineage.zk_store import ZkStore
+from retention.executor import PassOptions, run_table
+from segment_lineage.cli import app
 from tests.conftest import fast_retry
 
 T = "events"
+NOW = PassOptions(force=True, min_grace_ms=0)
 
 
 @pytest.fixture
@@ -29,6 +41,138 @@ def other(zk_hosts: str) -> Iterator[LineageManager]:
     store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
     yield LineageManager(store, retry=fast_retry())
     store.close()
+
+
+def files_table(m: LineageManager, root: Path) -> None:
+    m.create_table(
+        TableConfig.build(
+            T, str(root), replaced_segments_retention="0s", lineage_entry_cleanup_retention="0s"
+        )
+    )
+
+
+def push(m: LineageManager, label: str) -> int:
+    push_arrow(m, T, [pa.table({"label": [label] * 3})])
+    return m.table(T).version
+
+
+def labels(reader: SnapshotReader) -> list[str]:
+    return sorted(set(reader.to_arrow().column("label").to_pylist()))
+
+
+def before_lease(store: ZkStore, monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> list[int]:
+    """Run ``act`` each time ``store`` is about to create a reader's lease
+    (after its read of the head); returns a list counting the calls."""
+    real = store._ephemeral
+    calls: list[int] = []
+
+    def ephemeral(table: str, folder: str, name: str, data: bytes, sequence: bool) -> str:
+        if folder == "leases":
+            calls.append(1)
+            act()
+        return real(table, folder, name, data, sequence)
+
+    monkeypatch.setattr(store, "_ephemeral", ephemeral)
+    return calls
+
+
+# ---- hole 10: a current-snapshot reader paused between its read and its lease ------
+
+
+def test_a_reader_paused_before_its_lease_pins_a_version_it_can_read(
+    zk_manager: LineageManager, other: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = zk_manager
+    files_table(m, tmp_path / "t")
+    first = push(m, "a")
+
+    def replace_and_reclaim() -> None:  # once: a push replaces "a", a zero-grace pass reclaims it
+        if not reclaimed:
+            reclaimed.append(push(other, "b"))
+            assert run_table(other, T, NOW).files_deleted >= 1
+
+    reclaimed: list[int] = []
+    calls = before_lease(m.store, monkeypatch, replace_and_reclaim)  # type: ignore[arg-type]
+    with SnapshotReader(m, T) as reader:
+        assert len(calls) == 2  # the first lease was on the reclaimed version: released, pinned again
+        assert reader.version == m.table(T).version > reclaimed[0] > first  # the pass's commits came after
+        assert labels(reader) == ["b"]
+        assert [i.version for i in m.store.leases(T)] == [reader.version]
+    assert m.store.leases(T) == []
+
+
+def test_a_reader_that_keeps_losing_its_version_gives_up_clearly(
+    zk_manager: LineageManager, other: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = zk_manager
+    files_table(m, tmp_path / "t")
+    push(m, "a")
+
+    def replace_and_reclaim() -> None:
+        push(other, "x")
+        run_table(other, T, NOW)
+
+    calls = before_lease(m.store, monkeypatch, replace_and_reclaim)  # type: ignore[arg-type]
+    with pytest.raises(ContentionError, match="gave up without pinning"):
+        SnapshotReader(m, T)
+    assert len(calls) == PIN_ATTEMPTS
+    assert m.store.leases(T) == []  # every refused lease was released
+
+
+# ---- hole 9: an as-of reader on files a running pass already condemned ---------------
+
+
+def test_an_as_of_reader_is_refused_files_a_pass_condemned(
+    zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = zk_manager
+    files_table(m, tmp_path / "t")
+    old = push(m, "a")
+    new = push(m, "b")  # "a" is replaced, still registered: the pass condemns it now
+    marked: list[bool] = []
+    opened: dict[str, Any] = {}
+    real_pins = m.store.pinned_states
+
+    def pinned_states(table: str) -> Any:
+        pins = real_pins(table)
+        if marked and not opened:  # the pass's re-read after its mark: it will not look again
+            try:
+                opened["reader"] = SnapshotReader(m, T, as_of=old)
+            except VersionGoneError as exc:
+                opened["refused"] = exc
+        return pins
+
+    monkeypatch.setattr(m.store, "pinned_states", pinned_states)
+    failpoints.set_hook("retention.after-mark", lambda: marked.append(True))
+    try:
+        report = run_table(m, T, NOW)
+    finally:
+        failpoints.set_hook("retention.after-mark", None)
+    assert opened and report.files_deleted >= 1
+    if "reader" in opened:  # accepted at open means readable until closed
+        with opened["reader"] as reader:
+            assert labels(reader) == ["a"]
+    assert f"oldest readable version is {new}" in str(opened["refused"])
+    assert m.store.leases(T) == []
+
+
+def test_a_version_whose_files_wait_in_pending_is_not_readable(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    m = zk_manager
+    files_table(m, tmp_path / "t")
+    first = push(m, "a")
+    push(m, "b")
+    third = push(m, "c")  # proactive cleanup queued "a"'s file: condemned, not yet deleted
+    assert m.table(T).pending
+    with pytest.raises(VersionGoneError, match="snapshot too old"):
+        SnapshotReader(m, T, as_of=first)
+    with SnapshotReader(m, T, as_of=third) as reader:
+        assert labels(reader) == ["c"]
+    assert m.store.leases(T) == []
+
+
+# ---- hole 11: as_of(V) answers V or an error ------------------------------------------
 
 
 def seg(name: str) -> Segment:
@@ -101,3 +245,41 @@ def test_the_memory_store_answers_its_head_version_in_one_look() -> None:
     assert m.table_as_of(T, 1).version == 1  # the head itself, though no commit recorded it
     m.register_segments(T, [seg("s0")])
     assert m.table_as_of(T, 2).version == 2 and set(m.table_as_of(T, 2).segments) == {"s0"}
+
+
+# ---- hole 11: `lineage segments --as-of` on a reclaimed version -----------------------
+
+
+def test_segments_as_of_a_reclaimed_version_is_too_old(
+    zk_hosts: str, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    m = zk_manager
+    files_table(m, tmp_path / "t")
+    first = push(m, "a")
+    push(m, "b")
+    third = push(m, "c")
+    run_table(m, T, NOW)  # "a" and "b" are reclaimed
+    runner = CliRunner()
+    gone = runner.invoke(app, ["--zk", zk_hosts, "segments", T, "--as-of", str(first)])
+    assert gone.exit_code == 1, gone.output
+    assert "snapshot too old" in gone.stderr
+    assert f"oldest readable version is {third}" in gone.stderr
+    ok = runner.invoke(app, ["--zk", zk_hosts, "segments", T, "--as-of", str(third)])
+    assert ok.exit_code == 0 and f"version {third}" in ok.stdout
+    assert m.store.leases(T) == []
+
+
+def test_a_reader_opened_at_a_reclaimed_version_never_reads_a_missing_file(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    m = zk_manager
+    files_table(m, tmp_path / "t")
+    first = push(m, "a")
+    push(m, "b")
+    run_table(m, T, NOW)
+    with pytest.raises(VersionGoneError):
+        SnapshotReader(m, T, as_of=first)
+    with SnapshotReader(m, T) as reader:  # the current one is always readable
+        assert labels(reader) == ["b"]
+    with pytest.raises((VersionGoneError, SnapshotTooOldError)):
+        SnapshotReader(m, T, as_of=first).to_arrow()

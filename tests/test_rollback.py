@@ -211,18 +211,21 @@ def test_as_of_reads_pin_old_files_and_refuse_reclaimed_ones(
     for label in ("v1", "v2", "v3"):
         push_arrow(m, "files", [pa.table({"label": [label] * 4})])
         versions[label] = m.table("files").version
-    for label, version in versions.items():
-        with SnapshotReader(m, "files", as_of=version) as reader:
-            assert labels(reader) == [label] and reader.version == version
+    # The third push queued v1's file in pending (proactive cleanup): condemned, so not readable.
+    with pytest.raises(VersionGoneError, match=f"oldest readable version is {versions['v2']}"):
+        SnapshotReader(m, "files", as_of=versions["v1"])
+    for label in ("v2", "v3"):
+        with SnapshotReader(m, "files", as_of=versions[label]) as reader:
+            assert labels(reader) == [label] and reader.version == versions[label]
     with SnapshotReader(m, "files", as_of="ms:" + str(m.store.now_ms())) as reader:
         assert labels(reader) == ["v3"]
-    with SnapshotReader(m, "files", as_of=versions["v1"]) as pinned:
+    with SnapshotReader(m, "files", as_of=versions["v2"]) as pinned:
         report = run_table(m, "files", PassOptions(min_grace_ms=0, force=True))
         assert report.kept >= 1
-        assert labels(pinned) == ["v1"]  # its files survived the zero-grace pass
+        assert labels(pinned) == ["v2"]  # its files survived the zero-grace pass
     run_table(m, "files", PassOptions(min_grace_ms=0, force=True))
     with pytest.raises(VersionGoneError, match=f"oldest readable version is {versions['v3']}"):
-        SnapshotReader(m, "files", as_of=versions["v1"])
+        SnapshotReader(m, "files", as_of=versions["v2"])
     assert m.store.leases("files") == []  # the refused reader released its pin
 
 

@@ -128,7 +128,7 @@ def test_each_role_does_its_work_and_nothing_else(secured: str, tmp_path: Path) 
         refusals = [
             (
                 "pusher creates a table",
-                lambda: LineageManager(pusher).create_table(TableConfig.build("t2", "/x")),
+                lambda: LineageManager(pusher).create_table(TableConfig.build("t2", "/x/t2")),
             ),
             ("pusher drops the table", lambda: LineageManager(pusher).drop_table(T, force=True)),
             ("pusher sweeps metadata", lambda: pusher.collect_garbage(T, grace_ms=0)),
@@ -139,7 +139,7 @@ def test_each_role_does_its_work_and_nothing_else(secured: str, tmp_path: Path) 
             ("retention pushes", lambda: push_arrow(LineageManager(janitor), T, [rows("evil", 1)])),
             (
                 "retention creates a table",
-                lambda: LineageManager(janitor).create_table(TableConfig.build("t3", "/x")),
+                lambda: LineageManager(janitor).create_table(TableConfig.build("t3", "/x/t3")),
             ),
         ]
         for what, attempt in refusals:

@@ -31,7 +31,7 @@ def container_hosts() -> Iterator[str]:
 
 def test_round_trip_on_a_container(container_hosts: str) -> None:
     m = LineageManager(ZkStore(connect(ZkSettings(hosts=container_hosts))))
-    m.create_table(TableConfig.build("boxed", "/d"))
+    m.create_table(TableConfig.build("boxed", "/d/boxed"))
     m.register_segments("boxed", [Segment("a", "a.parquet")])
     entry = m.start_replace("boxed", ["a"], ["b"])
     m.register_segments("boxed", [Segment("b", "b.parquet")])

@@ -1,0 +1,130 @@
+"""Table roots: one canonical spelling each, and no two that overlap.
+
+Retention deletes files under a table's root that nothing references, so a
+root must mean the same place from every process and must never hold another
+table's files. A root is made canonical once, when its table is created:
+
+* local paths must be absolute (a relative one would resolve against each
+  process's own working directory); ``.`` and ``..`` parts, repeated and
+  trailing slashes collapse, and symbolic links resolve (:func:`resolve_root`);
+* URIs keep their scheme (``gcs`` is ``gs``) and lower-case their bucket or host;
+* the file system root, a home directory (or a folder holding one) and the
+  project's own state directory are refused, with the reason.
+
+Two roots overlap when one equals the other or lies inside it, compared
+without regard to case (some stores fold case, and refusing a twin that only
+differs in case costs nothing). The store refuses an overlapping root in the
+same commit that guards the table's name.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterable, Mapping
+from urllib.parse import urlsplit
+
+from lineage.errors import InvalidInputError, RefusedError
+
+URI_SCHEMES = {"file": "file", "s3": "s3", "gs": "gs", "gcs": "gs", "hdfs": "hdfs"}
+
+
+def _invalid(root: str, problem: str) -> InvalidInputError:
+    return InvalidInputError(f"invalid deep-store root {root!r}: {problem}")
+
+
+def canonical_root(root: str) -> str:
+    """The canonical spelling of ``root`` (pure: no link is resolved here)."""
+    parsed = urlsplit(root)
+    scheme = parsed.scheme.lower()
+    if scheme and len(scheme) > 1 and scheme != "file":
+        if scheme not in URI_SCHEMES:
+            raise _invalid(root, f"unsupported scheme {parsed.scheme!r}: use a path, s3://, gs:// or hdfs://")
+        if not parsed.netloc:
+            raise _invalid(root, "names no bucket or host")
+        path = posixpath.normpath("/" + parsed.path.lstrip("/")).rstrip("/")
+        return f"{URI_SCHEMES[scheme]}://{parsed.netloc.lower()}{path}"
+    if scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise _invalid(root, f"a file URI names host {parsed.netloc!r}: use file:///absolute/path")
+        path = parsed.path
+    else:
+        path = root
+    if not path.startswith("/"):
+        raise _invalid(
+            root,
+            "a local root must be an absolute path (a relative one, or one starting with '~', "
+            "means another place in every working directory)",
+        )
+    normal = posixpath.normpath(path)
+    normal = "/" + normal.lstrip("/")  # POSIX keeps a leading '//'; one is enough
+    if normal == "/":
+        raise _invalid(root, "the file system root holds everything on the machine")
+    return normal
+
+
+def _key(root: str) -> str:
+    return root.casefold().rstrip("/") + "/"
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether two canonical roots are the same place or one holds the other."""
+    ka, kb = _key(a), _key(b)
+    return ka.startswith(kb) or kb.startswith(ka)
+
+
+def inside(root: str, other: str) -> str | None:
+    """``other``'s place relative to ``root`` when it lies strictly inside it, else None."""
+    ka, kb = _key(root), _key(other)
+    if kb != ka and kb.startswith(ka):
+        return other.rstrip("/")[len(root.rstrip("/")) + 1 :]
+    return None
+
+
+def check_no_overlap(table: str, root: str, roots: Mapping[str, str]) -> None:
+    """Refuse ``root`` when it overlaps the root of any other table in ``roots``
+    (table -> canonical root)."""
+    for other, theirs in sorted(roots.items()):
+        if other != table and overlaps(root, theirs):
+            if _key(root) == _key(theirs):
+                how = "is the root of"
+            elif _key(theirs).startswith(_key(root)):
+                how = "holds the root of"
+            else:
+                how = "lies inside the root of"
+            raise RefusedError(
+                f"deep-store root {root!r} {how} table {other!r} ({theirs!r}): retention would "
+                "take one table's files for the other's orphans",
+                table=table,
+                expected="a root that neither holds nor lies inside another table's root",
+                found=theirs,
+                remedy="give the table a root of its own, beside the others",
+            )
+
+
+def check_not_dangerous(root: str, protected: Iterable[tuple[str, str]]) -> None:
+    """Refuse a local root that is, or holds, a protected place (a home
+    directory, the project's state directory, where the embedded ZooKeeper
+    keeps its data). ``protected`` gives (what, canonical path) pairs."""
+    for what, place in protected:
+        if not place or place == "/":
+            continue
+        if _key(place).startswith(_key(root)):
+            raise _invalid(root, f"it is or holds {what} {place!r}, which retention must never scan")
+
+
+def resolve_root(root: str) -> str:
+    """:func:`canonical_root`, then, for a local root, symbolic links resolved
+    and protected places refused. Runs where the table is created."""
+    canonical = canonical_root(root)
+    if "://" in canonical:
+        return canonical
+    from lineage.zk_server import state_dir
+
+    resolved = os.path.realpath(canonical)
+    home = os.path.realpath(os.path.expanduser("~"))
+    state = os.path.realpath(str(state_dir()))
+    check_not_dangerous(resolved, [("a home directory", home), ("the project's state directory", state)])
+    if resolved == "/":
+        raise _invalid(root, "it resolves to the file system root")
+    return resolved

@@ -1,0 +1,226 @@
+"""Table roots: canonical, never dangerous, never overlapping, and an orphan
+scan that never leaves its own table (real ZooKeeper, real files)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ingest.arrow_push import push_arrow
+from ingest.storage import DeepStore
+from lineage.errors import InvalidInputError, RefusedError
+from lineage.manager import LineageManager
+from lineage.memory_store import MemoryStore
+from lineage.model import TableConfig
+from lineage.roots import canonical_root, check_no_overlap, overlaps
+from lineage.zk_client import ZkSettings, connect
+from lineage.zk_store import ZkStore
+from retention.executor import PassOptions, run_table
+from tests.conftest import fast_retry
+
+ORPHANS_NOW = PassOptions(force=True, min_grace_ms=0, orphan_grace_ms=0)
+
+
+def part(label: str) -> pa.Table:
+    return pa.table({"label": [label] * 3, "i": [0, 1, 2]})
+
+
+def config(name: str, root: str | Path) -> TableConfig:
+    return TableConfig.build(
+        name, str(root), replaced_segments_retention="0s", lineage_entry_cleanup_retention="0s"
+    )
+
+
+def age(root: Path, days: float = 3) -> None:
+    """Every file under ``root`` looks ``days`` old to the orphan scan."""
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            then = path.stat().st_mtime - days * 86_400
+            os.utime(path, (then, then))
+
+
+# ---- the pure rules ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [
+        ("/lake/a/", "/lake/a"),
+        ("/lake//a/./b/../c", "/lake/a/c"),
+        ("//lake/a", "/lake/a"),
+        ("file:///lake/a/", "/lake/a"),
+        ("S3://Lake/a//b/", "s3://lake/a/b"),
+        ("gcs://bucket/x", "gs://bucket/x"),
+        ("s3://bucket", "s3://bucket"),
+    ],
+)
+def test_roots_have_one_spelling(given: str, canonical: str) -> None:
+    assert canonical_root(given) == canonical
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["lake", ".", "./lake", "~/lake", "../x", "/", "/..", "//", "file://host/x", "ftp://x/y", "s3:///x"],
+)
+def test_relative_and_dangerous_roots_are_refused_with_the_reason(bad: str) -> None:
+    with pytest.raises(InvalidInputError):
+        canonical_root(bad)
+
+
+def test_overlap_is_a_path_prefix_on_part_boundaries_without_case() -> None:
+    assert overlaps("/lake/a", "/lake/a/inner") and overlaps("/lake/a/inner", "/lake/a")
+    assert overlaps("/lake/a", "/LAKE/A") and overlaps("s3://b/x", "s3://b/x")
+    assert not overlaps("/lake/a", "/lake/ab") and not overlaps("/lake/a", "s3://lake/a")
+    with pytest.raises(RefusedError, match="holds the root of table 'inner'"):
+        check_no_overlap("outer", "/lake/a", {"inner": "/lake/a/inner"})
+    with pytest.raises(RefusedError, match="lies inside the root of table 'outer'"):
+        check_no_overlap("inner", "/lake/a/inner", {"outer": "/lake/a"})
+    check_no_overlap("t2", "/lake/t2", {"t": "/lake/t"})
+
+
+def test_home_and_state_directories_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lineage_home: Path
+) -> None:
+    m = LineageManager(MemoryStore())
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    (tmp_path / "me").mkdir()
+    for bad in (tmp_path / "me", tmp_path, lineage_home):
+        with pytest.raises(InvalidInputError):
+            m.create_table(config("t", bad))
+    assert m.list_tables() == []
+    m.create_table(config("t", tmp_path / "me" / "lake"))  # inside a home is fine
+    m.create_table(config("u", lineage_home / "deep-store" / "u"))  # so is inside the state directory
+
+
+# ---- real ZooKeeper ----------------------------------------------------------------
+
+
+@pytest.fixture
+def other(zk_hosts: str) -> Iterator[LineageManager]:
+    store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    yield LineageManager(store, retry=fast_retry())
+    store.close()
+
+
+@pytest.mark.parametrize("first", ["outer", "inner", "same"])
+def test_nested_or_shared_roots_are_refused_at_create(
+    zk_manager: LineageManager, tmp_path: Path, first: str
+) -> None:
+    roots = {"outer": tmp_path / "lake", "inner": tmp_path / "lake" / "inner", "same": tmp_path / "lake"}
+    zk_manager.create_table(config(first, roots[first]))
+    for name, root in roots.items():
+        if name == first:
+            continue
+        with pytest.raises(RefusedError, match="root"):
+            zk_manager.create_table(config(name, root))
+        with pytest.raises(RefusedError):  # another spelling of the same place
+            zk_manager.create_table(config(name, str(root).upper() + "/./"))
+    assert zk_manager.list_tables() == [first]
+    zk_manager.create_table(config("beside", tmp_path / "lake-2"))  # a sibling is not inside
+
+
+def test_a_root_reached_through_a_link_is_the_same_root(zk_manager: LineageManager, tmp_path: Path) -> None:
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "lake")
+    zk_manager.create_table(config("t", tmp_path / "lake" / "t"))
+    with pytest.raises(RefusedError):
+        zk_manager.create_table(config("u", tmp_path / "alias" / "t" / "u"))
+    state = zk_manager.create_table(config("v", tmp_path / "alias" / "v"))
+    assert state.config.root == str((tmp_path / "lake" / "v").resolve())
+
+
+def test_two_creates_of_overlapping_roots_at_once_never_both_land(
+    zk_manager: LineageManager, other: LineageManager, tmp_path: Path
+) -> None:
+    for round_ in range(6):
+        outer, inner = tmp_path / f"r{round_}", tmp_path / f"r{round_}" / "in"
+        results: dict[str, object] = {}
+
+        def create(m: LineageManager, name: str, root: Path) -> None:
+            try:
+                m.create_table(config(name, root))
+                results[name] = "created"
+            except RefusedError as exc:
+                results[name] = exc
+
+        threads = [
+            threading.Thread(target=create, args=(zk_manager, f"o{round_}", outer)),
+            threading.Thread(target=create, args=(other, f"i{round_}", inner)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert sorted(str(v) == "created" for v in results.values()) == [False, True], results
+
+
+def test_a_dropped_table_frees_its_root(zk_manager: LineageManager, tmp_path: Path) -> None:
+    zk_manager.create_table(config("t", tmp_path / "lake"))
+    zk_manager.drop_table("t")
+    zk_manager.create_table(config("u", tmp_path / "lake" / "u"))
+    assert zk_manager.store.roots() == {"u": str(tmp_path / "lake" / "u")}
+
+
+def test_relative_roots_are_refused_through_the_cli(zk_hosts: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from segment_lineage.cli import app
+
+    runner = CliRunner()
+    for bad in ("lake", ".", "/"):
+        result = runner.invoke(app, ["--zk", zk_hosts, "table", "create", "t", "--root", bad])
+        assert result.exit_code == 2, result.output
+        assert "deep-store root" in result.output
+    listed = runner.invoke(app, ["--zk", zk_hosts, "--json", "table", "list"])
+    assert listed.exit_code == 0 and listed.output.strip() == "[]"
+
+
+def test_an_orphan_scan_never_enters_a_nested_legacy_table(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """Two tables whose roots nest, as created before roots were checked: the
+    outer table's orphan scan leaves the inner table's files alone."""
+    store = zk_manager.store
+    assert isinstance(store, ZkStore)
+    zk_manager.create_table(config("outer", tmp_path / "lake"))
+    store._forget_root("outer")  # as if created before the registry of roots existed
+    zk_manager.create_table(config("inner", tmp_path / "lake" / "inner"))
+    push_arrow(zk_manager, "inner", [part("inner")])
+    push_arrow(zk_manager, "outer", [part("outer")])
+    inner_files = {s.location for s in zk_manager.visible_segments("inner")}
+    age(tmp_path / "lake")
+    for _ in range(2):
+        report = run_table(zk_manager, "outer", ORPHANS_NOW)
+        assert report.orphans == 0, report
+    root = tmp_path / "lake" / "inner"
+    assert all((root / loc).exists() for loc in inner_files)
+
+
+def test_a_link_inside_the_root_is_neither_an_orphan_nor_a_way_to_delete_live_files(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    zk_manager.create_table(config("t", tmp_path / "t"))
+    push_arrow(zk_manager, "t", [part("v1")])
+    live = zk_manager.visible_segments("t")[0].location
+    root = tmp_path / "t"
+    (root / "current").symlink_to(root / live.split("/")[0])  # current -> push_...
+    (root / "latest.parquet").symlink_to(root / live)
+    age(root)
+    for _ in range(2):
+        report = run_table(zk_manager, "t", ORPHANS_NOW)
+        assert report.orphans == 0 and report.files_deleted == 0, report
+    assert (root / live).exists()
+    # A path through the link that was queued by hand resolves to the live file: kept.
+    through = "current/" + live.split("/", 1)[1]
+    zk_manager.commit(
+        "t",
+        lambda s, now: __import__("lineage.transitions").transitions.queue_files(s, [through], now, None),
+    )
+    report = run_table(zk_manager, "t", PassOptions(force=True, min_grace_ms=0, orphans=False))
+    assert report.files_deleted == 0 and (root / live).exists()
+    assert DeepStore.for_root(str(root)).real_location(through) == live
