@@ -1332,6 +1332,9 @@ class ZkStore:
         self._delete_quietly(self._pass_path(table), "retention pass lock")
 
     def pin(self, table: str, version: int | None = None) -> Lease:
+        """Lease one version. The lease alone does not make it readable:
+        retention may have condemned it before the lease existed, which only
+        a head read after the lease can tell (``LineageManager.pin_readable``)."""
         snap = self.read(table)
         loaded = snap.token
         assert isinstance(loaded, _Loaded)
