@@ -205,6 +205,13 @@ def table_create(
     time_column: Annotated[
         str | None, typer.Option("--time-column", help="Time column (APPEND tables).")
     ] = None,
+    time_unit: Annotated[
+        str | None,
+        typer.Option(
+            "--time-unit",
+            help="Unit of an integer time column: s, ms, us or ns (inferred per push when not given).",
+        ),
+    ] = None,
     replaced_retention: Annotated[
         str | None,
         typer.Option(
@@ -236,6 +243,7 @@ def table_create(
         root,
         table_type,
         time_column=time_column,
+        time_unit=time_unit,
         replaced_segments_retention=replaced_retention,
         lineage_entry_cleanup_retention=entry_retention,
         max_snapshots=max_snapshots,

@@ -36,6 +36,7 @@ from lineage.model import (
     Segment,
     TableConfig,
     TableType,
+    TimeUnit,
 )
 from lineage.names import check_entry_id, check_location, check_segment_name
 
@@ -132,7 +133,7 @@ def _envelope(fmt: str, **body: object) -> dict[str, object]:
 
 
 def config_to_dict(config: TableConfig) -> dict[str, object]:
-    return {
+    d: dict[str, object] = {
         "name": config.name,
         "root": config.root,
         "type": config.table_type.value,
@@ -143,6 +144,11 @@ def config_to_dict(config: TableConfig) -> dict[str, object]:
         "exclusive_delete": config.exclusive_delete,
         "time_retention_ms": config.time_retention_ms,
     }
+    # Optional within format version 1: a record without it (every table
+    # created before units were declared) reads as "not declared".
+    if config.time_unit is not None:
+        d["time_unit"] = config.time_unit.value
+    return d
 
 
 def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
@@ -156,6 +162,7 @@ def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
         max_snapshots=_get(d, "max_snapshots", int),
         exclusive_delete=_get(d, "exclusive_delete", bool),
         time_retention_ms=_opt(d, "time_retention_ms", int),
+        time_unit=None if d.get("time_unit") is None else _enum(TimeUnit, d["time_unit"], "time unit"),
     )
 
 

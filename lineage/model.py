@@ -22,6 +22,16 @@ class TableType(StrEnum):
     APPEND = "APPEND"
 
 
+class TimeUnit(StrEnum):
+    """The unit of an integer time column's values (epoch seconds, milli-,
+    micro- or nanoseconds). Timestamp columns carry their own."""
+
+    S = "s"
+    MS = "ms"
+    US = "us"
+    NS = "ns"
+
+
 class EntryState(StrEnum):
     IN_PROGRESS = "IN_PROGRESS"
     COMPLETED = "COMPLETED"
@@ -42,6 +52,7 @@ class DeletionReason(StrEnum):
     STALE_PUSH = "STALE_PUSH"  # the `to` of an IN_PROGRESS entry whose pusher is gone
     EXPIRED = "EXPIRED"  # an APPEND segment whose time range ended before the time retention
     ORPHAN = "ORPHAN"  # a file under the root that nothing references, past the orphan grace
+    ORPHAN_SEEN = "ORPHAN_SEEN"  # such a file, first seen unreferenced: not condemned (a register takes it)
 
 
 class Operation(StrEnum):
@@ -70,6 +81,7 @@ class TableConfig:
     max_snapshots: int = DEFAULT_MAX_SNAPSHOTS
     exclusive_delete: bool = True
     time_retention_ms: int | None = None  # APPEND tables: drop data older than this
+    time_unit: TimeUnit | None = None  # an integer time column's unit; None: inferred per push
 
     @staticmethod
     def build(
@@ -83,6 +95,7 @@ class TableConfig:
         max_snapshots: int = DEFAULT_MAX_SNAPSHOTS,
         exclusive_delete: bool = True,
         time_retention: str | None = None,
+        time_unit: TimeUnit | str | None = None,
     ) -> TableConfig:
         """Validate user input and apply Pinot's defaults per table type."""
         check_table_name(name)
@@ -98,13 +111,20 @@ class TableConfig:
             not time_column or not time_column.replace("_", "a").isalnum() or not time_column.isascii()
         ):
             raise InvalidInputError(f"invalid time column {time_column!r}: letters, digits and '_' only")
+        unit = _time_unit(time_unit, time_column)
         if (
             isinstance(max_snapshots, bool)
             or not isinstance(max_snapshots, int)
             or not 1 <= max_snapshots <= 1000
         ):
             raise InvalidInputError(f"invalid max snapshots {max_snapshots!r}: a whole number from 1 to 1000")
+        retention_ms = None if time_retention is None else parse_period(time_retention)
         if time_retention is not None:
+            if retention_ms == 0:
+                raise InvalidInputError(
+                    f"time retention {time_retention!r} would condemn every segment at once: "
+                    "give a period longer than zero, or leave time retention off"
+                )
             if kind is not TableType.APPEND:
                 raise InvalidInputError(
                     f"time retention {time_retention!r} applies to APPEND tables only; "
@@ -132,8 +152,21 @@ class TableConfig:
             ),
             max_snapshots=max_snapshots,
             exclusive_delete=exclusive_delete,
-            time_retention_ms=None if time_retention is None else parse_period(time_retention),
+            time_retention_ms=retention_ms,
+            time_unit=unit,
         )
+
+
+def _time_unit(value: TimeUnit | str | None, time_column: str | None) -> TimeUnit | None:
+    if value is None:
+        return None
+    if time_column is None:
+        raise InvalidInputError(f"time unit {value!r} needs a time column")
+    try:
+        return TimeUnit(value.lower() if isinstance(value, str) else value)
+    except ValueError:
+        units = ", ".join(u.value for u in TimeUnit)
+        raise InvalidInputError(f"invalid time unit {value!r}: use {units}") from None
 
 
 @dataclass(frozen=True)

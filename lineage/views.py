@@ -27,6 +27,7 @@ def table_view(state: TableState) -> dict[str, Any]:
         "root": c.root,
         "type": c.table_type.value,
         "time_column": c.time_column,
+        "time_unit": None if c.time_unit is None else c.time_unit.value,
         "replaced_segments_retention": format_period(c.replaced_segments_retention_ms),
         "lineage_entry_cleanup_retention": format_period(c.lineage_entry_cleanup_retention_ms),
         "max_snapshots": c.max_snapshots,
