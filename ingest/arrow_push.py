@@ -12,20 +12,24 @@ import pyarrow.compute as pc
 
 from ingest.errors import PushRefusedError
 from ingest.push import PushMode, PushResult, PushTarget, Written, check_rows_within, consistent_push
-from ingest.segments import time_as_ms, write_segment
+from ingest.segments import integer_bounds, time_as_ms, write_segment
 from ingest.storage import DeepStore
+from ingest.time_units import resolve_time_unit
 from lineage.failpoints import failpoint
 from lineage.manager import LineageManager
-from lineage.model import Segment
+from lineage.model import Segment, TimeUnit
 
 
-def check_rows_in_interval(parts: Sequence[pa.Table], time_column: str, interval: tuple[int, int]) -> None:
+def check_rows_in_interval(
+    parts: Sequence[pa.Table], time_column: str, interval: tuple[int, int], time_unit: TimeUnit | None = None
+) -> None:
+    """Refuse rows outside ``interval``; ``time_unit`` is an integer column's unit."""
     for part in parts:
         if part.num_rows == 0:
             continue
         if time_column not in part.column_names:
             raise PushRefusedError(f"the input has no time column {time_column!r}")
-        bounds = pc.min_max(time_as_ms(part.column(time_column)))
+        bounds = pc.min_max(time_as_ms(part.column(time_column), time_unit))
         check_rows_within(time_column, bounds["min"].as_py(), bounds["max"].as_py(), interval)
 
 
@@ -44,8 +48,14 @@ def push_arrow(
         raise PushRefusedError("nothing to push: no tables given")
     state = manager.table(table)
     time_column = state.config.time_column
+    time_unit = state.config.time_unit
+    if time_column is not None:
+        present = [p.column(time_column) for p in parts if p.num_rows and time_column in p.column_names]
+        bounds = integer_bounds(present)
+        if bounds is not None:
+            time_unit = resolve_time_unit(time_column, *bounds, time_unit, progress)
     if PushMode.parse(mode) is PushMode.REPLACE_RANGE and interval is not None and time_column:
-        check_rows_in_interval(parts, time_column, interval)
+        check_rows_in_interval(parts, time_column, interval, time_unit)
 
     def write(target: PushTarget) -> Written:
         store = DeepStore.for_root(target.root)
@@ -54,7 +64,8 @@ def push_arrow(
             if part.num_rows == 0:
                 continue
             name = target.names[index]
-            written = write_segment(store, part, f"{target.push_dir}/{name}.a0.parquet", target.time_column)
+            location = f"{target.push_dir}/{name}.a0.parquet"
+            written = write_segment(store, part, location, target.time_column, time_unit)
             out.append(
                 Segment(
                     name=name,

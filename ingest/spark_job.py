@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, IntegralType, StructType, TimestampNTZType, TimestampType
 
@@ -37,9 +37,10 @@ from ingest.push import PushMode, PushResult, PushTarget, Written, check_rows_wi
 from ingest.readers import SnapshotReader
 from ingest.segments import time_as_ms, write_segment
 from ingest.storage import DeepStore
+from ingest.time_units import resolve_time_unit, to_ms
 from lineage.failpoints import ENV as FAILPOINT_ENV
 from lineage.manager import LineageManager
-from lineage.model import Segment
+from lineage.model import Segment, TimeUnit
 
 RESULT_SCHEMA = (
     "name string, location string, rows long, bytes long, checksum string, "
@@ -123,6 +124,7 @@ def _partition_writer(
     push_dir: str,
     names: tuple[str, ...],
     time_column: str | None,
+    time_unit: TimeUnit | None,
     failpoint: str | None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each task runs: write its partition as one Parquet file."""
@@ -137,7 +139,8 @@ def _partition_writer(
         if table.num_rows == 0:
             return
         name = names[part]
-        written = write_segment(store, table, f"{push_dir}/{name}.a{attempt}.parquet", time_column)
+        location = f"{push_dir}/{name}.a{attempt}.parquet"
+        written = write_segment(store, table, location, time_column, time_unit)
         if failpoint == "task.after-write" and attempt == 0:
             raise RuntimeError(f"failpoint task.after-write (partition {part}, attempt {attempt})")
         yield pa.RecordBatch.from_pylist(
@@ -187,8 +190,31 @@ def _input_size(uri: str) -> int:
         return 0
 
 
-def check_interval_rows(df: DataFrame, time_column: str, interval: tuple[int, int]) -> None:
-    """Refuse, before anything is written, rows outside the interval."""
+def _bounds(df: DataFrame, values: Column) -> tuple[int | None, int | None]:
+    row = df.agg(F.min(values).alias("lo"), F.max(values).alias("hi")).first()
+    lo = None if row is None or row["lo"] is None else int(row["lo"])
+    hi = None if row is None or row["hi"] is None else int(row["hi"])
+    return lo, hi
+
+
+def resolve_integer_unit(
+    df: DataFrame, time_column: str, declared: TimeUnit | None, say: Callable[[str], None] | None
+) -> TimeUnit | None:
+    """The unit of an integer time column: the table's, or inferred from the
+    whole input (one Spark job) before anything is written. None for
+    timestamps and dates, which carry their own."""
+    if time_column not in df.columns or not isinstance(df.schema[time_column].dataType, IntegralType):
+        return None
+    if declared is not None:
+        return declared
+    return resolve_time_unit(time_column, *_bounds(df, F.col(time_column).cast("long")), None, say)
+
+
+def check_interval_rows(
+    df: DataFrame, time_column: str, interval: tuple[int, int], time_unit: TimeUnit | None = None
+) -> None:
+    """Refuse, before anything is written, rows outside the interval.
+    ``time_unit`` is an integer column's unit (as for the segments' times)."""
     if time_column not in df.columns:
         raise PushRefusedError(f"the input has no time column {time_column!r}")
     kind = df.schema[time_column].dataType
@@ -198,13 +224,20 @@ def check_interval_rows(df: DataFrame, time_column: str, interval: tuple[int, in
     elif isinstance(kind, DateType):
         millis = F.unix_date(column).cast("long") * 86_400_000
     elif isinstance(kind, IntegralType):
-        millis = column.cast("long")
+        if time_unit is None:
+            raise PushRefusedError(f"the integer time column {time_column!r} needs its unit (s, ms, us, ns)")
+        # The conversion is monotonic: convert the raw bounds, exactly as the writers convert values.
+        lo, hi = _bounds(df, column.cast("long"))
+        check_rows_within(
+            time_column,
+            None if lo is None else to_ms(lo, time_unit),
+            None if hi is None else to_ms(hi, time_unit),
+            interval,
+        )
+        return
     else:
         raise PushRefusedError(f"time column {time_column!r} of type {kind.simpleString()} is not a time")
-    row = df.agg(F.min(millis).alias("lo"), F.max(millis).alias("hi")).first()
-    lo = None if row is None or row["lo"] is None else int(row["lo"])
-    hi = None if row is None or row["hi"] is None else int(row["hi"])
-    check_rows_within(time_column, lo, hi, interval)
+    check_rows_within(time_column, *_bounds(df, millis), interval)
 
 
 def push_dataframe(
@@ -230,10 +263,14 @@ def push_dataframe(
     """
     state = manager.table(table)
     mode = PushMode.parse(mode)
-    if mode is PushMode.REPLACE_RANGE and interval is not None and state.config.time_column:
-        check_interval_rows(df, state.config.time_column, interval)
-    elif state.config.time_column and state.config.time_column not in df.columns:
-        raise PushRefusedError(f"the input has no time column {state.config.time_column!r}")
+    time_column = state.config.time_column
+    time_unit: TimeUnit | None = None
+    if time_column is not None:
+        if time_column not in df.columns:
+            raise PushRefusedError(f"the input has no time column {time_column!r}")
+        time_unit = resolve_integer_unit(df, time_column, state.config.time_unit, progress)
+        if mode is PushMode.REPLACE_RANGE and interval is not None:
+            check_interval_rows(df, time_column, interval, time_unit)
     shaped = plan_partitions(df, segments, target_mb)
     partitions = shaped.rdd.getNumPartitions()
     failpoint = os.environ.get(FAILPOINT_ENV)
@@ -249,8 +286,8 @@ def push_dataframe(
             raise PushRefusedError(f"the native writer cannot write to {store.scheme}://; use --writer arrow")
         with _task_progress(shaped.sparkSession, progress, progress_every_s):
             if native:
-                return _native_write(shaped, store, target)
-            return _arrow_write(shaped, store, target, failpoint)
+                return _native_write(shaped, store, target, time_unit)
+            return _arrow_write(shaped, store, target, time_unit, failpoint)
 
     return consistent_push(
         manager,
@@ -291,10 +328,12 @@ def _task_progress(spark: SparkSession, say: Callable[[str], None] | None, every
         thread.join()
 
 
-def _arrow_write(shaped: DataFrame, store: DeepStore, target: PushTarget, failpoint: str | None) -> Written:
+def _arrow_write(
+    shaped: DataFrame, store: DeepStore, target: PushTarget, time_unit: TimeUnit | None, failpoint: str | None
+) -> Written:
     """Executors write through pyarrow, one file per task attempt; the driver
     keeps the winning attempt of each partition and queues the rest."""
-    fn = _partition_writer(store, target.push_dir, target.names, target.time_column, failpoint)
+    fn = _partition_writer(store, target.push_dir, target.names, target.time_column, time_unit, failpoint)
     rows = shaped.mapInArrow(fn, RESULT_SCHEMA).collect()
     winners = sorted(rows, key=lambda r: r["part"])
     segments_out = tuple(
@@ -317,7 +356,9 @@ def _arrow_write(shaped: DataFrame, store: DeepStore, target: PushTarget, failpo
     return Written(segments_out, strays)
 
 
-def _native_write(shaped: DataFrame, store: DeepStore, target: PushTarget) -> Written:
+def _native_write(
+    shaped: DataFrame, store: DeepStore, target: PushTarget, time_unit: TimeUnit | None
+) -> Written:
     """Spark's own Parquet writer into the push's directory.
 
     Spark's commit protocol moves only committed task attempts into the
@@ -348,7 +389,7 @@ def _native_write(shaped: DataFrame, store: DeepStore, target: PushTarget) -> Wr
         tmin = tmax = None
         if target.time_column is not None:
             column = pq.read_table(store.path(path), columns=[target.time_column], filesystem=fs)
-            bounds = pc.min_max(time_as_ms(column.column(0)))
+            bounds = pc.min_max(time_as_ms(column.column(0), time_unit))
             tmin, tmax = bounds["min"].as_py(), bounds["max"].as_py()
         return Segment(
             name=target.names[part],

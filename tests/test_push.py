@@ -16,7 +16,7 @@ from ingest.segments import write_segment
 from ingest.storage import DeepStore
 from lineage.errors import ConflictError, InvalidInputError
 from lineage.manager import LineageManager
-from lineage.model import DeletionReason, EntryState, Segment, TableConfig
+from lineage.model import DeletionReason, EntryState, Segment, TableConfig, TimeUnit
 
 DAY = 86_400_000
 
@@ -41,7 +41,10 @@ def refresh(manager: LineageManager, tmp_path: Path) -> str:
 
 @pytest.fixture
 def timed(manager: LineageManager, tmp_path: Path) -> str:
-    manager.create_table(TableConfig.build("events", str(tmp_path / "events"), "APPEND", time_column="ts"))
+    # Small integers (days after 1970, in ms) fit no unit's plausible window: declared.
+    manager.create_table(
+        TableConfig.build("events", str(tmp_path / "events"), "APPEND", time_column="ts", time_unit="ms")
+    )
     return "events"
 
 
@@ -158,7 +161,7 @@ def test_an_append_during_a_replace_is_not_lost(manager: LineageManager, timed: 
         from ingest.segments import write_segment
 
         done = write_segment(
-            store, rows("new", 3, 30), f"{target.push_dir}/{target.names[0]}.a0.parquet", "ts"
+            store, rows("new", 3, 30), f"{target.push_dir}/{target.names[0]}.a0.parquet", "ts", TimeUnit.MS
         )
         return Written(
             (

@@ -338,3 +338,28 @@ def test_cli_refuses_an_unknown_writer(zk_hosts: str, tmp_path: Path) -> None:
     cli("--zk", zk_hosts, "table", "create", "wt", "--root", str(tmp_path / "wt"))
     bad = cli("--zk", zk_hosts, "push", "wt", "--input", str(data), "--format", "csv", "--writer", "magic")
     assert bad.returncode == 1 and "unknown writer 'magic'" in bad.stderr
+
+
+def test_epoch_seconds_in_an_integer_column_are_inferred_by_both_writers(
+    spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    from retention.planner import Policy, plan
+
+    m = zk_manager
+    m.create_table(
+        TableConfig.build("secs", str(tmp_path / "secs"), "APPEND", time_column="ts", time_retention="30d")
+    )
+    now_s = m.store.now_ms() // 1000
+    df = spark.range(10).select(
+        F.lit("s").alias("label"), F.col("id").alias("i"), (F.lit(now_s) - F.col("id")).alias("ts")
+    )
+    said: list[str] = []
+    push_dataframe(m, "secs", df, mode="append", segments=1, writer="native", progress=said.append)
+    push_dataframe(m, "secs", df, mode="append", segments=1, writer="arrow")
+    assert [s for s in said if "epoch seconds" in s and "inferred" in s]
+    segs = m.visible_segments("secs")
+    assert [(s.min_time, s.max_time) for s in segs] == [((now_s - 9) * 1000, now_s * 1000)] * 2
+    assert plan(m.table("secs"), Policy(m.store.now_ms())).condemn == {}
+    # The interval (ms) is checked against the rows in the same unit as the segments' times.
+    window = ((now_s - 9) * 1000, now_s * 1000 + 1)
+    assert push_dataframe(m, "secs", df, mode="replace-range", interval=window, segments=1).replaced == 2
