@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean faults faults-quick
+.PHONY: demo test lint bench docs clean faults faults-quick simulate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,15 @@ faults: $(STAMP)
 
 faults-quick: $(STAMP)
 	$(BIN)/python -m faults --quick
+
+# The deterministic simulation (docs/faults.md): SEEDS seeds of STEPS steps on the in-memory
+# store, ZK_SEEDS of them again on a real ZooKeeper; SOAK=SECONDS runs seeds until the time is up.
+SEEDS ?= 200
+STEPS ?= 400
+ZK_SEEDS ?= 2
+simulate: $(STAMP)
+	$(BIN)/python -m simulation --seeds $(SEEDS) --steps $(STEPS) --zookeeper-seeds $(ZK_SEEDS) \
+		$(if $(SOAK),--soak $(SOAK))
 
 # Every benchmark, ours beside the peers; the report goes to bench-report/.
 bench: $(STAMP)

@@ -1,0 +1,363 @@
+"""The actors: each runs the project's real code, a few operations in a row.
+
+An actor's errors that the code raises on purpose (refused, conflict, outcome
+unknown, snapshot too old, ...) are part of the game and only noted; anything
+else escaping an actor is reported by the run as a violation.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from random import Random
+
+from ingest.arrow_push import push_arrow
+from ingest.errors import StorageError
+from ingest.readers import SnapshotReader
+from ingest.storage import DeepStore
+from lineage.errors import LineageError
+from lineage.manager import LineageManager
+from lineage.model import Segment
+from lineage.visibility import visible_segments
+from retention.executor import PassOptions, run_pass, run_table
+from simulation.proxy import StoreProxy
+from simulation.scheduler import Actor
+from simulation.world import World
+
+Body = Callable[[Actor], None]
+FS_KINDS = frozenset({"push", "retention", "readd", "create", "symlink", "janitor", "saboteur"})
+HOUR_MS = 3_600_000
+
+
+class Ctx:
+    """One actor's process: its store (and session), manager and randomness."""
+
+    def __init__(self, world: World, actor: Actor, rng: Random) -> None:
+        self.world = world
+        self.actor = actor
+        self.rng = rng
+        self.store: StoreProxy = world.new_store(actor)
+        self.manager: LineageManager = world.manager(self.store, actor.name, rng)
+        self.pushes = 0
+
+    def note(self, text: str) -> None:
+        self.actor.notes.append(text)
+
+    def failed(self, what: str, exc: LineageError) -> None:
+        self.note(f"{what}: {type(exc).__name__}")
+
+    def table(self, known_only: bool = True) -> str | None:
+        names = self.manager.list_tables()
+        if known_only:
+            names = [n for n in names if n in self.world.tables]
+        return self.rng.choice(names) if names else None
+
+    def push(self, table: str) -> None:
+        info = self.world.tables[table]
+        self.pushes += 1
+        try:
+            state = self.manager.table(table)
+            parts, mode, interval = self.world.parts(
+                info, state.config.table_type, self.rng, f"a{self.actor.aid}-{self.pushes}"
+            )
+            result = push_arrow(
+                self.manager,
+                table,
+                parts,
+                mode=mode,
+                interval=interval,
+                owner_wait_s=self.rng.choice([0.0, 1.0, 3.0]),
+            )
+            self.note(f"pushed {table} {result.entry_id[:8]} ({mode})")
+        except LineageError as exc:
+            self.failed(f"push {table}", exc)
+
+    def retention(self, *, force: bool | None = None, orphan_grace_ms: int | None = None) -> None:
+        options = PassOptions(
+            force=self.rng.random() < 0.3 if force is None else force,
+            min_grace_ms=self.rng.choice([0, 500, 5_000]),
+            orphans=True,
+            orphan_grace_ms=orphan_grace_ms or self.rng.choice([5 * 60_000, HOUR_MS]),
+            fence=self.world.fence(self.store),
+            on_deleted=lambda location: self.world.deleted_log.append((self.actor.name, "", location)),
+        )
+        try:
+            if self.rng.random() < 0.6:
+                table = self.table()
+                if table is not None:
+                    report = run_table(self.manager, table, options)
+                    self.note(f"retention {table}: {report.files_deleted} deleted")
+            else:
+                reports = run_pass(self.manager, None, options)
+                self.note(f"retention pass: {sum(r.files_deleted for r in reports)} deleted")
+        except LineageError as exc:
+            self.failed("retention", exc)
+
+
+def pusher(ctx: Ctx, ops: int) -> None:
+    for _ in range(ops):
+        table = ctx.table()
+        if table is not None:
+            ctx.push(table)
+        ctx.world.sleep(ctx.rng.uniform(0, 0.5))
+
+
+def reader(ctx: Ctx, ops: int) -> None:
+    checker = ctx.world.checker
+    for _ in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        as_of: int | None = None
+        try:
+            if ctx.rng.random() < 0.5:
+                versions = ctx.store.versions(table)
+                as_of = ctx.rng.choice(versions) if versions else None
+            reader = SnapshotReader(ctx.manager, table, as_of=as_of)
+        except StorageError as exc:
+            checker.check_read(ctx.actor.name, table, as_of, None, None, exc)
+            continue
+        except LineageError as exc:
+            checker.check_read(ctx.actor.name, table, as_of, None, None, exc)
+            continue
+        try:
+            for _ in range(ctx.rng.randint(0, 4)):  # hold the pin a while
+                ctx.world.sleep(ctx.rng.uniform(0, 0.3))
+            try:
+                data = reader.to_arrow()
+            except Exception as exc:  # noqa: BLE001 - judged by the checker: only a clear error is allowed
+                checker.check_read(ctx.actor.name, table, as_of, reader.version, None, exc)
+            else:
+                checker.check_read(ctx.actor.name, table, as_of, reader.version, data, None)
+                ctx.note(f"read {table} v{reader.version}: {data.num_rows} rows")
+        finally:
+            try:
+                reader.close()
+            except LineageError as exc:
+                ctx.failed("close", exc)
+
+
+def rollbacker(ctx: Ctx, ops: int) -> None:
+    for _ in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        try:
+            if ctx.rng.random() < 0.5:
+                target = ctx.manager.resolve_version(table)
+            else:
+                versions = ctx.store.versions(table)
+                if not versions:
+                    continue
+                target = ctx.rng.choice(versions)
+            plan = ctx.manager.rollback(table, target)
+            ctx.note(f"rolled {table} back to v{target}: committed v{plan.committed_version}")
+        except LineageError as exc:
+            ctx.failed(f"rollback {table}", exc)
+        ctx.world.sleep(ctx.rng.uniform(0, 1))
+
+
+def reverter(ctx: Ctx, ops: int) -> None:
+    for _ in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        try:
+            entries = list(ctx.manager.table(table).entries.values())
+            if not entries:
+                continue
+            entry = ctx.rng.choice(entries)
+            ctx.manager.revert_replace(table, entry.entry_id, force=ctx.rng.random() < 0.5)
+            ctx.note(f"reverted {entry.entry_id[:8]} of {table}")
+        except LineageError as exc:
+            ctx.failed(f"revert {table}", exc)
+        ctx.world.sleep(ctx.rng.uniform(0, 1))
+
+
+def readder(ctx: Ctx, ops: int) -> None:
+    """``lineage segment delete`` then ``lineage segment add NAME`` at the
+    same location: an operator takes a segment out and puts it back, uploading
+    the file again if retention took it meanwhile."""
+    for _ in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        try:
+            state = ctx.manager.table(table)
+            shown = visible_segments(state)
+            if not shown:
+                continue
+            seg = ctx.rng.choice(shown)
+            deep = DeepStore.for_root(state.config.root)
+            path = Path(deep.path(seg.location))
+            data = path.read_bytes()
+            ctx.manager.delete_segments(table, [seg.name])
+            ctx.note(f"deleted {seg.name} of {table}")
+        except (LineageError, OSError) as exc:
+            ctx.note(f"delete: {type(exc).__name__}")
+            continue
+        ctx.world.sleep(ctx.rng.uniform(0, 2))
+        for _attempt in range(6):
+            try:
+                if seg.location in ctx.manager.table(table).pending:
+                    ctx.world.sleep(ctx.rng.uniform(0.2, 1.5))
+                    continue
+                if not path.exists():
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                found = ctx.world.abs_path(table, seg.location)
+                if found is not None:
+                    ctx.world.readded.add(found)
+                again = Segment(
+                    seg.name, seg.location, seg.rows, seg.size_bytes, seg.checksum, seg.min_time, seg.max_time
+                )
+                ctx.manager.register_segments(table, [again])
+                ctx.note(f"re-added {seg.name} of {table}")
+                break
+            except LineageError as exc:
+                ctx.failed(f"re-add {seg.name}", exc)
+                ctx.world.sleep(ctx.rng.uniform(0.2, 1.5))
+
+
+def keeper(ctx: Ctx, ops: int) -> None:
+    for _ in range(ops):
+        ctx.retention()
+        ctx.world.sleep(ctx.rng.uniform(0, 1))
+
+
+def sweeper(ctx: Ctx, ops: int) -> None:
+    for _ in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        try:
+            ctx.note(f"swept {table}: {ctx.store.collect_garbage(table)}")
+        except LineageError as exc:
+            ctx.failed("sweep", exc)
+        ctx.world.sleep(ctx.rng.uniform(0, 1))
+
+
+ROOT_KINDS = ("relative", "dot", "nested", "parent", "equal", "plain")
+
+
+def creator(ctx: Ctx, ops: int) -> None:
+    """Tables with odd roots: relative, ``.``, inside another table's root,
+    holding another table's root, or equal to it."""
+    world = ctx.world
+    for k in range(ops):
+        name = f"c{ctx.actor.aid}x{k}"
+        kind = ctx.rng.choice(ROOT_KINDS)
+        others = sorted(n for n, i in world.tables.items() if os.path.isabs(i.root))
+        other = world.tables[ctx.rng.choice(others)] if others else None
+        if kind == "relative":
+            root = f"lake/{name}"
+        elif kind == "dot":
+            root = "."
+        elif other is not None and kind == "nested":
+            root = f"{other.path}/{name}"
+        elif other is not None and kind == "parent":
+            root = os.path.dirname(other.path)
+        elif other is not None and kind == "equal":
+            root = other.path
+        else:
+            kind, root = "plain", str(world.lake / name)
+        data = ctx.rng.choice(["plain", "ms"])
+        world.intend_table(name, root, ctx.actor.cwd, data, {kind} - {"plain"})
+        try:
+            ctx.manager.create_table(world.config(name, root, data, ctx.rng))
+            ctx.note(f"created {name} at {kind} root")
+        except LineageError as exc:
+            ctx.failed(f"create {name} ({kind})", exc)
+            continue
+        for _ in range(ctx.rng.randint(1, 2)):
+            ctx.push(name)
+
+
+def linker(ctx: Ctx, ops: int) -> None:
+    """An operator links ``ROOT/current`` to the newest push's directory."""
+    for _ in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        info = ctx.world.tables[table]
+        try:
+            shown = visible_segments(ctx.manager.table(table))
+        except LineageError as exc:
+            ctx.failed("link", exc)
+            continue
+        tops = sorted({s.location.split("/", 1)[0] for s in shown if "/" in s.location})
+        link = Path(info.path) / "current"
+        if tops and os.path.isabs(info.root) and not link.is_symlink():
+            link.symlink_to(tops[-1], target_is_directory=True)
+            info.flags.add("symlink")
+            ctx.note(f"linked {table}/current -> {tops[-1]}")
+
+
+def janitor(ctx: Ctx, _ops: int) -> None:
+    """After the run, with faults off: passes and a push per table converge."""
+    for table in sorted(n for n in ctx.manager.list_tables() if n in ctx.world.tables):
+        for step in ("retention", "push", "retention", "wait", "retention", "retention"):
+            if step == "push":
+                ctx.push(table)
+                continue
+            if step == "wait":  # orphans first seen now wait out their grace
+                ctx.world.sleep(2 * HOUR_MS / 1000)
+                continue
+            options = PassOptions(force=True, min_grace_ms=0, orphans=True, orphan_grace_ms=HOUR_MS)
+            try:
+                run_table(ctx.manager, table, options)
+            except LineageError as exc:
+                ctx.failed(f"quiescent retention {table}", exc)
+
+
+def saboteur(ctx: Ctx, ops: int) -> None:
+    """Deletes a visible segment's file by hand: the checker must say so
+    (used by the tests; never in a run's cast)."""
+    for _ in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        shown = visible_segments(ctx.manager.table(table))
+        if shown:
+            found = ctx.world.abs_path(table, shown[0].location)
+            if found is not None and os.path.exists(found):
+                os.remove(found)
+                ctx.note(f"removed {shown[0].name} of {table} by hand")
+                return
+
+
+BODIES: dict[str, Callable[[Ctx, int], None]] = {
+    "push": pusher,
+    "read": reader,
+    "rollback": rollbacker,
+    "revert": reverter,
+    "readd": readder,
+    "retention": keeper,
+    "gc": sweeper,
+    "create": creator,
+    "symlink": linker,
+    "janitor": janitor,
+    "saboteur": saboteur,
+}
+
+
+def body(world: World, kind: str, ops: int, seed: int) -> Body:
+    def run(actor: Actor) -> None:
+        ctx = Ctx(world, actor, Random(f"actor/{seed}/{actor.aid}"))
+        try:
+            BODIES[kind](ctx, ops)
+        except LineageError as exc:  # a refusal or an unavailable store: the actor gives up
+            ctx.failed("gave up", exc)
+
+    return run
+
+
+def plan_actors(seed: int) -> list[tuple[str, int]]:
+    """The cast of a run: its kinds and how many operations each performs."""
+    rng = Random(f"cast/{seed}")
+    kinds = ["push"] * rng.randint(2, 4) + ["read"] * rng.randint(1, 3) + ["retention"] * rng.randint(1, 3)
+    for optional in ("rollback", "revert", "readd", "gc", "create", "symlink", "retention", "read"):
+        if rng.random() < 0.5:
+            kinds.append(optional)
+    return [(kind, rng.randint(1, 3)) for kind in kinds]

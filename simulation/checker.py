@@ -1,0 +1,424 @@
+"""The promises, held after every step of a run.
+
+(a) No file is deleted while it is visible in its table's current version
+    (time retention of data that really expired aside), visible in a version
+    a live lease pins, part of a running push (an IN_PROGRESS entry whose
+    owner is alive: registered, queued, or under its directory), or while no
+    table had it queued for deletion; none is deleted from under another
+    table's root; and every such protected file exists.
+(b) Every completed read returned the version it asked for, and exactly that
+    version's visible segments' rows, or a clear error (snapshot too old,
+    version gone).
+(c) Every commit an actor was told landed is in the history, at its
+    version, and the versions form an unbroken chain.
+(d) After the run, with faults off, quiescent passes and pushes converge: no
+    IN_PROGRESS entry whose owner is gone, nothing left pending.
+
+Deletions are seen on the file system (a file there before a step and gone
+after it) and judged by the state before that step; retention's
+``on_deleted`` callback names the location a pass meant.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ingest.errors import SnapshotTooOldError, StorageError
+from lineage.errors import LineageError, VersionGoneError
+from lineage.model import EntryState, Operation, Segment, TableState
+from lineage.names import push_dir_owner, push_tag
+from lineage.visibility import visible_segments
+from simulation.world import World
+
+# Each violation's likely hole (the outside tester's list, fault-matrix 21-30).
+HOLES = {
+    1: "a root nested in or equal to another table's root",
+    2: "a relative root",
+    3: "a directory symlink inside a root",
+    4: "two retention passes over one table at once (re-added location)",
+    5: "owners read once before the commit loop (a new push judged stale)",
+    6: "integer seconds read as milliseconds by time retention",
+    7: "orphan ages compared across two clocks",
+    9: "an as-of reader accepted while its files are being deleted",
+    10: "a current reader's pin not re-checked",
+    11: "as_of(V) answered with V+1",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    step: int
+    kind: str
+    detail: str
+    hole: int | None = None
+
+    def line(self) -> str:
+        hole = f" [hole {self.hole}: {HOLES[self.hole]}]" if self.hole in HOLES else ""
+        return f"step {self.step}: {self.kind}: {self.detail}{hole}"
+
+
+@dataclass(frozen=True)
+class Queued:
+    table: str
+    reason: str
+
+
+class Checker:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.violations: list[Violation] = []
+        self.files: set[str] = set()  # the file system after the last scan
+        self.protected: dict[str, str] = {}  # path -> why, as of the end of the last step
+        self.queued: dict[str, list[Queued]] = {}
+        self.visible: dict[str, dict[int, tuple[Segment, ...]]] = {}  # table -> version -> visible
+        self.last_version: dict[str, int] = {}
+        self.tokens: dict[str, tuple[str, int | None]] = {}  # path -> (token, true max time)
+        self.owner: dict[str, str] = {}  # path -> the table that registered it
+        self.missing: set[str] = set()  # reported once
+        self.deleted: dict[str, str] = {}  # path -> how it went
+        self.protected_now: dict[str, str] = {}
+
+    # ---- reporting ------------------------------------------------------------------
+
+    def flag(self, kind: str, detail: str, hole: int | None = None) -> None:
+        self.violations.append(Violation(self.world.step, kind, detail, hole))
+
+    # ---- the file system ------------------------------------------------------------
+
+    def scan(self) -> set[str]:
+        found: set[str] = set()
+        for top, _dirs, names in os.walk(self.world.base):  # symlinks are not followed
+            for name in names:
+                path = os.path.join(top, name)
+                if not os.path.islink(path):
+                    found.add(path)
+        return found
+
+    def stamp(self, paths: set[str]) -> None:
+        """New files get the file system's clock (which may run behind)."""
+        ns = self.world.clock.fs_ms() * 1_000_000
+        for path in paths:
+            try:
+                os.utime(path, ns=(ns, ns))
+            except FileNotFoundError:
+                continue
+
+    # ---- one step ---------------------------------------------------------------------
+
+    def after_step(self, actor: str, touched_files: bool) -> None:
+        if touched_files:
+            now = self.scan()
+            for path in sorted(self.files - now):
+                self._judge_deletion(path, actor)
+            self.stamp(now - self.files)
+            self.files = now
+        self._observe()
+
+    def _judge_deletion(self, path: str, actor: str) -> None:
+        rel = self.world.rel(path)
+        why = self.protected.get(path)
+        queued = self.queued.get(path, [])
+        reasons = {q.reason for q in queued}
+        owner = self.owner.get(path)
+        self.deleted[path] = f"step {self.world.step} by {actor} ({', '.join(sorted(reasons)) or 'unqueued'})"
+        if why is not None:
+            self.flag(
+                "deleted-protected", f"{rel} deleted by {actor} while {why}", self._hole(path, why, queued)
+            )
+        elif not queued:
+            self.flag(
+                "deleted-unqueued", f"{rel} deleted by {actor}; no table had it queued", self._hole(path)
+            )
+        elif owner is not None and owner not in {q.table for q in queued}:
+            self.flag(
+                "deleted-foreign",
+                f"{rel} (a file of table {owner}) deleted by {actor} for {sorted(q.table for q in queued)}",
+                1,
+            )
+        else:
+            inner = self._deepest_root(path)
+            if inner is not None and inner not in {q.table for q in queued}:
+                roots = {self.world.tables[q.table].path for q in queued if q.table in self.world.tables}
+                if self.world.tables[inner].path not in roots:
+                    self.flag("deleted-foreign", f"{rel} under table {inner}'s root deleted by {actor}", 1)
+
+    def _deepest_root(self, path: str) -> str | None:
+        best: tuple[int, str] | None = None
+        for name, info in self.world.tables.items():
+            if path.startswith(info.path.rstrip("/") + "/") and (best is None or len(info.path) > best[0]):
+                best = (len(info.path), name)
+        return best[1] if best else None
+
+    def _hole(self, path: str, why: str = "", queued: list[Queued] | None = None) -> int | None:
+        reasons = {q.reason for q in queued or []}
+        table = self._deepest_root(path)
+        info = self.world.tables.get(table or "")
+        if path.startswith(str(self.world.home)) or (info is not None and info.flags & {"relative", "dot"}):
+            return 2
+        if info is not None and "symlink" in info.flags and not reasons:
+            return 3
+        if path in self.world.readded:
+            return 4
+        if why.startswith("pinned"):
+            return 10 if why.endswith("(current)") else 9
+        if "STALE_PUSH" in reasons:
+            return 5
+        if "ORPHAN" in reasons:
+            owner = self.owner.get(path)
+            if owner is not None and queued and owner not in {q.table for q in queued}:
+                return 1
+            return 7
+        if "EXPIRED" in reasons:
+            return 6
+        return None
+
+    def _observe(self) -> None:
+        store = self.world.store
+        protected: dict[str, str] = {}
+        queued: dict[str, list[Queued]] = {}
+        now = self.world.clock.zk_ms()
+        for table in store.list_tables():
+            info = self.world.tables.get(table)
+            if info is None:
+                continue
+            try:
+                state = store.read(table).state
+                pinned = store.pinned_states(table)
+                owners = store.live_owners(table)
+            except LineageError as exc:
+                self.flag("unreadable", f"table {table}: {exc.message}")
+                continue
+            self._note_version(table, state)
+            join = info.path.rstrip("/") + "/"
+            for seg in state.segments.values():
+                path = join + seg.location
+                self.owner.setdefault(path, table)
+                if path not in self.tokens and os.path.exists(path):
+                    self._learn(table, path)
+            for seg in visible_segments(state):
+                if not self._expired(table, join + seg.location, now):
+                    protected[join + seg.location] = f"visible in {table} v{state.version}"
+            for held in pinned:
+                for seg in visible_segments(held):
+                    now_or_then = "current" if held.version == state.version else f"current v{state.version}"
+                    protected[join + seg.location] = f"pinned: {table} v{held.version} ({now_or_then})"
+            running = {
+                e.entry_id
+                for e in state.entries.values()
+                if e.state is EntryState.IN_PROGRESS and e.entry_id in owners
+            }
+            for seg in state.segments.values():
+                if seg.entry_id in running:
+                    protected[join + seg.location] = (
+                        f"registered to running push {seg.entry_id[:8]} of {table}"
+                    )
+            for location, pend in state.pending.items():
+                path = join + location
+                queued.setdefault(path, []).append(Queued(table, pend.reason.value))
+                if pend.entry_id in running:
+                    protected[path] = (
+                        f"queued, of running push {pend.entry_id[:8]} of {table} ({pend.reason.value})"
+                    )
+            tags = {push_tag(e) for e in running}
+            if tags:
+                for path in self.files:
+                    if path.startswith(join):
+                        top = path[len(join) :].split("/", 1)[0]
+                        if push_dir_owner(top) in tags:
+                            protected.setdefault(path, f"under a running push's directory in {table}")
+        self.protected_now = protected
+        for path, why in protected.items():
+            if path not in self.missing and not os.path.exists(path):
+                self.missing.add(path)
+                gone = self.deleted.get(path, "never seen deleted")
+                self.flag(
+                    "missing",
+                    f"{self.world.rel(path)} is {why} but missing ({gone})",
+                    self._missing_hole(path),
+                )
+        self.protected = protected
+        self.queued = queued
+
+    def _missing_hole(self, path: str) -> int | None:
+        table = self._deepest_root(path)
+        info = self.world.tables.get(table or "")
+        if info is not None and info.flags & {"relative", "dot"}:
+            return 2
+        gone = self.deleted.get(path, "")
+        why = self.protected_now.get(path, "")
+        if why.startswith("pinned"):
+            return 10 if why.endswith("(current)") else 9
+        if path in self.world.readded:
+            return 4
+        if info is not None and "symlink" in info.flags and "unqueued" in gone:
+            return 3
+        if "ORPHAN" in gone:
+            return 7
+        if "STALE_PUSH" in gone:
+            return 5
+        return None
+
+    def _learn(self, table: str, path: str) -> None:
+        try:
+            data = pq.read_table(path)
+        except (OSError, pa.ArrowInvalid):
+            return
+        token = data.column("token")[0].as_py() if data.num_rows else ""
+        top = self.world.true_max_ms(table, data.column("ts")) if "ts" in data.column_names else None
+        self.tokens[path] = (str(token), top)
+
+    def _expired(self, table: str, path: str, now: int) -> bool:
+        """Time retention may take visible data that really ended before its horizon."""
+        info = self.world.tables[table]
+        top = self.tokens.get(path, ("", None))[1]
+        return info.data != "plain" and top is not None and top < now - self._time_retention(table)
+
+    def _time_retention(self, table: str) -> int:
+        from simulation.world import TIME_RETENTION_MS
+
+        return TIME_RETENTION_MS if self.world.tables[table].data != "plain" else 0
+
+    def _note_version(self, table: str, state: TableState) -> None:
+        seen = self.visible.setdefault(table, {})
+        if state.version in seen:
+            return
+        seen[state.version] = tuple(visible_segments(state))
+        last = self.last_version.get(table)
+        self.last_version[table] = state.version
+        if last is None or state.version != last + 1:
+            return
+        record = self.world.store.history(table, 1)[0]
+        if record.operation is not Operation.RETENTION_MARK:
+            return
+        info = self.world.tables[table]
+        now_names = {s.name for s in seen[state.version]}
+        for seg in seen[last]:
+            if seg.name in now_names:
+                continue
+            path = info.path.rstrip("/") + "/" + seg.location
+            top = self.tokens.get(path, ("", None))[1]
+            if top is None or top >= record.at_ms - self._time_retention(table):
+                self.flag(
+                    "retention-took-live-data",
+                    f"retention mark v{state.version} of {table} removed visible {seg.name} "
+                    f"(data up to {top}, horizon {record.at_ms - self._time_retention(table)})",
+                    6,
+                )
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def check_read(
+        self,
+        actor: str,
+        table: str,
+        asked: int | None,
+        got: int | None,
+        data: pa.Table | None,
+        error: BaseException | None,
+    ) -> None:
+        info = self.world.tables.get(table)
+        relative = info is not None and bool(info.flags & {"relative", "dot"})
+        if error is not None:
+            if isinstance(error, SnapshotTooOldError | VersionGoneError):
+                return
+            if got is None and isinstance(error, LineageError) and not isinstance(error, StorageError):
+                return  # an open refused with a clear error (a table not found, a conflict)
+            self.flag(
+                "read-error",
+                f"{actor} reading {table} (as of {asked}) got {type(error).__name__}: {error}",
+                2 if relative else (10 if asked is None else 9),
+            )
+            return
+        assert got is not None and data is not None
+        if asked is not None and got != asked:
+            self.flag("read-wrong-version", f"{actor} asked {table} as of v{asked} and got v{got}", 11)
+        expected = self.visible_at(table, got)
+        if expected is None:
+            return
+        join = (info.path.rstrip("/") + "/") if info else ""
+        want: Counter[str] = Counter()
+        rows = 0
+        for seg in expected:
+            rows += seg.rows
+            token = self.tokens.get(join + seg.location)
+            if token is not None:
+                want[token[0]] += seg.rows
+        have: Counter[str] = Counter(data.column("token").to_pylist()) if data.num_rows else Counter()
+        if data.num_rows != rows or (len(want) == len(expected) and have != want):
+            self.flag(
+                "read-partial",
+                f"{actor} read {table} v{got}: {data.num_rows} rows of {sorted(have)}, "
+                f"expected {rows} of {sorted(want)}",
+                2 if relative else None,
+            )
+
+    def visible_at(self, table: str, version: int) -> tuple[Segment, ...] | None:
+        seen = self.visible.get(table, {})
+        if version not in seen:
+            try:
+                seen[version] = tuple(visible_segments(self.world.store.read_version(table, version)))
+            except LineageError:
+                return None
+        return seen[version]
+
+    # ---- the history -----------------------------------------------------------------------
+
+    def check_history(self) -> None:
+        store = self.world.store
+        for table in store.list_tables():
+            try:
+                records = store.history(table)
+                current = store.read(table).state.version
+            except LineageError as exc:
+                self.flag("unreadable", f"history of {table}: {exc.message}")
+                continue
+            versions = sorted(r.version for r in records)
+            if versions and (versions[-1] != current or versions != list(range(versions[0], current + 1))):
+                self.flag(
+                    "broken-chain", f"{table}: history versions {versions[:3]}..{versions[-3:]} at v{current}"
+                )
+            by_version = {r.version: r.commit_id for r in records}
+            for ack in self.world.acks:
+                if ack.table != table or ack.version < (versions[0] if versions else 0):
+                    continue
+                if by_version.get(ack.version) != ack.commit_id:
+                    self.flag(
+                        "lost-ack",
+                        f"{ack.actor}'s commit {ack.commit_id[:8]} acknowledged at v{ack.version} of {table} "
+                        "is not in the history",
+                    )
+
+    def check_converged(self) -> None:
+        store = self.world.store
+        for table in store.list_tables():
+            info = self.world.tables.get(table)
+            if info is None:
+                continue
+            state = store.read(table).state
+            owners = store.live_owners(table)
+            stale = [
+                e.entry_id[:8]
+                for e in state.entries.values()
+                if e.state is EntryState.IN_PROGRESS and e.entry_id not in owners
+            ]
+            if stale:
+                self.flag(
+                    "not-converged",
+                    f"{table}: IN_PROGRESS entries with no owner after quiescent passes: {stale}",
+                )
+            if state.pending:
+                self.flag(
+                    "not-converged",
+                    f"{table}: {len(state.pending)} file(s) still pending after quiescent passes: "
+                    + ", ".join(
+                        f"{p.location} ({p.reason.value}, entry {(p.entry_id or '-')[:8]}, "
+                        f"registered: {any(s.location == p.location for s in state.segments.values())}, "
+                        f"exists: {os.path.exists(info.path.rstrip('/') + '/' + p.location)})"
+                        for p in list(state.pending.values())[:3]
+                    ),
+                )

@@ -1,0 +1,114 @@
+"""Virtual time: ZooKeeper's clock, the file system's clock and the
+monotonic clock the code waits on, all driven by the simulation.
+
+The code under test reads time in three ways: the store's ``now_ms`` (given a
+clock here), ``RetryPolicy(sleep=..., clock=...)``, and ``time.monotonic`` /
+``time.sleep`` called directly by ``ingest/push.py`` (the owner wait) and
+``retention/executor.py`` (progress). The last two are patched for the run's
+duration by replacing the ``time`` name those modules imported
+(:func:`patched_time`), so no other module, thread or library sees a fake clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+import types
+import uuid
+from collections.abc import Callable, Iterator
+from random import Random
+from typing import Any
+
+DAY_MS = 86_400_000
+# Virtual runs start here (2025-06-15T00:00:00Z), whatever the host's clock says.
+EPOCH_MS = 1_749_945_600_000
+# Modules of the code under test that call time.monotonic / time.sleep directly.
+TIMED_MODULES = ("ingest.push", "ingest.readers", "lineage.manager", "retention.executor")
+
+
+class VirtualClock:
+    """Milliseconds. ``elapsed`` is the time that really passed in the run;
+    ZooKeeper's clock may jump ahead of it, and the file system's clock (the
+    host that writes files) may run behind it."""
+
+    def __init__(self, start_ms: int = EPOCH_MS) -> None:
+        self.start_ms = start_ms
+        self.elapsed_ms = 0
+        self.zk_skew_ms = 0  # ZooKeeper ahead of real time
+        self.fs_lag_ms = 0  # the file-writing host's clock behind real time
+        self.real: Callable[[], int] | None = None  # ZooKeeper runs: the server's own clock
+
+    def advance(self, ms: int) -> None:
+        self.elapsed_ms += max(0, ms)
+
+    def zk_ms(self) -> int:
+        if self.real is not None:
+            return self.real()
+        return self.start_ms + self.elapsed_ms + self.zk_skew_ms
+
+    def fs_ms(self) -> int:
+        return self.zk_ms() - self.zk_skew_ms - self.fs_lag_ms
+
+    def monotonic(self) -> float:
+        return self.elapsed_ms / 1000.0
+
+
+class TimeShim(types.SimpleNamespace):
+    """Stands in for the ``time`` module inside the patched modules."""
+
+    def __init__(self, clock: VirtualClock, sleep: Callable[[float], None]) -> None:
+        super().__init__()
+        self._clock = clock
+        self._sleep = sleep
+
+    def monotonic(self) -> float:
+        return self._clock.monotonic()
+
+    def time(self) -> float:
+        return self._clock.zk_ms() / 1000.0
+
+    def sleep(self, seconds: float) -> None:
+        self._sleep(seconds)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@contextlib.contextmanager
+def patched(target: object, name: str, value: object) -> Iterator[None]:
+    old = getattr(target, name)
+    setattr(target, name, value)
+    try:
+        yield
+    finally:
+        setattr(target, name, old)
+
+
+@contextlib.contextmanager
+def patched_time(clock: VirtualClock, sleep: Callable[[float], None], seed: int) -> Iterator[None]:
+    """Virtual time and seeded ids for the run's duration: the direct
+    ``time`` calls of push and retention, the push's name stamp, and uuid4
+    (entry ids, commit ids and blob ids become a function of the seed)."""
+    import importlib
+
+    import ingest.push as push_module
+
+    ids = Random(f"uuid/{seed}")
+    shim = TimeShim(clock, sleep)
+
+    def stamp(now: dt.datetime | None = None) -> str:
+        moment = now or dt.datetime.fromtimestamp(clock.zk_ms() / 1000, tz=dt.UTC)
+        return moment.strftime("%Y%m%dT%H%M%S") + f"{moment.microsecond // 1000:03d}Z"
+
+    def uuid4() -> uuid.UUID:
+        return uuid.UUID(int=ids.getrandbits(128), version=4)
+
+    with contextlib.ExitStack() as stack:
+        for name in TIMED_MODULES:
+            module = importlib.import_module(name)
+            if getattr(module, "time", None) is time:
+                stack.enter_context(patched(module, "time", shim))
+        stack.enter_context(patched(push_module, "push_stamp", stamp))
+        stack.enter_context(patched(uuid, "uuid4", uuid4))
+        yield

@@ -1,0 +1,211 @@
+"""What stands between an actor and the store: one proxy per actor.
+
+Each store call is one "ZooKeeper request": the actor yields before and after
+it. The proxy also plays the parts of ZooKeeper the in-memory store lacks:
+sessions (the owners, leases and retention-pass holds an actor's session
+created vanish when it crashes or its session expires) and lost answers (a
+write applied, or not, and reported as ``WriteOutcomeUnknown``). On real
+ZooKeeper the sessions are real, and :class:`ClientProxy` adds a switch point
+before every request the store sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lineage import errors as lineage_errors
+from lineage.store import Lease, Store, WriteOutcomeUnknown
+from retention.errors import FencedError
+
+Switch = Callable[[str], None]
+Ack = Callable[[str, str, int], None]
+
+
+@dataclass
+class Session:
+    """One ZooKeeper session of one actor: what vanishes with it."""
+
+    number: int
+    owners: set[tuple[str, str]] = field(default_factory=set)
+    leases: dict[str, Lease] = field(default_factory=dict)
+    passes: set[str] = field(default_factory=set)
+    alive: bool = True
+
+
+@dataclass
+class Sessions:
+    """The sessions of one run; which one holds each table's retention pass."""
+
+    passes: dict[str, Session] = field(default_factory=dict)
+    count: int = 0
+
+    def new(self) -> Session:
+        self.count += 1
+        return Session(self.count)
+
+
+class StoreProxy:
+    """Wraps the store one actor uses. Any method of the store goes through
+    :meth:`_call`; the session-bound ones are tracked (memory backend)."""
+
+    def __init__(
+        self,
+        inner: Store,
+        switch: Switch,
+        sessions: Sessions,
+        on_ack: Ack,
+        *,
+        zookeeper: bool = False,
+        expire: Callable[[], None] | None = None,
+    ) -> None:
+        self.inner = inner
+        self._switch = switch
+        self._sessions = sessions
+        self._on_ack = on_ack
+        self.zookeeper = zookeeper
+        self._expire_zk = expire
+        self.session = sessions.new()
+        self.lose_next_write: bool | None = None  # armed fault: the next write's answer is lost
+        self.dead = False
+
+    # ---- faults, from the scheduler's thread ------------------------------------
+
+    def end_session(self) -> None:
+        """The session ends (expiry or the process's death): its ephemerals go."""
+        old = self.session
+        old.alive = False
+        if self.zookeeper:
+            if self._expire_zk is not None:
+                self._expire_zk()
+        else:
+            for table, entry in sorted(old.owners):
+                self.inner.release_owner(table, entry)
+            for lease in old.leases.values():
+                self.inner.release(lease)
+        for table in old.passes:
+            if self._sessions.passes.get(table) is old:
+                del self._sessions.passes[table]
+        self.session = self._sessions.new()
+
+    def crash(self) -> None:
+        self.dead = True
+        self.end_session()
+
+    def fence(self) -> Callable[[], None]:
+        """A retention fence on this actor's session (what ``session_fence``
+        does on ZooKeeper): once the session it began in is gone, stop."""
+        began = self.session
+
+        def fence() -> None:
+            if self.dead or self.session is not began:
+                raise FencedError("the pass's session ended; it stopped")
+
+        return fence
+
+    # ---- calls ---------------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name.startswith("_") or not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._call(name, attr, args, kwargs)
+
+        return call
+
+    def _call(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self._switch(f"store.{name}")
+        special = None if self.zookeeper else getattr(self, f"_mem_{name}", None)
+        if name == "write":
+            result = self._write(fn, args, kwargs)
+        elif special is not None:
+            result = special(fn, *args, **kwargs)
+        else:
+            result = fn(*args, **kwargs)
+        if name == "find_commit" and result is not None:
+            self._on_ack(args[0], args[1], result.version)
+        self._switch(f"store.{name}.done")
+        return result
+
+    def _write(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        landed, self.lose_next_write = self.lose_next_write, None
+        if landed is False:
+            raise WriteOutcomeUnknown("simulated: the request was lost before it was applied")
+        state = fn(*args, **kwargs)
+        if landed:
+            raise WriteOutcomeUnknown("simulated: applied, but the answer was lost")
+        table, commit_id = args[0], args[4] if len(args) > 4 else kwargs["commit_id"]
+        self._on_ack(table, commit_id, state.version)
+        return state
+
+    # ---- the memory backend's sessions --------------------------------------------
+
+    def _mem_hold_owner(self, fn: Callable[..., Any], table: str, entry_id: str) -> None:
+        fn(table, entry_id)
+        self.session.owners.add((table, entry_id))
+
+    def _mem_release_owner(self, fn: Callable[..., Any], table: str, entry_id: str) -> None:
+        if (table, entry_id) in self.session.owners:  # a lapsed session's owner is someone's else to judge
+            fn(table, entry_id)
+            self.session.owners.discard((table, entry_id))
+
+    def _mem_pin(self, fn: Callable[..., Any], table: str, version: int | None = None) -> Lease:
+        lease: Lease = fn(table, version)
+        self.session.leases[lease.lease_id] = lease
+        return lease
+
+    def _mem_release(self, fn: Callable[..., Any], lease: Lease) -> None:
+        if self.session.leases.pop(lease.lease_id, None) is not None:
+            fn(lease)
+
+    def _mem_hold_pass(self, _fn: Callable[..., Any], table: str) -> None:
+        self.inner.read(table)
+        holder = self._sessions.passes.setdefault(table, self.session)
+        if holder is not self.session:
+            raise lineage_errors.PassRunningError(table)
+        self.session.passes.add(table)
+
+    def _mem_holds_pass(self, _fn: Callable[..., Any], table: str) -> bool:
+        return self._sessions.passes.get(table) is self.session
+
+    def _mem_release_pass(self, _fn: Callable[..., Any], table: str) -> None:
+        if self._sessions.passes.get(table) is self.session:
+            del self._sessions.passes[table]
+        self.session.passes.discard(table)
+
+
+class ClientProxy:
+    """Wraps an actor's kazoo client: a switch point before every request."""
+
+    def __init__(self, client: Any, switch: Switch) -> None:
+        self._client = client
+        self._switch = switch
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if name.endswith("_async") and callable(attr):
+
+            def request(*args: Any, **kwargs: Any) -> Any:
+                self._switch(f"zk.{name.removesuffix('_async')}")
+                return attr(*args, **kwargs)
+
+            return request
+        if name == "transaction":
+            return lambda: _TxnProxy(attr(), self._switch)
+        return attr
+
+
+class _TxnProxy:
+    def __init__(self, txn: Any, switch: Switch) -> None:
+        self._txn = txn
+        self._switch = switch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._txn, name)
+
+    def commit_async(self) -> Any:
+        self._switch("zk.multi")
+        return self._txn.commit_async()

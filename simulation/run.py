@@ -1,0 +1,357 @@
+"""One seeded run: set up the world, let the actors loose under the
+scheduler with faults, check after every step, then converge with faults off.
+And the shrinker: replay a failing seed with less, keeping the violation."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from random import Random
+
+from ingest.arrow_push import push_arrow
+from lineage import failpoints
+from lineage.errors import LineageError
+from lineage.manager import commit_step
+from lineage.memory_store import MemoryStore
+from lineage.model import Operation
+from lineage.visibility import visible_segments
+from simulation.actors import FS_KINDS, body, plan_actors
+from simulation.checker import Checker, Violation
+from simulation.clock import DAY_MS, EPOCH_MS, VirtualClock, patched_time
+from simulation.proxy import StoreProxy
+from simulation.scheduler import Actor, Hung, Scheduler
+from simulation.world import World
+
+DRAIN_STEPS = 20_000  # after the faults: steps for every actor to finish (each phase)
+HISTORY_EVERY = 50  # steps between checks of the history chain
+SERIAL_DELETES = "simulation.serial-deletes:raise"  # armed, never reached: retention deletes one by one
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    seed: int
+    steps: int = 400
+    faults: bool = True
+    actors: tuple[int, ...] | None = None  # the cast's members kept (None: all)
+    drop_faults: frozenset[int] = frozenset()  # fault numbers not injected
+    zookeeper: str | None = None  # hosts of a real ZooKeeper (memory store when None)
+    extra: tuple[tuple[str, int], ...] = ()  # actors added to the cast (kind, operations): tests
+    stop_at_first: bool = True
+
+    def command(self) -> str:
+        parts = [f"python -m simulation --seeds 1 --first {self.seed} --steps {self.steps}"]
+        if self.actors is not None:
+            parts.append("--actors " + ",".join(map(str, self.actors)))
+        if self.drop_faults:
+            parts.append("--drop-faults " + ",".join(map(str, sorted(self.drop_faults))))
+        if not self.faults:
+            parts.append("--no-faults")
+        return " ".join(parts)
+
+
+@dataclass
+class RunResult:
+    config: RunConfig
+    steps: int = 0
+    trace: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    faults: int = 0
+    digest: str = ""
+    seconds: float = 0.0
+    cast: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def failpoint_names() -> list[str]:
+    names = [*failpoints.PUSH_POINTS, *failpoints.STORE_POINTS, *failpoints.RETENTION_POINTS]
+    for op in Operation:
+        names += [f"{commit_step(op)}.before-commit", f"{commit_step(op)}.after-commit"]
+    return names
+
+
+@contextlib.contextmanager
+def hooked(scheduler: Scheduler) -> Iterator[None]:
+    """Every failpoint is a switch point; retention deletes serially (the
+    executor takes its serial path while a failpoint is armed)."""
+    names = failpoint_names()
+    old_env = os.environ.get(failpoints.ENV)
+    old_cwd = os.getcwd()
+    for name in names:
+        failpoints.set_hook(name, _switch_at(scheduler, name))
+    os.environ[failpoints.ENV] = SERIAL_DELETES
+    try:
+        yield
+    finally:
+        for name in names:
+            failpoints.set_hook(name, None)
+        if old_env is None:
+            os.environ.pop(failpoints.ENV, None)
+        else:
+            os.environ[failpoints.ENV] = old_env
+        os.chdir(old_cwd)
+
+
+def _switch_at(scheduler: Scheduler, name: str) -> Callable[[], None]:
+    return lambda: scheduler.switch(name)
+
+
+def run_seed(config: RunConfig) -> RunResult:
+    result = RunResult(config)
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"sim-{config.seed}-") as tmp:
+        clock = VirtualClock(EPOCH_MS - 2 * DAY_MS)
+        scheduler = Scheduler()
+        world = World(Path(tmp), config.seed, scheduler, clock)
+        with contextlib.ExitStack() as stack:
+            if config.zookeeper is not None:
+                from simulation.zookeeper import attach
+
+                stack.enter_context(attach(world, config.zookeeper))
+            else:
+                _attach_memory(world)
+            stack.enter_context(hooked(scheduler))
+            stack.enter_context(patched_time(clock, world.sleep, config.seed))
+            _Run(world, config, result).go()
+    result.seconds = time.perf_counter() - began
+    return result
+
+
+def _attach_memory(world: World) -> None:
+    store = MemoryStore(clock=world.clock.zk_ms)
+    world.store = store
+
+    def new_store(actor: Actor) -> StoreProxy:
+        return StoreProxy(store, world.scheduler.switch, world.sessions, world.ack(actor.name))
+
+    world.new_store = new_store
+
+
+class _Run:
+    def __init__(self, world: World, config: RunConfig, result: RunResult) -> None:
+        self.world = world
+        self.config = config
+        self.result = result
+        self.rng = Random(f"schedule/{config.seed}")
+        self.faults_rng = Random(f"faults/{config.seed}")
+        self.actors: list[Actor] = []
+        self.proxies: dict[int, StoreProxy] = {}
+        self.fault_number = 0
+
+    # ---- the run ----------------------------------------------------------------------
+
+    def go(self) -> None:
+        world = self.world
+        self._setup()
+        world.checker = checker = Checker(world)
+        checker.after_step("setup", touched_files=True)
+        original = world.new_store
+
+        def new_store(me: Actor) -> StoreProxy:
+            proxy = self.proxies[me.aid] = original(me)
+            return proxy
+
+        world.new_store = new_store
+        cast = plan_actors(self.config.seed) + list(self.config.extra)
+        self.result.cast = [f"a{i}:{kind}x{ops}" for i, (kind, ops) in enumerate(cast)]
+        kept = range(len(cast)) if self.config.actors is None else self.config.actors
+        for index in kept:
+            kind, ops = cast[index]
+            self._spawn(index, kind, ops)
+        try:
+            self._loop(self.config.steps, faults=self.config.faults)
+            self._loop(DRAIN_STEPS, faults=False)  # the rest, quietly
+            if self._clean():
+                undone = [a.name for a in self.actors if not a.done]
+                if undone:
+                    checker.flag("no-progress", f"actors still running after the run: {undone}")
+            if self._clean():
+                self._quiesce()
+        except Hung as hung:
+            checker.flag("hang", str(hung))
+        finally:
+            self.world.scheduler.finish(self.actors)
+        for actor, exc in self.world.scheduler.failures:
+            where = "".join(traceback.format_exception(exc, limit=-3)).strip().splitlines()
+            checker.flag(
+                "actor-raised", f"{actor.name}: {type(exc).__name__}: {exc} | {' / '.join(where[-3:])}"
+            )
+        self.result.steps = self.world.step
+        self.result.violations = list(checker.violations)
+        self.result.notes = [f"{a.name}: {'; '.join(a.notes)} -> {a.outcome}" for a in self.actors]
+        self.result.digest = self._digest()
+
+    def _clean(self) -> bool:
+        return not (self.config.stop_at_first and self.world.checker.violations)
+
+    def _setup(self) -> None:
+        """Three tables with some history, two days old: a REFRESH table, an
+        APPEND table keyed by timestamps, and one keyed by integer seconds."""
+        world = self.world
+        rng = Random(f"setup/{self.config.seed}")
+        manager = world.manager(world.store, "setup@sim", rng)
+        for name, data in (("refresh", "plain"), ("events", "ms"), ("secs", "seconds")):
+            root = str(world.lake / name)
+            world.intend_table(name, root, str(world.base), data, set())
+            manager.create_table(world.config(name, root, data, rng))
+            info = world.tables[name]
+            for k in range(rng.randint(1, 2)):
+                parts, mode, interval = world.parts(
+                    info, manager.table(name).config.table_type, rng, f"s-{name}-{k}"
+                )
+                try:
+                    push_arrow(manager, name, parts, mode=mode, interval=interval)
+                except LineageError as exc:
+                    self.result.trace.append(f"setup push {name}: {type(exc).__name__}")
+        world.clock.fs_lag_ms = 0
+        world.clock.advance(2 * DAY_MS)
+
+    def _spawn(self, aid: int, kind: str, ops: int) -> Actor:
+        world = self.world
+        actor = Actor(aid, kind, body(world, kind, ops, self.config.seed), world.cwd_for(aid))
+        self.actors.append(actor)
+        world.scheduler.spawn(actor)
+        return actor
+
+    def _loop(self, budget: int, *, faults: bool) -> None:
+        world, checker = self.world, self.world.checker
+        spent = 0
+        while spent < budget and self._clean():
+            live = [a for a in self.actors if not a.done]
+            if not live:
+                return
+            eligible = [a for a in live if a.paused_until <= world.step] or live
+            actor = self.rng.choice(eligible)
+            draws = (self.faults_rng.random(), self.faults_rng.random(), self.faults_rng.random())
+            if faults and self._fault(actor, draws):
+                continue
+            before = actor.label
+            os.chdir(actor.cwd)
+            world.scheduler.step(actor)
+            world.step += 1
+            spent += 1
+            world.clock.advance(1 + int(draws[2] * 20))
+            checker.after_step(actor.name, touched_files=actor.kind in FS_KINDS)
+            if world.step % HISTORY_EVERY == 0:
+                checker.check_history()
+            self.result.trace.append(f"{world.step} {actor.name} {before} -> {actor.label}")
+
+    def _fault(self, actor: Actor, draws: tuple[float, float, float]) -> bool:
+        """Maybe inject a fault before ``actor`` runs; True when it does not run now."""
+        r, r2, _ = draws
+        clock = self.world.clock
+        proxy = self.proxies.get(actor.aid)
+        kind: str | None = None
+        if r < 0.004 and proxy is not None:
+            kind = "crash"
+        elif r < 0.008 and proxy is not None:
+            kind = "expire"
+        elif r < 0.02:
+            kind = "pause"
+        elif r < 0.025 and self.config.zookeeper is None:
+            kind = "clock-jump"
+        elif r < 0.028:
+            kind = "fs-behind"
+        elif r < 0.12 and actor.label == "store.write" and proxy is not None:
+            kind = "lose-answer"
+        if kind is None:
+            return False
+        self.fault_number += 1
+        if self.fault_number in self.config.drop_faults:
+            return False
+        self.result.faults += 1
+        detail = ""
+        if kind == "crash" and proxy is not None:
+            actor.doomed = True
+            proxy.crash()
+        elif kind == "expire" and proxy is not None:
+            proxy.end_session()
+        elif kind == "pause":
+            actor.paused_until = self.world.step + 5 + int(r2 * 60)
+            detail = f" until step {actor.paused_until}"
+        elif kind == "clock-jump":
+            jump = 1_000 + int(r2 * 60_000)
+            clock.zk_skew_ms += jump
+            detail = f" ZooKeeper +{jump} ms"
+        elif kind == "fs-behind":
+            lag = int(r2 * 3 * 3_600_000)
+            clock.fs_lag_ms = lag
+            detail = f" file clock {lag} ms behind"
+        elif kind == "lose-answer" and proxy is not None:
+            proxy.lose_next_write = r2 < 0.5
+            detail = " (applied)" if r2 < 0.5 else " (not applied)"
+        self.result.trace.append(f"fault #{self.fault_number} {kind} {actor.name} at {actor.label}{detail}")
+        return kind in ("pause", "crash")
+
+    def _quiesce(self) -> None:
+        """Faults off, time moves on three days (the clocks agree again), and
+        a janitor runs passes and pushes; then the history and convergence."""
+        clock = self.world.clock
+        clock.advance(clock.zk_skew_ms + 3 * DAY_MS)
+        clock.zk_skew_ms = 0
+        clock.fs_lag_ms = 0
+        self._spawn(len(self.actors) + 100, "janitor", 1)
+        self._loop(DRAIN_STEPS, faults=False)
+        if self._clean():
+            self.world.checker.check_history()
+        if self._clean():
+            self.world.checker.check_converged()
+
+    def _digest(self) -> str:
+        """The run's outcome: every table's version and visible set, the violations."""
+        lines = []
+        store = self.world.store
+        for table in store.list_tables():
+            try:
+                state = store.read(table).state
+            except LineageError as exc:
+                lines.append(f"{table}: {exc.message}")
+                continue
+            names = sorted(s.name for s in visible_segments(state))
+            lines.append(f"{table} v{state.version} {names} pending={sorted(state.pending)}")
+        lines += [v.line() for v in self.world.checker.violations]
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def shrink(failing: RunResult, budget_s: float = 60.0) -> RunResult:
+    """Replay the seed with less (fewer steps, fewer actors, fewer faults)
+    while the same kind of violation still shows; returns the smallest."""
+    best = failing
+    kind = failing.violations[0].kind
+    deadline = time.monotonic() + budget_s
+
+    def still_fails(config: RunConfig) -> RunResult | None:
+        if time.monotonic() > deadline:
+            return None
+        attempt = run_seed(config)
+        return attempt if any(v.kind == kind for v in attempt.violations) else None
+
+    steps = min(best.config.steps, max(best.violations[0].step, 1))
+    smaller = still_fails(replace(best.config, steps=steps))
+    if smaller is not None:
+        best = smaller
+    members = list(best.config.actors if best.config.actors is not None else range(len(best.cast)))
+    for member in list(members):
+        trial = tuple(m for m in members if m != member)
+        if not trial:
+            continue
+        found = still_fails(replace(best.config, actors=trial))
+        if found is not None:
+            best, members = found, list(trial)
+    for number in range(1, best.faults + len(best.config.drop_faults) + 1):
+        if number in best.config.drop_faults:
+            continue
+        found = still_fails(replace(best.config, drop_faults=best.config.drop_faults | {number}))
+        if found is not None:
+            best = found
+    return best

@@ -1,0 +1,171 @@
+"""The simulated world: a temporary directory holding the tables' roots and
+each actor's working directory, the virtual clock, the store (in memory, or
+real ZooKeeper with one session per actor), and what the run remembers for
+the checker (acknowledged commits, what each table's data means)."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from random import Random
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lineage.manager import LineageManager
+from lineage.model import TableConfig, TableType
+from lineage.retry import RetryPolicy
+from lineage.store import Store
+from simulation.clock import DAY_MS, VirtualClock
+from simulation.proxy import Sessions, StoreProxy
+from simulation.scheduler import Actor, Scheduler
+
+if TYPE_CHECKING:
+    from simulation.checker import Checker
+
+TIME_RETENTION_MS = 2 * DAY_MS
+
+
+@dataclass
+class TableInfo:
+    """What the simulation knows about a table it created."""
+
+    name: str
+    root: str  # as configured
+    path: str  # the root resolved as its creator saw it: the checker's view
+    data: str  # "plain" (no time column), "ms" (timestamps), "seconds" (integer epoch seconds)
+    flags: set[str] = field(default_factory=set)  # relative, dot, nested, parent, equal, symlink
+
+
+@dataclass(frozen=True)
+class Ack:
+    table: str
+    commit_id: str
+    version: int
+    actor: str
+
+
+class World:
+    def __init__(self, base: Path, seed: int, scheduler: Scheduler, clock: VirtualClock) -> None:
+        self.base = base
+        self.seed = seed
+        self.scheduler = scheduler
+        self.clock = clock
+        self.lake = base / "lake"
+        self.lake.mkdir(parents=True, exist_ok=True)
+        self.home = base / "cwd"
+        self.sessions = Sessions()
+        self.tables: dict[str, TableInfo] = {}
+        self.acks: list[Ack] = []
+        self.deleted_log: list[tuple[str, str, str]] = []  # (actor, table, location) via on_deleted
+        self.readded: set[str] = set()  # absolute paths a re-add registered again
+        self.store: Store  # the omniscient view: the checker's and the setup's
+        self.new_store: Callable[[Actor], StoreProxy]
+        self.fence: Callable[[StoreProxy], Callable[[], None]] = StoreProxy.fence
+        self.checker: Checker
+        self.step = 0
+
+    # ---- actors -----------------------------------------------------------------------
+
+    def cwd_for(self, aid: int) -> str:
+        path = self.home / f"a{aid}"
+        path.mkdir(parents=True, exist_ok=True)
+        return str(path)
+
+    def sleep(self, seconds: float) -> None:
+        """A wait in virtual time: time passes and the baton moves on."""
+        self.clock.advance(int(seconds * 1000))
+        self.scheduler.switch("sleep")
+
+    def manager(self, store: Any, actor: str, rng: Random) -> LineageManager:
+        retry = RetryPolicy(
+            max_attempts=30,
+            deadline_s=30.0,
+            sleep=self.sleep,
+            clock=self.clock.monotonic,
+            rng=Random(rng.random()),
+        )
+        return LineageManager(store, retry=retry, actor=actor)
+
+    def ack(self, actor: str) -> Callable[[str, str, int], None]:
+        def note(table: str, commit_id: str, version: int) -> None:
+            self.acks.append(Ack(table, commit_id, version, actor))
+
+        return note
+
+    # ---- tables -------------------------------------------------------------------------
+
+    def intend_table(self, name: str, root: str, cwd: str, data: str, flags: set[str]) -> None:
+        """Known before the create is sent, so a creator that dies after it
+        leaves a table the checker can still place."""
+        path = root if os.path.isabs(root) else os.path.normpath(os.path.join(cwd, root))
+        self.tables.setdefault(name, TableInfo(name, root, path, data, flags))
+
+    def config(self, name: str, root: str, data: str, rng: Random) -> TableConfig:
+        small = [0, 0, 200, 2_000, 60_000]
+        if data == "plain":
+            return TableConfig(
+                name=name,
+                root=root,
+                table_type=TableType.REFRESH,
+                replaced_segments_retention_ms=rng.choice(small),
+                lineage_entry_cleanup_retention_ms=rng.choice(small),
+                max_snapshots=rng.randint(1, 3),
+            )
+        return TableConfig(
+            name=name,
+            root=root,
+            table_type=TableType.APPEND,
+            time_column="ts",
+            replaced_segments_retention_ms=rng.choice(small),
+            lineage_entry_cleanup_retention_ms=rng.choice(small),
+            time_retention_ms=TIME_RETENTION_MS,
+        )
+
+    def abs_path(self, table: str, location: str) -> str | None:
+        info = self.tables.get(table)
+        if info is None:
+            return None
+        return posixpath.join(info.path, location)
+
+    def rel(self, path: str) -> str:
+        return os.path.relpath(path, self.base)
+
+    # ---- data -----------------------------------------------------------------------------
+
+    def parts(
+        self, info: TableInfo, table_type: TableType, rng: Random, token: str
+    ) -> tuple[list[pa.Table], str, tuple[int, int] | None]:
+        """1 to 3 parts of 1 to 4 rows, every row carrying its part's token;
+        with the push mode and interval. Time-keyed data lies inside one day
+        (a replace-range interval), zero to three days back."""
+        count = rng.randint(1, 3)
+        sizes = [rng.randint(1, 4) for _ in range(count)]
+        if info.data == "plain":
+            mode = "refresh" if table_type is TableType.REFRESH else "append"
+            return [pa.table({"token": [f"{token}.{i}"] * n}) for i, n in enumerate(sizes)], mode, None
+        day = (self.clock.zk_ms() // DAY_MS - rng.randint(0, 3)) * DAY_MS
+        parts = []
+        for i, n in enumerate(sizes):
+            stamps = [day + rng.randint(0, DAY_MS - 1) for _ in range(n)]
+            column = (
+                pa.array(stamps, pa.timestamp("ms"))
+                if info.data == "ms"
+                else pa.array([s // 1000 for s in stamps], pa.int64())
+            )
+            parts.append(pa.table({"token": [f"{token}.{i}"] * n, "ts": column}))
+        if info.data == "ms" and rng.random() < 0.4:
+            return parts, "replace-range", (day, day + DAY_MS)
+        return parts, "append", None
+
+    def true_max_ms(self, table: str, column: pa.ChunkedArray) -> int | None:
+        """What the data means, whatever the code takes it to mean."""
+        info = self.tables.get(table)
+        if info is None or info.data == "plain" or len(column) == 0:
+            return None
+        values = column.cast(pa.int64()).to_pylist()
+        top = max(v for v in values if v is not None)
+        return int(top) * (1000 if info.data == "seconds" else 1)
