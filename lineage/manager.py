@@ -52,6 +52,7 @@ from lineage.model import (
 from lineage.names import check_entry_id, check_table_name
 from lineage.periods import parse_version_or_time
 from lineage.retry import Attempts, RetryPolicy
+from lineage.roots import resolve_root
 from lineage.store import (
     Lease,
     RetryableStoreError,
@@ -203,6 +204,10 @@ class LineageManager:
     # ---- tables -------------------------------------------------------------
 
     def create_table(self, config: TableConfig, reason: str | None = None) -> TableState:
+        """Create a table. Its root is made canonical first (absolute, links
+        resolved, never a protected place) and must not overlap another
+        table's root: InvalidInputError, RefusedError."""
+        config = dataclasses.replace(config, root=resolve_root(config.root))
         return self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
 
     def list_tables(self) -> list[str]:

@@ -33,7 +33,7 @@ def push(m: LineageManager, label: str, replace: list[str], count: int = 2) -> t
 def snapshots(manager: LineageManager) -> tuple[LineageManager, list[tuple[int, set[str]]]]:
     """Five snapshots pushed one after another: (version, visible names) after each."""
     m = manager
-    m.create_table(TableConfig.build(T, "/d", replaced_segments_retention="0s", max_snapshots=10))
+    m.create_table(TableConfig.build(T, f"/d/{T}", replaced_segments_retention="0s", max_snapshots=10))
     seen: list[tuple[int, set[str]]] = []
     current: list[str] = []
     for label in ("s1", "s2", "s3", "s4", "s5"):
@@ -305,7 +305,7 @@ def test_memory_store_history_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(lineage.memory_store, "MAX_HISTORY", 10)
     m = LineageManager(MemoryStore())
-    m.create_table(TableConfig.build(T, "/d"))
+    m.create_table(TableConfig.build(T, f"/d/{T}"))
     for i in range(20):
         m.register_segments(T, [seg(f"m{i}")])
     assert [r.version for r in m.history(T)] == list(range(21, 11, -1))
@@ -326,7 +326,7 @@ def test_a_rollback_costs_the_same_requests_whatever_the_table_size(zk_store: An
 
     counts = []
     for table, size in (("small_rb", 40), ("large_rb", 4000)):
-        m.create_table(TableConfig.build(table, "/d"))
+        m.create_table(TableConfig.build(table, f"/d/{table}"))
         for start in range(0, size, 1000):
             m.register_segments(table, [seg(f"base_{i}") for i in range(start, min(size, start + 1000))])
         entry = m.start_replace(table, [], ["extra"])
