@@ -45,8 +45,8 @@ HEAD = "segment-lineage.head"
 BUCKET = "segment-lineage.bucket"
 NAMES = "segment-lineage.names"
 HISTORY = "segment-lineage.history"
-
 ROOTS = "segment-lineage.roots"
+
 SEGMENTS = "segments"
 ENTRIES = "entries"
 PENDING = "pending"
@@ -463,13 +463,6 @@ def decode_gc(raw: bytes, where: str) -> dict[str, int]:
         return dict(candidates)
 
 
-# ---- head -------------------------------------------------------------------
-
-
-def bucket_ids(buckets: Mapping[str, Sequence[str]]) -> set[str]:
-    """Every bucket blob id of a head or a version record."""
-    return {blob for ids in buckets.values() for blob in ids}
-
 def encode_roots(roots: Mapping[str, str]) -> bytes:
     """The registry of table roots: table name -> canonical root."""
     return dumps(_envelope(ROOTS, roots=dict(sorted(roots.items()))))
@@ -483,6 +476,13 @@ def decode_roots(raw: bytes, where: str) -> dict[str, str]:
             raise _Bad("roots must map table names to roots")
         return dict(roots)
 
+
+# ---- head -------------------------------------------------------------------
+
+
+def bucket_ids(buckets: Mapping[str, Sequence[str]]) -> set[str]:
+    """Every bucket blob id of a head or a version record."""
+    return {blob for ids in buckets.values() for blob in ids}
 
 
 @dataclass(frozen=True)

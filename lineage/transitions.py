@@ -185,6 +185,7 @@ def register_segments(
     pending_locations = {loc.casefold(): p for loc, p in state.pending.items()}
 
     segments = dict(state.segments)
+    taken_over: list[str] = []
     for seg in new:
         existing = folded.get(seg.name.casefold())
         if existing is not None:
@@ -203,7 +204,11 @@ def register_segments(
                 table=table,
             )
         queued = pending_locations.get(seg.location.casefold())
-        if queued is not None:
+        if queued is not None and queued.reason is DeletionReason.ORPHAN_SEEN:
+            # Seen unreferenced by retention, not condemned: registering it
+            # makes it a segment's file (an upload registered after a pass).
+            taken_over.append(queued.location)
+        elif queued is not None:
             # Retention may be deleting that file right now (Pinot #13968).
             raise RefusedError(
                 f"location {seg.location!r} of segment {seg.name!r} is queued for deletion "
@@ -258,8 +263,11 @@ def register_segments(
             created_ms=now_ms,
         )
     count, rows, size = _totals(new)
+    pending = state.pending
+    if taken_over:
+        pending = {k: v for k, v in state.pending.items() if k not in set(taken_over)}
     return Change(
-        state=state.replace(segments=segments),
+        state=state.replace(segments=segments, pending=pending),
         operation=Operation.REGISTER,
         entry_id=bound.entry_id if bound is not None else None,
         segments=count,
@@ -733,11 +741,15 @@ def retention_mark(
     remove_entries: Sequence[str],
     now_ms: int,
     orphans: Sequence[str] = (),
+    convict: Sequence[str] = (),
+    forget: Sequence[str] = (),
 ) -> Change:
     """Retention's intent, recorded before any file is touched: unregister the
-    condemned segments into ``pending``, queue orphan files, and drop entries
-    with nothing left."""
-    if not condemn and not remove_entries and not orphans:
+    condemned segments into ``pending``, record files first seen unreferenced
+    (``orphans``, as ORPHAN_SEEN, with now), condemn those seen so a grace ago
+    (``convict``: ORPHAN, from then on never registered again), forget those
+    whose file went, and drop entries with nothing left."""
+    if not condemn and not remove_entries and not orphans and not convict and not forget:
         return Change(state=state, operation=Operation.RETENTION_MARK, changed=False)
     segments = dict(state.segments)
     pending = dict(state.pending)
@@ -750,13 +762,24 @@ def retention_mark(
             raise RefusedError(
                 f"file {location!r} belongs to a registered segment: not an orphan", table=state.config.name
             )
-        pending.setdefault(location, PendingDeletion(location, "file", DeletionReason.ORPHAN, now_ms))
+        pending.setdefault(location, PendingDeletion(location, "file", DeletionReason.ORPHAN_SEEN, now_ms))
+    for location in convict:
+        seen = pending.get(location)
+        if seen is None or seen.reason is not DeletionReason.ORPHAN_SEEN:
+            raise RefusedError(
+                f"file {location!r} is no longer an orphan seen unreferenced (registered meanwhile?)",
+                table=state.config.name,
+            )
+        pending[location] = dataclasses.replace(seen, reason=DeletionReason.ORPHAN)
+    for location in forget:
+        if location in pending and pending[location].reason is DeletionReason.ORPHAN_SEEN:
+            del pending[location]
     removed = set(remove_entries)
     entries = {k: v for k, v in state.entries.items() if k not in removed}
     return Change(
         state=state.replace(segments=segments, pending=pending, entries=entries),
         operation=Operation.RETENTION_MARK,
-        segments=len(condemn) + len(orphans),
+        segments=len(condemn) + len(convict),
     )
 
 

@@ -164,7 +164,13 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
         current = planned(state, now)
         computed.append(current)
         return transitions.retention_mark(
-            state, current.condemn, current.remove_entries, now, current.orphans
+            state,
+            current.condemn,
+            current.remove_entries,
+            now,
+            current.orphans,
+            current.convict,
+            current.forget,
         )
 
     if options.dry_run:

@@ -14,8 +14,12 @@ Pinot's lineage cleanup, with our protections:
 * on an APPEND table with a time retention, segments whose data ended before
   ``now - time_retention`` go, visible or not;
 * orphans: files under the table's root that no segment, pending deletion or
-  pinned version names, older than ``orphan_grace`` by their storage
-  modification time (leftovers of crashed pushes and failed Spark attempts).
+  pinned version names (leftovers of crashed pushes and failed Spark
+  attempts). A pass records such a file with ZooKeeper's time
+  (``ORPHAN_SEEN``, which a later register takes over); a pass at least
+  ``orphan_grace`` later by that clock, that finds it still unreferenced and
+  (when known) that old by its storage time too, deletes it. No age comes
+  from the file system alone.
 
 Never planned: a segment visible now (time retention aside), visible in a
 version a live reader pinned, or named by a running push (its owner still
@@ -70,7 +74,9 @@ class Plan:
     deletions: tuple[Deletion, ...]  # files to delete once the intent is recorded
     remove_entries: tuple[str, ...]
     kept: tuple[Kept, ...]
-    orphans: tuple[str, ...] = ()  # unknown files to record in pending, then delete
+    orphans: tuple[str, ...] = ()  # unknown files first seen now: recorded as ORPHAN_SEEN, not deleted
+    convict: tuple[str, ...] = ()  # ORPHAN_SEEN a grace ago, still unreferenced: condemned and deleted
+    forget: tuple[str, ...] = ()  # ORPHAN_SEEN whose file is gone
 
 
 def held_names(state: TableState, pinned: Iterable[TableState], live_owners: frozenset[str]) -> set[str]:
@@ -154,6 +160,8 @@ def plan(
         else:  # unregistered now; its file waits in pending for the minimum grace
             kept.append(Kept(seg.location, "younger than the minimum grace"))
     for location, queued in state.pending.items():
+        if queued.reason is DeletionReason.ORPHAN_SEEN:
+            continue  # judged with the listing below
         if location in pinned_locations:
             kept.append(Kept(location, "pinned by a reader"))
         elif policy.force or queued.marked_ms <= young:
@@ -163,19 +171,48 @@ def plan(
         else:
             kept.append(Kept(location, "younger than the minimum grace"))
     orphans: list[str] = []
+    convict: list[str] = []
+    forget: list[str] = []
     if files is not None:
+        # Two sightings, one clock: a file is recorded when first seen
+        # unreferenced (ZooKeeper's time), and deleted only by a pass that
+        # finds it still unreferenced a whole grace later by that clock, and
+        # (when its storage time is known) that old by the file system too.
         known = {seg.location for seg in state.segments.values()} | set(state.pending)
         known |= {seg.location for version in pinned for seg in version.segments.values()}
         running = {push_tag(owner) for owner in live_owners}
+        seen = {loc: p for loc, p in state.pending.items() if p.reason is DeletionReason.ORPHAN_SEEN}
+        listed = {info.location: info for info in files}
+        horizon = now - policy.orphan_grace_ms
+        for location, first in seen.items():
+            info = listed.get(location)
+            if info is None:
+                forget.append(location)
+            elif location in pinned_locations or (
+                running and push_dir_owner(location.split("/", 1)[0]) in running
+            ):
+                kept.append(Kept(location, "seen unreferenced, but a reader or a running push holds it"))
+            elif first.marked_ms <= horizon and (info.mtime_ms is None or info.mtime_ms <= horizon):
+                convict.append(location)
+                deletions.append(Deletion(location, "file", DeletionReason.ORPHAN, info.size, None))
+            else:
+                kept.append(Kept(location, "seen unreferenced, not yet for the whole orphan grace"))
         for info in files:
             if info.location in known:
                 continue
             top = info.location.split("/", 1)[0]
             if running and push_dir_owner(top) in running:
                 kept.append(Kept(info.location, "written by a running push"))
-            elif info.mtime_ms is None or info.mtime_ms > now - policy.orphan_grace_ms:
-                kept.append(Kept(info.location, "unreferenced, but younger than the orphan grace"))
             else:
                 orphans.append(info.location)
-                deletions.append(Deletion(info.location, "file", DeletionReason.ORPHAN, info.size, None))
-    return Plan(config.name, condemn, tuple(deletions), tuple(remove), tuple(kept), tuple(orphans))
+                kept.append(Kept(info.location, "unreferenced: seen now, deleted a whole orphan grace later"))
+    return Plan(
+        config.name,
+        condemn,
+        tuple(deletions),
+        tuple(remove),
+        tuple(kept),
+        tuple(orphans),
+        tuple(convict),
+        tuple(forget),
+    )

@@ -183,31 +183,49 @@ def info(location: str, age_ms: int, now: int) -> FileInfo:
     return FileInfo(location, 7, now - age_ms)
 
 
-def test_orphans_are_unknown_files_past_the_orphan_grace(mem: LineageManager) -> None:
+def test_orphans_are_unknown_files_seen_twice_a_grace_apart(mem: LineageManager) -> None:
+    from lineage import transitions
+
     now = mem.clock["now"]  # type: ignore[attr-defined]
     entry = mem.start_replace("t", ["a"], ["n"])
     running_dir = f"push_20260101T000000000Z_{entry[:8]}"
     mem.delete_segments("t", ["b"])  # b.parquet is pending now
+    crashed = "push_x_deadbeef/_temporary/0/part-0.parquet"
     listing = [
         info("a.parquet", 2 * DAY, now),  # a segment
         info("b.parquet", 2 * DAY, now),  # pending already
-        info("push_x_deadbeef/_temporary/0/part-0.parquet", 2 * DAY, now),  # a crashed native push
-        info("push_y_cafecafe/seg.a1.parquet", HOUR, now),  # too young
+        info(crashed, 2 * DAY, now),  # a crashed native push
+        info("push_y_cafecafe/seg.a1.parquet", -DAY, now),  # its file time runs ahead
         info(f"{running_dir}/n.a0.parquet", 2 * DAY, now),  # a running push's
-        FileInfo("nomtime.parquet", 1, None),  # an age we cannot know
+        FileInfo("nomtime.parquet", 1, None),  # an age the file system cannot tell
+        info("upload.parquet", 2 * DAY, now),  # an operator's upload, registered later
     ]
-    result = plan(mem.table("t"), Policy(now), live_owners=frozenset({entry}), files=listing)
-    assert result.orphans == ("push_x_deadbeef/_temporary/0/part-0.parquet",)
-    assert [(d.location, d.reason) for d in result.deletions if d.reason is DeletionReason.ORPHAN] == [
-        ("push_x_deadbeef/_temporary/0/part-0.parquet", DeletionReason.ORPHAN)
-    ]
-    assert plan(mem.table("t"), Policy(now), files=listing).orphans == (
-        "push_x_deadbeef/_temporary/0/part-0.parquet",
-        f"{running_dir}/n.a0.parquet",
-    )  # once the push's owner is gone, its leftovers are orphans too
+    owners = frozenset({entry})
+    first = plan(mem.table("t"), Policy(now), live_owners=owners, files=listing)
+    # First sight: recorded with the store's clock, whatever the file times say; nothing deleted.
+    assert first.orphans == (crashed, "push_y_cafecafe/seg.a1.parquet", "nomtime.parquet", "upload.parquet")
+    assert not [d for d in first.deletions if d.reason is DeletionReason.ORPHAN]
+    mem.commit(
+        "t", lambda s, n: transitions.retention_mark(s, first.condemn, first.remove_entries, n, first.orphans)
+    )
+    assert {p.reason for p in mem.table("t").pending.values()} == {
+        DeletionReason.DELETED,
+        DeletionReason.ORPHAN_SEEN,
+    }
+    mem.register_segments("t", [Segment("up", "upload.parquet")])  # takes the seen file over
+    assert "upload.parquet" not in mem.table("t").pending
+    # Less than a grace later by the store's clock: kept, however old the files look.
+    early = plan(mem.table("t"), Policy(now + DAY - 1), live_owners=owners, files=listing)
+    assert early.convict == () and early.orphans == ()
+    # A grace later: condemned, unless the file system says the file is younger.
+    later = plan(mem.table("t"), Policy(now + DAY), live_owners=owners, files=listing[:-1])
+    assert later.convict == (crashed, "nomtime.parquet")
+    assert {d.location for d in later.deletions if d.reason is DeletionReason.ORPHAN} == set(later.convict)
+    gone = plan(mem.table("t"), Policy(now + DAY), live_owners=owners, files=[listing[0]])
+    assert set(gone.forget) == {crashed, "nomtime.parquet", "push_y_cafecafe/seg.a1.parquet"}
+    # Once the push's owner is gone, its leftovers are seen too.
+    assert f"{running_dir}/n.a0.parquet" in plan(mem.table("t"), Policy(now), files=listing).orphans
     assert plan(mem.table("t"), Policy(now), files=None).orphans == ()
-    held = mem.table("t")
-    assert "a.parquet" not in plan(held, Policy(now), pinned=[held], files=listing).orphans
 
 
 # ---- passes on real ZooKeeper with real files -----------------------------------
@@ -343,17 +361,20 @@ def test_orphans_past_the_grace_go_through_the_intent_log(zk: LineageManager, tm
     push_arrow(zk, "events", [part("v1")])
     root = tmp_path / "events"
     crashed = aged(root / "push_20260101T000000000Z_deadbeef" / "_temporary" / "0" / "part-0.parquet", 2)
-    young = aged(root / "push_20260101T000000000Z_feedface" / "seg.a1.parquet", 0.5)
+    young = aged(root / "push_20260101T000000000Z_feedface" / "seg.a1.parquet", -0.5)  # file time ahead
     hidden = aged(root / ".DS_Store", 5)
     dry = run_table(zk, "events", PassOptions(dry_run=True))
-    assert [p.reason for p in dry.planned] == ["ORPHAN"] and crashed.exists()
-    report = run_table(zk, "events", PassOptions(min_grace_ms=0))
-    assert (report.orphans, report.files_deleted, report.errors) == (1, 1, [])
+    assert dry.orphans == 2 and dry.planned == () and crashed.exists()
+    first = run_table(zk, "events", PassOptions(min_grace_ms=0, orphan_grace_ms=DAY))
+    assert (first.orphans, first.files_deleted, first.errors) == (2, 0, [])  # seen, not deleted
+    assert run_table(zk, "events", PassOptions(min_grace_ms=0, orphan_grace_ms=DAY)).files_deleted == 0
+    report = run_table(zk, "events", PassOptions(min_grace_ms=0, orphan_grace_ms=0))
+    assert (report.orphans, report.files_deleted, report.errors) == (0, 1, [])
     assert not crashed.exists() and young.exists() and hidden.exists()
     assert not (root / "push_20260101T000000000Z_deadbeef").exists() and report.dirs_removed == 3
-    assert zk.table("events").pending == {}
+    assert set(zk.table("events").pending) == {young.relative_to(root).as_posix()}  # seen, younger on disk
     ops = [h.operation.value for h in zk.history("events", limit=2)]
-    assert ops == ["RETENTION_CLEAR", "RETENTION_MARK"]  # recorded before the delete, cleared after
+    assert ops == ["RETENTION_CLEAR", "RETENTION_MARK"]  # condemned before the delete, cleared after
     assert run_table(zk, "events", PassOptions(orphans=False)).orphans == 0
     visible = {s.location for s in zk.visible_segments("events")}
     assert visible and all((root / loc).exists() for loc in visible)
@@ -419,11 +440,13 @@ def test_a_pass_on_s3_deletes_through_the_pool_and_spares_the_sibling_table(
 
     assert len(keys()) == 8
     report = run_table(m, "t", PassOptions(min_grace_ms=0, orphan_grace_ms=0))
-    assert (report.files_deleted, report.orphans, report.errors) == (6, 1, [])
+    assert (report.files_deleted, report.orphans, report.errors) == (5, 1, [])  # the orphan is seen
+    second = run_table(m, "t", PassOptions(min_grace_ms=0, orphan_grace_ms=0))
+    assert (second.files_deleted, second.orphans, second.errors) == (1, 0, [])  # and deleted
     visible = {f"warehouse/t/{s.location}" for s in m.visible_segments("t")}
     # Emptied prefixes leave no directory markers behind (the root's own may stay).
     assert keys() - {"warehouse/t/"} == visible | {"warehouse/t2/push_x_00000000/keep.parquet"}
-    assert report.dirs_removed == 2
+    assert report.dirs_removed + second.dirs_removed == 2
 
 
 def test_a_pass_on_a_corrupted_table_fails_closed_and_deletes_nothing(

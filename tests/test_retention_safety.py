@@ -96,7 +96,10 @@ def test_two_passes_over_one_table_never_overlap(
 
 
 def test_a_location_registered_again_while_a_pass_is_paused_is_never_deleted(
-    events: LineageManager, other: LineageManager, tmp_path: Path, at: Callable[[str, Callable[[], None]], None]
+    events: LineageManager,
+    other: LineageManager,
+    tmp_path: Path,
+    at: Callable[[str, Callable[[], None]], None],
 ) -> None:
     """A second actor frees the condemned location (as an overlapping pass
     did before passes held their table) and registers a new file there, which
@@ -122,7 +125,10 @@ def test_a_location_registered_again_while_a_pass_is_paused_is_never_deleted(
 
 
 def test_a_pass_that_lost_its_hold_on_the_table_deletes_nothing(
-    events: LineageManager, other: LineageManager, tmp_path: Path, at: Callable[[str, Callable[[], None]], None]
+    events: LineageManager,
+    other: LineageManager,
+    tmp_path: Path,
+    at: Callable[[str, Callable[[], None]], None],
 ) -> None:
     push_arrow(events, "events", [part("v1")])
     push_arrow(events, "events", [part("v2")])
@@ -141,7 +147,10 @@ def test_a_pass_that_lost_its_hold_on_the_table_deletes_nothing(
 
 
 def test_a_push_that_starts_while_a_pass_plans_is_never_judged_stale(
-    events: LineageManager, other: LineageManager, tmp_path: Path, at: Callable[[str, Callable[[], None]], None]
+    events: LineageManager,
+    other: LineageManager,
+    tmp_path: Path,
+    at: Callable[[str, Callable[[], None]], None],
 ) -> None:
     """With a zero entry cleanup retention, an IN_PROGRESS entry is stale as
     soon as its owner is gone. The push below starts, writes and registers
@@ -167,3 +176,34 @@ def test_a_push_that_starts_while_a_pass_plans_is_never_judged_stale(
     assert "late" in events.table("events").segments and "late" not in events.table("events").pending
     other.end_replace("events", entry)
     assert "late" in {s.name for s in events.visible_segments("events")}
+
+
+def test_a_fresh_upload_whose_file_time_runs_behind_is_never_deleted(
+    events: LineageManager, tmp_path: Path
+) -> None:
+    """A host whose clock runs two days behind (or a ZooKeeper server two
+    days ahead) makes a fresh upload look old: the file system's time alone
+    never gets it deleted. It is recorded when first seen, and an operator's
+    'segment add' afterwards takes it over."""
+    import os
+
+    push_arrow(events, "events", [part("v1")])
+    upload = tmp_path / "events" / "manual" / "day1.parquet"
+    written = write_segment(
+        DeepStore.for_root(str(tmp_path / "events")), part("m"), "manual/day1.parquet", None
+    )
+    then = upload.stat().st_mtime - 2 * 86_400
+    os.utime(upload, (then, then))
+    for _ in range(3):
+        report = run_table(events, "events", PassOptions(force=True, min_grace_ms=0))  # default orphan grace
+        assert report.files_deleted == 0
+    assert upload.exists()
+    events.register_segments(
+        "events", [Segment("day1", "manual/day1.parquet", written.rows, written.size_bytes)]
+    )
+    assert "manual/day1.parquet" not in events.table("events").pending
+    assert (
+        run_table(events, "events", PassOptions(force=True, min_grace_ms=0, orphan_grace_ms=0)).files_deleted
+        == 0
+    )
+    assert upload.exists()
