@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING
 
 from ingest.storage import DeepStore, FileInfo
 from lineage import transitions
-from lineage.errors import InvalidInputError, LineageError, OutcomeUnknownError
+from lineage.errors import InvalidInputError, LineageError, OutcomeUnknownError, RefusedError
 from lineage.failpoints import armed, failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, TableState
 from lineage.roots import inside
+from lineage.visibility import visible_segments
 from retention.errors import FencedError
 from retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS, Deletion, Plan, Policy, plan
 
@@ -57,6 +58,7 @@ PROGRESS_EVERY_S = 5.0
 LOCAL_DELETE_WORKERS = 8
 REMOTE_DELETE_WORKERS = 16
 MAX_DELETE_CHUNK = 256  # files per pool task
+MAX_VISIBLE_SHARE = 0.5  # of the visible rows, that one pass may condemn without --force
 
 
 def no_fence() -> None:
@@ -162,6 +164,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
 
     def mark(state: TableState, now: int) -> Change:
         current = planned(state, now)
+        _check_share(state, current, options)
         computed.append(current)
         return transitions.retention_mark(
             state,
@@ -176,7 +179,12 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     if options.dry_run:
         state = manager.table(table)
         now = store.now_ms()
-        _fill(report, planned(state, now))
+        current = planned(state, now)
+        try:
+            _check_share(state, current, options)
+        except RefusedError as exc:
+            report.errors.append(exc.message)
+        _fill(report, current)
         _pending(report, state)
         return report
 
@@ -320,6 +328,25 @@ def _listing(
             continue
         inside_root.append(info)
     return inside_root
+
+
+def _check_share(state: TableState, current: Plan, options: PassOptions) -> None:
+    """Refuse a pass that would take more than MAX_VISIBLE_SHARE of the rows
+    readers see now (only time retention condemns visible data), unless
+    forced: a wrong time unit or a mistyped retention reads as 'all of it'."""
+    if options.force or not current.condemn:
+        return
+    visible = visible_segments(state)
+    total = sum(seg.rows for seg in visible)
+    taken = sum(seg.rows for seg in visible if seg.name in current.condemn)
+    if taken and taken > MAX_VISIBLE_SHARE * total:
+        raise RefusedError(
+            f"this pass would condemn {taken} of the {total} rows visible in {state.config.name!r} "
+            f"(more than {MAX_VISIBLE_SHARE:.0%}); nothing was done",
+            table=state.config.name,
+            remedy="check the table's time retention and time unit ('lineage table show'), "
+            "then run with --force if that is what you want",
+        )
 
 
 def _through_link(root: DeepStore, deletion: Deletion, keep: set[str]) -> bool:

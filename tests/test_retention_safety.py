@@ -207,3 +207,34 @@ def test_a_fresh_upload_whose_file_time_runs_behind_is_never_deleted(
         == 0
     )
     assert upload.exists()
+
+
+def test_a_pass_that_would_condemn_most_of_the_visible_rows_stops_unless_forced(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """Epoch seconds taken for milliseconds made a whole visible table look
+    like 1970: a pass that would condemn more than half of what readers see
+    asks for --force instead, and changes nothing."""
+    from lineage.errors import RefusedError
+
+    m = zk_manager
+    m.create_table(
+        TableConfig.build(
+            "logs", str(tmp_path / "logs"), "APPEND", time_column="ts", time_unit="ms", time_retention="30d"
+        )
+    )
+    now = m.store.now_ms()
+    seventies = pa.table(
+        {"ts": pa.array([1_700_000_000, 1_700_000_100, 1_700_000_200], pa.int64()), "v": [1, 2, 3]}
+    )
+    recent = pa.table({"ts": pa.array([now], pa.int64()), "v": [4]})
+    push_arrow(m, "logs", [seventies], mode="APPEND")
+    push_arrow(m, "logs", [recent], mode="APPEND")
+    before = m.table("logs").version
+    dry = run_table(m, "logs", PassOptions(dry_run=True, min_grace_ms=0))
+    assert dry.errors and "3 of the 4 rows" in dry.errors[0]
+    with pytest.raises(RefusedError, match="--force|more than 50%"):
+        run_table(m, "logs", PassOptions(min_grace_ms=0))
+    assert m.table("logs").version == before and len(list((tmp_path / "logs").rglob("*.parquet"))) == 2
+    forced = run_table(m, "logs", PassOptions(force=True, min_grace_ms=0))
+    assert forced.condemned == 1 and forced.files_deleted == 1
