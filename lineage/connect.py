@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from lineage.acl import digest_id
 from lineage.errors import InvalidInputError
@@ -31,6 +32,13 @@ def resolve(zk: str | None = None, auth: str | None = None) -> ZkSettings:
             f"{ENV_TLS} needs --zk / LINEAGE_ZK: the embedded server speaks plain text on loopback"
         )
     server = embedded_server()
+    if server.pid() is None:
+        # Said on stderr, so a user in a fresh shell who forgot LINEAGE_ZK
+        # sees that this is not the ensemble their tables live in.
+        sys.stderr.write(
+            f"note: no --zk or LINEAGE_ZK given: starting the embedded ZooKeeper at {server.hosts} "
+            f"(data in {server.directory})\n"
+        )
     server.start()
     return ZkSettings(
         hosts=server.hosts,

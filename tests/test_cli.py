@@ -150,6 +150,9 @@ def test_commands_start_the_embedded_server_when_needed(
     try:
         result = runner.invoke(app, ["table", "list"])
         assert result.exit_code == 0 and "(no tables)" in result.stdout
+        assert "starting the embedded ZooKeeper" in result.stderr  # said, so nobody mistakes it
+        again = runner.invoke(app, ["table", "list"])
+        assert again.exit_code == 0 and "embedded" not in again.stderr  # already running: quiet
     finally:
         ZkServer(lineage_home / "zookeeper", port).stop()
 
