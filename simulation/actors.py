@@ -153,6 +153,8 @@ def rollbacker(ctx: Ctx, ops: int) -> None:
                 target = ctx.rng.choice(versions)
             plan = ctx.manager.rollback(table, target)
             ctx.note(f"rolled {table} back to v{target}: committed v{plan.committed_version}")
+            if plan.committed_version is not None:
+                ctx.world.checker.check_rollback(ctx.actor.name, table, target, plan.committed_version)
         except LineageError as exc:
             ctx.failed(f"rollback {table}", exc)
         ctx.world.sleep(ctx.rng.uniform(0, 1))

@@ -165,7 +165,7 @@ class Checker:
         if path in self.world.readded:
             return 4
         if why.startswith("pinned"):
-            return 10 if why.endswith("(current)") else 9
+            return 10 if why.startswith("pinned by a current") else 9
         if "STALE_PUSH" in reasons:
             return 5
         if "ORPHAN" in reasons:
@@ -205,8 +205,10 @@ class Checker:
                     protected[join + seg.location] = f"visible in {table} v{state.version}"
             for held in pinned:
                 for seg in visible_segments(held):
-                    now_or_then = "current" if held.version == state.version else f"current v{state.version}"
-                    protected[join + seg.location] = f"pinned: {table} v{held.version} ({now_or_then})"
+                    reader = self.world.sessions.pins.get((table, held.version), "?")
+                    protected[join + seg.location] = (
+                        f"pinned by a {reader} reader: {table} v{held.version} (current v{state.version})"
+                    )
             running = {
                 e.entry_id
                 for e in state.entries.values()
@@ -252,7 +254,7 @@ class Checker:
         gone = self.deleted.get(path, "")
         why = self.protected_now.get(path, "")
         if why.startswith("pinned"):
-            return 10 if why.endswith("(current)") else 9
+            return 10 if why.startswith("pinned by a current") else 9
         if path in self.world.readded:
             return 4
         if info is not None and "symlink" in info.flags and "unqueued" in gone:
@@ -355,6 +357,22 @@ class Checker:
                 f"{actor} read {table} v{got}: {data.num_rows} rows of {sorted(have)}, "
                 f"expected {rows} of {sorted(want)}",
                 2 if relative else None,
+            )
+
+    def check_rollback(self, actor: str, table: str, target: int, committed: int) -> None:
+        """A rollback that committed shows exactly its target's visible set."""
+        record = next((r for r in self.world.store.iter_history(table) if r.version <= committed), None)
+        if record is None or record.version != committed or record.operation is not Operation.ROLLBACK:
+            return  # acknowledged after a lost answer: the version read back may be a later one
+        want, got = self.visible_at(table, target), self.visible_at(table, committed)
+        if want is None or got is None:
+            return
+        if {s.name for s in want} != {s.name for s in got}:
+            self.flag(
+                "rollback-missed-target",
+                f"{actor} rolled {table} back to v{target}; v{committed} shows {len(got)} segment(s), "
+                f"v{target} showed {len(want)}",
+                11,
             )
 
     def visible_at(self, table: str, version: int) -> tuple[Segment, ...] | None:

@@ -40,6 +40,7 @@ class Sessions:
 
     passes: dict[str, Session] = field(default_factory=dict)
     count: int = 0
+    pins: dict[tuple[str, int], str] = field(default_factory=dict)  # (table, version) -> "current"/"as-of"
 
     def new(self) -> Session:
         self.count += 1
@@ -125,6 +126,9 @@ class StoreProxy:
             result = special(fn, *args, **kwargs)
         else:
             result = fn(*args, **kwargs)
+        if name == "pin":
+            asked = args[1] if len(args) > 1 else kwargs.get("version")
+            self._sessions.pins.setdefault((args[0], result.state.version), "as-of" if asked else "current")
         if name == "find_commit" and result is not None:
             self._on_ack(args[0], args[1], result.version)
         self._switch(f"store.{name}.done")
