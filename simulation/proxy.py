@@ -128,7 +128,8 @@ class StoreProxy:
             result = fn(*args, **kwargs)
         if name == "pin":
             asked = args[1] if len(args) > 1 else kwargs.get("version")
-            self._sessions.pins.setdefault((args[0], result.state.version), "as-of" if asked else "current")
+            # the newest pin of a version names it: a missing file shows right after it
+            self._sessions.pins[(args[0], result.state.version)] = "as-of" if asked else "current"
         if name == "find_commit" and result is not None:
             self._on_ack(args[0], args[1], result.version)
         self._switch(f"store.{name}.done")

@@ -88,7 +88,20 @@ class World:
             clock=self.clock.monotonic,
             rng=Random(rng.random()),
         )
-        return LineageManager(store, retry=retry, actor=actor)
+        return LineageManager(store, retry=retry, actor=actor, **self._deep_storage())
+
+    @staticmethod
+    def _deep_storage() -> dict[str, Any]:
+        """Root claims through deep storage, as the CLI composes a manager
+        (where this version of the code has them)."""
+        import inspect
+
+        import ingest.storage
+
+        files = getattr(ingest.storage, "RootClaimFiles", None)
+        if files is None or "claims" not in inspect.signature(LineageManager).parameters:
+            return {}
+        return {"claims": files()}
 
     def ack(self, actor: str) -> Callable[[str, str, int], None]:
         def note(table: str, commit_id: str, version: int) -> None:
