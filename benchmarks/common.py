@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.measure import Case, Profile, Round, profile
+from ingest.storage import RootClaimFiles
 from lineage.manager import LineageManager
 from lineage.model import Segment
 from lineage.zk_client import ZkSettings, connect
@@ -52,7 +53,7 @@ def drop_chroot(hosts_with_chroot: str) -> None:
 
 def fresh_manager(hosts: str) -> LineageManager:
     """A manager on a chroot of its own, with the default retry policy."""
-    return LineageManager(ZkStore(connect(ZkSettings(hosts=chroot(hosts)))))
+    return LineageManager(ZkStore(connect(ZkSettings(hosts=chroot(hosts)))), claims=RootClaimFiles())
 
 
 def close_and_drop(m: LineageManager) -> None:

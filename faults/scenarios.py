@@ -28,6 +28,7 @@ from faults.checker import Checks
 from faults.cluster import Cluster
 from faults.worker import PARTS, ROWS, ROWS_PER_PUSH, Events
 from ingest.arrow_push import push_arrow
+from ingest.storage import RootClaimFiles
 from lineage import failpoints
 from lineage.manager import LineageManager
 from lineage.model import Operation, TableConfig
@@ -66,7 +67,9 @@ class Context:
 
     def manager(self, hosts: str | None = None, session_s: float = 4.0) -> LineageManager:
         settings = ZkSettings(hosts=hosts or self.cluster.direct_hosts, session_timeout_s=session_s)
-        return LineageManager(ZkStore(connect(settings), session_timeout_s=session_s))
+        return LineageManager(
+            ZkStore(connect(settings), session_timeout_s=session_s), claims=RootClaimFiles()
+        )
 
 
 class Stage:

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from ingest.arrow_push import push_arrow
 from ingest.readers import SnapshotReader
+from ingest.storage import RootClaimFiles
 from lineage.connect import open_store
 from lineage.errors import LineageError
 from lineage.manager import LineageManager
@@ -57,7 +58,7 @@ class Events:
 
 
 def open_manager(hosts: str) -> LineageManager:
-    return LineageManager(open_store(hosts), retry=RetryPolicy())
+    return LineageManager(open_store(hosts), retry=RetryPolicy(), claims=RootClaimFiles())
 
 
 def push(hosts: str, table: str, events: Events, label: str, mode: str) -> int:

@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 
 from ingest.errors import StorageError
 from lineage.names import check_location
+from lineage.roots import CLAIM_FILE
 
 ENV_S3_ENDPOINT = "LINEAGE_S3_ENDPOINT"
 SCHEMES = ("file", "s3", "gs", "gcs", "hdfs")
@@ -196,6 +197,40 @@ class DeepStore:
                 continue  # not empty, already gone, or not ours to remove: leave it
         return removed
 
+    # ---- the root's claim marker (lineage.roots.CLAIM_FILE) -----------------------
+
+    def _claim_path(self) -> str:
+        return posixpath.join(self.base, CLAIM_FILE)
+
+    def read_claim(self) -> bytes | None:
+        try:
+            with self.filesystem().open_input_stream(self._claim_path()) as stream:
+                data: bytes = stream.read()
+                return data
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+                return None
+            raise StorageError(f"reading the claim marker under {self.root!r} failed: {exc}") from None
+
+    def write_claim(self, data: bytes) -> None:
+        fs = self.filesystem()
+        target = self._claim_path()
+        try:
+            if self.scheme in ("file", "hdfs"):
+                fs.create_dir(self.base, recursive=True)
+            if self.scheme == "file":
+                temp = f"{target}.tmp-{uuid.uuid4().hex[:8]}"
+                with fs.open_output_stream(temp) as out:
+                    out.write(data)
+                fs.move(temp, target)
+            else:
+                with fs.open_output_stream(target) as out:
+                    out.write(data)
+        except OSError as exc:
+            raise StorageError(f"writing the claim marker under {self.root!r} failed: {exc}") from None
+
     def real_location(self, location: str, resolved_dirs: dict[str, str] | None = None) -> str:
         """Where ``location`` really is, relative to the root: on a local disk a
         path through a symbolic link names another file (the same as
@@ -252,3 +287,13 @@ class DeepStore:
             mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
             out.append(FileInfo(relative, int(info.size or 0), mtime))
         return sorted(out, key=lambda f: f.location)
+
+
+class RootClaimFiles:
+    """:class:`lineage.roots.ClaimFiles` on deep storage: the claim marker of any root."""
+
+    def read_claim(self, root: str) -> bytes | None:
+        return DeepStore.for_root(root).read_claim()
+
+    def write_claim(self, root: str, data: bytes) -> None:
+        DeepStore.for_root(root).write_claim(data)

@@ -134,7 +134,9 @@ def place_of(path: str) -> Place | None:
     if depth == 0 or (depth == 1 and parts[0] in ("tables", "names", "leaders")):
         return Place.FOLDER
     if depth == 1:
-        return {"clock": Place.CLOCK, POLICY_NODE: Place.POLICY, "roots": Place.GUARD}.get(parts[0])
+        return {"clock": Place.CLOCK, POLICY_NODE: Place.POLICY, "roots": Place.GUARD, "id": Place.GUARD}.get(
+            parts[0]
+        )
     top = parts[0]
     if top == "names" and depth == 2:
         return Place.GUARD

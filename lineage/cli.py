@@ -27,6 +27,7 @@ from lineage.graph import history_svg
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
 from lineage.periods import parse_time
+from lineage.roots import ClaimFiles
 from lineage.views import (
     entry_view,
     history_view,
@@ -84,6 +85,7 @@ class Options:
     json: bool = False
     verbose: bool = False
     config: Loaded | None = None
+    claims: ClaimFiles | None = None  # deep storage, set where the CLI is composed
 
 
 OPTIONS = Options()
@@ -119,7 +121,7 @@ def manager() -> Iterator[LineageManager]:
 
     store = open_store(OPTIONS.zk)
     try:
-        yield LineageManager(store)
+        yield LineageManager(store, claims=OPTIONS.claims)
     finally:
         store.close()
 
@@ -262,6 +264,26 @@ def table_list() -> None:
     with manager() as m:
         names = m.list_tables()
     emit(names, "\n".join(names) if names else "(no tables)")
+
+
+@table_app.command("claim")
+def table_claim(
+    names: Annotated[list[str] | None, typer.Argument(help="Tables whose roots to claim.")] = None,
+    all_tables: Annotated[bool, typer.Option("--all", help="Every table of this store.")] = False,
+) -> None:
+    """Write the claim marker under each table's root, naming this store and the
+    table. Retention deletes nothing under an unclaimed root: run this once for
+    tables created before roots were claimed. Refused for a root claimed by
+    another store or another table."""
+    if bool(names) == all_tables:
+        raise InvalidInputError("name the tables to claim, or give --all")
+    with manager() as m:
+        tables = m.list_tables() if all_tables else list(names or [])
+        claimed = {table: m.claim_root(table) for table in tables}
+    emit(
+        claimed,
+        "\n".join(f"claimed {root} for table {table}" for table, root in claimed.items()) or "(no tables)",
+    )
 
 
 @table_app.command("show")

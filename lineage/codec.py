@@ -46,6 +46,7 @@ BUCKET = "segment-lineage.bucket"
 NAMES = "segment-lineage.names"
 HISTORY = "segment-lineage.history"
 ROOTS = "segment-lineage.roots"
+CLAIM = "segment-lineage.root-claim"
 
 SEGMENTS = "segments"
 ENTRIES = "entries"
@@ -466,6 +467,18 @@ def decode_gc(raw: bytes, where: str) -> dict[str, int]:
 def encode_roots(roots: Mapping[str, str]) -> bytes:
     """The registry of table roots: table name -> canonical root."""
     return dumps(_envelope(ROOTS, roots=dict(sorted(roots.items()))))
+
+
+def encode_claim(store_id: str, table: str) -> bytes:
+    """The marker under a table's root: which store and table the root is claimed by."""
+    return dumps(_envelope(CLAIM, store=store_id, table=table))
+
+
+def decode_claim(raw: bytes, where: str) -> tuple[str, str]:
+    """(store id, table) of a root's marker."""
+    doc = parse(raw, CLAIM, where)
+    with _decoding(where):
+        return _get(doc, "store", str), _get(doc, "table", str)
 
 
 def decode_roots(raw: bytes, where: str) -> dict[str, str]:

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lineage import transitions
+from lineage import codec, transitions
 from lineage.errors import (
     ConflictError,
     ContentionError,
@@ -52,7 +52,7 @@ from lineage.model import (
 from lineage.names import check_entry_id, check_table_name
 from lineage.periods import parse_version_or_time
 from lineage.retry import Attempts, RetryPolicy
-from lineage.roots import resolve_root
+from lineage.roots import ClaimFiles, check_claim, read_claim, resolve_root
 from lineage.store import (
     Lease,
     RetryableStoreError,
@@ -121,8 +121,10 @@ class LineageManager:
         retry: RetryPolicy | None = None,
         actor: str | None = None,
         job_id: str | None = None,
+        claims: ClaimFiles | None = None,
     ) -> None:
         self.store = store
+        self.claims = claims  # deep storage, to claim a new table's root (None: roots are not claimed)
         self.retry = retry or RetryPolicy()
         self.actor = actor or default_actor()
         self.job_id = job_id
@@ -208,7 +210,41 @@ class LineageManager:
         resolved, never a protected place) and must not overlap another
         table's root: InvalidInputError, RefusedError."""
         config = dataclasses.replace(config, root=resolve_root(config.root))
-        return self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
+        if self.claims is not None:
+            self._check_claim(config.name, config.root)
+        state = self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
+        if self.claims is not None:
+            self._write_claim(config.name, config.root)
+        return state
+
+    def _check_claim(self, table: str, root: str) -> None:
+        assert self.claims is not None
+        claim = read_claim(self.claims, root)
+        live = claim is not None and claim.table != table and claim.table in self.store.roots()
+        check_claim(claim, self.store.store_id(), table, root, live=live)
+
+    def _write_claim(self, table: str, root: str) -> None:
+        assert self.claims is not None
+        try:
+            self.claims.write_claim(root, codec.encode_claim(self.store.store_id(), table))
+        except LineageError as exc:
+            raise RefusedError(
+                f"table {table!r} was created, but its root could not be claimed: {exc.message}; "
+                "retention scans no orphans under it until it is",
+                table=table,
+                remedy=f"run 'lineage table claim {table}'",
+            ) from None
+
+    def claim_root(self, table: str) -> str:
+        """Write ``table``'s claim marker under its root (tables created before
+        roots were claimed, or whose claim was lost). Refused when the root is
+        claimed by another store or another live table. Returns the root."""
+        if self.claims is None:
+            raise RefusedError("this manager has no access to deep storage to claim a root")
+        root = self.table(table).config.root
+        self._check_claim(table, root)
+        self._write_claim(table, root)
+        return root
 
     def list_tables(self) -> list[str]:
         return self.store.list_tables()

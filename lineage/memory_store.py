@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 
 from lineage.errors import PassRunningError, TableExistsError, TableNotFoundError, VersionGoneError
@@ -38,6 +39,7 @@ class MemoryStore:
         self._versions: dict[str, dict[int, TableState]] = {}
         self._passes: dict[str, object] = {}  # table -> the session holding its retention pass
         self._session = object()
+        self._id = uuid.uuid4().hex
 
     def inject_unknown(self, *, landed: bool, times: int = 1) -> None:
         """The next ``times`` writes report an unknown outcome; ``landed`` says
@@ -72,6 +74,9 @@ class MemoryStore:
                 )
             ]
             return state
+
+    def store_id(self) -> str:
+        return self._id
 
     def _roots(self) -> dict[str, str]:
         return {name: state.config.root for name, state in self._tables.items()}

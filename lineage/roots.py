@@ -22,9 +22,12 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
-from lineage.errors import InvalidInputError, RefusedError
+from lineage import codec
+from lineage.errors import CorruptRecordError, InvalidInputError, RefusedError
 
 URI_SCHEMES = {"file": "file", "s3": "s3", "gs": "gs", "gcs": "gs", "hdfs": "hdfs"}
 
@@ -128,3 +131,63 @@ def resolve_root(root: str) -> str:
     if resolved == "/":
         raise _invalid(root, "it resolves to the file system root")
     return resolved
+
+
+# ---- claims: whose a root is, written where the root lives ---------------------
+
+CLAIM_FILE = ".segment-lineage-root.json"  # a dot name: no location can name it, no push writes it
+
+
+class ClaimFiles(Protocol):
+    """Reads and writes the claim marker under a root (deep storage)."""
+
+    def read_claim(self, root: str) -> bytes | None:
+        """The marker's bytes, or None when the root has none."""
+        ...
+
+    def write_claim(self, root: str, data: bytes) -> None: ...
+
+
+@dataclass(frozen=True)
+class Claim:
+    store: str  # the id of the store (ZooKeeper ensemble and chroot) the table lives in
+    table: str
+
+
+def read_claim(files: ClaimFiles, root: str) -> Claim | None:
+    raw = files.read_claim(root)
+    if raw is None:
+        return None
+    try:
+        store, table = codec.decode_claim(raw, f"{root}/{CLAIM_FILE}")
+    except CorruptRecordError:
+        raise RefusedError(
+            f"the claim marker {CLAIM_FILE} under {root!r} is unreadable; nothing under that root is touched",
+            remedy="look at the file: restore it, or remove it and run 'lineage table claim TABLE'",
+        ) from None
+    return Claim(store, table)
+
+
+def check_claim(claim: Claim | None, store_id: str, table: str, root: str, *, live: bool) -> None:
+    """Refuse a root whose marker names another store, or another table of
+    this store that still exists (``live``)."""
+    if claim is None or claim == Claim(store_id, table):
+        return
+    if claim.store != store_id:
+        raise RefusedError(
+            f"deep-store root {root!r} is claimed by table {claim.table!r} of another lineage store "
+            f"({claim.store}): its retention would take this table's files, or the other way round",
+            table=table,
+            expected=f"no claim, or store {store_id}",
+            found=claim.store,
+            remedy=f"check --zk / LINEAGE_ZK: is this the ensemble the table lives in? If that store is "
+            f"gone for good and nothing of it remains under the root, remove {root}/{CLAIM_FILE}",
+        )
+    if live:
+        raise RefusedError(
+            f"deep-store root {root!r} is claimed by table {claim.table!r}",
+            table=table,
+            expected=f"no claim, or table {table!r}",
+            found=claim.table,
+            remedy="give the table a root of its own",
+        )

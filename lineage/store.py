@@ -65,6 +65,10 @@ class Store(Protocol):
 
     def list_tables(self) -> list[str]: ...
 
+    def store_id(self) -> str:
+        """This store's id, which root claims name (for ZooKeeper: the ensemble and chroot)."""
+        ...
+
     def roots(self) -> dict[str, str]:
         """Every table's deep-store root, table -> root. create_table refuses a
         root that overlaps another table's (RefusedError)."""

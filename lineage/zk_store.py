@@ -201,6 +201,7 @@ class ZkStore:
         self.client = client
         self.session_timeout_s = session_timeout_s
         self.root = root
+        self._store_id: str | None = None
         self.op_timeout_s = op_timeout_s
         self.acl = list(acl) if acl else None
         self.identity = identity  # this client's digest id, when it authenticates
@@ -862,6 +863,20 @@ class ZkStore:
             first = next(r for r in failures if type(r).__name__ != "RolledBackError")
             raise StoreUnavailableError(f"creating table {table!r} failed: {type(first).__name__}")
         raise StoreUnavailableError(f"creating table {table!r} did not settle after {READ_ATTEMPTS} attempts")
+
+    def store_id(self) -> str:
+        """This store's id (its ensemble and chroot): a uuid made by the first
+        client that asked, kept in ``id``. Root claims name it."""
+        if self._store_id is None:
+            self._ensure_root()
+            path = f"{self.root}/id"
+            try:
+                self.ensure_node(path, Place.GUARD, uuid.uuid4().hex.encode())
+                raw, _ = self._call("reading the store id", "get", path)
+            except NoNodeError:
+                raise StoreUnavailableError(f"the store id {path} vanished; retry") from None
+            self._store_id = raw.decode()
+        return self._store_id
 
     @property
     def _roots_path(self) -> str:

@@ -24,13 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
-from ingest.storage import DeepStore, FileInfo
+from ingest.storage import DeepStore, FileInfo, RootClaimFiles
 from lineage import transitions
 from lineage.errors import InvalidInputError, LineageError, OutcomeUnknownError, RefusedError
 from lineage.failpoints import armed, failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, TableState
-from lineage.roots import inside
+from lineage.roots import CLAIM_FILE, check_claim, inside, read_claim
 from lineage.visibility import visible_segments
 from retention.errors import FencedError
 from retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS, Deletion, Plan, Policy, plan
@@ -144,10 +144,27 @@ def _holding(manager: LineageManager, table: str) -> None:
         raise FencedError(f"the retention pass on {table!r} lost its hold on the table; it stopped")
 
 
+def check_root_claim(manager: LineageManager, table: str, root: str) -> None:
+    """Retention deletes nothing under a root that is not claimed by this very
+    table of this very store (the marker a table create writes): another
+    lineage's table, or files nobody claimed, may live there."""
+    claim = read_claim(RootClaimFiles(), root)
+    if claim is None:
+        raise RefusedError(
+            f"the root {root!r} of table {table!r} carries no claim marker ({CLAIM_FILE}); "
+            "retention deletes nothing under it",
+            table=table,
+            remedy=f"if the table's files are all this lineage's, run 'lineage table claim {table}' "
+            "(once, for tables created before roots were claimed)",
+        )
+    check_claim(claim, manager.store.store_id(), table, root, live=True)
+
+
 def _run_table(manager: LineageManager, table: str, options: PassOptions) -> TableReport:
     store = manager.store
     report = TableReport(table, options.dry_run)
     config = manager.table(table).config
+    check_root_claim(manager, table, config.root)
     root = DeepStore.for_root(config.root)
     files = _listing(manager, table, root, report) if options.orphans else None
     computed: list[Plan] = []

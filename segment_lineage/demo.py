@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from ingest.readers import SnapshotReader
+from ingest.storage import RootClaimFiles
 from lineage.errors import TableNotFoundError
 from lineage.manager import LineageManager
 from lineage.model import TableConfig
@@ -35,7 +36,7 @@ def run_demo(zk: str | None = None, echo: Callable[[str], None] = print) -> None
     store = open_store(zk)
     spark = None
     try:
-        m = LineageManager(store, job_id="demo")
+        m = LineageManager(store, job_id="demo", claims=RootClaimFiles())
         echo(f"ZooKeeper ready; table {DEMO_TABLE!r}")
         with contextlib.suppress(TableNotFoundError):
             m.drop_table(DEMO_TABLE, force=True, reason="demo restart")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ingest.storage import RootClaimFiles
 from lineage.manager import LineageManager
 from lineage.memory_store import MemoryStore
 from lineage.retry import RetryPolicy
@@ -62,8 +63,8 @@ def fast_retry() -> RetryPolicy:
 
 @pytest.fixture
 def zk_manager(zk_store: ZkStore) -> LineageManager:
-    """A manager on real ZooKeeper, retrying fast."""
-    return LineageManager(zk_store, retry=fast_retry())
+    """A manager on real ZooKeeper, retrying fast, claiming the roots of the tables it creates."""
+    return LineageManager(zk_store, retry=fast_retry(), claims=RootClaimFiles())
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ def run(zk: str, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_round_trip(zk_hosts: str) -> None:
-    code, out, _ = run(zk_hosts, "table", "create", "events", "--root", "/data/events")
+def test_round_trip(zk_hosts: str, tmp_path: Path) -> None:
+    code, out, _ = run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "events"))
     assert code == 0 and "created table events" in out
     assert run(zk_hosts, "segment", "add", "events", "a", "b", "--rows", "5")[0] == 0
     code, out, _ = run(zk_hosts, "--json", "start-replace", "events", "--from", "a,b", "--to", "c")
@@ -49,8 +49,8 @@ def test_round_trip(zk_hosts: str) -> None:
     assert {s["name"]: s["visible"] for s in json.loads(out)} == {"a": True, "b": True, "c": False}
 
 
-def test_refusals_exit_1_with_the_reason_and_a_hint(zk_hosts: str) -> None:
-    run(zk_hosts, "table", "create", "events", "--root", "/d")
+def test_refusals_exit_1_with_the_reason_and_a_hint(zk_hosts: str, tmp_path: Path) -> None:
+    run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
     run(zk_hosts, "segment", "add", "events", "a")
     code, out, _ = run(zk_hosts, "--json", "start-replace", "events", "--from", "a", "--to", "b")
     entry = json.loads(out)["entry"]
@@ -59,7 +59,7 @@ def test_refusals_exit_1_with_the_reason_and_a_hint(zk_hosts: str) -> None:
     assert "IN_PROGRESS" in err and "hint: pass --force" in err
     code, _, err = run(zk_hosts, "segment", "delete", "events", "a")
     assert code == 1 and f"locked by lineage entry {entry}" in err
-    code, _, err = run(zk_hosts, "table", "create", "events", "--root", "/d")
+    code, _, err = run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
     assert code == 1 and "already exists" in err
     assert "Traceback" not in err
 
@@ -76,8 +76,10 @@ def test_refusals_exit_1_with_the_reason_and_a_hint(zk_hosts: str) -> None:
         (["history", "events", "--limit", "0"], "invalid limit"),
     ],
 )
-def test_bad_input_exits_2_and_changes_nothing(zk_hosts: str, args: list[str], message: str) -> None:
-    run(zk_hosts, "table", "create", "events", "--root", "/d")
+def test_bad_input_exits_2_and_changes_nothing(
+    zk_hosts: str, args: list[str], message: str, tmp_path: Path
+) -> None:
+    run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
     _, before, _ = run(zk_hosts, "--json", "history", "events")
     code, _, err = run(zk_hosts, *args)
     assert code == 2 and message in err
@@ -100,7 +102,7 @@ def test_verbose_shows_the_traceback(zk_hosts: str) -> None:
 
 
 def test_segment_batch_file(zk_hosts: str, tmp_path: Path) -> None:
-    run(zk_hosts, "table", "create", "events", "--root", "/d")
+    run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
     batch = tmp_path / "batch.json"
     batch.write_text(json.dumps([{"name": "x1", "rows": 3, "bytes": 30, "location": "p=1/x1.parquet"}]))
     assert run(zk_hosts, "segment", "add", "events", "--file", str(batch))[0] == 0
@@ -111,8 +113,8 @@ def test_segment_batch_file(zk_hosts: str, tmp_path: Path) -> None:
     assert code == 2 and "unknown field(s) colour" in err
 
 
-def test_drop(zk_hosts: str) -> None:
-    run(zk_hosts, "table", "create", "events", "--root", "/d")
+def test_drop(zk_hosts: str, tmp_path: Path) -> None:
+    run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
     run(zk_hosts, "segment", "add", "events", "a")
     code, _, err = run(zk_hosts, "table", "drop", "events")
     assert code == 1 and "--force" in err
@@ -121,7 +123,7 @@ def test_drop(zk_hosts: str) -> None:
 
 
 def test_zk_start_status_stop_with_the_embedded_server(
-    lineage_home: Path, monkeypatch: pytest.MonkeyPatch
+    lineage_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("LINEAGE_ZK_PORT", str(free_port()))
     result = runner.invoke(app, ["zk", "status"])
@@ -133,7 +135,7 @@ def test_zk_start_status_stop_with_the_embedded_server(
         assert result.exit_code == 0 and "already running" in result.stdout
         assert runner.invoke(app, ["zk", "status"]).exit_code == 0
         # With no --zk and no LINEAGE_ZK, commands use the embedded server.
-        result = runner.invoke(app, ["table", "create", "t", "--root", "/d"])
+        result = runner.invoke(app, ["table", "create", "t", "--root", str(tmp_path / "d")])
         assert result.exit_code == 0, result.stderr
         assert runner.invoke(app, ["table", "list"]).stdout.strip() == "t"
     finally:

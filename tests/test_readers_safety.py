@@ -180,10 +180,10 @@ def seg(name: str) -> Segment:
 
 
 def test_read_version_of_the_head_ignores_a_commit_after_its_read(
-    zk_manager: LineageManager, other: LineageManager, monkeypatch: pytest.MonkeyPatch
+    zk_manager: LineageManager, other: LineageManager, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     m = zk_manager
-    m.create_table(TableConfig.build(T, "/unused"))
+    m.create_table(TableConfig.build(T, str(tmp_path / "unused")))
     m.register_segments(T, [seg("s0")])
     store: ZkStore = m.store  # type: ignore[assignment]
     asked = store.read(T).state.version
@@ -203,10 +203,10 @@ def test_read_version_of_the_head_ignores_a_commit_after_its_read(
 
 
 def test_read_version_answers_the_version_asked_while_another_client_commits(
-    zk_manager: LineageManager, other: LineageManager
+    zk_manager: LineageManager, other: LineageManager, tmp_path: Path
 ) -> None:
     m = zk_manager
-    m.create_table(TableConfig.build(T, "/unused"))
+    m.create_table(TableConfig.build(T, str(tmp_path / "unused")))
     stop = threading.Event()
     failed: list[BaseException] = []
 
@@ -239,9 +239,9 @@ def test_read_version_answers_the_version_asked_while_another_client_commits(
     assert wrong == []
 
 
-def test_the_memory_store_answers_its_head_version_in_one_look() -> None:
+def test_the_memory_store_answers_its_head_version_in_one_look(tmp_path: Path) -> None:
     m = LineageManager(MemoryStore())
-    m.create_table(TableConfig.build(T, "/unused"))
+    m.create_table(TableConfig.build(T, str(tmp_path / "unused")))
     assert m.table_as_of(T, 1).version == 1  # the head itself, though no commit recorded it
     m.register_segments(T, [seg("s0")])
     assert m.table_as_of(T, 2).version == 2 and set(m.table_as_of(T, 2).segments) == {"s0"}

@@ -22,6 +22,7 @@ from kazoo.client import KazooClient
 from typer.testing import CliRunner
 
 from ingest.arrow_push import push_arrow
+from ingest.storage import RootClaimFiles
 from lineage.manager import LineageManager
 from lineage.model import TableConfig
 from lineage.zk_client import ZkSettings, connect
@@ -101,7 +102,7 @@ class Replaced:
 
 
 def replaced_table(store: ZkStore, root: Path, parts: int = 6) -> Replaced:
-    m = LineageManager(store, retry=fast_retry())
+    m = LineageManager(store, retry=fast_retry(), claims=RootClaimFiles())
     m.create_table(
         TableConfig.build(
             "events", str(root), replaced_segments_retention="0s", lineage_entry_cleanup_retention="0s"

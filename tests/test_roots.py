@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,13 +13,15 @@ import pyarrow as pa
 import pytest
 
 from ingest.arrow_push import push_arrow
-from ingest.storage import DeepStore
+from ingest.storage import DeepStore, RootClaimFiles
+from lineage import codec
 from lineage.errors import InvalidInputError, RefusedError
 from lineage.manager import LineageManager
 from lineage.memory_store import MemoryStore
 from lineage.model import TableConfig
-from lineage.roots import canonical_root, check_no_overlap, overlaps
+from lineage.roots import CLAIM_FILE, canonical_root, check_no_overlap, overlaps
 from lineage.zk_client import ZkSettings, connect
+from lineage.zk_server import ZkServer
 from lineage.zk_store import ZkStore
 from retention.executor import PassOptions, run_table
 from tests.conftest import fast_retry
@@ -141,7 +144,7 @@ def test_two_creates_of_overlapping_roots_at_once_never_both_land(
         outer, inner = tmp_path / f"r{round_}", tmp_path / f"r{round_}" / "in"
         results: dict[str, object] = {}
 
-        def create(m: LineageManager, name: str, root: Path) -> None:
+        def create(m: LineageManager, name: str, root: Path, results: dict[str, object] = results) -> None:
             try:
                 m.create_table(config(name, root))
                 results[name] = "created"
@@ -224,3 +227,79 @@ def test_a_link_inside_the_root_is_neither_an_orphan_nor_a_way_to_delete_live_fi
     report = run_table(zk_manager, "t", PassOptions(force=True, min_grace_ms=0, orphans=False))
     assert report.files_deleted == 0 and (root / live).exists()
     assert DeepStore.for_root(str(root)).real_location(through) == live
+
+
+# ---- claims: whose a root is, written where the root lives ---------------------
+
+
+def claims_manager(hosts: str) -> LineageManager:
+    return LineageManager(
+        ZkStore(connect(ZkSettings(hosts=hosts))), retry=fast_retry(), claims=RootClaimFiles()
+    )
+
+
+def test_create_claims_the_root_and_another_store_cannot_take_it(
+    zk_manager: LineageManager, zk_server: ZkServer, tmp_path: Path
+) -> None:
+    zk_manager.create_table(config("t", tmp_path / "t"))
+    marker = tmp_path / "t" / CLAIM_FILE
+    assert codec.decode_claim(marker.read_bytes(), str(marker)) == (zk_manager.store.store_id(), "t")
+    # A second lineage store (another chroot, as an embedded server started by mistake would be).
+    stray = claims_manager(f"{zk_server.hosts}/stray{uuid.uuid4().hex[:8]}")
+    try:
+        assert stray.store.store_id() != zk_manager.store.store_id()
+        with pytest.raises(RefusedError, match="another lineage store"):
+            stray.create_table(config("t", tmp_path / "t"))
+        assert stray.list_tables() == []
+        # Nor may it delete anything there, even with a table of its own made past the check.
+        stray.store.create_table(config("t", str(tmp_path / "t")), stray.audit(), "x")
+        with pytest.raises(RefusedError, match="another lineage store"):
+            run_table(stray, "t", ORPHANS_NOW)
+    finally:
+        stray.store.close()
+
+
+def test_a_root_whose_table_was_dropped_can_be_claimed_again(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    zk_manager.create_table(config("old", tmp_path / "lake"))
+    zk_manager.drop_table("old")
+    zk_manager.create_table(config("new", tmp_path / "lake"))
+    marker = tmp_path / "lake" / CLAIM_FILE
+    assert codec.decode_claim(marker.read_bytes(), str(marker))[1] == "new"
+
+
+def test_retention_deletes_nothing_under_an_unclaimed_root_until_it_is_claimed(
+    zk_hosts: str, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from segment_lineage.cli import app
+
+    zk_manager.create_table(config("t", tmp_path / "t"))
+    push_arrow(zk_manager, "t", [part("v1")])
+    push_arrow(zk_manager, "t", [part("v2")])
+    (tmp_path / "t" / CLAIM_FILE).unlink()  # as for a table created before roots were claimed
+    before = sorted((tmp_path / "t").rglob("*.parquet"))
+    with pytest.raises(RefusedError, match="carries no claim marker") as refused:
+        run_table(zk_manager, "t", ORPHANS_NOW)
+    assert "lineage table claim t" in (refused.value.remedy or "")
+    runner = CliRunner()
+    result = runner.invoke(app, ["--zk", zk_hosts, "retention", "run", "--force", "--min-grace", "0s"])
+    assert result.exit_code == 1 and "claim" in result.output
+    assert sorted((tmp_path / "t").rglob("*.parquet")) == before
+    result = runner.invoke(app, ["--zk", zk_hosts, "table", "claim", "--all"])
+    assert result.exit_code == 0 and "claimed" in result.output, result.output
+    assert run_table(zk_manager, "t", ORPHANS_NOW).files_deleted == 1
+
+
+def test_a_marker_naming_another_table_of_the_same_store_is_refused(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    zk_manager.create_table(config("a", tmp_path / "a"))
+    zk_manager.create_table(config("b", tmp_path / "b"))
+    (tmp_path / "b" / CLAIM_FILE).write_bytes((tmp_path / "a" / CLAIM_FILE).read_bytes())  # copied by hand
+    with pytest.raises(RefusedError, match="claimed by table 'a'"):
+        run_table(zk_manager, "b", ORPHANS_NOW)
+    with pytest.raises(RefusedError, match="claimed by table 'a'"):
+        zk_manager.claim_root("b")

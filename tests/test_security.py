@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from ingest.arrow_push import push_arrow
 from ingest.readers import SnapshotReader
+from ingest.storage import RootClaimFiles
 from lineage import codec
 from lineage.acl import (
     ADMIN_ROLE,
@@ -56,7 +57,7 @@ def secured(zk_hosts: str, tmp_path: Path) -> Iterator[str]:
     """A table made before the policy (open ACLs), then the policy applied by the admin."""
     open_store = store_as(zk_hosts, None)
     try:
-        LineageManager(open_store).create_table(
+        LineageManager(open_store, claims=RootClaimFiles()).create_table(
             TableConfig.build(T, str(tmp_path / T), replaced_segments_retention="0s")
         )
         open_store.client.delete(f"{ROOT}/tables/{T}/owners")  # as tables made before the folder existed

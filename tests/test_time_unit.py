@@ -19,6 +19,7 @@ from lineage import codec
 from lineage.errors import CorruptRecordError, InvalidInputError
 from lineage.manager import LineageManager
 from lineage.model import DeletionReason, TableConfig, TimeUnit
+from lineage.roots import CLAIM_FILE
 from retention.executor import PassOptions, run_table
 from retention.planner import Policy, plan
 from segment_lineage.cli import app
@@ -46,7 +47,7 @@ def create(m: LineageManager, tmp_path: Path, unit: str | None) -> None:
 
 
 def files_under(path: Path) -> list[Path]:
-    return [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
+    return [p for p in path.rglob("*") if p.is_file() and p.name != CLAIM_FILE] if path.exists() else []
 
 
 def check_seconds_read_as_seconds(m: LineageManager, now: int) -> None:
@@ -177,21 +178,31 @@ def test_codec_keeps_the_unit_and_reads_old_records_as_undeclared() -> None:
         codec.decode_head(json.dumps(doc).encode(), "t")
 
 
-def test_cli_create_with_a_unit_round_trips_through_show(zk_hosts: str) -> None:
+def test_cli_create_with_a_unit_round_trips_through_show(zk_hosts: str, tmp_path: Path) -> None:
     runner = CliRunner()
 
     def run(*args: str) -> tuple[int, str, str]:
         result = runner.invoke(app, ["--zk", zk_hosts, *args])
         return result.exit_code, result.stdout, result.stderr
 
-    create = ["table", "create", "events", "--root", "/d", "--type", "APPEND", "--time-column", "ts"]
+    create = [
+        "table",
+        "create",
+        "events",
+        "--root",
+        str(tmp_path / "d"),
+        "--type",
+        "APPEND",
+        "--time-column",
+        "ts",
+    ]
     code, _, err = run(*create, "--time-unit", "s")
     assert code == 0, err
     code, out, _ = run("--json", "table", "show", "events")
     assert code == 0 and json.loads(out)["time_unit"] == "s"
     code, out, _ = run("table", "show", "events")
     assert any(line.split() == ["time_unit", "s"] for line in out.splitlines())
-    code, _, err = run("table", "create", "other", "--root", "/o", "--time-unit", "s")
+    code, _, err = run("table", "create", "other", "--root", str(tmp_path / "o"), "--time-unit", "s")
     assert code == 2 and "needs a time column" in err
     code, _, err = run(*create[:2], "other", *create[3:], "--time-retention", "0s")
     assert code == 2 and "longer than zero" in err
