@@ -158,6 +158,11 @@ class StoreProxy:
             self.session.owners.discard((table, entry_id))
 
     def _mem_pin(self, fn: Callable[..., Any], table: str, version: int | None = None) -> Lease:
+        if version is None:
+            # On ZooKeeper a pin of the current version is two requests, the
+            # head, then the lease: the other actors may act in between.
+            version = self.inner.read(table).state.version
+            self._switch("store.pin.lease")
         lease: Lease = fn(table, version)
         self.session.leases[lease.lease_id] = lease
         return lease

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -229,7 +230,7 @@ def test_as_of_reads_pin_old_files_and_refuse_reclaimed_ones(
     assert m.store.leases("files") == []  # the refused reader released its pin
 
 
-def test_rollback_and_as_of_from_the_command_line(zk_hosts: str) -> None:
+def test_rollback_and_as_of_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None:
     import json
 
     from typer.testing import CliRunner
@@ -241,7 +242,7 @@ def test_rollback_and_as_of_from_the_command_line(zk_hosts: str) -> None:
     def run(*args: str) -> Any:
         return runner.invoke(app, ["--zk", zk_hosts, *args])
 
-    assert run("table", "create", T, "--root", "/tmp/rb-cli").exit_code == 0
+    assert run("table", "create", T, "--root", str(tmp_path / "rb-cli")).exit_code == 0
     for label in ("a", "b"):
         entry = json.loads(run("--json", "start-replace", T, "--to", f"{label}_0").stdout)["entry"]
         assert run("segment", "add", T, f"{label}_0", "--rows", "5", "--entry", entry).exit_code == 0
@@ -291,7 +292,10 @@ def test_history_graph_from_the_command_line(zk_hosts: str, tmp_path: Any) -> No
     from segment_lineage.cli import app
 
     runner = CliRunner()
-    assert runner.invoke(app, ["--zk", zk_hosts, "table", "create", T, "--root", "/tmp/g"]).exit_code == 0
+    assert (
+        runner.invoke(app, ["--zk", zk_hosts, "table", "create", T, "--root", str(tmp_path / "g")]).exit_code
+        == 0
+    )
     target = tmp_path / "h.svg"
     done = runner.invoke(app, ["--zk", zk_hosts, "history", T, "--graph", str(target)])
     assert done.exit_code == 0 and target.read_text().startswith("<svg")

@@ -21,6 +21,7 @@ from ingest.readers import SnapshotReader
 from ingest.spark_job import pinned_table, push_dataframe, read_table, release_reads, spark_session
 from lineage.manager import LineageManager
 from lineage.model import DeletionReason, TableConfig
+from lineage.roots import CLAIM_FILE
 from tests.helpers.run import lineage_process
 from tests.helpers.spark_cluster import SparkCluster
 
@@ -118,7 +119,9 @@ def test_native_writer_task_retried_once_leaves_no_duplicates(
     assert result.rows == 60 and result.segments == 3
     rows = snapshot(m, "nativeretry")
     assert len(set(rows)) == 60
-    files = sorted(p.name for p in (tmp_path / "nativeretry").rglob("*") if p.is_file())
+    files = sorted(
+        p.name for p in (tmp_path / "nativeretry").rglob("*") if p.is_file() and p.name != CLAIM_FILE
+    )
     assert len(files) == 3 and all(f.startswith("part-") for f in files)  # no attempt leftovers
 
 
@@ -285,7 +288,8 @@ def test_push_to_s3(zk_manager: LineageManager, zk_hosts: str, s3: str, tmp_path
     assert snapshot(m, "s3tab") == [("s3-b", i) for i in range(20)]
     import boto3
 
-    keys = [o["Key"] for o in boto3.client("s3", endpoint_url=s3).list_objects_v2(Bucket="lake")["Contents"]]
+    listed = boto3.client("s3", endpoint_url=s3).list_objects_v2(Bucket="lake")["Contents"]
+    keys = [o["Key"] for o in listed if not o["Key"].endswith(CLAIM_FILE)]
     assert len(keys) == 4 and all(k.startswith("warehouse/s3tab/push_") for k in keys)
     read = cli("--zk", zk_hosts, "--json", "read", "s3tab", "--limit", "100", env=env)
     assert read.returncode == 0 and len(json.loads(read.stdout)["rows"]) == 20

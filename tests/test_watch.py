@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import uuid
 from pathlib import Path
@@ -25,7 +26,8 @@ def seg(name: str) -> Segment:
 
 
 def made(manager: LineageManager, *names: str) -> None:
-    manager.create_table(TableConfig.build("events", "/data/events"))
+    root = Path(tempfile.mkdtemp(prefix="watch-")) / "events"  # a root of its own: create claims it
+    manager.create_table(TableConfig.build("events", str(root)))
     manager.register_segments("events", [seg(n) for n in names])
 
 
