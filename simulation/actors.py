@@ -121,6 +121,8 @@ def reader(ctx: Ctx, ops: int) -> None:
         except LineageError as exc:
             checker.check_read(ctx.actor.name, table, as_of, None, None, exc)
             continue
+        accepted = (table, reader.lease.lease_id)
+        ctx.world.accepted[accepted] = reader.lease.state
         try:
             for _ in range(ctx.rng.randint(0, 4)):  # hold the pin a while
                 ctx.world.sleep(ctx.rng.uniform(0, 0.3))
@@ -132,6 +134,7 @@ def reader(ctx: Ctx, ops: int) -> None:
                 checker.check_read(ctx.actor.name, table, as_of, reader.version, data, None)
                 ctx.note(f"read {table} v{reader.version}: {data.num_rows} rows")
         finally:
+            ctx.world.accepted.pop(accepted, None)
             try:
                 reader.close()
             except LineageError as exc:

@@ -188,7 +188,12 @@ class Checker:
                 continue
             try:
                 state = store.read(table).state
-                pinned = store.pinned_states(table)
+                live = {lease.lease_id for lease in store.leases(table)}
+                pinned = [
+                    held
+                    for (name, lease_id), held in self.world.accepted.items()
+                    if name == table and lease_id in live
+                ]
                 owners = store.live_owners(table)
             except LineageError as exc:
                 self.flag("unreadable", f"table {table}: {exc.message}")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lineage.manager import LineageManager
-from lineage.model import TableConfig, TableType
+from lineage.model import TableConfig, TableState, TableType
 from lineage.retry import RetryPolicy
 from lineage.store import Store
 from simulation.clock import DAY_MS, VirtualClock
@@ -62,6 +62,9 @@ class World:
         self.acks: list[Ack] = []
         self.deleted_log: list[tuple[str, str, str]] = []  # (actor, table, location) via on_deleted
         self.readded: set[str] = set()  # absolute paths a re-add registered again
+        # Leases a reader was accepted on (its open returned): only those are
+        # promises. A lease under verification may still be refused.
+        self.accepted: dict[tuple[str, str], TableState] = {}
         self.store: Store  # the omniscient view: the checker's and the setup's
         self.new_store: Callable[[Actor], StoreProxy]
         self.fence: Callable[[StoreProxy], Callable[[], None]] = StoreProxy.fence
