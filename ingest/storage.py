@@ -214,7 +214,9 @@ class DeepStore:
                 return None
             raise StorageError(f"reading the claim marker under {self.root!r} failed: {exc}") from None
 
-    def write_claim(self, data: bytes) -> None:
+    def write_claim(self, data: bytes, *, exclusive: bool = False) -> bool:
+        """Write the claim marker. ``exclusive``: only if none is there (False
+        when one is); a local disk promises that, an object store cannot."""
         fs = self.filesystem()
         target = self._claim_path()
         try:
@@ -224,12 +226,65 @@ class DeepStore:
                 temp = f"{target}.tmp-{uuid.uuid4().hex[:8]}"
                 with fs.open_output_stream(temp) as out:
                     out.write(data)
-                fs.move(temp, target)
-            else:
-                with fs.open_output_stream(target) as out:
-                    out.write(data)
+                if not exclusive:
+                    fs.move(temp, target)
+                    return True
+                try:
+                    os.link(temp, target)  # fails if the marker exists: the atomic create-if-absent
+                except FileExistsError:
+                    return False
+                finally:
+                    os.unlink(temp)
+                return True
+            if exclusive and self.read_claim() is not None:
+                return False
+            with fs.open_output_stream(target) as out:
+                out.write(data)
+            return True
         except OSError as exc:
             raise StorageError(f"writing the claim marker under {self.root!r} failed: {exc}") from None
+
+    def remove_claim(self) -> None:
+        try:
+            self.filesystem().delete_file(self._claim_path())
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"removing the claim marker under {self.root!r} failed: {exc}") from None
+
+    def claims_around(self) -> list[str]:
+        """Roots other than this one that hold a claim marker, above it (up to
+        the file system's or the bucket's top) or below it."""
+        fs = self.filesystem()
+        found = []
+        parts = self.base.rstrip("/").split("/")
+        low = 2 if self.scheme in ("s3", "gs") else 1  # a bucket's top, or the file system's
+        for end in range(len(parts) - 1, low - 1, -1):
+            parent = "/".join(parts[:end]) or "/"
+            info = fs.get_file_info(posixpath.join(parent, CLAIM_FILE))
+            if info.type == pafs.FileType.File:
+                found.append(self._uri_of(parent))
+        if self.scheme == "file":
+            for folder, dirs, names in os.walk(self.base, followlinks=False):
+                if folder != self.base and CLAIM_FILE in names:
+                    found.append(folder)
+                    dirs[:] = []
+                    continue
+                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+        else:
+            selector = pafs.FileSelector(self.base, recursive=True, allow_not_found=True)
+            for info in fs.get_file_info(selector):
+                parent, name = posixpath.split(info.path)
+                if name == CLAIM_FILE and parent.rstrip("/") != self.base.rstrip("/"):
+                    found.append(self._uri_of(parent))
+        return found
+
+    def _uri_of(self, path: str) -> str:
+        if self.scheme == "file":
+            return path
+        if self.scheme == "hdfs":
+            return f"hdfs://{urlparse(self.root).netloc}{path}"
+        return f"{self.scheme}://{path}"
 
     def real_location(self, location: str, resolved_dirs: dict[str, str] | None = None) -> str:
         """Where ``location`` really is, relative to the root: on a local disk a
@@ -252,6 +307,9 @@ class DeepStore:
         registered, and a delete through it would unlink the real file."""
         out = []
         for folder, dirs, names in os.walk(base, followlinks=False):
+            if folder != self.base and CLAIM_FILE in names:
+                dirs[:] = []  # another table's root: none of its files are ours to list
+                continue
             dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
             for name in names:
                 full = os.path.join(folder, name)
@@ -267,7 +325,8 @@ class DeepStore:
 
     def list(self, prefix: str = "") -> list[FileInfo]:
         """Files under the root (or under ``prefix`` inside it), recursively;
-        on a local disk, symbolic links are not followed or listed."""
+        on a local disk, symbolic links are not followed or listed. Nothing
+        under another claimed root (a folder holding a claim marker) is listed."""
         base = self.path(prefix) if prefix else self.base
         if self.scheme == "file":
             try:
@@ -279,9 +338,17 @@ class DeepStore:
             infos = self.filesystem().get_file_info(selector)
         except OSError as exc:
             raise StorageError(f"listing {self.root!r} failed: {exc}") from None
+        claimed = [  # other tables' roots below this one: never listed as ours
+            posixpath.dirname(info.path).rstrip("/") + "/"
+            for info in infos
+            if posixpath.basename(info.path) == CLAIM_FILE
+            and posixpath.dirname(info.path).rstrip("/") != self.base.rstrip("/")
+        ]
         out = []
         for info in infos:
             if info.type != pafs.FileType.File:
+                continue
+            if claimed and any(info.path.startswith(prefix) for prefix in claimed):
                 continue
             relative = posixpath.relpath(info.path, self.base)
             mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
@@ -295,5 +362,14 @@ class RootClaimFiles:
     def read_claim(self, root: str) -> bytes | None:
         return DeepStore.for_root(root).read_claim()
 
-    def write_claim(self, root: str, data: bytes) -> None:
-        DeepStore.for_root(root).write_claim(data)
+    def write_claim(self, root: str, data: bytes, *, exclusive: bool = False) -> bool:
+        return DeepStore.for_root(root).write_claim(data, exclusive=exclusive)
+
+    def remove_claim(self, root: str) -> None:
+        DeepStore.for_root(root).remove_claim()
+
+    def claims_around(self, root: str) -> list[str]:
+        try:
+            return DeepStore.for_root(root).claims_around()
+        except OSError as exc:
+            raise StorageError(f"looking for claimed roots around {root!r} failed: {exc}") from None

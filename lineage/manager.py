@@ -15,8 +15,10 @@ Errors and what they mean for the caller:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import getpass
+import os
 import socket
 import time
 import uuid
@@ -52,7 +54,15 @@ from lineage.model import (
 from lineage.names import check_entry_id, check_table_name
 from lineage.periods import parse_version_or_time
 from lineage.retry import Attempts, RetryPolicy
-from lineage.roots import ClaimFiles, check_claim, read_claim, resolve_root
+from lineage.roots import (
+    Claim,
+    ClaimFiles,
+    canonical_root,
+    check_claim,
+    check_no_claim_around,
+    read_claim,
+    resolve_root,
+)
 from lineage.store import (
     Lease,
     RetryableStoreError,
@@ -210,30 +220,63 @@ class LineageManager:
         resolved, never a protected place) and must not overlap another
         table's root: InvalidInputError, RefusedError."""
         config = dataclasses.replace(config, root=resolve_root(config.root))
-        if self.claims is not None:
-            self._check_claim(config.name, config.root)
-        state = self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
-        if self.claims is not None:
-            self._write_claim(config.name, config.root)
+        if self.claims is None:
+            return self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
+        # Claimed first, then created, then checked: of two stores creating
+        # tables on one root at once, the second finds the first's marker.
+        fresh = self._claim(config.name, config.root)
+        try:
+            state = self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
+        except BaseException:
+            if fresh:
+                with contextlib.suppress(LineageError):
+                    self.claims.remove_claim(config.root)
+            raise
+        self._check_claimed(config.name, config.root)
         return state
 
-    def _check_claim(self, table: str, root: str) -> None:
+    def _claim(self, table: str, root: str) -> bool:
+        """Check ``root`` and write its marker naming ``table``; True when no
+        marker was there before (this call made it)."""
+        assert self.claims is not None
+        store_id = self.store.store_id()
+        for _ in range(2):
+            roots = self.store.roots()
+
+            def holds(claim: Claim, where: str, roots: dict[str, str] = roots) -> bool:
+                """Another store's claim always holds; one of this store's,
+                while its table still has that root."""
+                return claim.store != store_id or _same_root(roots.get(claim.table), where)
+
+            check_no_claim_around(self.claims, table, root, holds)
+            claim = read_claim(self.claims, root)
+            live = claim is not None and claim.table != table and holds(claim, root)
+            check_claim(claim, store_id, table, root, live=live)
+            data = codec.encode_claim(store_id, table)
+            try:
+                if claim is not None:
+                    self.claims.write_claim(root, data)
+                    return False
+                if self.claims.write_claim(root, data, exclusive=True):
+                    return True
+            except LineageError as exc:
+                raise RefusedError(
+                    f"could not claim the root {root!r} of table {table!r}: {exc.message}", table=table
+                ) from None
+        raise ConflictError(
+            f"the claim marker under {root!r} kept changing; nothing was created", table=table
+        )
+
+    def _check_claimed(self, table: str, root: str) -> None:
         assert self.claims is not None
         claim = read_claim(self.claims, root)
-        live = claim is not None and claim.table != table and claim.table in self.store.roots()
-        check_claim(claim, self.store.store_id(), table, root, live=live)
-
-    def _write_claim(self, table: str, root: str) -> None:
-        assert self.claims is not None
-        try:
-            self.claims.write_claim(root, codec.encode_claim(self.store.store_id(), table))
-        except LineageError as exc:
+        if claim != Claim(self.store.store_id(), table):
             raise RefusedError(
-                f"table {table!r} was created, but its root could not be claimed: {exc.message}; "
-                "retention scans no orphans under it until it is",
+                f"table {table!r} was created, but the claim marker under {root!r} now names "
+                f"{claim.table if claim else 'nobody'!r}: another store claimed the root at the same time",
                 table=table,
-                remedy=f"run 'lineage table claim {table}'",
-            ) from None
+                remedy="drop this table, or the other, and give each a root of its own",
+            )
 
     def claim_root(self, table: str) -> str:
         """Write ``table``'s claim marker under its root (tables created before
@@ -242,8 +285,8 @@ class LineageManager:
         if self.claims is None:
             raise RefusedError("this manager has no access to deep storage to claim a root")
         root = self.table(table).config.root
-        self._check_claim(table, root)
-        self._write_claim(table, root)
+        self._claim(table, root)
+        self._check_claimed(table, root)
         return root
 
     def list_tables(self) -> list[str]:
@@ -496,7 +539,7 @@ class LineageManager:
             return None  # one version: what it shows is registered, and nothing registered is pending
         for seg in visible_segments(then):
             now = current.segments.get(seg.name)
-            if now is None or now.location != seg.location or seg.location in current.pending:
+            if now is None or seg.location in current.pending or not _same_file(now, seg):
                 return seg.name
         return None
 
@@ -551,6 +594,31 @@ class LineageManager:
         if limit is not None and limit < 1:
             raise InvalidInputError(f"invalid limit {limit}: must be at least 1")
         return self.store.history(table, limit)
+
+
+def _same_file(now: Segment, then: Segment) -> bool:
+    """The same registration of a segment: a name and location deleted,
+    reclaimed and registered again hold other data."""
+    return (now.location, now.created_ms, now.checksum, now.size_bytes) == (
+        then.location,
+        then.created_ms,
+        then.checksum,
+        then.size_bytes,
+    )
+
+
+def _same_root(registered: str | None, root: str) -> bool:
+    """Whether a table's registered root is ``root`` (a claim by a table
+    that moved elsewhere, or was dropped, no longer holds)."""
+    if registered is None:
+        return False
+    try:
+        mine = canonical_root(registered)
+    except InvalidInputError:
+        return False
+    if "://" not in mine:  # a local folder may have moved behind a link since it was registered
+        mine, root = os.path.realpath(mine), os.path.realpath(root)
+    return mine.casefold() == root.casefold()
 
 
 def _rollback_plan(before: TableState, change: Change, target: int, committed: int | None) -> RollbackPlan:

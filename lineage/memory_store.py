@@ -166,9 +166,9 @@ class MemoryStore:
     def hold_pass(self, table: str) -> None:
         self.read(table)
         with self._lock:
-            holder = self._passes.setdefault(table, self._session)
-        if holder != self._session:
-            raise PassRunningError(table)
+            if table in self._passes:  # held, by another client or by a pass of this one
+                raise PassRunningError(table)
+            self._passes[table] = self._session
 
     def holds_pass(self, table: str) -> bool:
         with self._lock:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -105,15 +105,48 @@ def check_no_overlap(table: str, root: str, roots: Mapping[str, str]) -> None:
             )
 
 
-def check_not_dangerous(root: str, protected: Iterable[tuple[str, str]]) -> None:
-    """Refuse a local root that is, or holds, a protected place (a home
-    directory, the project's state directory, where the embedded ZooKeeper
-    keeps its data). ``protected`` gives (what, canonical path) pairs."""
+# Folders of the system itself: never a root, nor inside one, nor below one.
+SYSTEM_DIRS = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/proc",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+)
+# Folders that hold other things: never a root themselves (a folder inside may be).
+SHARED_DIRS = ("/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var", "/var/lib", "/var/tmp")  # noqa: S108
+
+
+def check_not_dangerous(
+    root: str, protected: Iterable[tuple[str, str]], sealed: Iterable[tuple[str, str]] = ()
+) -> None:
+    """Refuse a local root that is, or holds, a ``protected`` place (a home
+    directory, the project's state directory), or that is, holds or lies
+    inside a ``sealed`` one (the embedded ZooKeeper's data, the system's own
+    folders), or is a shared folder. Each place is a (what, canonical path) pair."""
     for what, place in protected:
-        if not place or place == "/":
-            continue
-        if _key(place).startswith(_key(root)):
+        if place and place != "/" and _key(place).startswith(_key(root)):
             raise _invalid(root, f"it is or holds {what} {place!r}, which retention must never scan")
+    for what, place in [*sealed, *(("a folder of the system", d) for d in SYSTEM_DIRS)]:
+        if (
+            place
+            and place != "/"
+            and (_key(place).startswith(_key(root)) or _key(root).startswith(_key(place)))
+        ):
+            raise _invalid(
+                root, f"it is, holds or lies inside {what} {place!r}, which retention must never scan"
+            )
+    if _key(root) in {_key(d) for d in SHARED_DIRS}:
+        raise _invalid(
+            root, "it is a folder shared by everything on the machine: give the table a folder of its own"
+        )
 
 
 def resolve_root(root: str) -> str:
@@ -127,7 +160,11 @@ def resolve_root(root: str) -> str:
     resolved = os.path.realpath(canonical)
     home = os.path.realpath(os.path.expanduser("~"))
     state = os.path.realpath(str(state_dir()))
-    check_not_dangerous(resolved, [("a home directory", home), ("the project's state directory", state)])
+    check_not_dangerous(
+        resolved,
+        [("a home directory", home), ("the project's state directory", state)],
+        [("the embedded ZooKeeper's data", os.path.join(state, "zookeeper"))],
+    )
     if resolved == "/":
         raise _invalid(root, "it resolves to the file system root")
     return resolved
@@ -145,7 +182,17 @@ class ClaimFiles(Protocol):
         """The marker's bytes, or None when the root has none."""
         ...
 
-    def write_claim(self, root: str, data: bytes) -> None: ...
+    def write_claim(self, root: str, data: bytes, *, exclusive: bool = False) -> bool:
+        """Write the marker; with ``exclusive``, only if there is none (False
+        when one appeared meanwhile; object stores cannot promise that)."""
+        ...
+
+    def remove_claim(self, root: str) -> None: ...
+
+    def claims_around(self, root: str) -> list[str]:
+        """The roots, other than ``root``, that hold a marker and lie above
+        ``root`` or below it (another table's root, perhaps of another store)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -168,9 +215,32 @@ def read_claim(files: ClaimFiles, root: str) -> Claim | None:
     return Claim(store, table)
 
 
+def check_no_claim_around(
+    files: ClaimFiles, table: str, root: str, holds: Callable[[Claim, str], bool]
+) -> None:
+    """Refuse a root above or below another claimed root. The registry of
+    roots knows only this store's tables, and only as they were spelled:
+    a marker in deep storage also speaks for other stores, and for roots
+    whose parent moved behind a link. ``holds(claim, where)`` tells a claim
+    that still holds from a stale one (a dropped table of this store)."""
+    for other in files.claims_around(root):
+        claim = read_claim(files, other)
+        if claim is None or not holds(claim, other):
+            continue
+        how = "holds" if _key(other).startswith(_key(root)) else "lies inside"
+        raise RefusedError(
+            f"deep-store root {root!r} {how} {other!r}, claimed by a table (its {CLAIM_FILE}); "
+            "retention would take one table's files for the other's orphans",
+            table=table,
+            expected="a root with no claimed root above or below it",
+            found=other,
+            remedy="give the table a root of its own, beside the others",
+        )
+
+
 def check_claim(claim: Claim | None, store_id: str, table: str, root: str, *, live: bool) -> None:
     """Refuse a root whose marker names another store, or another table of
-    this store that still exists (``live``)."""
+    this store that still has this root (``live``)."""
     if claim is None or claim == Claim(store_id, table):
         return
     if claim.store != store_id:

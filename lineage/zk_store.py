@@ -202,6 +202,7 @@ class ZkStore:
         self.session_timeout_s = session_timeout_s
         self.root = root
         self._store_id: str | None = None
+        self._passes_held: set[str] = set()  # tables whose retention pass this store holds
         self.op_timeout_s = op_timeout_s
         self.acl = list(acl) if acl else None
         self.identity = identity  # this client's digest id, when it authenticates
@@ -1321,6 +1322,18 @@ class ZkStore:
 
     def hold_pass(self, table: str) -> None:
         path = self._pass_path(table)
+        with self._cache_lock:
+            if table in self._passes_held:  # two passes of one process never overlap either
+                raise PassRunningError(table)
+            self._passes_held.add(table)
+        try:
+            self._hold_pass(table, path)
+        except BaseException:
+            with self._cache_lock:
+                self._passes_held.discard(table)
+            raise
+
+    def _hold_pass(self, table: str, path: str) -> None:
         try:
             self._ephemeral(table, "passes", "lock", b"", sequence=False)
             return
@@ -1344,6 +1357,8 @@ class ZkStore:
         return stat is not None and stat.ephemeralOwner == self.session_id()
 
     def release_pass(self, table: str) -> None:
+        with self._cache_lock:
+            self._passes_held.discard(table)
         self._delete_quietly(self._pass_path(table), "retention pass lock")
 
     def pin(self, table: str, version: int | None = None) -> Lease:

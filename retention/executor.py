@@ -216,7 +216,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     _holding(manager, table)
     keep = {seg.location for version in store.pinned_states(table) for seg in version.segments.values()}
     keep.update(seg.location for seg in manager.table(table).segments.values())
-    todo = [d for d in current.deletions if d.location not in keep and not _through_link(root, d, keep)]
+    todo = _not_kept(root, current.deletions, keep)
     report.kept += len(current.deletions) - len(todo)
     deleted: list[str] = []
     last_said = time.monotonic()
@@ -354,25 +354,38 @@ def _check_share(state: TableState, current: Plan, options: PassOptions) -> None
     if options.force or not current.condemn:
         return
     visible = visible_segments(state)
-    total = sum(seg.rows for seg in visible)
-    taken = sum(seg.rows for seg in visible if seg.name in current.condemn)
-    if taken and taken > MAX_VISIBLE_SHARE * total:
+    condemned = [seg for seg in visible if seg.name in current.condemn]
+    total, taken = sum(seg.rows for seg in visible), sum(seg.rows for seg in condemned)
+    # Rows, and segments too: a segment registered by hand may say 0 rows.
+    if (taken and taken > MAX_VISIBLE_SHARE * total) or len(condemned) > MAX_VISIBLE_SHARE * len(visible):
         raise RefusedError(
-            f"this pass would condemn {taken} of the {total} rows visible in {state.config.name!r} "
-            f"(more than {MAX_VISIBLE_SHARE:.0%}); nothing was done",
+            f"this pass would condemn {len(condemned)} of the {len(visible)} segments visible in "
+            f"{state.config.name!r} ({taken} of {total} rows; more than {MAX_VISIBLE_SHARE:.0%}); "
+            "nothing was done",
             table=state.config.name,
             remedy="check the table's time retention and time unit ('lineage table show'), "
             "then run with --force if that is what you want",
         )
 
 
-def _through_link(root: DeepStore, deletion: Deletion, keep: set[str]) -> bool:
-    """A path that leads through a symbolic link to a file that must stay."""
-    try:
-        real = root.real_location(deletion.location)
-    except LineageError:
-        return False  # refused when deleted, and reported then
-    return real != deletion.location and real in keep
+def _not_kept(root: DeepStore, deletions: Sequence[Deletion], keep: set[str]) -> list[Deletion]:
+    """The deletions that touch no kept file. On a local disk a path may lead
+    through a symbolic link, so both sides are compared where they really
+    are: a kept location registered through a link, and a deletion through
+    one, each name the file the link leads to."""
+    todo = [d for d in deletions if d.location not in keep]
+    if root.scheme != "file" or not todo:
+        return todo
+    resolved_dirs: dict[str, str] = {}
+
+    def real(location: str) -> str:
+        try:
+            return root.real_location(location, resolved_dirs)
+        except LineageError:
+            return location  # refused when deleted, and reported then
+
+    really_kept = keep | {real(location) for location in keep}
+    return [d for d in todo if real(d.location) not in really_kept]
 
 
 def _pending(report: TableReport, state: TableState) -> None:

@@ -283,3 +283,26 @@ def test_a_reader_opened_at_a_reclaimed_version_never_reads_a_missing_file(
         assert labels(reader) == ["b"]
     with pytest.raises((VersionGoneError, SnapshotTooOldError)):
         SnapshotReader(m, T, as_of=first).to_arrow()
+
+
+def test_as_of_a_version_whose_location_was_reclaimed_and_reused_is_too_old(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """A segment deleted, its file reclaimed, and the same name and location
+    registered again (what 'lineage segment add NAME' does) holds other data:
+    the old version is too old, never read with the new data."""
+    from ingest.segments import write_segment
+    from ingest.storage import DeepStore
+
+    m = zk_manager
+    m.create_table(TableConfig.build("t", str(tmp_path / "t")))
+    store = DeepStore.for_root(str(tmp_path / "t"))
+    old = write_segment(store, pa.table({"v": ["OLD"]}), "s.parquet", None)
+    m.register_segments("t", [Segment("s", "s.parquet", old.rows, old.size_bytes, old.checksum)])
+    then = m.table("t").version
+    m.delete_segments("t", ["s"])
+    run_table(m, "t", PassOptions(force=True, min_grace_ms=0, orphans=False))
+    new = write_segment(store, pa.table({"v": ["NEW"]}), "s.parquet", None)
+    m.register_segments("t", [Segment("s", "s.parquet", new.rows, new.size_bytes, new.checksum)])
+    with pytest.raises(VersionGoneError):
+        SnapshotReader(m, "t", as_of=then)

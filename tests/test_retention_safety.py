@@ -232,9 +232,50 @@ def test_a_pass_that_would_condemn_most_of_the_visible_rows_stops_unless_forced(
     push_arrow(m, "logs", [recent], mode="APPEND")
     before = m.table("logs").version
     dry = run_table(m, "logs", PassOptions(dry_run=True, min_grace_ms=0))
-    assert dry.errors and "3 of the 4 rows" in dry.errors[0]
+    assert dry.errors and "3 of 4 rows" in dry.errors[0]
     with pytest.raises(RefusedError, match="more than 50"):
         run_table(m, "logs", PassOptions(min_grace_ms=0))
     assert m.table("logs").version == before and len(list((tmp_path / "logs").rglob("*.parquet"))) == 2
     forced = run_table(m, "logs", PassOptions(force=True, min_grace_ms=0))
     assert forced.condemned == 1 and forced.files_deleted == 1
+
+
+def test_the_share_guard_counts_segments_when_rows_are_not_known(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """'segment add' records 0 rows unless told: the guard counts segments too."""
+    from lineage.errors import RefusedError
+
+    m = zk_manager
+    m.create_table(
+        TableConfig.build("logs", str(tmp_path / "logs"), "APPEND", time_column="ts", time_retention="7d")
+    )
+    now = m.store.now_ms()
+    store = DeepStore.for_root(str(tmp_path / "logs"))
+    for i, when in enumerate([1_700_000, 1_700_100, now]):  # two look like January 1970
+        written = write_segment(store, part(f"s{i}"), f"s{i}.parquet", None)
+        m.register_segments(
+            "logs", [Segment(f"s{i}", f"s{i}.parquet", 0, written.size_bytes, min_time=when, max_time=when)]
+        )
+    with pytest.raises(RefusedError, match="2 of the 3 segments"):
+        run_table(m, "logs", PassOptions(min_grace_ms=0))
+    assert len(list((tmp_path / "logs").glob("*.parquet"))) == 3
+
+
+def test_two_passes_of_one_process_never_overlap(
+    events: LineageManager, at: Callable[[str, Callable[[], None]], None]
+) -> None:
+    """One session, two passes (two threads sharing a manager): the second
+    is refused too, and the first one's hold stays its own."""
+    push_arrow(events, "events", [part("v1")])
+    push_arrow(events, "events", [part("v2")])
+    refused: list[bool] = []
+
+    def second_pass() -> None:
+        with pytest.raises(PassRunningError):
+            run_table(events, "events", ZERO)
+        refused.append(True)
+
+    at("retention.after-mark", second_pass)
+    report = run_table(events, "events", ZERO)
+    assert refused and report.files_deleted == 1

@@ -13,12 +13,14 @@ import pyarrow as pa
 import pytest
 
 from ingest.arrow_push import push_arrow
+from ingest.readers import SnapshotReader
+from ingest.segments import write_segment
 from ingest.storage import DeepStore, RootClaimFiles
 from lineage import codec
 from lineage.errors import InvalidInputError, RefusedError
 from lineage.manager import LineageManager
 from lineage.memory_store import MemoryStore
-from lineage.model import TableConfig
+from lineage.model import Segment, TableConfig
 from lineage.roots import CLAIM_FILE, canonical_root, check_no_overlap, overlaps
 from lineage.zk_client import ZkSettings, connect
 from lineage.zk_server import ZkServer
@@ -191,8 +193,13 @@ def test_an_orphan_scan_never_enters_a_nested_legacy_table(
     store = zk_manager.store
     assert isinstance(store, ZkStore)
     zk_manager.create_table(config("outer", tmp_path / "lake"))
-    store._forget_root("outer")  # as if created before the registry of roots existed
+    # As if created before roots were registered and claimed: neither the
+    # registry nor a marker stops the inner table; the outer is claimed after.
+    store._forget_root("outer")
+    marker = (tmp_path / "lake" / CLAIM_FILE).read_bytes()
+    (tmp_path / "lake" / CLAIM_FILE).unlink()
     zk_manager.create_table(config("inner", tmp_path / "lake" / "inner"))
+    (tmp_path / "lake" / CLAIM_FILE).write_bytes(marker)
     push_arrow(zk_manager, "inner", [part("inner")])
     push_arrow(zk_manager, "outer", [part("outer")])
     inner_files = {s.location for s in zk_manager.visible_segments("inner")}
@@ -301,5 +308,117 @@ def test_a_marker_naming_another_table_of_the_same_store_is_refused(
     (tmp_path / "b" / CLAIM_FILE).write_bytes((tmp_path / "a" / CLAIM_FILE).read_bytes())  # copied by hand
     with pytest.raises(RefusedError, match="claimed by table 'a'"):
         run_table(zk_manager, "b", ORPHANS_NOW)
-    with pytest.raises(RefusedError, match="claimed by table 'a'"):
-        zk_manager.claim_root("b")
+    zk_manager.claim_root("b")  # a's claim on b's root is stale (a lives elsewhere): repaired
+    assert run_table(zk_manager, "b", ORPHANS_NOW).errors == []
+    zk_manager.create_table(config("c", tmp_path / "c"))
+    (tmp_path / "c" / CLAIM_FILE).write_bytes((tmp_path / "a" / CLAIM_FILE).read_bytes())
+    (tmp_path / "a" / CLAIM_FILE).unlink()
+    zk_manager.drop_table("a")  # no table claims c's root but c now
+    zk_manager.claim_root("c")
+
+
+# ---- found by an outside review of the above ---------------------------------------
+
+
+def test_a_root_above_or_below_another_stores_claimed_root_is_refused(
+    zk_manager: LineageManager, zk_server: ZkServer, tmp_path: Path
+) -> None:
+    """Each store's registry knows only its own tables: the markers in deep
+    storage speak for the others."""
+    zk_manager.create_table(config("a", tmp_path / "lake" / "a"))
+    other = claims_manager(f"{zk_server.hosts}/other{uuid.uuid4().hex[:8]}")
+    try:
+        with pytest.raises(RefusedError, match="lies inside"):
+            other.create_table(config("b", tmp_path / "lake" / "a" / "b"))
+        with pytest.raises(RefusedError, match="holds"):
+            other.create_table(config("c", tmp_path / "lake"))
+        assert other.list_tables() == []
+        assert not (tmp_path / "lake" / CLAIM_FILE).exists()
+    finally:
+        other.store.close()
+
+
+def test_a_root_whose_parent_moved_behind_a_link_is_still_seen_inside(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    zk_manager.create_table(config("a", tmp_path / "p" / "a"))
+    push_arrow(zk_manager, "a", [part("a")])
+    (tmp_path / "p").rename(tmp_path / "q")
+    (tmp_path / "p").symlink_to(tmp_path / "q")  # the storage moved; its old path is a link now
+    with pytest.raises(RefusedError):
+        zk_manager.create_table(config("b", tmp_path / "p" / "a" / "b"))
+    # Made past the checks (as two old versions could): a's scans never enter b's claimed root.
+    inner = tmp_path / "q" / "a" / "b"
+    store = zk_manager.store
+    b = config("b", inner)
+    store.create_table(b, zk_manager.audit(), "x")
+    RootClaimFiles().write_claim(str(inner), codec.encode_claim(store.store_id(), "b"))
+    push_arrow(zk_manager, "b", [part("b")])
+    live = [inner / s.location for s in zk_manager.visible_segments("b")]
+    age(tmp_path / "q")
+    for _ in range(2):
+        assert run_table(zk_manager, "a", ORPHANS_NOW).files_deleted == 0
+    assert all(p.exists() for p in live)
+
+
+def test_a_segment_registered_through_a_link_keeps_its_file(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    zk_manager.create_table(config("t", tmp_path / "t"))
+    root = tmp_path / "t"
+    store = DeepStore.for_root(str(root))
+    written = write_segment(store, part("x"), "v1/x.parquet", None)
+    (root / "current").symlink_to(root / "v1")
+    zk_manager.register_segments("t", [Segment("x", "current/x.parquet", written.rows, written.size_bytes)])
+    age(root)
+    for _ in range(3):
+        run_table(zk_manager, "t", ORPHANS_NOW)
+    assert (root / "v1" / "x.parquet").exists()
+    assert SnapshotReader(zk_manager, "t").to_arrow().num_rows == 3
+
+
+@pytest.mark.parametrize("sealed", ["zookeeper", "zookeeper/data", "/etc/lake", "/usr", "/var", "/tmp"])
+def test_the_embedded_zookeepers_data_and_the_systems_folders_are_never_roots(
+    lineage_home: Path, sealed: str
+) -> None:
+    m = LineageManager(MemoryStore())
+    root = sealed if sealed.startswith("/") else str(lineage_home / sealed)
+    with pytest.raises(InvalidInputError):
+        m.create_table(config("t", root))
+
+
+def test_two_stores_claiming_one_root_at_once_never_both_keep_it(
+    zk_manager: LineageManager, zk_server: ZkServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second store's create runs between the first's check and its
+    write: the marker is created only if absent, so the first finds it."""
+    other = claims_manager(f"{zk_server.hosts}/other{uuid.uuid4().hex[:8]}")
+    root = tmp_path / "shared"
+    real_exclusive_write = RootClaimFiles.write_claim
+    raced: list[bool] = []
+
+    def write_claim(self: RootClaimFiles, where: str, data: bytes, *, exclusive: bool = False) -> bool:
+        if not raced:
+            raced.append(True)
+            other.create_table(config("b", root))  # lands first
+        return real_exclusive_write(self, where, data, exclusive=exclusive)
+
+    try:
+        monkeypatch.setattr(RootClaimFiles, "write_claim", write_claim)
+        with pytest.raises(RefusedError, match="another lineage store"):
+            zk_manager.create_table(config("a", root))
+        monkeypatch.undo()
+        assert zk_manager.list_tables() == [] and other.list_tables() == ["b"]
+        marker = root / CLAIM_FILE
+        assert codec.decode_claim(marker.read_bytes(), str(marker)) == (other.store.store_id(), "b")
+    finally:
+        other.store.close()
+
+
+def test_a_claim_by_a_table_that_moved_elsewhere_no_longer_holds(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    zk_manager.create_table(config("b", tmp_path / "old"))
+    zk_manager.drop_table("b")
+    zk_manager.create_table(config("b", tmp_path / "new"))  # b lives elsewhere now
+    zk_manager.create_table(config("c", tmp_path / "old"))  # b's stale claim does not hold
