@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from lineage import codec, transitions
 from lineage.errors import (
+    AuthError,
     ConflictError,
     ContentionError,
     CorruptRecordError,
@@ -36,6 +37,7 @@ from lineage.errors import (
     OutcomeUnknownError,
     RefusedError,
     StoreUnavailableError,
+    TableExistsError,
     TableNotFoundError,
     VersionGoneError,
 )
@@ -227,7 +229,9 @@ class LineageManager:
         fresh = self._claim(config.name, config.root)
         try:
             state = self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
-        except BaseException:
+        except (InvalidInputError, RefusedError, TableExistsError, AuthError):
+            # Definitely not created: the marker this call made goes too. After
+            # any other failure the table may exist, and keeps its claim.
             if fresh:
                 with contextlib.suppress(LineageError):
                     self.claims.remove_claim(config.root)

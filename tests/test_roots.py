@@ -422,3 +422,15 @@ def test_a_claim_by_a_table_that_moved_elsewhere_no_longer_holds(
     zk_manager.drop_table("b")
     zk_manager.create_table(config("b", tmp_path / "new"))  # b lives elsewhere now
     zk_manager.create_table(config("c", tmp_path / "old"))  # b's stale claim does not hold
+
+
+def test_a_create_refused_by_the_store_leaves_no_claim_behind(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    from lineage.errors import TableExistsError
+
+    zk_manager.create_table(config("t", tmp_path / "one"))
+    with pytest.raises(TableExistsError):
+        zk_manager.create_table(config("T", tmp_path / "two"))  # a case twin of an existing name
+    assert not (tmp_path / "two" / CLAIM_FILE).exists()
+    zk_manager.create_table(config("u", tmp_path / "two"))  # the root is free
