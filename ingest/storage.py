@@ -258,8 +258,7 @@ class DeepStore:
         fs = self.filesystem()
         found = []
         parts = self.base.rstrip("/").split("/")
-        low = 2 if self.scheme in ("s3", "gs") else 1  # a bucket's top, or the file system's
-        for end in range(len(parts) - 1, low - 1, -1):
+        for end in range(len(parts) - 1, 0, -1):  # up to the bucket's top, or the file system's
             parent = "/".join(parts[:end]) or "/"
             info = fs.get_file_info(posixpath.join(parent, CLAIM_FILE))
             if info.type == pafs.FileType.File:

@@ -229,12 +229,14 @@ def check_no_claim_around(
             continue
         how = "holds" if _key(other).startswith(_key(root)) else "lies inside"
         raise RefusedError(
-            f"deep-store root {root!r} {how} {other!r}, claimed by a table (its {CLAIM_FILE}); "
-            "retention would take one table's files for the other's orphans",
+            f"deep-store root {root!r} {how} {other!r}, claimed by table {claim.table!r} of store "
+            f"{claim.store} (its {CLAIM_FILE}); retention would take one table's files for the other's "
+            "orphans",
             table=table,
             expected="a root with no claimed root above or below it",
             found=other,
-            remedy="give the table a root of its own, beside the others",
+            remedy="give the table a root of its own, beside the others; if that table is gone for good "
+            f"and nothing of it remains there, remove {other}/{CLAIM_FILE}",
         )
 
 

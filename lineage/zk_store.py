@@ -1357,9 +1357,19 @@ class ZkStore:
         return stat is not None and stat.ephemeralOwner == self.session_id()
 
     def release_pass(self, table: str) -> None:
+        """Release the hold, if it is still this session's: a pass whose
+        session lapsed must not take away the hold of the pass after it."""
         with self._cache_lock:
             self._passes_held.discard(table)
-        self._delete_quietly(self._pass_path(table), "retention pass lock")
+        path = self._pass_path(table)
+        try:
+            stat = self._call("retention pass lock", "exists", path)
+        except NoNodeError:
+            return
+        if stat is None or stat.ephemeralOwner != self.session_id():
+            return
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            self._op("delete", path, version=stat.version)
 
     def pin(self, table: str, version: int | None = None) -> Lease:
         """Lease one version. The lease alone does not make it readable:

@@ -52,6 +52,13 @@ def run(
     table: Annotated[str | None, typer.Option("--table", help="Only this table.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Ignore the minimum grace of queued files.")] = False,
+    allow_large_cut: Annotated[
+        bool,
+        typer.Option(
+            "--allow-large-cut",
+            help="Let a pass condemn more than half of what readers see (time retention); nothing else.",
+        ),
+    ] = False,
     min_grace: MinGrace = MIN_GRACE,
     orphans: Orphans = True,
     orphan_grace: OrphanGrace = ORPHAN_GRACE,
@@ -67,6 +74,7 @@ def run(
     options = PassOptions(
         dry_run=dry_run,
         force=force,
+        allow_large_cut=allow_large_cut,
         min_grace_ms=parse_period(min_grace),
         orphans=orphans,
         orphan_grace_ms=parse_period(orphan_grace),

@@ -72,7 +72,8 @@ def quiet(_message: str) -> None:
 @dataclass(frozen=True)
 class PassOptions:
     dry_run: bool = False
-    force: bool = False  # ignore the minimum grace of queued files
+    force: bool = False  # ignore the minimum grace of queued files; lift the share guard too
+    allow_large_cut: bool = False  # lift the share guard only
     min_grace_ms: int = DEFAULT_MIN_GRACE_MS
     orphans: bool = True  # scan the root for files nothing references
     orphan_grace_ms: int = DEFAULT_ORPHAN_GRACE_MS
@@ -351,7 +352,7 @@ def _check_share(state: TableState, current: Plan, options: PassOptions) -> None
     """Refuse a pass that would take more than MAX_VISIBLE_SHARE of the rows
     readers see now (only time retention condemns visible data), unless
     forced: a wrong time unit or a mistyped retention reads as 'all of it'."""
-    if options.force or not current.condemn:
+    if options.force or options.allow_large_cut or not current.condemn:
         return
     visible = visible_segments(state)
     condemned = [seg for seg in visible if seg.name in current.condemn]
@@ -364,7 +365,7 @@ def _check_share(state: TableState, current: Plan, options: PassOptions) -> None
             "nothing was done",
             table=state.config.name,
             remedy="check the table's time retention and time unit ('lineage table show'), "
-            "then run with --force if that is what you want",
+            "then run with --allow-large-cut (or --force) if that is what you want",
         )
 
 
@@ -385,7 +386,9 @@ def _not_kept(root: DeepStore, deletions: Sequence[Deletion], keep: set[str]) ->
             return location  # refused when deleted, and reported then
 
     really_kept = keep | {real(location) for location in keep}
-    return [d for d in todo if real(d.location) not in really_kept]
+    # A path through a link is never deleted: a segment registered meanwhile
+    # under the file's real path would lose it (links are the operator's).
+    return [d for d in todo if (where := real(d.location)) == d.location and where not in really_kept]
 
 
 def _pending(report: TableReport, state: TableState) -> None:

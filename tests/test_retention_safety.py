@@ -279,3 +279,57 @@ def test_two_passes_of_one_process_never_overlap(
     at("retention.after-mark", second_pass)
     report = run_table(events, "events", ZERO)
     assert refused and report.files_deleted == 1
+
+
+def test_a_pass_that_lapsed_never_releases_the_next_pass_hold(
+    events: LineageManager, other: LineageManager
+) -> None:
+    """Pass 1's session lapsed and pass 2 holds the table: pass 1's release
+    leaves pass 2's hold alone."""
+    assert isinstance(events.store, ZkStore) and isinstance(other.store, ZkStore)
+    events.store.hold_pass("events")
+    other.store.client.delete(events.store._pass_path("events"))  # as when pass 1's session lapses
+    other.store.hold_pass("events")
+    events.store.release_pass("events")
+    assert other.store.holds_pass("events")
+    with pytest.raises(PassRunningError):
+        events.store.hold_pass("events")
+    other.store.release_pass("events")
+
+
+def test_allow_large_cut_lifts_the_share_guard_and_nothing_else(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    from lineage.errors import RefusedError
+
+    m = zk_manager
+    m.create_table(
+        TableConfig.build(
+            "logs", str(tmp_path / "logs"), "APPEND", time_column="ts", time_unit="ms", time_retention="30d"
+        )
+    )
+    now = m.store.now_ms()
+    for ts in (1_700_000_000, 1_700_000_001, now, now):
+        push_arrow(m, "logs", [pa.table({"ts": pa.array([ts], pa.int64()), "v": [1]})], mode="APPEND")
+    seventies = [s for s in m.visible_segments("logs") if s.max_time is not None and s.max_time < now]
+    recent = [s.name for s in m.visible_segments("logs") if s.max_time == now]
+    m.delete_segments("logs", recent[:1])  # queued now
+    with pytest.raises(RefusedError, match="2 of the 3 segments"):
+        run_table(m, "logs", PassOptions())
+    report = run_table(m, "logs", PassOptions(allow_large_cut=True))  # the default minimum grace applies
+    assert report.condemned == 2 and report.files_deleted == 0  # all too young to delete yet
+    assert all((tmp_path / "logs" / s.location).exists() for s in seventies)
+    assert len(m.table("logs").pending) == 3
+
+
+def test_a_queued_path_through_a_link_is_never_deleted(zk_manager: LineageManager, tmp_path: Path) -> None:
+    """A file reached through a link may be registered meanwhile under its
+    real path: retention never deletes through a link."""
+    m = zk_manager
+    m.create_table(TableConfig.build("t", str(tmp_path / "t")))
+    root = tmp_path / "t"
+    write_segment(DeepStore.for_root(str(root)), part("x"), "e/x.parquet", None)
+    (root / "d").symlink_to(root / "e")
+    m.commit("t", lambda s, now: transitions.queue_files(s, ["d/x.parquet"], now, None))
+    report = run_table(m, "t", ZERO)
+    assert report.files_deleted == 0 and (root / "e" / "x.parquet").exists()
