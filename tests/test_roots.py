@@ -434,3 +434,16 @@ def test_a_create_refused_by_the_store_leaves_no_claim_behind(
         zk_manager.create_table(config("T", tmp_path / "two"))  # a case twin of an existing name
     assert not (tmp_path / "two" / CLAIM_FILE).exists()
     zk_manager.create_table(config("u", tmp_path / "two"))  # the root is free
+
+
+def test_a_root_inside_a_bucket_claimed_at_its_top_is_refused(
+    zk_manager: LineageManager, zk_server: ZkServer, s3: str
+) -> None:
+    zk_manager.create_table(config("whole", "s3://lake"))
+    other = claims_manager(f"{zk_server.hosts}/other{uuid.uuid4().hex[:8]}")
+    try:
+        with pytest.raises(RefusedError, match="lies inside"):
+            other.create_table(config("part", "s3://lake/push1"))
+        assert other.list_tables() == []
+    finally:
+        other.store.close()
