@@ -230,9 +230,11 @@ class LineageManager:
         try:
             state = self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
         except (InvalidInputError, RefusedError, TableExistsError, AuthError):
-            # Definitely not created: the marker this call made goes too. After
-            # any other failure the table may exist, and keeps its claim.
-            if fresh:
+            # Not created by this call: the marker it made goes too, unless a
+            # table of that name has this root by now (a twin job that trusted
+            # this very marker). After any other failure the table may exist,
+            # and keeps its claim.
+            if fresh and not _same_root(self.store.roots().get(config.name), config.root):
                 with contextlib.suppress(LineageError):
                     self.claims.remove_claim(config.root)
             raise
@@ -282,6 +284,17 @@ class LineageManager:
                 remedy="drop this table, or the other, and give each a root of its own",
             )
 
+    def _unclaim(self, table: str, root: str) -> None:
+        """After a drop, the root's marker goes if it still names this table
+        of this store (best effort: a stale claim of this store never blocks)."""
+        if self.claims is None:
+            return
+        with contextlib.suppress(LineageError):
+            if read_claim(self.claims, root) == Claim(self.store.store_id(), table):
+                self.claims.remove_claim(root)
+                if _same_root(self.store.roots().get(table), root):  # created again meanwhile
+                    self.claims.write_claim(root, codec.encode_claim(self.store.store_id(), table))
+
     def claim_root(self, table: str) -> str:
         """Write ``table``'s claim marker under its root (tables created before
         roots were claimed, or whose claim was lost). Refused when the root is
@@ -289,6 +302,7 @@ class LineageManager:
         if self.claims is None:
             raise RefusedError("this manager has no access to deep storage to claim a root")
         root = self.table(table).config.root
+        resolve_root(root)  # a legacy root that create would refuse (relative, a home, ...) stays unclaimed
         self._claim(table, root)
         self._check_claimed(table, root)
         return root
@@ -335,6 +349,7 @@ class LineageManager:
                     )
             try:
                 self.store.drop_table(table, audit, state.version)
+                self._unclaim(table, state.config.root)
                 return
             except VersionConflict:
                 attempts.backoff()

@@ -30,7 +30,7 @@ from lineage.errors import InvalidInputError, LineageError, OutcomeUnknownError,
 from lineage.failpoints import armed, failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, TableState
-from lineage.roots import CLAIM_FILE, check_claim, inside, read_claim
+from lineage.roots import CLAIM_FILE, check_claim, inside, read_claim, resolve_root
 from lineage.visibility import visible_segments
 from retention.errors import FencedError
 from retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS, Deletion, Plan, Policy, plan
@@ -149,6 +149,7 @@ def check_root_claim(manager: LineageManager, table: str, root: str) -> None:
     """Retention deletes nothing under a root that is not claimed by this very
     table of this very store (the marker a table create writes): another
     lineage's table, or files nobody claimed, may live there."""
+    resolve_root(root)  # a root create would refuse (relative, a home, the system's) is never scanned
     claim = read_claim(RootClaimFiles(), root)
     if claim is None:
         raise RefusedError(

@@ -447,3 +447,58 @@ def test_a_root_inside_a_bucket_claimed_at_its_top_is_refused(
         assert other.list_tables() == []
     finally:
         other.store.close()
+
+
+def test_a_twin_create_of_the_same_table_keeps_the_marker(
+    zk_manager: LineageManager, other: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two jobs of one store create the same table at once: the one that
+    loses with TableExistsError must not take away the marker the winner
+    trusted."""
+    root = tmp_path / "t"
+    real_create = ZkStore.create_table
+    raced: list[bool] = []
+
+    def create(self: ZkStore, *args: object, **kwargs: object) -> object:
+        if not raced:
+            raced.append(True)
+            other.create_table(config("t", root))  # the twin finds this job's marker and lands first
+        return real_create(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ZkStore, "create_table", create)
+    from lineage.errors import TableExistsError
+
+    with pytest.raises(TableExistsError):
+        zk_manager.create_table(config("t", root))
+    monkeypatch.undo()
+    marker = root / CLAIM_FILE
+    assert codec.decode_claim(marker.read_bytes(), str(marker)) == (zk_manager.store.store_id(), "t")
+
+
+def test_claiming_a_legacy_table_with_a_dangerous_root_is_refused(
+    zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    store = zk_manager.store
+    store.create_table(config("legacy", str(home)), zk_manager.audit(), "x")  # as an old version allowed
+    with pytest.raises(InvalidInputError, match="home"):
+        zk_manager.claim_root("legacy")
+    assert not (home / CLAIM_FILE).exists()
+    with pytest.raises(InvalidInputError, match="home"):
+        run_table(zk_manager, "legacy", ORPHANS_NOW)  # never scanned, marker or not
+    (home / CLAIM_FILE).write_bytes(codec.encode_claim(zk_manager.store.store_id(), "legacy"))
+    with pytest.raises(InvalidInputError, match="home"):
+        run_table(zk_manager, "legacy", ORPHANS_NOW)
+
+
+def test_a_drop_takes_its_claim_away(zk_manager: LineageManager, zk_server: ZkServer, tmp_path: Path) -> None:
+    zk_manager.create_table(config("t", tmp_path / "t"))
+    zk_manager.drop_table("t")
+    assert not (tmp_path / "t" / CLAIM_FILE).exists()
+    other = claims_manager(f"{zk_server.hosts}/other{uuid.uuid4().hex[:8]}")  # the right store, after all
+    try:
+        other.create_table(config("t", tmp_path / "t"))
+    finally:
+        other.store.close()
