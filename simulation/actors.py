@@ -26,7 +26,7 @@ from simulation.scheduler import Actor
 from simulation.world import World
 
 Body = Callable[[Actor], None]
-FS_KINDS = frozenset({"push", "retention", "readd", "create", "symlink", "janitor", "saboteur"})
+FS_KINDS = frozenset({"push", "retention", "readd", "upload", "create", "symlink", "janitor", "saboteur"})
 HOUR_MS = 3_600_000
 
 
@@ -46,6 +46,7 @@ class Ctx:
 
     def failed(self, what: str, exc: LineageError) -> None:
         self.note(f"{what}: {type(exc).__name__}")
+        self.world.checker.check_error(self.actor.name, exc)
 
     def table(self, known_only: bool = True) -> str | None:
         names = self.manager.list_tables()
@@ -85,6 +86,13 @@ class Ctx:
         try:
             if self.rng.random() < 0.6:
                 table = self.table()
+                aim = self.rng.random()  # where passes race: an upload not yet added, files queued
+                uploads = sorted(set(self.world.uploading.values()))
+                queued = sorted(n for n in self.world.tables if self.world.checker.pending_in(n))
+                if aim < 0.6 and uploads:
+                    table = self.rng.choice(uploads)
+                elif aim < 0.6 and queued:
+                    table = self.rng.choice(queued)
                 if table is not None:
                     report = run_table(self.manager, table, options)
                     self.note(f"retention {table}: {report.files_deleted} deleted")
@@ -113,7 +121,13 @@ def reader(ctx: Ctx, ops: int) -> None:
         try:
             if ctx.rng.random() < 0.5:
                 versions = ctx.store.versions(table)
-                as_of = ctx.rng.choice(versions) if versions else None
+                # Mostly the newest: the head, and the versions a push or a
+                # pass just replaced (their files may be queued right now).
+                recent = versions[-4:] if ctx.rng.random() < 0.7 else versions
+                as_of = ctx.rng.choice(recent) if recent else None
+                if as_of is not None and ctx.rng.random() < 0.5:
+                    shown = ctx.manager.table_as_of(table, as_of)  # a look at its metadata first
+                    checker.check_metadata(ctx.actor.name, table, as_of, shown)
             reader = SnapshotReader(ctx.manager, table, as_of=as_of)
         except StorageError as exc:
             checker.check_read(ctx.actor.name, table, as_of, None, None, exc)
@@ -123,8 +137,9 @@ def reader(ctx: Ctx, ops: int) -> None:
             continue
         accepted = (table, reader.lease.lease_id)
         ctx.world.accepted[accepted] = reader.lease.state
+        checker.accept(table, reader.lease.lease_id, reader.lease.state)
         try:
-            for _ in range(ctx.rng.randint(0, 4)):  # hold the pin a while
+            for _ in range(ctx.rng.choice([0, 1, 2, 4, 8, 16])):  # hold the pin a while
                 ctx.world.sleep(ctx.rng.uniform(0, 0.3))
             try:
                 data = reader.to_arrow()
@@ -203,7 +218,7 @@ def readder(ctx: Ctx, ops: int) -> None:
             ctx.note(f"delete: {type(exc).__name__}")
             continue
         ctx.world.sleep(ctx.rng.uniform(0, 2))
-        for _attempt in range(6):
+        for _attempt in range(12):
             try:
                 if seg.location in ctx.manager.table(table).pending:
                     ctx.world.sleep(ctx.rng.uniform(0.2, 1.5))
@@ -211,6 +226,7 @@ def readder(ctx: Ctx, ops: int) -> None:
                 if not path.exists():
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(data)
+                    ctx.world.scheduler.switch("readd.uploaded")
                 found = ctx.world.abs_path(table, seg.location)
                 if found is not None:
                     ctx.world.readded.add(found)
@@ -223,6 +239,47 @@ def readder(ctx: Ctx, ops: int) -> None:
             except LineageError as exc:
                 ctx.failed(f"re-add {seg.name}", exc)
                 ctx.world.sleep(ctx.rng.uniform(0.2, 1.5))
+
+
+def uploader(ctx: Ctx, ops: int) -> None:
+    """An operator copies a visible segment's file to a new place under the
+    root and registers it there (``lineage segment add``) a little later: a
+    pass meanwhile sees an unreferenced file."""
+    for k in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        try:
+            state = ctx.manager.table(table)
+            shown = visible_segments(state)
+            if not shown:
+                continue
+            seg = ctx.rng.choice(shown)
+            deep = DeepStore.for_root(state.config.root)
+            data = Path(deep.path(seg.location)).read_bytes()
+            name = f"up{ctx.actor.aid}x{k}"
+            location = f"uploads/{name}.parquet"
+            ctx.world.uploading[ctx.actor.aid] = table
+            ctx.world.scheduler.switch("upload.begin")
+            target = Path(deep.path(location))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        except (LineageError, OSError) as exc:
+            ctx.note(f"upload: {type(exc).__name__}")
+            ctx.world.uploading.pop(ctx.actor.aid, None)
+            continue
+        ctx.world.scheduler.switch("upload.written")
+        ctx.world.sleep(ctx.rng.uniform(0, 2))
+        copy = Segment(name, location, seg.rows, seg.size_bytes, seg.checksum, seg.min_time, seg.max_time)
+        for _attempt in range(8):
+            try:
+                ctx.manager.register_segments(table, [copy])
+                ctx.note(f"uploaded {name} to {table}")
+                break
+            except LineageError as exc:
+                ctx.failed(f"add {name}", exc)
+                ctx.world.sleep(ctx.rng.uniform(0.2, 1.5))
+        ctx.world.uploading.pop(ctx.actor.aid, None)
 
 
 def keeper(ctx: Ctx, ops: int) -> None:
@@ -338,6 +395,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "rollback": rollbacker,
     "revert": reverter,
     "readd": readder,
+    "upload": uploader,
     "retention": keeper,
     "gc": sweeper,
     "create": creator,
@@ -362,7 +420,8 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
     """The cast of a run: its kinds and how many operations each performs."""
     rng = Random(f"cast/{seed}")
     kinds = ["push"] * rng.randint(2, 4) + ["read"] * rng.randint(1, 3) + ["retention"] * rng.randint(1, 3)
-    for optional in ("rollback", "revert", "readd", "gc", "create", "symlink", "retention", "read"):
+    optional_kinds = ("rollback", "revert", "readd", "gc", "create", "symlink", "retention", "read", "upload")
+    for optional in optional_kinds:
         if rng.random() < 0.5:
             kinds.append(optional)
-    return [(kind, rng.randint(1, 3)) for kind in kinds]
+    return [(kind, rng.randint(1, 3) + (kind == "retention")) for kind in kinds]

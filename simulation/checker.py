@@ -44,10 +44,14 @@ HOLES = {
     5: "owners read once before the commit loop (a new push judged stale)",
     6: "integer seconds read as milliseconds by time retention",
     7: "orphan ages compared across two clocks",
-    9: "an as-of reader accepted while its files are being deleted",
+    9: "a reader accepted while its version's files are queued for deletion",
     10: "a current reader's pin not re-checked",
     11: "as_of(V) answered with V+1",
 }
+
+
+QUEUED_AT_ACCEPT = " accepted while its files were queued"
+RECLAIMED_AT_ACCEPT = " accepted after its files were reclaimed"
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,7 @@ class Checker:
         self.missing: set[str] = set()  # reported once
         self.deleted: dict[str, str] = {}  # path -> how it went
         self.protected_now: dict[str, str] = {}
+        self.accepted_how: dict[tuple[str, str], str] = {}  # (table, lease) -> what the head showed then
 
     # ---- reporting ------------------------------------------------------------------
 
@@ -165,7 +170,7 @@ class Checker:
         if path in self.world.readded:
             return 4
         if why.startswith("pinned"):
-            return 10 if why.startswith("pinned by a current") else 9
+            return self._pin_hole(why)
         if "STALE_PUSH" in reasons:
             return 5
         if "ORPHAN" in reasons:
@@ -190,7 +195,7 @@ class Checker:
                 state = store.read(table).state
                 live = {lease.lease_id for lease in store.leases(table)}
                 pinned = [
-                    held
+                    (lease_id, held)
                     for (name, lease_id), held in self.world.accepted.items()
                     if name == table and lease_id in live
                 ]
@@ -208,11 +213,13 @@ class Checker:
             for seg in visible_segments(state):
                 if not self._expired(table, join + seg.location, now):
                     protected[join + seg.location] = f"visible in {table} v{state.version}"
-            for held in pinned:
+            for lease_id, held in pinned:
                 for seg in visible_segments(held):
                     reader = self.world.sessions.pins.get((table, held.version), "?")
+                    how = self.accepted_how.get((table, lease_id), "")
                     protected[join + seg.location] = (
-                        f"pinned by a {reader} reader: {table} v{held.version} (current v{state.version})"
+                        f"pinned by a {reader} reader{how}: {table} v{held.version} "
+                        f"(current v{state.version})"
                     )
             running = {
                 e.entry_id
@@ -259,16 +266,36 @@ class Checker:
         gone = self.deleted.get(path, "")
         why = self.protected_now.get(path, "")
         if why.startswith("pinned"):
-            return 10 if why.startswith("pinned by a current") else 9
+            return self._pin_hole(why)
+        if "ORPHAN" in gone:
+            return 7
         if path in self.world.readded:
             return 4
         if info is not None and "symlink" in info.flags and "unqueued" in gone:
             return 3
-        if "ORPHAN" in gone:
-            return 7
         if "STALE_PUSH" in gone:
             return 5
         return None
+
+    @staticmethod
+    def _pin_hole(why: str) -> int:
+        """A current reader's files gone: 10 (its pin not re-checked, or
+        re-checked too leniently); an as-of reader's: 9 (accepted while its
+        version's files were queued). The message says what the head showed
+        when the reader was accepted."""
+        return 10 if why.startswith("pinned by a current") else 9
+
+    def accept(self, table: str, lease_id: str, held: TableState) -> None:
+        """A reader was accepted on ``held``: note what the head showed then."""
+        try:
+            current = self.world.store.read(table).state
+        except LineageError:
+            return
+        shown = visible_segments(held)
+        if any(seg.name not in current.segments and seg.location not in current.pending for seg in shown):
+            self.accepted_how[(table, lease_id)] = RECLAIMED_AT_ACCEPT
+        elif any(seg.location in current.pending for seg in shown):
+            self.accepted_how[(table, lease_id)] = QUEUED_AT_ACCEPT
 
     def _learn(self, table: str, path: str) -> None:
         try:
@@ -317,7 +344,36 @@ class Checker:
                     6,
                 )
 
+    def pending_in(self, table: str) -> bool:
+        """Whether the table had files queued at the last step (actors aim with it)."""
+        info = self.world.tables.get(table)
+        join = info.path.rstrip("/") + "/" if info else None
+        return join is not None and any(
+            path.startswith(join) and any(q.table == table for q in queued)
+            for path, queued in self.queued.items()
+        )
+
     # ---- reads ----------------------------------------------------------------------------
+
+    def check_error(self, actor: str, error: BaseException) -> None:
+        """The code's own guard tripped: a store answered another version
+        than the one asked (the manager refuses it rather than hand it on)."""
+        text = str(error)
+        if "the store answered version" in text or ("pinned version" in text and "instead of" in text):
+            self.flag("store-wrong-version", f"{actor}: {text}", 11)
+
+    def check_metadata(self, actor: str, table: str, asked: int, state: TableState) -> None:
+        """A look at a past version's metadata: that version, showing what it showed."""
+        if state.version != asked:
+            self.flag(
+                "read-wrong-version",
+                f"{actor} asked {table}'s metadata as of v{asked}, got v{state.version}",
+                11,
+            )
+            return
+        seen = self.visible.get(table, {}).get(asked)
+        if seen is not None and {s.name for s in seen} != {s.name for s in visible_segments(state)}:
+            self.flag("read-wrong-version", f"{actor} asked {table} as of v{asked}: other segments shown", 11)
 
     def check_read(
         self,
@@ -331,6 +387,7 @@ class Checker:
         info = self.world.tables.get(table)
         relative = info is not None and bool(info.flags & {"relative", "dot"})
         if error is not None:
+            self.check_error(actor, error)
             if isinstance(error, SnapshotTooOldError | VersionGoneError):
                 return
             if got is None and isinstance(error, LineageError) and not isinstance(error, StorageError):

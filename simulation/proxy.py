@@ -70,6 +70,8 @@ class StoreProxy:
         self.session = sessions.new()
         self.lose_next_write: bool | None = None  # armed fault: the next write's answer is lost
         self.dead = False
+        self.calling: str | None = None  # the store call under way (ZooKeeper: its requests' labels)
+        self.requests = 0  # requests that call sent so far
 
     # ---- faults, from the scheduler's thread ------------------------------------
 
@@ -120,12 +122,16 @@ class StoreProxy:
     def _call(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self._switch(f"store.{name}")
         special = None if self.zookeeper else getattr(self, f"_mem_{name}", None)
-        if name == "write":
-            result = self._write(fn, args, kwargs)
-        elif special is not None:
-            result = special(fn, *args, **kwargs)
-        else:
-            result = fn(*args, **kwargs)
+        self.calling, self.requests = f"store.{name}", 0
+        try:
+            if name == "write":
+                result = self._write(fn, args, kwargs)
+            elif special is not None:
+                result = special(fn, *args, **kwargs)
+            else:
+                result = fn(*args, **kwargs)
+        finally:
+            self.calling = None
         if name == "pin":
             asked = args[1] if len(args) > 1 else kwargs.get("version")
             # the newest pin of a version names it: a missing file shows right after it
@@ -193,29 +199,40 @@ class ClientProxy:
     def __init__(self, client: Any, switch: Switch) -> None:
         self._client = client
         self._switch = switch
+        self.store: StoreProxy | None = None  # whose calls send these requests
+
+    def label(self, request: str) -> str:
+        """``zk.get``, or inside a store call ``store.read_version/zk.get#2``
+        (its second request): faults can aim inside one call."""
+        store = self.store
+        if store is None or store.calling is None:
+            return f"zk.{request}"
+        store.requests += 1
+        return f"{store.calling}/zk.{request}#{store.requests}"
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)
         if name.endswith("_async") and callable(attr):
 
             def request(*args: Any, **kwargs: Any) -> Any:
-                self._switch(f"zk.{name.removesuffix('_async')}")
+                self._switch(self.label(name.removesuffix("_async")))
                 return attr(*args, **kwargs)
 
             return request
         if name == "transaction":
-            return lambda: _TxnProxy(attr(), self._switch)
+            return lambda: _TxnProxy(attr(), self._switch, self.label)
         return attr
 
 
 class _TxnProxy:
-    def __init__(self, txn: Any, switch: Switch) -> None:
+    def __init__(self, txn: Any, switch: Switch, label: Callable[[str], str]) -> None:
         self._txn = txn
         self._switch = switch
+        self._label = label
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._txn, name)
 
     def commit_async(self) -> Any:
-        self._switch("zk.multi")
+        self._switch(self._label("multi"))
         return self._txn.commit_async()

@@ -32,6 +32,35 @@ from simulation.world import World
 DRAIN_STEPS = 20_000  # after the faults: steps for every actor to finish (each phase)
 HISTORY_EVERY = 50  # steps between checks of the history chain
 SERIAL_DELETES = "simulation.serial-deletes:raise"  # armed, never reached: retention deletes one by one
+# Long pauses aimed at the switch points where a race hurts most: (label, or
+# a label's beginning with "*"; the actor kind it applies to, "" for any;
+# chance at each visit, once per visit). A pass stopped after its mark,
+# between two deletes or before its clear while a second pass, a re-add or a
+# reader acts; a reader between its look at the head and its lease; an upload not
+# yet registered while passes list the root; a ZooKeeper version read
+# between two of its requests while others commit.
+AIMED_PAUSES: tuple[tuple[str, str, float], ...] = (
+    ("retention.after-mark", "", 0.35),
+    ("retention.mid-delete", "", 0.2),
+    ("retention.before-clear", "", 0.35),  # files deleted, still queued: readers of them must be refused
+    ("store.read.done", "retention", 0.04),  # after its look at the pins, a pass reads the head
+    ("store.pin.lease", "", 0.35),
+    ("upload.written", "", 0.6),
+    ("readd.uploaded", "", 0.2),
+    ("*store.read_version/zk.", "", 0.5),  # not before its first request: between two
+)
+AIMED_STEPS = (40, 260)  # an aimed pause lasts this many steps
+
+
+def aimed(label: str, kind: str) -> float:
+    for name, kinds, chance in AIMED_PAUSES:
+        if kinds and kind != kinds:
+            continue
+        if label == name or (
+            name.startswith("*") and label.startswith(name[1:]) and not label.endswith("#1")
+        ):
+            return chance
+    return 0.0
 
 
 @dataclass(frozen=True)
@@ -147,6 +176,7 @@ class _Run:
         self.actors: list[Actor] = []
         self.proxies: dict[int, StoreProxy] = {}
         self.fault_number = 0
+        self.aimed_now: set[int] = set()  # actors whose aimed pause has not yet run on
 
     # ---- the run ----------------------------------------------------------------------
 
@@ -238,6 +268,7 @@ class _Run:
             before = actor.label
             os.chdir(actor.cwd)
             world.scheduler.step(actor)
+            self.aimed_now.discard(actor.aid)
             world.step += 1
             spent += 1
             world.clock.advance(1 + int(draws[2] * 20))
@@ -258,10 +289,13 @@ class _Run:
             kind = "expire"
         elif r < 0.02:
             kind = "pause"
+        elif actor.aid not in self.aimed_now and r < aimed(actor.label, actor.kind):
+            kind = "aimed-pause"
+            self.aimed_now.add(actor.aid)  # once per visit: it then runs on from there
         elif r < 0.025 and self.config.zookeeper is None:
             kind = "clock-jump"
-        elif r < 0.028:
-            kind = "fs-behind"
+        elif r < 0.028 or (r < 0.5 and actor.label == "upload.begin"):
+            kind = "fs-behind"  # aimed too: the host an operator uploads from
         elif r < 0.12 and actor.label == "store.write" and proxy is not None:
             kind = "lose-answer"
         if kind is None:
@@ -279,6 +313,10 @@ class _Run:
         elif kind == "pause":
             actor.paused_until = self.world.step + 5 + int(r2 * 60)
             detail = f" until step {actor.paused_until}"
+        elif kind == "aimed-pause":
+            low, high = AIMED_STEPS
+            actor.paused_until = self.world.step + low + int(r2 * (high - low))
+            detail = f" until step {actor.paused_until}"
         elif kind == "clock-jump":
             jump = 1_000 + int(r2 * 60_000)
             clock.zk_skew_ms += jump
@@ -291,7 +329,7 @@ class _Run:
             proxy.lose_next_write = r2 < 0.5
             detail = " (applied)" if r2 < 0.5 else " (not applied)"
         self.result.trace.append(f"fault #{self.fault_number} {kind} {actor.name} at {actor.label}{detail}")
-        return kind in ("pause", "crash")
+        return kind in ("pause", "aimed-pause", "crash")
 
     def _quiesce(self) -> None:
         """Faults off, time moves on three days (the clocks agree again), and

@@ -62,6 +62,7 @@ class World:
         self.acks: list[Ack] = []
         self.deleted_log: list[tuple[str, str, str]] = []  # (actor, table, location) via on_deleted
         self.readded: set[str] = set()  # absolute paths a re-add registered again
+        self.uploading: dict[int, str] = {}  # actor -> the table it uploads a file to (passes aim there)
         # Leases a reader was accepted on (its open returned): only those are
         # promises. A lease under verification may still be refused.
         self.accepted: dict[tuple[str, str], TableState] = {}

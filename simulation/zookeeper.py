@@ -65,9 +65,10 @@ def attach(world: World, hosts: str) -> Iterator[None]:
 
     def new_store(actor: Actor) -> StoreProxy:
         client = connect(ZkSettings(hosts=chroot))
-        store = ZkStore(ClientProxy(client, world.scheduler.switch))
+        requests = ClientProxy(client, world.scheduler.switch)
+        store = ZkStore(requests)
         stores.append(store)
-        return StoreProxy(
+        proxy = StoreProxy(
             store,
             world.scheduler.switch,
             world.sessions,
@@ -75,6 +76,8 @@ def attach(world: World, hosts: str) -> Iterator[None]:
             zookeeper=True,
             expire=lambda: end_session(client, chroot),
         )
+        requests.store = proxy
+        return proxy
 
     def fence(proxy: StoreProxy) -> Any:
         inner = proxy.inner
