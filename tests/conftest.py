@@ -68,6 +68,15 @@ def zk_manager(zk_store: ZkStore) -> LineageManager:
 
 
 @pytest.fixture
+def other(zk_hosts: str) -> Iterator[LineageManager]:
+    """A second process's manager on the same chroot: its own ZooKeeper
+    session, the competing actor of interleaving tests."""
+    store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    yield LineageManager(store, retry=fast_retry())
+    store.close()
+
+
+@pytest.fixture
 def manager(store: Store) -> LineageManager:
     return LineageManager(store, actor="tester@host", retry=fast_retry())
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +25,12 @@ from lineage.errors import ContentionError, VersionGoneError
 from lineage.manager import PIN_ATTEMPTS, LineageManager
 from lineage.memory_store import MemoryStore
 from lineage.model import Segment, TableConfig
-from lineage.zk_client import ZkSettings, connect
 from lineage.zk_store import ZkStore
 from retention.executor import PassOptions, run_table
 from segment_lineage.cli import app
-from tests.conftest import fast_retry
 
 T = "events"
 NOW = PassOptions(force=True, min_grace_ms=0)
-
-
-@pytest.fixture
-def other(zk_hosts: str) -> Iterator[LineageManager]:
-    """A second client (another process, in effect): the competing actor."""
-    store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
-    yield LineageManager(store, retry=fast_retry())
-    store.close()
 
 
 def files_table(m: LineageManager, root: Path) -> None:

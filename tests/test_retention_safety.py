@@ -20,21 +20,11 @@ from lineage.errors import PassRunningError
 from lineage.failpoints import set_hook
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
-from lineage.zk_client import ZkSettings, connect
 from lineage.zk_store import ZkStore
 from retention.errors import FencedError
 from retention.executor import PassOptions, run_table
-from tests.conftest import fast_retry
 
 ZERO = PassOptions(force=True, min_grace_ms=0)
-
-
-@pytest.fixture
-def other(zk_hosts: str) -> Iterator[LineageManager]:
-    """A second process's manager: its own ZooKeeper session."""
-    store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
-    yield LineageManager(store, retry=fast_retry())
-    store.close()
 
 
 @pytest.fixture

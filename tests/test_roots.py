@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -103,13 +102,6 @@ def test_home_and_state_directories_are_refused(
 
 
 # ---- real ZooKeeper ----------------------------------------------------------------
-
-
-@pytest.fixture
-def other(zk_hosts: str) -> Iterator[LineageManager]:
-    store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
-    yield LineageManager(store, retry=fast_retry())
-    store.close()
 
 
 @pytest.mark.parametrize("first", ["outer", "inner", "same"])
