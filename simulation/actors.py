@@ -195,6 +195,18 @@ def reverter(ctx: Ctx, ops: int) -> None:
         ctx.world.sleep(ctx.rng.uniform(0, 1))
 
 
+def _visible_file(ctx: Ctx, table: str) -> tuple[Segment, DeepStore, bytes] | None:
+    """A visible segment of ``table`` chosen at random, its deep store and
+    its file's bytes (None when nothing is visible)."""
+    state = ctx.manager.table(table)
+    shown = visible_segments(state)
+    if not shown:
+        return None
+    seg = ctx.rng.choice(shown)
+    deep = DeepStore.for_root(state.config.root)
+    return seg, deep, Path(deep.path(seg.location)).read_bytes()
+
+
 def readder(ctx: Ctx, ops: int) -> None:
     """``lineage segment delete`` then ``lineage segment add NAME`` at the
     same location: an operator takes a segment out and puts it back, uploading
@@ -204,14 +216,11 @@ def readder(ctx: Ctx, ops: int) -> None:
         if table is None:
             return
         try:
-            state = ctx.manager.table(table)
-            shown = visible_segments(state)
-            if not shown:
+            picked = _visible_file(ctx, table)
+            if picked is None:
                 continue
-            seg = ctx.rng.choice(shown)
-            deep = DeepStore.for_root(state.config.root)
+            seg, deep, data = picked
             path = Path(deep.path(seg.location))
-            data = path.read_bytes()
             ctx.manager.delete_segments(table, [seg.name])
             ctx.note(f"deleted {seg.name} of {table}")
         except (LineageError, OSError) as exc:
@@ -250,13 +259,10 @@ def uploader(ctx: Ctx, ops: int) -> None:
         if table is None:
             return
         try:
-            state = ctx.manager.table(table)
-            shown = visible_segments(state)
-            if not shown:
+            picked = _visible_file(ctx, table)
+            if picked is None:
                 continue
-            seg = ctx.rng.choice(shown)
-            deep = DeepStore.for_root(state.config.root)
-            data = Path(deep.path(seg.location)).read_bytes()
+            seg, deep, data = picked
             name = f"up{ctx.actor.aid}x{k}"
             location = f"uploads/{name}.parquet"
             ctx.world.uploading[ctx.actor.aid] = table
