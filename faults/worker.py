@@ -28,10 +28,10 @@ from ingest.arrow_push import push_arrow
 from ingest.readers import SnapshotReader
 from ingest.storage import RootClaimFiles
 from lineage.connect import open_store
+from lineage.election import SessionCheck
 from lineage.errors import LineageError
 from lineage.manager import LineageManager
 from lineage.retry import RetryPolicy
-from lineage.zk_leader import SessionCheck
 from lineage.zk_store import ZkStore
 from retention.executor import PassOptions, run_pass, session_fence
 

@@ -18,12 +18,16 @@ from lineage.roots import check_no_overlap
 from lineage.store import (
     MAX_HISTORY,
     MAX_VERSIONS,
+    MEMBER_PREFIX,
     Lease,
     LeaseInfo,
+    Member,
     Snapshot,
     VersionConflict,
     WriteOutcomeUnknown,
 )
+
+SESSION = 1  # the one session of a memory store's client
 
 
 class MemoryStore:
@@ -40,6 +44,9 @@ class MemoryStore:
         self._passes: dict[str, object] = {}  # table -> the session holding its retention pass
         self._session = object()
         self._id = uuid.uuid4().hex
+        self._members: dict[str, dict[str, str]] = {}  # role -> member name -> identity
+        self._next_member = 0
+        self.session_timeout_s = 10.0
 
     def inject_unknown(self, *, landed: bool, times: int = 1) -> None:
         """The next ``times`` writes report an unknown outcome; ``landed`` says
@@ -218,6 +225,41 @@ class MemoryStore:
 
     def collect_garbage(self, table: str) -> int:
         return 0  # versions here are plain objects: the interpreter reclaims them
+
+    # ---- one session that never ends, and its elections ------------------------
+
+    def connected(self) -> bool:
+        return True
+
+    def session_id(self) -> int | None:
+        return SESSION
+
+    def session_alive(self, since: int) -> bool:
+        return since == SESSION
+
+    def confirm_session(self) -> None:
+        return None
+
+    def join_election(self, role: str, identity: str) -> str:
+        check_table_name(role)
+        with self._lock:
+            name = f"{MEMBER_PREFIX}{self._next_member:010d}"
+            self._next_member += 1
+            self._members.setdefault(role, {})[name] = identity
+            return name
+
+    def election(self, role: str) -> list[str]:
+        with self._lock:
+            return sorted(self._members.get(role, {}))
+
+    def election_member(self, role: str, name: str) -> Member | None:
+        with self._lock:
+            identity = self._members.get(role, {}).get(name)
+        return None if identity is None else Member(name, identity, SESSION)
+
+    def leave_election(self, role: str, name: str) -> None:
+        with self._lock:
+            self._members.get(role, {}).pop(name, None)
 
     def close(self) -> None:
         pass

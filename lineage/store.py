@@ -16,6 +16,7 @@ from lineage.model import Audit, Change, HistoryRecord, TableConfig, TableState
 
 MAX_VERSIONS = 64  # past versions each store keeps readable
 MAX_HISTORY = 10_240  # history records each store keeps (older ones are compacted away)
+MEMBER_PREFIX = "member-"  # an election member's name: this, then its join order
 
 
 class VersionConflict(LineageError):
@@ -44,6 +45,16 @@ class Lease:
 class LeaseInfo:
     lease_id: str
     version: int
+
+
+@dataclass(frozen=True)
+class Member:
+    """One candidate of an election: its name (which sorts in join order),
+    who it says it is, and the session that holds it (None: unknown)."""
+
+    name: str
+    identity: str
+    session: int | None
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,44 @@ class Store(Protocol):
 
     def collect_garbage(self, table: str) -> int:
         """Reclaim the store's own unreferenced metadata; returns how much."""
+        ...
+
+    # ---- the client's session, and elections bound to it ---------------------
+
+    session_timeout_s: float
+
+    def connected(self) -> bool:
+        """Whether the client is connected now (no request sent)."""
+        ...
+
+    def session_id(self) -> int | None:
+        """This client's current session (None while there is none)."""
+        ...
+
+    def session_alive(self, since: int) -> bool:
+        """False once the session ``since`` is suspended, lost or replaced."""
+        ...
+
+    def confirm_session(self) -> None:
+        """One round trip to the server; StoreUnavailableError when it fails
+        (a session that expired while the process was paused fails it)."""
+        ...
+
+    def join_election(self, role: str, identity: str) -> str:
+        """Join ``role``'s election for as long as this session lives; returns
+        the member's name. The first member (in name order) leads."""
+        ...
+
+    def election(self, role: str) -> list[str]:
+        """The members of ``role``'s election, in join order."""
+        ...
+
+    def election_member(self, role: str, name: str) -> Member | None:
+        """One member (None once it is gone)."""
+        ...
+
+    def leave_election(self, role: str, name: str) -> None:
+        """Leave; a member already gone is fine."""
         ...
 
     def close(self) -> None: ...

@@ -90,8 +90,10 @@ from lineage.roots import check_no_overlap, overlaps
 from lineage.store import (
     MAX_HISTORY,
     MAX_VERSIONS,
+    MEMBER_PREFIX,
     Lease,
     LeaseInfo,
+    Member,
     RetryableStoreError,
     Snapshot,
     VersionConflict,
@@ -1414,6 +1416,61 @@ class ZkStore:
         """The current ZooKeeper session's id (None while there is none)."""
         client_id = self.client.client_id
         return int(client_id[0]) if client_id else None
+
+    def connected(self) -> bool:
+        return bool(self.client.connected)
+
+    def confirm_session(self) -> None:
+        """One round trip to the server: a dead session fails it."""
+        try:
+            self._op("exists", self.root)
+        except (KazooException, KazooTimeoutError, ConnectionError) as exc:
+            raise StoreUnavailableError(f"ZooKeeper did not answer: {type(exc).__name__}") from None
+
+    # ---- elections: one ephemeral sequential member per candidate -------------
+
+    def _election_path(self, role: str) -> str:
+        return f"{self.root}/leaders/{check_table_name(role)}"
+
+    def join_election(self, role: str, identity: str) -> str:
+        path = self._election_path(role)
+        self._ensure_root()
+        self.ensure_node(f"{self.root}/leaders", Place.FOLDER)
+        self.ensure_node(path, Place.ELECTION)
+        try:
+            created = self._op(
+                "create",
+                f"{path}/{MEMBER_PREFIX}",
+                identity.encode("utf-8"),
+                acl=self.acl_at(Place.MEMBER),
+                ephemeral=True,
+                sequence=True,
+            )
+        except NoAuthError:
+            raise AuthError(
+                f"ZooKeeper refused joining the {role} election: not authorised",
+                remedy="run it as an identity with that role (LINEAGE_ZK_AUTH)",
+            ) from None
+        except (KazooException, KazooTimeoutError, ConnectionError) as exc:
+            raise StoreUnavailableError(f"joining the {role} election: {type(exc).__name__}") from None
+        return str(created).rsplit("/", 1)[-1]
+
+    def election(self, role: str) -> list[str]:
+        try:
+            children = self._call(f"the {role} election", "get_children", self._election_path(role))
+        except NoNodeError:
+            return []
+        return sorted(c for c in children if c.startswith(MEMBER_PREFIX))
+
+    def election_member(self, role: str, name: str) -> Member | None:
+        try:
+            raw, stat = self._call(f"the {role} election", "get", f"{self._election_path(role)}/{name}")
+        except NoNodeError:
+            return None
+        return Member(name, raw.decode("utf-8", "replace"), int(stat.ephemeralOwner) or None)
+
+    def leave_election(self, role: str, name: str) -> None:
+        self._delete_quietly(f"{self._election_path(role)}/{name}", "election member")
 
     def close(self) -> None:
         if self._owns_client:

@@ -67,7 +67,7 @@ def run(
     """One retention pass: plan, record the intent, delete files, clear."""
     # Imported here: the executor needs pyarrow and the store kazoo, which other commands do not load.
     from lineage.acl import RETENTION
-    from lineage.zk_leader import SessionCheck
+    from lineage.election import SessionCheck
     from lineage.zk_store import ZkStore
     from retention.executor import PassOptions, run_pass, session_fence
 
@@ -147,7 +147,7 @@ def daemon(
     """Run retention passes on a schedule until SIGTERM/SIGINT. Several
     daemons may run: one leads (elected in ZooKeeper), the others stand by."""
     from lineage.acl import RETENTION
-    from lineage.zk_leader import Leadership
+    from lineage.election import Leadership
     from lineage.zk_store import ZkStore
     from retention.daemon import Daemon, Schedule
     from retention.executor import PassOptions

@@ -3,7 +3,7 @@
 Several daemons may run against one ZooKeeper; an election keeps exactly one
 active (the others log "standby" and take over when the leader goes). A pass
 runs only in a leadership *term*, and every file delete first checks that the
-term still holds (:class:`lineage.zk_leader.Leadership`): a daemon that lost
+term still holds (:class:`lineage.election.Leadership`): a daemon that lost
 its session or its leadership, or that was paused past its session timeout,
 deletes nothing more. The interrupted pass is finished by the next leader,
 because the intent was recorded first (see :mod:`retention.executor`).
@@ -49,7 +49,7 @@ HEARTBEAT_S = 5.0
 
 
 class Candidate(Protocol):
-    """A candidacy in the leader election (see lineage.zk_leader.Leadership)."""
+    """A candidacy in the leader election (see lineage.election.Leadership)."""
 
     def check(self) -> str | None: ...
 
@@ -315,6 +315,10 @@ class Daemon:
 
     def stop(self) -> None:
         self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: stopping after the current file", signal.Signals(signum).name)

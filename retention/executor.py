@@ -36,7 +36,7 @@ from retention.errors import FencedError
 from retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS, Deletion, Plan, Policy, plan
 
 if TYPE_CHECKING:
-    from lineage.zk_leader import SessionCheck
+    from lineage.election import SessionCheck
 
 Fence = Callable[[], None]
 log = logging.getLogger(__name__)

@@ -83,20 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     holes: dict[int, list[int]] = {}
     spent = 0.0
     failing: list[RunResult] = []
-    for seed in seeds(args):
-        config = RunConfig(
-            seed,
-            steps=args.steps,
-            faults=not args.no_faults,
-            actors=args.actors,
-            drop_faults=frozenset(args.drop_faults),
-            stop_at_first=not args.keep_going,
-        )
-        result = run_seed(config)
+
+    def record(result: RunResult) -> None:
+        nonlocal runs, steps, spent, found
         runs, steps, spent = runs + 1, steps + result.steps, spent + result.seconds
+        on = " (ZooKeeper)" if result.config.zookeeper else ""
         if args.verbose:
             print(
-                f"seed {seed}: {result.steps} steps, {result.faults} faults, "
+                f"seed {result.config.seed}{on}: {result.steps} steps, {result.faults} faults, "
                 f"{result.seconds:.1f}s, digest {result.digest}"
             )
             for note in result.notes:
@@ -104,24 +98,33 @@ def main(argv: list[str] | None = None) -> int:
         if not result.ok:
             found += len(result.violations)
             failing.append(result)
-            print(f"seed {seed}: {result.violations[0].line()}", flush=True)
+            print(f"seed {result.config.seed}{on}: {result.violations[0].line()}", flush=True)
         for hole in sorted({v.hole for v in result.violations if v.hole is not None}):
-            holes.setdefault(hole, []).append(runs)
+            holes.setdefault(hole, []).append(-result.config.seed if on else runs)
+
+    for seed in seeds(args):
+        record(
+            run_seed(
+                RunConfig(
+                    seed,
+                    steps=args.steps,
+                    faults=not args.no_faults,
+                    actors=args.actors,
+                    drop_faults=frozenset(args.drop_faults),
+                    stop_at_first=not args.keep_going,
+                )
+            )
+        )
     if args.zookeeper_seeds:
         from simulation.zookeeper import server
 
         with server(Path(os.environ.get("TMPDIR", "/tmp"))) as hosts:
             for seed in range(args.first, args.first + args.zookeeper_seeds):
-                result = run_seed(
-                    RunConfig(seed, steps=args.steps, zookeeper=hosts, stop_at_first=not args.keep_going)
+                record(
+                    run_seed(
+                        RunConfig(seed, steps=args.steps, zookeeper=hosts, stop_at_first=not args.keep_going)
+                    )
                 )
-                runs, steps, spent = runs + 1, steps + result.steps, spent + result.seconds
-                if not result.ok:
-                    found += len(result.violations)
-                    failing.append(result)
-                    print(f"seed {seed} (ZooKeeper): {result.violations[0].line()}", flush=True)
-                for hole in sorted({v.hole for v in result.violations if v.hole is not None}):
-                    holes.setdefault(hole, []).append(-seed)
     for result in failing[:3]:
         show(result, "failing run")
         if not args.no_shrink and result.config.zookeeper is None:

@@ -16,17 +16,21 @@ from ingest.arrow_push import push_arrow
 from ingest.errors import StorageError
 from ingest.readers import SnapshotReader
 from ingest.storage import DeepStore
+from lineage.election import Leadership
 from lineage.errors import LineageError
 from lineage.manager import LineageManager
 from lineage.model import Segment
 from lineage.visibility import visible_segments
+from retention.daemon import HEARTBEAT_S, Daemon, Schedule
 from retention.executor import PassOptions, run_pass, run_table
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor
 from simulation.world import World
 
 Body = Callable[[Actor], None]
-FS_KINDS = frozenset({"push", "retention", "readd", "upload", "create", "symlink", "janitor", "saboteur"})
+FS_KINDS = frozenset(
+    {"push", "retention", "daemon", "readd", "upload", "create", "symlink", "janitor", "saboteur"}
+)
 HOUR_MS = 3_600_000
 
 
@@ -294,6 +298,45 @@ def keeper(ctx: Ctx, ops: int) -> None:
         ctx.world.sleep(ctx.rng.uniform(0, 1))
 
 
+def daemon(ctx: Ctx, ops: int) -> None:
+    """``lineage retention daemon``: one of several candidates in the
+    election; ``ops`` scheduled passes, heartbeats between them. The run may
+    stop it (SIGTERM) at any switch point; it then resigns."""
+    world = ctx.world
+    leadership = Leadership(ctx.store, "retention", ctx.actor.name, clock=world.clock.monotonic)
+    deleted: list[str] = []
+
+    def on_deleted(location: str) -> None:
+        deleted.append(location)
+        world.deleted_log.append((ctx.actor.name, "", location))
+
+    options = PassOptions(  # what the daemon's command line can set
+        min_grace_ms=ctx.rng.choice([0, 500, 5_000]),
+        orphans=True,
+        orphan_grace_ms=ctx.rng.choice([5 * 60_000, HOUR_MS]),
+        on_deleted=on_deleted,
+    )
+    service = Daemon(ctx.manager, leadership, Schedule(interval_ms=2_000), options)
+    world.daemons[ctx.actor.aid] = service
+    try:
+        for _ in range(ops):
+            if service.stopping:
+                break
+            before = len(deleted)
+            service.tick()
+            failed = service.status.last_pass_failed and service.status.last_error
+            ctx.note(
+                f"tick: {'leader' if leadership.leading else 'standby'}, {len(deleted) - before} deleted"
+                + (f", {failed}" if failed else "")
+            )
+            for _ in range(ctx.rng.randint(0, 2)):
+                world.sleep(HEARTBEAT_S)
+                service.heartbeat()
+    finally:
+        if not ctx.actor.doomed:  # a process that died leaves with its session
+            leadership.resign()
+
+
 def sweeper(ctx: Ctx, ops: int) -> None:
     for _ in range(ops):
         table = ctx.table()
@@ -403,6 +446,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "readd": readder,
     "upload": uploader,
     "retention": keeper,
+    "daemon": daemon,
     "gc": sweeper,
     "create": creator,
     "symlink": linker,
@@ -430,4 +474,6 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
     for optional in optional_kinds:
         if rng.random() < 0.5:
             kinds.append(optional)
+    if rng.random() < 0.5:
+        kinds += ["daemon"] * rng.randint(2, 3)  # candidates of one election
     return [(kind, rng.randint(1, 3) + (kind == "retention")) for kind in kinds]

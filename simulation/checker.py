@@ -123,6 +123,9 @@ class Checker:
             self.stamp(now - self.files)
             self.files = now
         self._observe()
+        errors, self.world.daemon_errors[:] = list(self.world.daemon_errors), []
+        for error in errors:
+            self.flag("actor-raised", f"a daemon logged an unexpected failure: {error}")
 
     def _judge_deletion(self, path: str, actor: str) -> None:
         rel = self.world.rel(path)
@@ -473,8 +476,30 @@ class Checker:
                         "is not in the history",
                     )
 
+    def check_election(self) -> None:
+        """At most one retention daemon leads in a live session of its own."""
+        leaders = []
+        for aid, service in sorted(self.world.daemons.items()):
+            leadership = service.candidate
+            proxy = getattr(leadership, "store", None)
+            session = getattr(proxy, "session", None)
+            if (
+                leadership.leading
+                and session is not None
+                and session.alive
+                and not getattr(proxy, "dead", True)
+                and getattr(leadership, "session", None) == session.number
+            ):
+                leaders.append(f"a{aid}")
+        if len(leaders) > 1:
+            self.flag("two-leaders", f"daemons {', '.join(leaders)} both lead a live term")
+
     def check_converged(self) -> None:
         store = self.world.store
+        if self.world.daemons:
+            left = store.election("retention")
+            if left:
+                self.flag("not-converged", f"election members left after every daemon stopped: {left}")
         for table in store.list_tables():
             info = self.world.tables.get(table)
             if info is None:

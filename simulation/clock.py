@@ -24,7 +24,7 @@ DAY_MS = 86_400_000
 # Virtual runs start here (2025-06-15T00:00:00Z), whatever the host's clock says.
 EPOCH_MS = 1_749_945_600_000
 # Modules of the code under test that call time.monotonic / time.sleep directly.
-TIMED_MODULES = ("ingest.push", "ingest.readers", "lineage.manager", "retention.executor")
+TIMED_MODULES = ("ingest.push", "ingest.readers", "lineage.manager", "retention.executor", "retention.daemon")
 
 
 class VirtualClock:

@@ -12,11 +12,12 @@ before every request the store sends.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lineage import errors as lineage_errors
-from lineage.store import Lease, Store, WriteOutcomeUnknown
+from lineage.errors import StoreUnavailableError
+from lineage.store import Lease, Member, Store, WriteOutcomeUnknown
 from retention.errors import FencedError
 
 Switch = Callable[[str], None]
@@ -31,6 +32,7 @@ class Session:
     owners: set[tuple[str, str]] = field(default_factory=set)
     leases: dict[str, Lease] = field(default_factory=dict)
     passes: set[str] = field(default_factory=set)
+    members: set[tuple[str, str]] = field(default_factory=set)  # (role, member) of elections
     alive: bool = True
 
 
@@ -41,6 +43,7 @@ class Sessions:
     passes: dict[str, Session] = field(default_factory=dict)
     count: int = 0
     pins: dict[tuple[str, int], str] = field(default_factory=dict)  # (table, version) -> "current"/"as-of"
+    members: dict[str, Session] = field(default_factory=dict)  # election member -> its session
 
     def new(self) -> Session:
         self.count += 1
@@ -87,6 +90,9 @@ class StoreProxy:
                 self.inner.release_owner(table, entry)
             for lease in old.leases.values():
                 self.inner.release(lease)
+            for role, member in sorted(old.members):
+                self.inner.leave_election(role, member)
+                self._sessions.members.pop(member, None)
         for table in old.passes:
             if self._sessions.passes.get(table) is old:
                 del self._sessions.passes[table]
@@ -191,6 +197,43 @@ class StoreProxy:
         if self._sessions.passes.get(table) is self.session:
             del self._sessions.passes[table]
         self.session.passes.discard(table)
+
+    def _mem_connected(self, _fn: Callable[..., Any]) -> bool:
+        return not self.dead
+
+    def _mem_session_id(self, _fn: Callable[..., Any]) -> int | None:
+        return None if self.dead else self.session.number
+
+    def _mem_session_alive(self, _fn: Callable[..., Any], since: int) -> bool:
+        return not self.dead and self.session.alive and self.session.number == since
+
+    def _mem_confirm_session(self, _fn: Callable[..., Any]) -> None:
+        if self.dead:
+            raise StoreUnavailableError("simulated: no answer")
+
+    def _mem_join_election(self, fn: Callable[..., Any], role: str, identity: str) -> str:
+        landed, self.lose_next_write = self.lose_next_write, None
+        if landed is False:
+            raise StoreUnavailableError("simulated: the join was lost before it was applied")
+        member: str = fn(role, identity)
+        self.session.members.add((role, member))
+        self._sessions.members[member] = self.session
+        if landed:
+            raise StoreUnavailableError("simulated: joined, but the answer was lost")
+        return member
+
+    def _mem_election_member(self, fn: Callable[..., Any], role: str, name: str) -> Member | None:
+        found: Member | None = fn(role, name)
+        holder = self._sessions.members.get(name)
+        if found is None or holder is None:
+            return found
+        return replace(found, session=holder.number)
+
+    def _mem_leave_election(self, fn: Callable[..., Any], role: str, name: str) -> None:
+        fn(role, name)
+        holder = self._sessions.members.pop(name, None)
+        if holder is not None:
+            holder.members.discard((role, name))
 
 
 class ClientProxy:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import tempfile
 import time
@@ -50,6 +51,9 @@ AIMED_PAUSES: tuple[tuple[str, str, float], ...] = (
     ("*store.read_version/zk.", "", 0.5),  # not before its first request: between two
 )
 AIMED_STEPS = (40, 260)  # an aimed pause lasts this many steps
+# Calls whose answer may be lost (applied, or not): commits, and joining an
+# election (memory store; on ZooKeeper only commits).
+ANSWERED_CALLS = ("store.write", "store.join_election")
 
 
 def aimed(label: str, kind: str) -> float:
@@ -131,6 +135,39 @@ def hooked(scheduler: Scheduler) -> Iterator[None]:
         os.chdir(old_cwd)
 
 
+class _DaemonLog(logging.Handler):
+    """The daemons' log during a run: kept off the terminal; a failure the
+    daemon logs as unexpected (a traceback) becomes a violation."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(logging.INFO)
+        self.world = world
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR:
+            actor = self.world.scheduler.current()
+            text = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                exc = record.exc_info[1]
+                text += f": {type(exc).__name__}: {exc}"
+            self.world.daemon_errors.append(f"{actor.name if actor else '?'}: {text}")
+
+
+@contextlib.contextmanager
+def daemon_log(world: World) -> Iterator[None]:
+    logger = logging.getLogger("lineage.retention")
+    handler = _DaemonLog(world)
+    old = logger.propagate, logger.level
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate, logger.level = old
+
+
 def _switch_at(scheduler: Scheduler, name: str) -> Callable[[], None]:
     return lambda: scheduler.switch(name)
 
@@ -150,6 +187,7 @@ def run_seed(config: RunConfig) -> RunResult:
             else:
                 _attach_memory(world)
             stack.enter_context(hooked(scheduler))
+            stack.enter_context(daemon_log(world))
             stack.enter_context(patched_time(clock, world.sleep, config.seed))
             _Run(world, config, result).go()
     result.seconds = time.perf_counter() - began
@@ -273,6 +311,8 @@ class _Run:
             spent += 1
             world.clock.advance(1 + int(draws[2] * 20))
             checker.after_step(actor.name, touched_files=actor.kind in FS_KINDS)
+            if self.config.zookeeper is None:  # on ZooKeeper a lapsed leader learns it a trust window late
+                checker.check_election()
             if world.step % HISTORY_EVERY == 0:
                 checker.check_history()
             self.result.trace.append(f"{world.step} {actor.name} {before} -> {actor.label}")
@@ -296,8 +336,10 @@ class _Run:
             kind = "clock-jump"
         elif r < 0.028 or (r < 0.5 and actor.label == "upload.begin"):
             kind = "fs-behind"  # aimed too: the host an operator uploads from
-        elif r < 0.12 and actor.label == "store.write" and proxy is not None:
+        elif r < 0.12 and actor.label in ANSWERED_CALLS and proxy is not None:
             kind = "lose-answer"
+        elif r < 0.04 and actor.aid in self.world.daemons and not self.world.daemons[actor.aid].stopping:
+            kind = "sigterm"
         if kind is None:
             return False
         self.fault_number += 1
@@ -325,6 +367,8 @@ class _Run:
             lag = int(r2 * 3 * 3_600_000)
             clock.fs_lag_ms = lag
             detail = f" file clock {lag} ms behind"
+        elif kind == "sigterm":
+            self.world.daemons[actor.aid].stop()  # as the signal handler does; the actor runs on
         elif kind == "lose-answer" and proxy is not None:
             proxy.lose_next_write = r2 < 0.5
             detail = " (applied)" if r2 < 0.5 else " (not applied)"

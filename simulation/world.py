@@ -24,6 +24,7 @@ from simulation.proxy import Sessions, StoreProxy
 from simulation.scheduler import Actor, Scheduler
 
 if TYPE_CHECKING:
+    from retention.daemon import Daemon
     from simulation.checker import Checker
 
 TIME_RETENTION_MS = 2 * DAY_MS
@@ -70,6 +71,8 @@ class World:
         self.new_store: Callable[[Actor], StoreProxy]
         self.fence: Callable[[StoreProxy], Callable[[], None]] = StoreProxy.fence
         self.checker: Checker
+        self.daemons: dict[int, Daemon] = {}  # actor -> its retention daemon
+        self.daemon_errors: list[str] = []  # what a daemon logged as an unexpected failure
         self.step = 0
 
     # ---- actors -----------------------------------------------------------------------

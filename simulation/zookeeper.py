@@ -19,8 +19,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from lineage.election import SessionCheck
 from lineage.zk_client import ZkSettings, connect
-from lineage.zk_leader import SessionCheck
 from lineage.zk_server import ZkServer, free_port
 from lineage.zk_store import ZkStore
 from retention.executor import session_fence
@@ -82,7 +82,8 @@ def attach(world: World, hosts: str) -> Iterator[None]:
     def fence(proxy: StoreProxy) -> Any:
         inner = proxy.inner
         assert isinstance(inner, ZkStore)
-        return session_fence(SessionCheck(inner), "the pass's ZooKeeper session ended")
+        check = SessionCheck(inner, clock=world.clock.monotonic)
+        return session_fence(check, "the pass's ZooKeeper session ended")
 
     world.new_store = new_store
     world.fence = fence

@@ -491,3 +491,42 @@ def test_pinned_states_rebuild_what_readers_hold(manager: LineageManager, table:
     assert sorted(pinned[0].segments) == ["s1", "s2", "s3"] and entry not in pinned[0].entries
     manager.store.release(lease)
     assert manager.store.pinned_states(T) == []
+
+
+def test_an_election_leads_in_join_order_and_forgets_who_leaves(manager: LineageManager) -> None:
+    store = manager.store
+    session = store.session_id()
+    assert session is not None and store.session_alive(session) and store.connected()
+    store.confirm_session()
+    assert store.election("retention") == []
+    first = store.join_election("retention", "host-a:1")
+    second = store.join_election("retention", "hôst-b:2")
+    assert store.election("retention") == [first, second]
+    member = store.election_member("retention", second)
+    assert member is not None and member.identity == "hôst-b:2" and member.session == session
+    store.leave_election("retention", first)
+    store.leave_election("retention", first)  # gone already: fine
+    assert store.election("retention") == [second]
+    assert store.election_member("retention", first) is None
+    assert store.election("other") == []
+
+
+def test_a_leader_holds_its_term_until_it_resigns(manager: LineageManager) -> None:
+    from lineage.election import Leadership
+
+    store = manager.store
+    now = [0.0]
+    # A join of this session whose answer was lost stands first in line: the
+    # candidate removes it rather than wait behind itself forever.
+    ahead = store.join_election("retention", "lost answer")
+    leader = Leadership(store, "retention", "a", clock=lambda: now[0])
+    assert leader.check() is None and leader.leader_identity == "lost answer"
+    assert ahead not in store.election("retention")
+    term = leader.check()
+    assert term is not None and leader.leading and leader.holds(term)
+    now[0] += store.session_timeout_s  # past the trust window: it asks again, and still leads
+    assert leader.holds(term)
+    leader.resign()
+    assert not leader.holds(term) and store.election("retention") == []
+    again = leader.check()
+    assert again is not None and again != term  # a new term

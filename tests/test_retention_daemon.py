@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 
 from ingest.arrow_push import push_arrow
 from ingest.storage import RootClaimFiles
+from lineage.election import Leadership
 from lineage.manager import LineageManager
 from lineage.model import TableConfig
 from lineage.zk_client import ZkSettings, connect
-from lineage.zk_leader import Leadership
 from lineage.zk_server import ZkServer, free_port
 from lineage.zk_store import ZkStore
 from retention.daemon import Daemon, Schedule

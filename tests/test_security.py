@@ -27,11 +27,11 @@ from lineage.acl import (
     rights_text,
 )
 from lineage.connect import store_for
+from lineage.election import Leadership
 from lineage.errors import AuthError, CorruptRecordError, InvalidInputError, LineageError
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
 from lineage.zk_client import ZkSettings
-from lineage.zk_leader import Leadership
 from lineage.zk_server import free_port
 from lineage.zk_store import ROOT, ZkStore
 from segment_lineage.cli import app

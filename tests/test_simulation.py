@@ -5,6 +5,7 @@ holds every promise; a seed replays exactly; the checker catches a violation
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -104,6 +105,32 @@ def test_the_checker_flags_a_read_of_the_wrong_version_or_a_partial_one() -> Non
 @pytest.mark.zk
 @pytest.mark.slow
 def test_a_seed_on_real_zookeeper_holds(zk_server: ZkServer) -> None:
-    result = run_seed(RunConfig(11, steps=150, zookeeper=zk_server.hosts))
+    result = run_seed(RunConfig(4, steps=150, zookeeper=zk_server.hosts))  # daemons in its cast
     assert result.ok, describe(result)
     assert result.steps >= 150
+
+
+def test_daemons_elect_one_leader_whose_passes_delete_and_replay_exactly() -> None:
+    config = RunConfig(4, steps=300)  # a cast with retention daemons (plan_actors)
+    first = run_seed(config)
+    assert first.ok, describe(first)
+    ticks = [n for n in first.notes if ":daemon:" in n]
+    assert len(ticks) >= 2
+    assert any(re.search(r"leader, [1-9]\d* deleted", n) for n in ticks), ticks
+    assert any("standby" in n for n in ticks), ticks
+    assert run_seed(config).digest == first.digest
+
+
+def test_the_checker_catches_two_daemons_leading_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lineage.election import Leadership
+
+    def always_leads(self: Leadership, sent: float) -> str | None:  # a broken election
+        session = self.store.session_id()
+        if self._member is None or session != self._session:
+            self._join(session)
+        self._leading, self._confirmed = True, sent
+        return self._member
+
+    monkeypatch.setattr(Leadership, "_check", always_leads)
+    result = run_seed(RunConfig(4, steps=300))
+    assert [v.kind for v in result.violations] == ["two-leaders"], describe(result)

@@ -1,11 +1,11 @@
 """Leader election among processes of one role (the retention daemons).
 
-Each candidate holds an ephemeral sequential node under
-``<root>/leaders/<role>``; the lowest node leads. A node lives as long as its
-owner's session, so a leader that dies, or loses its session, gives way to
-the next candidate, which learns so the next time it checks.
+Each candidate is a member of the role's election for as long as its
+session lives (ZooKeeper: an ephemeral sequential node under
+``<root>/leaders/<role>``); the first member leads. A leader that dies, or loses its session,
+gives way to the next candidate, which learns so the next time it checks.
 
-Leadership is held in *terms*: a term is one member node, so a candidate
+Leadership is held in *terms*: a term is one member, so a candidate
 whose session expired and who rejoined with a new session is in a new term,
 and :meth:`Leadership.holds` refuses the old one. Work planned in one term is
 never finished in another.
@@ -23,19 +23,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 
-from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
-
-from lineage.acl import Place
-from lineage.errors import AuthError, LineageError
+from lineage.errors import StoreUnavailableError
 from lineage.names import check_table_name
-from lineage.zk_store import ZkStore
+from lineage.store import Store
 
-PREFIX = "member-"
+Clock = Callable[[], float]  # seconds, monotonic
 
 
-def trust_s(store: ZkStore) -> float:
+def trust_s(store: Store) -> float:
     """How long a confirmation from ZooKeeper is trusted: a third of the
     session timeout, so a paused process asks again before its session could
     have expired unnoticed."""
@@ -45,11 +42,11 @@ def trust_s(store: ZkStore) -> float:
 class Leadership:
     """One process's candidacy for a role. Thread-safe."""
 
-    def __init__(self, store: ZkStore, role: str, identity: str) -> None:
+    def __init__(self, store: Store, role: str, identity: str, *, clock: Clock = time.monotonic) -> None:
         self.store = store
         self.role = check_table_name(role)
         self.identity = identity
-        self.path = f"{store.root}/leaders/{self.role}"
+        self._clock = clock
         self._lock = threading.Lock()
         self._member: str | None = None
         self._session: int | None = None
@@ -62,68 +59,51 @@ class Leadership:
     def check(self) -> str | None:
         """Join (or rejoin after a lost session) and ask who leads.
 
-        Returns this process's term (its member node) while it leads, else
+        Returns this process's term (its member's name) while it leads, else
         None. Never raises for connection trouble: no answer means no lead.
         """
         with self._lock:
-            sent = time.monotonic()
+            sent = self._clock()
             try:
                 return self._check(sent)
-            except (KazooException, KazooTimeoutError, ConnectionError):
+            except StoreUnavailableError:
                 self._leading = False
                 self._leader_identity = None
                 return None
 
     def _check(self, sent: float) -> str | None:
-        client = self.store.client
-        if not client.connected:
+        store = self.store
+        if not store.connected():
             self._leading = False
             self._leader_identity = None
             return None
-        session = self.store.session_id()
+        session = store.session_id()
         if self._member is None or session != self._session:
             self._join(session)
-        children = sorted(c for c in self.store._op("get_children", self.path) if c.startswith(PREFIX))
-        assert self._member is not None
-        mine = self._member.rsplit("/", 1)[-1]
-        if mine not in children:  # our node went with an old session: rejoin
+        members = store.election(self.role)
+        mine = self._member
+        assert mine is not None
+        if mine not in members:  # our member went with an old session: rejoin
             self._join(session)
             return None
-        self._leading = children[0] == mine
+        self._leading = members[0] == mine
         if self._leading:
             self._confirmed = sent
             self._leader_identity = self.identity
-            return self._member
-        first = f"{self.path}/{children[0]}"
-        try:
-            raw, stat = self.store._op("get", first)
-        except NoNodeError:
+            return mine
+        first = store.election_member(self.role, members[0])
+        if first is None:
             self._leader_identity = None
             return None
-        if stat.ephemeralOwner == session:
-            # A node of ours from a create whose answer was lost: it would
+        if first.session == session:
+            # A member of ours from a join whose answer was lost: it would
             # block this process from ever leading. Remove it; lead next time.
-            self.store._op("delete", first)
-        self._leader_identity = raw.decode("utf-8", "replace")
+            store.leave_election(self.role, first.name)
+        self._leader_identity = first.identity
         return None
 
     def _join(self, session: int | None) -> None:
-        self.store.ensure_node(f"{self.store.root}/leaders", Place.FOLDER)
-        self.store.ensure_node(self.path, Place.ELECTION)
-        try:
-            self._member = self.store._op(
-                "create",
-                f"{self.path}/{PREFIX}",
-                self.identity.encode("utf-8"),
-                acl=self.store.acl_at(Place.MEMBER),
-                ephemeral=True,
-                sequence=True,
-            )
-        except NoAuthError:
-            raise AuthError(
-                f"ZooKeeper refused joining the {self.role} election: not authorised",
-                remedy="run it as an identity with that role (LINEAGE_ZK_AUTH)",
-            ) from None
+        self._member = self.store.join_election(self.role, self.identity)
         self._session = session
         self._confirmed = None
         self._leading = False
@@ -143,30 +123,43 @@ class Leadership:
                 or self._confirmed is None
             ):
                 return False
-            if time.monotonic() - self._confirmed < trust_s(self.store):
+            if self._clock() - self._confirmed < trust_s(self.store):
                 return True
         return self.check() == term
 
     @property
     def connected(self) -> bool:
-        return bool(self.store.client.connected)
+        return self.store.connected()
 
     @property
     def leading(self) -> bool:
         return self._leading
 
     @property
+    def session(self) -> int | None:
+        """The session of the current term (or of the last join)."""
+        return self._session
+
+    @property
     def leader_identity(self) -> str | None:
         return self._leader_identity
 
     def resign(self) -> None:
-        """Leave the election (on a clean stop), so a standby takes over at once."""
+        """Leave the election (on a clean stop), so a standby takes over at
+        once; members this session left behind (a join whose answer was
+        lost) go too, else they would stand before the standbys while the
+        process lives on."""
         with self._lock:
             member, self._member, self._leading = self._member, None, False
-            if member is None or not self.store.client.connected:
+            store = self.store
+            if not store.connected():
                 return
-            with contextlib.suppress(KazooException, KazooTimeoutError, ConnectionError):
-                self.store._op("delete", member)
+            with contextlib.suppress(StoreUnavailableError):
+                session = store.session_id()
+                for name in store.election(self.role):
+                    found = store.election_member(self.role, name) if name != member else None
+                    if name == member or (found is not None and found.session == session):
+                        store.leave_election(self.role, name)
 
 
 class SessionCheck:
@@ -177,20 +170,21 @@ class SessionCheck:
     past its session timeout therefore fails the check on waking, before the
     client has even noticed the session is gone."""
 
-    def __init__(self, store: ZkStore) -> None:
+    def __init__(self, store: Store, *, clock: Clock = time.monotonic) -> None:
         self.store = store
+        self._clock = clock
         self.session = store.session_id()
-        self._confirmed = time.monotonic()
+        self._confirmed = clock()
 
     def holds(self) -> bool:
         if self.session is None or not self.store.session_alive(self.session):
             return False
-        if time.monotonic() - self._confirmed < trust_s(self.store):
+        if self._clock() - self._confirmed < trust_s(self.store):
             return True
-        sent = time.monotonic()
+        sent = self._clock()
         try:
-            self.store._op("exists", self.store.root)
-        except (KazooException, KazooTimeoutError, ConnectionError, LineageError):
+            self.store.confirm_session()
+        except StoreUnavailableError:
             return False
         if not self.store.session_alive(self.session):
             return False
