@@ -56,7 +56,8 @@ docs: $(STAMP)
 	  echo "Settings and their precedence (flag, environment, config file, default): [operations.md](operations.md)."; echo; \
 	  echo "Environment: \`LINEAGE_ZK\` (hosts, when --zk is not given), \`LINEAGE_ZK_AUTH\` (user:password digest"; \
 	  echo "identity), \`LINEAGE_ZK_SESSION_TIMEOUT\` (seconds, default 10), \`LINEAGE_HOME\` (state directory of the"; \
-	  echo "embedded server), \`LINEAGE_ZK_PORT\` (its port, default 2191), \`LINEAGE_S3_ENDPOINT\` (an S3-compatible"; \
+	  echo "embedded server), \`LINEAGE_ZK_PORT\` (its port, default 2191), \`LINEAGE_ZK_HEAP\` (its heap, e.g. 1g;"; \
+	  echo "default an eighth of the machine's memory, 256m to 2g), \`LINEAGE_S3_ENDPOINT\` (an S3-compatible"; \
 	  echo "endpoint), \`SPARK_MASTER\` (default master for push), \`LINEAGE_ZK_TLS=1\` (TLS to ZooKeeper) with"; \
 	  echo "\`LINEAGE_ZK_TLS_CA\`, \`LINEAGE_ZK_TLS_CERT\`, \`LINEAGE_ZK_TLS_KEY\` (PEM files; see [security.md](security.md))."; echo; \
 	  for c in $(CLI_DOC_COMMANDS); do echo "## lineage $$c"; echo; echo '```'; \

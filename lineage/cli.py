@@ -143,22 +143,35 @@ def split_names(raw: str | None) -> list[str]:
 
 
 @zk_app.command("start")
-def zk_start() -> None:
+def zk_start(
+    heap: Annotated[
+        str | None,
+        typer.Option(
+            "--heap",
+            envvar="LINEAGE_ZK_HEAP",
+            help="The server's Java heap, e.g. 512m or 2g (default: an eighth of the machine's "
+            "memory, 256m to 2g). A running server keeps its heap: stop it first to change it.",
+        ),
+    ] = None,
+) -> None:
     """Start the embedded ZooKeeper server (idempotent)."""
-    from lineage.zk_server import embedded_server
+    from lineage.zk_server import embedded_server, parse_heap
 
-    server = embedded_server()
+    server = embedded_server(parse_heap(heap) if heap else None)
     was_running = server.pid() is not None
     server.start()
     state = "already running" if was_running else "started"
+    heap_mb = server.running_heap_mb()
     emit(
         {
             "state": state,
             "hosts": server.hosts,
             "pid": server.pid(),
+            "heap_mb": heap_mb,
             "directory": str(server.directory),
         },
-        f"ZooKeeper {state} at {server.hosts} (pid {server.pid()}, data in {server.directory})",
+        f"ZooKeeper {state} at {server.hosts} (pid {server.pid()}, heap {heap_mb or '?'} MB, "
+        f"data in {server.directory})",
     )
 
 
@@ -179,16 +192,19 @@ def zk_status() -> None:
 
     server = embedded_server()
     serving = server.is_serving()
+    heap_mb = server.running_heap_mb()
     data = {
         "running": serving,
         "hosts": server.hosts,
         "pid": server.pid(),
+        "heap_mb": heap_mb,
         "directory": str(server.directory),
     }
     emit(
         data,
         f"ZooKeeper {'running' if serving else 'not running'} at {server.hosts}"
-        + (f" (pid {server.pid()})" if server.pid() else ""),
+        + (f" (pid {server.pid()}, heap {heap_mb} MB)" if server.pid() and heap_mb else "")
+        + (f" (pid {server.pid()})" if server.pid() and not heap_mb else ""),
     )
     if not serving:
         raise typer.Exit(1)

@@ -57,7 +57,9 @@ T = TypeVar("T")
 
 
 def dumps(obj: object) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=True, sort_keys=False).encode()
+    """Compact JSON in UTF-8: text costs its UTF-8 size (an escaped astral
+    character would cost 12 bytes). Records written as ASCII escapes decode the same."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=False).encode("utf-8")
 
 
 class _Bad(Exception):
@@ -432,6 +434,11 @@ class HistoryChunk:
 
     records: tuple[HistoryRecord, ...]
     prev: str | None
+
+
+def history_size(records: Sequence[HistoryRecord]) -> int:
+    """Encoded bytes of ``records`` in a head's tail or a history chunk."""
+    return sum(len(dumps(history_to_dict(r))) + 1 for r in records)
 
 
 def encode_history(records: Sequence[HistoryRecord], prev: str | None) -> bytes:

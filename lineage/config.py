@@ -47,6 +47,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("zookeeper.tls_key", "LINEAGE_ZK_TLS_KEY", str, None),
     Setting("embedded.home", "LINEAGE_HOME", str, "~/.local/state/segment-lineage"),
     Setting("embedded.port", "LINEAGE_ZK_PORT", int, "2191"),
+    Setting("embedded.heap", "LINEAGE_ZK_HEAP", str, "auto"),
     Setting("storage.s3_endpoint", "LINEAGE_S3_ENDPOINT", str, None),
     Setting("spark.master", "SPARK_MASTER", str, "local[2]", flag="--master"),
     Setting("retention.min_grace", "LINEAGE_RETENTION_MIN_GRACE", str, "10m"),

@@ -11,6 +11,8 @@ from lineage.errors import InvalidInputError
 from lineage.names import check_root_has_no_secret, check_table_name, check_text
 from lineage.periods import parse_period
 
+MAX_REASON_BYTES = 4096  # UTF-8: a thousand characters of any script
+
 DEFAULT_REFRESH_RETENTION = "1d"
 DEFAULT_APPEND_RETENTION = "4h"
 DEFAULT_ENTRY_CLEANUP_RETENTION = "1d"
@@ -180,7 +182,7 @@ class Audit:
     def __post_init__(self) -> None:
         check_text("actor", self.actor, 256)
         check_text("job id", self.job_id, 256)
-        check_text("reason", self.reason, 1000)
+        check_text("reason", self.reason, MAX_REASON_BYTES)
 
 
 @dataclass(frozen=True)

@@ -125,13 +125,16 @@ def check_location(location: object) -> str:
 
 
 def check_text(what: str, value: str | None, limit: int = 1000) -> str | None:
-    """Free text (reasons, job ids, actors): printable, bounded, no control characters."""
+    """Free text (reasons, job ids, actors): printable, no control characters,
+    at most ``limit`` bytes in UTF-8, the form it is stored in (so what is
+    accepted here always fits the records that carry it)."""
     if value is None:
         return None
-    if len(value) > limit:
-        raise InvalidInputError(f"{what} is longer than {limit} characters")
     if any((ord(c) < 32 and c not in "\t") or 0xD800 <= ord(c) <= 0xDFFF or ord(c) == 127 for c in value):
         raise InvalidInputError(f"{what} contains control characters or unpaired surrogates")
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise InvalidInputError(f"{what} is {size} bytes in UTF-8; at most {limit} are allowed")
     return value
 
 

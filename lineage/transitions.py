@@ -168,6 +168,7 @@ def register_segments(
             remedy="start a new replacement",
         )
 
+    bound_to = frozenset(bound.segments_to) if bound is not None else frozenset()
     folded = {name.casefold(): name for name in state.segments}
     in_progress_to: dict[str, str] = {}
     reverted_to: dict[str, str] = {}
@@ -236,7 +237,7 @@ def register_segments(
                     entry_id=owner_entry.entry_id,
                 )
         if bound is not None:
-            if seg.name not in bound.segments_to:
+            if seg.name not in bound_to:
                 raise RefusedError(
                     f"segment {seg.name!r} is not in segmentsTo of entry {bound.entry_id}",
                     table=table,
@@ -265,7 +266,8 @@ def register_segments(
     count, rows, size = _totals(new)
     pending = state.pending
     if taken_over:
-        pending = {k: v for k, v in state.pending.items() if k not in set(taken_over)}
+        gone = frozenset(taken_over)
+        pending = {k: v for k, v in state.pending.items() if k not in gone}
     return Change(
         state=state.replace(segments=segments, pending=pending),
         operation=Operation.REGISTER,
@@ -554,7 +556,8 @@ def end_replace(
                 "an empty subset of segmentsTo would turn this replacement into a delete; "
                 "revert the entry instead"
             )
-        extra = [n for n in subset if n not in entry.segments_to]
+        listed = frozenset(entry.segments_to)
+        extra = [n for n in subset if n not in listed]
         if extra:
             raise RefusedError(
                 f"segment(s) {_shown(extra)} are not in segmentsTo of entry {entry_id}",

@@ -14,16 +14,21 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
-from lineage.errors import ServerError
+from lineage.errors import InvalidInputError, ServerError
 
 DEFAULT_PORT = 2191
 ENV_HOME = "LINEAGE_HOME"
 ENV_PORT = "LINEAGE_ZK_PORT"
+ENV_HEAP = "LINEAGE_ZK_HEAP"
 START_TIMEOUT_S = 60.0
+DEFAULT_HEAP_MB = 256  # when the machine's memory is unknown
+MIN_HEAP_MB = 64
+MAX_DEFAULT_HEAP_MB = 2048
+MAX_HEAP_MB = 64 * 1024
 
 
 def state_dir() -> Path:
@@ -32,6 +37,45 @@ def state_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "segment-lineage"
+
+
+def machine_memory_mb() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (1 << 20)
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_heap_mb() -> int:
+    """An eighth of the machine's memory, at least 256 MB and at most 2 GB:
+    the metadata of retained versions and of commits not yet swept lives on
+    the server's heap."""
+    total = machine_memory_mb()
+    return DEFAULT_HEAP_MB if total is None else max(MIN_HEAP_MB, min(MAX_DEFAULT_HEAP_MB, total // 8))
+
+
+def parse_heap(text: str) -> int:
+    """``512m``, ``2g``, megabytes, or ``auto`` (:func:`default_heap_mb`)."""
+    raw = text.strip().lower()
+    if raw == "auto":
+        return default_heap_mb()
+    scale = 1024 if raw.endswith("g") else 1
+    digits = raw[:-1] if raw[-1:] in ("m", "g") else raw
+    if not digits.isdigit():
+        raise InvalidInputError(
+            f"invalid heap size {text!r}: give megabytes, a size like 512m or 2g, or auto"
+        )
+    mb = int(digits) * scale
+    if not MIN_HEAP_MB <= mb <= MAX_HEAP_MB:
+        raise InvalidInputError(
+            f"invalid heap size {text!r}: between {MIN_HEAP_MB}m and {MAX_HEAP_MB // 1024}g"
+        )
+    return mb
+
+
+def embedded_heap_mb() -> int:
+    raw = os.environ.get(ENV_HEAP)
+    return parse_heap(raw) if raw else default_heap_mb()
 
 
 def embedded_port() -> int:
@@ -113,7 +157,7 @@ class ZkServer:
     client_port: int
     server_id: int | None = None
     peers: tuple[tuple[int, int, int], ...] = ()  # (id, quorum port, election port)
-    heap_mb: int = 256
+    heap_mb: int = field(default_factory=default_heap_mb)
     secure_port: int | None = None  # a TLS client port beside the plain one
     keystore: Path | None = None  # PEM: the server's certificate and unencrypted PKCS#8 key, one file
     truststore: Path | None = None  # PEM CAs of client certificates; given, clients must present one
@@ -137,6 +181,20 @@ class ZkServer:
         except (OSError, ValueError):
             return None
         return pid if _alive(pid) else None
+
+    def running_heap_mb(self) -> int | None:
+        """The heap the running server was started with (from its command line)."""
+        pid = self.pid()
+        if pid is None:
+            return None
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        for arg in args:
+            if arg.startswith(b"-Xmx") and arg.endswith(b"m") and arg[4:-1].isdigit():
+                return int(arg[4:-1])
+        return None
 
     def is_serving(self) -> bool:
         answer = four_letter(self.client_port, "ruok")
@@ -287,8 +345,12 @@ class ZkServer:
             os.kill(pid, sig)
 
 
-def embedded_server() -> ZkServer:
-    return ZkServer(directory=state_dir() / "zookeeper", client_port=embedded_port())
+def embedded_server(heap_mb: int | None = None) -> ZkServer:
+    return ZkServer(
+        directory=state_dir() / "zookeeper",
+        client_port=embedded_port(),
+        heap_mb=heap_mb if heap_mb is not None else embedded_heap_mb(),
+    )
 
 
 class ZkEnsemble:

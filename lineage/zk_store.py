@@ -108,8 +108,27 @@ HEAD_LIMIT = 448 * 1024  # leaves room for the blob checks in the commit multi
 BLOB_LIMIT = 256 * 1024  # a bucket or name chunk, encoded
 INLINE_NAMES_BYTES = 4 * 1024  # shorter name lists live inside the entry record
 HISTORY_TAIL = 64  # history records kept in the head before sealing a blob
+HISTORY_TAIL_BYTES = 64 * 1024  # ... or fewer, when their text makes them this large
 MAX_BUCKETS = 1 << 11  # three kinds of 2048 bucket ids still fit in the head
+# A commit rewrites the buckets it touches, so buckets stay small while the
+# head can list them cheaply: split at SPLIT_BYTES up to SOFT_BUCKETS
+# buckets (about 4 MB of records per kind), then let them grow to BLOB_LIMIT.
+SPLIT_BYTES = 16 * 1024
+SOFT_BUCKETS = 1 << 8
+
+
+def bucket_limit(count: int) -> int:
+    """The largest encoded bucket allowed among ``count`` buckets."""
+    return SPLIT_BYTES if count < SOFT_BUCKETS else BLOB_LIMIT
+
+
 METADATA_GRACE_MS = 10 * 60_000
+# Garbage is bounded by size too: past this many unreferenced blobs (each at
+# most SPLIT_BYTES, mostly), the grace shrinks to PRESSURE_GRACE_MS. Safe:
+# an unreferenced blob belongs to no head, retained version or lease; a
+# reader or writer that still wanted one finds it gone and reads again.
+GARBAGE_SOFT_BLOBS = 1024
+PRESSURE_GRACE_MS = 5_000
 GC_MARKS_MAX = 8_000
 READ_ATTEMPTS = 5
 
@@ -461,6 +480,14 @@ class ZkStore:
             except (KazooException, KazooTimeoutError, ConnectionError, TimeoutError) as exc:
                 raise RetryableStoreError(f"writing blob {blob} failed: {type(exc).__name__}") from None
 
+    def _discard_blobs(self, table: str, blobs: Iterable[str]) -> None:
+        """Delete blobs nothing references (best effort: what is left, the
+        sweep takes after its grace). Sent together, each answer awaited."""
+        sent = [self.client.delete_async(self.blob_path(table, b)) for b in blobs]
+        for result in sent:
+            with contextlib.suppress(KazooException, KazooTimeoutError, ConnectionError, TimeoutError):
+                result.get(timeout=self.op_timeout_s)
+
     # ---- reading -------------------------------------------------------------
 
     def _read_head(self, table: str) -> tuple[Head, int]:
@@ -681,7 +708,7 @@ class ZkStore:
             too_big = False
             for i, keys in keys_of.items():
                 raw = codec.encode_bucket(kind, [self._encode(kind, new[k], base, blobs) for k in keys])
-                if len(raw) > BLOB_LIMIT:
+                if len(raw) > BLOB_LIMIT or (len(raw) > bucket_limit(count) and len(keys) > 1):
                     too_big = True
                     break
                 encoded[i] = raw
@@ -722,7 +749,11 @@ class ZkStore:
         version = loaded.head.version + 1
         record = HistoryRecord.of(version, commit_id, now_ms, change, audit)
         last, tail = loaded.head.history_last, loaded.head.history_tail
-        sealed_now = len(tail) >= HISTORY_TAIL
+        # Sealed by count and by size: long reasons in any script never push
+        # the head past its limit.
+        sealed_now = bool(tail) and (
+            len(tail) >= HISTORY_TAIL or codec.history_size((*tail, record)) > HISTORY_TAIL_BYTES
+        )
         if sealed_now:
             blob = _blob_id()
             blobs[blob] = codec.encode_history(tail, last)
@@ -760,13 +791,19 @@ class ZkStore:
         except (KazooException, KazooTimeoutError) as exc:
             raise WriteOutcomeUnknown(f"head swap: {type(exc).__name__}") from None
         head_result = results[0]
+        failed = [r for r in results[1:] if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if isinstance(head_result, (BadVersionError, NoNodeError, NoAuthError)) or failed:
+            # The multi was refused as a whole: no head, version or lease
+            # references this attempt's blobs. Take them away now rather than
+            # leave them to the sweep: under contention a big commit's
+            # attempts would otherwise fill the server's memory.
+            self._discard_blobs(table, blobs)
         if isinstance(head_result, BadVersionError):
             raise VersionConflict(f"table {table} changed since version {loaded.head.version}")
         if isinstance(head_result, NoNodeError):
             raise TableNotFoundError(table)
         if isinstance(head_result, NoAuthError):
             raise AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
-        failed = [r for r in results[1:] if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
         if failed:
             raise RetryableStoreError(f"a new blob vanished before the commit ({type(failed[0]).__name__})")
         if isinstance(head_result, Exception):
@@ -969,8 +1006,9 @@ class ZkStore:
         for at most MAX_HISTORY records: older chunks are no longer reachable,
         so the metadata garbage pass removes them (history stays bounded)."""
         blob = head.history_last
-        for _ in range(MAX_HISTORY // HISTORY_TAIL):
-            if blob is None:
+        seen = len(head.history_tail)
+        for _ in range(MAX_HISTORY):  # a chunk holds at least one record
+            if blob is None or seen >= MAX_HISTORY:
                 return
             try:
                 chunk: codec.HistoryChunk = self._decoded(
@@ -979,6 +1017,7 @@ class ZkStore:
             except _BlobGone:
                 raise CorruptRecordError(self.blob_path(table, blob), "history blob missing") from None
             yield blob, chunk
+            seen += len(chunk.records)
             blob = chunk.prev
 
     def _history(self, table: str, head: Head, until_version: int = 0) -> Iterable[HistoryRecord]:
@@ -1099,7 +1138,8 @@ class ZkStore:
         A blob is deleted only when an earlier pass already saw it
         unreferenced at least ``grace_ms`` ago (ZooKeeper's clock), so a
         reader holding an older head, or a writer between writing its blobs
-        and swapping the head, has that long. The marks live in the table's
+        and swapping the head, has that long; with more than
+        GARBAGE_SOFT_BLOBS unreferenced, PRESSURE_GRACE_MS at most. The marks live in the table's
         ``gc`` node, updated by compare-and-set: of two concurrent passes, one
         gives way. Returns the number of blobs deleted.
         """
@@ -1116,6 +1156,8 @@ class ZkStore:
                 version: int | None = int(stat.version)
             except NoNodeError:
                 marks, version = {}, None
+            if len(unreferenced) > GARBAGE_SOFT_BLOBS:
+                grace_ms = min(grace_ms, PRESSURE_GRACE_MS)
             due = [b for b in unreferenced if b in marks and now - marks[b] >= grace_ms]
             due_set = set(due)
             kept = {b: marks.get(b, now) for b in unreferenced if b not in due_set}

@@ -144,6 +144,34 @@ def test_zk_start_status_stop_with_the_embedded_server(
     assert "not running" in runner.invoke(app, ["zk", "stop"]).stdout
 
 
+def test_the_embedded_server_heap_is_sized_from_the_machine_or_given(
+    lineage_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lineage.zk_server import default_heap_mb, machine_memory_mb
+
+    total = machine_memory_mb()
+    assert total is not None and default_heap_mb() == max(256, min(2048, total // 8))
+    monkeypatch.setenv("LINEAGE_ZK_PORT", str(free_port()))
+    for bad in ("lots", "3x", "70g", "10m"):
+        result = runner.invoke(app, ["zk", "start", "--heap", bad])
+        assert result.exit_code == 2 and f"invalid heap size '{bad}'" in result.stderr, result.output
+    assert runner.invoke(app, ["zk", "status"]).exit_code == 1  # nothing was started
+    try:
+        result = runner.invoke(app, ["zk", "start", "--heap", "300m"])
+        assert result.exit_code == 0 and "heap 300 MB" in result.stdout, result.output
+        assert "heap 300 MB" in runner.invoke(app, ["zk", "status"]).stdout
+        result = runner.invoke(app, ["--json", "zk", "start", "--heap", "1g"])  # running: keeps its heap
+        assert json.loads(result.stdout)["heap_mb"] == 300
+    finally:
+        runner.invoke(app, ["zk", "stop"])
+    monkeypatch.setenv("LINEAGE_ZK_HEAP", "1g")
+    try:
+        result = runner.invoke(app, ["zk", "start"])
+        assert result.exit_code == 0 and "heap 1024 MB" in result.stdout, result.output
+    finally:
+        runner.invoke(app, ["zk", "stop"])
+
+
 def test_commands_start_the_embedded_server_when_needed(
     lineage_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -253,6 +253,70 @@ def test_history_is_chained_and_the_head_stays_small(m: LineageManager) -> None:
     assert store.find_commit(T, oldest.commit_id, 0) == oldest
 
 
+def test_every_reason_validation_accepts_commits_whatever_its_script(m: LineageManager) -> None:
+    """A reason is limited in UTF-8 bytes, stored as UTF-8, and the head's
+    history tail is sealed by size: the longest reasons in any script never
+    stop commits (they once did after about 37 commits)."""
+    from lineage.errors import InvalidInputError
+    from lineage.model import MAX_REASON_BYTES
+
+    store = m.store
+    assert isinstance(store, ZkStore)
+    reasons = ["\U0001f600" * (MAX_REASON_BYTES // 4), "é" * (MAX_REASON_BYTES // 2), '"\\' * 1000]
+    for i in range(zk_store.HISTORY_TAIL * 2):
+        m.register_segments(T, [seg(f"r{i:04d}")], reason=reasons[i % 3])
+        assert len(store.client.get(store.head_path(T))[0]) < zk_store.HEAD_LIMIT // 2
+    history = m.history(T)
+    assert len(history) == zk_store.HISTORY_TAIL * 2 + 2
+    assert history[0].reason == reasons[(zk_store.HISTORY_TAIL * 2 - 1) % 3]
+    assert {h.reason for h in history[: zk_store.HISTORY_TAIL * 2]} == set(reasons)
+    assert "é".encode() in store.client.get(store.head_path(T))[0]  # stored as UTF-8, not escaped
+    too_long = "é" * (MAX_REASON_BYTES // 2) + "e"
+    with pytest.raises(InvalidInputError, match=f"reason is {MAX_REASON_BYTES + 1} bytes in UTF-8"):
+        m.register_segments(T, [seg("x")], reason=too_long)
+
+
+def blob_sizes(store: ZkStore, table: str) -> dict[str, int]:
+    folder = f"{store.head_path(table)}/blobs"
+    return {b: len(store.client.get(f"{folder}/{b}")[0]) for b in store.client.get_children(folder)}
+
+
+def test_a_small_commit_on_a_large_table_writes_little(m: LineageManager) -> None:
+    """Buckets stay small, so a one-segment commit rewrites a few kilobytes,
+    not the table's metadata (a 3,000-segment table once rewrote 215 KB)."""
+    store = m.store
+    assert isinstance(store, ZkStore)
+    m.register_segments(T, [seg(f"big-{i:05d}") for i in range(3_000)])
+    before = blob_sizes(store, T)
+    m.register_segments(T, [seg("one-more")])
+    head = len(store.client.get(store.head_path(T))[0])
+    written = {b: n for b, n in blob_sizes(store, T).items() if b not in before}
+    assert sum(written.values()) + head < 40 * 1024, (sorted(written.values()), head)
+    assert max(before.values()) <= zk_store.SPLIT_BYTES
+
+
+def test_a_commit_that_lost_the_race_leaves_no_blobs_behind(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    other = LineageManager(ZkStore(store.client, owns_client=False), retry=fast_retry())
+    real = ZkStore._write_blobs
+    raced = []
+
+    def race(self: ZkStore, table: str, blobs: dict[str, bytes]) -> None:
+        real(self, table, blobs)
+        if self is store and not raced:  # another writer commits between our blobs and our swap
+            raced.append(set(blobs))
+            other.register_segments(T, [seg("meanwhile")])
+
+    monkeypatch.setattr(ZkStore, "_write_blobs", race)
+    m.register_segments(T, [seg(f"n{i:04d}") for i in range(500)])
+    assert raced and m.table(T).version == 4  # create, s1+s2, meanwhile, ours
+    left = set(store.client.get_children(f"{store.head_path(T)}/blobs"))
+    assert not raced[0] & left  # the lost attempt's blobs are gone already
+
+
 def test_an_interrupted_drop_is_finished_by_running_it_again(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
