@@ -55,6 +55,7 @@ class Place(Enum):
     VERSIONS = "versions"
     VERSION = "version"
     GC = "gc"
+    FLOOR = "floor"  # tables/<t>/floor: a writer that kept losing holds the commits a while
     OWNERS = "owners"
     OWNER = "owner"
     LEASES = "leases"
@@ -78,6 +79,7 @@ RIGHTS: Mapping[Place, Mapping[str, int]] = {
     Place.VERSIONS: {PUSHER: RC, RETENTION: RCD, READER: R},
     Place.VERSION: {PUSHER: R, RETENTION: R, READER: R},
     Place.GC: {PUSHER: R, RETENTION: RW, READER: R},
+    Place.FLOOR: {PUSHER: RW, RETENTION: RW, READER: R},
     Place.OWNERS: {PUSHER: RCD, RETENTION: R, READER: R},
     Place.OWNER: {PUSHER: R, RETENTION: R, READER: R},
     Place.LEASES: {PUSHER: R, RETENTION: R, READER: RCD},
@@ -92,6 +94,7 @@ TABLE_FOLDERS: Mapping[str, Place] = {
     "blobs": Place.BLOBS,
     "versions": Place.VERSIONS,
     "gc": Place.GC,
+    "floor": Place.FLOOR,
     "owners": Place.OWNERS,
     "leases": Place.LEASES,
     "passes": Place.RETENTION_HOLDS,

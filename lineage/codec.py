@@ -471,6 +471,20 @@ def decode_gc(raw: bytes, where: str) -> dict[str, int]:
         return dict(candidates)
 
 
+FLOOR = "segment-lineage.floor"
+
+
+def encode_floor(holder: str | None, until_ms: int) -> bytes:
+    """A table's floor: the commit holding the table's commits, and until when."""
+    return dumps(_envelope(FLOOR, holder=holder, until=until_ms))
+
+
+def decode_floor(raw: bytes, where: str) -> tuple[str | None, int]:
+    doc = parse(raw, FLOOR, where)
+    with _decoding(where):
+        return _opt(doc, "holder", str), _get(doc, "until", int)
+
+
 def encode_roots(roots: Mapping[str, str]) -> bytes:
     """The registry of table roots: table name -> canonical root."""
     return dumps(_envelope(ROOTS, roots=dict(sorted(roots.items()))))

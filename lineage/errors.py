@@ -154,10 +154,18 @@ class ContentionError(LineageError):
     """
 
     def __init__(
-        self, table: str, attempts: int, seconds: float, *, doing: str = "applying the change"
+        self,
+        table: str,
+        attempts: int,
+        seconds: float,
+        *,
+        doing: str = "applying the change",
+        waited_s: float = 0.0,
     ) -> None:
+        waited = f" (and waited {waited_s:.1f}s while a bigger change held the table)" if waited_s else ""
         super().__init__(
-            f"table {table!r} changed under us {attempts} times in {seconds:.1f}s; gave up without {doing}",
+            f"table {table!r} changed under us {attempts} times in {seconds:.1f}s{waited}; "
+            f"gave up without {doing}",
             remedy="retry later, or reduce the number of concurrent writers",
         )
         self.table = table

@@ -118,6 +118,48 @@ class RollbackPlan:
     rows_after: int | None = None
 
 
+FLOOR_AFTER = 3  # races lost in a row before a writer takes the table's floor
+FLOOR_MS = 30_000  # how long a floor holds the other writers at most (ZooKeeper's clock)
+
+
+class _FloorUse:
+    """One commit's use of the table's floor (see :class:`lineage.store.Floor`).
+
+    A writer that lost the race FLOOR_AFTER times in a row (a big change
+    among small ones) takes the floor; the others, reading it in the same
+    attempt as the head, wait until it is left or lapses instead of
+    committing, and a commit of theirs already under way fails its check of
+    the floor and waits too. Liveness only: every commit still
+    compares-and-sets the head."""
+
+    def __init__(self, store: Store, table: str, commit_id: str) -> None:
+        self.store = store
+        self.table = table
+        self.commit_id = commit_id
+        self.losses = 0
+        self.holding = False
+
+    def wait_or_take(self, snap: Snapshot, now_ms: int) -> bool:
+        """True when this attempt must not commit: another writer holds the
+        floor (wait), or this one just took it (read again under it)."""
+        seen = snap.floor
+        if seen is not None and seen.held_against(self.commit_id, now_ms):
+            return True
+        if self.losses < FLOOR_AFTER or (seen is not None and seen.holder == self.commit_id):
+            return False
+        self.holding = self.store.take_floor(self.table, seen, self.commit_id, now_ms + FLOOR_MS)
+        self.losses = 0
+        return True
+
+    def lost(self) -> None:
+        self.losses += 1
+
+    def leave(self) -> None:
+        if self.holding:
+            with contextlib.suppress(LineageError):  # it lapses on its own
+                self.store.leave_floor(self.table, self.commit_id)
+
+
 def commit_step(operation: Operation) -> str:
     """The failpoint prefix of a commit: ``END_REPLACE`` -> ``end``,
     ``RETENTION_MARK`` -> ``retention-mark`` (``end.before-commit``,
@@ -151,10 +193,20 @@ class LineageManager:
         check_table_name(table)
         audit = self.audit(reason)
         commit_id = uuid.uuid4().hex
+        floor = _FloorUse(self.store, table, commit_id)
+        try:
+            return self._commit(table, update, audit, commit_id, floor)
+        finally:
+            floor.leave()
+
+    def _commit(
+        self, table: str, update: Update, audit: Audit, commit_id: str, floor: _FloorUse
+    ) -> Committed:
         attempts = Attempts(self.retry)
         unknown_since: int | None = None  # version read before an unknown outcome
         last_cause = ""
         retryable = False
+        waited_since: float | None = None
         while attempts.next():
             try:
                 snap = self.store.read(table)
@@ -163,6 +215,11 @@ class LineageManager:
                     if landed is not None:
                         return self._landed(self.store.read(table), landed, commit_id)
                 now = self.store.now_ms()
+                if floor.wait_or_take(snap, now):
+                    attempts.refund()  # waited for the floor, or took it: not a lost race
+                    waited_since = attempts.elapsed if waited_since is None else waited_since
+                    attempts.backoff()
+                    continue
             except LineageError as exc:
                 if unknown_since is not None and not isinstance(exc, NotFoundError):
                     # Our earlier write may have landed: never report "nothing written".
@@ -177,7 +234,7 @@ class LineageManager:
             try:
                 state = self.store.write(table, snap, change, audit, commit_id, now)
             except VersionConflict:
-                pass
+                floor.lost()
             except RetryableStoreError as exc:
                 last_cause = exc.message
                 retryable = True
@@ -202,7 +259,8 @@ class LineageManager:
             raise StoreUnavailableError(
                 f"writing table {table!r} kept failing ({last_cause}); nothing was committed"
             )
-        raise ContentionError(table, attempts.count, attempts.elapsed)
+        waited_s = attempts.elapsed - waited_since if waited_since is not None else 0.0
+        raise ContentionError(table, attempts.count, attempts.elapsed, waited_s=waited_s)
 
     def _landed(self, snap: Snapshot, record: HistoryRecord, commit_id: str) -> Committed:
         change = Change(

@@ -19,6 +19,7 @@ from lineage.store import (
     MAX_HISTORY,
     MAX_VERSIONS,
     MEMBER_PREFIX,
+    Floor,
     Lease,
     LeaseInfo,
     Member,
@@ -28,6 +29,7 @@ from lineage.store import (
 )
 
 SESSION = 1  # the one session of a memory store's client
+FREE = Floor(None, 0, 0)
 
 
 class MemoryStore:
@@ -42,6 +44,7 @@ class MemoryStore:
         self._next_lease = 0
         self._versions: dict[str, dict[int, TableState]] = {}
         self._passes: dict[str, object] = {}  # table -> the session holding its retention pass
+        self._floors: dict[str, Floor] = {}
         self._session = object()
         self._id = uuid.uuid4().hex
         self._members: dict[str, dict[str, str]] = {}  # role -> member name -> identity
@@ -99,9 +102,26 @@ class MemoryStore:
     def read(self, table: str) -> Snapshot:
         with self._lock:
             state = self._tables.get(table)
+            floor = self._floors.get(table, FREE)
         if state is None:
             raise TableNotFoundError(table)
-        return Snapshot(state, state.version)
+        return Snapshot(state, state.version, floor)
+
+    def take_floor(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
+        with self._lock:
+            if table not in self._tables:
+                raise TableNotFoundError(table)
+            current = self._floors.get(table, FREE)
+            if seen is None or current.version != seen.version:
+                return False
+            self._floors[table] = Floor(commit_id, until_ms, current.version + 1)
+            return True
+
+    def leave_floor(self, table: str, commit_id: str) -> None:
+        with self._lock:
+            current = self._floors.get(table, FREE)
+            if current.holder == commit_id:
+                self._floors[table] = Floor(None, 0, current.version + 1)
 
     def write(
         self, table: str, base: Snapshot, change: Change, audit: Audit, commit_id: str, now_ms: int
@@ -112,6 +132,8 @@ class MemoryStore:
                 raise TableNotFoundError(table)
             if current.version != base.token:
                 raise VersionConflict(f"table {table} is at version {current.version}")
+            if base.floor is not None and self._floors.get(table, FREE).version != base.floor.version:
+                raise VersionConflict(f"table {table}: a writer took the floor")
             outcome = self._unknown.pop(0) if self._unknown else None
             if outcome is False:
                 raise WriteOutcomeUnknown("injected: lost before it was applied")
@@ -156,6 +178,7 @@ class MemoryStore:
                 raise VersionConflict(f"table {table} changed since version {expected_version}")
             del self._tables[table]
             self._history.pop(table, None)
+            self._floors.pop(table, None)
 
     def hold_owner(self, table: str, entry_id: str) -> None:
         self.read(table)

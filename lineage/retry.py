@@ -36,6 +36,7 @@ class Attempts:
     policy: RetryPolicy
     count: int = 0
     started: float = field(default=0.0)
+    begun: bool = False
 
     def __post_init__(self) -> None:
         self.started = self.policy.clock()
@@ -46,10 +47,16 @@ class Attempts:
 
     def next(self) -> bool:
         """Count an attempt; False when the budget is spent."""
-        if self.count >= self.policy.max_attempts or (self.count and self.elapsed > self.policy.deadline_s):
+        if self.count >= self.policy.max_attempts or (self.begun and self.elapsed > self.policy.deadline_s):
             return False
+        self.begun = True  # the first attempt always runs; the deadline bounds the rest, waits included
         self.count += 1
         return True
+
+    def refund(self) -> None:
+        """Give back the attempt just counted (a wait that was not a try):
+        the deadline still bounds the call."""
+        self.count = max(0, self.count - 1)
 
     def backoff(self) -> None:
         self.policy.sleep(self.policy.delay(self.count))

@@ -58,11 +58,29 @@ class Member:
 
 
 @dataclass(frozen=True)
+class Floor:
+    """Who holds a table's commits: a writer that kept losing the race takes
+    the floor, and other writers wait until it commits or ``until_ms``
+    (ZooKeeper's clock) passes. Liveness only: every commit still
+    compares-and-sets the head."""
+
+    holder: str | None  # the holding commit's id; None: free
+    until_ms: int
+    version: int  # of the stored record, for compare-and-set
+
+    def held_against(self, commit_id: str, now_ms: int) -> bool:
+        return self.holder is not None and self.holder != commit_id and now_ms < self.until_ms
+
+
+@dataclass(frozen=True)
 class Snapshot:
-    """One consistent version of a table, and the store's token to swap it."""
+    """One consistent version of a table, and the store's token to swap it;
+    with the table's floor as read in the same call (None: the table has no
+    floor record yet)."""
 
     state: TableState
     token: object
+    floor: Floor | None = None
 
 
 class Store(Protocol):
@@ -104,6 +122,15 @@ class Store(Protocol):
         written), RetryableStoreError (nothing written), TooLargeError (never
         retry).
         """
+        ...
+
+    def take_floor(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
+        """Take the floor for ``commit_id`` if it is still as ``seen``
+        (compare-and-set); False when someone else changed it first."""
+        ...
+
+    def leave_floor(self, table: str, commit_id: str) -> None:
+        """Free the floor if ``commit_id`` holds it."""
         ...
 
     def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:

@@ -8,6 +8,7 @@ Layout under the project root (``/segment-lineage`` below any chroot)::
                                   long name list; sealed history records
     /tables/<table>/versions/v-N  a retained version: its blob ids
     /tables/<table>/gc            marks of the metadata sweep
+    /tables/<table>/floor         which commit holds the commits a while (a big change)
     /tables/<table>/owners/<id>   ephemeral: a running push's claim
     /tables/<table>/leases/...    ephemeral: a reader's pinned version
     /names/<casefolded table>     create-if-absent guard against case twins
@@ -40,7 +41,7 @@ import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -91,6 +92,7 @@ from lineage.store import (
     MAX_HISTORY,
     MAX_VERSIONS,
     MEMBER_PREFIX,
+    Floor,
     Lease,
     LeaseInfo,
     Member,
@@ -142,6 +144,11 @@ CACHE_BLOBS = 8192
 CACHE_RECORDS = 50_000
 
 _UNKNOWN = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+
+
+def _refused(result: object) -> bool:
+    """A multi's result that failed on its own (not rolled back with the rest)."""
+    return isinstance(result, Exception) and not isinstance(result, RolledBackError)
 
 
 def policy_acl(policy: AclPolicy, place: Place) -> list[ACL]:
@@ -503,14 +510,65 @@ class ZkStore:
             raise CorruptRecordError(path, f"head names table {head.config.name!r}")
         return head, int(stat.version)
 
+    def _floor_path(self, table: str) -> str:
+        return f"{self.head_path(table)}/floor"
+
+    def _floor(self, pending: Any, table: str) -> Floor | None:
+        """The answer to a floor read sent earlier (None: no floor record)."""
+        path = self._floor_path(table)
+        try:
+            raw, stat = pending.get(timeout=self.op_timeout_s)
+        except NoNodeError:
+            return None
+        except NoAuthError:
+            raise AuthError(f"ZooKeeper refused reading {path}: not authorised") from None
+        except (KazooException, KazooTimeoutError, ConnectionError) as exc:
+            raise StoreUnavailableError(f"ZooKeeper reading {path} failed: {type(exc).__name__}") from None
+        holder, until = codec.decode_floor(raw, path)
+        return Floor(holder, until, int(stat.version))
+
+    def take_floor(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
+        path = self._floor_path(table)
+        data = codec.encode_floor(commit_id, until_ms)
+        try:
+            if seen is None:
+                self._op("create", path, data, acl=self.acl_at(Place.FLOOR))
+            else:
+                self._op("set", path, data, version=seen.version)
+        except (NodeExistsError, BadVersionError):
+            return False
+        except NoNodeError:
+            if seen is None:
+                raise TableNotFoundError(table) from None
+            return False
+        except NoAuthError:
+            raise AuthError(f"ZooKeeper refused taking the floor of {table!r}: not authorised") from None
+        except (KazooException, KazooTimeoutError, ConnectionError) as exc:
+            raise StoreUnavailableError(f"taking the floor of {table!r}: {type(exc).__name__}") from None
+        return True
+
+    def leave_floor(self, table: str, commit_id: str) -> None:
+        path = self._floor_path(table)
+        try:
+            floor = self._floor(self.client.get_async(path), table)
+            if floor is None or floor.holder != commit_id:
+                return
+            self._op("set", path, codec.encode_floor(None, 0), version=floor.version)
+        except (NoNodeError, BadVersionError):
+            return  # gone with the table, or taken after it lapsed
+        except (KazooException, KazooTimeoutError, ConnectionError) as exc:
+            raise StoreUnavailableError(f"leaving the floor of {table!r}: {type(exc).__name__}") from None
+
     def read(self, table: str) -> Snapshot:
         check_table_name(table)
         last_gone = ""
         for _ in range(READ_ATTEMPTS):
+            pending_floor = self.client.get_async(self._floor_path(table))  # with the head: one round trip
             head, zversion = self._read_head(table)
+            floor = self._floor(pending_floor, table)
             last = self._last.get(table)
             if last is not None and last[0].zversion == zversion and last[0].head == head:
-                return last[1]  # the head did not move: the same immutable version
+                return replace(last[1], floor=floor)  # the head did not move: the same immutable version
             try:
                 loaded = self._load(table, head, zversion)
             except _BlobGone as gone:
@@ -523,7 +581,7 @@ class ZkStore:
                 entries=loaded.maps[ENTRIES],
                 pending=loaded.maps[PENDING],
             )
-            snapshot = Snapshot(state, loaded)
+            snapshot = Snapshot(state, loaded, floor)
             with self._cache_lock:
                 size = len(state.segments) + len(state.entries) + len(state.pending)
                 self._largest_table = max(self._largest_table, size)
@@ -783,6 +841,8 @@ class ZkStore:
         for blob in blobs:
             txn.check(self.blob_path(table, blob), 0)
         txn.create(self.version_path(table, version), version_record, acl=self.acl_at(Place.VERSION))
+        if base.floor is not None:  # nobody took the floor since the read
+            txn.check(self._floor_path(table), base.floor.version)
         failpoint("store.before-head-swap")
         try:
             results = self._commit(txn)
@@ -791,8 +851,10 @@ class ZkStore:
         except (KazooException, KazooTimeoutError) as exc:
             raise WriteOutcomeUnknown(f"head swap: {type(exc).__name__}") from None
         head_result = results[0]
-        failed = [r for r in results[1:] if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
-        if isinstance(head_result, (BadVersionError, NoNodeError, NoAuthError)) or failed:
+        floor_taken = base.floor is not None and _refused(results[-1])
+        checks = results[1:-1] if base.floor is not None else results[1:]
+        failed = [r for r in checks if _refused(r)]
+        if isinstance(head_result, (BadVersionError, NoNodeError, NoAuthError)) or failed or floor_taken:
             # The multi was refused as a whole: no head, version or lease
             # references this attempt's blobs. Take them away now rather than
             # leave them to the sweep: under contention a big commit's
@@ -800,6 +862,8 @@ class ZkStore:
             self._discard_blobs(table, blobs)
         if isinstance(head_result, BadVersionError):
             raise VersionConflict(f"table {table} changed since version {loaded.head.version}")
+        if floor_taken and not failed and isinstance(head_result, RolledBackError):
+            raise VersionConflict(f"table {table}: a writer took the floor since v{loaded.head.version}")
         if isinstance(head_result, NoNodeError):
             raise TableNotFoundError(table)
         if isinstance(head_result, NoAuthError):
@@ -852,6 +916,7 @@ class ZkStore:
             txn.create(f"{path}/owners", b"", acl=self.acl_at(Place.OWNERS))
             txn.create(f"{path}/leases", b"", acl=self.acl_at(Place.LEASES))
             txn.create(f"{path}/passes", b"", acl=self.acl_at(Place.RETENTION_HOLDS))
+            txn.create(f"{path}/floor", codec.encode_floor(None, 0), acl=self.acl_at(Place.FLOOR))
             initial = codec.LeaseRecord(1, {k: (b,) for k, b in empty.items()}, ())
             txn.create(
                 self.version_path(table, 1), codec.encode_lease(initial), acl=self.acl_at(Place.VERSION)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,3 +123,43 @@ def test_two_processes_race_the_first_write(zk_hosts: str) -> None:
         assert [h.version for h in m.history("raced")] == [1]
         m.drop_table("raced")
         m.store.close()
+
+
+def test_a_big_change_lands_beside_writers_that_always_commit_first(
+    zk_store: ZkStore, zk_hosts: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A change that keeps losing the race takes the table's floor: the small
+    writers wait for it (a commit of theirs already under way fails its check
+    of the floor), so it lands. Without the floor it gives up every time."""
+    big = LineageManager(zk_store, retry=RetryPolicy(max_attempts=20, deadline_s=30))
+    big.create_table(TableConfig.build("t", str(tmp_path / "t")))
+    small_store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    small = LineageManager(small_store, retry=RetryPolicy(deadline_s=0.5))
+    names = [f"b{i:05d}" for i in range(2_000)]
+    entry = big.start_replace("t", [], names)
+    landed: list[str] = []
+    refused: list[str] = []
+    real = ZkStore._write_blobs
+
+    def small_commits_first(self: ZkStore, table: str, blobs: dict[str, bytes]) -> None:
+        real(self, table, blobs)
+        if self is zk_store and len(landed) + len(refused) < 40:  # between the big one's blobs and its swap
+            name = f"s{len(landed) + len(refused)}"
+            try:
+                small.register_segments("t", [Segment(name, f"{name}.parquet", rows=1, size_bytes=1)])
+                landed.append(name)
+            except ContentionError as exc:
+                refused.append(exc.message)
+
+    monkeypatch.setattr(ZkStore, "_write_blobs", small_commits_first)
+    try:
+        big.register_segments(
+            "t", [Segment(n, f"p/{n}.parquet", rows=1, size_bytes=1) for n in names], entry_id=entry
+        )
+    finally:
+        small_store.close()
+    state = big.table("t")
+    assert all(n in state.segments for n in names)
+    assert len(landed) == 3 and all(n in state.segments for n in landed)  # it lost three races first
+    assert refused and "bigger change held the table" in refused[0]
+    assert zk_store.read("t").floor is not None and zk_store.read("t").floor.holder is None  # left

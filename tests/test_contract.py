@@ -530,3 +530,25 @@ def test_a_leader_holds_its_term_until_it_resigns(manager: LineageManager) -> No
     assert not leader.holds(term) and store.election("retention") == []
     again = leader.check()
     assert again is not None and again != term  # a new term
+
+
+def test_the_floor_is_taken_by_compare_and_set_and_fails_writes_that_read_before(
+    manager: LineageManager, table: str
+) -> None:
+    store = manager.store
+    before = store.read(T)
+    assert before.floor is None or before.floor.holder is None
+    assert store.take_floor(T, before.floor, "big", store.now_ms() + 30_000)
+    assert not store.take_floor(T, before.floor, "other", store.now_ms() + 30_000)  # stale: refused
+    taken = store.read(T).floor
+    assert taken is not None and taken.holder == "big" and taken.held_against("small", store.now_ms())
+    assert not taken.held_against("big", store.now_ms())
+    change = transitions.register_segments(before.state, [seg("late")], store.now_ms())
+    with pytest.raises(VersionConflict):  # read before the floor was taken
+        store.write(T, before, change, manager.audit(), uuid.uuid4().hex, store.now_ms())
+    store.leave_floor(T, "small")  # not the holder: nothing happens
+    assert store.read(T).floor == taken
+    store.leave_floor(T, "big")
+    left = store.read(T).floor
+    assert left is not None and left.holder is None
+    manager.register_segments(T, [seg("after")])  # a fresh read commits
