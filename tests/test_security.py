@@ -301,3 +301,35 @@ def test_the_security_page_shows_the_rights_in_force() -> None:
         assert len(rows) == 1, place
         cells = [c.strip() for c in rows[0].strip().strip("|").split("|")]
         assert cells[2:] == [rights_text(rights[r]) for r in ROLES], place
+
+
+def test_config_show_and_push_conf_mask_secrets(zk_hosts: str, tmp_path: Path) -> None:
+    endpoint = f"http://minio-user:{SECRET}@127.0.0.1:9000"
+    env = {"LINEAGE_ZK_AUTH": "", "LINEAGE_S3_ENDPOINT": endpoint}
+    for args in (["config", "show"], ["--json", "config", "show"]):
+        result = runner.invoke(app, ["--zk", zk_hosts, *args], env=env)
+        assert result.exit_code == 0, result.stderr
+        assert SECRET not in result.stdout and "minio-user" not in result.stdout, result.stdout
+        assert "http://****@127.0.0.1:9000" in result.stdout
+
+    code, _, err = cli(zk_hosts, None, "table", "create", T, "--root", str(tmp_path / T))
+    assert code == 0, err
+    store = store_as(zk_hosts, None)
+    try:
+        before = dump(store.client)
+        bad = [
+            (f"fs.s3a.secret.key={SECRET}", "'fs.s3a.secret.key=****'"),
+            (f"hadoop.fs.s3a.session.token={SECRET}", "'hadoop.fs.s3a.session.token=****'"),
+            (f"ssl.keyStorePassword={SECRET}", "'ssl.keyStorePassword=****'"),
+            (f"fs.s3a.endpoint=https://u:{SECRET}@s3.example", "'fs.s3a.endpoint=https://****@s3.example'"),
+            (f"https://u:{SECRET}@s3.example", "'https://****@s3.example'"),
+        ]
+        for item, shown in bad:
+            code, out, err = cli(
+                zk_hosts, None, "--verbose", "push", T, "--input", str(tmp_path), "--conf", item
+            )
+            assert code == 2 and f"invalid --conf {shown}" in err, (item, err)
+            assert SECRET not in out + err, (item, out, err)
+        assert dump(store.client) == before
+    finally:
+        store.close()
