@@ -10,7 +10,6 @@ catches nodes a store opened before the policy created meanwhile.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kazoo.exceptions import BadVersionError, KazooException, NoAuthError, NodeExistsError, NoNodeError
@@ -19,10 +18,10 @@ from kazoo.handlers.threading import KazooTimeoutError
 from lineage import codec
 from lineage.acl import ADMIN_ROLE, POLICY_NODE, TABLE_FOLDERS, AclPolicy, Place, place_of
 from lineage.errors import AuthError, ConflictError, InvalidInputError, StoreUnavailableError
+from lineage.zk_shared import batches, walk
 from lineage.zk_store import ZkStore, policy_acl
 
 ELECTIONS = ("retention",)
-BATCH = 512
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
                 created.append(path)
     nodes = 0
     strangers: list[str] = []
-    for batch in _batches(_walk(store, root)):
+    for batch in batches(walk(store.client, root, store.op_timeout_s)):
         pending = []
         for path in batch:
             found = place_of(path[len(root) :])
@@ -108,31 +107,3 @@ def _write_policy(store: ZkStore, policy: AclPolicy) -> None:
             "the ACL policy changed while this one was applied",
             remedy="look with 'lineage acl show', run again",
         ) from None
-
-
-def _walk(store: ZkStore, root: str) -> Iterator[str]:
-    """Every node under ``root`` (itself included), level by level, children fetched in batches."""
-    level = [root]
-    while level:
-        yield from level
-        following: list[str] = []
-        for batch in _batches(iter(level)):
-            pending = [(path, store.client.get_children_async(path)) for path in batch]
-            for path, result in pending:
-                try:
-                    children = result.get(timeout=store.op_timeout_s)
-                except NoNodeError:
-                    continue
-                following.extend(f"{path}/{child}" for child in sorted(children))
-        level = following
-
-
-def _batches(paths: Iterator[str]) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for path in paths:
-        batch.append(path)
-        if len(batch) >= BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch

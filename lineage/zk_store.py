@@ -99,6 +99,7 @@ from lineage.store import (
     VersionConflict,
     WriteOutcomeUnknown,
 )
+from lineage.zk_shared import close_open_nodes
 
 log = logging.getLogger(__name__)
 
@@ -317,10 +318,13 @@ class ZkStore:
             raise StoreUnavailableError(f"creating {path}: {type(exc).__name__}") from None
 
     def _ensure_root(self) -> None:
+        """Once per store: the shared nodes exist, and none is left open to
+        anyone (an anonymous run creates them open; see :mod:`lineage.zk_shared`)."""
         if self._ready:
             return
         for path in (self.root, f"{self.root}/tables", f"{self.root}/names", f"{self.root}/clock"):
             self.ensure_node(path, Place.CLOCK if path.endswith("/clock") else Place.FOLDER)
+        close_open_nodes(self.client, self.root, self.acl_at, self.op_timeout_s)
         self._ready = True
 
     def _op(self, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -371,7 +375,23 @@ class ZkStore:
         self._ensure_root()
         # The clock node holds nothing shared; only its mtime (set by the
         # ZooKeeper leader) matters, so an unconditional set is right here.
-        stat = self._call("clock read", "set", f"{self.root}/clock", b"")
+        clock = f"{self.root}/clock"
+        try:
+            stat = self._call("clock read", "set", clock, b"")
+        except NoNodeError:
+            # Deleted since this store made sure of it: it holds nothing, so
+            # making it again loses nothing.
+            try:
+                self.ensure_node(clock, Place.CLOCK)
+            except AuthError:
+                raise AuthError(
+                    f"the clock node {clock} is missing and this identity may not create it",
+                    remedy="run 'lineage acl apply' as an admin: it makes the clock again",
+                ) from None
+            try:
+                stat = self._call("clock read", "set", clock, b"")
+            except NoNodeError:
+                raise StoreUnavailableError(f"the clock node {clock} keeps disappearing") from None
         return int(stat.mtime)
 
     # ---- blobs ---------------------------------------------------------------

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from kazoo.security import make_digest_acl_credential
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import ACL, ANYONE_ID_UNSAFE, make_digest_acl_credential
 from typer.testing import CliRunner
 
 from ingest.arrow_push import push_arrow
@@ -18,8 +20,12 @@ from lineage import codec
 from lineage.acl import (
     ADMIN_ROLE,
     ALL,
+    CREATE,
+    DELETE,
+    READ,
     RIGHTS,
     ROLES,
+    WRITE,
     AclPolicy,
     Place,
     digest_id,
@@ -333,3 +339,68 @@ def test_config_show_and_push_conf_mask_secrets(zk_hosts: str, tmp_path: Path) -
         assert dump(store.client) == before
     finally:
         store.close()
+
+
+def world_may(client: KazooClient, path: str) -> int:
+    acls, _ = client.get_acls(path)
+    return sum(a.perms for a in acls if a.id.scheme == "world")
+
+
+def test_an_anonymous_first_run_leaves_nothing_open_after_an_authenticated_one(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    owner = "owner:owner-pw"
+    code, _, err = cli(zk_hosts, None, "table", "create", "early", "--root", str(tmp_path / "early"))
+    assert code == 0, err
+    anonymous = store_as(zk_hosts, None)
+    try:
+        shared = [ROOT, f"{ROOT}/tables", f"{ROOT}/names", f"{ROOT}/clock", f"{ROOT}/names/early"]
+        assert all(world_may(anonymous.client, p) == ALL for p in shared)  # the anonymous run left them open
+
+        code, _, err = cli(zk_hosts, owner, "table", "create", T, "--root", str(tmp_path / T))
+        assert code == 0, err
+        owner_store = store_as(zk_hosts, owner)
+        try:
+            closed = [p for p in walk(owner_store.client, ROOT) if world_may(owner_store.client, p)]
+            assert closed == [], closed  # every node, the early table's included, is the owner's now
+            before = dump(owner_store.client)
+            attacks = [
+                ("delete the clock", lambda: anonymous.client.delete(f"{ROOT}/clock")),
+                ("squat a name", lambda: anonymous.client.create(f"{ROOT}/names/squat", b"squat")),
+                ("make a case twin", lambda: anonymous.client.create(f"{ROOT}/tables/Events", b"{}")),
+                ("take a guard", lambda: anonymous.client.delete(f"{ROOT}/names/early")),
+                ("rewrite a guard", lambda: anonymous.client.set(f"{ROOT}/names/early", b"x")),
+                ("rewrite a head", lambda: anonymous.client.set(f"{ROOT}/tables/early", b"x")),
+            ]
+            for what, attack in attacks:
+                with pytest.raises(NoAuthError):
+                    attack()
+                    pytest.fail(what)
+            assert dump(owner_store.client) == before
+
+            # The clock's loss is survived, by a store that made sure of it before and by a new one.
+            m = LineageManager(owner_store)
+            push_arrow(m, T, [rows("a", 2)])
+            owner_store.client.delete(f"{ROOT}/clock")
+            push_arrow(m, T, [rows("b", 3)])
+            assert content(m) == ["b"] * 3
+            owner_store.client.delete(f"{ROOT}/clock")
+            code, _, err = cli(zk_hosts, owner, "segment", "add", T, "s1")
+            assert code == 0, err
+        finally:
+            owner_store.close()
+    finally:
+        anonymous.close()
+
+
+def test_an_open_node_this_identity_cannot_close_is_refused_by_name(zk_hosts: str) -> None:
+    code, _, err = cli(zk_hosts, None, "table", "list")
+    assert code == 0, err
+    anonymous = store_as(zk_hosts, None)
+    try:
+        # Anyone may write it, but nobody may administer it.
+        anonymous.client.set_acls(f"{ROOT}/clock", [ACL(READ | WRITE | CREATE | DELETE, ANYONE_ID_UNSAFE)])
+        code, _, err = cli(zk_hosts, "owner:owner-pw", "table", "list")
+        assert code == 1 and f"{ROOT}/clock is open to anyone" in err and "acl apply" in err, err
+    finally:
+        anonymous.close()
