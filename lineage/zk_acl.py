@@ -4,7 +4,8 @@ The policy node is written first, by compare-and-set, so every store opened
 afterwards creates nodes with the policy's ACLs; then every existing node
 under the project root gets the ACL of its place (:func:`lineage.acl.place_of`),
 and each table gets the folders its roles create into (no role other than an
-admin may create children of a head). Running it again is harmless, and
+admin may create children of a head), with a folder of its own for each
+pusher (``owners/by-<user>``) and each reader (``leases/by-<user>``). Running it again is harmless, and
 catches nodes a store opened before the policy created meanwhile.
 """
 
@@ -16,7 +17,17 @@ from kazoo.exceptions import BadVersionError, KazooException, NoAuthError, NodeE
 from kazoo.handlers.threading import KazooTimeoutError
 
 from lineage import codec
-from lineage.acl import ADMIN_ROLE, POLICY_NODE, TABLE_FOLDERS, AclPolicy, Place, place_of
+from lineage.acl import (
+    ADMIN_ROLE,
+    OWN_FOLDER_OF,
+    OWN_RIGHTS,
+    POLICY_NODE,
+    TABLE_FOLDERS,
+    AclPolicy,
+    Place,
+    own_folder,
+    place_of,
+)
 from lineage.errors import AuthError, ConflictError, InvalidInputError, StoreUnavailableError
 from lineage.zk_shared import batches, walk
 from lineage.zk_store import ZkStore, policy_acl
@@ -74,6 +85,13 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
             data = codec.encode_gc({}) if place is Place.GC else b""
             if store.ensure_node(path, place, data):
                 created.append(path)
+            own = OWN_FOLDER_OF.get(place)
+            if own is None:
+                continue
+            for ident in policy.ids(OWN_RIGHTS[own][0]):
+                own_path = f"{path}/{own_folder(ident)}"
+                if store.ensure_node(own_path, own, owner=ident):
+                    created.append(own_path)
     nodes = 0
     strangers: list[str] = []
     for batch in batches(walk(store.client, root, store.op_timeout_s)):
@@ -83,7 +101,8 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
             if found is None:
                 strangers.append(path)
                 continue
-            pending.append((path, store.client.set_acls_async(path, policy_acl(policy, found))))
+            owner = policy.owner_of(found, path.rsplit("/", 1)[-1])
+            pending.append((path, store.client.set_acls_async(path, policy_acl(policy, found, owner))))
         for _, result in pending:
             try:
                 result.get(timeout=store.op_timeout_s)
