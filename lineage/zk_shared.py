@@ -46,8 +46,10 @@ def is_open(acls: Sequence[ACL]) -> bool:
     return any(a.id.scheme == "world" and a.perms & ~READ for a in acls)
 
 
-def walk(client: KazooClient, top: str, timeout: float) -> Iterator[str]:
-    """Every node under ``top`` (itself included), level by level, children fetched in batches."""
+def walk(client: KazooClient, top: str, timeout: float, skip_hidden: bool = False) -> Iterator[str]:
+    """Every node under ``top`` (itself included), level by level, children
+    fetched in batches; ``skip_hidden``: a node this identity may not list is
+    not descended into (else NoAuthError)."""
     level = [top]
     while level:
         yield from level
@@ -58,6 +60,10 @@ def walk(client: KazooClient, top: str, timeout: float) -> Iterator[str]:
                 try:
                     children = result.get(timeout=timeout)
                 except NoNodeError:
+                    continue
+                except NoAuthError:
+                    if not skip_hidden:
+                        raise
                     continue
                 following.extend(f"{path}/{child}" for child in sorted(children))
         level = following
@@ -104,7 +110,9 @@ def _close(
     for rel in FOLDERS_WITH_CHILDREN:
         folder = root + rel
         if folder in found and is_open(found[folder][0]):
-            deep.extend(p for p in walk(client, folder, timeout) if p != folder and p not in found)
+            deep.extend(
+                p for p in walk(client, folder, timeout, skip_hidden=True) if p != folder and p not in found
+            )
     closed: list[str] = []
     for batch in batches(iter(deep)):
         closed += _close_batch(client, root, acl_at, _acls(client, batch, timeout), timeout)
@@ -122,8 +130,8 @@ def _acls(client: KazooClient, paths: Sequence[str], timeout: float) -> dict[str
     for path, result in pending:
         try:
             acls, stat = result.get(timeout=timeout)
-        except NoNodeError:
-            continue
+        except (NoNodeError, NoAuthError):
+            continue  # gone, or hidden from this identity: not one it made, nor open
         out[path] = (list(acls), stat)
     return out
 
