@@ -83,17 +83,19 @@ def batches(paths: Iterator[str]) -> Iterator[list[str]]:
 def close_open_nodes(
     client: KazooClient,
     root: str,
-    acl_at: Callable[[Place], list[ACL] | None],
+    acl_at: Callable[[Place, str], list[ACL] | None],
     timeout: float,
 ) -> list[str]:
-    """Give every open project node under ``root`` the ACL of its place; the paths closed.
+    """Give every open project node under ``root`` the ACL of its place
+    (``acl_at(place, node name)``: the name tells whose own folder a node is);
+    the paths closed.
 
     Raises AuthError when an open node cannot be closed by this identity (its
     ACL lets anyone write but not administer it), StoreUnavailableError when
     ZooKeeper does not answer. Either way nothing is half-closed that a rerun
     would not finish.
     """
-    if acl_at(Place.FOLDER) is None:
+    if acl_at(Place.FOLDER, "") is None:
         return []  # open mode: nothing to close to
     try:
         return _close(client, root, acl_at, timeout)
@@ -102,7 +104,7 @@ def close_open_nodes(
 
 
 def _close(
-    client: KazooClient, root: str, acl_at: Callable[[Place], list[ACL] | None], timeout: float
+    client: KazooClient, root: str, acl_at: Callable[[Place, str], list[ACL] | None], timeout: float
 ) -> list[str]:
     top = [root + rel for rel in SHARED]
     found = _acls(client, top, timeout)
@@ -139,7 +141,7 @@ def _acls(client: KazooClient, paths: Sequence[str], timeout: float) -> dict[str
 def _close_batch(
     client: KazooClient,
     root: str,
-    acl_at: Callable[[Place], list[ACL] | None],
+    acl_at: Callable[[Place, str], list[ACL] | None],
     found: dict[str, tuple[list[ACL], Any]],
     timeout: float,
 ) -> list[str]:
@@ -151,7 +153,7 @@ def _close_batch(
         if place is None:
             log.warning("left alone a node the project does not know, open to anyone: %s", path)
             continue
-        wanted = acl_at(place)
+        wanted = acl_at(place, path.rsplit("/", 1)[-1])
         if wanted is None:
             continue
         if _set(client, path, wanted, stat.aversion, timeout):

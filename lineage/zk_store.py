@@ -295,6 +295,11 @@ class ZkStore:
             return self.acl
         return policy_acl(policy, place, owner)
 
+    def _acl_of_node(self, place: Place, name: str) -> list[ACL] | None:
+        """The ACL of an existing node at ``place`` named ``name`` (an own folder's name tells whose)."""
+        policy = self.policy()
+        return self.acl_at(place, policy.owner_of(place, name) if policy is not None else None)
+
     def require_role(self, *roles: str, doing: str) -> None:
         """Refuse work meant for other roles, when a policy is in force.
         ZooKeeper enforces the rights on znodes; this also keeps, say, a
@@ -342,7 +347,7 @@ class ZkStore:
             return
         for path in (self.root, f"{self.root}/tables", f"{self.root}/names", f"{self.root}/clock"):
             self.ensure_node(path, Place.CLOCK if path.endswith("/clock") else Place.FOLDER)
-        close_open_nodes(self.client, self.root, self.acl_at, self.op_timeout_s)
+        close_open_nodes(self.client, self.root, self._acl_of_node, self.op_timeout_s)
         self._ready = True
 
     def _op(self, name: str, *args: Any, **kwargs: Any) -> Any:
