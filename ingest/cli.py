@@ -9,15 +9,18 @@ import typer
 
 from lineage.cli import OPTIONS, emit, manager
 from lineage.errors import InvalidInputError
+from lineage.redact import mask_assignment
 from lineage.views import render_table
 
 
 def parse_conf(items: list[str]) -> dict[str, str]:
+    """``--conf`` items as Spark settings. An error quotes the item with any
+    secret masked: the value of a key that looks secret, a URL's credentials."""
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip().startswith("spark."):
-            raise InvalidInputError(f"invalid --conf {item!r}: use spark.some.key=value")
+            raise InvalidInputError(f"invalid --conf {mask_assignment(item)!r}: use spark.some.key=value")
         out[key.strip()] = value.strip()
     return out
 
@@ -56,9 +59,10 @@ def push(
 
     chosen = PushMode.parse(mode)
     span = parse_interval(interval) if interval is not None else None
+    spark_conf = parse_conf(conf or [])
     with manager() as m:
         m.table(table)  # fail fast, before Spark starts
-        spark = spark_session(master, conf=parse_conf(conf or []))
+        spark = spark_session(master, conf=spark_conf)
         try:
             df = read_input(spark, input_path, fmt)
             result = push_dataframe(

@@ -18,7 +18,7 @@ import posixpath
 import stat
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -46,7 +46,7 @@ class DeepStore:
     root: str  # as configured on the table
     scheme: str  # "file", "s3", "gs", "hdfs"
     base: str  # the root as a path inside the file system
-    s3_endpoint: str | None = None
+    s3_endpoint: str | None = field(default=None, repr=False)  # may carry credentials: never printed
 
     @staticmethod
     def for_root(root: str) -> DeepStore:

@@ -10,8 +10,15 @@ role gets only what its work needs.
 - **retention**: writes the head (retention marks and clears), creates
   blobs and version records, deletes unreferenced blobs and old version
   records (the metadata sweep), and joins the retention leader election.
-- **reader**: reads everything and takes snapshot leases (create and delete
-  under ``leases``); it changes nothing else.
+- **reader**: reads everything and takes snapshot leases; it changes
+  nothing else.
+
+A reader's leases and a pusher's owner claims are ephemeral nodes, and in
+ZooKeeper deleting a node takes ``DELETE`` on its *parent*. So each identity
+of those roles gets its own folder, ``leases/by-<user>`` or
+``owners/by-<user>``, made by an admin (``acl apply``, ``table create``):
+that identity alone may create and delete in it. Nobody else of its role can
+delete its leases or claims, and nobody can squat its folder.
 
 Tables are created and dropped by an admin. ZooKeeper rights are per node
 and not inherited: ``CREATE`` and ``DELETE`` on a node govern its children,
@@ -57,8 +64,10 @@ class Place(Enum):
     GC = "gc"
     FLOOR = "floor"  # tables/<t>/floor: a writer that kept losing holds the commits a while
     OWNERS = "owners"
+    OWN_OWNERS = "own owners"  # owners/by-<user>: one pusher's claims
     OWNER = "owner"
     LEASES = "leases"
+    OWN_LEASES = "own leases"  # leases/by-<user>: one reader's leases
     LEASE = "lease"
     RETENTION_HOLDS = "passes"  # tables/<t>/passes: where a retention pass holds the table
     RETENTION_HOLD = "hold"
@@ -80,15 +89,26 @@ RIGHTS: Mapping[Place, Mapping[str, int]] = {
     Place.VERSION: {PUSHER: R, RETENTION: R, READER: R},
     Place.GC: {PUSHER: R, RETENTION: RW, READER: R},
     Place.FLOOR: {PUSHER: RW, RETENTION: RW, READER: R},
-    Place.OWNERS: {PUSHER: RCD, RETENTION: R, READER: R},
+    Place.OWNERS: {PUSHER: R, RETENTION: R, READER: R},
+    Place.OWN_OWNERS: {PUSHER: R, RETENTION: R, READER: R},
     Place.OWNER: {PUSHER: R, RETENTION: R, READER: R},
-    Place.LEASES: {PUSHER: R, RETENTION: R, READER: RCD},
+    Place.LEASES: {PUSHER: R, RETENTION: R, READER: R},
+    Place.OWN_LEASES: {PUSHER: R, RETENTION: R, READER: R},
     Place.LEASE: {PUSHER: R, RETENTION: R, READER: R},
     Place.RETENTION_HOLDS: {PUSHER: R, RETENTION: RCD, READER: R},
     Place.RETENTION_HOLD: {PUSHER: R, RETENTION: R, READER: R},
     Place.ELECTION: {PUSHER: R, RETENTION: RCD, READER: R},
     Place.MEMBER: {PUSHER: R, RETENTION: R, READER: R},
 }
+
+# A folder of one identity: the role whose identities get one, and what that
+# identity alone holds on it (the rest of its role gets RIGHTS above).
+OWN_RIGHTS: Mapping[Place, tuple[str, int]] = {
+    Place.OWN_OWNERS: (PUSHER, RCD),
+    Place.OWN_LEASES: (READER, RCD),
+}
+OWN_FOLDER_OF: Mapping[Place, Place] = {Place.OWNERS: Place.OWN_OWNERS, Place.LEASES: Place.OWN_LEASES}
+OWN_PREFIX = "by-"  # no entry id (a UUID) and no flat lease (lease-N) starts so
 
 TABLE_FOLDERS: Mapping[str, Place] = {
     "blobs": Place.BLOBS,
@@ -103,11 +123,28 @@ _CHILD_OF = {
     Place.BLOBS: Place.BLOB,
     Place.VERSIONS: Place.VERSION,
     Place.OWNERS: Place.OWNER,
+    Place.OWN_OWNERS: Place.OWNER,
     Place.LEASES: Place.LEASE,
+    Place.OWN_LEASES: Place.LEASE,
     Place.RETENTION_HOLDS: Place.RETENTION_HOLD,
 }
 
 _DIGEST_ID = re.compile(r"^[^:\s]{1,64}:[A-Za-z0-9+/]{27}=$")
+_PLAIN_USER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def user_of(ident: str) -> str:
+    """The user of a digest id (``user:hash``)."""
+    return ident.partition(":")[0]
+
+
+def own_folder(ident: str) -> str:
+    """The name of an identity's own folder: ``by-<user>``, or, for a user
+    name that is no plain path part, ``by-~`` and a hash of it."""
+    user = user_of(ident)
+    if _PLAIN_USER.match(user) and user not in (".", ".."):
+        return OWN_PREFIX + user
+    return OWN_PREFIX + "~" + hashlib.sha256(user.encode()).hexdigest()[:24]
 
 
 def digest_id(user: str, password: str) -> str:
@@ -150,11 +187,14 @@ def place_of(path: str) -> Place | None:
     if depth == 2:
         return Place.HEAD
     folder = TABLE_FOLDERS.get(parts[2])
-    if folder is None or depth > 4:
+    if folder is None or depth > 5:
         return None
     if depth == 3:
         return folder
-    return _CHILD_OF.get(folder)
+    own = OWN_FOLDER_OF.get(folder)
+    if own is not None and parts[3].startswith(OWN_PREFIX):
+        return own if depth == 4 else _CHILD_OF[own]
+    return _CHILD_OF.get(folder) if depth == 4 else None
 
 
 @dataclass(frozen=True)
@@ -202,12 +242,22 @@ class AclPolicy:
                 return role
         return None
 
-    def grants(self, place: Place) -> list[tuple[str, int]]:
-        """(digest id, rights) pairs for a place, admins first."""
+    def grants(self, place: Place, owner: str | None = None) -> list[tuple[str, int]]:
+        """(digest id, rights) pairs for a place, admins first. ``owner`` is
+        the identity whose own folder it is (for the places of OWN_RIGHTS)."""
+        own_role, own_rights = OWN_RIGHTS.get(place, ("", 0))
         out = [(ident, ALL) for ident in self.admin]
         for role, rights in RIGHTS[place].items():
-            out.extend((ident, rights) for ident in self.ids(role))
+            for ident in self.ids(role):
+                out.append((ident, own_rights if role == own_role and ident == owner else rights))
         return out
+
+    def owner_of(self, place: Place, folder: str) -> str | None:
+        """The identity whose own folder ``folder`` is; None for one the policy does not name."""
+        own_role, _ = OWN_RIGHTS.get(place, ("", 0))
+        if not own_role:
+            return None
+        return next((i for i in self.ids(own_role) if own_folder(i) == folder), None)
 
 
 def rights_text(rights: int) -> str:

@@ -9,7 +9,8 @@ workers, daemons) inherit the same values.
 The file is ``--config PATH``, else ``$LINEAGE_CONFIG``, else
 ``$XDG_CONFIG_HOME/segment-lineage/config.toml`` when it exists. Unknown
 sections or keys, and values of the wrong type, are refused by name. A file
-holding a secret must not be readable by group or others.
+holding a secret (the ZooKeeper password, or credentials inside a URL) must
+not be readable by group or others. ``config show`` masks both.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lineage.errors import InvalidInputError
+from lineage.redact import MASK, has_userinfo, mask_urls
 
 ENV_CONFIG = "LINEAGE_CONFIG"
-MASK = "****"
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,12 @@ class Effective:
     source: str  # "flag", "env", "file" or "default"
 
     def shown(self) -> str | None:
-        if self.value is None or not self.setting.secret:
-            return self.value
+        """The value as it may be printed: a secret setting masked, and
+        credentials inside any URL (``LINEAGE_S3_ENDPOINT=http://u:p@host``) too."""
+        if self.value is None:
+            return None
+        if not self.setting.secret:
+            return mask_urls(self.value)
         user, sep, _ = self.value.partition(":")
         return f"{user}:{MASK}" if sep else MASK
 
@@ -133,7 +138,7 @@ def parse(raw: str, where: str) -> dict[str, str]:
 
 
 def _check_private(path: Path, settings: Mapping[str, str]) -> None:
-    secrets = [s.key for s in SETTINGS if s.secret and s.env in settings]
+    secrets = [s.key for s in SETTINGS if s.env in settings and (s.secret or has_userinfo(settings[s.env]))]
     if secrets and stat.S_IMODE(path.stat().st_mode) & 0o077:
         raise InvalidInputError(
             f"config file {path} holds {secrets[0]} and is readable by group or others",

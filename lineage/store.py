@@ -196,7 +196,13 @@ class Store(Protocol):
     def leases(self, table: str) -> list[LeaseInfo]: ...
 
     def pinned_states(self, table: str) -> list[TableState]:
-        """The versions live readers hold: retention keeps their files."""
+        """The versions live readers hold: retention keeps their files. A
+        malformed lease is skipped, not fatal: see :meth:`ignored_leases`."""
+        ...
+
+    def ignored_leases(self, table: str) -> list[str]:
+        """Why each malformed lease of ``table`` seen so far was skipped
+        (leases are written by readers; retention reports these)."""
         ...
 
     def collect_garbage(self, table: str) -> int:

@@ -4,25 +4,35 @@ The policy node is written first, by compare-and-set, so every store opened
 afterwards creates nodes with the policy's ACLs; then every existing node
 under the project root gets the ACL of its place (:func:`lineage.acl.place_of`),
 and each table gets the folders its roles create into (no role other than an
-admin may create children of a head). Running it again is harmless, and
+admin may create children of a head), with a folder of its own for each
+pusher (``owners/by-<user>``) and each reader (``leases/by-<user>``). Running it again is harmless, and
 catches nodes a store opened before the policy created meanwhile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kazoo.exceptions import BadVersionError, KazooException, NoAuthError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from lineage import codec
-from lineage.acl import ADMIN_ROLE, POLICY_NODE, TABLE_FOLDERS, AclPolicy, Place, place_of
+from lineage.acl import (
+    ADMIN_ROLE,
+    OWN_FOLDER_OF,
+    OWN_RIGHTS,
+    POLICY_NODE,
+    TABLE_FOLDERS,
+    AclPolicy,
+    Place,
+    own_folder,
+    place_of,
+)
 from lineage.errors import AuthError, ConflictError, InvalidInputError, StoreUnavailableError
+from lineage.zk_shared import batches, walk
 from lineage.zk_store import ZkStore, policy_acl
 
 ELECTIONS = ("retention",)
-BATCH = 512
 
 
 @dataclass(frozen=True)
@@ -75,16 +85,24 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
             data = codec.encode_gc({}) if place is Place.GC else b""
             if store.ensure_node(path, place, data):
                 created.append(path)
+            own = OWN_FOLDER_OF.get(place)
+            if own is None:
+                continue
+            for ident in policy.ids(OWN_RIGHTS[own][0]):
+                own_path = f"{path}/{own_folder(ident)}"
+                if store.ensure_node(own_path, own, owner=ident):
+                    created.append(own_path)
     nodes = 0
     strangers: list[str] = []
-    for batch in _batches(_walk(store, root)):
+    for batch in batches(walk(store.client, root, store.op_timeout_s)):
         pending = []
         for path in batch:
             found = place_of(path[len(root) :])
             if found is None:
                 strangers.append(path)
                 continue
-            pending.append((path, store.client.set_acls_async(path, policy_acl(policy, found))))
+            owner = policy.owner_of(found, path.rsplit("/", 1)[-1])
+            pending.append((path, store.client.set_acls_async(path, policy_acl(policy, found, owner))))
         for _, result in pending:
             try:
                 result.get(timeout=store.op_timeout_s)
@@ -108,31 +126,3 @@ def _write_policy(store: ZkStore, policy: AclPolicy) -> None:
             "the ACL policy changed while this one was applied",
             remedy="look with 'lineage acl show', run again",
         ) from None
-
-
-def _walk(store: ZkStore, root: str) -> Iterator[str]:
-    """Every node under ``root`` (itself included), level by level, children fetched in batches."""
-    level = [root]
-    while level:
-        yield from level
-        following: list[str] = []
-        for batch in _batches(iter(level)):
-            pending = [(path, store.client.get_children_async(path)) for path in batch]
-            for path, result in pending:
-                try:
-                    children = result.get(timeout=store.op_timeout_s)
-                except NoNodeError:
-                    continue
-                following.extend(f"{path}/{child}" for child in sorted(children))
-        level = following
-
-
-def _batches(paths: Iterator[str]) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for path in paths:
-        batch.append(path)
-        if len(batch) >= BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch

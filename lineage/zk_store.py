@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import threading
 import uuid
 import zlib
@@ -61,7 +62,19 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL, Id
 
 from lineage import codec
-from lineage.acl import ADMIN_ROLE, POLICY_NODE, RETENTION, TABLE_FOLDERS, AclPolicy, Place, child_place
+from lineage.acl import (
+    ADMIN_ROLE,
+    OWN_FOLDER_OF,
+    OWN_PREFIX,
+    OWN_RIGHTS,
+    POLICY_NODE,
+    RETENTION,
+    TABLE_FOLDERS,
+    AclPolicy,
+    Place,
+    child_place,
+    own_folder,
+)
 from lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, StoredEntry
 from lineage.errors import (
     AuthError,
@@ -101,6 +114,7 @@ from lineage.store import (
     VersionConflict,
     WriteOutcomeUnknown,
 )
+from lineage.zk_shared import close_open_nodes
 
 log = logging.getLogger(__name__)
 
@@ -151,9 +165,10 @@ def _refused(result: object) -> bool:
     return isinstance(result, Exception) and not isinstance(result, RolledBackError)
 
 
-def policy_acl(policy: AclPolicy, place: Place) -> list[ACL]:
-    """The ZooKeeper ACL of a node at ``place`` under ``policy``."""
-    return [ACL(rights, Id("digest", ident)) for ident, rights in policy.grants(place)]
+def policy_acl(policy: AclPolicy, place: Place, owner: str | None = None) -> list[ACL]:
+    """The ZooKeeper ACL of a node at ``place`` under ``policy`` (``owner``:
+    whose own folder it is, see :data:`lineage.acl.OWN_RIGHTS`)."""
+    return [ACL(rights, Id("digest", ident)) for ident, rights in policy.grants(place, owner)]
 
 
 def bucket_of(key: str, buckets: int) -> int:
@@ -162,6 +177,9 @@ def bucket_of(key: str, buckets: int) -> int:
 
 def _blob_id() -> str:
     return uuid.uuid4().hex
+
+
+_BLOB_ID = re.compile(r"^[0-9a-f]{32}$")  # what _blob_id makes
 
 
 @dataclass
@@ -231,6 +249,7 @@ class ZkStore:
         self.root = root
         self._store_id: str | None = None
         self._passes_held: set[str] = set()  # tables whose retention pass this store holds
+        self._ignored: dict[str, dict[str, str]] = {}  # per table: malformed lease path -> why
         self.op_timeout_s = op_timeout_s
         self.acl = list(acl) if acl else None
         self.identity = identity  # this client's digest id, when it authenticates
@@ -295,12 +314,17 @@ class ZkStore:
         policy = self.policy()
         return None if policy is None else policy.role_of(self.identity)
 
-    def acl_at(self, place: Place) -> list[ACL] | None:
+    def acl_at(self, place: Place, owner: str | None = None) -> list[ACL] | None:
         """The ACL a node created at ``place`` gets."""
         policy = self.policy()
         if policy is None:
             return self.acl
-        return policy_acl(policy, place)
+        return policy_acl(policy, place, owner)
+
+    def _acl_of_node(self, place: Place, name: str) -> list[ACL] | None:
+        """The ACL of an existing node at ``place`` named ``name`` (an own folder's name tells whose)."""
+        policy = self.policy()
+        return self.acl_at(place, policy.owner_of(place, name) if policy is not None else None)
 
     def require_role(self, *roles: str, doing: str) -> None:
         """Refuse work meant for other roles, when a policy is in force.
@@ -327,13 +351,13 @@ class ZkStore:
         self.ensure_node(f"{self.head_path(table)}/{VERSIONS}", Place.VERSIONS)
         self._versions_ready.add(table)
 
-    def ensure_node(self, path: str, place: Place, data: bytes = b"") -> bool:
+    def ensure_node(self, path: str, place: Place, data: bytes = b"", owner: str | None = None) -> bool:
         """Create ``path`` unless it exists; True when this call created it.
         Asks first: ZooKeeper checks the right to create before existence."""
         try:
             if self._op("exists", path) is not None:
                 return False
-            self._op("create", path, data, acl=self.acl_at(place))
+            self._op("create", path, data, acl=self.acl_at(place, owner))
             return True
         except NodeExistsError:
             return False
@@ -343,10 +367,13 @@ class ZkStore:
             raise StoreUnavailableError(f"creating {path}: {type(exc).__name__}") from None
 
     def _ensure_root(self) -> None:
+        """Once per store: the shared nodes exist, and none is left open to
+        anyone (an anonymous run creates them open; see :mod:`lineage.zk_shared`)."""
         if self._ready:
             return
         for path in (self.root, f"{self.root}/tables", f"{self.root}/names", f"{self.root}/clock"):
             self.ensure_node(path, Place.CLOCK if path.endswith("/clock") else Place.FOLDER)
+        close_open_nodes(self.client, self.root, self._acl_of_node, self.op_timeout_s)
         self._ready = True
 
     def _op(self, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -397,7 +424,23 @@ class ZkStore:
         self._ensure_root()
         # The clock node holds nothing shared; only its mtime (set by the
         # ZooKeeper leader) matters, so an unconditional set is right here.
-        stat = self._call("clock read", "set", f"{self.root}/clock", b"")
+        clock = f"{self.root}/clock"
+        try:
+            stat = self._call("clock read", "set", clock, b"")
+        except NoNodeError:
+            # Deleted since this store made sure of it: it holds nothing, so
+            # making it again loses nothing.
+            try:
+                self.ensure_node(clock, Place.CLOCK)
+            except AuthError:
+                raise AuthError(
+                    f"the clock node {clock} is missing and this identity may not create it",
+                    remedy="run 'lineage acl apply' as an admin: it makes the clock again",
+                ) from None
+            try:
+                stat = self._call("clock read", "set", clock, b"")
+            except NoNodeError:
+                raise StoreUnavailableError(f"the clock node {clock} keeps disappearing") from None
         return int(stat.mtime)
 
     # ---- blobs ---------------------------------------------------------------
@@ -915,6 +958,8 @@ class ZkStore:
             txn.create(f"{path}/gc", codec.encode_gc({}), acl=self.acl_at(Place.GC))
             txn.create(f"{path}/owners", b"", acl=self.acl_at(Place.OWNERS))
             txn.create(f"{path}/leases", b"", acl=self.acl_at(Place.LEASES))
+            for folder, own, ident in self._own_folders():
+                txn.create(f"{path}/{folder}/{own_folder(ident)}", b"", acl=self.acl_at(own, ident))
             txn.create(f"{path}/passes", b"", acl=self.acl_at(Place.RETENTION_HOLDS))
             txn.create(f"{path}/floor", codec.encode_floor(None, 0), acl=self.acl_at(Place.FLOOR))
             initial = codec.LeaseRecord(1, {k: (b,) for k, b in empty.items()}, ())
@@ -1159,8 +1204,14 @@ class ZkStore:
                     stat = head_result
                 for child in self._call("listing", "get_children", path):
                     for grandchild in self._call("listing", "get_children", f"{path}/{child}"):
-                        with contextlib.suppress(NoNodeError):
-                            self.client.retry(self._op, "delete", f"{path}/{child}/{grandchild}")
+                        node = f"{path}/{child}/{grandchild}"
+                        if grandchild.startswith(OWN_PREFIX):  # one identity's owners or leases
+                            with contextlib.suppress(NoNodeError):
+                                for leaf in self._call("listing", "get_children", node):
+                                    with contextlib.suppress(NoNodeError):
+                                        self.client.retry(self._op, "delete", f"{node}/{leaf}")
+                        with contextlib.suppress(NoNodeError, NotEmptyError):
+                            self.client.retry(self._op, "delete", node)
                     with contextlib.suppress(NoNodeError, NotEmptyError):
                         self.client.retry(self._op, "delete", f"{path}/{child}")
                 try:
@@ -1257,20 +1308,30 @@ class ZkStore:
         return sorted(out)
 
     def _records(self, table: str, folder: str) -> list[tuple[str, codec.LeaseRecord]]:
-        """The version records under ``folder`` (``leases`` or ``versions``),
-        fetched in one pipelined batch (with kazoo's bounded retry); one
-        removed meanwhile is skipped."""
-        names = self._children(table, folder)
-        base = f"{self.head_path(table)}/{folder}"
+        """The version records under ``folder`` (``versions``, or ``leases``
+        with each reader's own folder looked into), fetched in one pipelined
+        batch (with kazoo's bounded retry); one removed meanwhile is skipped.
 
-        def fetch() -> dict[str, bytes]:
+        A version record that does not decode fails closed (CorruptRecordError).
+        A lease that cannot be read (its ACL), does not decode, or names blobs
+        no store could have written, is skipped and remembered (:meth:`ignored_leases`): leases
+        are written by readers, and one reader's bad lease must not stop
+        retention for everyone else's."""
+        base = f"{self.head_path(table)}/{folder}"
+        names = self._ephemerals(table, folder) if folder == "leases" else self._children(table, folder)
+
+        def fetch() -> dict[str, bytes | None]:
             pending = {name: self.client.get_async(f"{base}/{name}") for name in names}
-            raws = {}
+            raws: dict[str, bytes | None] = {}
             for name, result in pending.items():
                 try:
                     raws[name] = result.get(timeout=self.op_timeout_s)[0]
                 except NoNodeError:
                     continue
+                except NoAuthError:
+                    if folder != "leases":
+                        raise
+                    raws[name] = None  # a lease made with an ACL that hides it
                 except KazooTimeoutError:
                     raise OperationTimeoutError() from None
             return raws
@@ -1281,7 +1342,35 @@ class ZkStore:
             raise AuthError(f"ZooKeeper refused reading {base}: not authorised") from None
         except (KazooException, ConnectionError) as exc:
             raise StoreUnavailableError(f"reading {base}: {type(exc).__name__}") from None
-        return [(name, codec.decode_lease(raw, f"{base}/{name}")) for name, raw in raws.items()]
+        if folder != "leases":
+            return [(name, codec.decode_lease(raw or b"", f"{base}/{name}")) for name, raw in raws.items()]
+        out: list[tuple[str, codec.LeaseRecord]] = []
+        for name, raw in raws.items():
+            if raw is None:
+                self._ignore_lease(table, f"{base}/{name}", "not readable (its ACL)")
+                continue
+            try:
+                record = codec.decode_lease(raw, f"{base}/{name}")
+                bad = sorted(b for b in record.blobs if not _BLOB_ID.match(b))
+                if bad:
+                    raise CorruptRecordError(f"{base}/{name}", f"names blob {bad[0][:80]!r}")
+            except CorruptRecordError as exc:
+                self._ignore_lease(table, f"{base}/{name}", exc.message)
+                continue
+            out.append((name, record))
+        return out
+
+    def _ignore_lease(self, table: str, path: str, why: str) -> None:
+        why = f"lease {path}: {why.replace(f'corrupt lineage record at {path}: ', '')}"
+        log.warning("ignoring a malformed lease: %s", why)
+        with self._cache_lock:
+            self._ignored.setdefault(table, {})[path] = why
+
+    def ignored_leases(self, table: str) -> list[str]:
+        """The malformed leases of ``table`` this store skipped so far, each
+        with why (retention reports them)."""
+        with self._cache_lock:
+            return sorted(self._ignored.get(table, {}).values())
 
     def _version_record(self, table: str, version: int, newest: int) -> tuple[bytes, codec.LeaseRecord]:
         """The raw and decoded record of a retained past version."""
@@ -1362,11 +1451,38 @@ class ZkStore:
             log.warning("metadata garbage pass on %s skipped: %s", table, exc.message)
 
     # ---- push owners and reader leases -------------------------------------
+    #
+    # Under a policy each pusher and reader keeps its ephemerals in its own
+    # folder (owners/by-<user>, leases/by-<user>), made by an admin: only it
+    # may delete in there. Without a policy they sit in the folder itself.
+    # Listings read both shapes (a process opened before the policy still
+    # writes the flat one until it reopens).
+
+    def _own_folders(self) -> list[tuple[str, Place, str]]:
+        """(folder, place, identity) of every own folder a new table gets under the policy."""
+        policy = self.policy()
+        if policy is None:
+            return []
+        out: list[tuple[str, Place, str]] = []
+        for folder, place in (("owners", Place.OWNERS), ("leases", Place.LEASES)):
+            own = OWN_FOLDER_OF[place]
+            out.extend((folder, own, ident) for ident in policy.ids(OWN_RIGHTS[own][0]))
+        return out
+
+    def _holder(self, folder: str) -> str | None:
+        """The own folder this store keeps its ephemerals of ``folder`` in; None: flat."""
+        policy = self.policy()
+        if policy is None or self.identity is None or folder not in ("owners", "leases"):
+            return None
+        return own_folder(self.identity)
 
     def _ephemeral(self, table: str, folder: str, name: str, data: bytes, sequence: bool) -> str:
-        parent = f"{self.head_path(table)}/{folder}"
+        """Create an ephemeral node; its id relative to ``folder`` (``by-u/lease-N`` or ``lease-N``)."""
+        base = f"{self.head_path(table)}/{folder}"
         place = TABLE_FOLDERS[folder]
-        for _ in range(2):
+        holder = self._holder(folder)
+        parent = base if holder is None else f"{base}/{holder}"
+        for _ in range(3):
             try:
                 path: str = self._op(
                     "create",
@@ -1376,14 +1492,9 @@ class ZkStore:
                     ephemeral=True,
                     sequence=sequence,
                 )
-                return path
+                return path[len(base) + 1 :]
             except NoNodeError:
-                try:  # a table created before the folders were made with it
-                    self._op("create", parent, b"", acl=self.acl_at(place))
-                except NodeExistsError:
-                    pass
-                except NoNodeError:
-                    raise TableNotFoundError(table) from None
+                self._make_folder(table, folder, holder)
             except NoAuthError:
                 raise AuthError(f"ZooKeeper refused {folder} of {table!r}: not authorised") from None
             except (KazooException, KazooTimeoutError) as exc:
@@ -1392,6 +1503,30 @@ class ZkStore:
                 ) from None
         raise TableNotFoundError(table)
 
+    def _make_folder(self, table: str, folder: str, holder: str | None) -> None:
+        """Make a missing ephemerals folder (a table made before it existed),
+        and this identity's own folder in it; only an admin may make the latter."""
+        base = f"{self.head_path(table)}/{folder}"
+        place = TABLE_FOLDERS[folder]
+        steps = [(base, self.acl_at(place))]
+        if holder is not None:
+            steps.append((f"{base}/{holder}", self.acl_at(OWN_FOLDER_OF[place], self.identity)))
+        for path, acl in steps:
+            try:
+                if self._op("exists", path) is None:
+                    self._op("create", path, b"", acl=acl)
+            except NodeExistsError:
+                pass
+            except NoNodeError:
+                raise TableNotFoundError(table) from None
+            except NoAuthError:
+                raise AuthError(
+                    f"ZooKeeper refused {folder} of {table!r}: not authorised; identity "
+                    f"{(self.identity or 'anonymous').partition(':')[0]!r} has no {folder} folder "
+                    f"there ({path})",
+                    remedy="an admin makes it: run 'lineage acl apply' again after adding the identity",
+                ) from None
+
     def _children(self, table: str, folder: str) -> list[str]:
         try:
             children: list[str] = self._call(folder, "get_children", f"{self.head_path(table)}/{folder}")
@@ -1399,11 +1534,43 @@ class ZkStore:
             return []
         return sorted(children)
 
+    def _ephemerals(self, table: str, folder: str) -> list[str]:
+        """The ids of the ephemerals under ``folder``, relative to it, own folders looked into."""
+        base = f"{self.head_path(table)}/{folder}"
+        children = self._children(table, folder)
+        flat = [c for c in children if not c.startswith(OWN_PREFIX)]
+        holders = [c for c in children if c.startswith(OWN_PREFIX)]
+
+        def fetch() -> list[str]:
+            pending = [(h, self.client.get_children_async(f"{base}/{h}")) for h in holders]
+            out: list[str] = []
+            for holder, result in pending:
+                try:
+                    out.extend(f"{holder}/{c}" for c in result.get(timeout=self.op_timeout_s))
+                except NoNodeError:
+                    continue
+                except KazooTimeoutError:
+                    raise OperationTimeoutError() from None
+            return out
+
+        try:
+            nested = self.client.retry(fetch) if holders else []
+        except NoAuthError:
+            raise AuthError(f"ZooKeeper refused reading {base}: not authorised") from None
+        except (KazooException, ConnectionError) as exc:
+            raise StoreUnavailableError(f"reading {base}: {type(exc).__name__}") from None
+        return sorted(flat + nested)
+
+    def _own_path(self, table: str, folder: str, name: str) -> str:
+        holder = self._holder(folder)
+        base = f"{self.head_path(table)}/{folder}"
+        return f"{base}/{name}" if holder is None else f"{base}/{holder}/{name}"
+
     def hold_owner(self, table: str, entry_id: str) -> None:
         try:
             self._ephemeral(table, "owners", check_entry_id(entry_id), b"", sequence=False)
         except NodeExistsError:
-            path = f"{self.head_path(table)}/owners/{entry_id}"
+            path = self._own_path(table, "owners", entry_id)
             stat = self._call("owner", "exists", path)
             if stat is None or stat.ephemeralOwner != self.session_id():
                 raise RefusedError(
@@ -1411,7 +1578,7 @@ class ZkStore:
                 ) from None
 
     def release_owner(self, table: str, entry_id: str) -> None:
-        self._delete_quietly(f"{self.head_path(table)}/owners/{check_entry_id(entry_id)}", "owner")
+        self._delete_quietly(self._own_path(table, "owners", check_entry_id(entry_id)), "owner")
 
     def _delete_quietly(self, path: str, what: str) -> None:
         """Delete an ephemeral node; gone already is fine, other failures are
@@ -1420,11 +1587,13 @@ class ZkStore:
             self.client.retry(self._op, "delete", path)
         except NoNodeError:
             pass
+        except NoAuthError:
+            raise AuthError(f"ZooKeeper refused releasing the {what} {path}: not authorised") from None
         except (KazooException, KazooTimeoutError) as exc:
             raise StoreUnavailableError(f"releasing the {what} {path}: {type(exc).__name__}") from None
 
     def live_owners(self, table: str) -> frozenset[str]:
-        return frozenset(self._children(table, "owners"))
+        return frozenset(i.rsplit("/", 1)[-1] for i in self._ephemerals(table, "owners"))
 
     def _pass_path(self, table: str) -> str:
         return f"{self.head_path(table)}/passes/lock"
@@ -1491,20 +1660,30 @@ class ZkStore:
         if version is not None and version != state.version:
             raw, past = self._version_record(table, version, state.version)
             # The lease goes first: from then on retention keeps its blobs and files.
-            lease_path = self._ephemeral(table, "leases", "lease-", raw, sequence=True)
-            return Lease(table, lease_path.rsplit("/", 1)[-1], self._rebuild(table, loaded.head, past))
+            lease_id = self._ephemeral(table, "leases", "lease-", raw, sequence=True)
+            return Lease(table, lease_id, self._rebuild(table, loaded.head, past))
         record = codec.LeaseRecord(
             version=state.version,
             buckets=dict(loaded.head.buckets),
             chunks=tuple(sorted(loaded.chunk_blobs())),
         )
-        path = self._ephemeral(table, "leases", "lease-", codec.encode_lease(record), sequence=True)
-        return Lease(table, path.rsplit("/", 1)[-1], state)
+        lease_id = self._ephemeral(table, "leases", "lease-", codec.encode_lease(record), sequence=True)
+        return Lease(table, lease_id, state)
 
     def pinned_states(self, table: str) -> list[TableState]:
-        """The table versions live readers pinned, rebuilt from their blobs."""
+        """The table versions live readers pinned, rebuilt from their blobs.
+        A lease that does not decode, or whose blobs are gone (no reader
+        could be reading through it), is skipped and reported
+        (:meth:`ignored_leases`)."""
         head, _ = self._read_head(table)
-        return [self._rebuild(table, head, record) for _, record in self._records(table, "leases")]
+        base = f"{self.head_path(table)}/leases"
+        states = []
+        for name, record in self._records(table, "leases"):
+            try:
+                states.append(self._rebuild(table, head, record))
+            except CorruptRecordError as exc:
+                self._ignore_lease(table, f"{base}/{name}", exc.message)
+        return states
 
     def release(self, lease: Lease) -> None:
         self._delete_quietly(f"{self.head_path(lease.table)}/leases/{lease.lease_id}", "lease")

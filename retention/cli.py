@@ -97,6 +97,8 @@ def run(
             if dry_run:
                 for item in report.planned:
                     typer.echo(f"  {item.reason.value:<18} {item.location}")
+            for why in report.leases_ignored:
+                typer.echo(f"  warning: ignored {why}", err=True)
             for error in report.errors:
                 typer.echo(f"  error: {error}", err=True)
     if any(r.errors for r in reports):

@@ -98,6 +98,7 @@ class TableReport:
     metadata_reclaimed: int = 0
     dirs_removed: int = 0
     errors: list[str] = field(default_factory=list)
+    leases_ignored: list[str] = field(default_factory=list)  # malformed leases skipped, and why
     planned: tuple[Deletion, ...] = ()  # as planned: kept as the plan's own objects, shaped on output
 
     def line(self) -> str:
@@ -108,11 +109,13 @@ class TableReport:
             f"{self.condemned} segment(s) condemned, {self.orphans} orphan(s), "
             f"{self.entries_removed} entr(ies) removed, {self.kept} kept, {self.pending_left} pending"
         )
+        text += f", {len(self.leases_ignored)} malformed lease(s) ignored" if self.leases_ignored else ""
         return text + (f", {len(self.errors)} error(s)" if self.errors else "")
 
     def as_dict(self) -> dict[str, object]:
         out = {item.name: getattr(self, item.name) for item in fields(self)}
         out["errors"] = list(self.errors)
+        out["leases_ignored"] = list(self.leases_ignored)
         out["planned"] = [
             {"location": d.location, "segment": d.segment, "reason": d.reason.value, "bytes": d.size_bytes}
             for d in self.planned
@@ -205,6 +208,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
             report.errors.append(exc.message)
         _fill(report, current)
         _pending(report, state)
+        report.leases_ignored = store.ignored_leases(table)
         return report
 
     options.fence()
@@ -256,6 +260,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
         report.metadata_reclaimed = store.collect_garbage(table)
     except LineageError as exc:
         report.errors.append(f"metadata garbage collection: {exc.message}")
+    report.leases_ignored = store.ignored_leases(table)
     return report
 
 

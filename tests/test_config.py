@@ -91,6 +91,12 @@ def test_secrets_are_masked_and_their_file_must_be_private(tmp_path: Path) -> No
     code, _, err = cli({}, "--config", str(config), "config", "show")
     assert code == 2 and "readable by group or others" in err and "chmod 600" in err
     assert "hunter2" not in err
+    endpoint = write(tmp_path / "e.toml", '[storage]\ns3_endpoint = "http://u:hunter2@minio:9000"\n', 0o644)
+    code, out, err = cli({}, "--config", str(endpoint), "config", "show")
+    assert code == 2 and "holds storage.s3_endpoint" in err and "hunter2" not in out + err
+    endpoint.chmod(0o600)
+    code, out, err = cli({}, "--config", str(endpoint), "config", "show")
+    assert code == 0 and "http://****@minio:9000" in out and "hunter2" not in out, err
 
 
 @pytest.mark.parametrize(

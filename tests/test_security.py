@@ -3,12 +3,15 @@ retention daemon and a reader, each doing its work and refused the rest."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from kazoo.security import make_digest_acl_credential
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import ACL, ANYONE_ID_UNSAFE, make_digest_acl_credential
 from typer.testing import CliRunner
 
 from ingest.arrow_push import push_arrow
@@ -18,8 +21,12 @@ from lineage import codec
 from lineage.acl import (
     ADMIN_ROLE,
     ALL,
+    CREATE,
+    DELETE,
+    READ,
     RIGHTS,
     ROLES,
+    WRITE,
     AclPolicy,
     Place,
     digest_id,
@@ -72,7 +79,8 @@ def secured(zk_hosts: str, tmp_path: Path) -> Iterator[str]:
     args = ["--pusher", digests["pusher"], "--retention", digests["retention"], "--reader", digests["reader"]]
     code, out, err = cli(zk_hosts, IDENTITIES[ADMIN_ROLE], "acl", "apply", *args)
     assert code == 0, err
-    assert "3 folder(s) created" in out  # the table's owners, leaders, leaders/retention
+    # the table's owners, its pusher's and its reader's own folders, leaders, leaders/retention
+    assert "5 folder(s) created" in out
     return zk_hosts
 
 
@@ -92,7 +100,8 @@ def assert_acls_follow_the_policy(store: ZkStore, policy: AclPolicy) -> int:
         assert place is not None, path
         acls, _ = store.client.get_acls(path)
         got = {(a.id.scheme, a.id.id, a.perms) for a in acls}
-        want = {("digest", i, r) for i, r in policy.grants(place)}
+        owner = policy.owner_of(place, path.rsplit("/", 1)[-1])
+        want = {("digest", i, r) for i, r in policy.grants(place, owner)}
         assert got == want, (path, got, want)
         checked += 1
     return checked
@@ -224,7 +233,13 @@ def test_every_place_is_known_and_no_role_deletes_what_it_does_not_own() -> None
         "/tables/events/versions/v-0000000001": Place.VERSION,
         "/tables/events/gc": Place.GC,
         "/tables/events/owners/x": Place.OWNER,
+        "/tables/events/owners/by-loader": Place.OWN_OWNERS,
+        "/tables/events/owners/by-loader/x": Place.OWNER,
         "/tables/events/leases/lease-0000000001": Place.LEASE,
+        "/tables/events/leases/by-analyst": Place.OWN_LEASES,
+        "/tables/events/leases/by-analyst/lease-0000000001": Place.LEASE,
+        "/tables/events/leases/by-analyst/lease-0000000001/x": None,
+        "/tables/events/leases/lease-0000000001/x": None,
         "/tables/events/passes": Place.RETENTION_HOLDS,
         "/tables/events/passes/lock": Place.RETENTION_HOLD,
         "/leaders/retention": Place.ELECTION,
@@ -241,11 +256,20 @@ def test_every_place_is_known_and_no_role_deletes_what_it_does_not_own() -> None
     assert deleters == {
         (Place.BLOBS, "retention"),
         (Place.VERSIONS, "retention"),
-        (Place.OWNERS, "pusher"),
-        (Place.LEASES, "reader"),
         (Place.ELECTION, "retention"),
         (Place.RETENTION_HOLDS, "retention"),
     }
+    # A pusher's claims and a reader's leases: only in the folder of that one identity.
+    policy = AclPolicy.build([ident(ADMIN_ROLE)], [ident("pusher")], [ident("retention")], [ident("reader")])
+    for place, role in ((Place.OWN_OWNERS, "pusher"), (Place.OWN_LEASES, "reader")):
+        other = digest_id("someone", "else")
+        wider = AclPolicy.build(
+            policy.admin, *([*policy.ids(r), other] if r == role else policy.ids(r) for r in ROLES)
+        )
+        granted = dict(wider.grants(place, owner=ident(role)))
+        assert granted[ident(role)] == READ | CREATE | DELETE and granted[other] == READ, place
+        assert wider.owner_of(place, f"by-{IDENTITIES[role].partition(':')[0]}") == ident(role)
+        assert dict(wider.grants(place))[ident(role)] == READ  # a folder nobody owns
 
 
 def test_the_policy_record_round_trips_and_fails_closed() -> None:
@@ -301,3 +325,204 @@ def test_the_security_page_shows_the_rights_in_force() -> None:
         assert len(rows) == 1, place
         cells = [c.strip() for c in rows[0].strip().strip("|").split("|")]
         assert cells[2:] == [rights_text(rights[r]) for r in ROLES], place
+
+
+def test_config_show_and_push_conf_mask_secrets(zk_hosts: str, tmp_path: Path) -> None:
+    endpoint = f"http://minio-user:{SECRET}@127.0.0.1:9000"
+    env = {"LINEAGE_ZK_AUTH": "", "LINEAGE_S3_ENDPOINT": endpoint}
+    for args in (["config", "show"], ["--json", "config", "show"]):
+        result = runner.invoke(app, ["--zk", zk_hosts, *args], env=env)
+        assert result.exit_code == 0, result.stderr
+        assert SECRET not in result.stdout and "minio-user" not in result.stdout, result.stdout
+        assert "http://****@127.0.0.1:9000" in result.stdout
+
+    code, _, err = cli(zk_hosts, None, "table", "create", T, "--root", str(tmp_path / T))
+    assert code == 0, err
+    store = store_as(zk_hosts, None)
+    try:
+        before = dump(store.client)
+        bad = [
+            (f"fs.s3a.secret.key={SECRET}", "'fs.s3a.secret.key=****'"),
+            (f"hadoop.fs.s3a.session.token={SECRET}", "'hadoop.fs.s3a.session.token=****'"),
+            (f"ssl.keyStorePassword={SECRET}", "'ssl.keyStorePassword=****'"),
+            (f"fs.s3a.endpoint=https://u:{SECRET}@s3.example", "'fs.s3a.endpoint=https://****@s3.example'"),
+            (f"https://u:{SECRET}@s3.example", "'https://****@s3.example'"),
+        ]
+        for item, shown in bad:
+            code, out, err = cli(
+                zk_hosts, None, "--verbose", "push", T, "--input", str(tmp_path), "--conf", item
+            )
+            assert code == 2 and f"invalid --conf {shown}" in err, (item, err)
+            assert SECRET not in out + err, (item, out, err)
+        assert dump(store.client) == before
+    finally:
+        store.close()
+
+
+def world_may(client: KazooClient, path: str) -> int:
+    acls, _ = client.get_acls(path)
+    return sum(a.perms for a in acls if a.id.scheme == "world")
+
+
+def test_an_anonymous_first_run_leaves_nothing_open_after_an_authenticated_one(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    owner = "owner:owner-pw"
+    code, _, err = cli(zk_hosts, None, "table", "create", "early", "--root", str(tmp_path / "early"))
+    assert code == 0, err
+    anonymous = store_as(zk_hosts, None)
+    try:
+        shared = [ROOT, f"{ROOT}/tables", f"{ROOT}/names", f"{ROOT}/clock", f"{ROOT}/names/early"]
+        assert all(world_may(anonymous.client, p) == ALL for p in shared)  # the anonymous run left them open
+
+        code, _, err = cli(zk_hosts, owner, "table", "create", T, "--root", str(tmp_path / T))
+        assert code == 0, err
+        owner_store = store_as(zk_hosts, owner)
+        try:
+            closed = [p for p in walk(owner_store.client, ROOT) if world_may(owner_store.client, p)]
+            assert closed == [], closed  # every node, the early table's included, is the owner's now
+            before = dump(owner_store.client)
+            attacks = [
+                ("delete the clock", lambda: anonymous.client.delete(f"{ROOT}/clock")),
+                ("squat a name", lambda: anonymous.client.create(f"{ROOT}/names/squat", b"squat")),
+                ("make a case twin", lambda: anonymous.client.create(f"{ROOT}/tables/Events", b"{}")),
+                ("take a guard", lambda: anonymous.client.delete(f"{ROOT}/names/early")),
+                ("rewrite a guard", lambda: anonymous.client.set(f"{ROOT}/names/early", b"x")),
+                ("rewrite a head", lambda: anonymous.client.set(f"{ROOT}/tables/early", b"x")),
+            ]
+            for what, attack in attacks:
+                with pytest.raises(NoAuthError):
+                    attack()
+                    pytest.fail(what)
+            assert dump(owner_store.client) == before
+
+            # The clock's loss is survived, by a store that made sure of it before and by a new one.
+            m = LineageManager(owner_store)
+            push_arrow(m, T, [rows("a", 2)])
+            owner_store.client.delete(f"{ROOT}/clock")
+            push_arrow(m, T, [rows("b", 3)])
+            assert content(m) == ["b"] * 3
+            owner_store.client.delete(f"{ROOT}/clock")
+            code, _, err = cli(zk_hosts, owner, "segment", "add", T, "s1")
+            assert code == 0, err
+        finally:
+            owner_store.close()
+    finally:
+        anonymous.close()
+
+
+def test_an_open_node_this_identity_cannot_close_is_refused_by_name(zk_hosts: str) -> None:
+    code, _, err = cli(zk_hosts, None, "table", "list")
+    assert code == 0, err
+    anonymous = store_as(zk_hosts, None)
+    try:
+        # Anyone may write it, but nobody may administer it.
+        anonymous.client.set_acls(f"{ROOT}/clock", [ACL(READ | WRITE | CREATE | DELETE, ANYONE_ID_UNSAFE)])
+        code, _, err = cli(zk_hosts, "owner:owner-pw", "table", "list")
+        assert code == 1 and f"{ROOT}/clock is open to anyone" in err and "acl apply" in err, err
+    finally:
+        anonymous.close()
+
+
+SECOND = {"pusher": "loader2:push2-pw", "reader": "analyst2:read2-pw"}
+
+
+def second(role: str) -> str:
+    user, _, password = SECOND[role].partition(":")
+    return digest_id(user, password)
+
+
+def test_ephemerals_are_deletable_by_their_identity_only_and_bad_leases_are_ignored(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    admin_auth = IDENTITIES[ADMIN_ROLE]
+    args = ["--pusher", ident("pusher"), "--pusher", second("pusher"), "--retention", ident("retention")]
+    args += ["--reader", ident("reader"), "--reader", second("reader")]
+    code, _, err = cli(zk_hosts, admin_auth, "acl", "apply", *args)
+    assert code == 0, err
+    code, _, err = cli(  # made under the policy: the table gets every pusher's and reader's own folder
+        zk_hosts, admin_auth, "table", "create", T, "--root", str(tmp_path / T), "--replaced-retention", "0s"
+    )
+    assert code == 0, err
+    pusher, pusher2, reader, reader2 = (
+        store_as(zk_hosts, auth)
+        for auth in (IDENTITIES["pusher"], SECOND["pusher"], IDENTITIES["reader"], SECOND["reader"])
+    )
+    head = f"{ROOT}/tables/{T}"
+    try:
+        push_arrow(LineageManager(pusher), T, [rows("old", 2)])
+        lease = LineageManager(reader).pin_readable(T)
+        assert lease.lease_id.startswith("by-analyst/lease-")
+        lease_path = f"{head}/leases/{lease.lease_id}"
+        push_arrow(LineageManager(pusher2), T, [rows("new", 3)])  # replaces what the reader holds
+
+        # Another reader can neither delete the lease, nor create beside it, nor squat a folder.
+        for attempt in (
+            lambda: reader2.client.delete(lease_path),
+            lambda: reader2.client.create(f"{head}/leases/by-analyst/lease-x", b"", ephemeral=True),
+            lambda: reader2.client.create(f"{head}/leases/by-newcomer", b""),
+            lambda: reader2.client.create(f"{head}/leases/lease-flat", b"", ephemeral=True),
+        ):
+            with pytest.raises(NoAuthError):
+                attempt()
+        with pytest.raises(AuthError, match="not authorised"):
+            reader2.release(lease)
+        assert reader.client.exists(lease_path) is not None
+
+        # A pusher cannot take another push's owner claim away.
+        entry = "0b5e2f4c-1111-4a6e-9c3d-4b2a1f0e9d8c"
+        pusher.hold_owner(T, entry)
+        claim = f"{head}/owners/by-loader/{entry}"
+        assert reader.client.exists(claim) is not None and entry in pusher2.live_owners(T)
+        with pytest.raises(NoAuthError):
+            pusher2.client.delete(claim)
+        pusher2.release_owner(T, entry)  # releases only in its own folder: nothing there
+        assert pusher.client.exists(claim) is not None
+        pusher.release_owner(T, entry)
+        assert pusher.client.exists(claim) is None
+
+        # The second reader plants bad leases in its own folder: retention ignores and reports them,
+        # and keeps honouring the good lease.
+        mine = f"{head}/leases/by-analyst2"
+        good = codec.decode_lease(reader.client.get(lease_path)[0], lease_path)
+        planted = [
+            b"not json",
+            codec.encode_lease(
+                codec.LeaseRecord(good.version, {**good.buckets, "segments": ("../../../acl",)}, ())
+            ),
+            codec.encode_lease(
+                codec.LeaseRecord(good.version, {**good.buckets, "segments": ("ab" * 16,)}, ())
+            ),
+        ]
+        for raw in planted:
+            acl = reader2.acl_at(Place.LEASE)
+            reader2.client.create(f"{mine}/lease-", raw, acl=acl, ephemeral=True, sequence=True)
+        reader2.client.create(f"{mine}/lease-", b"hidden", ephemeral=True, sequence=True)  # analyst2 only
+        old_files = sorted(str(p) for p in (tmp_path / T).rglob("*.parquet"))
+        code, out, err = cli(
+            zk_hosts, IDENTITIES["retention"], "--json", "retention", "run", "--table", T, "--force"
+        )
+        assert code == 0, out + err
+        [report] = json.loads(out)
+        ignored = report["leases_ignored"]
+        assert len(ignored) == 4 and all(mine in why for why in ignored), ignored
+        assert sum("not readable" in why for why in ignored) == 1
+        assert any("not valid JSON" in why for why in ignored)
+        assert sorted(str(p) for p in (tmp_path / T).rglob("*.parquet")) == old_files  # the pinned file stays
+        code, out, err = cli(zk_hosts, IDENTITIES["retention"], "retention", "run", "--table", T, "--force")
+        assert code == 0 and "4 malformed lease(s) ignored" in out and err.count("warning: ignored") == 4, (
+            out + err
+        )
+
+        reader.release(lease)
+        code, out, err = cli(zk_hosts, IDENTITIES["retention"], "retention", "run", "--table", T, "--force")
+        assert code == 0, out + err
+        assert len(list((tmp_path / T).rglob("*.parquet"))) == 1  # released: the replaced file goes
+        assert content(LineageManager(reader2)) == ["new"] * 3
+        code, out, err = cli(zk_hosts, IDENTITIES["reader"], "read", T)
+        assert code == 0 and "new" in out, err
+        code, _, err = cli(zk_hosts, admin_auth, "table", "drop", T, "--force")
+        assert code == 0, err
+    finally:
+        for store in (pusher, pusher2, reader, reader2):
+            store.close()
