@@ -82,6 +82,7 @@ def push(
             "rows": result.rows,
             "bytes": result.size_bytes,
             "replaced": result.replaced,
+            "cleaned": list(result.cleaned),
             "seconds": round(result.seconds, 3),
         },
         result.summary(),

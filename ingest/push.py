@@ -94,13 +94,19 @@ class PushResult:
     size_bytes: int
     replaced: int
     seconds: float
+    cleaned: tuple[str, ...] = ()  # stale entries this push's force cleanup reverted
 
     def summary(self) -> str:
-        return (
+        text = (
             f"pushed {self.table}: entry {self.entry_id}, {self.segments} segment(s), "
             f"{self.rows} rows, {self.size_bytes} bytes, replaced {self.replaced} segment(s), "
             f"{self.seconds:.1f}s"
         )
+        if self.cleaned:
+            text += f"; cleaned up stale entr{'y' if len(self.cleaned) == 1 else 'ies'} " + ", ".join(
+                self.cleaned
+            )
+        return text
 
 
 def push_stamp(now: dt.datetime | None = None) -> str:
@@ -197,11 +203,13 @@ def _start(
     target: PushTarget,
     reason: str | None,
     owner_wait_s: float,
-) -> tuple[str, ...]:
-    """start_replace with ``from`` computed from the state it commits against.
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """start_replace with ``from`` computed from the state it commits against;
+    returns that ``from`` and the stale entries force cleanup reverted.
 
     An overlapping entry whose pusher may have just died keeps its owner node
-    until its session expires: wait up to ``owner_wait_s`` for that.
+    until its session expires: wait up to ``owner_wait_s`` for that. An entry
+    opened by hand is taken only once its hold ended.
     """
     audit = manager.audit(reason)
     planned: list[tuple[str, ...]] = []
@@ -228,8 +236,8 @@ def _start(
     deadline = time.monotonic() + owner_wait_s
     while True:
         try:
-            manager.commit(table, update, reason)
-            return planned[-1]
+            done = manager.commit(table, update, reason)
+            return planned[-1], done.change.cleaned
         except RunningEntryConflict as exc:
             if time.monotonic() >= deadline:
                 raise
@@ -280,9 +288,11 @@ def consistent_push(
     started = False
     try:
         with _sigterm_as_interrupt():
-            replaced = _start(manager, table, mode, target, reason, owner_wait_s)
+            replaced, cleaned = _start(manager, table, mode, target, reason, owner_wait_s)
             started = True
             say(f"started entry {entry_id}: replacing {len(replaced)} segment(s) with up to {partitions}")
+            for stale in cleaned:
+                say(f"cleaned up stale entry {stale} (its process is gone): reverted, its uploads queued")
             failpoint("push.after-start")
             written = write(target)
             failpoint("push.after-write")
@@ -324,6 +334,7 @@ def consistent_push(
         size_bytes=sum(s.size_bytes for s in written.segments),
         replaced=len(replaced),
         seconds=time.monotonic() - began,
+        cleaned=cleaned,
     )
 
 

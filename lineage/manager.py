@@ -54,7 +54,7 @@ from lineage.model import (
     TableState,
 )
 from lineage.names import check_entry_id, check_table_name
-from lineage.periods import parse_version_or_time
+from lineage.periods import parse_period, parse_version_or_time
 from lineage.retry import Attempts, RetryPolicy
 from lineage.roots import (
     Claim,
@@ -212,6 +212,7 @@ class LineageManager:
             segments=record.segments,
             rows=record.rows,
             size_bytes=record.size_bytes,
+            cleaned=record.cleaned,
         )
         return Committed(snap.state, change, commit_id, applied=True)
 
@@ -385,18 +386,54 @@ class LineageManager:
         entry_id: str | None = None,
         interval: tuple[int, int] | None = None,
         live_owners: frozenset[str] | None = None,
+        hold: str | None = None,
     ) -> str:
-        """Open a replacement and return its entry id.
+        """Open a replacement by hand and return its entry id.
 
-        See :func:`lineage.transitions.start_replace` for ``interval`` and
-        ``live_owners``.
+        No process holds an owner node for such an entry, so it is held for
+        ``hold`` (a period; default the table's
+        ``lineage_entry_cleanup_retention``; ``0s`` for none, Pinot's rule) on
+        the store's clock: until then no other push's force cleanup and no
+        retention pass takes it. See :func:`lineage.transitions.start_replace`
+        for ``interval`` and ``live_owners``.
         """
+        eid = entry_id or str(uuid.uuid4())
+        self.open_replace(
+            table,
+            segments_from,
+            segments_to,
+            force_cleanup=force_cleanup,
+            reason=reason,
+            entry_id=eid,
+            interval=interval,
+            live_owners=live_owners,
+            hold=hold,
+        )
+        return eid
+
+    def open_replace(
+        self,
+        table: str,
+        segments_from: Sequence[str],
+        segments_to: Sequence[str],
+        *,
+        force_cleanup: bool = False,
+        reason: str | None = None,
+        entry_id: str | None = None,
+        interval: tuple[int, int] | None = None,
+        live_owners: frozenset[str] | None = None,
+        hold: str | None = None,
+    ) -> Committed:
+        """:meth:`start_replace`, returning the commit: its change names the
+        entry and the stale entries force cleanup reverted (``cleaned``)."""
         eid = entry_id or str(uuid.uuid4())
         src, dst = list(segments_from), list(segments_to)
         audit = self.audit(reason)
-        self.commit(
-            table,
-            lambda s, now: transitions.start_replace(
+        hold_ms = None if hold is None else parse_period(hold)
+
+        def update(s: TableState, now: int) -> Change:
+            span = s.config.lineage_entry_cleanup_retention_ms if hold_ms is None else hold_ms
+            return transitions.start_replace(
                 s,
                 src,
                 dst,
@@ -406,10 +443,10 @@ class LineageManager:
                 force_cleanup=force_cleanup,
                 interval=interval,
                 live_owners=live_owners,
-            ),
-            reason,
-        )
-        return eid
+                held_until_ms=now + span if span else None,
+            )
+
+        return self.commit(table, update, reason)
 
     def end_replace(
         self,

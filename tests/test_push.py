@@ -365,3 +365,26 @@ def test_file_roots_with_a_host_are_refused() -> None:
     with pytest.raises(StorageError, match="use file:///absolute/path"):
         DeepStore.for_root("file://tmp/x")
     assert DeepStore.for_root("file:///tmp/x").base == "/tmp/x"
+
+
+def test_a_push_names_the_stale_entries_it_cleans_up_and_spares_one_opened_by_hand(
+    manager: LineageManager, refresh: str
+) -> None:
+    push_arrow(manager, refresh, [rows("a", 2)])
+    visible = [s.name for s in manager.visible_segments(refresh)]
+    by_hand = manager.start_replace(refresh, visible, ["manual_1"], reason="operator's fix")
+    before = manager.table(refresh)
+    with pytest.raises(ConflictError, match=f"entry {by_hand} overlaps this push and was opened by hand"):
+        push_arrow(manager, refresh, [rows("b", 1)], owner_wait_s=0)
+    after = manager.table(refresh)
+    assert after.entries[by_hand] == before.entries[by_hand]  # the operator's entry is untouched
+    manager.revert_replace(refresh, by_hand, force=True)
+    dead = manager.start_replace(refresh, visible, ["dead_1"], hold="0s")  # a push whose process died
+    said: list[str] = []
+    result = push_arrow(manager, refresh, [rows("b", 1)], progress=said.append)
+    assert result.cleaned == (dead,)
+    assert f"cleaned up stale entry {dead}" in result.summary()
+    assert any(dead in line for line in said)
+    start = next(h for h in manager.history(refresh) if h.operation.value == "START_REPLACE")
+    assert start.entry_id == result.entry_id and start.cleaned == (dead,)
+    assert content(manager, refresh) == [("b", 0)]
