@@ -497,10 +497,20 @@ class LineageManager:
                 if record.entry_id == entry_id:
                     return record.version - 1
             raise NotFoundError(f"entry {entry_id} never completed on table {table!r}")
-        live = self.table(table).entries
+        live = self.table(table)
+        landed: set[str] | None = None  # entries whose segments are visible now, computed once if needed
         for record in ends:
-            entry = live.get(record.entry_id or "")
-            if entry is not None and entry.state is EntryState.COMPLETED:
+            entry = live.entries.get(record.entry_id or "")
+            if entry is not None:
+                if entry.state is EntryState.COMPLETED:
+                    return record.version - 1
+                continue
+            # Gone from the record: retention removes a finished push's entry
+            # once nothing is left to reclaim (every APPEND push). Its segments
+            # still name it: if any is visible, the push is still in force.
+            if landed is None:
+                landed = {s.entry_id for s in visible_segments(live) if s.entry_id is not None}
+            if record.entry_id in landed:
                 return record.version - 1
         raise RefusedError(f"table {table!r} has no completed push to undo", table=table)
 
@@ -608,7 +618,7 @@ class LineageManager:
         target = self.table_as_of(table, target_version)
         current = self.table(table)
         if dry_run:
-            change = transitions.rollback(current, target, self.store.now_ms())
+            change = transitions.rollback(current, target, self.store.now_ms(), self.audit(reason))
             plan = _rollback_plan(current, change, target_version, None)
             rows_before = sum(s.rows for s in visible_segments(current))
             return dataclasses.replace(
@@ -627,9 +637,11 @@ class LineageManager:
                     table=table,
                     remedy="look at 'lineage history' and run the rollback again if it still applies",
                 )
-            return transitions.rollback(state, target, now)
+            return transitions.rollback(state, target, now, audit)
 
-        committed = self.commit(table, apply, reason or f"rollback to version {target_version}")
+        why = reason or f"rollback to version {target_version}"
+        audit = self.audit(why)
+        committed = self.commit(table, apply, why)
         before = current
         if committed.applied and committed.state.version - 1 != current.version:
             before = self.table_as_of(table, committed.state.version - 1)
@@ -680,15 +692,20 @@ def _same_root(registered: str | None, root: str) -> bool:
 def _rollback_plan(before: TableState, change: Change, target: int, committed: int | None) -> RollbackPlan:
     after = change.state
     appear, disappear = visibility_delta(before, after)
+
+    def was(e: str) -> EntryState | None:
+        entry = before.entries.get(e)  # None: removed by retention, brought back by the rollback
+        return None if entry is None else entry.state
+
     restored = tuple(
         e
         for e, entry in after.entries.items()
-        if entry.state is EntryState.COMPLETED and before.entries[e].state is EntryState.REVERTED
+        if entry.state is EntryState.COMPLETED and was(e) is EntryState.REVERTED
     )
     reverted = tuple(
         e
         for e, entry in after.entries.items()
-        if entry.state is EntryState.REVERTED and before.entries[e].state is EntryState.COMPLETED
+        if entry.state is EntryState.REVERTED and was(e) in (EntryState.COMPLETED, None)
     )
     return RollbackPlan(
         table=before.config.name,

@@ -883,16 +883,64 @@ def clear_pending(state: TableState, locations: Sequence[str], size_bytes: int =
     )
 
 
-def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
+def _completed_at(entry: LineageEntry, target: TableState) -> bool:
+    """Whether ``entry`` had completed at ``target``: COMPLETED there, or gone
+    from there (retention removed it, nothing being left to reclaim) while
+    the segments it created are registered there as its own."""
+    then = target.entries.get(entry.entry_id)
+    if then is not None:
+        return then.state is EntryState.COMPLETED
+    return any(
+        (seg := target.segments.get(name)) is not None and seg.entry_id == entry.entry_id
+        for name in entry.segments_to
+    )
+
+
+def _restore_removed(
+    state: TableState,
+    target: TableState,
+    entries: dict[str, LineageEntry],
+    extra: set[str],
+    now_ms: int,
+    audit: Audit,
+) -> list[str]:
+    """Bring back, as REVERTED, the entries retention removed whose segments
+    ``target`` does not show: an APPEND push's entry goes once it completed
+    (its ``from`` is empty), yet its segments still name it. Returns their ids."""
+    removed: dict[str, list[str]] = {}
+    for name in sorted(extra):
+        owner = state.segments[name].entry_id
+        if owner is not None and owner not in entries:
+            removed.setdefault(owner, []).append(name)
+    for entry_id, names in removed.items():
+        then = target.entries.get(entry_id)
+        if then is not None:  # running or reverted at the target: its own record
+            to = tuple(n for n in then.segments_to if n in state.segments) or tuple(names)
+            entries[entry_id] = dataclasses.replace(
+                then, segments_to=to, state=EntryState.REVERTED, timestamp_ms=now_ms
+            )
+        else:  # created after the target: rebuilt from the segments that name it
+            created = min(state.segments[n].created_ms for n in names)
+            entries[entry_id] = LineageEntry(
+                entry_id, (), tuple(names), EntryState.REVERTED, now_ms, created, audit
+            )
+    return list(removed)
+
+
+def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | None = None) -> Change:
     """Make the visible set equal to ``target``'s (an earlier or a later
     retained version) in one commit, by setting entry states.
 
     Entries COMPLETED at the target and REVERTED now are restored; entries
     COMPLETED now but not at the target (created after it, reverted or still
-    running there) are reverted. Nothing is deleted, so a rollback is undone
-    by rolling forward to a version after it. Refused, changing nothing, when
-    a segment the target shows was reclaimed, when segments changed outside
-    pushes since the target, or when a running push touches what would change.
+    running there) are reverted. Entries that retention removed since (a
+    finished push with nothing left to reclaim, as every APPEND push) are
+    judged by their segments, which still name them: one the target does not
+    show comes back as a REVERTED entry (``audit`` says who, for one created
+    after the target). Nothing is deleted, so a rollback is undone by rolling
+    forward to a version after it. Refused, changing nothing, when a segment
+    the target shows was reclaimed, when segments changed outside pushes since
+    the target, or when a running push touches what would change.
     """
     table = state.config.name
     entries = dict(state.entries)
@@ -900,12 +948,7 @@ def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
     for entry_id, entry in state.entries.items():
         if entry.state is EntryState.IN_PROGRESS:
             continue
-        then = target.entries.get(entry_id)
-        want = (
-            EntryState.COMPLETED
-            if then is not None and then.state is EntryState.COMPLETED
-            else EntryState.REVERTED
-        )
+        want = EntryState.COMPLETED if _completed_at(entry, target) else EntryState.REVERTED
         if entry.state is not want:
             entries[entry_id] = dataclasses.replace(entry, state=want, timestamp_ms=now_ms)
             changed.append(entry_id)
@@ -913,6 +956,12 @@ def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
     # Only what differs is looked at (visibility_delta): the cost follows the
     # entries and segments that changed, not the size of the table.
     extra, hidden = visibility_delta(target, after)
+    if extra:
+        restored = _restore_removed(state, target, entries, extra, now_ms, audit or Audit("rollback"))
+        if restored:
+            changed += restored
+            after = state.replace(entries=entries)
+            extra, hidden = visibility_delta(target, after)
     reclaimed = sorted(n for n in hidden if n not in state.segments)
     if reclaimed:
         raise RefusedError(
