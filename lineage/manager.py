@@ -16,6 +16,7 @@ Errors and what they mean for the caller:
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import getpass
 import os
@@ -140,6 +141,12 @@ class LineageManager:
         self.retry = retry or RetryPolicy()
         self.actor = actor or default_actor()
         self.job_id = job_id
+
+    def for_job(self, job_id: str | None) -> LineageManager:
+        """This manager, recording ``job_id`` in the audit of every commit."""
+        other = copy.copy(self)
+        other.job_id = job_id
+        return other
 
     def audit(self, reason: str | None = None) -> Audit:
         return Audit(actor=self.actor, job_id=self.job_id, reason=reason)
