@@ -43,7 +43,11 @@ def push_arrow(
     reason: str | None = None,
     owner_wait_s: float = 15.0,
     progress: Callable[[str], None] | None = None,
+    job_id: str | None = None,
 ) -> PushResult:
+    """Push ``parts`` (one segment each) into ``table``; ``job_id`` makes a
+    retried job return its completed push's result instead of pushing again
+    (see :func:`ingest.push.consistent_push`)."""
     if not parts:
         raise PushRefusedError("nothing to push: no tables given")
     state = manager.table(table)
@@ -91,4 +95,5 @@ def push_arrow(
         reason=reason,
         owner_wait_s=owner_wait_s,
         progress=progress,
+        job_id=job_id,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +11,9 @@ from lineage.cli import OPTIONS, emit, manager
 from lineage.errors import InvalidInputError
 from lineage.redact import mask_assignment
 from lineage.views import render_table
+
+if TYPE_CHECKING:
+    from ingest.push import PushResult
 
 
 def parse_conf(items: list[str]) -> dict[str, str]:
@@ -52,9 +55,17 @@ def push(
     writer: Annotated[
         str, typer.Option("--writer", help="auto, native (Spark's writer; local/HDFS) or arrow (any root).")
     ] = "auto",
+    job_id: Annotated[
+        str | None,
+        typer.Option(
+            "--job-id",
+            help="The batch job's id: if a push of this job already completed on the table, print its "
+            "result and push nothing again (a retried job never applies its data twice).",
+        ),
+    ] = None,
 ) -> None:
     """Consistent push with Spark: the new data appears all at once, or not at all."""
-    from ingest.push import PushMode, parse_interval
+    from ingest.push import PushMode, completed_job, parse_interval
     from ingest.spark_job import push_dataframe, read_input, spark_session
 
     chosen = PushMode.parse(mode)
@@ -62,6 +73,11 @@ def push(
     spark_conf = parse_conf(conf or [])
     with manager() as m:
         m.table(table)  # fail fast, before Spark starts
+        if job_id is not None:
+            earlier = completed_job(m, table, job_id, chosen)
+            if earlier is not None:  # before Spark starts: nothing to read or write
+                _emit_push(earlier)
+                return
         spark = spark_session(master, conf=spark_conf)
         try:
             df = read_input(spark, input_path, fmt)
@@ -76,9 +92,15 @@ def push(
                 reason=reason,
                 progress=lambda msg: typer.echo(msg, err=True),
                 writer=writer,
+                job_id=job_id,
             )
         finally:
             spark.stop()
+    _emit_push(result)
+
+
+def _emit_push(result: PushResult) -> None:
+    """Print a push's result (a repeated job's says so)."""
     emit(
         {
             "entry": result.entry_id,
@@ -86,6 +108,9 @@ def push(
             "rows": result.rows,
             "bytes": result.size_bytes,
             "replaced": result.replaced,
+            "cleaned": list(result.cleaned),
+            "job_id": result.job_id,
+            "repeated": result.repeated,
             "seconds": round(result.seconds, 3),
         },
         result.summary(),

@@ -38,8 +38,8 @@ from lineage.errors import (
 )
 from lineage.failpoints import failpoint
 from lineage.manager import LineageManager
-from lineage.model import Change, Segment, TableState, TableType
-from lineage.names import push_dir, push_tag
+from lineage.model import Change, EntryState, HistoryRecord, Operation, Segment, TableState, TableType
+from lineage.names import check_text, push_dir, push_tag
 from lineage.periods import parse_time
 from lineage.visibility import visible_segments
 
@@ -92,15 +92,28 @@ class PushResult:
     segments: int
     rows: int
     size_bytes: int
-    replaced: int
+    replaced: int | None  # None: an earlier push's, no longer known (its entry and versions are gone)
     seconds: float
+    cleaned: tuple[str, ...] = ()  # stale entries this push's force cleanup reverted
+    job_id: str | None = None
+    repeated: bool = False  # the job had already completed: this is that push's result, nothing was pushed
 
     def summary(self) -> str:
-        return (
+        if self.repeated:
+            return (
+                f"job {self.job_id!r} already pushed {self.table}: entry {self.entry_id}, "
+                f"{self.segments} segment(s), {self.rows} rows, {self.size_bytes} bytes; nothing pushed again"
+            )
+        text = (
             f"pushed {self.table}: entry {self.entry_id}, {self.segments} segment(s), "
             f"{self.rows} rows, {self.size_bytes} bytes, replaced {self.replaced} segment(s), "
             f"{self.seconds:.1f}s"
         )
+        if self.cleaned:
+            text += f"; cleaned up stale entr{'y' if len(self.cleaned) == 1 else 'ies'} " + ", ".join(
+                self.cleaned
+            )
+        return text
 
 
 def push_stamp(now: dt.datetime | None = None) -> str:
@@ -172,6 +185,107 @@ def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | No
         raise PushRefusedError(f"--interval only goes with --mode replace-range, not {mode.value}")
 
 
+class _JobDone(Exception):
+    """Internal: the push's job completed earlier, as this entry."""
+
+    def __init__(self, entry_id: str) -> None:
+        super().__init__(entry_id)
+        self.entry_id = entry_id
+
+
+def check_job(state: TableState, job_id: str, live_owners: frozenset[str]) -> str | None:
+    """The entry of ``job_id`` that completed in ``state`` (None if none).
+
+    RunningEntryConflict while another attempt of the job runs (its owner is
+    alive): wait for it, then this push returns its result. An attempt that
+    failed (REVERTED) or died (IN_PROGRESS, owner gone) never showed its data:
+    the job pushes again.
+    """
+    for entry in state.entries.values():
+        if entry.audit.job_id != job_id:
+            continue
+        if entry.state is EntryState.COMPLETED:
+            return entry.entry_id
+        if entry.state is EntryState.IN_PROGRESS and entry.entry_id in live_owners:
+            raise RunningEntryConflict(
+                f"job {job_id!r} is already running as entry {entry.entry_id}",
+                table=state.config.name,
+                entry_id=entry.entry_id,
+                remedy="wait for it: run again, and this push returns its result",
+            )
+    return None
+
+
+def _job_end(
+    manager: LineageManager, table: str, job_id: str | None, entry_id: str | None, above: int
+) -> tuple[HistoryRecord | None, int]:
+    """The newest END_REPLACE record of ``job_id`` (or of ``entry_id``) among
+    the versions after ``above``, and the newest version the history holds."""
+    newest = above
+    for record in manager.store.iter_history(table):  # newest first, read only as far as needed
+        newest = max(newest, record.version)
+        if record.version <= above:
+            break
+        if record.operation is Operation.END_REPLACE and (
+            (job_id is not None and record.job_id == job_id)
+            or (entry_id is not None and record.entry_id == entry_id)
+        ):
+            return record, newest
+    return None, newest
+
+
+def _earlier_result(
+    manager: LineageManager, table: str, job_id: str, entry_id: str, mode: PushMode, began: float
+) -> PushResult:
+    """What the job's completed push reported, from its end's history record."""
+    record, _ = _job_end(manager, table, None, entry_id, 0)
+    state = manager.table(table)
+    entry = state.entries.get(entry_id)
+    if entry is None and record is not None:
+        with contextlib.suppress(LineageError):  # the version before its end, while retained
+            entry = manager.table_as_of(table, record.version - 1).entries.get(entry_id)
+    if record is not None:
+        segments, rows, size = record.segments, record.rows, record.size_bytes
+    else:  # history compacted away: what the entry still names
+        assert entry is not None
+        kept = [state.segments[n] for n in entry.segments_to if n in state.segments]
+        segments, rows, size = len(kept), sum(x.rows for x in kept), sum(x.size_bytes for x in kept)
+    return PushResult(
+        table=table,
+        entry_id=entry_id,
+        mode=mode,
+        segments=segments,
+        rows=rows,
+        size_bytes=size,
+        replaced=None if entry is None else len(entry.segments_from),
+        seconds=time.monotonic() - began,
+        job_id=job_id,
+        repeated=True,
+    )
+
+
+def completed_job(
+    manager: LineageManager, table: str, job_id: str, mode: PushMode | str = PushMode.REFRESH
+) -> PushResult | None:
+    """The result of ``job_id``'s completed push of ``table`` (reported as
+    ``mode``), or None when the job has not completed there."""
+    began = time.monotonic()
+    earlier, _ = _job_end(manager, table, _check_job_id(job_id), None, 0)
+    if earlier is None or earlier.entry_id is None:
+        return None
+    return _earlier_result(manager, table, job_id, earlier.entry_id, PushMode.parse(mode), began)
+
+
+def _check_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not job_id.strip() or job_id != job_id.strip():
+        raise PushInputError(f"invalid job id {job_id!r}: give a non-empty id without surrounding spaces")
+    try:
+        check_text("job id", job_id, 256)
+    except InvalidInputError as exc:
+        raise PushInputError(f"invalid job id: {exc.message}") from None
+    return job_id
+
+
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM during a push raises KeyboardInterrupt so the push can revert."""
@@ -197,20 +311,35 @@ def _start(
     target: PushTarget,
     reason: str | None,
     owner_wait_s: float,
-) -> tuple[str, ...]:
-    """start_replace with ``from`` computed from the state it commits against.
+    job_id: str | None = None,
+    job_checked: int = 0,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """start_replace with ``from`` computed from the state it commits against;
+    returns that ``from`` and the stale entries force cleanup reverted.
 
     An overlapping entry whose pusher may have just died keeps its owner node
-    until its session expires: wait up to ``owner_wait_s`` for that.
+    until its session expires: wait up to ``owner_wait_s`` for that. An entry
+    opened by hand is taken only once its hold ended. With ``job_id`` (whose
+    history was searched up to version ``job_checked``), _JobDone when the
+    job completed meanwhile: checked in the commit, so two attempts of one
+    job never both start.
     """
     audit = manager.audit(reason)
     planned: list[tuple[str, ...]] = []
+    checked = [job_checked]
 
     def update(state: TableState, now: int) -> Change:
         # Owners are read after the state, on every attempt: a push creates its
         # owner node before its entry, so every entry in this state whose
         # pusher is alive shows up here as live.
         owners = manager.store.live_owners(table) - {target.entry_id}
+        if job_id is not None:
+            done = check_job(state, job_id, owners)
+            if done is None and state.version > checked[0]:  # ends since the search, maybe removed since
+                record, checked[0] = _job_end(manager, table, job_id, None, checked[0])
+                done = None if record is None else record.entry_id
+            if done is not None:
+                raise _JobDone(done)
         src = plan_from(state, mode, target.interval)
         planned.append(src)
         return transitions.start_replace(
@@ -228,8 +357,8 @@ def _start(
     deadline = time.monotonic() + owner_wait_s
     while True:
         try:
-            manager.commit(table, update, reason)
-            return planned[-1]
+            done = manager.commit(table, update, reason)
+            return planned[-1], done.change.cleaned
         except RunningEntryConflict as exc:
             if time.monotonic() >= deadline:
                 raise
@@ -248,8 +377,17 @@ def consistent_push(
     reason: str | None = None,
     owner_wait_s: float = 15.0,
     progress: Callable[[str], None] | None = None,
+    job_id: str | None = None,
 ) -> PushResult:
     """Run ``write`` inside a consistent push of ``table``.
+
+    ``job_id`` makes the push idempotent (as delta-rs's application
+    transactions): when a push of that job already completed on the table
+    (its end is among the history records the table keeps), nothing is
+    written and that push's result comes back (``repeated``); while another
+    attempt of the job runs, this one waits for it like for any running push.
+    So a batch job retried after a lost answer, or after its scheduler
+    crashed, never applies its data twice.
 
     Raises PushRefusedError (nothing written: bad mode, interval or input),
     ConflictError (another push holds the scope), PushError (the write failed;
@@ -258,6 +396,14 @@ def consistent_push(
     began = time.monotonic()
     mode = PushMode.parse(mode)
     say = progress or (lambda _msg: None)
+    if job_id is not None:
+        manager = manager.for_job(_check_job_id(job_id))
+        earlier, job_checked = _job_end(manager, table, job_id, None, 0)
+        if earlier is not None and earlier.entry_id is not None:
+            say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
+            return _earlier_result(manager, table, job_id, earlier.entry_id, mode, began)
+    else:
+        job_checked = 0
     state = manager.table(table)
     check_mode(state, mode, interval)
     if partitions < 1:
@@ -280,9 +426,18 @@ def consistent_push(
     started = False
     try:
         with _sigterm_as_interrupt():
-            replaced = _start(manager, table, mode, target, reason, owner_wait_s)
+            try:
+                replaced, cleaned = _start(
+                    manager, table, mode, target, reason, owner_wait_s, job_id, job_checked
+                )
+            except _JobDone as done:  # completed meanwhile, by another attempt of the job
+                assert job_id is not None
+                say(f"job {job_id!r} completed meanwhile as entry {done.entry_id}: nothing to push")
+                return _earlier_result(manager, table, job_id, done.entry_id, mode, began)
             started = True
             say(f"started entry {entry_id}: replacing {len(replaced)} segment(s) with up to {partitions}")
+            for stale in cleaned:
+                say(f"cleaned up stale entry {stale} (its process is gone): reverted, its uploads queued")
             failpoint("push.after-start")
             written = write(target)
             failpoint("push.after-write")
@@ -324,6 +479,8 @@ def consistent_push(
         size_bytes=sum(s.size_bytes for s in written.segments),
         replaced=len(replaced),
         seconds=time.monotonic() - began,
+        cleaned=cleaned,
+        job_id=job_id,
     )
 
 

@@ -254,8 +254,12 @@ def push_dataframe(
     owner_wait_s: float = 15.0,
     writer: str = "auto",
     progress_every_s: float = 5.0,
+    job_id: str | None = None,
 ) -> PushResult:
     """Consistent push of ``df`` into ``table``: all of it appears at once, or none.
+
+    ``job_id`` makes a retried job return its completed push's result instead
+    of pushing again (see :func:`ingest.push.consistent_push`).
 
     ``writer``: "native" (Spark's Parquet writer and commit protocol; local
     and HDFS roots), "arrow" (executors write through pyarrow; any root), or
@@ -299,6 +303,7 @@ def push_dataframe(
         reason=reason,
         progress=progress,
         owner_wait_s=owner_wait_s,
+        job_id=job_id,
     )
 
 

@@ -439,20 +439,40 @@ def start_replace(
     segments_from: Annotated[str, typer.Option("--from", help="Comma-separated segments to replace.")] = "",
     segments_to: Annotated[str, typer.Option("--to", help="Comma-separated new segments.")] = "",
     force_cleanup: Annotated[
-        bool, typer.Option("--force-cleanup", help="Clean up stale overlapping pushes.")
+        bool,
+        typer.Option(
+            "--force-cleanup",
+            help="Clean up stale overlapping entries: pushes whose process is gone, and entries "
+            "opened by hand whose hold ended. Each one is named.",
+        ),
     ] = False,
+    hold: Annotated[
+        str | None,
+        typer.Option(
+            "--hold",
+            metavar="PERIOD",
+            help="Hold the entry this long: no other push's force cleanup and no retention pass takes "
+            "it before (default: the table's lineage entry cleanup retention; 0s: no hold).",
+        ),
+    ] = None,
     reason: Annotated[str | None, typer.Option("--reason")] = None,
 ) -> None:
     """Open a replacement; the new segments stay hidden until end-replace."""
     with manager() as m:
-        entry_id = m.start_replace(
+        done = m.open_replace(
             table,
             split_names(segments_from),
             split_names(segments_to),
             force_cleanup=force_cleanup,
             reason=reason,
+            hold=hold,
         )
-    emit({"entry": entry_id}, entry_id)
+    entry_id = done.change.entry_id or ""
+    cleaned = list(done.change.cleaned)
+    held = done.state.entries[entry_id].held_until_ms if entry_id in done.state.entries else None
+    lines = [str(entry_id)]
+    lines += [f"cleaned up stale entry {e} (reverted; its uploads not reused are queued)" for e in cleaned]
+    emit({"entry": entry_id, "cleaned": cleaned, "held_until_ms": held}, "\n".join(lines))
 
 
 @app.command("end-replace")
@@ -567,7 +587,9 @@ def history(
         typer.echo(f"wrote {graph}", err=True)
     emit(
         rows,
-        render_table(rows, ["version", "at", "operation", "entry", "segments", "rows", "actor", "reason"]),
+        render_table(
+            rows, ["version", "at", "operation", "entry", "segments", "rows", "actor", "reason", "cleaned"]
+        ),
     )
 
 

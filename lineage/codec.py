@@ -287,6 +287,8 @@ def entry_to_dict(entry: LineageEntry, src: NameList, dst: NameList) -> dict[str
     }
     if entry.interval is not None:
         d["interval"] = list(entry.interval)
+    if entry.held_until_ms is not None:
+        d["held"] = entry.held_until_ms
     for key, names in (("from", src), ("to", dst)):
         if names.names is not None:
             d[key] = list(names.names)
@@ -308,6 +310,7 @@ class StoredEntry:
     src: NameList
     dst: NameList
     interval: tuple[int, int] | None = None
+    held_until_ms: int | None = None
 
     def resolve(self, src: tuple[str, ...], dst: tuple[str, ...]) -> LineageEntry:
         return LineageEntry(
@@ -319,6 +322,7 @@ class StoredEntry:
             self.created_ms,
             self.audit,
             self.interval,
+            self.held_until_ms,
         )
 
 
@@ -340,6 +344,7 @@ def stored_entry_from_dict(d: Mapping[str, Any]) -> StoredEntry:
         src=_names(d, "from"),
         dst=_names(d, "to"),
         interval=_interval(d),
+        held_until_ms=_opt(d, "held", int),  # absent in records written before holds existed
     )
 
 
@@ -409,6 +414,7 @@ def history_to_dict(h: HistoryRecord) -> dict[str, object]:
         "segments": h.segments,
         "rows": h.rows,
         "bytes": h.size_bytes,
+        **({"cleaned": list(h.cleaned)} if h.cleaned else {}),
     }
 
 
@@ -425,6 +431,7 @@ def history_from_dict(d: Mapping[str, Any]) -> HistoryRecord:
         segments=_get(d, "segments", int),
         rows=_get(d, "rows", int),
         size_bytes=_get(d, "bytes", int),
+        cleaned=tuple(check_entry_id(e) for e in _str_list(d, "cleaned")) if "cleaned" in d else (),
     )
 
 

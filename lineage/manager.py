@@ -16,6 +16,7 @@ Errors and what they mean for the caller:
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import getpass
 import os
@@ -54,7 +55,7 @@ from lineage.model import (
     TableState,
 )
 from lineage.names import check_entry_id, check_table_name
-from lineage.periods import parse_version_or_time
+from lineage.periods import parse_period, parse_version_or_time
 from lineage.retry import Attempts, RetryPolicy
 from lineage.roots import (
     Claim,
@@ -183,6 +184,12 @@ class LineageManager:
         self.actor = actor or default_actor()
         self.job_id = job_id
 
+    def for_job(self, job_id: str | None) -> LineageManager:
+        """This manager, recording ``job_id`` in the audit of every commit."""
+        other = copy.copy(self)
+        other.job_id = job_id
+        return other
+
     def audit(self, reason: str | None = None) -> Audit:
         return Audit(actor=self.actor, job_id=self.job_id, reason=reason)
 
@@ -270,6 +277,7 @@ class LineageManager:
             segments=record.segments,
             rows=record.rows,
             size_bytes=record.size_bytes,
+            cleaned=record.cleaned,
         )
         return Committed(snap.state, change, commit_id, applied=True)
 
@@ -443,18 +451,54 @@ class LineageManager:
         entry_id: str | None = None,
         interval: tuple[int, int] | None = None,
         live_owners: frozenset[str] | None = None,
+        hold: str | None = None,
     ) -> str:
-        """Open a replacement and return its entry id.
+        """Open a replacement by hand and return its entry id.
 
-        See :func:`lineage.transitions.start_replace` for ``interval`` and
-        ``live_owners``.
+        No process holds an owner node for such an entry, so it is held for
+        ``hold`` (a period; default the table's
+        ``lineage_entry_cleanup_retention``; ``0s`` for none, Pinot's rule) on
+        the store's clock: until then no other push's force cleanup and no
+        retention pass takes it. See :func:`lineage.transitions.start_replace`
+        for ``interval`` and ``live_owners``.
         """
+        eid = entry_id or str(uuid.uuid4())
+        self.open_replace(
+            table,
+            segments_from,
+            segments_to,
+            force_cleanup=force_cleanup,
+            reason=reason,
+            entry_id=eid,
+            interval=interval,
+            live_owners=live_owners,
+            hold=hold,
+        )
+        return eid
+
+    def open_replace(
+        self,
+        table: str,
+        segments_from: Sequence[str],
+        segments_to: Sequence[str],
+        *,
+        force_cleanup: bool = False,
+        reason: str | None = None,
+        entry_id: str | None = None,
+        interval: tuple[int, int] | None = None,
+        live_owners: frozenset[str] | None = None,
+        hold: str | None = None,
+    ) -> Committed:
+        """:meth:`start_replace`, returning the commit: its change names the
+        entry and the stale entries force cleanup reverted (``cleaned``)."""
         eid = entry_id or str(uuid.uuid4())
         src, dst = list(segments_from), list(segments_to)
         audit = self.audit(reason)
-        self.commit(
-            table,
-            lambda s, now: transitions.start_replace(
+        hold_ms = None if hold is None else parse_period(hold)
+
+        def update(s: TableState, now: int) -> Change:
+            span = s.config.lineage_entry_cleanup_retention_ms if hold_ms is None else hold_ms
+            return transitions.start_replace(
                 s,
                 src,
                 dst,
@@ -464,10 +508,10 @@ class LineageManager:
                 force_cleanup=force_cleanup,
                 interval=interval,
                 live_owners=live_owners,
-            ),
-            reason,
-        )
-        return eid
+                held_until_ms=now + span if span else None,
+            )
+
+        return self.commit(table, update, reason)
 
     def end_replace(
         self,
@@ -518,10 +562,20 @@ class LineageManager:
                 if record.entry_id == entry_id:
                     return record.version - 1
             raise NotFoundError(f"entry {entry_id} never completed on table {table!r}")
-        live = self.table(table).entries
+        live = self.table(table)
+        landed: set[str] | None = None  # entries whose segments are visible now, computed once if needed
         for record in ends:
-            entry = live.get(record.entry_id or "")
-            if entry is not None and entry.state is EntryState.COMPLETED:
+            entry = live.entries.get(record.entry_id or "")
+            if entry is not None:
+                if entry.state is EntryState.COMPLETED:
+                    return record.version - 1
+                continue
+            # Gone from the record: retention removes a finished push's entry
+            # once nothing is left to reclaim (every APPEND push). Its segments
+            # still name it: if any is visible, the push is still in force.
+            if landed is None:
+                landed = {s.entry_id for s in visible_segments(live) if s.entry_id is not None}
+            if record.entry_id in landed:
                 return record.version - 1
         raise RefusedError(f"table {table!r} has no completed push to undo", table=table)
 
@@ -629,7 +683,7 @@ class LineageManager:
         target = self.table_as_of(table, target_version)
         current = self.table(table)
         if dry_run:
-            change = transitions.rollback(current, target, self.store.now_ms())
+            change = transitions.rollback(current, target, self.store.now_ms(), self.audit(reason))
             plan = _rollback_plan(current, change, target_version, None)
             rows_before = sum(s.rows for s in visible_segments(current))
             return dataclasses.replace(
@@ -648,9 +702,11 @@ class LineageManager:
                     table=table,
                     remedy="look at 'lineage history' and run the rollback again if it still applies",
                 )
-            return transitions.rollback(state, target, now)
+            return transitions.rollback(state, target, now, audit)
 
-        committed = self.commit(table, apply, reason or f"rollback to version {target_version}")
+        why = reason or f"rollback to version {target_version}"
+        audit = self.audit(why)
+        committed = self.commit(table, apply, why)
         before = current
         if committed.applied and committed.state.version - 1 != current.version:
             before = self.table_as_of(table, committed.state.version - 1)
@@ -701,15 +757,20 @@ def _same_root(registered: str | None, root: str) -> bool:
 def _rollback_plan(before: TableState, change: Change, target: int, committed: int | None) -> RollbackPlan:
     after = change.state
     appear, disappear = visibility_delta(before, after)
+
+    def was(e: str) -> EntryState | None:
+        entry = before.entries.get(e)  # None: removed by retention, brought back by the rollback
+        return None if entry is None else entry.state
+
     restored = tuple(
         e
         for e, entry in after.entries.items()
-        if entry.state is EntryState.COMPLETED and before.entries[e].state is EntryState.REVERTED
+        if entry.state is EntryState.COMPLETED and was(e) is EntryState.REVERTED
     )
     reverted = tuple(
         e
         for e, entry in after.entries.items()
-        if entry.state is EntryState.REVERTED and before.entries[e].state is EntryState.COMPLETED
+        if entry.state is EntryState.REVERTED and was(e) in (EntryState.COMPLETED, None)
     )
     return RollbackPlan(
         table=before.config.name,

@@ -210,10 +210,18 @@ class LineageEntry:
     # The time range [start, end) a replace-range push means to replace: the
     # intent two overlapping range pushes conflict on, whatever their segments.
     interval: tuple[int, int] | None = None
+    # An entry opened by hand has no pushing process whose session shows it
+    # running: it is held (an owner with a TTL, on the store's clock) until
+    # then, and neither force cleanup nor retention takes it before.
+    held_until_ms: int | None = None
 
     @property
     def live(self) -> bool:
         return self.state is not EntryState.REVERTED
+
+    def held(self, now_ms: int) -> bool:
+        """Whether a hand-opened entry's hold still stands at ``now_ms``."""
+        return self.held_until_ms is not None and now_ms < self.held_until_ms
 
 
 @dataclass(frozen=True)
@@ -253,6 +261,7 @@ class Change:
     rows: int = 0
     size_bytes: int = 0
     changed: bool = True
+    cleaned: tuple[str, ...] = ()  # entries force cleanup reverted (or removed) in this change
 
 
 @dataclass(frozen=True)
@@ -270,6 +279,7 @@ class HistoryRecord:
     segments: int
     rows: int
     size_bytes: int
+    cleaned: tuple[str, ...] = ()  # entries force cleanup reverted (or removed) in this commit
 
     @staticmethod
     def of(version: int, commit_id: str, at_ms: int, change: Change, audit: Audit) -> HistoryRecord:
@@ -286,4 +296,5 @@ class HistoryRecord:
             change.segments,
             change.rows,
             change.size_bytes,
+            change.cleaned,
         )

@@ -15,6 +15,11 @@ Differences from Pinot, on purpose:
   ``lineage_entry_cleanup_retention``.
 * A segment whose only lineage is a REVERTED entry cannot be registered again
   (that would resurrect reverted data, Pinot #13968).
+* Force cleanup spares an entry whose pusher is alive or that was opened by
+  hand and is still held, and names every entry it cleans up.
+* A REFRESH table's snapshots beyond ``max_snapshots`` are queued at every
+  start, with or without force cleanup; an end with a subset keeps the names
+  left out in a REVERTED companion entry.
 """
 
 from __future__ import annotations
@@ -60,11 +65,24 @@ def _shown(names: Iterable[str], limit: int = 5) -> str:
     return text + (f" ... ({len(items)} in all)" if len(items) > limit else "")
 
 
-def _span(interval: tuple[int, int]) -> str:
-    def iso(ms: int) -> str:
-        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat().replace("+00:00", "Z")
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat().replace("+00:00", "Z")
 
-    return f"[{iso(interval[0])}, {iso(interval[1])})"
+
+def _span(interval: tuple[int, int]) -> str:
+    return f"[{_iso(interval[0])}, {_iso(interval[1])})"
+
+
+def _within(seg: Segment, interval: tuple[int, int] | None) -> bool:
+    """Whether ``seg``'s rows lie in ``interval`` (always, without one)."""
+    if interval is None:
+        return True
+    return (
+        seg.min_time is not None
+        and seg.max_time is not None
+        and interval[0] <= seg.min_time
+        and seg.max_time < interval[1]
+    )
 
 
 def _totals(segments: Iterable[Segment]) -> tuple[int, int, int]:
@@ -187,9 +205,14 @@ def register_segments(
 
     segments = dict(state.segments)
     taken_over: list[str] = []
+    superseded: list[Segment] = []
     for seg in new:
         existing = folded.get(seg.name.casefold())
-        if existing is not None:
+        if existing is not None and _reupload(state, existing, seg.name, bound):
+            # A hidden upload of a running replacement, uploaded again (a
+            # retry, as Pinot allows): the new registration takes its place.
+            superseded.append(state.segments[existing])
+        elif existing is not None:
             problem = (
                 "is already registered" if existing == seg.name else f"differs only in case from {existing!r}"
             )
@@ -198,7 +221,7 @@ def register_segments(
                 table=table,
                 remedy="use a new segment name, or replace the segment with start-replace",
             )
-        if seg.location.casefold() in taken_locations:
+        if taken_locations.get(seg.location.casefold(), seg.name) != seg.name:
             raise RefusedError(
                 f"location {seg.location!r} of segment {seg.name!r} is used by segment "
                 f"{taken_locations[seg.location.casefold()]!r}",
@@ -268,6 +291,13 @@ def register_segments(
     if taken_over:
         gone = frozenset(taken_over)
         pending = {k: v for k, v in state.pending.items() if k not in gone}
+    moved = [old for old in superseded if old.location != segments[old.name].location]
+    if moved:
+        pending = dict(pending)
+        for old in moved:  # the earlier upload's file, no longer referenced
+            pending[old.location] = PendingDeletion(
+                old.location, old.name, DeletionReason.STRAY, now_ms, old.entry_id, old.size_bytes
+            )
     return Change(
         state=state.replace(segments=segments, pending=pending),
         operation=Operation.REGISTER,
@@ -275,6 +305,20 @@ def register_segments(
         segments=count,
         rows=rows,
         size_bytes=size,
+    )
+
+
+def _reupload(state: TableState, existing: str, name: str, bound: LineageEntry | None) -> bool:
+    """Whether registering ``name`` again replaces a hidden upload of a
+    running replacement (its ``to``, bound to it) rather than a duplicate."""
+    if existing != name:
+        return False
+    holder = state.entries.get(state.segments[existing].entry_id or "")
+    return (
+        holder is not None
+        and holder.state is EntryState.IN_PROGRESS
+        and name in holder.segments_to
+        and (bound is None or bound.entry_id == holder.entry_id)
     )
 
 
@@ -346,6 +390,7 @@ def start_replace(
     force_cleanup: bool = False,
     interval: tuple[int, int] | None = None,
     live_owners: frozenset[str] | None = None,
+    held_until_ms: int | None = None,
 ) -> Change:
     """Open a replacement: ``segments_to`` stay hidden until it completes.
 
@@ -354,7 +399,12 @@ def start_replace(
     when their segments are disjoint. ``force_cleanup`` cleans up overlapping
     IN_PROGRESS entries that are stale: all of them when ``live_owners`` is
     None (Pinot's rule), else those whose id is not in ``live_owners`` (the
-    entries whose pushing process still holds a session).
+    entries whose pushing process still holds a session); never one whose
+    hold (``held_until_ms``, given to entries opened by hand) still stands.
+    The entries cleaned up are named in the change (``cleaned``). Like Pinot,
+    a stale entry's uploads that the new ``to`` names again are kept and
+    bound to the new entry (a retry with the same names reuses them); only
+    the others are queued for deletion.
     """
     table = state.config.name
     check_entry_id(entry_id)
@@ -372,6 +422,8 @@ def start_replace(
             raise InvalidInputError(f"table {table!r} has no time column: a time interval needs one")
         if interval[0] >= interval[1]:
             raise InvalidInputError(f"interval {_span(interval)} is empty: start must be before end")
+    if held_until_ms is not None and held_until_ms < now_ms:
+        raise InvalidInputError("a hold cannot end before the entry starts")
 
     visible = visible_names(state)
     not_visible = [n for n in src if n not in visible]
@@ -394,6 +446,8 @@ def start_replace(
     segments = dict(state.segments)
     pending = dict(state.pending)
     entries: dict[str, LineageEntry] = {}
+    cleaned: list[str] = []
+    adopted: list[str] = []  # uploads of a cleaned-up entry that the new `to` reuses
     for entry in state.entries.values():
         overlap_from = src_set.intersection(entry.segments_from)
         overlap_to = dst_set.intersection(entry.segments_to)
@@ -423,19 +477,45 @@ def start_replace(
             and entry.interval[0] < interval[1]
         )
         if entry.state is EntryState.IN_PROGRESS and (overlap_from or overlap_to or overlap_intent):
-            stale = live_owners is None or entry.entry_id not in live_owners
+            owned = live_owners is not None and entry.entry_id in live_owners
+            held = entry.held(now_ms)
+            stale = not owned and not held
             if force_cleanup and stale:
-                # A dead push: reclaim its uploads; keep a REVERTED trace of
-                # the names the new push does not reuse.
+                # A dead push: keep its uploads the new push names again (as
+                # Pinot does: a retry with the same names reuses them), queue
+                # the rest, and keep a REVERTED trace of the names not reused.
+                reused = [
+                    n
+                    for n in entry.segments_to
+                    if n in dst_set and n in segments and _within(segments[n], interval)
+                ]
+                adopted.extend(reused)
+                reuse = set(reused)
                 _queue_for_deletion(
-                    segments, pending, entry.segments_to, DeletionReason.FORCE_CLEANUP, now_ms
+                    segments,
+                    pending,
+                    [n for n in entry.segments_to if n not in reuse],
+                    DeletionReason.FORCE_CLEANUP,
+                    now_ms,
                 )
                 leftovers = tuple(n for n in entry.segments_to if n not in dst_set)
                 if leftovers:
                     entries[entry.entry_id] = dataclasses.replace(
                         entry, segments_to=leftovers, state=EntryState.REVERTED, timestamp_ms=now_ms
                     )
+                cleaned.append(entry.entry_id)
                 continue
+            if force_cleanup and not owned and entry.held_until_ms is not None and held:
+                # Not a RunningEntryConflict: a push waiting for a lapsing
+                # owner would wait in vain for a hold of hours.
+                raise ConflictError(
+                    f"entry {entry.entry_id} overlaps this push and was opened by hand "
+                    f"({entry.audit.actor}); it is held until {_iso(entry.held_until_ms)}",
+                    table=table,
+                    entry_id=entry.entry_id,
+                    remedy=f"end it, or revert it ('lineage revert --force {entry.entry_id}') if it is "
+                    "abandoned; force cleanup takes it once its hold ends",
+                )
             if overlap_intent and interval is not None and entry.interval is not None:
                 raise RunningEntryConflict(
                     f"interval {_span(interval)} overlaps interval {_span(entry.interval)} of "
@@ -470,7 +550,8 @@ def start_replace(
             )
         entries[entry.entry_id] = entry
 
-    folded = {name.casefold() for name in segments}
+    taken = set(adopted)
+    folded = {name.casefold() for name in segments if name not in taken}
     still = [n for n in dst if n.casefold() in folded]
     if still:
         raise ConflictError(
@@ -513,12 +594,16 @@ def start_replace(
         created_ms=now_ms,
         audit=audit,
         interval=interval,
+        held_until_ms=held_until_ms,
     )
+    for name in adopted:
+        segments[name] = dataclasses.replace(segments[name], entry_id=entry_id)
     return Change(
         state=state.replace(segments=segments, pending=pending, entries=entries),
         operation=Operation.START_REPLACE,
         entry_id=entry_id,
         segments=len(dst),
+        cleaned=tuple(cleaned),
     )
 
 
@@ -801,16 +886,64 @@ def clear_pending(state: TableState, locations: Sequence[str], size_bytes: int =
     )
 
 
-def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
+def _completed_at(entry: LineageEntry, target: TableState) -> bool:
+    """Whether ``entry`` had completed at ``target``: COMPLETED there, or gone
+    from there (retention removed it, nothing being left to reclaim) while
+    the segments it created are registered there as its own."""
+    then = target.entries.get(entry.entry_id)
+    if then is not None:
+        return then.state is EntryState.COMPLETED
+    return any(
+        (seg := target.segments.get(name)) is not None and seg.entry_id == entry.entry_id
+        for name in entry.segments_to
+    )
+
+
+def _restore_removed(
+    state: TableState,
+    target: TableState,
+    entries: dict[str, LineageEntry],
+    extra: set[str],
+    now_ms: int,
+    audit: Audit,
+) -> list[str]:
+    """Bring back, as REVERTED, the entries retention removed whose segments
+    ``target`` does not show: an APPEND push's entry goes once it completed
+    (its ``from`` is empty), yet its segments still name it. Returns their ids."""
+    removed: dict[str, list[str]] = {}
+    for name in sorted(extra):
+        owner = state.segments[name].entry_id
+        if owner is not None and owner not in entries:
+            removed.setdefault(owner, []).append(name)
+    for entry_id, names in removed.items():
+        then = target.entries.get(entry_id)
+        if then is not None:  # running or reverted at the target: its own record
+            to = tuple(n for n in then.segments_to if n in state.segments) or tuple(names)
+            entries[entry_id] = dataclasses.replace(
+                then, segments_to=to, state=EntryState.REVERTED, timestamp_ms=now_ms
+            )
+        else:  # created after the target: rebuilt from the segments that name it
+            created = min(state.segments[n].created_ms for n in names)
+            entries[entry_id] = LineageEntry(
+                entry_id, (), tuple(names), EntryState.REVERTED, now_ms, created, audit
+            )
+    return list(removed)
+
+
+def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | None = None) -> Change:
     """Make the visible set equal to ``target``'s (an earlier or a later
     retained version) in one commit, by setting entry states.
 
     Entries COMPLETED at the target and REVERTED now are restored; entries
     COMPLETED now but not at the target (created after it, reverted or still
-    running there) are reverted. Nothing is deleted, so a rollback is undone
-    by rolling forward to a version after it. Refused, changing nothing, when
-    a segment the target shows was reclaimed, when segments changed outside
-    pushes since the target, or when a running push touches what would change.
+    running there) are reverted. Entries that retention removed since (a
+    finished push with nothing left to reclaim, as every APPEND push) are
+    judged by their segments, which still name them: one the target does not
+    show comes back as a REVERTED entry (``audit`` says who, for one created
+    after the target). Nothing is deleted, so a rollback is undone by rolling
+    forward to a version after it. Refused, changing nothing, when a segment
+    the target shows was reclaimed, when segments changed outside pushes since
+    the target, or when a running push touches what would change.
     """
     table = state.config.name
     entries = dict(state.entries)
@@ -818,12 +951,7 @@ def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
     for entry_id, entry in state.entries.items():
         if entry.state is EntryState.IN_PROGRESS:
             continue
-        then = target.entries.get(entry_id)
-        want = (
-            EntryState.COMPLETED
-            if then is not None and then.state is EntryState.COMPLETED
-            else EntryState.REVERTED
-        )
+        want = EntryState.COMPLETED if _completed_at(entry, target) else EntryState.REVERTED
         if entry.state is not want:
             entries[entry_id] = dataclasses.replace(entry, state=want, timestamp_ms=now_ms)
             changed.append(entry_id)
@@ -831,6 +959,12 @@ def rollback(state: TableState, target: TableState, now_ms: int) -> Change:
     # Only what differs is looked at (visibility_delta): the cost follows the
     # entries and segments that changed, not the size of the table.
     extra, hidden = visibility_delta(target, after)
+    if extra:
+        restored = _restore_removed(state, target, entries, extra, now_ms, audit or Audit("rollback"))
+        if restored:
+            changed += restored
+            after = state.replace(entries=entries)
+            extra, hidden = visibility_delta(target, after)
     reclaimed = sorted(n for n in hidden if n not in state.segments)
     if reclaimed:
         raise RefusedError(

@@ -71,6 +71,7 @@ def entry_view(entry: LineageEntry) -> dict[str, Any]:
         "actor": entry.audit.actor,
         "job_id": entry.audit.job_id,
         "reason": entry.audit.reason,
+        "held_until": None if entry.held_until_ms is None else iso(entry.held_until_ms),
     }
 
 
@@ -86,6 +87,7 @@ def history_view(record: HistoryRecord) -> dict[str, Any]:
         "segments": record.segments,
         "rows": record.rows,
         "bytes": record.size_bytes,
+        "cleaned": list(record.cleaned),
     }
 
 

@@ -23,8 +23,9 @@ Pinot's lineage cleanup, with our protections:
 
 Never planned: a segment visible now (time retention aside), visible in a
 version a live reader pinned, or named by a running push (its owner still
-holds a session); no file under the directory of a running push. Ages come
-from ``now_ms``, which the caller takes from ZooKeeper's clock.
+holds a session, or, opened by hand, its hold has not ended); no file under
+the directory of a running push. Ages come from ``now_ms``, which the caller
+takes from ZooKeeper's clock.
 """
 
 from __future__ import annotations
@@ -79,13 +80,16 @@ class Plan:
     forget: tuple[str, ...] = ()  # ORPHAN_SEEN whose file is gone
 
 
-def held_names(state: TableState, pinned: Iterable[TableState], live_owners: frozenset[str]) -> set[str]:
-    """Segments a live reader pinned or a running push names."""
+def held_names(
+    state: TableState, pinned: Iterable[TableState], live_owners: frozenset[str], now_ms: int
+) -> set[str]:
+    """Segments a live reader pinned or a running push names (a push whose
+    owner is alive, or an entry opened by hand whose hold still stands)."""
     names: set[str] = set()
     for version in pinned:
         names |= visible_names(version)
     for entry in state.entries.values():
-        if entry.state is EntryState.IN_PROGRESS and entry.entry_id in live_owners:
+        if entry.state is EntryState.IN_PROGRESS and (entry.entry_id in live_owners or entry.held(now_ms)):
             names.update(entry.segments_from)
             names.update(entry.segments_to)
     return names
@@ -103,7 +107,7 @@ def plan(
     pinned = list(pinned)
     config = state.config
     now = policy.now_ms
-    held = held_names(state, pinned, live_owners)
+    held = held_names(state, pinned, live_owners, now)
     protected = visible_names(state) | held
     pinned_locations = {
         seg.location for version in pinned for seg in version.segments.values() if seg.name in held
@@ -137,7 +141,9 @@ def plan(
                 take(remaining, DeletionReason.REPLACED)
             continue
         old = entry.timestamp_ms <= now - config.lineage_entry_cleanup_retention_ms
-        if entry.state is EntryState.IN_PROGRESS and (not old or entry.entry_id in live_owners):
+        if entry.state is EntryState.IN_PROGRESS and (
+            not old or entry.entry_id in live_owners or entry.held(now)
+        ):
             continue
         remaining = [n for n in entry.segments_to if n in state.segments]
         if not remaining:

@@ -61,22 +61,34 @@ class Ctx:
     def push(self, table: str) -> None:
         info = self.world.tables[table]
         self.pushes += 1
+        # Half the pushes are a batch job's, with a job id; such a job is run
+        # again (its answer lost, its scheduler restarted) a third of the
+        # time: the checker flags a job whose data landed twice.
+        job = f"a{self.actor.aid}-job{self.pushes}" if self.rng.random() < 0.5 else None
+        runs = 2 if job is not None and self.rng.random() < 0.33 else 1
         try:
             state = self.manager.table(table)
             parts, mode, interval = self.world.parts(
                 info, state.config.table_type, self.rng, f"a{self.actor.aid}-{self.pushes}"
             )
-            result = push_arrow(
-                self.manager,
-                table,
-                parts,
-                mode=mode,
-                interval=interval,
-                owner_wait_s=self.rng.choice([0.0, 1.0, 3.0]),
-            )
-            self.note(f"pushed {table} {result.entry_id[:8]} ({mode})")
         except LineageError as exc:
             self.failed(f"push {table}", exc)
+            return
+        for run in range(runs):
+            try:
+                result = push_arrow(
+                    self.manager,
+                    table,
+                    parts,
+                    mode=mode,
+                    interval=interval,
+                    owner_wait_s=self.rng.choice([0.0, 1.0, 3.0]),
+                    job_id=job,
+                )
+                again = " (job already done)" if result.repeated else ""
+                self.note(f"pushed {table} {result.entry_id[:8]} ({mode}){again}")
+            except LineageError as exc:
+                self.failed(f"push {table}" + (f" (job run {run + 1})" if job else ""), exc)
 
     def retention(self, *, force: bool | None = None, orphan_grace_ms: int | None = None) -> None:
         options = PassOptions(

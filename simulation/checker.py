@@ -465,6 +465,10 @@ class Checker:
                 self.flag(
                     "broken-chain", f"{table}: history versions {versions[:3]}..{versions[-3:]} at v{current}"
                 )
+            ends = Counter(r.job_id for r in records if r.operation is Operation.END_REPLACE and r.job_id)
+            for job, count in sorted(ends.items()):
+                if count > 1:
+                    self.flag("job-twice", f"{table}: job {job} completed {count} pushes (landed twice)")
             by_version = {r.version: r.commit_id for r in records}
             for ack in self.world.acks:
                 if ack.table != table or ack.version < (versions[0] if versions else 0):

@@ -112,3 +112,17 @@ def test_a_quick_run_compares_ours_with_both_peers(tmp_path: Path) -> None:
                 assert (operation, size, system) in cases
     assert (tmp_path / "visible.png").exists() and (tmp_path / "rollback.png").exists()
     assert "## Reading the visible set" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.zk
+@pytest.mark.slow
+def test_sustained_pushes_leave_a_small_server_alive() -> None:
+    """Three pushers on a 3,000-segment table for a minute and a half against
+    a server with the old default heap (256 MB): it once died after about 30 s
+    (whole buckets rewritten by every commit, garbage kept 10 minutes). The
+    heap is sampled; the run fails when the server dies."""
+    done = python_module(
+        "benchmarks.sustained", "--seconds", "90", "--heap", "256", "--pushers", "3", timeout=400
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert "server alive" in done.stdout and "peak used" in done.stdout, done.stdout

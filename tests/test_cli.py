@@ -255,3 +255,27 @@ def test_dockerfile_copies_what_exists_and_runs_the_cli() -> None:
         for source in sources:
             assert (root / source).exists(), source
     assert 'ENTRYPOINT ["lineage"]' in text
+
+
+def test_start_replace_holds_an_entry_opened_by_hand_and_names_what_force_cleanup_takes(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "events"))
+    run(zk_hosts, "segment", "add", "events", "a", "b")
+    code, out, _ = run(zk_hosts, "--json", "start-replace", "events", "--from", "a", "--to", "c")
+    manual = json.loads(out)
+    assert manual["cleaned"] == [] and manual["held_until_ms"] is not None
+    code, _, err = run(zk_hosts, "start-replace", "events", "--from", "a", "--to", "d", "--force-cleanup")
+    assert code == 1 and f"entry {manual['entry']} overlaps this push and was opened by hand" in err
+    assert "hint: end it, or revert it" in err
+    run(zk_hosts, "revert", "events", manual["entry"], "--force")
+    args = ["start-replace", "events", "--from", "b", "--to", "e", "--hold", "0s"]
+    code, out, _ = run(zk_hosts, "--json", *args)
+    stale = json.loads(out)
+    assert stale["held_until_ms"] is None
+    code, out, _ = run(zk_hosts, "start-replace", "events", "--from", "b", "--to", "f", "--force-cleanup")
+    assert code == 0 and f"cleaned up stale entry {stale['entry']}" in out
+    code, out, _ = run(zk_hosts, "--json", "history", "events", "--limit", "1")
+    assert json.loads(out)[0]["cleaned"] == [stale["entry"]]
+    code, _, err = run(zk_hosts, "start-replace", "events", "--from", "a", "--to", "g", "--hold", "soon")
+    assert code == 2 and "invalid period 'soon'" in err

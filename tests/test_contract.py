@@ -7,6 +7,7 @@ lineage scenarios through the manager.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -251,30 +252,82 @@ def test_revert_of_a_completed_entry_whose_replaced_segments_are_gone(
 
 
 def test_force_cleanup_rerun_reuses_names(manager: LineageManager, table: str) -> None:
-    stale = manager.start_replace(T, ["s1", "s2"], ["n1", "n2", "n3"])
-    manager.register_segments(T, [seg("n1")])
+    # Opened with no hold: Pinot's rule, any force cleanup may take it.
+    stale = manager.start_replace(T, ["s1", "s2"], ["n1", "n2", "n3"], hold="0s")
+    manager.register_segments(T, [seg("n1"), seg("n3")])
     with pytest.raises(ConflictError, match=f"already being replaced by entry {stale}"):
         manager.start_replace(T, ["s1"], ["n1"])
-    rerun = manager.start_replace(T, ["s1", "s2"], ["n1", "n2"], force_cleanup=True)
+    done = manager.open_replace(T, ["s1", "s2"], ["n1", "n2"], force_cleanup=True)
+    rerun = done.change.entry_id
+    assert done.change.cleaned == (stale,)
     state = manager.table(T)
     old = state.entries[stale]
     assert old.state is EntryState.REVERTED and old.segments_to == ("n3",)
-    assert "n1" not in state.segments  # the stale upload is queued for retention
-    assert state.pending["n1.parquet"].reason is DeletionReason.FORCE_CLEANUP
-    # The stale upload's file may be under deletion: its location is refused.
-    with pytest.raises(RefusedError, match="queued for deletion"):
-        manager.register_segments(T, [seg("n1")])
-    manager.register_segments(T, [Segment(n, f"rerun/{n}.parquet", rows=1) for n in ("n1", "n2")])
+    # Like Pinot, the upload the rerun names again is kept, now the rerun's;
+    # only the one it does not reuse is queued for retention.
+    assert state.segments["n1"].entry_id == rerun and "n1.parquet" not in state.pending
+    assert "n3" not in state.segments
+    assert state.pending["n3.parquet"].reason is DeletionReason.FORCE_CLEANUP
+    assert manager.history(T, limit=1)[0].cleaned == (stale,)
+    # A retry uploads it again, at the same location: it takes the old one's place.
+    manager.register_segments(T, [seg("n1", rows=7), Segment("n2", "rerun/n2.parquet", rows=1)])
+    assert manager.table(T).segments["n1"].rows == 7
     manager.end_replace(T, rerun)
     assert visible(manager) == ["n1", "n2", "s3"]
+
+
+def test_force_cleanup_keeps_a_reused_upload(manager: LineageManager, table: str) -> None:
+    stale = manager.start_replace(T, ["s1"], ["n1", "n2"], hold="0s")
+    manager.register_segments(T, [seg("n1"), seg("n2")])
+    rerun = manager.start_replace(T, ["s1"], ["n2", "n4"], force_cleanup=True)
+    manager.register_segments(T, [Segment("n4", "n4.parquet")])
+    manager.end_replace(T, rerun)  # n2 is still registered: end takes it
+    assert visible(manager) == ["n2", "n4", "s2", "s3"]
+    state = manager.table(T)
+    assert state.entries[stale].segments_to == ("n1",) and state.pending["n1.parquet"].segment == "n1"
+    # A re-upload somewhere else replaces the registration and queues the old file.
+    other = manager.start_replace(T, ["s2"], ["x1"], hold="0s")
+    manager.register_segments(T, [seg("x1")])
+    manager.register_segments(T, [Segment("x1", "retry/x1.parquet")], entry_id=other)
+    state = manager.table(T)
+    assert state.segments["x1"].location == "retry/x1.parquet"
+    assert state.pending["x1.parquet"].reason is DeletionReason.STRAY
+    # Only hidden uploads of a running replacement can be uploaded again.
+    with pytest.raises(RefusedError, match="already registered"):
+        manager.register_segments(T, [Segment("n2", "again/n2.parquet")])
 
 
 def test_force_cleanup_removes_a_stale_entry_whose_names_are_all_reused(
     manager: LineageManager, table: str
 ) -> None:
-    stale = manager.start_replace(T, ["s1"], ["n1"])
+    stale = manager.start_replace(T, ["s1"], ["n1"], hold="0s")
     manager.start_replace(T, ["s1"], ["n1"], force_cleanup=True)
     assert stale not in manager.table(T).entries
+
+
+def test_force_cleanup_spares_an_entry_opened_by_hand_until_its_hold_ends(
+    manager: LineageManager, table: str
+) -> None:
+    by_hand = manager.start_replace(T, ["s1"], ["n1"], reason="manual fix")
+    entry = manager.table(T).entries[by_hand]
+    assert entry.held_until_ms == entry.created_ms + 86_400_000  # the table's entry cleanup retention
+    before = manager.table(T)
+    # A push's force cleanup (no owner node for it) must not take it.
+    with pytest.raises(ConflictError, match=f"entry {by_hand} overlaps this push and was opened by hand"):
+        manager.start_replace(T, ["s1", "s2"], ["m1"], force_cleanup=True, live_owners=frozenset())
+    assert manager.table(T) == before
+    short = manager.start_replace(T, ["s2"], ["n2"], hold="1s")
+    with pytest.raises(ConflictError, match="opened by hand"):
+        manager.start_replace(T, ["s2"], ["m2"], force_cleanup=True, live_owners=frozenset())
+    deadline = manager.store.now_ms() + 1500
+    while manager.store.now_ms() < deadline:
+        time.sleep(0.1)
+    done = manager.open_replace(T, ["s2"], ["m2"], force_cleanup=True, live_owners=frozenset())
+    assert done.change.cleaned == (short,)
+    assert manager.table(T).entries[short].state is EntryState.REVERTED
+    assert manager.history(T, limit=1)[0].cleaned == (short,)
+    with pytest.raises(InvalidInputError, match="invalid period"):
+        manager.start_replace(T, ["s3"], ["n3"], hold="soon")
 
 
 def test_name_conflicts(manager: LineageManager, table: str) -> None:
@@ -455,7 +508,7 @@ def test_overlapping_replace_range_intents_conflict_even_with_no_segments(manage
 
 
 def test_force_cleanup_spares_a_push_whose_owner_is_alive(manager: LineageManager, table: str) -> None:
-    running = manager.start_replace(T, ["s1"], ["n1"])
+    running = manager.start_replace(T, ["s1"], ["n1"], hold="0s")
     manager.store.hold_owner(T, running)
     assert manager.store.live_owners(T) == frozenset({running})
     with pytest.raises(ConflictError, match="still running"):

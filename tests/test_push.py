@@ -365,3 +365,142 @@ def test_file_roots_with_a_host_are_refused() -> None:
     with pytest.raises(StorageError, match="use file:///absolute/path"):
         DeepStore.for_root("file://tmp/x")
     assert DeepStore.for_root("file:///tmp/x").base == "/tmp/x"
+
+
+def test_a_push_names_the_stale_entries_it_cleans_up_and_spares_one_opened_by_hand(
+    manager: LineageManager, refresh: str
+) -> None:
+    push_arrow(manager, refresh, [rows("a", 2)])
+    visible = [s.name for s in manager.visible_segments(refresh)]
+    by_hand = manager.start_replace(refresh, visible, ["manual_1"], reason="operator's fix")
+    before = manager.table(refresh)
+    with pytest.raises(ConflictError, match=f"entry {by_hand} overlaps this push and was opened by hand"):
+        push_arrow(manager, refresh, [rows("b", 1)], owner_wait_s=0)
+    after = manager.table(refresh)
+    assert after.entries[by_hand] == before.entries[by_hand]  # the operator's entry is untouched
+    manager.revert_replace(refresh, by_hand, force=True)
+    dead = manager.start_replace(refresh, visible, ["dead_1"], hold="0s")  # a push whose process died
+    said: list[str] = []
+    result = push_arrow(manager, refresh, [rows("b", 1)], progress=said.append)
+    assert result.cleaned == (dead,)
+    assert f"cleaned up stale entry {dead}" in result.summary()
+    assert any(dead in line for line in said)
+    start = next(h for h in manager.history(refresh) if h.operation.value == "START_REPLACE")
+    assert start.entry_id == result.entry_id and start.cleaned == (dead,)
+    assert content(manager, refresh) == [("b", 0)]
+
+
+# ---- job ids: a retried job never applies its data twice ------------------------
+
+
+def test_a_retried_job_returns_its_earlier_result_instead_of_pushing_again(
+    manager: LineageManager, refresh: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lineage import transitions
+
+    push_arrow(manager, refresh, [rows("a", 2)])
+    # The answer is lost: the push completed, its caller saw an error.
+    monkeypatch.setenv("LINEAGE_FAILPOINT", "push.after-end:raise")
+    with pytest.raises(PushError, match="but its entry had completed"):
+        push_arrow(manager, refresh, [rows("b", 1)], mode="append", job_id="nightly-42")
+    monkeypatch.delenv("LINEAGE_FAILPOINT")
+    landed = next(e for e in manager.table(refresh).entries.values() if e.audit.job_id == "nightly-42")
+    assert landed.state is EntryState.COMPLETED
+    version = manager.table(refresh).version
+    again = push_arrow(manager, refresh, [rows("b", 1)], mode="append", job_id="nightly-42")
+    assert again.repeated and again.entry_id == landed.entry_id
+    assert (again.segments, again.rows, again.replaced) == (1, 1, 0)
+    assert "already pushed" in again.summary()
+    assert manager.table(refresh).version == version  # nothing committed
+    assert content(manager, refresh) == [("a", 0), ("a", 1), ("b", 0)]  # b once, not twice
+    # Still recognised once retention removed the finished entry (its end is in history).
+    manager.commit(refresh, lambda s, now: transitions.retention_mark(s, {}, [landed.entry_id], now))
+    assert landed.entry_id not in manager.table(refresh).entries
+    later = push_arrow(manager, refresh, [rows("b", 1)], mode="append", job_id="nightly-42")
+    assert later.repeated and later.entry_id == landed.entry_id and later.rows == 1
+    assert content(manager, refresh) == [("a", 0), ("a", 1), ("b", 0)]
+    other = push_arrow(manager, refresh, [rows("c", 1)], mode="append", job_id="nightly-43")
+    assert not other.repeated and other.job_id == "nightly-43"
+    assert manager.table(refresh).entries[other.entry_id].audit.job_id == "nightly-43"
+
+
+def test_a_job_whose_attempt_failed_pushes_again(manager: LineageManager, refresh: str) -> None:
+    def fail(target: PushTarget) -> Written:
+        raise RuntimeError("executor lost")
+
+    with pytest.raises(PushError):
+        consistent_push(manager, refresh, fail, partitions=1, job_id="j1")
+    result = push_arrow(manager, refresh, [rows("a", 1)], job_id="j1")
+    assert not result.repeated and content(manager, refresh) == [("a", 0)]
+
+
+def test_a_job_waits_for_its_running_attempt_and_one_completing_meanwhile_wins(
+    manager: LineageManager, refresh: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = manager.for_job("j2").start_replace(refresh, [], ["other_attempt"], hold="0s")
+    manager.store.hold_owner(refresh, running)
+    with pytest.raises(ConflictError, match=f"job 'j2' is already running as entry {running}"):
+        push_arrow(manager, refresh, [rows("a", 1)], mode="append", job_id="j2", owner_wait_s=0)
+    manager.store.release_owner(refresh, running)
+    # Another attempt completes between this one's look at the history and its start.
+    real_read = manager.store.read
+    calls = {"n": 0}
+    winner: dict[str, str] = {}
+
+    def read_with_the_other_attempt_finishing(table: str) -> object:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            m = manager.for_job("j3")
+            entry = m.start_replace(refresh, [], ["winner_0"], hold="0s")
+            m.register_segments(refresh, [Segment("winner_0", "winner_0.parquet", rows=5)], entry_id=entry)
+            m.end_replace(refresh, entry)
+            winner["entry"] = entry
+        return real_read(table)
+
+    monkeypatch.setattr(manager.store, "read", read_with_the_other_attempt_finishing)
+    result = push_arrow(manager, refresh, [rows("a", 1)], mode="append", job_id="j3")
+    monkeypatch.undo()
+    assert result.repeated and result.entry_id == winner["entry"] and result.rows == 5
+    assert [s.name for s in manager.visible_segments(refresh)] == ["winner_0"]
+
+
+@pytest.mark.parametrize("bad", ["", " j", "j\n", "x" * 257])
+def test_bad_job_ids_are_refused_before_anything_changes(
+    manager: LineageManager, refresh: str, bad: str
+) -> None:
+    before = manager.table(refresh)
+    with pytest.raises(InvalidInputError, match="job id"):
+        push_arrow(manager, refresh, [rows("a", 1)], job_id=bad)
+    assert manager.table(refresh) == before
+
+
+def test_the_push_command_with_a_completed_job_id_pushes_nothing_again(
+    zk_manager: LineageManager, zk_hosts: str, tmp_path: Path
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from segment_lineage.cli import app
+
+    zk_manager.create_table(TableConfig.build("jobs", str(tmp_path / "jobs"), "APPEND"))
+    first = push_arrow(zk_manager, "jobs", [rows("a", 3)], mode="append", job_id="daily-7")
+    version = zk_manager.table("jobs").version
+    args = [
+        "--zk",
+        zk_hosts,
+        "--json",
+        "push",
+        "jobs",
+        "--input",
+        str(tmp_path / "never-read"),
+        "--mode",
+        "append",
+    ]
+    result = CliRunner().invoke(app, [*args, "--job-id", "daily-7"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["repeated"] is True and out["entry"] == first.entry_id and out["rows"] == 3
+    assert zk_manager.table("jobs").version == version
+    bad = CliRunner().invoke(app, [*args, "--job-id", " daily-7"])
+    assert bad.exit_code == 2 and "invalid job id" in bad.stderr

@@ -598,3 +598,15 @@ def test_a_fence_lost_mid_pass_stops_the_deletes_and_every_deleted_file_is_repor
     assert (report.files_deleted, report.files_already_gone) == (1_301, 699)
     assert not gone & set(again) and mem.table("big").pending == {}
     assert not list((tmp_path / "big").rglob("*.parquet"))
+
+
+def test_a_pass_leaves_an_entry_opened_by_hand_alone_while_it_is_held(zk: LineageManager) -> None:
+    zk.register_segments("events", [seg("a"), seg("b")])
+    held = zk.start_replace("events", ["a"], ["n1"], hold="1h")  # longer than the entry cleanup retention
+    dead = zk.start_replace("events", ["b"], ["n2"], hold="0s")
+    zk.register_segments("events", [seg("n1"), seg("n2")])
+    report = run_table(zk, "events", PassOptions(force=True, min_grace_ms=0))
+    state = zk.table("events")
+    assert "n1" in state.segments and state.entries[held].state.value == "IN_PROGRESS"
+    assert "n2" not in state.segments and report.condemned == 1  # the unheld one is a stale push
+    assert dead in state.entries

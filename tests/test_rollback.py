@@ -349,3 +349,54 @@ def test_a_rollback_costs_the_same_requests_whatever_the_table_size(zk_store: An
         assert rolled.segments is m.table_as_of(table, target).segments
         assert len(visible_names(rolled)) == size
     assert counts[0] == counts[1], counts
+
+
+def test_appends_roll_back_after_retention_removed_their_finished_entries(
+    zk_manager: LineageManager, zk_hosts: str, tmp_path: Path
+) -> None:
+    import json
+
+    import pyarrow as pa
+    from typer.testing import CliRunner
+
+    from ingest.arrow_push import push_arrow
+    from ingest.readers import SnapshotReader
+    from retention.executor import PassOptions, run_table
+    from segment_lineage.cli import app
+
+    m = zk_manager
+    m.create_table(TableConfig.build("ap", str(tmp_path / "ap"), "APPEND"))
+
+    def labels() -> list[str]:
+        with SnapshotReader(m, "ap") as reader:
+            data = reader.to_arrow()
+        return sorted(data.column("label").to_pylist()) if data.num_rows else []
+
+    first = push_arrow(m, "ap", [pa.table({"label": ["a"]})], mode="append")
+    second = push_arrow(m, "ap", [pa.table({"label": ["b"]})], mode="append")
+    both = m.table("ap").version
+    report = run_table(m, "ap", PassOptions(min_grace_ms=0))
+    assert report.entries_removed == 2 and m.entries("ap") == [] and report.files_deleted == 0
+    cleaned = m.table("ap").version
+
+    def cli(*args: str) -> Any:
+        result = CliRunner().invoke(app, ["--zk", zk_hosts, "--json", *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    undo = cli("rollback", "ap")  # the newest push: the second append
+    assert undo["reverted"] == [second.entry_id] and len(undo["disappear"]) == 1
+    assert labels() == ["a"]
+    assert m.table("ap").entries[second.entry_id].state.value == "REVERTED"  # back, to hide its segment
+    undo = cli("rollback", "ap", "--entry", first.entry_id)
+    assert undo["reverted"] == [first.entry_id] and labels() == []
+    forward = cli("rollback", "ap", "--to-version", str(both))  # and forward again: nothing was lost
+    assert sorted(forward["restored"]) == sorted([first.entry_id, second.entry_id])
+    assert labels() == ["a", "b"]
+    cli("rollback", "ap", "--entry", first.entry_id)
+    assert labels() == []
+    # Forward to the version right after retention removed both entries: their
+    # segments, which name them, show there, so both count as completed there.
+    forward = cli("rollback", "ap", "--to-version", str(cleaned))
+    assert sorted(forward["restored"]) == sorted([first.entry_id, second.entry_id])
+    assert labels() == ["a", "b"]

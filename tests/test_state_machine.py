@@ -37,6 +37,7 @@ class Model:
     registered: set[str] = field(default_factory=set)
     entries: dict[str, ModelEntry] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)  # names whose file is queued for deletion
+    bound: dict[str, str] = field(default_factory=dict)  # name -> the IN_PROGRESS entry it was registered for
 
     def visible(self) -> set[str]:
         out = set(self.registered)
@@ -45,7 +46,10 @@ class Model:
         return out
 
     def can_register(self, name: str) -> bool:
-        if name in self.registered or name in self.deleted:
+        if name in self.registered:  # only a hidden upload of a running entry may be uploaded again
+            owner = self.entries.get(self.bound.get(name, ""))
+            return owner is not None and owner.state == "IN_PROGRESS" and name in owner.dst
+        if name in self.deleted:
             return False
         if any(name in e.src for e in self.entries.values() if e.state != "REVERTED"):
             return False
@@ -114,8 +118,13 @@ class LineageMachine(RuleBasedStateMachine):
     def register(self, name: str) -> None:
         ok = self.model.can_register(name)
         self._apply(ok, lambda s: transitions.register_segments(s, [Segment(name, f"{name}.p")], self.now))
-        if ok:
+        if ok and name not in self.model.registered:
             self.model.registered.add(name)
+            running = (i for i, e in self.model.entries.items() if e.state == "IN_PROGRESS" and name in e.dst)
+            owner = next(running, None)
+            self.model.bound.pop(name, None)
+            if owner is not None:
+                self.model.bound[name] = owner
 
     @rule(src=st.sets(st.sampled_from(NAMES), max_size=3), dst=st.sets(st.sampled_from(NAMES), max_size=3))
     def start(self, src: set[str], dst: set[str]) -> None:
@@ -157,6 +166,7 @@ class LineageMachine(RuleBasedStateMachine):
         self._apply(ok, lambda s: transitions.delete_segments(s, [name], self.now))
         if ok:
             self.model.registered.discard(name)
+            self.model.bound.pop(name, None)
             self.model.deleted.add(name)
 
     @rule(src=st.sets(st.sampled_from(NAMES), max_size=2), dst=st.sets(st.sampled_from(NAMES), max_size=2))

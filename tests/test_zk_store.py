@@ -142,6 +142,32 @@ def test_corrupted_buckets_fail_closed(m: LineageManager) -> None:
         ZkStore(store.client, owns_client=False).read(T)
 
 
+def test_entries_written_before_holds_existed_still_read_and_a_bad_hold_fails_closed(
+    m: LineageManager,
+) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    entry = m.start_replace(T, ["s1"], ["n1"])
+    head = codec.decode_head(store.client.get(store.head_path(T))[0], "head")
+    path = store.blob_path(T, head.buckets["entries"][0])
+    doc = json.loads(store.client.get(path)[0])
+    assert isinstance(doc["records"][0]["held"], int)
+    del doc["records"][0]["held"]  # as written by an older build
+    store.client.set(path, json.dumps(doc).encode())
+    assert ZkStore(store.client, owns_client=False).read(T).state.entries[entry].held_until_ms is None
+    doc["records"][0]["held"] = "tomorrow"
+    store.client.set(path, json.dumps(doc).encode())
+    with pytest.raises(CorruptRecordError, match="'held' must be int"):
+        ZkStore(store.client, owns_client=False).read(T)
+    record = codec.history_to_dict(m.history(T, limit=1)[0])
+    assert "cleaned" not in record and codec.history_from_dict(record).cleaned == ()
+    record["cleaned"] = ["not-an-id"]
+    with pytest.raises(CorruptRecordError):
+        codec.decode_history(
+            codec.dumps({"format": codec.HISTORY, "v": 1, "prev": None, "records": [record]}), "h"
+        )
+
+
 def test_a_lost_reply_is_recognised_as_our_own_write(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
