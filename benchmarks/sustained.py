@@ -52,6 +52,15 @@ def used_heap_mb(pid: int) -> float | None:
     return used_kb / 1024
 
 
+def percentiles(seconds: list[float]) -> str:
+    if not seconds:
+        return "no commit"
+    ordered = sorted(seconds)
+    p50 = ordered[len(ordered) // 2] * 1000
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+    return f"commit p50 {p50:.0f} ms, p99 {p99:.0f} ms"
+
+
 def seg(name: str) -> Segment:
     return Segment(name, f"p/{name}.parquet", rows=1, size_bytes=100)
 
@@ -71,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     commits = [0] * args.pushers
     failures: list[str] = []
+    latencies: list[float] = []  # seconds per commit, averaged over each push's three
     big_result: list[str] = []
 
     def manager() -> LineageManager:
@@ -85,9 +95,11 @@ def main(argv: list[str] | None = None) -> int:
             old, new = f"w{k}-{last}", f"w{k}-{n + 1}"
             try:
                 # After a failure, force cleanup reverts the entry left open.
+                began = time.perf_counter()
                 entry = m.start_replace("t", [old] if last else [], [new], force_cleanup=force)
                 m.register_segments("t", [seg(new)], entry_id=entry)
                 m.end_replace("t", entry)
+                latencies.append((time.perf_counter() - began) / 3)
                 commits[k] += 3
                 n, force, last = n + 1, False, n + 1
             except LineageError as exc:
@@ -136,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             t.join(timeout=120)
         print(
             f"heap {args.heap} MB, {args.pushers} pushers, {args.segments} segments, {args.seconds:.0f}s: "
-            f"peak used {peak:.0f} MB, {sum(commits)} commits, {len(failures)} failures, "
+            f"peak used {peak:.0f} MB, {sum(commits)} commits ({percentiles(latencies)}), "
+            f"{len(failures)} failures, "
             f"server {'alive' if alive else 'DIED'}"
             + (f"; big push of {args.big}: {(big_result or ['unfinished'])[0]}" if args.big else "")
         )
