@@ -260,9 +260,13 @@ def table_create(
 
 @table_app.command("list")
 def table_list() -> None:
-    """List tables."""
+    """List tables. A table whose metadata cannot be decoded is named on
+    stderr with its error (and left out of the list); the others are listed."""
     with manager() as m:
-        names = m.list_tables()
+        listing = m.table_listing()
+    names = list(listing.readable)
+    for table, problem in listing.unreadable.items():
+        typer.echo(f"warning: table {table!r} is unreadable: {problem}", err=True)
     emit(names, "\n".join(names) if names else "(no tables)")
 
 
@@ -313,9 +317,11 @@ def table_drop(
 
 def _segments_from_file(path: Path) -> list[Segment]:
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON, or bytes that are not UTF-8
         raise InvalidInputError(f"cannot read segment batch {path}: {exc}") from None
+    except RecursionError:
+        raise InvalidInputError(f"cannot read segment batch {path}: nested too deeply") from None
     if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
         raise InvalidInputError(f"{path}: expected a JSON list of segment objects")
     out = []

@@ -70,6 +70,7 @@ from lineage.store import (
     RetryableStoreError,
     Snapshot,
     Store,
+    TableListing,
     VersionConflict,
     WriteOutcomeUnknown,
 )
@@ -308,7 +309,12 @@ class LineageManager:
         return root
 
     def list_tables(self) -> list[str]:
+        """The tables whose metadata reads; an unreadable one is left out (see table_listing)."""
         return self.store.list_tables()
+
+    def table_listing(self) -> TableListing:
+        """Every table, with those whose metadata cannot be decoded named apart."""
+        return self.store.table_listing()
 
     def table(self, table: str) -> TableState:
         check_table_name(table)

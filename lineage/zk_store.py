@@ -96,6 +96,7 @@ from lineage.store import (
     Member,
     RetryableStoreError,
     Snapshot,
+    TableListing,
     VersionConflict,
     WriteOutcomeUnknown,
 )
@@ -807,7 +808,7 @@ class ZkStore:
             # cannot both land.
             roots, roots_version = self._roots_for_create(table, config.root)
             txn = self.client.transaction()
-            txn.create(guard, table.encode(), acl=self.acl_at(Place.GUARD))
+            txn.create(guard, codec.encode_guard(table), acl=self.acl_at(Place.GUARD))
             txn.create(path, codec.encode_head(head), acl=self.acl_at(Place.HEAD))
             txn.create(f"{path}/blobs", b"", acl=self.acl_at(Place.BLOBS))
             txn.create(f"{path}/{VERSIONS}", b"", acl=self.acl_at(Place.VERSIONS))
@@ -851,7 +852,7 @@ class ZkStore:
                     raw_guard, guard_stat = self._call("table lookup", "get", guard)
                 except NoNodeError:
                     continue
-                existing = raw_guard.decode()
+                existing = codec.decode_guard(raw_guard, guard, table.casefold())
                 if not self._call("table lookup", "exists", self.head_path(existing)):
                     # Left by a drop cut short after the head went: creates are
                     # atomic, so a guard without a head is never a live table.
@@ -878,7 +879,7 @@ class ZkStore:
                 raw, _ = self._call("reading the store id", "get", path)
             except NoNodeError:
                 raise StoreUnavailableError(f"the store id {path} vanished; retry") from None
-            self._store_id = raw.decode()
+            self._store_id = codec.decode_store_id(raw, path)
         return self._store_id
 
     @property
@@ -945,16 +946,22 @@ class ZkStore:
                 continue
 
     def list_tables(self) -> list[str]:
+        return list(self.table_listing().readable)
+
+    def table_listing(self) -> TableListing:
         self._ensure_root()
         children = self._call("listing tables", "get_children", f"{self.root}/tables")
-        out = []
+        readable, unreadable = [], {}
         for name in sorted(children):
             try:
                 self._read_head(name)
-            except (TableNotFoundError, CorruptRecordError, InvalidNameError):
-                continue  # being dropped, unreadable (shown by 'table show'), or not ours
-            out.append(name)
-        return out
+            except (TableNotFoundError, InvalidNameError):
+                continue  # being dropped, or not a table of ours
+            except CorruptRecordError as exc:
+                unreadable[name] = exc.message
+                continue
+            readable.append(name)
+        return TableListing(tuple(readable), unreadable)
 
     def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:
         self._call("sync", "sync", self.head_path(table))
@@ -1038,13 +1045,13 @@ class ZkStore:
                     # one that may only commit cannot leave the table half dropped.
                     txn = self.client.transaction()
                     txn.set_data(path, codec.encode_head(marked), version=stat.version)
-                    txn.set_data(guard, table.encode())
+                    txn.set_data(guard, codec.encode_guard(table))
                     head_result, guard_result = self._commit(txn)
                     if isinstance(head_result, NoAuthError) or isinstance(guard_result, NoAuthError):
                         raise NoAuthError()
                     if isinstance(guard_result, NoNodeError):  # left by an old crash: restore it, retry
                         with contextlib.suppress(NodeExistsError):
-                            self._op("create", guard, table.encode(), acl=self.acl_at(Place.GUARD))
+                            self._op("create", guard, codec.encode_guard(table), acl=self.acl_at(Place.GUARD))
                         continue
                     if isinstance(head_result, BadVersionError):
                         if expected_version is not None:

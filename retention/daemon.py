@@ -125,6 +125,16 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("lineage_retention_leader", "1 while this daemon leads.", registry=r)
+        self.table_failures = Counter(
+            "lineage_retention_table_failures",
+            "Tables a pass reported errors for (unreadable ones included).",
+            registry=r,
+        )
+        self.unreadable = Gauge(
+            "lineage_retention_unreadable_tables",
+            "Tables the last pass skipped because their metadata cannot be decoded.",
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))
@@ -215,6 +225,9 @@ class Daemon:
         entries = sum(r.entries_removed for r in reports)
         pending = sum(r.pending_left for r in reports)
         errors = [f"{r.table}: {e}" for r in reports for e in r.errors]
+        unreadable = sum(1 for r in reports if r.unreadable)
+        self.metrics.table_failures.inc(sum(1 for r in reports if r.errors))
+        self.metrics.unreadable.set(unreadable)
         self.metrics.files.inc(files)
         self.metrics.bytes.inc(size)
         self.metrics.entries.inc(entries)
@@ -229,7 +242,8 @@ class Daemon:
             f"pass done: {len(reports)} table(s), deleted {files} file(s) ({size} bytes), "
             f"{sum(r.condemned for r in reports)} segment(s) condemned, "
             f"{sum(r.orphans for r in reports)} orphan(s), {entries} entr(ies) removed, "
-            f"{pending} pending (oldest {age_s:.0f}s), {len(errors)} error(s), "
+            f"{pending} pending (oldest {age_s:.0f}s), {unreadable} table(s) unreadable, "
+            f"{len(errors)} error(s), "
             f"{time.monotonic() - began:.1f}s"
         )
         if errors:

@@ -62,6 +62,9 @@ def test_create_is_create_if_absent_and_refuses_case_twins(manager: LineageManag
         manager.create_table(TableConfig.build("orders", "/d/other"))
     assert manager.table("Orders").config.root == "/d/orders"
     assert manager.list_tables() == ["Orders"]
+    manager.create_table(TableConfig.build("Bids", "/d/bids"))
+    listing = manager.table_listing()
+    assert (listing.readable, dict(listing.unreadable)) == (("Bids", "Orders"), {})
 
 
 def test_unknown_table_is_a_clear_error(manager: LineageManager) -> None:
