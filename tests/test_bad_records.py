@@ -20,6 +20,7 @@ from retention.daemon import Daemon, Schedule
 from retention.executor import PassOptions, run_pass
 from segment_lineage.cli import app
 from tests.conftest import fast_retry
+from tests.helpers.zk import dump
 
 runner = CliRunner()
 DEEP = b"[" * 200_000 + b"]" * 200_000  # parses to nothing but a RecursionError
@@ -175,3 +176,40 @@ def test_an_all_tables_pass_reports_an_unreadable_table_counts_it_and_fails(
     code, out, _ = cli(lake.hosts, "--json", "retention", "run", "--force")
     assert code == 1
     assert "skipped, its metadata is unreadable" in out and '"unreadable": true' in out
+
+
+# ---- a hand-run pass is a dry run unless told otherwise ---------------------------
+
+
+def snapshot(lake: Lake, root: Path) -> tuple[object, ...]:
+    return dump(lake.client), sorted(str(p) for p in root.rglob("*"))
+
+
+def test_a_hand_run_pass_deletes_only_with_yes_and_a_short_grace_needs_force(lake: Lake) -> None:
+    queued = lake.table_with_a_queued_file("t")
+    root = queued.parent
+    before = snapshot(lake, root)
+
+    code, out, err = cli(lake.hosts, "retention", "run", "--min-grace", "0s")  # a dry run may use any grace
+    assert code == 0 and "t: would delete 1 file(s)" in out and "a.parquet" in out
+    assert "dry run: nothing was deleted; run again with --yes to delete" in err
+    assert snapshot(lake, root) == before
+
+    for args in (["--yes", "--min-grace", "0s"], ["--yes", "--min-grace", "9m59s"]):
+        code, out, err = cli(lake.hosts, "retention", "run", *args)
+        assert code == 2 and f"--min-grace {args[-1]} is below the floor of 10m" in err, err
+        assert "hint: add --force" in err
+        assert snapshot(lake, root) == before
+
+    from_env = runner.invoke(
+        app, ["--zk", lake.hosts, "retention", "run", "--yes"], env={"LINEAGE_RETENTION_MIN_GRACE": "1m"}
+    )
+    assert from_env.exit_code == 2 and "--min-grace 1m is below the floor" in from_env.stderr
+    assert snapshot(lake, root) == before
+
+    code, out, err = cli(lake.hosts, "retention", "run", "--yes")  # the default grace keeps the young file
+    assert code == 0 and "t: deleted 0 file(s)" in out and "dry run" not in err
+    assert queued.exists()
+
+    code, out, err = cli(lake.hosts, "retention", "run", "--yes", "--force", "--min-grace", "0s")
+    assert code == 0 and "t: deleted 1 file(s)" in out and not queued.exists()
