@@ -36,6 +36,7 @@ import contextlib
 import itertools
 import logging
 import threading
+import time
 import uuid
 import zlib
 from collections import OrderedDict
@@ -43,7 +44,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
@@ -223,6 +224,12 @@ class ZkStore:
         self._merged = OrderedDict()
         self._commits_sent = 0  # multis sent by this store, whatever their outcome
         self._commits_lock = threading.Lock()
+        # When a wait for ZooKeeper last ran out, until it answers again: while
+        # the client stays disconnected, later calls fail at once instead of
+        # each waiting op_timeout_s in turn (a failed push's cleanup, its owner
+        # release), so a command fails within one bounded wait.
+        self._unanswered_since: float | None = None
+        client.add_listener(self._on_state)
 
     # ---- paths and plumbing ------------------------------------------------
 
@@ -324,24 +331,47 @@ class ZkStore:
             self.ensure_node(path, Place.CLOCK if path.endswith("/clock") else Place.FOLDER)
         self._ready = True
 
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._unanswered_since = None
+
+    def _check_answering(self) -> None:
+        """Before sending: StoreUnavailableError (nothing sent) when a wait
+        already ran out and the client has not reconnected since."""
+        since = self._unanswered_since
+        if since is not None and not self.client.connected:
+            raise StoreUnavailableError(
+                f"ZooKeeper has not answered for {time.monotonic() - since:.0f}s "
+                "and is still unreachable; nothing was sent",
+                remedy="check the ensemble (a quorum must be up); calls work again as soon as it answers",
+            )
+
+    def _wait(self, result: Any) -> Any:
+        """The result of a request sent, waiting at most ``op_timeout_s``."""
+        try:
+            value = result.get(timeout=self.op_timeout_s)
+        except KazooTimeoutError:
+            self._unanswered_since = time.monotonic() - self.op_timeout_s
+            raise OperationTimeoutError() from None
+        self._unanswered_since = None
+        return value
+
     def _op(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """One ZooKeeper call with a bounded wait.
 
         kazoo's blocking calls wait forever while no server with a quorum
         answers; here a call that outlives ``op_timeout_s`` becomes an
-        OperationTimeoutError, handled like a lost connection.
+        OperationTimeoutError, handled like a lost connection. Once one has,
+        calls fail at once with StoreUnavailableError (nothing sent) until
+        the client reconnects.
         """
-        result = getattr(self.client, f"{name}_async")(*args, **kwargs)
-        try:
-            return result.get(timeout=self.op_timeout_s)
-        except KazooTimeoutError:
-            raise OperationTimeoutError() from None
+        self._check_answering()
+        return self._wait(getattr(self.client, f"{name}_async")(*args, **kwargs))
 
     def _commit(self, txn: Any) -> list[Any]:
+        self._check_answering()
         try:
-            return list(txn.commit_async().get(timeout=self.op_timeout_s))
-        except KazooTimeoutError:
-            raise OperationTimeoutError() from None
+            return list(self._wait(txn.commit_async()))
         finally:
             with self._commits_lock:
                 self._commits_sent += 1
@@ -357,6 +387,8 @@ class ZkStore:
         """Run one read-only call with kazoo's bounded retry; translate errors."""
         try:
             return self.client.retry(self._op, name, *args, **kwargs)
+        except StoreUnavailableError:
+            raise
         except NoAuthError:
             self._refused_by_policy()
             raise AuthError(
@@ -403,11 +435,14 @@ class ZkStore:
 
     def _fetch(self, table: str, blobs: Iterable[str]) -> dict[str, bytes]:
         """Raw bytes of blobs not in the cache, fetched in one pipelined batch."""
-        pending = {b: self.client.get_async(self.blob_path(table, b)) for b in blobs}
+        wanted = list(blobs)
+        if wanted:
+            self._check_answering()
+        pending = {b: self.client.get_async(self.blob_path(table, b)) for b in wanted}
         out: dict[str, bytes] = {}
         for blob, result in pending.items():
             try:
-                data, _ = result.get(timeout=self.op_timeout_s)
+                data, _ = self._wait(result)
             except NoNodeError:
                 raise _BlobGone(blob) from None
             except NoAuthError:
@@ -446,13 +481,15 @@ class ZkStore:
                 raise TooLargeError(
                     f"blob of {len(data)} bytes for table {table!r} exceeds the request limit"
                 )
+        if blobs:
+            self._check_answering()
         results = {
             b: self.client.create_async(self.blob_path(table, b), data, acl=self.acl_at(Place.BLOB))
             for b, data in blobs.items()
         }
         for blob, result in results.items():
             try:
-                result.get(timeout=self.op_timeout_s)
+                self._wait(result)
             except NodeExistsError:
                 continue  # our own earlier attempt for this blob id: ids are unique per write
             except NoNodeError:
@@ -1164,19 +1201,21 @@ class ZkStore:
         base = f"{self.head_path(table)}/{folder}"
 
         def fetch() -> dict[str, bytes]:
+            if names:
+                self._check_answering()
             pending = {name: self.client.get_async(f"{base}/{name}") for name in names}
             raws = {}
             for name, result in pending.items():
                 try:
-                    raws[name] = result.get(timeout=self.op_timeout_s)[0]
+                    raws[name] = self._wait(result)[0]
                 except NoNodeError:
                     continue
-                except KazooTimeoutError:
-                    raise OperationTimeoutError() from None
             return raws
 
         try:
             raws = self.client.retry(fetch)
+        except StoreUnavailableError:
+            raise
         except NoAuthError:
             raise AuthError(f"ZooKeeper refused reading {base}: not authorised") from None
         except (KazooException, ConnectionError) as exc:
@@ -1480,6 +1519,7 @@ class ZkStore:
         self._delete_quietly(f"{self._election_path(role)}/{name}", "election member")
 
     def close(self) -> None:
+        self.client.remove_listener(self._on_state)
         if self._owns_client:
             self.client.stop()
             self.client.close()
