@@ -249,7 +249,7 @@ class ZkStore:
         if self._policy is None:
             path = f"{self.root}/{POLICY_NODE}"
             try:
-                raw, _ = self.client.retry(self._op, "get", path)
+                raw, _ = self._retried("get", path)
                 self._policy = (codec.decode_policy(raw, path),)
             except NoNodeError:
                 self._policy = (None,)
@@ -346,12 +346,15 @@ class ZkStore:
                 remedy="check the ensemble (a quorum must be up); calls work again as soon as it answers",
             )
 
-    def _wait(self, result: Any) -> Any:
-        """The result of a request sent, waiting at most ``op_timeout_s``."""
+    def _wait(self, result: Any, deadline: float | None = None) -> Any:
+        """The result of a request sent, waiting at most ``op_timeout_s`` (and
+        not past ``deadline``, a time.monotonic())."""
+        began = time.monotonic()
+        timeout = self.op_timeout_s if deadline is None else min(self.op_timeout_s, deadline - began)
         try:
-            value = result.get(timeout=self.op_timeout_s)
+            value = result.get(timeout=max(0.0, timeout))
         except KazooTimeoutError:
-            self._unanswered_since = time.monotonic() - self.op_timeout_s
+            self._unanswered_since = began
             raise OperationTimeoutError() from None
         self._unanswered_since = None
         return value
@@ -367,6 +370,20 @@ class ZkStore:
         """
         self._check_answering()
         return self._wait(getattr(self.client, f"{name}_async")(*args, **kwargs))
+
+    def _op_until(self, deadline: float, name: str, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`_op`, one attempt of a retried call: none starts, or waits, past ``deadline``."""
+        self._check_answering()
+        if time.monotonic() >= deadline:
+            raise OperationTimeoutError()
+        return self._wait(getattr(self.client, f"{name}_async")(*args, **kwargs), deadline)
+
+    def _retried(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`_op` under kazoo's bounded retry, every attempt within one
+        ``op_timeout_s`` of the first: a connection lost late in one attempt
+        does not buy the next a whole wait of its own."""
+        deadline = time.monotonic() + self.op_timeout_s
+        return self.client.retry(self._op_until, deadline, name, *args, **kwargs)
 
     def _commit(self, txn: Any) -> list[Any]:
         self._check_answering()
@@ -386,7 +403,7 @@ class ZkStore:
     def _call(self, what: str, name: str, *args: Any, **kwargs: Any) -> Any:
         """Run one read-only call with kazoo's bounded retry; translate errors."""
         try:
-            return self.client.retry(self._op, name, *args, **kwargs)
+            return self._retried(name, *args, **kwargs)
         except StoreUnavailableError:
             raise
         except NoAuthError:
@@ -1100,9 +1117,9 @@ class ZkStore:
                 for child in self._call("listing", "get_children", path):
                     for grandchild in self._call("listing", "get_children", f"{path}/{child}"):
                         with contextlib.suppress(NoNodeError):
-                            self.client.retry(self._op, "delete", f"{path}/{child}/{grandchild}")
+                            self._retried("delete", f"{path}/{child}/{grandchild}")
                     with contextlib.suppress(NoNodeError, NotEmptyError):
-                        self.client.retry(self._op, "delete", f"{path}/{child}")
+                        self._retried("delete", f"{path}/{child}")
                 try:
                     self._op("delete", path, version=stat.version)
                 except NotEmptyError:
@@ -1200,6 +1217,8 @@ class ZkStore:
         names = self._children(table, folder)
         base = f"{self.head_path(table)}/{folder}"
 
+        deadline = time.monotonic() + self.op_timeout_s
+
         def fetch() -> dict[str, bytes]:
             if names:
                 self._check_answering()
@@ -1207,7 +1226,7 @@ class ZkStore:
             raws = {}
             for name, result in pending.items():
                 try:
-                    raws[name] = self._wait(result)[0]
+                    raws[name] = self._wait(result, deadline)[0]
                 except NoNodeError:
                     continue
             return raws
@@ -1356,7 +1375,7 @@ class ZkStore:
         """Delete an ephemeral node; gone already is fine, other failures are
         reported as the project's errors (the session's end removes it anyway)."""
         try:
-            self.client.retry(self._op, "delete", path)
+            self._retried("delete", path)
         except NoNodeError:
             pass
         except (KazooException, KazooTimeoutError) as exc:

@@ -1,9 +1,13 @@
 """A ZooKeeper outage, timed: a push fails within the documented bound
 (about one operation timeout, 10 s by default: docs/operations.md), however
-far it got, and the store works again once ZooKeeper is back."""
+far it got, whether the server is stopped (connections close) or frozen
+(SIGSTOP: nothing answers, nothing closes), and the store works again once
+ZooKeeper is back."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,10 +44,18 @@ def part(label: str) -> pa.Table:
 
 
 @pytest.mark.parametrize(
-    "stop_at", ["push.before-start", "push.after-start", "push.after-write", "push.after-register"]
+    ("how", "stop_at"),
+    [
+        ("stopped", "push.before-start"),
+        ("stopped", "push.after-start"),
+        ("stopped", "push.after-write"),
+        ("stopped", "push.after-register"),
+        ("frozen", "push.after-start"),
+        ("frozen", "push.after-register"),
+    ],
 )
-def test_a_push_fails_within_the_bound_when_zookeeper_stops(
-    server: ZkServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_at: str
+def test_a_push_fails_within_the_bound_when_zookeeper_goes_away(
+    server: ZkServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, stop_at: str
 ) -> None:
     store = store_for(ZkSettings(hosts=f"{server.hosts}/outage"))  # as the command line opens it
     assert store.op_timeout_s == OP_TIMEOUT_S
@@ -55,10 +67,15 @@ def test_a_push_fails_within_the_bound_when_zookeeper_stops(
 
         stopped: list[float] = []
         real = ingest.push.failpoint
+        pid = server.pid()
+        assert pid is not None
 
         def stop_zookeeper_at(name: str) -> None:
             if name == stop_at:
-                server.stop()
+                if how == "stopped":
+                    server.stop()
+                else:
+                    os.kill(pid, signal.SIGSTOP)
                 stopped.append(time.monotonic())
             real(name)
 
@@ -70,10 +87,16 @@ def test_a_push_fails_within_the_bound_when_zookeeper_stops(
         assert took < BOUND_S, f"the push took {took:.1f}s to fail"
 
         monkeypatch.setattr(ingest.push, "failpoint", real)
-        server.start()
+        if how == "stopped":
+            server.start()
+        else:
+            os.kill(pid, signal.SIGCONT)
         deadline = time.monotonic() + 30
         while not store.connected() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert m.visible_segments("t") == visible  # nothing of the failed push shows
     finally:
+        frozen = server.pid() if how == "frozen" else None
+        if frozen is not None:
+            os.kill(frozen, signal.SIGCONT)
         store.close()
