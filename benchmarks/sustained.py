@@ -1,12 +1,12 @@
 """Sustained pushes against one embedded ZooKeeper, its heap measured.
 
     .venv/bin/python -m benchmarks.sustained [--seconds 120] [--pushers 3]
-        [--segments 3000] [--heap 256] [--big 0]
+        [--segments 3000] [--heap 256] [--big 0] [--pause 0]
 
 Starts a server with the given heap (the old default was 256 MB), creates a
 table of ``--segments`` segments, then runs ``--pushers`` processes' worth of
 writers (threads, each with its own session) that each replace one segment
-in a loop; with ``--big N`` one more writer registers N segments bound to one
+in a loop (``--pause`` seconds apart); with ``--big N`` one more writer registers N segments bound to one
 entry while they commit. Every 5 s it samples the server's used heap
 (``jstat -gc``, after the collector's own young collections) and prints one
 line; at the end, the peak, the commits, the failures and whether the server
@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--segments", type=int, default=3_000)
     parser.add_argument("--heap", type=int, default=256, help="the server's heap in MB")
     parser.add_argument("--big", type=int, default=0, help="segments of one big push made meanwhile")
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds each pusher waits between pushes")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="sustained-"))
     server = ZkServer(work / "zk", free_port(), heap_mb=args.heap)
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 latencies.append((time.perf_counter() - began) / 3)
                 commits[k] += 3
                 n, force, last = n + 1, False, n + 1
+                stop.wait(args.pause)
             except LineageError as exc:
                 failures.append(f"pusher {k}: {type(exc).__name__}: {exc.message}")
                 n, force = n + 1, True  # new names: the old ones may be queued for deletion

@@ -17,7 +17,7 @@ import os
 import posixpath
 import stat
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -148,6 +148,21 @@ class DeepStore:
                     out.write(data)
         except OSError as exc:
             raise StorageError(f"writing {location!r} under {self.root!r} failed: {exc}") from None
+
+    def file_sizes(self, locations: Sequence[str]) -> dict[str, int | None]:
+        """Each location's file size; None where no regular file is (nothing,
+        or a directory). One batched look (a HEAD per object on an object
+        store). A location leading out of the root is refused."""
+        resolved_dirs: dict[str, str] = {}
+        paths = [self.path(location, resolved_dirs) for location in locations]
+        try:
+            infos = self.filesystem().get_file_info(paths)
+        except OSError as exc:
+            raise StorageError(f"looking for files under {self.root!r} failed: {exc}") from None
+        return {
+            location: int(info.size or 0) if info.type == pafs.FileType.File else None
+            for location, info in zip(locations, infos, strict=True)
+        }
 
     def delete(self, location: str) -> bool:
         """Delete one file; False when it was already gone (deleting is idempotent)."""
@@ -372,3 +387,10 @@ class RootClaimFiles:
             return DeepStore.for_root(root).claims_around()
         except OSError as exc:
             raise StorageError(f"looking for claimed roots around {root!r} failed: {exc}") from None
+
+
+class SegmentFileSizes:
+    """:class:`lineage.files.SegmentFiles` on deep storage: the sizes of files under any root."""
+
+    def sizes(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
+        return DeepStore.for_root(root).file_sizes(locations)

@@ -19,10 +19,12 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from lineage import transitions
 from lineage.config import Loaded, effective
 from lineage.config import load as load_config
-from lineage.errors import InvalidInputError, LineageError
+from lineage.errors import InvalidInputError, LineageError, RefusedError
 from lineage.export import to_pinot_znrecord
+from lineage.files import NO_CHECK_HINT, SegmentFiles, checked_segments
 from lineage.graph import history_svg
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
@@ -86,6 +88,7 @@ class Options:
     verbose: bool = False
     config: Loaded | None = None
     claims: ClaimFiles | None = None  # deep storage, set where the CLI is composed
+    files: SegmentFiles | None = None  # deep storage again: segment add checks files with it
 
 
 OPTIONS = Options()
@@ -276,9 +279,13 @@ def table_create(
 
 @table_app.command("list")
 def table_list() -> None:
-    """List tables."""
+    """List tables. A table whose metadata cannot be decoded is named on
+    stderr with its error (and left out of the list); the others are listed."""
     with manager() as m:
-        names = m.list_tables()
+        listing = m.table_listing()
+    names = list(listing.readable)
+    for table, problem in listing.unreadable.items():
+        typer.echo(f"warning: table {table!r} is unreadable: {problem}", err=True)
     emit(names, "\n".join(names) if names else "(no tables)")
 
 
@@ -329,9 +336,11 @@ def table_drop(
 
 def _segments_from_file(path: Path) -> list[Segment]:
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON, or bytes that are not UTF-8
         raise InvalidInputError(f"cannot read segment batch {path}: {exc}") from None
+    except RecursionError:
+        raise InvalidInputError(f"cannot read segment batch {path}: nested too deeply") from None
     if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
         raise InvalidInputError(f"{path}: expected a JSON list of segment objects")
     out = []
@@ -356,6 +365,20 @@ def _segments_from_file(path: Path) -> list[Segment]:
     return out
 
 
+def _with_checked_files(
+    m: LineageManager, table: str, segments: list[Segment], entry: str | None
+) -> list[Segment]:
+    """The batch with each file looked at (see lineage.files). What the
+    commit would refuse (names, locations, conflicts) is refused first,
+    before any file system call."""
+    state = m.table(table)
+    transitions.register_segments(state, segments, 0, entry)  # pure: only its refusals matter here
+    if OPTIONS.files is None:
+        raise RefusedError("this command has no access to deep storage to check files", remedy=NO_CHECK_HINT)
+    root = state.config.root
+    return checked_segments(table, root, segments, OPTIONS.files.sizes(root, [s.location for s in segments]))
+
+
 @segment_app.command("add")
 def segment_add(
     table: str,
@@ -365,14 +388,26 @@ def segment_add(
     size: Annotated[int, typer.Option("--bytes", help="Bytes of each named segment.")] = 0,
     entry: Annotated[str | None, typer.Option("--entry", help="Bind to this IN_PROGRESS entry.")] = None,
     reason: Annotated[str | None, typer.Option("--reason")] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check/--no-check",
+            help="Check that each file exists under the table's root and has the size given (a size "
+            "not given is taken from the file). --no-check registers without looking: for object "
+            "stores where a look per file costs too much.",
+        ),
+    ] = True,
 ) -> None:
-    """Register a batch of segments in one commit."""
+    """Register a batch of segments in one commit. Refused, with nothing
+    registered, when a file is missing or of another size (unless --no-check)."""
     segments = [Segment(n, f"{n}.parquet", rows=rows, size_bytes=size) for n in names or []]
     if batch is not None:
         segments += _segments_from_file(batch)
     if not segments:
         raise InvalidInputError("name at least one segment, or pass --file")
     with manager() as m:
+        if check:
+            segments = _with_checked_files(m, table, segments, entry)
         done = m.register_segments(table, segments, entry_id=entry, reason=reason)
     emit(
         {"registered": [s.name for s in segments], "version": done.state.version},

@@ -10,9 +10,12 @@ Four formats, each with a name and a format version:
 * ``gc``: a table's metadata-sweep marks; ``lease``: a pinned or retained
   version; ``acl``: the ACL policy (digest ids per role).
 
-Decoding fails closed: bad JSON, an unknown format or version, an unknown
-state, a missing field, a wrong type or a duplicate id raise
-:class:`CorruptRecordError`. Nothing else in the project serializes records.
+Decoding fails closed: bad JSON (bytes that are not UTF-8, or nesting too
+deep to parse), an unknown format or version, an unknown state, a missing
+field, a wrong type or a duplicate id raise :class:`CorruptRecordError`,
+naming the node. Nothing else in the project serializes records; two small
+records are bare UTF-8 text rather than JSON: a table name guard and the
+store id.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from lineage.model import (
     TableType,
     TimeUnit,
 )
-from lineage.names import check_entry_id, check_location, check_segment_name
+from lineage.names import check_entry_id, check_location, check_segment_name, check_table_name
 
 FORMAT_VERSION = 1
 HEAD = "segment-lineage.head"
@@ -76,6 +79,8 @@ def _decoding(where: str) -> Iterator[None]:
         raise CorruptRecordError(where, exc.message) from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptRecordError(where, f"{type(exc).__name__}: {exc}") from None
+    except RecursionError:
+        raise CorruptRecordError(where, "nested too deeply") from None
 
 
 def _get(d: Mapping[str, Any], key: str, kind: type[T] | tuple[type, ...]) -> T:
@@ -116,6 +121,10 @@ def parse(raw: bytes, fmt: str, where: str) -> dict[str, Any]:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CorruptRecordError(where, f"not valid JSON ({exc})") from None
+    except RecursionError:
+        # Any record of ours is a few levels deep; a deeper one is not ours,
+        # and must fail closed like any other bad record, not crash the caller.
+        raise CorruptRecordError(where, "not valid JSON (nested too deeply to parse)") from None
     if not isinstance(doc, dict):
         raise CorruptRecordError(where, "not a JSON object")
     if doc.get("format") != fmt:
@@ -516,6 +525,39 @@ def decode_roots(raw: bytes, where: str) -> dict[str, str]:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in roots.items()):
             raise _Bad("roots must map table names to roots")
         return dict(roots)
+
+
+# ---- bare text records --------------------------------------------------------
+
+
+def encode_guard(table: str) -> bytes:
+    """A table-name guard (``names/<casefolded name>``): the table's name as spelled."""
+    return table.encode("utf-8")
+
+
+def decode_guard(raw: bytes, where: str, casefolded: str) -> str:
+    """The table a name guard stands for. The guard's node is named after the
+    casefolded table name, so a record naming another table is corrupt too."""
+    with _decoding(where):
+        try:
+            table = check_table_name(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise _Bad(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        if table.casefold() != casefolded:
+            raise _Bad(f"names table {table!r}, which is not a spelling of {casefolded!r}")
+        return table
+
+
+def decode_store_id(raw: bytes, where: str) -> str:
+    """The store id (a uuid's hex digits when this project made it)."""
+    with _decoding(where):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _Bad(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        if not text or len(text) > 200 or not text.isprintable():
+            raise _Bad(f"not a store id: {text[:80]!r}")
+        return text
 
 
 # ---- head -------------------------------------------------------------------

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 from lineage.errors import StoreUnavailableError
@@ -46,6 +47,10 @@ class Leadership:
         self.store = store
         self.role = check_table_name(role)
         self.identity = identity
+        # What this candidacy's members carry: its identity and a token of its
+        # own, so a member of a join whose answer was lost is known as ours
+        # (and only ours: candidates may share a session).
+        self._tag = f"{identity} #{uuid.uuid4().hex[:8]}"
         self._clock = clock
         self._lock = threading.Lock()
         self._member: str | None = None
@@ -95,15 +100,15 @@ class Leadership:
         if first is None:
             self._leader_identity = None
             return None
-        if first.session == session:
+        if first.identity == self._tag:
             # A member of ours from a join whose answer was lost: it would
             # block this process from ever leading. Remove it; lead next time.
             store.leave_election(self.role, first.name)
-        self._leader_identity = first.identity
+        self._leader_identity = first.identity.rsplit(" #", 1)[0]
         return None
 
     def _join(self, session: int | None) -> None:
-        self._member = self.store.join_election(self.role, self.identity)
+        self._member = self.store.join_election(self.role, self._tag)
         self._session = session
         self._confirmed = None
         self._leading = False
@@ -155,10 +160,9 @@ class Leadership:
             if not store.connected():
                 return
             with contextlib.suppress(StoreUnavailableError):
-                session = store.session_id()
                 for name in store.election(self.role):
                     found = store.election_member(self.role, name) if name != member else None
-                    if name == member or (found is not None and found.session == session):
+                    if name == member or (found is not None and found.identity == self._tag):
                         store.leave_election(self.role, name)
 
 

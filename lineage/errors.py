@@ -160,9 +160,9 @@ class ContentionError(LineageError):
         seconds: float,
         *,
         doing: str = "applying the change",
-        waited_s: float = 0.0,
+        waiting: str = "",
     ) -> None:
-        waited = f" (and waited {waited_s:.1f}s while a bigger change held the table)" if waited_s else ""
+        waited = f" (waiting while {waiting})" if waiting else ""
         super().__init__(
             f"table {table!r} changed under us {attempts} times in {seconds:.1f}s{waited}; "
             f"gave up without {doing}",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import datetime as dt
 import getpass
 import os
 import socket
@@ -67,10 +68,12 @@ from lineage.roots import (
     resolve_root,
 )
 from lineage.store import (
+    Floor,
     Lease,
     RetryableStoreError,
     Snapshot,
     Store,
+    TableListing,
     VersionConflict,
     WriteOutcomeUnknown,
 )
@@ -121,6 +124,7 @@ class RollbackPlan:
 
 FLOOR_AFTER = 3  # races lost in a row before a writer takes the table's floor
 FLOOR_MS = 30_000  # how long a floor holds the other writers at most (ZooKeeper's clock)
+FLOOR_POLL_S = 0.5  # a waiting writer looks again at least this often
 
 
 class _FloorUse:
@@ -131,34 +135,59 @@ class _FloorUse:
     attempt as the head, wait until it is left or lapses instead of
     committing, and a commit of theirs already under way fails its check of
     the floor and waits too. Liveness only: every commit still
-    compares-and-sets the head."""
+    compares-and-sets the head. A floor is never waited on for longer than
+    FLOOR_MS from when this writer first saw it (on its own monotonic clock),
+    whatever its deadline says; a take that fails or is refused only means
+    going on without it."""
 
-    def __init__(self, store: Store, table: str, commit_id: str) -> None:
+    def __init__(self, store: Store, table: str, commit_id: str, clock: Callable[[], float]) -> None:
         self.store = store
         self.table = table
         self.commit_id = commit_id
+        self.clock = clock
         self.losses = 0
-        self.holding = False
+        self.tried = False  # a take was sent (it may have landed even when its answer was lost)
+        self.waits = 0
+        self.first_seen: tuple[tuple[str | None, int], float] | None = None
+        self.waited_on: Floor | None = None  # the last floor this writer waited on
 
-    def wait_or_take(self, snap: Snapshot, now_ms: int) -> bool:
-        """True when this attempt must not commit: another writer holds the
-        floor (wait), or this one just took it (read again under it)."""
+    def wait_or_take(self, snap: Snapshot, now_ms: int) -> float | None:
+        """None when this attempt may commit; else how long to wait before
+        the next one (another writer holds the floor, or this one just took it)."""
         seen = snap.floor
-        if seen is not None and seen.held_against(self.commit_id, now_ms):
-            return True
+        if seen is not None and seen.held_against(self.commit_id, now_ms) and not self._lapsed(seen):
+            self.waits += 1
+            self.waited_on = seen
+            step: float = min(FLOOR_POLL_S, 0.01 * 2.0 ** min(self.waits, 10))
+            return min(step, max(0.0, (seen.until_ms - now_ms) / 1000))
         if self.losses < FLOOR_AFTER or (seen is not None and seen.holder == self.commit_id):
-            return False
-        self.holding = self.store.take_floor(self.table, seen, self.commit_id, now_ms + FLOOR_MS)
+            return None
         self.losses = 0
-        return True
+        self.tried = True
+        try:
+            self.store.take_floor(self.table, seen, self.commit_id, now_ms + FLOOR_MS)
+        except LineageError:
+            return None  # refused (no right to create it) or no answer: go on without it
+        return 0.0  # read again: under the floor if this writer holds it now
+
+    def _lapsed(self, seen: Floor) -> bool:
+        key = (seen.holder, seen.version)
+        if self.first_seen is None or self.first_seen[0] != key:
+            self.first_seen = (key, self.clock())
+            return False
+        return self.clock() - self.first_seen[1] > FLOOR_MS / 1000
 
     def lost(self) -> None:
         self.losses += 1
 
     def leave(self) -> None:
-        if self.holding:
+        if self.tried:
             with contextlib.suppress(LineageError):  # it lapses on its own
                 self.store.leave_floor(self.table, self.commit_id)
+
+
+def _utc(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(timespec="seconds")
 
 
 def commit_step(operation: Operation) -> str:
@@ -200,7 +229,7 @@ class LineageManager:
         check_table_name(table)
         audit = self.audit(reason)
         commit_id = uuid.uuid4().hex
-        floor = _FloorUse(self.store, table, commit_id)
+        floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
         try:
             return self._commit(table, update, audit, commit_id, floor)
         finally:
@@ -213,7 +242,6 @@ class LineageManager:
         unknown_since: int | None = None  # version read before an unknown outcome
         last_cause = ""
         retryable = False
-        waited_since: float | None = None
         while attempts.next():
             try:
                 snap = self.store.read(table)
@@ -222,10 +250,10 @@ class LineageManager:
                     if landed is not None:
                         return self._landed(self.store.read(table), landed, commit_id)
                 now = self.store.now_ms()
-                if floor.wait_or_take(snap, now):
+                pause = floor.wait_or_take(snap, now)
+                if pause is not None:
                     attempts.refund()  # waited for the floor, or took it: not a lost race
-                    waited_since = attempts.elapsed if waited_since is None else waited_since
-                    attempts.backoff()
+                    self.retry.sleep(pause)
                     continue
             except LineageError as exc:
                 if unknown_since is not None and not isinstance(exc, NotFoundError):
@@ -266,8 +294,15 @@ class LineageManager:
             raise StoreUnavailableError(
                 f"writing table {table!r} kept failing ({last_cause}); nothing was committed"
             )
-        waited_s = attempts.elapsed - waited_since if waited_since is not None else 0.0
-        raise ContentionError(table, attempts.count, attempts.elapsed, waited_s=waited_s)
+        held = floor.waited_on
+        raise ContentionError(
+            table,
+            attempts.count,
+            attempts.elapsed,
+            waiting=f"commit {held.holder[:8]} held the table's floor until {_utc(held.until_ms)}"
+            if held is not None and held.holder is not None
+            else "",
+        )
 
     def _landed(self, snap: Snapshot, record: HistoryRecord, commit_id: str) -> Committed:
         change = Change(
@@ -374,7 +409,12 @@ class LineageManager:
         return root
 
     def list_tables(self) -> list[str]:
+        """The tables whose metadata reads; an unreadable one is left out (see table_listing)."""
         return self.store.list_tables()
+
+    def table_listing(self) -> TableListing:
+        """Every table, with those whose metadata cannot be decoded named apart."""
+        return self.store.table_listing()
 
     def table(self, table: str) -> TableState:
         check_table_name(table)

@@ -24,6 +24,7 @@ from lineage.store import (
     LeaseInfo,
     Member,
     Snapshot,
+    TableListing,
     VersionConflict,
     WriteOutcomeUnknown,
 )
@@ -98,6 +99,9 @@ class MemoryStore:
     def list_tables(self) -> list[str]:
         with self._lock:
             return sorted(self._tables)
+
+    def table_listing(self) -> TableListing:
+        return TableListing(tuple(self.list_tables()), {})  # records here are never decoded
 
     def read(self, table: str) -> Snapshot:
         with self._lock:

@@ -7,7 +7,7 @@ Two implementations share it, and one contract test suite runs on both:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,6 +73,16 @@ class Floor:
 
 
 @dataclass(frozen=True)
+class TableListing:
+    """Every table of a store: those whose metadata reads, in name order, and
+    those whose head cannot be decoded (table -> the error), which readers
+    and retention fail closed on, one table at a time."""
+
+    readable: tuple[str, ...]
+    unreadable: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """One consistent version of a table, and the store's token to swap it;
     with the table's floor as read in the same call (None: the table has no
@@ -92,7 +102,14 @@ class Store(Protocol):
         """Create-if-absent. TableExistsError when a table (or a case twin) exists."""
         ...
 
-    def list_tables(self) -> list[str]: ...
+    def list_tables(self) -> list[str]:
+        """The tables whose metadata reads (see table_listing for the others)."""
+        ...
+
+    def table_listing(self) -> TableListing:
+        """Every table, readable or not: a corrupt head names its table here
+        instead of hiding it or failing the whole listing."""
+        ...
 
     def store_id(self) -> str:
         """This store's id, which root claims name (for ZooKeeper: the ensemble and chroot)."""

@@ -82,7 +82,13 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
     for table in store._op("get_children", f"{root}/tables"):
         for folder, place in TABLE_FOLDERS.items():
             path = f"{root}/tables/{table}/{folder}"
-            data = codec.encode_gc({}) if place is Place.GC else b""
+            data = (
+                codec.encode_gc({})
+                if place is Place.GC
+                else codec.encode_floor(None, 0)
+                if place is Place.FLOOR
+                else b""
+            )
             if store.ensure_node(path, place, data):
                 created.append(path)
             own = OWN_FOLDER_OF.get(place)

@@ -38,6 +38,7 @@ import itertools
 import logging
 import re
 import threading
+import time
 import uuid
 import zlib
 from collections import OrderedDict
@@ -45,7 +46,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
@@ -111,6 +112,7 @@ from lineage.store import (
     Member,
     RetryableStoreError,
     Snapshot,
+    TableListing,
     VersionConflict,
     WriteOutcomeUnknown,
 )
@@ -145,6 +147,7 @@ METADATA_GRACE_MS = 10 * 60_000
 # reader or writer that still wanted one finds it gone and reads again.
 GARBAGE_SOFT_BLOBS = 1024
 PRESSURE_GRACE_MS = 5_000
+DELETE_BATCH = 500  # blob deletes per multi (with the head check), well under the request limit
 GC_MARKS_MAX = 8_000
 READ_ATTEMPTS = 5
 
@@ -267,6 +270,12 @@ class ZkStore:
         self._merged = OrderedDict()
         self._commits_sent = 0  # multis sent by this store, whatever their outcome
         self._commits_lock = threading.Lock()
+        # When a wait for ZooKeeper last ran out, until it answers again: while
+        # the client stays disconnected, later calls fail at once instead of
+        # each waiting op_timeout_s in turn (a failed push's cleanup, its owner
+        # release), so a command fails within one bounded wait.
+        self._unanswered_since: float | None = None
+        client.add_listener(self._on_state)
 
     # ---- paths and plumbing ------------------------------------------------
 
@@ -286,7 +295,7 @@ class ZkStore:
         if self._policy is None:
             path = f"{self.root}/{POLICY_NODE}"
             try:
-                raw, _ = self.client.retry(self._op, "get", path)
+                raw, _ = self._retried("get", path)
                 self._policy = (codec.decode_policy(raw, path),)
             except NoNodeError:
                 self._policy = (None,)
@@ -376,24 +385,64 @@ class ZkStore:
         close_open_nodes(self.client, self.root, self._acl_of_node, self.op_timeout_s)
         self._ready = True
 
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._unanswered_since = None
+
+    def _check_answering(self) -> None:
+        """Before sending: StoreUnavailableError (nothing sent) when a wait
+        already ran out and the client has not reconnected since."""
+        since = self._unanswered_since
+        if since is not None and not self.client.connected:
+            raise StoreUnavailableError(
+                f"ZooKeeper has not answered for {time.monotonic() - since:.0f}s "
+                "and is still unreachable; nothing was sent",
+                remedy="check the ensemble (a quorum must be up); calls work again as soon as it answers",
+            )
+
+    def _wait(self, result: Any, deadline: float | None = None) -> Any:
+        """The result of a request sent, waiting at most ``op_timeout_s`` (and
+        not past ``deadline``, a time.monotonic())."""
+        began = time.monotonic()
+        timeout = self.op_timeout_s if deadline is None else min(self.op_timeout_s, deadline - began)
+        try:
+            value = result.get(timeout=max(0.0, timeout))
+        except KazooTimeoutError:
+            self._unanswered_since = began
+            raise OperationTimeoutError() from None
+        self._unanswered_since = None
+        return value
+
     def _op(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """One ZooKeeper call with a bounded wait.
 
         kazoo's blocking calls wait forever while no server with a quorum
         answers; here a call that outlives ``op_timeout_s`` becomes an
-        OperationTimeoutError, handled like a lost connection.
+        OperationTimeoutError, handled like a lost connection. Once one has,
+        calls fail at once with StoreUnavailableError (nothing sent) until
+        the client reconnects.
         """
-        result = getattr(self.client, f"{name}_async")(*args, **kwargs)
-        try:
-            return result.get(timeout=self.op_timeout_s)
-        except KazooTimeoutError:
-            raise OperationTimeoutError() from None
+        self._check_answering()
+        return self._wait(getattr(self.client, f"{name}_async")(*args, **kwargs))
+
+    def _op_until(self, deadline: float, name: str, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`_op`, one attempt of a retried call: none starts, or waits, past ``deadline``."""
+        self._check_answering()
+        if time.monotonic() >= deadline:
+            raise OperationTimeoutError()
+        return self._wait(getattr(self.client, f"{name}_async")(*args, **kwargs), deadline)
+
+    def _retried(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`_op` under kazoo's bounded retry, every attempt within one
+        ``op_timeout_s`` of the first: a connection lost late in one attempt
+        does not buy the next a whole wait of its own."""
+        deadline = time.monotonic() + self.op_timeout_s
+        return self.client.retry(self._op_until, deadline, name, *args, **kwargs)
 
     def _commit(self, txn: Any) -> list[Any]:
+        self._check_answering()
         try:
-            return list(txn.commit_async().get(timeout=self.op_timeout_s))
-        except KazooTimeoutError:
-            raise OperationTimeoutError() from None
+            return list(self._wait(txn.commit_async()))
         finally:
             with self._commits_lock:
                 self._commits_sent += 1
@@ -408,7 +457,9 @@ class ZkStore:
     def _call(self, what: str, name: str, *args: Any, **kwargs: Any) -> Any:
         """Run one read-only call with kazoo's bounded retry; translate errors."""
         try:
-            return self.client.retry(self._op, name, *args, **kwargs)
+            return self._retried(name, *args, **kwargs)
+        except StoreUnavailableError:
+            raise
         except NoAuthError:
             self._refused_by_policy()
             raise AuthError(
@@ -471,11 +522,14 @@ class ZkStore:
 
     def _fetch(self, table: str, blobs: Iterable[str]) -> dict[str, bytes]:
         """Raw bytes of blobs not in the cache, fetched in one pipelined batch."""
-        pending = {b: self.client.get_async(self.blob_path(table, b)) for b in blobs}
+        wanted = list(blobs)
+        if wanted:
+            self._check_answering()
+        pending = {b: self.client.get_async(self.blob_path(table, b)) for b in wanted}
         out: dict[str, bytes] = {}
         for blob, result in pending.items():
             try:
-                data, _ = result.get(timeout=self.op_timeout_s)
+                data, _ = self._wait(result)
             except NoNodeError:
                 raise _BlobGone(blob) from None
             except NoAuthError:
@@ -514,15 +568,18 @@ class ZkStore:
                 raise TooLargeError(
                     f"blob of {len(data)} bytes for table {table!r} exceeds the request limit"
                 )
+        if blobs:
+            self._check_answering()
         results = {
             b: self.client.create_async(self.blob_path(table, b), data, acl=self.acl_at(Place.BLOB))
             for b, data in blobs.items()
         }
         for blob, result in results.items():
             try:
-                result.get(timeout=self.op_timeout_s)
+                self._wait(result)
             except NodeExistsError:
-                continue  # our own earlier attempt for this blob id: ids are unique per write
+                # Ids are fresh per write and a create is never resent: the node is not ours.
+                raise RetryableStoreError(f"blob {blob} already exists") from None
             except NoNodeError:
                 raise TableNotFoundError(table) from None
             except NoAuthError:
@@ -560,13 +617,15 @@ class ZkStore:
         """The answer to a floor read sent earlier (None: no floor record)."""
         path = self._floor_path(table)
         try:
-            raw, stat = pending.get(timeout=self.op_timeout_s)
+            raw, stat = self._wait(pending)
         except NoNodeError:
             return None
         except NoAuthError:
             raise AuthError(f"ZooKeeper refused reading {path}: not authorised") from None
         except (KazooException, KazooTimeoutError, ConnectionError) as exc:
             raise StoreUnavailableError(f"ZooKeeper reading {path} failed: {type(exc).__name__}") from None
+        if not raw:  # made as a bare folder (an ACL repair of an older table): free
+            return Floor(None, 0, int(stat.version))
         holder, until = codec.decode_floor(raw, path)
         return Floor(holder, until, int(stat.version))
 
@@ -951,7 +1010,7 @@ class ZkStore:
             # cannot both land.
             roots, roots_version = self._roots_for_create(table, config.root)
             txn = self.client.transaction()
-            txn.create(guard, table.encode(), acl=self.acl_at(Place.GUARD))
+            txn.create(guard, codec.encode_guard(table), acl=self.acl_at(Place.GUARD))
             txn.create(path, codec.encode_head(head), acl=self.acl_at(Place.HEAD))
             txn.create(f"{path}/blobs", b"", acl=self.acl_at(Place.BLOBS))
             txn.create(f"{path}/{VERSIONS}", b"", acl=self.acl_at(Place.VERSIONS))
@@ -998,7 +1057,7 @@ class ZkStore:
                     raw_guard, guard_stat = self._call("table lookup", "get", guard)
                 except NoNodeError:
                     continue
-                existing = raw_guard.decode()
+                existing = codec.decode_guard(raw_guard, guard, table.casefold())
                 if not self._call("table lookup", "exists", self.head_path(existing)):
                     # Left by a drop cut short after the head went: creates are
                     # atomic, so a guard without a head is never a live table.
@@ -1025,7 +1084,7 @@ class ZkStore:
                 raw, _ = self._call("reading the store id", "get", path)
             except NoNodeError:
                 raise StoreUnavailableError(f"the store id {path} vanished; retry") from None
-            self._store_id = raw.decode()
+            self._store_id = codec.decode_store_id(raw, path)
         return self._store_id
 
     @property
@@ -1092,16 +1151,22 @@ class ZkStore:
                 continue
 
     def list_tables(self) -> list[str]:
+        return list(self.table_listing().readable)
+
+    def table_listing(self) -> TableListing:
         self._ensure_root()
         children = self._call("listing tables", "get_children", f"{self.root}/tables")
-        out = []
+        readable, unreadable = [], {}
         for name in sorted(children):
             try:
                 self._read_head(name)
-            except (TableNotFoundError, CorruptRecordError, InvalidNameError):
-                continue  # being dropped, unreadable (shown by 'table show'), or not ours
-            out.append(name)
-        return out
+            except (TableNotFoundError, InvalidNameError):
+                continue  # being dropped, or not a table of ours
+            except CorruptRecordError as exc:
+                unreadable[name] = exc.message
+                continue
+            readable.append(name)
+        return TableListing(tuple(readable), unreadable)
 
     def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:
         self._call("sync", "sync", self.head_path(table))
@@ -1187,13 +1252,13 @@ class ZkStore:
                     # one that may only commit cannot leave the table half dropped.
                     txn = self.client.transaction()
                     txn.set_data(path, codec.encode_head(marked), version=stat.version)
-                    txn.set_data(guard, table.encode())
+                    txn.set_data(guard, codec.encode_guard(table))
                     head_result, guard_result = self._commit(txn)
                     if isinstance(head_result, NoAuthError) or isinstance(guard_result, NoAuthError):
                         raise NoAuthError()
                     if isinstance(guard_result, NoNodeError):  # left by an old crash: restore it, retry
                         with contextlib.suppress(NodeExistsError):
-                            self._op("create", guard, table.encode(), acl=self.acl_at(Place.GUARD))
+                            self._op("create", guard, codec.encode_guard(table), acl=self.acl_at(Place.GUARD))
                         continue
                     if isinstance(head_result, BadVersionError):
                         if expected_version is not None:
@@ -1209,11 +1274,11 @@ class ZkStore:
                             with contextlib.suppress(NoNodeError):
                                 for leaf in self._call("listing", "get_children", node):
                                     with contextlib.suppress(NoNodeError):
-                                        self.client.retry(self._op, "delete", f"{node}/{leaf}")
+                                        self._retried("delete", f"{node}/{leaf}")
                         with contextlib.suppress(NoNodeError, NotEmptyError):
-                            self.client.retry(self._op, "delete", node)
+                            self._retried("delete", node)
                     with contextlib.suppress(NoNodeError, NotEmptyError):
-                        self.client.retry(self._op, "delete", f"{path}/{child}")
+                        self._retried("delete", f"{path}/{child}")
                 try:
                     self._op("delete", path, version=stat.version)
                 except NotEmptyError:
@@ -1237,6 +1302,10 @@ class ZkStore:
 
     def referenced_blobs(self, table: str) -> set[str]:
         """Every blob the current head reaches: buckets, name chunks, history."""
+        return self._referenced(table)[0]
+
+    def _referenced(self, table: str) -> tuple[set[str], int]:
+        """:meth:`referenced_blobs`, and the head's znode version they were read at."""
         snap = self.read(table)
         loaded = snap.token
         assert isinstance(loaded, _Loaded)
@@ -1246,7 +1315,31 @@ class ZkStore:
             keep.update(lease.blobs)
         for _, record in self._records(table, VERSIONS):
             keep.update(record.blobs)
-        return keep
+        return keep, loaded.zversion
+
+    def _delete_unless_moved(self, table: str, blobs: Sequence[str], head_zversion: int) -> int:
+        """Delete ``blobs`` in multis that also check the head is still at
+        ``head_zversion``: a commit that landed since the keep set was read may
+        reference one of them (its blob check passed before this delete), so
+        once the head moved nothing more is deleted (the next pass looks
+        again). Returns how many were deleted."""
+        deleted = 0
+        for start in range(0, len(blobs), DELETE_BATCH):
+            batch = list(blobs[start : start + DELETE_BATCH])
+            while batch:
+                txn = self.client.transaction()
+                txn.check(self.head_path(table), head_zversion)
+                for blob in batch:
+                    txn.delete(self.blob_path(table, blob))
+                results = self._commit(txn)
+                if not any(_refused(r) for r in results):
+                    deleted += len(batch)
+                    break
+                if _refused(results[0]):
+                    return deleted  # the head moved (or went): stop here
+                # Some were gone already: delete the rest.
+                batch = [b for b, r in zip(batch, results[1:], strict=True) if not isinstance(r, NoNodeError)]
+        return deleted
 
     def collect_garbage(self, table: str, grace_ms: int = METADATA_GRACE_MS) -> int:
         """One mark-and-sweep pass over a table's unreferenced blobs.
@@ -1263,7 +1356,7 @@ class ZkStore:
         try:
             now = self.now_ms()
             self._prune_versions(table)
-            keep = self.referenced_blobs(table)
+            keep, head_zversion = self._referenced(table)
             children = self._call("listing blobs", "get_children", f"{self.head_path(table)}/blobs")
             unreferenced = [b for b in children if b not in keep]
             try:
@@ -1286,12 +1379,7 @@ class ZkStore:
                     self._op("set", gc_path, data, version=version)
             except (BadVersionError, NodeExistsError):
                 return 0  # another pass is running
-            deleted = 0
-            for blob in due:
-                with contextlib.suppress(NoNodeError):
-                    self._op("delete", self.blob_path(table, blob))
-                    deleted += 1
-            return deleted
+            return self._delete_unless_moved(table, due, head_zversion)
         except NoAuthError:
             raise AuthError(f"ZooKeeper refused collecting garbage of {table!r}: not authorised") from None
         except (KazooException, KazooTimeoutError) as exc:
@@ -1320,24 +1408,28 @@ class ZkStore:
         base = f"{self.head_path(table)}/{folder}"
         names = self._ephemerals(table, folder) if folder == "leases" else self._children(table, folder)
 
+        deadline = time.monotonic() + self.op_timeout_s
+
         def fetch() -> dict[str, bytes | None]:
+            if names:
+                self._check_answering()
             pending = {name: self.client.get_async(f"{base}/{name}") for name in names}
             raws: dict[str, bytes | None] = {}
             for name, result in pending.items():
                 try:
-                    raws[name] = result.get(timeout=self.op_timeout_s)[0]
+                    raws[name] = self._wait(result, deadline)[0]
                 except NoNodeError:
                     continue
                 except NoAuthError:
                     if folder != "leases":
                         raise
                     raws[name] = None  # a lease made with an ACL that hides it
-                except KazooTimeoutError:
-                    raise OperationTimeoutError() from None
             return raws
 
         try:
             raws = self.client.retry(fetch)
+        except StoreUnavailableError:
+            raise
         except NoAuthError:
             raise AuthError(f"ZooKeeper refused reading {base}: not authorised") from None
         except (KazooException, ConnectionError) as exc:
@@ -1584,7 +1676,7 @@ class ZkStore:
         """Delete an ephemeral node; gone already is fine, other failures are
         reported as the project's errors (the session's end removes it anyway)."""
         try:
-            self.client.retry(self._op, "delete", path)
+            self._retried("delete", path)
         except NoNodeError:
             pass
         except NoAuthError:
@@ -1759,6 +1851,7 @@ class ZkStore:
         self._delete_quietly(f"{self._election_path(role)}/{name}", "election member")
 
     def close(self) -> None:
+        self.client.remove_listener(self._on_state)
         if self._owns_client:
             self.client.stop()
             self.client.close()

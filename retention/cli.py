@@ -50,8 +50,19 @@ def _say(message: str) -> None:
 @retention_app.command("run")
 def run(
     table: Annotated[str | None, typer.Option("--table", help="Only this table.")] = None,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", help="Delete. Without --yes (or --force) the pass only prints its dry run."),
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Ignore the minimum grace of queued files.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help=f"Delete (as --yes), ignore the minimum grace of queued files, allow a --min-grace "
+            f"below {MIN_GRACE}, and lift the --allow-large-cut guard.",
+        ),
+    ] = False,
     allow_large_cut: Annotated[
         bool,
         typer.Option(
@@ -64,20 +75,33 @@ def run(
     orphan_grace: OrphanGrace = ORPHAN_GRACE,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
 ) -> None:
-    """One retention pass: plan, record the intent, delete files, clear."""
+    """One retention pass: plan, record the intent, delete files, clear.
+
+    Destructive only when asked: without --yes or --force it prints its dry
+    run and changes nothing. A --min-grace below the default needs --force
+    (a dry run excepted). The daemon needs neither: it runs unattended."""
     # Imported here: the executor needs pyarrow and the store kazoo, which other commands do not load.
     from lineage.acl import RETENTION
     from lineage.election import SessionCheck
     from lineage.zk_store import ZkStore
     from retention.executor import PassOptions, run_pass, session_fence
 
+    grace_ms = parse_period(min_grace)
+    orphan_grace_ms = parse_period(orphan_grace)
+    confirmed = (yes or force) and not dry_run
+    if confirmed and grace_ms < DEFAULT_MIN_GRACE_MS and not force:
+        raise InvalidInputError(
+            f"--min-grace {min_grace} is below the floor of {MIN_GRACE}: files could go while a "
+            "reader or a push still needs them; nothing was done",
+            remedy="add --force if that is what you want, or look first with --dry-run",
+        )
     options = PassOptions(
-        dry_run=dry_run,
+        dry_run=not confirmed,
         force=force,
         allow_large_cut=allow_large_cut,
-        min_grace_ms=parse_period(min_grace),
+        min_grace_ms=grace_ms,
         orphans=orphans,
-        orphan_grace_ms=parse_period(orphan_grace),
+        orphan_grace_ms=orphan_grace_ms,
         progress=_say,
     )
     with manager() as m:
@@ -94,13 +118,15 @@ def run(
     else:
         for report in reports:
             typer.echo(report.line())
-            if dry_run:
+            if options.dry_run:
                 for item in report.planned:
                     typer.echo(f"  {item.reason.value:<18} {item.location}")
             for why in report.leases_ignored:
                 typer.echo(f"  warning: ignored {why}", err=True)
             for error in report.errors:
                 typer.echo(f"  error: {error}", err=True)
+    if not confirmed and not dry_run:
+        _say("dry run: nothing was deleted; run again with --yes to delete")
     if any(r.errors for r in reports):
         raise typer.Exit(1)
 

@@ -125,6 +125,16 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("lineage_retention_leader", "1 while this daemon leads.", registry=r)
+        self.table_failures = Counter(
+            "lineage_retention_table_failures",
+            "Tables a pass reported errors for (unreadable ones included).",
+            registry=r,
+        )
+        self.unreadable = Gauge(
+            "lineage_retention_unreadable_tables",
+            "Tables the last pass skipped because their metadata cannot be decoded.",
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))
@@ -164,7 +174,12 @@ class Daemon:
         """One scheduled pass, if this daemon leads. Never raises."""
         if self._stopping.is_set():
             return
-        term = self.candidate.check()
+        try:
+            term = self.candidate.check()
+        except LineageError as exc:  # refused (the role's rights), say: no pass, and say why
+            self.metrics.leader.set(0)
+            self._failed(f"pass skipped: the election failed: {exc.message}", time.monotonic())
+            return
         self.metrics.leader.set(1 if term else 0)
         if term is None:
             if not self.candidate.connected:
@@ -215,6 +230,9 @@ class Daemon:
         entries = sum(r.entries_removed for r in reports)
         pending = sum(r.pending_left for r in reports)
         errors = [f"{r.table}: {e}" for r in reports for e in r.errors]
+        unreadable = sum(1 for r in reports if r.unreadable)
+        self.metrics.table_failures.inc(sum(1 for r in reports if r.errors))
+        self.metrics.unreadable.set(unreadable)
         self.metrics.files.inc(files)
         self.metrics.bytes.inc(size)
         self.metrics.entries.inc(entries)
@@ -229,7 +247,8 @@ class Daemon:
             f"pass done: {len(reports)} table(s), deleted {files} file(s) ({size} bytes), "
             f"{sum(r.condemned for r in reports)} segment(s) condemned, "
             f"{sum(r.orphans for r in reports)} orphan(s), {entries} entr(ies) removed, "
-            f"{pending} pending (oldest {age_s:.0f}s), {len(errors)} error(s), "
+            f"{pending} pending (oldest {age_s:.0f}s), {unreadable} table(s) unreadable, "
+            f"{len(errors)} error(s), "
             f"{time.monotonic() - began:.1f}s"
         )
         if errors:
@@ -250,8 +269,13 @@ class Daemon:
 
     def heartbeat(self) -> None:
         """Keep the election (and the leader gauge) current between passes."""
-        if not self._stopping.is_set():
-            self.metrics.leader.set(1 if self.candidate.check() else 0)
+        if self._stopping.is_set():
+            return
+        try:
+            leading = self.candidate.check() is not None
+        except LineageError:
+            leading = False  # the next pass says why
+        self.metrics.leader.set(1 if leading else 0)
 
     # ---- health ----------------------------------------------------------------
 

@@ -19,14 +19,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from ingest.storage import DeepStore, FileInfo, RootClaimFiles
 from lineage import transitions
-from lineage.errors import InvalidInputError, LineageError, OutcomeUnknownError, RefusedError
+from lineage.errors import (
+    CorruptRecordError,
+    InvalidInputError,
+    LineageError,
+    OutcomeUnknownError,
+    RefusedError,
+)
 from lineage.failpoints import armed, failpoint
 from lineage.manager import LineageManager
 from lineage.model import Change, TableState
@@ -99,9 +105,12 @@ class TableReport:
     dirs_removed: int = 0
     errors: list[str] = field(default_factory=list)
     leases_ignored: list[str] = field(default_factory=list)  # malformed leases skipped, and why
+    unreadable: bool = False  # skipped: its metadata cannot be decoded (fails closed, deletes nothing)
     planned: tuple[Deletion, ...] = ()  # as planned: kept as the plan's own objects, shaped on output
 
     def line(self) -> str:
+        if self.unreadable:
+            return f"{self.table}: skipped, metadata unreadable (nothing deleted), 1 error(s)"
         verb = "would delete" if self.dry_run else "deleted"
         files = len(self.planned) if self.dry_run else self.files_deleted
         text = (
@@ -418,16 +427,31 @@ def run_pass(
     options: PassOptions | None = None,
 ) -> list[TableReport]:
     """One pass over ``tables`` (all when None). A table that fails is
-    reported and skipped; an unknown outcome or a lost fence stops the pass."""
+    reported and skipped, with its error in its report: one whose metadata
+    cannot be decoded too (``unreadable``), so an all-tables pass never
+    passes over a table in silence. An unknown outcome or a lost fence stops
+    the pass."""
     options = options or PassOptions()
     reports = []
-    for table in tables if tables is not None else manager.list_tables():
+    unreadable: Mapping[str, str] = {}
+    if tables is None:
+        listing = manager.table_listing()
+        todo = sorted([*listing.readable, *listing.unreadable])
+        unreadable = listing.unreadable
+    else:
+        todo = list(tables)
+    for table in todo:
+        if table in unreadable:
+            skipped = TableReport(table, options.dry_run, unreadable=True)
+            skipped.errors.append(f"skipped, its metadata is unreadable: {unreadable[table]}")
+            reports.append(skipped)
+            continue
         try:
             reports.append(run_table(manager, table, options))
         except (OutcomeUnknownError, FencedError):
             raise
         except LineageError as exc:
-            failed = TableReport(table, options.dry_run)
+            failed = TableReport(table, options.dry_run, unreadable=isinstance(exc, CorruptRecordError))
             failed.errors.append(exc.message)
             reports.append(failed)
     return reports

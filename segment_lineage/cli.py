@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ingest.cli import register as register_ingest
-from ingest.storage import RootClaimFiles
+from ingest.storage import RootClaimFiles, SegmentFileSizes
 from lineage.cli import OPTIONS, app
 from retention.cli import register as register_retention
 
@@ -21,6 +21,7 @@ def demo() -> None:
 register_ingest(app)
 register_retention(app)
 OPTIONS.claims = RootClaimFiles()  # table create claims its root; table claim claims an old one
+OPTIONS.files = SegmentFileSizes()  # segment add checks each file before registering it
 
 
 def main() -> None:

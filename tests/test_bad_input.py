@@ -30,7 +30,7 @@ def table(zk_hosts: str, tmp_path: Path) -> Iterator[tuple[str, KazooClient, str
         return result.stdout
 
     ok("table", "create", T, "--root", str(tmp_path / "root"))
-    ok("segment", "add", T, "a", "b", "--rows", "5")
+    ok("segment", "add", T, "a", "b", "--rows", "5", "--no-check")
     entry = json.loads(ok("--json", "start-replace", T, "--from", "a", "--to", "c"))["entry"]
     client = KazooClient(hosts=zk_hosts)
     client.start()

@@ -22,10 +22,10 @@ def run(zk: str, *args: str) -> tuple[int, str, str]:
 def test_round_trip(zk_hosts: str, tmp_path: Path) -> None:
     code, out, _ = run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "events"))
     assert code == 0 and "created table events" in out
-    assert run(zk_hosts, "segment", "add", "events", "a", "b", "--rows", "5")[0] == 0
+    assert run(zk_hosts, "segment", "add", "events", "a", "b", "--rows", "5", "--no-check")[0] == 0
     code, out, _ = run(zk_hosts, "--json", "start-replace", "events", "--from", "a,b", "--to", "c")
     entry = json.loads(out)["entry"]
-    assert run(zk_hosts, "segment", "add", "events", "c", "--rows", "7")[0] == 0
+    assert run(zk_hosts, "segment", "add", "events", "c", "--rows", "7", "--no-check")[0] == 0
     code, out, _ = run(zk_hosts, "--json", "segments", "events")
     assert [s["name"] for s in json.loads(out)] == ["a", "b"]
     assert run(zk_hosts, "end-replace", "events", entry)[0] == 0
@@ -51,7 +51,7 @@ def test_round_trip(zk_hosts: str, tmp_path: Path) -> None:
 
 def test_refusals_exit_1_with_the_reason_and_a_hint(zk_hosts: str, tmp_path: Path) -> None:
     run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
-    run(zk_hosts, "segment", "add", "events", "a")
+    run(zk_hosts, "segment", "add", "events", "a", "--no-check")
     code, out, _ = run(zk_hosts, "--json", "start-replace", "events", "--from", "a", "--to", "b")
     entry = json.loads(out)["entry"]
     code, _, err = run(zk_hosts, "revert", "events", entry)
@@ -105,6 +105,8 @@ def test_segment_batch_file(zk_hosts: str, tmp_path: Path) -> None:
     run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
     batch = tmp_path / "batch.json"
     batch.write_text(json.dumps([{"name": "x1", "rows": 3, "bytes": 30, "location": "p=1/x1.parquet"}]))
+    (tmp_path / "d" / "p=1").mkdir()
+    (tmp_path / "d" / "p=1" / "x1.parquet").write_bytes(b"x" * 30)
     assert run(zk_hosts, "segment", "add", "events", "--file", str(batch))[0] == 0
     code, out, _ = run(zk_hosts, "--json", "segments", "events")
     assert json.loads(out)[0]["location"] == "p=1/x1.parquet"
@@ -115,7 +117,7 @@ def test_segment_batch_file(zk_hosts: str, tmp_path: Path) -> None:
 
 def test_drop(zk_hosts: str, tmp_path: Path) -> None:
     run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
-    run(zk_hosts, "segment", "add", "events", "a")
+    run(zk_hosts, "segment", "add", "events", "a", "--no-check")
     code, _, err = run(zk_hosts, "table", "drop", "events")
     assert code == 1 and "--force" in err
     assert run(zk_hosts, "table", "drop", "events", "--force")[0] == 0
@@ -261,7 +263,7 @@ def test_start_replace_holds_an_entry_opened_by_hand_and_names_what_force_cleanu
     zk_hosts: str, tmp_path: Path
 ) -> None:
     run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "events"))
-    run(zk_hosts, "segment", "add", "events", "a", "b")
+    run(zk_hosts, "segment", "add", "events", "a", "b", "--no-check")
     code, out, _ = run(zk_hosts, "--json", "start-replace", "events", "--from", "a", "--to", "c")
     manual = json.loads(out)
     assert manual["cleaned"] == [] and manual["held_until_ms"] is not None
@@ -279,3 +281,67 @@ def test_start_replace_holds_an_entry_opened_by_hand_and_names_what_force_cleanu
     assert json.loads(out)[0]["cleaned"] == [stale["entry"]]
     code, _, err = run(zk_hosts, "start-replace", "events", "--from", "a", "--to", "g", "--hold", "soon")
     assert code == 2 and "invalid period 'soon'" in err
+
+
+def test_segment_add_checks_each_file_and_changes_nothing_when_one_is_wrong(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    from kazoo.client import KazooClient
+
+    from tests.helpers.zk import dump
+
+    root = tmp_path / "d"
+    run(zk_hosts, "table", "create", "events", "--root", str(root))
+    (root / "a.parquet").write_bytes(b"x" * 10)
+    (root / "dir.parquet").mkdir()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "o.parquet").write_bytes(b"o")
+    (root / "link").symlink_to(outside)
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps([{"name": "b", "location": "p=1/b.parquet"}]))
+    client = KazooClient(hosts=zk_hosts)
+    client.start()
+    try:
+        before = dump(client)
+        for args, message in (
+            (["missing"], "no file under the root"),
+            (["a", "missing"], "1 segment(s): missing (missing.parquet); nothing was registered"),
+            (["dir"], "dir (dir.parquet)"),
+            (["a", "--bytes", "11"], "a (given 11, file 10)"),
+            (["--file", str(batch)], "b (p=1/b.parquet)"),
+        ):
+            code, out, err = run(zk_hosts, "segment", "add", "events", *args)
+            assert code == 1 and message in err, (args, err)
+            assert "hint:" in err and "--no-check" in err and "Traceback" not in err
+            assert dump(client) == before, args
+        link = tmp_path / "link.json"
+        link.write_text(json.dumps([{"name": "o", "location": "link/o.parquet"}]))
+        code, _, err = run(zk_hosts, "segment", "add", "events", "--file", str(link))
+        assert code == 1 and "resolves outside the table root" in err
+        assert dump(client) == before
+    finally:
+        client.stop()
+        client.close()
+
+    assert (
+        run(zk_hosts, "segment", "add", "events", "a", "--rows", "3")[0] == 0
+    )  # the size comes from the file
+    assert run(zk_hosts, "segment", "add", "events", "ghost", "--no-check")[0] == 0  # registered unseen
+    code, out, _ = run(zk_hosts, "--json", "segment", "list", "events")
+    assert {s["name"]: s["bytes"] for s in json.loads(out)} == {"a": 10, "ghost": 0}
+
+
+def test_segment_add_checks_files_on_an_object_store(zk_hosts: str, s3: str) -> None:
+    import boto3
+
+    run(zk_hosts, "table", "create", "events", "--root", "s3://lake/events")
+    code, _, err = run(zk_hosts, "segment", "add", "events", "a")
+    assert code == 1 and "no file under the root 's3://lake/events'" in err
+    boto3.client("s3", endpoint_url=s3, region_name="us-east-1").put_object(
+        Bucket="lake", Key="events/a.parquet", Body=b"x" * 7
+    )
+    assert run(zk_hosts, "segment", "add", "events", "a")[0] == 0
+    assert run(zk_hosts, "segment", "add", "events", "b", "--no-check")[0] == 0
+    code, out, _ = run(zk_hosts, "--json", "segment", "list", "events")
+    assert {s["name"]: s["bytes"] for s in json.loads(out)} == {"a": 7, "b": 0}

@@ -161,5 +161,69 @@ def test_a_big_change_lands_beside_writers_that_always_commit_first(
     state = big.table("t")
     assert all(n in state.segments for n in names)
     assert len(landed) == 3 and all(n in state.segments for n in landed)  # it lost three races first
-    assert refused and "bigger change held the table" in refused[0]
+    assert refused and "held the table's floor until" in refused[0]
     assert zk_store.read("t").floor is not None and zk_store.read("t").floor.holder is None  # left
+
+
+class VirtualTime:
+    """A retry policy's clock and sleep, and a memory store's clock, in one."""
+
+    def __init__(self) -> None:
+        self.s = 0.0
+        self.sleeps = 0
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps += 1
+        self.s += seconds
+
+    def ms(self) -> int:
+        return 1_700_000_000_000 + int(self.s * 1000)
+
+
+def test_a_floor_is_waited_on_no_longer_than_its_limit_and_polled_gently() -> None:
+    """A floor whose holder is gone, stamped a day ahead (a clock that ran
+    fast), holds a writer for FLOOR_MS of its own time at most, looked at
+    every half second or so, and the give-up message names it."""
+    from lineage.manager import FLOOR_MS
+    from lineage.memory_store import MemoryStore
+
+    time = VirtualTime()
+    store = MemoryStore(clock=time.ms)
+    policy = RetryPolicy(deadline_s=120, sleep=time.sleep, clock=lambda: time.s)
+    m = LineageManager(store, retry=policy)
+    m.create_table(TableConfig.build("t", "/data/t"))
+    assert store.take_floor("t", store.read("t").floor, "ghost-commit", time.ms() + 86_400_000)
+    m.register_segments("t", [Segment("a", "a.parquet", rows=1, size_bytes=1)])
+    assert FLOOR_MS / 1000 <= time.s <= FLOOR_MS / 1000 + 2
+    assert time.sleeps <= 80  # not a busy loop
+    short = LineageManager(store, retry=RetryPolicy(deadline_s=5, sleep=time.sleep, clock=lambda: time.s))
+    assert store.take_floor("t", store.read("t").floor, "ghost-commit-2", time.ms() + 86_400_000)
+    with pytest.raises(ContentionError, match="commit ghost-co held the table's floor until 20"):
+        short.register_segments("t", [Segment("b", "b.parquet", rows=1, size_bytes=1)])
+
+
+def test_a_refused_take_of_the_floor_only_means_going_on_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lineage.errors import AuthError
+    from lineage.memory_store import MemoryStore
+    from lineage.store import VersionConflict
+
+    time = VirtualTime()
+    store = MemoryStore(clock=time.ms)
+    m = LineageManager(store, retry=RetryPolicy(sleep=time.sleep, clock=lambda: time.s))
+    m.create_table(TableConfig.build("t", "/data/t"))
+    real = MemoryStore.write
+    lost = [0]
+
+    def loses_four_races(self: MemoryStore, *args: Any, **kwargs: Any) -> Any:
+        if lost[0] < 4:
+            lost[0] += 1
+            raise VersionConflict("another writer was first")
+        return real(self, *args, **kwargs)
+
+    def refused(*_args: Any) -> bool:
+        raise AuthError("ZooKeeper refused taking the floor: not authorised")
+
+    monkeypatch.setattr(MemoryStore, "write", loses_four_races)
+    monkeypatch.setattr(MemoryStore, "take_floor", refused)
+    m.register_segments("t", [Segment("a", "a.parquet", rows=1, size_bytes=1)])
+    assert "a" in m.table("t").segments and lost[0] == 4

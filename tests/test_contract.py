@@ -19,6 +19,7 @@ from lineage.errors import (
     InvalidInputError,
     RefusedError,
     SegmentNotFoundError,
+    StoreUnavailableError,
     TableExistsError,
     TableNotFoundError,
 )
@@ -63,6 +64,9 @@ def test_create_is_create_if_absent_and_refuses_case_twins(manager: LineageManag
         manager.create_table(TableConfig.build("orders", "/d/other"))
     assert manager.table("Orders").config.root == "/d/orders"
     assert manager.list_tables() == ["Orders"]
+    manager.create_table(TableConfig.build("Bids", "/d/bids"))
+    listing = manager.table_listing()
+    assert (listing.readable, dict(listing.unreadable)) == (("Bids", "Orders"), {})
 
 
 def test_unknown_table_is_a_clear_error(manager: LineageManager) -> None:
@@ -569,12 +573,28 @@ def test_a_leader_holds_its_term_until_it_resigns(manager: LineageManager) -> No
 
     store = manager.store
     now = [0.0]
-    # A join of this session whose answer was lost stands first in line: the
-    # candidate removes it rather than wait behind itself forever.
-    ahead = store.join_election("retention", "lost answer")
+    # A join whose answer was lost leaves a member of this candidate first in
+    # line: the candidate removes it rather than wait behind itself forever.
     leader = Leadership(store, "retention", "a", clock=lambda: now[0])
-    assert leader.check() is None and leader.leader_identity == "lost answer"
-    assert ahead not in store.election("retention")
+    joined: list[str] = []
+    real_join = store.join_election
+
+    def lost_answer(role: str, identity: str) -> str:
+        joined.append(real_join(role, identity))
+        if len(joined) == 1:
+            raise StoreUnavailableError("the answer was lost")
+        return joined[-1]
+
+    store.join_election = lost_answer  # type: ignore[method-assign]
+    try:
+        assert leader.check() is None  # the join's answer was lost
+        other = Leadership(store, "retention", "b", clock=lambda: now[0])  # same session, not ours
+        assert leader.check() is None and leader.leader_identity == "a"
+        assert joined[0] not in store.election("retention")
+        assert other.check() is None and other.leader_identity == "a"
+    finally:
+        del store.join_election
+    store.leave_election("retention", store.election("retention")[-1])
     term = leader.check()
     assert term is not None and leader.leading and leader.holds(term)
     now[0] += store.session_timeout_s  # past the trust window: it asks again, and still leads

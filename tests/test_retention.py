@@ -340,7 +340,7 @@ def test_retention_run_cli(zk_hosts: str, tmp_path: Path) -> None:
     assert dry.exit_code == 0, dry.output
     planned = json.loads(dry.stdout)[0]["planned"]
     assert [p["reason"] for p in planned] == ["REPLACED"]
-    done = runner.invoke(app, ["--zk", zk_hosts, "retention", "run", "--table", "c", "--min-grace", "0s"])
+    done = runner.invoke(app, ["--zk", zk_hosts, "retention", "run", "--table", "c", "--force"])
     assert done.exit_code == 0 and "c: deleted 1 file(s)" in done.stdout
     bad = runner.invoke(app, ["--zk", zk_hosts, "retention", "run", "--min-grace", "soon"])
     assert bad.exit_code == 2 and "invalid period" in bad.stderr

@@ -245,6 +245,7 @@ def test_rollback_and_as_of_from_the_command_line(zk_hosts: str, tmp_path: Path)
     assert run("table", "create", T, "--root", str(tmp_path / "rb-cli")).exit_code == 0
     for label in ("a", "b"):
         entry = json.loads(run("--json", "start-replace", T, "--to", f"{label}_0").stdout)["entry"]
+        (tmp_path / "rb-cli" / f"{label}_0.parquet").write_bytes(b"x")
         assert run("segment", "add", T, f"{label}_0", "--rows", "5", "--entry", entry).exit_code == 0
         assert run("end-replace", T, entry).exit_code == 0
     dry = run("rollback", T, "--dry-run")

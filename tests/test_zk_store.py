@@ -567,3 +567,74 @@ def test_the_blob_cache_stays_bounded_while_a_table_keeps_changing(m: LineageMan
         assert reader.cached_records >= size  # the current version stays cached
     finally:
         reader.close()
+
+
+def test_the_sweep_deletes_nothing_a_commit_landed_with_after_it_looked(
+    m: LineageManager, zk_hosts: str
+) -> None:
+    """A writer paused between writing its blobs and swapping the head: a
+    first pass marks its blobs, a second decides to delete them, and the
+    writer commits right then. The deletes check the head did not move, so
+    the table stays readable (it once lost the committed blobs)."""
+    import threading
+
+    from lineage import failpoints
+
+    store = m.store
+    assert isinstance(store, ZkStore)
+    writer_store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    writer = LineageManager(writer_store, retry=fast_retry())
+    at_swap, go = threading.Event(), threading.Event()
+
+    def pause() -> None:
+        if threading.current_thread().name == "writer":
+            at_swap.set()
+            assert go.wait(30)
+
+    done: list[object] = []
+    failpoints.set_hook("store.before-head-swap", pause)
+    thread = threading.Thread(
+        target=lambda: done.append(writer.register_segments(T, [seg(f"w{i}") for i in range(50)])),
+        name="writer",
+    )
+    try:
+        thread.start()
+        assert at_swap.wait(30)
+        store.collect_garbage(T, grace_ms=0)  # marks the paused writer's blobs
+        real = ZkStore._referenced
+
+        def writer_commits_meanwhile(self: ZkStore, table: str) -> tuple[set[str], int]:
+            looked = real(self, table)
+            go.set()
+            thread.join(30)
+            return looked
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(ZkStore, "_referenced", writer_commits_meanwhile)
+            store.collect_garbage(T, grace_ms=0)
+    finally:
+        go.set()
+        failpoints.set_hook("store.before-head-swap", None)
+        thread.join(30)
+        writer_store.close()
+    assert done, "the writer did not commit"
+    fresh = ZkStore(store.client, owns_client=False)
+    assert {f"w{i}" for i in range(50)} <= set(fresh.read(T).state.segments)
+    store.collect_garbage(T, grace_ms=0)
+    store.collect_garbage(T, grace_ms=0)
+    assert {f"w{i}" for i in range(50)} <= set(
+        ZkStore(store.client, owns_client=False).read(T).state.segments
+    )
+
+
+def test_a_floor_made_as_a_bare_folder_reads_as_free(m: LineageManager) -> None:
+    """``lineage acl apply`` on a table made before floors existed creates the
+    missing folders; a floor with no record reads as free."""
+    store = m.store
+    assert isinstance(store, ZkStore)
+    path = f"{store.head_path(T)}/floor"
+    store.client.delete(path)
+    store.client.create(path, b"")
+    floor = store.read(T).floor
+    assert floor is not None and floor.holder is None
+    m.register_segments(T, [seg("after")])
