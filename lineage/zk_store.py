@@ -1587,6 +1587,8 @@ class ZkStore:
                 return path[len(base) + 1 :]
             except NoNodeError:
                 self._make_folder(table, folder, holder)
+            except NodeExistsError:
+                raise  # the caller asks whose it is
             except NoAuthError:
                 raise AuthError(f"ZooKeeper refused {folder} of {table!r}: not authorised") from None
             except (KazooException, KazooTimeoutError) as exc:
@@ -1707,7 +1709,7 @@ class ZkStore:
         try:
             self._ephemeral(table, "passes", "lock", b"", sequence=False)
             return
-        except StoreUnavailableError:
+        except (NodeExistsError, StoreUnavailableError) as exc:
             # Taken already (by another pass, or by this session before a lost
             # answer), or ZooKeeper is away: the node's owner tells which.
             try:
@@ -1715,6 +1717,8 @@ class ZkStore:
             except NoNodeError:
                 stat = None
             if stat is None:
+                if isinstance(exc, NodeExistsError):  # released meanwhile: the next pass takes it
+                    raise PassRunningError(table) from None
                 raise
         if stat.ephemeralOwner != self.session_id():
             raise PassRunningError(table)

@@ -638,3 +638,20 @@ def test_a_floor_made_as_a_bare_folder_reads_as_free(m: LineageManager) -> None:
     floor = store.read(T).floor
     assert floor is not None and floor.holder is None
     m.register_segments(T, [seg("after")])
+
+
+def test_an_entry_owned_by_another_push_is_refused_by_name(m: LineageManager, zk_hosts: str) -> None:
+    from lineage.errors import RefusedError
+
+    store = m.store
+    assert isinstance(store, ZkStore)
+    entry = str(uuid.uuid4())
+    store.hold_owner(T, entry)
+    store.hold_owner(T, entry)  # the same session again: fine (a retried request)
+    other = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    try:
+        with pytest.raises(RefusedError, match=f"entry {entry} is already owned by another push"):
+            other.hold_owner(T, entry)
+    finally:
+        other.close()
+    assert store.live_owners(T) == frozenset({entry})
