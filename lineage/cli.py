@@ -28,11 +28,13 @@ from lineage.files import NO_CHECK_HINT, SegmentFiles, checked_segments
 from lineage.graph import history_svg
 from lineage.manager import LineageManager
 from lineage.model import Segment, TableConfig
+from lineage.names import check_table_name
 from lineage.periods import parse_time
 from lineage.roots import ClaimFiles
 from lineage.views import (
     entry_view,
     history_view,
+    iso,
     render_pairs,
     render_table,
     segment_view,
@@ -311,9 +313,13 @@ def table_claim(
 
 @table_app.command("show")
 def table_show(name: str) -> None:
-    """Show a table's settings and counts."""
+    """Show a table's settings and counts (and the commit holding its floor, if any)."""
     with manager() as m:
-        view = table_view(m.table(name))
+        snap = m.store.read(check_table_name(name))
+        view = table_view(snap.state)
+        floor = snap.floor
+        if floor is not None and floor.holder is not None and floor.until_ms > m.store.now_ms():
+            view["floor"] = f"held by commit {floor.holder} until {iso(floor.until_ms)}"
     emit(view, render_pairs(view))
 
 

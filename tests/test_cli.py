@@ -345,3 +345,22 @@ def test_segment_add_checks_files_on_an_object_store(zk_hosts: str, s3: str) -> 
     assert run(zk_hosts, "segment", "add", "events", "b", "--no-check")[0] == 0
     code, out, _ = run(zk_hosts, "--json", "segment", "list", "events")
     assert {s["name"]: s["bytes"] for s in json.loads(out)} == {"a": 7, "b": 0}
+
+
+def test_table_show_names_the_commit_holding_the_floor(zk_hosts: str, tmp_path: Path) -> None:
+    from lineage.zk_client import ZkSettings, connect
+    from lineage.zk_store import ZkStore
+
+    run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "events"))
+    code, out, _ = run(zk_hosts, "--json", "table", "show", "events")
+    assert code == 0 and "floor" not in json.loads(out)
+    store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    try:
+        assert store.take_floor("events", store.read("events").floor, "big-commit", store.now_ms() + 30_000)
+        code, out, _ = run(zk_hosts, "table", "show", "events")
+        assert code == 0 and "held by commit big-commit until 20" in out, out
+        store.leave_floor("events", "big-commit")
+    finally:
+        store.close()
+    code, out, _ = run(zk_hosts, "--json", "table", "show", "events")
+    assert "floor" not in json.loads(out)
