@@ -160,7 +160,8 @@ class _FloorUse:
             self.waited_on = seen
             step: float = min(FLOOR_POLL_S, 0.01 * 2.0 ** min(self.waits, 10))
             return min(step, max(0.0, (seen.until_ms - now_ms) / 1000))
-        if self.losses < FLOOR_AFTER or (seen is not None and seen.holder == self.commit_id):
+        ours = seen is not None and seen.holder == self.commit_id and now_ms < seen.until_ms
+        if self.losses < FLOOR_AFTER or ours:  # a floor of ours that lapsed is taken again
             return None
         self.losses = 0
         self.tried = True

@@ -227,3 +227,35 @@ def test_a_refused_take_of_the_floor_only_means_going_on_without_it(monkeypatch:
     monkeypatch.setattr(MemoryStore, "take_floor", refused)
     m.register_segments("t", [Segment("a", "a.parquet", rows=1, size_bytes=1)])
     assert "a" in m.table("t").segments and lost[0] == 4
+
+
+def test_a_writer_whose_floor_lapsed_while_it_kept_losing_takes_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lineage.manager import FLOOR_MS
+    from lineage.memory_store import MemoryStore
+    from lineage.store import VersionConflict
+
+    time = VirtualTime()
+    store = MemoryStore(clock=time.ms)
+    m = LineageManager(
+        store, retry=RetryPolicy(deadline_s=600, max_attempts=10_000, sleep=time.sleep, clock=lambda: time.s)
+    )
+    m.create_table(TableConfig.build("t", "/data/t"))
+    real_write, real_take = MemoryStore.write, MemoryStore.take_floor
+    takes: list[float] = []
+
+    def slow_and_losing(self: MemoryStore, *args: Any, **kwargs: Any) -> Any:
+        time.s += 1.0  # an attempt takes a second
+        if time.s < 2 * FLOOR_MS / 1000:
+            raise VersionConflict("another writer was first")
+        return real_write(self, *args, **kwargs)
+
+    def counted(self: MemoryStore, *args: Any) -> bool:
+        takes.append(time.s)
+        return real_take(self, *args)
+
+    monkeypatch.setattr(MemoryStore, "write", slow_and_losing)
+    monkeypatch.setattr(MemoryStore, "take_floor", counted)
+    m.register_segments("t", [Segment("a", "a.parquet", rows=1, size_bytes=1)])
+    assert len(takes) >= 2 and takes[1] - takes[0] >= FLOOR_MS / 1000  # taken again once lapsed
