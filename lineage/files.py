@@ -31,6 +31,12 @@ class SegmentFiles(Protocol):
         ...
 
 
+def _few(items: Sequence[str]) -> str:
+    """The first SHOWN items, and how many more there are."""
+    more = f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
+    return ", ".join(items[:SHOWN]) + more
+
+
 def checked_segments(
     table: str, root: str, segments: Sequence[Segment], sizes: Mapping[str, int | None]
 ) -> list[Segment]:
@@ -38,11 +44,9 @@ def checked_segments(
     naming every segment whose file is missing or of another size."""
     missing = [s for s in segments if sizes.get(s.location) is None]
     if missing:
-        shown = ", ".join(f"{s.name} ({s.location})" for s in missing[:SHOWN])
-        more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
         raise RefusedError(
             f"no file under the root {root!r} of table {table!r} for {len(missing)} segment(s): "
-            f"{shown}{more}; nothing was registered",
+            f"{_few([f'{s.name} ({s.location})' for s in missing])}; nothing was registered",
             table=table,
             expected="a file at each location",
             found=f"{len(missing)} missing",
@@ -50,11 +54,10 @@ def checked_segments(
         )
     wrong = [s for s in segments if s.size_bytes and s.size_bytes != sizes[s.location]]
     if wrong:
-        shown = ", ".join(f"{s.name} (given {s.size_bytes}, file {sizes[s.location]})" for s in wrong[:SHOWN])
-        more = f" and {len(wrong) - SHOWN} more" if len(wrong) > SHOWN else ""
+        listed = _few([f"{s.name} (given {s.size_bytes}, file {sizes[s.location]})" for s in wrong])
         raise RefusedError(
             f"the size given for {len(wrong)} segment(s) of table {table!r} is not their file's size "
-            f"(bytes): {shown}{more}; nothing was registered",
+            f"(bytes): {listed}; nothing was registered",
             table=table,
             expected="the file's size",
             found=f"{len(wrong)} different",
