@@ -155,7 +155,11 @@ class _FloorUse:
         """None when this attempt may commit; else how long to wait before
         the next one (another writer holds the floor, or this one just took it)."""
         seen = snap.floor
-        if seen is not None and seen.held_against(self.commit_id, now_ms) and not self._lapsed(seen):
+        if (
+            seen is not None
+            and seen.held_against(self.commit_id, now_ms, FLOOR_MS)
+            and not self._lapsed(seen)
+        ):
             self.waits += 1
             self.waited_on = seen
             step: float = min(FLOOR_POLL_S, 0.01 * 2.0 ** min(self.waits, 10))

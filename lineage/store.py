@@ -68,8 +68,14 @@ class Floor:
     until_ms: int
     version: int  # of the stored record, for compare-and-set
 
-    def held_against(self, commit_id: str, now_ms: int) -> bool:
-        return self.holder is not None and self.holder != commit_id and now_ms < self.until_ms
+    def held_against(self, commit_id: str, now_ms: int, limit_ms: int) -> bool:
+        """Held by another commit now. A floor stamped more than ``limit_ms``
+        ahead (the longest a take asks for) was not made by a take: ignored."""
+        return (
+            self.holder is not None
+            and self.holder != commit_id
+            and now_ms < self.until_ms <= now_ms + limit_ms
+        )
 
 
 @dataclass(frozen=True)

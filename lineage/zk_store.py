@@ -626,7 +626,11 @@ class ZkStore:
             raise StoreUnavailableError(f"ZooKeeper reading {path} failed: {type(exc).__name__}") from None
         if not raw:  # made as a bare folder (an ACL repair of an older table): free
             return Floor(None, 0, int(stat.version))
-        holder, until = codec.decode_floor(raw, path)
+        try:
+            holder, until = codec.decode_floor(raw, path)
+        except CorruptRecordError as exc:  # it decides who waits, never what is read: free
+            log.warning("ignoring the floor of table %r: %s", table, exc.message)
+            return Floor(None, 0, int(stat.version))
         return Floor(holder, until, int(stat.version))
 
     def take_floor(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:

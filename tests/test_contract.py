@@ -614,8 +614,8 @@ def test_the_floor_is_taken_by_compare_and_set_and_fails_writes_that_read_before
     assert store.take_floor(T, before.floor, "big", store.now_ms() + 30_000)
     assert not store.take_floor(T, before.floor, "other", store.now_ms() + 30_000)  # stale: refused
     taken = store.read(T).floor
-    assert taken is not None and taken.holder == "big" and taken.held_against("small", store.now_ms())
-    assert not taken.held_against("big", store.now_ms())
+    assert taken is not None and taken.holder == "big" and taken.held_against("small", store.now_ms(), 60_000)
+    assert not taken.held_against("big", store.now_ms(), 60_000)
     change = transitions.register_segments(before.state, [seg("late")], store.now_ms())
     with pytest.raises(VersionConflict):  # read before the floor was taken
         store.write(T, before, change, manager.audit(), uuid.uuid4().hex, store.now_ms())

@@ -627,14 +627,16 @@ def test_the_sweep_deletes_nothing_a_commit_landed_with_after_it_looked(
     )
 
 
-def test_a_floor_made_as_a_bare_folder_reads_as_free(m: LineageManager) -> None:
+@pytest.mark.parametrize("data", [b"", b"garbage{"], ids=["bare", "garbage"])
+def test_a_floor_made_as_a_bare_folder_reads_as_free(m: LineageManager, data: bytes) -> None:
     """``lineage acl apply`` on a table made before floors existed creates the
-    missing folders; a floor with no record reads as free."""
+    missing folders; a floor with no record, or one that does not decode
+    (pushers may write it), reads as free: it never stops readers or writers."""
     store = m.store
     assert isinstance(store, ZkStore)
     path = f"{store.head_path(T)}/floor"
     store.client.delete(path)
-    store.client.create(path, b"")
+    store.client.create(path, data)
     floor = store.read(T).floor
     assert floor is not None and floor.holder is None
     m.register_segments(T, [seg("after")])
