@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.measure import Case, Profile, Round, profile
-from ingest.storage import RootClaimFiles
-from lineage.manager import LineageManager
-from lineage.model import Segment
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkServer, free_port
-from lineage.zk_store import ZkStore
+from segment_lineage.lineage.core.model import Segment
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.server import ZkServer, free_port
+from segment_lineage.lineage.zk.store import ZkStore
 
 BATCH = 5000  # segments per registration commit
 OURS = "ours"

@@ -33,11 +33,11 @@ import pyarrow.parquet as pq
 from benchmarks.common import OURS, Context, Suite, chroot, close_and_drop, register_many
 from benchmarks.measure import Meter, Round, case
 from benchmarks.peers import delta_table, iceberg_catalog, iceberg_table, one_row
-from lineage.errors import ContentionError
-from lineage.manager import LineageManager
-from lineage.model import Segment, TableConfig
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_store import ZkStore
+from segment_lineage.lineage.core.errors import ContentionError
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.store import ZkStore
 
 T = TypeVar("T")
 WRITERS = (1, 8, 32)

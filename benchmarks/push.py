@@ -20,7 +20,7 @@ PARTITIONS = 8
 
 
 def run(ctx: Context) -> list[Suite]:
-    from ingest.spark_job import spark_session
+    from segment_lineage.ingest.spark_job import spark_session
 
     suite = Suite("push", "Push: consistent push against a plain Spark overwrite", "rows", __doc__ or "")
     spark = spark_session(ctx.master)
@@ -38,9 +38,9 @@ def run(ctx: Context) -> list[Suite]:
 def one_size(ctx: Context, spark: Any, suite: Suite, rows: int, runs: int) -> None:
     from pyspark.sql import functions as F
 
-    from ingest.spark_job import push_dataframe
-    from lineage.model import TableConfig
-    from lineage.visibility import visible_segments
+    from segment_lineage.ingest.spark_job import push_dataframe
+    from segment_lineage.lineage.core.model import TableConfig
+    from segment_lineage.lineage.core.visibility import visible_segments
 
     source = str(ctx.work / f"source-{rows}")
     (

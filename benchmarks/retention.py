@@ -23,8 +23,8 @@ from typing import Any
 from benchmarks.common import OURS, Context, Suite, close_and_drop, fresh_manager, register_many
 from benchmarks.measure import case, measure
 from benchmarks.peers import delta_table, rows
-from lineage.model import Segment, TableConfig
-from retention.executor import PassOptions, run_table
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.retention.executor import PassOptions, run_table
 
 PAYLOAD = b"x" * 1024
 WITH_ORPHANS = "ours, with orphan scan"

@@ -24,12 +24,12 @@ import threading
 import time
 from pathlib import Path
 
-from lineage.errors import LineageError
-from lineage.manager import LineageManager
-from lineage.model import Segment, TableConfig
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkServer, free_port
-from lineage.zk_store import ZkStore
+from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.server import ZkServer, free_port
+from segment_lineage.lineage.zk.store import ZkStore
 
 SAMPLE_S = 5.0
 

@@ -29,11 +29,11 @@ from typing import Any
 from benchmarks.common import OURS, Context, Suite, chroot, close_and_drop, register_many
 from benchmarks.measure import case, measure
 from benchmarks.peers import delta_table, iceberg_table, rows
-from lineage.manager import LineageManager
-from lineage.model import Segment, TableConfig
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_store import ZkStore
-from lineage.zk_watch import WatchedTable
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.lineage.zk.watch import WatchedTable
 
 
 def znodes(store: ZkStore) -> tuple[int, int]:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingest.storage import DeepStore
-from lineage.manager import LineageManager
-from lineage.model import EntryState, Operation
-from lineage.visibility import visible_segments
+from segment_lineage.lineage.core.model import EntryState, Operation
+from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import DeepStore
 
 
 def load_events(paths: Iterable[Path]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from faults.proxy import Mode, TcpProxy
-from lineage.zk_server import ZkEnsemble
+from segment_lineage.lineage.zk.server import ZkEnsemble
 
 
 class Cluster:

@@ -27,13 +27,13 @@ from faults import checker
 from faults.checker import Checks
 from faults.cluster import Cluster
 from faults.worker import PARTS, ROWS, ROWS_PER_PUSH, Events
-from ingest.arrow_push import push_arrow
-from ingest.storage import RootClaimFiles
-from lineage import failpoints
-from lineage.manager import LineageManager
-from lineage.model import Operation, TableConfig
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_store import ZkStore
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.lineage.core import failpoints
+from segment_lineage.lineage.core.model import Operation, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.store import ZkStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION_S = 2.0  # the workers' session timeout: short, so expiries happen within a scenario

@@ -24,16 +24,16 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
-from ingest.arrow_push import push_arrow
-from ingest.readers import SnapshotReader
-from ingest.storage import RootClaimFiles
-from lineage.connect import open_store
-from lineage.election import SessionCheck
-from lineage.errors import LineageError
-from lineage.manager import LineageManager
-from lineage.retry import RetryPolicy
-from lineage.zk_store import ZkStore
-from retention.executor import PassOptions, run_pass, session_fence
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.retry import RetryPolicy
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.store.election import SessionCheck
+from segment_lineage.lineage.zk.connect import open_store
+from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.retention.executor import PassOptions, run_pass, session_fence
 
 PARTS = 2
 ROWS = 5  # per part

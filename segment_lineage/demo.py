@@ -9,13 +9,13 @@ import shutil
 from collections import Counter
 from collections.abc import Callable
 
-from ingest.readers import SnapshotReader
-from ingest.storage import RootClaimFiles
-from lineage.errors import TableNotFoundError
-from lineage.manager import LineageManager
-from lineage.model import TableConfig
-from lineage.zk_server import state_dir
-from retention.executor import PassOptions, run_pass
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.core.errors import TableNotFoundError
+from segment_lineage.lineage.core.model import TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.zk.server import state_dir
+from segment_lineage.retention.executor import PassOptions, run_pass
 
 DEMO_TABLE = "demo_events"
 SNAPSHOTS = (("v1", 1000), ("v2", 1500), ("v3", 800))
@@ -30,8 +30,8 @@ def _read(m: LineageManager) -> tuple[int, dict[str, int]]:
 
 def run_demo(zk: str | None = None, echo: Callable[[str], None] = print) -> None:
 
-    from ingest.spark_job import push_dataframe, sample_frame, spark_session
-    from lineage.connect import open_store
+    from segment_lineage.ingest.spark_job import push_dataframe, sample_frame, spark_session
+    from segment_lineage.lineage.zk.connect import open_store
 
     store = open_store(zk)
     spark = None

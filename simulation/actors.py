@@ -12,17 +12,17 @@ from collections.abc import Callable
 from pathlib import Path
 from random import Random
 
-from ingest.arrow_push import push_arrow
-from ingest.errors import StorageError
-from ingest.readers import SnapshotReader
-from ingest.storage import DeepStore
-from lineage.election import Leadership
-from lineage.errors import LineageError
-from lineage.manager import LineageManager
-from lineage.model import Segment
-from lineage.visibility import visible_segments
-from retention.daemon import HEARTBEAT_S, Daemon, Schedule
-from retention.executor import PassOptions, run_pass, run_table
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.errors import StorageError
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.model import Segment
+from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.lineage.store.election import Leadership
+from segment_lineage.retention.daemon import HEARTBEAT_S, Daemon, Schedule
+from segment_lineage.retention.executor import PassOptions, run_pass, run_table
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor
 from simulation.world import World

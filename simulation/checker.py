@@ -28,11 +28,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ingest.errors import SnapshotTooOldError, StorageError
-from lineage.errors import LineageError, VersionGoneError
-from lineage.model import EntryState, Operation, Segment, TableState
-from lineage.names import push_dir_owner, push_tag
-from lineage.visibility import visible_segments
+from segment_lineage.ingest.errors import SnapshotTooOldError, StorageError
+from segment_lineage.lineage.core.errors import LineageError, VersionGoneError
+from segment_lineage.lineage.core.model import EntryState, Operation, Segment, TableState
+from segment_lineage.lineage.core.names import push_dir_owner, push_tag
+from segment_lineage.lineage.core.visibility import visible_segments
 from simulation.world import World
 
 # Each violation's likely hole (the outside tester's list, fault-matrix 21-30).

@@ -24,7 +24,13 @@ DAY_MS = 86_400_000
 # Virtual runs start here (2025-06-15T00:00:00Z), whatever the host's clock says.
 EPOCH_MS = 1_749_945_600_000
 # Modules of the code under test that call time.monotonic / time.sleep directly.
-TIMED_MODULES = ("ingest.push", "ingest.readers", "lineage.manager", "retention.executor", "retention.daemon")
+TIMED_MODULES = (
+    "segment_lineage.ingest.push",
+    "segment_lineage.ingest.readers",
+    "segment_lineage.lineage.manager",
+    "segment_lineage.retention.executor",
+    "segment_lineage.retention.daemon",
+)
 
 
 class VirtualClock:
@@ -92,7 +98,7 @@ def patched_time(clock: VirtualClock, sleep: Callable[[float], None], seed: int)
     (entry ids, commit ids and blob ids become a function of the seed)."""
     import importlib
 
-    import ingest.push as push_module
+    import segment_lineage.ingest.push as push_module
 
     ids = Random(f"uuid/{seed}")
     shim = TimeShim(clock, sleep)

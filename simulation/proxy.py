@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lineage import errors as lineage_errors
-from lineage.errors import StoreUnavailableError
-from lineage.store import Lease, Member, Store, WriteOutcomeUnknown
-from retention.errors import FencedError
+from segment_lineage.lineage.core import errors as lineage_errors
+from segment_lineage.lineage.core.errors import StoreUnavailableError
+from segment_lineage.lineage.store.contract import Lease, Member, Store, WriteOutcomeUnknown
+from segment_lineage.retention.errors import FencedError
 
 Switch = Callable[[str], None]
 Ack = Callable[[str, str, int], None]

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from random import Random
 
-from ingest.arrow_push import push_arrow
-from lineage import failpoints
-from lineage.errors import LineageError
-from lineage.manager import commit_step
-from lineage.memory_store import MemoryStore
-from lineage.model import Operation
-from lineage.visibility import visible_segments
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.lineage.core import failpoints
+from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.model import Operation
+from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.manager import commit_step
+from segment_lineage.lineage.store.memory import MemoryStore
 from simulation.actors import FS_KINDS, body, plan_actors
 from simulation.checker import Checker, Violation
 from simulation.clock import DAY_MS, EPOCH_MS, VirtualClock, patched_time

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lineage.manager import LineageManager
-from lineage.model import TableConfig, TableState, TableType
-from lineage.retry import RetryPolicy
-from lineage.store import Store
+from segment_lineage.lineage.core.model import TableConfig, TableState, TableType
+from segment_lineage.lineage.core.retry import RetryPolicy
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.store.contract import Store
 from simulation.clock import DAY_MS, VirtualClock
 from simulation.proxy import Sessions, StoreProxy
 from simulation.scheduler import Actor, Scheduler
 
 if TYPE_CHECKING:
-    from retention.daemon import Daemon
+    from segment_lineage.retention.daemon import Daemon
     from simulation.checker import Checker
 
 TIME_RETENTION_MS = 2 * DAY_MS
@@ -103,9 +103,9 @@ class World:
         (where this version of the code has them)."""
         import inspect
 
-        import ingest.storage
+        import segment_lineage.lineage.storage.deep
 
-        files = getattr(ingest.storage, "RootClaimFiles", None)
+        files = getattr(segment_lineage.lineage.storage.deep, "RootClaimFiles", None)
         if files is None or "claims" not in inspect.signature(LineageManager).parameters:
             return {}
         return {"claims": files()}

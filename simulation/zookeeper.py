@@ -19,11 +19,11 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from lineage.election import SessionCheck
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkServer, free_port
-from lineage.zk_store import ZkStore
-from retention.executor import session_fence
+from segment_lineage.lineage.store.election import SessionCheck
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.server import ZkServer, free_port
+from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.retention.executor import session_fence
 from simulation.proxy import ClientProxy, StoreProxy
 from simulation.scheduler import Actor
 from simulation.world import World

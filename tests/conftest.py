@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from ingest.storage import RootClaimFiles
-from lineage.manager import LineageManager
-from lineage.memory_store import MemoryStore
-from lineage.retry import RetryPolicy
-from lineage.store import Store
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkEnsemble, ZkServer, free_port
-from lineage.zk_store import ZkStore
+from segment_lineage.lineage.core.retry import RetryPolicy
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.store.contract import Store
+from segment_lineage.lineage.store.memory import MemoryStore
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.server import ZkEnsemble, ZkServer, free_port
+from segment_lineage.lineage.zk.store import ZkStore
 
 
 @pytest.fixture(scope="session")

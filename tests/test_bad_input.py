@@ -14,8 +14,8 @@ import pytest
 from kazoo.client import KazooClient
 from typer.testing import CliRunner
 
-from lineage.zk_store import ROOT
 from segment_lineage.cli import app
+from segment_lineage.lineage.zk.store import ROOT
 from tests.helpers.zk import dump
 
 runner = CliRunner()

@@ -12,13 +12,13 @@ import pytest
 from kazoo.client import KazooClient
 from typer.testing import CliRunner
 
-from lineage import codec
-from lineage.errors import CorruptRecordError
-from lineage.manager import LineageManager
-from lineage.zk_store import ROOT, ZkStore
-from retention.daemon import Daemon, Schedule
-from retention.executor import PassOptions, run_pass
 from segment_lineage.cli import app
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.errors import CorruptRecordError
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.store import ROOT, ZkStore
+from segment_lineage.retention.daemon import Daemon, Schedule
+from segment_lineage.retention.executor import PassOptions, run_pass
 from tests.conftest import fast_retry
 from tests.helpers.zk import dump
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from lineage.zk_server import ZkServer, free_port
 from segment_lineage.cli import app
+from segment_lineage.lineage.zk.server import ZkServer, free_port
 
 runner = CliRunner()
 
@@ -149,7 +149,7 @@ def test_zk_start_status_stop_with_the_embedded_server(
 def test_the_embedded_server_heap_is_sized_from_the_machine_or_given(
     lineage_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lineage.zk_server import default_heap_mb, machine_memory_mb
+    from segment_lineage.lineage.zk.server import default_heap_mb, machine_memory_mb
 
     total = machine_memory_mb()
     assert total is not None and default_heap_mb() == max(256, min(2048, total // 8))
@@ -348,8 +348,8 @@ def test_segment_add_checks_files_on_an_object_store(zk_hosts: str, s3: str) -> 
 
 
 def test_table_show_names_the_commit_holding_the_floor(zk_hosts: str, tmp_path: Path) -> None:
-    from lineage.zk_client import ZkSettings, connect
-    from lineage.zk_store import ZkStore
+    from segment_lineage.lineage.zk.client import ZkSettings, connect
+    from segment_lineage.lineage.zk.store import ZkStore
 
     run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "events"))
     code, out, _ = run(zk_hosts, "--json", "table", "show", "events")

@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lineage import codec
-from lineage.errors import LineageError
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.errors import LineageError
 
 ODD = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=3), st.integers())
 FIELDS = {

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from lineage import transitions
-from lineage.errors import ContentionError, TableExistsError
-from lineage.manager import LineageManager
-from lineage.model import Segment, TableConfig
-from lineage.retry import RetryPolicy
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_store import ZkStore
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import ContentionError, TableExistsError
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.core.retry import RetryPolicy
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.store import ZkStore
 
 T = "shared"
 WRITERS = 16
@@ -185,8 +185,8 @@ def test_a_floor_is_waited_on_no_longer_than_its_limit_and_polled_gently() -> No
     looked at every half second or so, and the give-up message names it; a
     floor stamped further ahead than any take asks for (a clock that ran
     fast, a bad writer) is ignored."""
-    from lineage.manager import FLOOR_MS
-    from lineage.memory_store import MemoryStore
+    from segment_lineage.lineage.manager import FLOOR_MS
+    from segment_lineage.lineage.store.memory import MemoryStore
 
     time = VirtualTime()
     store = MemoryStore(clock=time.ms)
@@ -208,9 +208,9 @@ def test_a_floor_is_waited_on_no_longer_than_its_limit_and_polled_gently() -> No
 
 
 def test_a_refused_take_of_the_floor_only_means_going_on_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lineage.errors import AuthError
-    from lineage.memory_store import MemoryStore
-    from lineage.store import VersionConflict
+    from segment_lineage.lineage.core.errors import AuthError
+    from segment_lineage.lineage.store.contract import VersionConflict
+    from segment_lineage.lineage.store.memory import MemoryStore
 
     time = VirtualTime()
     store = MemoryStore(clock=time.ms)
@@ -237,9 +237,9 @@ def test_a_refused_take_of_the_floor_only_means_going_on_without_it(monkeypatch:
 def test_a_writer_whose_floor_lapsed_while_it_kept_losing_takes_it_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from lineage.manager import FLOOR_MS
-    from lineage.memory_store import MemoryStore
-    from lineage.store import VersionConflict
+    from segment_lineage.lineage.manager import FLOOR_MS
+    from segment_lineage.lineage.store.contract import VersionConflict
+    from segment_lineage.lineage.store.memory import MemoryStore
 
     time = VirtualTime()
     store = MemoryStore(clock=time.ms)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from lineage.config import SETTINGS
 from segment_lineage.cli import app
+from segment_lineage.lineage.config import SETTINGS
 
 runner = CliRunner()
 CLEAN = {s.env: "" for s in SETTINGS} | {"LINEAGE_CONFIG": "", "XDG_CONFIG_HOME": "/nonexistent"}

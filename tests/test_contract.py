@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from lineage import transitions
-from lineage.errors import (
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import (
     ConflictError,
     EntryNotFoundError,
     InvalidInputError,
@@ -23,9 +23,16 @@ from lineage.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from lineage.manager import LineageManager
-from lineage.model import Change, DeletionReason, EntryState, Operation, Segment, TableConfig
-from lineage.store import VersionConflict
+from segment_lineage.lineage.core.model import (
+    Change,
+    DeletionReason,
+    EntryState,
+    Operation,
+    Segment,
+    TableConfig,
+)
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.store.contract import VersionConflict
 
 T = "events"
 
@@ -470,8 +477,8 @@ def test_a_write_racing_a_drop_makes_the_drop_recheck(
 def test_errors_after_an_unknown_outcome_are_reported_as_unknown(
     manager: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lineage.errors import OutcomeUnknownError, StoreUnavailableError
-    from lineage.store import WriteOutcomeUnknown
+    from segment_lineage.lineage.core.errors import OutcomeUnknownError, StoreUnavailableError
+    from segment_lineage.lineage.store.contract import WriteOutcomeUnknown
 
     manager.create_table(TableConfig.build("shaky", "/d/shaky"))
     real_write, real_read = manager.store.write, manager.store.read
@@ -569,7 +576,7 @@ def test_an_election_leads_in_join_order_and_forgets_who_leaves(manager: Lineage
 
 
 def test_a_leader_holds_its_term_until_it_resigns(manager: LineageManager) -> None:
-    from lineage.election import Leadership
+    from segment_lineage.lineage.store.election import Leadership
 
     store = manager.store
     now = [0.0]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from lineage.errors import LineageError
-from lineage.manager import LineageManager
-from lineage.model import Segment, TableConfig
-from lineage.retry import RetryPolicy
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkEnsemble
-from lineage.zk_store import ZkStore
+from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.core.retry import RetryPolicy
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.server import ZkEnsemble
+from segment_lineage.lineage.zk.store import ZkStore
 
 pytestmark = [pytest.mark.ensemble, pytest.mark.slow]
 
@@ -51,6 +51,6 @@ def test_one_server_down_then_two(ensemble: ZkEnsemble) -> None:
 
 
 def s_stat(server: object) -> str | None:
-    from lineage.zk_server import four_letter
+    from segment_lineage.lineage.zk.server import four_letter
 
     return four_letter(server.client_port, "srvr")  # type: ignore[attr-defined]

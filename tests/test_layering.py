@@ -1,4 +1,10 @@
-"""Dependencies point one way, and each outside system has one home."""
+"""Dependencies point one way, and each outside system has one home.
+
+The layers, bottom up (docs/design.md, "Where the code lives"):
+``lineage/core`` (pure) < ``lineage/codec`` < ``lineage/store`` and
+``lineage/storage`` < ``lineage/zk`` and ``lineage/manager`` < ``ingest`` and
+``retention`` < ``cli`` and the composition at the top of ``segment_lineage``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,23 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
+PACKAGE = ROOT / "segment_lineage"
+NS = "segment_lineage."
+OUTSIDE = ("kazoo", "pyspark", "pyarrow", "apscheduler", "typer", "prometheus_client", "cachetools")
+
+# What each place may import of the project, besides itself.
+MAY_IMPORT: dict[str, set[str]] = {
+    "lineage": set(),
+    "lineage.core": set(),
+    "lineage.codec": {"lineage.core"},
+    "lineage.store": {"lineage.core", "lineage.codec"},
+    "lineage.storage": {"lineage.core", "lineage.codec"},
+    "lineage.zk": {"lineage.core", "lineage.codec", "lineage.store", "lineage.config"},
+    "lineage.manager": {"lineage.core", "lineage.codec", "lineage.store"},
+    "lineage.config": {"lineage.core"},
+    "ingest": {"lineage", "ingest"},
+    "retention": {"lineage", "retention"},
+}
 
 
 def imports(path: Path) -> set[str]:
@@ -17,30 +40,60 @@ def imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
-            out.add(node.module)
+            for alias in node.names:  # `from package import module` imports the module
+                sub = f"{node.module}.{alias.name}"
+                is_module = ROOT.joinpath(*sub.split(".")).with_suffix(".py").exists()
+                out.add(sub if is_module or ROOT.joinpath(*sub.split(".")).is_dir() else node.module)
     return out
 
 
-def modules(package: str) -> list[Path]:
-    return sorted((ROOT / package).glob("*.py"))
+def place(path: Path) -> str:
+    """The layer a source file belongs to, as a dotted path below the namespace."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if parts[0] == "lineage" and len(parts) > 1 and parts[1] != "__init__":
+        return f"lineage.{parts[1]}"
+    return parts[0]
 
 
-@pytest.mark.parametrize("path", modules("lineage"), ids=lambda p: p.name)
-def test_lineage_imports_no_higher_package(path: Path) -> None:
-    bad = {m for m in imports(path) if m.split(".")[0] in ("ingest", "retention", "segment_lineage")}
-    assert not bad, f"{path.name} imports {bad}"
+def within(module: str, places: set[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in places)
 
 
-@pytest.mark.parametrize("path", modules("ingest") + modules("retention"), ids=lambda p: p.name)
-def test_ingest_and_retention_do_not_import_the_composition(path: Path) -> None:
-    assert not {m for m in imports(path) if m.startswith("segment_lineage")}
+SOURCES = sorted(PACKAGE.rglob("*.py"))
 
 
-PURE = ["model", "transitions", "visibility", "names", "periods", "codec", "manager", "store", "retry"]
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_import_points_down_the_layers(path: Path) -> None:
+    where = place(path)
+    if where not in MAY_IMPORT:
+        return  # cli, the composition (demo, sample, the public API): the top may import anything
+    allowed = MAY_IMPORT[where] | {where}
+    ours = {m.removeprefix(NS) for m in imports(path) if m.startswith(NS)}
+    bad = {m for m in ours if not within(m, allowed)}
+    assert not bad, f"{path.relative_to(ROOT)} ({where}) imports {sorted(bad)}"
 
 
-@pytest.mark.parametrize("name", PURE)
-def test_the_pure_core_imports_no_outside_system(name: str) -> None:
-    found = imports(ROOT / "lineage" / f"{name}.py")
-    outside = {m for m in found if m.split(".")[0] in ("kazoo", "pyspark", "pyarrow", "apscheduler", "typer")}
-    assert not outside, f"{name} imports {outside}"
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_nothing_imports_the_old_top_level_packages(path: Path) -> None:
+    old = {m for m in imports(path) if m.split(".")[0] in ("lineage", "ingest", "retention")}
+    assert not old, f"{path.relative_to(ROOT)} imports {old}: everything lives under segment_lineage"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "lineage" / "core").rglob("*.py")), ids=lambda p: p.name)
+def test_the_pure_core_imports_no_outside_system(path: Path) -> None:
+    found = imports(path)
+    outside = {m for m in found if m.split(".")[0] in OUTSIDE}
+    assert not outside, f"{path.name} imports {outside}"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_cli_imports_typer(path: Path) -> None:
+    if place(path) == "cli":
+        return
+    assert not {m for m in imports(path) if m.split(".")[0] == "typer"}, path
+
+
+def test_the_places_are_what_the_layers_name() -> None:
+    """A new folder must be given its place in the layers before it holds code."""
+    folders = {place(p) for p in SOURCES if p.parent != PACKAGE}
+    assert folders <= set(MAY_IMPORT) | {"cli"}, folders - set(MAY_IMPORT)

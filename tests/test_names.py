@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lineage import names
-from lineage.errors import InvalidInputError, InvalidNameError, InvalidPeriodError
-from lineage.names import (
+from segment_lineage.lineage.core import names
+from segment_lineage.lineage.core.errors import InvalidInputError, InvalidNameError, InvalidPeriodError
+from segment_lineage.lineage.core.names import (
     check_entry_id,
     check_location,
     check_segment_name,
@@ -19,7 +19,7 @@ from lineage.names import (
     check_table_name,
     check_text,
 )
-from lineage.periods import format_period, parse_period
+from segment_lineage.lineage.core.periods import format_period, parse_period
 
 BAD_NAMES = [
     "",

@@ -15,15 +15,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-import ingest.push
-from ingest.arrow_push import push_arrow
-from ingest.storage import RootClaimFiles
-from lineage.connect import store_for
-from lineage.errors import LineageError, StoreUnavailableError
-from lineage.manager import LineageManager
-from lineage.model import TableConfig
-from lineage.zk_client import ZkSettings
-from lineage.zk_server import ZkServer, free_port
+import segment_lineage.ingest.push
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.lineage.core.errors import LineageError, StoreUnavailableError
+from segment_lineage.lineage.core.model import TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.zk.client import ZkSettings
+from segment_lineage.lineage.zk.connect import store_for
+from segment_lineage.lineage.zk.server import ZkServer, free_port
 
 pytestmark = [pytest.mark.zk, pytest.mark.slow]
 
@@ -66,7 +66,7 @@ def test_a_push_fails_within_the_bound_when_zookeeper_goes_away(
         visible = m.visible_segments("t")
 
         stopped: list[float] = []
-        real = ingest.push.failpoint
+        real = segment_lineage.ingest.push.failpoint
         pid = server.pid()
         assert pid is not None
 
@@ -79,14 +79,14 @@ def test_a_push_fails_within_the_bound_when_zookeeper_goes_away(
                 stopped.append(time.monotonic())
             real(name)
 
-        monkeypatch.setattr(ingest.push, "failpoint", stop_zookeeper_at)
+        monkeypatch.setattr(segment_lineage.ingest.push, "failpoint", stop_zookeeper_at)
         with pytest.raises(LineageError) as failed:
             push_arrow(m, "t", [part("v2")])
         took = time.monotonic() - stopped[0]
         assert isinstance(failed.value, StoreUnavailableError), failed.value
         assert took < BOUND_S, f"the push took {took:.1f}s to fail"
 
-        monkeypatch.setattr(ingest.push, "failpoint", real)
+        monkeypatch.setattr(segment_lineage.ingest.push, "failpoint", real)
         if how == "stopped":
             server.start()
         else:

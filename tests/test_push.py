@@ -8,15 +8,22 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ingest.arrow_push import push_arrow
-from ingest.errors import PushError, PushRefusedError, SnapshotTooOldError
-from ingest.push import PushMode, PushTarget, Written, consistent_push, parse_interval, parse_time
-from ingest.readers import SnapshotReader, arrow_dataset
-from ingest.segments import write_segment
-from ingest.storage import DeepStore
-from lineage.errors import ConflictError, InvalidInputError
-from lineage.manager import LineageManager
-from lineage.model import DeletionReason, EntryState, Segment, TableConfig, TimeUnit
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.errors import PushError, PushRefusedError, SnapshotTooOldError
+from segment_lineage.ingest.push import (
+    PushMode,
+    PushTarget,
+    Written,
+    consistent_push,
+    parse_interval,
+    parse_time,
+)
+from segment_lineage.ingest.readers import SnapshotReader, arrow_dataset
+from segment_lineage.ingest.segments import write_segment
+from segment_lineage.lineage.core.errors import ConflictError, InvalidInputError
+from segment_lineage.lineage.core.model import DeletionReason, EntryState, Segment, TableConfig, TimeUnit
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import DeepStore
 
 DAY = 86_400_000
 
@@ -158,7 +165,7 @@ def test_an_append_during_a_replace_is_not_lost(manager: LineageManager, timed: 
     def write_with_an_append_landing_meanwhile(target: PushTarget) -> Written:
         push_arrow(manager, timed, [rows("appended", 1, 20)], mode="append")
         store = DeepStore.for_root(target.root)
-        from ingest.segments import write_segment
+        from segment_lineage.ingest.segments import write_segment
 
         done = write_segment(
             store, rows("new", 3, 30), f"{target.push_dir}/{target.names[0]}.a0.parquet", "ts", TimeUnit.MS
@@ -316,7 +323,7 @@ def test_nulls_do_not_hide_rows_outside_the_interval(manager: LineageManager, ti
 
 def test_registered_segments_must_fit_their_entrys_interval(manager: LineageManager, timed: str) -> None:
     entry = manager.start_replace(timed, [], ["r1"], interval=(0, DAY))
-    from lineage.errors import RefusedError
+    from segment_lineage.lineage.core.errors import RefusedError
 
     with pytest.raises(RefusedError, match="outside the interval"):
         manager.register_segments(
@@ -325,7 +332,7 @@ def test_registered_segments_must_fit_their_entrys_interval(manager: LineageMana
 
 
 def test_sub_millisecond_timestamps_convert() -> None:
-    from ingest.segments import time_as_ms
+    from segment_lineage.ingest.segments import time_as_ms
 
     for unit, value in (("s", 2), ("ms", 2000), ("us", 2_000_999), ("ns", 2_000_999_999)):
         array = pa.chunked_array([pa.array([value], pa.timestamp(unit, tz="UTC"))])
@@ -335,7 +342,7 @@ def test_sub_millisecond_timestamps_convert() -> None:
 def test_arrow_dataset_on_reclaimed_files_says_too_old_and_releases(
     manager: LineageManager, refresh: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lineage.store import Lease
+    from segment_lineage.lineage.store.contract import Lease
 
     push_arrow(manager, refresh, [rows("a", 2)])
     with SnapshotReader(manager, refresh) as old_reader:
@@ -360,7 +367,7 @@ def test_arrow_dataset_on_reclaimed_files_says_too_old_and_releases(
 
 
 def test_file_roots_with_a_host_are_refused() -> None:
-    from ingest.errors import StorageError
+    from segment_lineage.ingest.errors import StorageError
 
     with pytest.raises(StorageError, match="use file:///absolute/path"):
         DeepStore.for_root("file://tmp/x")
@@ -396,7 +403,7 @@ def test_a_push_names_the_stale_entries_it_cleans_up_and_spares_one_opened_by_ha
 def test_a_retried_job_returns_its_earlier_result_instead_of_pushing_again(
     manager: LineageManager, refresh: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lineage import transitions
+    from segment_lineage.lineage.core import transitions
 
     push_arrow(manager, refresh, [rows("a", 2)])
     # The answer is lost: the push completed, its caller saw an error.

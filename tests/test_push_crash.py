@@ -12,12 +12,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ingest.arrow_push import push_arrow
-from ingest.readers import SnapshotReader
-from lineage.manager import LineageManager
-from lineage.model import EntryState, TableConfig
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_store import ZkStore
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.core.model import EntryState, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.store import ZkStore
 from tests.conftest import fast_retry
 
 ROOT = Path(__file__).parent.parent

@@ -17,17 +17,17 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from ingest.arrow_push import push_arrow
-from ingest.errors import SnapshotTooOldError
-from ingest.readers import SnapshotReader
-from lineage import failpoints
-from lineage.errors import ContentionError, VersionGoneError
-from lineage.manager import PIN_ATTEMPTS, LineageManager
-from lineage.memory_store import MemoryStore
-from lineage.model import Segment, TableConfig
-from lineage.zk_store import ZkStore
-from retention.executor import PassOptions, run_table
 from segment_lineage.cli import app
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.errors import SnapshotTooOldError
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.core import failpoints
+from segment_lineage.lineage.core.errors import ContentionError, VersionGoneError
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.manager import PIN_ATTEMPTS, LineageManager
+from segment_lineage.lineage.store.memory import MemoryStore
+from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.retention.executor import PassOptions, run_table
 
 T = "events"
 NOW = PassOptions(force=True, min_grace_ms=0)
@@ -281,8 +281,8 @@ def test_as_of_a_version_whose_location_was_reclaimed_and_reused_is_too_old(
     """A segment deleted, its file reclaimed, and the same name and location
     registered again (what 'lineage segment add NAME' does) holds other data:
     the old version is too old, never read with the new data."""
-    from ingest.segments import write_segment
-    from ingest.storage import DeepStore
+    from segment_lineage.ingest.segments import write_segment
+    from segment_lineage.lineage.storage.deep import DeepStore
 
     m = zk_manager
     m.create_table(TableConfig.build("t", str(tmp_path / "t")))

@@ -10,14 +10,15 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from ingest.arrow_push import push_arrow
-from ingest.readers import SnapshotReader
-from ingest.storage import FileInfo, RootClaimFiles
-from lineage.manager import LineageManager
-from lineage.model import DeletionReason, Segment, TableConfig
-from lineage.roots import CLAIM_FILE
-from retention.executor import PassOptions, run_table
-from retention.planner import Policy, plan
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.model import DeletionReason, Segment, TableConfig
+from segment_lineage.lineage.core.roots import CLAIM_FILE
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import FileInfo, RootClaimFiles
+from segment_lineage.retention.executor import PassOptions, run_table
+from segment_lineage.retention.planner import Policy, plan
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
@@ -32,7 +33,7 @@ def seg(name: str, size: int = 10) -> Segment:
 
 @pytest.fixture
 def mem() -> LineageManager:
-    from lineage.memory_store import MemoryStore
+    from segment_lineage.lineage.store.memory import MemoryStore
 
     clock = {"now": 1_000 * DAY}
     m = LineageManager(MemoryStore(clock=lambda: clock["now"]))
@@ -65,9 +66,7 @@ def test_an_entry_goes_once_its_replaced_segments_are_gone(mem: LineageManager) 
     first = plan(mem.table("t"), Policy(now))
     mem.commit(
         "t",
-        lambda s, n: __import__("lineage.transitions").transitions.retention_mark(
-            s, first.condemn, first.remove_entries, n
-        ),
+        lambda s, n: transitions.retention_mark(s, first.condemn, first.remove_entries, n),
     )
     second = plan(mem.table("t"), Policy(now))
     assert second.remove_entries == (entry,)
@@ -145,7 +144,7 @@ def test_zero_retention_reclaims_at_once_but_never_what_is_visible(mem: LineageM
 
 
 def test_unparseable_periods_are_refused_by_name() -> None:
-    from lineage.errors import InvalidInputError
+    from segment_lineage.lineage.core.errors import InvalidInputError
 
     for bad in ("soon", "-1d", "1 day", "", "5x", "99999d"):
         with pytest.raises(InvalidInputError, match="invalid period"):
@@ -185,7 +184,7 @@ def info(location: str, age_ms: int, now: int) -> FileInfo:
 
 
 def test_orphans_are_unknown_files_seen_twice_a_grace_apart(mem: LineageManager) -> None:
-    from lineage import transitions
+    from segment_lineage.lineage.core import transitions
 
     now = mem.clock["now"]  # type: ignore[attr-defined]
     entry = mem.start_replace("t", ["a"], ["n"])
@@ -288,7 +287,7 @@ def test_a_crash_between_intent_and_delete_is_finished_by_the_next_pass(
     push_arrow(zk, "events", [part("v1")])
     push_arrow(zk, "events", [part("v2")])
     monkeypatch.setenv("LINEAGE_FAILPOINT", "retention.after-mark:raise")
-    from lineage.failpoints import FailpointError
+    from segment_lineage.lineage.core.failpoints import FailpointError
 
     with pytest.raises(FailpointError):
         run_table(zk, "events", PassOptions(min_grace_ms=0))
@@ -328,8 +327,8 @@ def test_retention_run_cli(zk_hosts: str, tmp_path: Path) -> None:
         ).exit_code
         == 0
     )
-    from lineage.zk_client import ZkSettings, connect
-    from lineage.zk_store import ZkStore
+    from segment_lineage.lineage.zk.client import ZkSettings, connect
+    from segment_lineage.lineage.zk.store import ZkStore
 
     m = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))))
     push_arrow(m, "c", [part("a")])
@@ -384,7 +383,7 @@ def test_orphans_past_the_grace_go_through_the_intent_log(zk: LineageManager, tm
 def test_traversal_attempts_are_refused_and_sentinels_outside_survive(
     zk: LineageManager, tmp_path: Path
 ) -> None:
-    from lineage.errors import InvalidInputError
+    from segment_lineage.lineage.core.errors import InvalidInputError
 
     root = tmp_path / "events"
     root.mkdir(exist_ok=True)
@@ -454,7 +453,7 @@ def test_a_pass_on_s3_deletes_through_the_pool_and_spares_the_sibling_table(
 def test_a_pass_on_a_corrupted_table_fails_closed_and_deletes_nothing(
     zk: LineageManager, tmp_path: Path
 ) -> None:
-    from lineage.zk_store import ZkStore
+    from segment_lineage.lineage.zk.store import ZkStore
 
     push_arrow(zk, "events", [part("v1")])
     push_arrow(zk, "events", [part("v2")])
@@ -465,7 +464,7 @@ def test_a_pass_on_a_corrupted_table_fails_closed_and_deletes_nothing(
     doc = json.loads(raw)
     doc["v"] = 99
     store.client.set(path, json.dumps(doc).encode(), version=stat.version)
-    from retention.executor import run_pass
+    from segment_lineage.retention.executor import run_pass
 
     fresh = LineageManager(ZkStore(store.client, owns_client=False))
     reports = run_pass(fresh, ["events"], PassOptions(min_grace_ms=0, orphan_grace_ms=0))
@@ -476,7 +475,7 @@ def test_a_pass_on_a_corrupted_table_fails_closed_and_deletes_nothing(
 def test_a_delete_failing_halfway_converges_on_the_next_pass(
     zk: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lineage.failpoints import FailpointError
+    from segment_lineage.lineage.core.failpoints import FailpointError
 
     push_arrow(zk, "events", [part(f"a{i}") for i in range(4)])
     push_arrow(zk, "events", [part("b")])
@@ -495,7 +494,7 @@ def test_revert_racing_retention_leaves_nothing_visible_pointing_at_a_missing_fi
 ) -> None:
     import threading
 
-    from lineage.errors import LineageError
+    from segment_lineage.lineage.core.errors import LineageError
 
     root = tmp_path / "events"
     for round_ in range(6):
@@ -564,7 +563,7 @@ def test_a_fence_lost_mid_pass_stops_the_deletes_and_every_deleted_file_is_repor
 ) -> None:
     import threading
 
-    from retention.errors import FencedError
+    from segment_lineage.retention.errors import FencedError
 
     mem.create_table(TableConfig.build("big", str(tmp_path / "big")))
     LineageManager(mem.store, claims=RootClaimFiles()).claim_root("big")

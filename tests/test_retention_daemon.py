@@ -21,16 +21,16 @@ import pytest
 from kazoo.client import KazooClient
 from typer.testing import CliRunner
 
-from ingest.arrow_push import push_arrow
-from ingest.storage import RootClaimFiles
-from lineage.election import Leadership
-from lineage.manager import LineageManager
-from lineage.model import TableConfig
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkServer, free_port
-from lineage.zk_store import ZkStore
-from retention.daemon import Daemon, Schedule
-from retention.executor import PassOptions
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.lineage.core.model import TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.store.election import Leadership
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.server import ZkServer, free_port
+from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.retention.daemon import Daemon, Schedule
+from segment_lineage.retention.executor import PassOptions
 from tests.conftest import fast_retry
 from tests.helpers.run import wait_for
 

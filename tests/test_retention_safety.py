@@ -12,17 +12,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ingest.arrow_push import push_arrow
-from ingest.segments import write_segment
-from ingest.storage import DeepStore
-from lineage import transitions
-from lineage.errors import PassRunningError
-from lineage.failpoints import set_hook
-from lineage.manager import LineageManager
-from lineage.model import Segment, TableConfig
-from lineage.zk_store import ZkStore
-from retention.errors import FencedError
-from retention.executor import PassOptions, run_table
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.segments import write_segment
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import PassRunningError
+from segment_lineage.lineage.core.failpoints import set_hook
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.retention.errors import FencedError
+from segment_lineage.retention.executor import PassOptions, run_table
 
 ZERO = PassOptions(force=True, min_grace_ms=0)
 
@@ -205,7 +205,7 @@ def test_a_pass_that_would_condemn_most_of_the_visible_rows_stops_unless_forced(
     """Epoch seconds taken for milliseconds made a whole visible table look
     like 1970: a pass that would condemn more than half of what readers see
     asks for --force instead, and changes nothing."""
-    from lineage.errors import RefusedError
+    from segment_lineage.lineage.core.errors import RefusedError
 
     m = zk_manager
     m.create_table(
@@ -234,7 +234,7 @@ def test_the_share_guard_counts_segments_when_rows_are_not_known(
     zk_manager: LineageManager, tmp_path: Path
 ) -> None:
     """'segment add' records 0 rows unless told: the guard counts segments too."""
-    from lineage.errors import RefusedError
+    from segment_lineage.lineage.core.errors import RefusedError
 
     m = zk_manager
     m.create_table(
@@ -290,7 +290,7 @@ def test_a_pass_that_lapsed_never_releases_the_next_pass_hold(
 def test_allow_large_cut_lifts_the_share_guard_and_nothing_else(
     zk_manager: LineageManager, tmp_path: Path
 ) -> None:
-    from lineage.errors import RefusedError
+    from segment_lineage.lineage.core.errors import RefusedError
 
     m = zk_manager
     m.create_table(

@@ -8,12 +8,18 @@ from typing import Any
 
 import pytest
 
-from lineage import transitions
-from lineage.errors import ConflictError, InvalidInputError, LineageError, RefusedError, VersionGoneError
-from lineage.manager import LineageManager
-from lineage.model import DeletionReason, Segment, TableConfig
-from lineage.periods import parse_version_or_time
-from lineage.visibility import visible_names
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import (
+    ConflictError,
+    InvalidInputError,
+    LineageError,
+    RefusedError,
+    VersionGoneError,
+)
+from segment_lineage.lineage.core.model import DeletionReason, Segment, TableConfig
+from segment_lineage.lineage.core.periods import parse_version_or_time
+from segment_lineage.lineage.core.visibility import visible_names
+from segment_lineage.lineage.manager import LineageManager
 
 T = "rb"
 
@@ -195,9 +201,9 @@ def test_as_of_reads_pin_old_files_and_refuse_reclaimed_ones(
 ) -> None:
     import pyarrow as pa
 
-    from ingest.arrow_push import push_arrow
-    from ingest.readers import SnapshotReader
-    from retention.executor import PassOptions, run_table
+    from segment_lineage.ingest.arrow_push import push_arrow
+    from segment_lineage.ingest.readers import SnapshotReader
+    from segment_lineage.retention.executor import PassOptions, run_table
 
     m = zk_manager
     m.create_table(
@@ -272,7 +278,7 @@ def test_the_history_graph_shows_each_push_and_each_rollback(
 ) -> None:
     import xml.etree.ElementTree as ET
 
-    from lineage.graph import COLOURS, history_svg
+    from segment_lineage.lineage.core.graph import COLOURS, history_svg
 
     m, seen = snapshots
     m.rollback(T, seen[2][0], reason="bad s4 & s5")
@@ -305,10 +311,10 @@ def test_history_graph_from_the_command_line(zk_hosts: str, tmp_path: Any) -> No
 
 
 def test_memory_store_history_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import lineage.memory_store
-    from lineage.memory_store import MemoryStore
+    import segment_lineage.lineage.store.memory
+    from segment_lineage.lineage.store.memory import MemoryStore
 
-    monkeypatch.setattr(lineage.memory_store, "MAX_HISTORY", 10)
+    monkeypatch.setattr(segment_lineage.lineage.store.memory, "MAX_HISTORY", 10)
     m = LineageManager(MemoryStore())
     m.create_table(TableConfig.build(T, f"/d/{T}"))
     for i in range(20):
@@ -360,10 +366,10 @@ def test_appends_roll_back_after_retention_removed_their_finished_entries(
     import pyarrow as pa
     from typer.testing import CliRunner
 
-    from ingest.arrow_push import push_arrow
-    from ingest.readers import SnapshotReader
-    from retention.executor import PassOptions, run_table
     from segment_lineage.cli import app
+    from segment_lineage.ingest.arrow_push import push_arrow
+    from segment_lineage.ingest.readers import SnapshotReader
+    from segment_lineage.retention.executor import PassOptions, run_table
 
     m = zk_manager
     m.create_table(TableConfig.build("ap", str(tmp_path / "ap"), "APPEND"))

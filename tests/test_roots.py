@@ -11,20 +11,21 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ingest.arrow_push import push_arrow
-from ingest.readers import SnapshotReader
-from ingest.segments import write_segment
-from ingest.storage import DeepStore, RootClaimFiles
-from lineage import codec
-from lineage.errors import InvalidInputError, RefusedError
-from lineage.manager import LineageManager
-from lineage.memory_store import MemoryStore
-from lineage.model import Segment, TableConfig
-from lineage.roots import CLAIM_FILE, canonical_root, check_no_overlap, overlaps
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkServer
-from lineage.zk_store import ZkStore
-from retention.executor import PassOptions, run_table
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.ingest.segments import write_segment
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.core.roots import CLAIM_FILE, canonical_root, check_no_overlap, overlaps
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import DeepStore, RootClaimFiles
+from segment_lineage.lineage.store.memory import MemoryStore
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.server import ZkServer
+from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.retention.executor import PassOptions, run_table
 from tests.conftest import fast_retry
 
 ORPHANS_NOW = PassOptions(force=True, min_grace_ms=0, orphan_grace_ms=0)
@@ -221,7 +222,7 @@ def test_a_link_inside_the_root_is_neither_an_orphan_nor_a_way_to_delete_live_fi
     through = "current/" + live.split("/", 1)[1]
     zk_manager.commit(
         "t",
-        lambda s, now: __import__("lineage.transitions").transitions.queue_files(s, [through], now, None),
+        lambda s, now: transitions.queue_files(s, [through], now, None),
     )
     report = run_table(zk_manager, "t", PassOptions(force=True, min_grace_ms=0, orphans=False))
     assert report.files_deleted == 0 and (root / live).exists()
@@ -419,7 +420,7 @@ def test_a_claim_by_a_table_that_moved_elsewhere_no_longer_holds(
 def test_a_create_refused_by_the_store_leaves_no_claim_behind(
     zk_manager: LineageManager, tmp_path: Path
 ) -> None:
-    from lineage.errors import TableExistsError
+    from segment_lineage.lineage.core.errors import TableExistsError
 
     zk_manager.create_table(config("t", tmp_path / "one"))
     with pytest.raises(TableExistsError):
@@ -458,7 +459,7 @@ def test_a_twin_create_of_the_same_table_keeps_the_marker(
         return real_create(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ZkStore, "create_table", create)
-    from lineage.errors import TableExistsError
+    from segment_lineage.lineage.core.errors import TableExistsError
 
     with pytest.raises(TableExistsError):
         zk_manager.create_table(config("t", root))

@@ -14,11 +14,11 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, ANYONE_ID_UNSAFE, make_digest_acl_credential
 from typer.testing import CliRunner
 
-from ingest.arrow_push import push_arrow
-from ingest.readers import SnapshotReader
-from ingest.storage import RootClaimFiles
-from lineage import codec
-from lineage.acl import (
+from segment_lineage.cli import app
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.acl import (
     ADMIN_ROLE,
     ALL,
     CREATE,
@@ -33,15 +33,15 @@ from lineage.acl import (
     place_of,
     rights_text,
 )
-from lineage.connect import store_for
-from lineage.election import Leadership
-from lineage.errors import AuthError, CorruptRecordError, InvalidInputError, LineageError
-from lineage.manager import LineageManager
-from lineage.model import Segment, TableConfig
-from lineage.zk_client import ZkSettings
-from lineage.zk_server import free_port
-from lineage.zk_store import ROOT, ZkStore
-from segment_lineage.cli import app
+from segment_lineage.lineage.core.errors import AuthError, CorruptRecordError, InvalidInputError, LineageError
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.store.election import Leadership
+from segment_lineage.lineage.zk.client import ZkSettings
+from segment_lineage.lineage.zk.connect import store_for
+from segment_lineage.lineage.zk.server import free_port
+from segment_lineage.lineage.zk.store import ROOT, ZkStore
 from tests.helpers.run import IDENTITIES, ident
 from tests.helpers.zk import dump, walk
 

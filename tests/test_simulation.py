@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from lineage.zk_server import ZkServer
+from segment_lineage.lineage.zk.server import ZkServer
 from simulation.checker import Checker
 from simulation.run import RunConfig, run_seed, shrink
 
@@ -122,7 +122,7 @@ def test_daemons_elect_one_leader_whose_passes_delete_and_replay_exactly() -> No
 
 
 def test_the_checker_catches_two_daemons_leading_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lineage.election import Leadership
+    from segment_lineage.lineage.store.election import Leadership
 
     def always_leads(self: Leadership, sent: float) -> str | None:  # a broken election
         session = self.store.session_id()

@@ -17,11 +17,17 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from ingest.readers import SnapshotReader
-from ingest.spark_job import pinned_table, push_dataframe, read_table, release_reads, spark_session
-from lineage.manager import LineageManager
-from lineage.model import DeletionReason, TableConfig
-from lineage.roots import CLAIM_FILE
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.ingest.spark_job import (
+    pinned_table,
+    push_dataframe,
+    read_table,
+    release_reads,
+    spark_session,
+)
+from segment_lineage.lineage.core.model import DeletionReason, TableConfig
+from segment_lineage.lineage.core.roots import CLAIM_FILE
+from segment_lineage.lineage.manager import LineageManager
 from tests.helpers.run import lineage_process
 from tests.helpers.spark_cluster import SparkCluster
 
@@ -136,8 +142,8 @@ def test_readers_see_whole_snapshots_while_pushes_run(
     stop = threading.Event()
 
     def poll() -> None:
-        from lineage.zk_client import ZkSettings, connect
-        from lineage.zk_store import ZkStore
+        from segment_lineage.lineage.zk.client import ZkSettings, connect
+        from segment_lineage.lineage.zk.store import ZkStore
 
         reader_manager = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))))
         while not stop.is_set():
@@ -319,9 +325,9 @@ def test_long_pushes_report_progress(spark: SparkSession, zk_manager: LineageMan
 def test_spark_reader_says_snapshot_too_old(
     spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
 ) -> None:
-    from ingest.errors import SnapshotTooOldError
-    from ingest.spark_job import snapshot_dataframe
-    from ingest.storage import DeepStore
+    from segment_lineage.ingest.errors import SnapshotTooOldError
+    from segment_lineage.ingest.spark_job import snapshot_dataframe
+    from segment_lineage.lineage.storage.deep import DeepStore
 
     m = zk_manager
     m.create_table(TableConfig.build("old", str(tmp_path / "old")))
@@ -347,7 +353,7 @@ def test_cli_refuses_an_unknown_writer(zk_hosts: str, tmp_path: Path) -> None:
 def test_epoch_seconds_in_an_integer_column_are_inferred_by_both_writers(
     spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
 ) -> None:
-    from retention.planner import Policy, plan
+    from segment_lineage.retention.planner import Policy, plan
 
     m = zk_manager
     m.create_table(

@@ -1,7 +1,7 @@
 """Hypothesis drives the pure state machine against a small reference model.
 
 The model keeps Pinot's rules as plain sets, written independently of
-:mod:`lineage.transitions`. For every step both must agree on accepted versus
+:mod:`segment_lineage.lineage.core.transitions`. For every step both must agree on accepted versus
 refused, and on the visible set. Invariants: a ``to`` of a non-COMPLETED
 entry is never visible; a ``from`` of a COMPLETED entry never is; visible
 segments are registered; nothing is both registered and pending deletion.
@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from lineage import transitions
-from lineage.errors import LineageError
-from lineage.model import Audit, EntryState, Segment, TableConfig, TableState
-from lineage.visibility import visibility_delta, visible_names
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.model import Audit, EntryState, Segment, TableConfig, TableState
+from segment_lineage.lineage.core.visibility import visibility_delta, visible_names
 
 NAMES = [f"s{i}" for i in range(10)]
 AUDIT = Audit("model@test")

@@ -12,17 +12,17 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from ingest.arrow_push import push_arrow
-from ingest.errors import PushRefusedError
-from ingest.time_units import plausible_units, to_ms
-from lineage import codec
-from lineage.errors import CorruptRecordError, InvalidInputError
-from lineage.manager import LineageManager
-from lineage.model import DeletionReason, TableConfig, TimeUnit
-from lineage.roots import CLAIM_FILE
-from retention.executor import PassOptions, run_table
-from retention.planner import Policy, plan
 from segment_lineage.cli import app
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.ingest.time_units import plausible_units, to_ms
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.errors import CorruptRecordError, InvalidInputError
+from segment_lineage.lineage.core.model import DeletionReason, TableConfig, TimeUnit
+from segment_lineage.lineage.core.roots import CLAIM_FILE
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.retention.executor import PassOptions, run_table
+from segment_lineage.retention.planner import Policy, plan
 
 DAY_S = 86_400
 
@@ -85,7 +85,7 @@ def test_undeclared_seconds_are_inferred_and_reported(
     create(m, tmp_path, None)
     now = m.store.now_ms()
     said: list[str] = []
-    with caplog.at_level(logging.INFO, logger="ingest.time_units"):
+    with caplog.at_level(logging.INFO, logger="segment_lineage.ingest.time_units"):
         push_arrow(
             m, "events", [seconds_part(now, 1, 0), seconds_part(now, 40)], mode="append", progress=said.append
         )

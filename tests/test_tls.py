@@ -12,14 +12,14 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from ingest.arrow_push import push_arrow
-from ingest.readers import SnapshotReader
-from lineage.connect import store_for
-from lineage.errors import StoreUnavailableError
-from lineage.manager import LineageManager
-from lineage.zk_client import TlsSettings, ZkSettings
-from lineage.zk_server import ZkServer, free_port
 from segment_lineage.cli import app
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.core.errors import StoreUnavailableError
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.client import TlsSettings, ZkSettings
+from segment_lineage.lineage.zk.connect import store_for
+from segment_lineage.lineage.zk.server import ZkServer, free_port
 from tests.helpers.pki import Authority, Leaf
 
 runner = CliRunner()

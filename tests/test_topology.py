@@ -17,7 +17,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from lineage.zk_server import ZkEnsemble, free_port
+from segment_lineage.lineage.zk.server import ZkEnsemble, free_port
 from tests.helpers.run import IDENTITIES, ident, lineage_process, wait_for
 from tests.helpers.spark_cluster import SparkCluster
 

@@ -10,13 +10,18 @@ from pathlib import Path
 import pytest
 from kazoo.protocol.states import Callback, KazooState
 
-from lineage.errors import InvalidNameError, RefusedError, StoreUnavailableError, TableNotFoundError
-from lineage.manager import LineageManager
-from lineage.model import Segment, TableConfig
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_server import ZkServer, free_port
-from lineage.zk_store import ZkStore
-from lineage.zk_watch import WatchedTable
+from segment_lineage.lineage.core.errors import (
+    InvalidNameError,
+    RefusedError,
+    StoreUnavailableError,
+    TableNotFoundError,
+)
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.server import ZkServer, free_port
+from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.lineage.zk.watch import WatchedTable
 from tests.conftest import fast_retry
 from tests.helpers.run import wait_for
 

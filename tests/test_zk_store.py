@@ -10,19 +10,20 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
-from lineage import codec, zk_store
-from lineage.errors import (
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.errors import (
     AuthError,
     CorruptRecordError,
     StoreUnavailableError,
     TableNotFoundError,
     TooLargeError,
 )
-from lineage.manager import LineageManager
-from lineage.memory_store import MemoryStore
-from lineage.model import Segment, TableConfig
-from lineage.zk_client import ZkSettings, connect
-from lineage.zk_store import ROOT, ZkStore
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.store.memory import MemoryStore
+from segment_lineage.lineage.zk import store as zk_store
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.store import ROOT, ZkStore
 from tests.conftest import fast_retry
 from tests.helpers.zk import walk
 
@@ -224,9 +225,11 @@ def test_memory_store_unknown_outcomes_are_resolved() -> None:
 def test_metadata_garbage_is_marked_then_swept_after_its_grace(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lineage.zk_store
+    import segment_lineage.lineage.zk.store
 
-    monkeypatch.setattr(lineage.zk_store, "MAX_VERSIONS", 1)  # only the head's blobs are referenced
+    monkeypatch.setattr(
+        segment_lineage.lineage.zk.store, "MAX_VERSIONS", 1
+    )  # only the head's blobs are referenced
     store = m.store
     assert isinstance(store, ZkStore)
     for i in range(5):
@@ -283,8 +286,8 @@ def test_every_reason_validation_accepts_commits_whatever_its_script(m: LineageM
     """A reason is limited in UTF-8 bytes, stored as UTF-8, and the head's
     history tail is sealed by size: the longest reasons in any script never
     stop commits (they once did after about 37 commits)."""
-    from lineage.errors import InvalidInputError
-    from lineage.model import MAX_REASON_BYTES
+    from segment_lineage.lineage.core.errors import InvalidInputError
+    from segment_lineage.lineage.core.model import MAX_REASON_BYTES
 
     store = m.store
     assert isinstance(store, ZkStore)
@@ -407,7 +410,7 @@ def test_digest_auth_owns_every_znode_and_refuses_others(zk_hosts: str) -> None:
 
 
 def zk_store_acl(user: str, password: str) -> list[object]:
-    from lineage.zk_client import acl_for
+    from segment_lineage.lineage.zk.client import acl_for
 
     acl = acl_for((user, password))
     assert acl is not None
@@ -463,9 +466,11 @@ def test_owners_and_leases_die_with_their_session(m: LineageManager, zk_hosts: s
 def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lineage.zk_store
+    import segment_lineage.lineage.zk.store
 
-    monkeypatch.setattr(lineage.zk_store, "MAX_VERSIONS", 1)  # the lease alone keeps the old version
+    monkeypatch.setattr(
+        segment_lineage.lineage.zk.store, "MAX_VERSIONS", 1
+    )  # the lease alone keeps the old version
     store = m.store
     assert isinstance(store, ZkStore)
     store.collect_garbage(T, grace_ms=0)  # older version records go
@@ -486,12 +491,12 @@ def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(
 def test_retained_versions_keep_their_blobs_and_old_ones_are_pruned(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lineage.zk_store
-    from lineage.errors import VersionGoneError
+    import segment_lineage.lineage.zk.store
+    from segment_lineage.lineage.core.errors import VersionGoneError
 
     store = m.store
     assert isinstance(store, ZkStore)
-    monkeypatch.setattr(lineage.zk_store, "MAX_VERSIONS", 4)
+    monkeypatch.setattr(segment_lineage.lineage.zk.store, "MAX_VERSIONS", 4)
     start = m.table(T).version
     for i in range(6):
         m.register_segments(T, [seg(f"v{i}")])
@@ -511,9 +516,9 @@ def test_retained_versions_keep_their_blobs_and_old_ones_are_pruned(
 
 
 def test_history_stays_bounded(m: LineageManager, monkeypatch: pytest.MonkeyPatch) -> None:
-    import lineage.zk_store
+    import segment_lineage.lineage.zk.store
 
-    monkeypatch.setattr(lineage.zk_store, "MAX_HISTORY", 128)  # two sealed chunks of 64
+    monkeypatch.setattr(segment_lineage.lineage.zk.store, "MAX_HISTORY", 128)  # two sealed chunks of 64
     store = m.store
     assert isinstance(store, ZkStore)
     for i in range(200):
@@ -578,7 +583,7 @@ def test_the_sweep_deletes_nothing_a_commit_landed_with_after_it_looked(
     the table stays readable (it once lost the committed blobs)."""
     import threading
 
-    from lineage import failpoints
+    from segment_lineage.lineage.core import failpoints
 
     store = m.store
     assert isinstance(store, ZkStore)
@@ -643,7 +648,7 @@ def test_a_floor_made_as_a_bare_folder_reads_as_free(m: LineageManager, data: by
 
 
 def test_an_entry_owned_by_another_push_is_refused_by_name(m: LineageManager, zk_hosts: str) -> None:
-    from lineage.errors import RefusedError
+    from segment_lineage.lineage.core.errors import RefusedError
 
     store = m.store
     assert isinstance(store, ZkStore)

@@ -6,10 +6,10 @@ import sys
 
 import pyarrow as pa
 
-from ingest.arrow_push import push_arrow
-from lineage.manager import LineageManager
-from lineage.zk_client import connect, settings_from_env
-from lineage.zk_store import ZkStore
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.client import connect, settings_from_env
+from segment_lineage.lineage.zk.store import ZkStore
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from lineage.acl import digest_id
+from segment_lineage.lineage.core.acl import digest_id
 
 ROOT = Path(__file__).parent.parent.parent
 

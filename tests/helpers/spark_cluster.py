@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyspark
 
-from lineage.zk_server import free_port
+from segment_lineage.lineage.zk.server import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 WORKER_HOSTS = ("127.0.0.2", "127.0.0.3")

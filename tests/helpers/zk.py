@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from kazoo.client import KazooClient
 
-from lineage.zk_store import ROOT
+from segment_lineage.lineage.zk.store import ROOT
 
 
 def walk(client: KazooClient, path: str = "/") -> Iterator[str]:

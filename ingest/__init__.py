@@ -1,1 +1,0 @@
-"""Batch ingestion with consistent push (PySpark), and snapshot readers."""

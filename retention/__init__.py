@@ -1,1 +1,0 @@
-"""The retention daemon: garbage collection of replaced and abandoned segments."""

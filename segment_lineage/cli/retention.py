@@ -1,0 +1,234 @@
+"""The retention commands of the ``lineage`` CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import socket
+import sys
+import urllib.error
+import urllib.request
+from typing import Annotated
+
+import typer
+
+from segment_lineage.cli.app import OPTIONS, emit, manager
+from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.periods import format_period, parse_period
+from segment_lineage.retention.errors import RetentionError
+from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS
+
+retention_app = typer.Typer(help="Reclaim replaced and abandoned segments.", no_args_is_help=True)
+
+MIN_GRACE_HELP = "Queued files wait at least this long."
+ORPHAN_GRACE_HELP = "Unreferenced files under a root are orphans once this old."
+ORPHANS_HELP = "Scan each table's root for files nothing references."
+MIN_GRACE = format_period(DEFAULT_MIN_GRACE_MS)
+ORPHAN_GRACE = format_period(DEFAULT_ORPHAN_GRACE_MS)
+# Shared by 'run' and 'daemon'; each also reads its variable (a config file may set it).
+MinGrace = Annotated[
+    str, typer.Option("--min-grace", envvar="LINEAGE_RETENTION_MIN_GRACE", help=MIN_GRACE_HELP)
+]
+Orphans = Annotated[
+    bool, typer.Option("--orphans/--no-orphans", envvar="LINEAGE_RETENTION_ORPHANS", help=ORPHANS_HELP)
+]
+OrphanGrace = Annotated[
+    str, typer.Option("--orphan-grace", envvar="LINEAGE_RETENTION_ORPHAN_GRACE", help=ORPHAN_GRACE_HELP)
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(retention_app, name="retention")
+
+
+def _say(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+@retention_app.command("run")
+def run(
+    table: Annotated[str | None, typer.Option("--table", help="Only this table.")] = None,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", help="Delete. Without --yes (or --force) the pass only prints its dry run."),
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help=f"Delete (as --yes), ignore the minimum grace of queued files, allow a --min-grace "
+            f"below {MIN_GRACE}, and lift the --allow-large-cut guard.",
+        ),
+    ] = False,
+    allow_large_cut: Annotated[
+        bool,
+        typer.Option(
+            "--allow-large-cut",
+            help="Let a pass condemn more than half of what readers see (time retention); nothing else.",
+        ),
+    ] = False,
+    min_grace: MinGrace = MIN_GRACE,
+    orphans: Orphans = True,
+    orphan_grace: OrphanGrace = ORPHAN_GRACE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
+) -> None:
+    """One retention pass: plan, record the intent, delete files, clear.
+
+    Destructive only when asked: without --yes or --force it prints its dry
+    run and changes nothing. A --min-grace below the default needs --force
+    (a dry run excepted). The daemon needs neither: it runs unattended."""
+    # Imported here: the executor needs pyarrow and the store kazoo, which other commands do not load.
+    from segment_lineage.lineage.core.acl import RETENTION
+    from segment_lineage.lineage.store.election import SessionCheck
+    from segment_lineage.lineage.zk.store import ZkStore
+    from segment_lineage.retention.executor import PassOptions, run_pass, session_fence
+
+    grace_ms = parse_period(min_grace)
+    orphan_grace_ms = parse_period(orphan_grace)
+    confirmed = (yes or force) and not dry_run
+    if confirmed and grace_ms < DEFAULT_MIN_GRACE_MS and not force:
+        raise InvalidInputError(
+            f"--min-grace {min_grace} is below the floor of {MIN_GRACE}: files could go while a "
+            "reader or a push still needs them; nothing was done",
+            remedy="add --force if that is what you want, or look first with --dry-run",
+        )
+    options = PassOptions(
+        dry_run=not confirmed,
+        force=force,
+        allow_large_cut=allow_large_cut,
+        min_grace_ms=grace_ms,
+        orphans=orphans,
+        orphan_grace_ms=orphan_grace_ms,
+        progress=_say,
+    )
+    with manager() as m:
+        if isinstance(m.store, ZkStore):
+            m.store.require_role(RETENTION, doing="a retention pass")
+            fence = session_fence(
+                SessionCheck(m.store),
+                "the ZooKeeper session was suspended or lost during the pass: deleting nothing more",
+            )
+            options = dataclasses.replace(options, fence=fence)  # a later pass redoes what it leaves
+        reports = run_pass(m, [table] if table else None, options)
+    if as_json or OPTIONS.json:
+        typer.echo(json.dumps([r.as_dict() for r in reports], indent=2))
+    else:
+        for report in reports:
+            typer.echo(report.line())
+            if options.dry_run:
+                for item in report.planned:
+                    typer.echo(f"  {item.reason.value:<18} {item.location}")
+            for why in report.leases_ignored:
+                typer.echo(f"  warning: ignored {why}", err=True)
+            for error in report.errors:
+                typer.echo(f"  error: {error}", err=True)
+    if not confirmed and not dry_run:
+        _say("dry run: nothing was deleted; run again with --yes to delete")
+    if any(r.errors for r in reports):
+        raise typer.Exit(1)
+
+
+@retention_app.command("daemon")
+def daemon(
+    cron: Annotated[
+        str | None,
+        typer.Option(
+            "--cron",
+            envvar="LINEAGE_RETENTION_CRON",
+            help='Run passes on a crontab schedule (UTC), e.g. "*/10 * * * *".',
+        ),
+    ] = None,
+    interval: Annotated[
+        str | None,
+        typer.Option(
+            "--interval",
+            envvar="LINEAGE_RETENTION_INTERVAL",
+            help="Run a pass this often, e.g. 10m (the first at once).",
+        ),
+    ] = None,
+    table: Annotated[
+        list[str] | None, typer.Option("--table", metavar="TABLE", help="Only these tables (repeatable).")
+    ] = None,
+    min_grace: MinGrace = MIN_GRACE,
+    orphans: Orphans = True,
+    orphan_grace: OrphanGrace = ORPHAN_GRACE,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            envvar="LINEAGE_RETENTION_METRICS_PORT",
+            help="Serve /metrics and /healthz on this port.",
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str,
+        typer.Option(
+            "--metrics-host",
+            envvar="LINEAGE_RETENTION_METRICS_HOST",
+            help="Address to serve metrics on (0.0.0.0 in a container).",
+        ),
+    ] = "127.0.0.1",
+) -> None:
+    """Run retention passes on a schedule until SIGTERM/SIGINT. Several
+    daemons may run: one leads (elected in ZooKeeper), the others stand by."""
+    from segment_lineage.lineage.core.acl import RETENTION
+    from segment_lineage.lineage.store.election import Leadership
+    from segment_lineage.lineage.zk.store import ZkStore
+    from segment_lineage.retention.daemon import Daemon, Schedule
+    from segment_lineage.retention.executor import PassOptions
+
+    schedule = Schedule.parse(cron, interval)
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise InvalidInputError(f"invalid metrics port {metrics_port}: 0 to 65535")
+    options = PassOptions(
+        min_grace_ms=parse_period(min_grace),
+        orphans=orphans,
+        orphan_grace_ms=parse_period(orphan_grace),
+    )
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    identity = f"{socket.gethostname()}:{os.getpid()}"
+    with manager() as m:
+        store = m.store
+        if not isinstance(store, ZkStore):
+            raise RetentionError("the daemon needs ZooKeeper for its leader election")
+        store.require_role(RETENTION, doing="the retention daemon")
+        leadership = Leadership(store, "retention", identity)
+        Daemon(m, leadership, schedule, options, table).serve(metrics_host, metrics_port)
+
+
+@retention_app.command("health")
+def health(
+    url: Annotated[
+        str, typer.Option("--url", help="The daemon's metrics address.")
+    ] = "http://127.0.0.1:9108",
+) -> None:
+    """Ask a running daemon whether it is healthy (exit 0) or not (exit 1)."""
+    target = url.rstrip("/") + "/healthz"
+    if not target.startswith(("http://", "https://")):
+        raise RetentionError(f"invalid daemon URL {url!r}: use http://host:port")
+    try:
+        with urllib.request.urlopen(target, timeout=5) as response:  # noqa: S310 - scheme checked above
+            body, code = response.read(), response.status
+    except urllib.error.HTTPError as exc:
+        body, code = exc.read(), exc.code
+    except (urllib.error.URLError, OSError) as exc:
+        raise RetentionError(f"no daemon answered at {target}: {getattr(exc, 'reason', exc)}") from None
+    try:
+        status = json.loads(body)
+    except ValueError:
+        raise RetentionError(f"{target} did not answer with a health report") from None
+    state = "healthy" if code == 200 else "UNHEALTHY"
+    role = "leader" if status.get("leader") else "standby"
+    emit(
+        status,
+        f"{state}: {role}, connected={status.get('connected')}, passes={status.get('passes')}, "
+        f"failures={status.get('failures')}, last error: {status.get('last_error') or 'none'}",
+    )
+    if code != 200:
+        raise typer.Exit(1)

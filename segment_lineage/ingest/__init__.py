@@ -1,0 +1,1 @@
+"""Consistent pushes (PySpark and Arrow) and readers that pin one complete snapshot."""

@@ -1,0 +1,38 @@
+"""Errors of the ingest package: one root, derived from the lineage root so the
+CLI's single handler covers them."""
+
+from __future__ import annotations
+
+from segment_lineage.lineage.core.errors import InvalidInputError, LineageError, RefusedError
+
+
+class IngestError(LineageError):
+    """Root of every error the ingest package raises on purpose."""
+
+
+class StorageError(IngestError, OSError):
+    """Deep storage refused or failed an operation."""
+
+
+class PushError(IngestError):
+    """A push failed; its entry was reverted (or is left for the next push to clean up)."""
+
+
+class PushRefusedError(IngestError, RefusedError):
+    """A push's input or mode does not fit the table. Nothing was written."""
+
+
+class PushInputError(IngestError, InvalidInputError):
+    """A push's arguments are malformed (an unknown mode, say). Nothing was written."""
+
+
+class SnapshotTooOldError(IngestError):
+    """A snapshot's files were reclaimed by retention."""
+
+    def __init__(self, table: str, version: int, detail: str) -> None:
+        super().__init__(
+            f"snapshot too old: version {version} of table {table!r} can no longer be read ({detail})",
+            remedy="read the table again to get the current snapshot",
+        )
+        self.table = table
+        self.version = version

@@ -1,0 +1,535 @@
+"""Consistent push: the protocol around a batch write, whatever writes the files.
+
+    hold owner -> start_replace -> write -> register -> queue strays -> end_replace
+
+The new segments become visible together at ``end_replace``, or never. On any
+failure (an exception, a failed Spark job, Ctrl-C, SIGTERM) the entry is
+reverted with force, best effort, and the files written are queued for
+retention; if even that fails, the next push cleans up (force cleanup of an
+entry whose owner's session is gone). After an unknown outcome nothing is
+cleaned up: the entry is left for the next push to judge.
+
+The segment writer is a callback (the Spark job in :mod:`segment_lineage.ingest.spark_job`,
+or anything else), so this module imports no Spark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from types import FrameType
+
+from segment_lineage.ingest.errors import PushError, PushInputError, PushRefusedError
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import (
+    InvalidInputError,
+    LineageError,
+    OutcomeUnknownError,
+    RunningEntryConflict,
+)
+from segment_lineage.lineage.core.failpoints import failpoint
+from segment_lineage.lineage.core.model import (
+    Change,
+    EntryState,
+    HistoryRecord,
+    Operation,
+    Segment,
+    TableState,
+    TableType,
+)
+from segment_lineage.lineage.core.names import check_text, push_dir, push_tag
+from segment_lineage.lineage.core.periods import parse_time
+from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import DeepStore
+
+log = logging.getLogger(__name__)
+
+
+class PushMode(StrEnum):
+    REFRESH = "refresh"
+    APPEND = "append"
+    REPLACE_RANGE = "replace-range"
+
+    @staticmethod
+    def parse(value: PushMode | str) -> PushMode:
+        """A mode from user input, in any case; a clear error otherwise."""
+        try:
+            return PushMode(value.lower().replace("_", "-") if isinstance(value, str) else value)
+        except ValueError:
+            raise PushInputError(
+                f"unknown push mode {value!r}: use refresh, append or replace-range"
+            ) from None
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """What the writer must produce: one segment per partition, named in advance."""
+
+    table: str
+    root: str
+    entry_id: str
+    push_dir: str  # every file of this push lives under it
+    names: tuple[str, ...]  # segment i is names[i]
+    time_column: str | None
+    interval: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the writer produced: the winning file of each non-empty partition,
+    and the locations of any other files it left (failed attempts)."""
+
+    segments: tuple[Segment, ...]
+    strays: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PushResult:
+    table: str
+    entry_id: str
+    mode: PushMode
+    segments: int
+    rows: int
+    size_bytes: int
+    replaced: int | None  # None: an earlier push's, no longer known (its entry and versions are gone)
+    seconds: float
+    cleaned: tuple[str, ...] = ()  # stale entries this push's force cleanup reverted
+    job_id: str | None = None
+    repeated: bool = False  # the job had already completed: this is that push's result, nothing was pushed
+
+    def summary(self) -> str:
+        if self.repeated:
+            return (
+                f"job {self.job_id!r} already pushed {self.table}: entry {self.entry_id}, "
+                f"{self.segments} segment(s), {self.rows} rows, {self.size_bytes} bytes; nothing pushed again"
+            )
+        text = (
+            f"pushed {self.table}: entry {self.entry_id}, {self.segments} segment(s), "
+            f"{self.rows} rows, {self.size_bytes} bytes, replaced {self.replaced} segment(s), "
+            f"{self.seconds:.1f}s"
+        )
+        if self.cleaned:
+            text += f"; cleaned up stale entr{'y' if len(self.cleaned) == 1 else 'ies'} " + ", ".join(
+                self.cleaned
+            )
+        return text
+
+
+def push_stamp(now: dt.datetime | None = None) -> str:
+    """The one timestamp postfix of a push's segment names (UTC, milliseconds)."""
+    moment = now or dt.datetime.now(tz=dt.UTC)
+    return moment.strftime("%Y%m%dT%H%M%S") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def segment_names(table: str, stamp: str, entry_id: str, count: int) -> tuple[str, ...]:
+    """``<table>_<stamp>_<entry prefix>_<partition>``: the stamp orders pushes,
+    the entry prefix keeps two pushes of the same millisecond apart."""
+    return tuple(f"{table}_{stamp}_{push_tag(entry_id)}_{i:05d}" for i in range(count))
+
+
+def plan_from(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> tuple[str, ...]:
+    """The segments a push replaces, computed from the state it commits against."""
+    if mode is PushMode.APPEND:
+        return ()
+    visible = visible_segments(state)
+    if mode is PushMode.REFRESH:
+        return tuple(s.name for s in visible)
+    assert interval is not None
+    start, end = interval
+    inside: list[str] = []
+    for seg in visible:
+        if seg.min_time is None or seg.max_time is None:
+            raise PushRefusedError(
+                f"segment {seg.name!r} has no time range, so replace-range cannot tell whether it "
+                "lies in the interval",
+            )
+        if seg.max_time < start or seg.min_time >= end:
+            continue
+        if seg.min_time >= start and seg.max_time < end:
+            inside.append(seg.name)
+            continue
+        raise PushRefusedError(
+            f"segment {seg.name!r} straddles the interval's edge (its rows span "
+            f"{seg.min_time}..{seg.max_time}, the interval is [{start}, {end}))",
+            remedy="widen the interval to cover it, or rewrite that segment first",
+        )
+    return tuple(inside)
+
+
+def check_rows_within(time_column: str, lo: int | None, hi: int | None, interval: tuple[int, int]) -> None:
+    """Refuse input whose time range leaves the interval, before anything is written."""
+    if lo is None or hi is None:
+        raise PushRefusedError(f"the time column {time_column!r} holds no values")
+    if lo < interval[0] or hi >= interval[1]:
+        raise PushRefusedError(
+            f"the input has rows from {lo} to {hi} (ms), outside the interval "
+            f"[{interval[0]}, {interval[1]}); nothing was written"
+        )
+
+
+def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> None:
+    table = state.config.name
+    if mode is PushMode.REPLACE_RANGE:
+        if state.config.table_type is not TableType.APPEND or state.config.time_column is None:
+            raise PushRefusedError(
+                f"replace-range needs an APPEND table with a time column; {table!r} is "
+                f"{state.config.table_type.value}"
+                + ("" if state.config.time_column else " without a time column")
+            )
+        if interval is None:
+            raise PushRefusedError("replace-range needs --interval START/END")
+        if interval[0] >= interval[1]:
+            raise PushRefusedError(f"the interval [{interval[0]}, {interval[1]}) is empty")
+    elif interval is not None:
+        raise PushRefusedError(f"--interval only goes with --mode replace-range, not {mode.value}")
+
+
+class _JobDone(Exception):
+    """Internal: the push's job completed earlier, as this entry."""
+
+    def __init__(self, entry_id: str) -> None:
+        super().__init__(entry_id)
+        self.entry_id = entry_id
+
+
+def check_job(state: TableState, job_id: str, live_owners: frozenset[str]) -> str | None:
+    """The entry of ``job_id`` that completed in ``state`` (None if none).
+
+    RunningEntryConflict while another attempt of the job runs (its owner is
+    alive): wait for it, then this push returns its result. An attempt that
+    failed (REVERTED) or died (IN_PROGRESS, owner gone) never showed its data:
+    the job pushes again.
+    """
+    for entry in state.entries.values():
+        if entry.audit.job_id != job_id:
+            continue
+        if entry.state is EntryState.COMPLETED:
+            return entry.entry_id
+        if entry.state is EntryState.IN_PROGRESS and entry.entry_id in live_owners:
+            raise RunningEntryConflict(
+                f"job {job_id!r} is already running as entry {entry.entry_id}",
+                table=state.config.name,
+                entry_id=entry.entry_id,
+                remedy="wait for it: run again, and this push returns its result",
+            )
+    return None
+
+
+def _job_end(
+    manager: LineageManager, table: str, job_id: str | None, entry_id: str | None, above: int
+) -> tuple[HistoryRecord | None, int]:
+    """The newest END_REPLACE record of ``job_id`` (or of ``entry_id``) among
+    the versions after ``above``, and the newest version the history holds."""
+    newest = above
+    for record in manager.store.iter_history(table):  # newest first, read only as far as needed
+        newest = max(newest, record.version)
+        if record.version <= above:
+            break
+        if record.operation is Operation.END_REPLACE and (
+            (job_id is not None and record.job_id == job_id)
+            or (entry_id is not None and record.entry_id == entry_id)
+        ):
+            return record, newest
+    return None, newest
+
+
+def _earlier_result(
+    manager: LineageManager, table: str, job_id: str, entry_id: str, mode: PushMode, began: float
+) -> PushResult:
+    """What the job's completed push reported, from its end's history record."""
+    record, _ = _job_end(manager, table, None, entry_id, 0)
+    state = manager.table(table)
+    entry = state.entries.get(entry_id)
+    if entry is None and record is not None:
+        with contextlib.suppress(LineageError):  # the version before its end, while retained
+            entry = manager.table_as_of(table, record.version - 1).entries.get(entry_id)
+    if record is not None:
+        segments, rows, size = record.segments, record.rows, record.size_bytes
+    else:  # history compacted away: what the entry still names
+        assert entry is not None
+        kept = [state.segments[n] for n in entry.segments_to if n in state.segments]
+        segments, rows, size = len(kept), sum(x.rows for x in kept), sum(x.size_bytes for x in kept)
+    return PushResult(
+        table=table,
+        entry_id=entry_id,
+        mode=mode,
+        segments=segments,
+        rows=rows,
+        size_bytes=size,
+        replaced=None if entry is None else len(entry.segments_from),
+        seconds=time.monotonic() - began,
+        job_id=job_id,
+        repeated=True,
+    )
+
+
+def completed_job(
+    manager: LineageManager, table: str, job_id: str, mode: PushMode | str = PushMode.REFRESH
+) -> PushResult | None:
+    """The result of ``job_id``'s completed push of ``table`` (reported as
+    ``mode``), or None when the job has not completed there."""
+    began = time.monotonic()
+    earlier, _ = _job_end(manager, table, _check_job_id(job_id), None, 0)
+    if earlier is None or earlier.entry_id is None:
+        return None
+    return _earlier_result(manager, table, job_id, earlier.entry_id, PushMode.parse(mode), began)
+
+
+def _check_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not job_id.strip() or job_id != job_id.strip():
+        raise PushInputError(f"invalid job id {job_id!r}: give a non-empty id without surrounding spaces")
+    try:
+        check_text("job id", job_id, 256)
+    except InvalidInputError as exc:
+        raise PushInputError(f"invalid job id: {exc.message}") from None
+    return job_id
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM during a push raises KeyboardInterrupt so the push can revert."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        # None means a handler installed outside Python: fall back to the default.
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _start(
+    manager: LineageManager,
+    table: str,
+    mode: PushMode,
+    target: PushTarget,
+    reason: str | None,
+    owner_wait_s: float,
+    job_id: str | None = None,
+    job_checked: int = 0,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """start_replace with ``from`` computed from the state it commits against;
+    returns that ``from`` and the stale entries force cleanup reverted.
+
+    An overlapping entry whose pusher may have just died keeps its owner node
+    until its session expires: wait up to ``owner_wait_s`` for that. An entry
+    opened by hand is taken only once its hold ended. With ``job_id`` (whose
+    history was searched up to version ``job_checked``), _JobDone when the
+    job completed meanwhile: checked in the commit, so two attempts of one
+    job never both start.
+    """
+    audit = manager.audit(reason)
+    planned: list[tuple[str, ...]] = []
+    checked = [job_checked]
+
+    def update(state: TableState, now: int) -> Change:
+        # Owners are read after the state, on every attempt: a push creates its
+        # owner node before its entry, so every entry in this state whose
+        # pusher is alive shows up here as live.
+        owners = manager.store.live_owners(table) - {target.entry_id}
+        if job_id is not None:
+            done = check_job(state, job_id, owners)
+            if done is None and state.version > checked[0]:  # ends since the search, maybe removed since
+                record, checked[0] = _job_end(manager, table, job_id, None, checked[0])
+                done = None if record is None else record.entry_id
+            if done is not None:
+                raise _JobDone(done)
+        src = plan_from(state, mode, target.interval)
+        planned.append(src)
+        return transitions.start_replace(
+            state,
+            src,
+            target.names,
+            entry_id=target.entry_id,
+            audit=audit,
+            now_ms=now,
+            force_cleanup=True,
+            interval=target.interval,
+            live_owners=owners,
+        )
+
+    deadline = time.monotonic() + owner_wait_s
+    while True:
+        try:
+            done = manager.commit(table, update, reason)
+            return planned[-1], done.change.cleaned
+        except RunningEntryConflict as exc:
+            if time.monotonic() >= deadline:
+                raise
+            log.info("waiting for entry %s: %s", exc.entry_id, exc.message)
+            time.sleep(0.5)
+
+
+def consistent_push(
+    manager: LineageManager,
+    table: str,
+    write: Callable[[PushTarget], Written],
+    *,
+    partitions: int,
+    mode: PushMode | str = PushMode.REFRESH,
+    interval: tuple[int, int] | None = None,
+    reason: str | None = None,
+    owner_wait_s: float = 15.0,
+    progress: Callable[[str], None] | None = None,
+    job_id: str | None = None,
+) -> PushResult:
+    """Run ``write`` inside a consistent push of ``table``.
+
+    ``job_id`` makes the push idempotent (as delta-rs's application
+    transactions): when a push of that job already completed on the table
+    (its end is among the history records the table keeps), nothing is
+    written and that push's result comes back (``repeated``); while another
+    attempt of the job runs, this one waits for it like for any running push.
+    So a batch job retried after a lost answer, or after its scheduler
+    crashed, never applies its data twice.
+
+    Raises PushRefusedError (nothing written: bad mode, interval or input),
+    ConflictError (another push holds the scope), PushError (the write failed;
+    the entry was reverted), OutcomeUnknownError (re-read before retrying).
+    """
+    began = time.monotonic()
+    mode = PushMode.parse(mode)
+    say = progress or (lambda _msg: None)
+    if job_id is not None:
+        manager = manager.for_job(_check_job_id(job_id))
+        earlier, job_checked = _job_end(manager, table, job_id, None, 0)
+        if earlier is not None and earlier.entry_id is not None:
+            say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
+            return _earlier_result(manager, table, job_id, earlier.entry_id, mode, began)
+    else:
+        job_checked = 0
+    state = manager.table(table)
+    check_mode(state, mode, interval)
+    if partitions < 1:
+        raise PushRefusedError(f"a push needs at least one partition, got {partitions}")
+    stamp = push_stamp()
+    entry_id = str(uuid.uuid4())
+    target = PushTarget(
+        table=table,
+        root=state.config.root,
+        entry_id=entry_id,
+        push_dir=push_dir(stamp, entry_id),
+        names=segment_names(table, stamp, entry_id, partitions),
+        time_column=state.config.time_column,
+        interval=interval,
+    )
+    store = manager.store
+    failpoint("push.before-start")
+    store.hold_owner(table, entry_id)
+    written: Written | None = None
+    started = False
+    try:
+        with _sigterm_as_interrupt():
+            try:
+                replaced, cleaned = _start(
+                    manager, table, mode, target, reason, owner_wait_s, job_id, job_checked
+                )
+            except _JobDone as done:  # completed meanwhile, by another attempt of the job
+                assert job_id is not None
+                say(f"job {job_id!r} completed meanwhile as entry {done.entry_id}: nothing to push")
+                return _earlier_result(manager, table, job_id, done.entry_id, mode, began)
+            started = True
+            say(f"started entry {entry_id}: replacing {len(replaced)} segment(s) with up to {partitions}")
+            for stale in cleaned:
+                say(f"cleaned up stale entry {stale} (its process is gone): reverted, its uploads queued")
+            failpoint("push.after-start")
+            written = write(target)
+            failpoint("push.after-write")
+            if not written.segments:
+                raise PushRefusedError("the input has no rows; nothing was pushed")
+            rows = sum(s.rows for s in written.segments)
+            size = sum(s.size_bytes for s in written.segments)
+            say(f"wrote {len(written.segments)} segment(s), {rows} rows, {size} bytes")
+            manager.register_segments(table, written.segments, entry_id=entry_id, reason=reason)
+            failpoint("push.after-register")
+            if written.strays:
+                strays = list(written.strays)
+                manager.commit(
+                    table, lambda s, now: transitions.queue_files(s, strays, now, entry_id), reason
+                )
+            names = [s.name for s in written.segments]
+            subset = names if len(names) < len(target.names) else None
+            manager.end_replace(table, entry_id, subset, reason=reason)
+            failpoint("push.after-end")
+    except OutcomeUnknownError:
+        raise  # never clean up after an unknown outcome
+    except BaseException as exc:
+        landed = started and _abandon(manager, table, target, written, exc)
+        if isinstance(exc, LineageError):
+            raise
+        if isinstance(exc, Exception):
+            what = "but its entry had completed" if landed else "and was reverted"
+            raise PushError(f"push to {table!r} failed {what}: {type(exc).__name__}: {exc}") from exc
+        raise
+    finally:
+        with contextlib.suppress(LineageError):
+            store.release_owner(table, entry_id)
+    return PushResult(
+        table=table,
+        entry_id=entry_id,
+        mode=mode,
+        segments=len(written.segments),
+        rows=sum(s.rows for s in written.segments),
+        size_bytes=sum(s.size_bytes for s in written.segments),
+        replaced=len(replaced),
+        seconds=time.monotonic() - began,
+        cleaned=cleaned,
+        job_id=job_id,
+    )
+
+
+def _abandon(
+    manager: LineageManager, table: str, target: PushTarget, written: Written | None, cause: BaseException
+) -> bool:
+    """Best effort after a failed push, in one commit: revert the entry,
+    unregister its segments, queue every file under the push's directory.
+
+    Returns True when the entry had already completed (nothing undone). If
+    this fails too, the next push cleans up (the owner node lapses).
+    """
+    files: set[str] = set()
+    if written is not None:
+        files.update(s.location for s in written.segments)
+        files.update(written.strays)
+    try:
+        files.update(f.location for f in DeepStore.for_root(target.root).list(target.push_dir))
+    except LineageError as exc:
+        log.warning("listing %s of a failed push: %s", target.push_dir, exc.message)
+    reason = f"push failed: {type(cause).__name__}"
+    listed = sorted(files)
+    try:
+        done = manager.commit(
+            table, lambda s, now: transitions.abandon_push(s, target.entry_id, listed, now), reason
+        )
+    except LineageError as exc:
+        log.warning("cleanup after a failed push to %s left for the next push: %s", table, exc.message)
+        return False
+    return not done.applied
+
+
+def parse_interval(text: str) -> tuple[int, int]:
+    """``START/END``: the half-open interval [START, END)."""
+    start, sep, end = text.partition("/")
+    if not sep or not start.strip() or not end.strip():
+        raise PushInputError(f"invalid interval {text!r}: use START/END, e.g. 2026-11-01/2026-11-08")
+    try:
+        lo, hi = parse_time(start), parse_time(end)
+    except InvalidInputError as exc:
+        raise PushInputError(f"invalid interval {text!r}: {exc.message}") from None
+    if lo >= hi:
+        raise PushInputError(f"invalid interval {text!r}: START must be before END")
+    return lo, hi

@@ -1,0 +1,105 @@
+"""Readers that see exactly one complete snapshot, pinned while they read.
+
+A :class:`SnapshotReader` pins the table's current version with a lease (an
+ephemeral znode: a crashed reader releases it with its session), reads only
+that version's visible segments, and releases the lease when closed. The
+version is chosen and verified after the lease exists
+(:meth:`LineageManager.pin_readable`), so retention cannot take its files
+between the reader's look at the table and its lease. If the
+files of its snapshot were reclaimed all the same (a lease lost with its
+session), reading fails with :class:`SnapshotTooOldError`, never with a bare
+file-not-found.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from segment_lineage.ingest.errors import SnapshotTooOldError, StorageError
+from segment_lineage.lineage.core.model import Segment
+from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import DeepStore
+
+
+class SnapshotReader:
+    """``as_of`` reads a retained past version instead (a version number, or
+    text: a version, an ISO-8601 time or ``ms:EPOCH_MS``), pinned the same way."""
+
+    def __init__(self, manager: LineageManager, table: str, as_of: int | str | None = None) -> None:
+        self.manager = manager
+        self.table = table
+        version = None if as_of is None else manager.resolve_as_of(table, as_of)
+        # Pinned, then verified against a later head: accepted here means readable until closed.
+        self.lease = manager.pin_readable(table, version)
+        self._closed = False
+        try:
+            self.version = self.lease.state.version
+            self.segments: list[Segment] = visible_segments(self.lease.state)
+            self.store = DeepStore.for_root(self.lease.state.config.root)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> SnapshotReader:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.manager.store.release(self.lease)
+
+    def dataset(self) -> pads.Dataset:
+        paths = [self.store.path(s.location) for s in self.segments]
+        try:
+            return pads.dataset(paths, format="parquet", filesystem=self.store.filesystem())
+        except FileNotFoundError as exc:
+            raise self.too_old(str(exc)) from None
+
+    def to_arrow(self, limit: int | None = None) -> pa.Table:
+        if not self.segments:
+            return pa.table({})
+        try:
+            data = self.dataset()
+            return data.head(limit) if limit is not None else data.to_table()
+        except FileNotFoundError as exc:
+            raise self.too_old(str(exc)) from None
+        except OSError as exc:
+            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+                raise self.too_old(str(exc)) from None
+            raise StorageError(f"reading table {self.table!r} failed: {exc}") from None
+
+    def too_old(self, detail: str) -> Exception:
+        """SnapshotTooOldError if the snapshot's segments were reclaimed, else StorageError."""
+        current = self.manager.table(self.table)
+        gone = [
+            s.name
+            for s in self.segments
+            if (now := current.segments.get(s.name)) is None or now.location != s.location
+        ]
+        if gone:
+            return SnapshotTooOldError(self.table, self.version, f"segment {gone[0]} was reclaimed")
+        return StorageError(
+            f"a file of table {self.table!r} is missing although its segment is registered: {detail}"
+        )
+
+
+def arrow_dataset(
+    manager: LineageManager, table: str, as_of: int | str | None = None
+) -> tuple[pads.Dataset, SnapshotReader]:
+    """A pyarrow dataset over the current snapshot (or a past one), and the
+    reader holding its lease: close the reader when done."""
+    reader = SnapshotReader(manager, table, as_of)
+    try:
+        return reader.dataset(), reader
+    except BaseException:
+        reader.close()
+        raise

@@ -1,0 +1,95 @@
+"""Turning an Arrow table into one segment file: shared by every writer."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from segment_lineage.ingest.time_units import PER_SECOND
+from segment_lineage.lineage.core.model import TimeUnit
+from segment_lineage.lineage.storage.deep import DeepStore
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    location: str
+    rows: int
+    size_bytes: int
+    checksum: str
+    min_time: int | None
+    max_time: int | None
+
+
+def time_as_ms(column: pa.ChunkedArray, unit: TimeUnit | None = None) -> pa.ChunkedArray:
+    """Timestamps, dates or integers in ``unit`` as epoch milliseconds.
+
+    Timestamps carry their own unit and ignore ``unit``; integers need it
+    (see :func:`segment_lineage.ingest.time_units.resolve_time_unit`).
+    """
+    kind = column.type
+    if pa.types.is_timestamp(kind):
+        # Integer division, so sub-millisecond precision (Spark writes ns) is
+        # truncated instead of refused as a lossy cast.
+        per_ms = {"s": None, "ms": 1, "us": 1_000, "ns": 1_000_000}[kind.unit]
+        raw = pc.cast(column, pa.int64())
+        if per_ms is None:
+            return pc.multiply(raw, 1_000)
+        return raw if per_ms == 1 else pc.divide(raw, per_ms)
+    if pa.types.is_date(kind):
+        return pc.multiply(pc.cast(pc.cast(column, pa.date32()), pa.int64()), 86_400_000)
+    if pa.types.is_integer(kind):
+        if unit is None:
+            raise ValueError("an integer time column needs its unit (s, ms, us or ns)")
+        raw = pc.cast(column, pa.int64())
+        if unit is TimeUnit.S:
+            return pc.multiply_checked(raw, 1_000)
+        return raw if unit is TimeUnit.MS else pc.divide(raw, PER_SECOND[unit] // 1_000)
+    raise ValueError(f"time column of type {kind} is not a timestamp, date or integer")
+
+
+def integer_bounds(columns: Sequence[pa.ChunkedArray]) -> tuple[int | None, int | None] | None:
+    """The raw min and max over the integer-typed ones of ``columns`` (None:
+    none is an integer column, so none needs a unit); (None, None) when they
+    hold no values."""
+    integers = [c for c in columns if pa.types.is_integer(c.type)]
+    if not integers:
+        return None
+    lows, highs = [], []
+    for column in integers:
+        bounds = pc.min_max(column)
+        if bounds["min"].is_valid:
+            lows.append(bounds["min"].as_py())
+            highs.append(bounds["max"].as_py())
+    return (min(lows), max(highs)) if lows else (None, None)
+
+
+def write_segment(
+    store: DeepStore,
+    table: pa.Table,
+    location: str,
+    time_column: str | None,
+    time_unit: TimeUnit | None = None,
+) -> SegmentFile:
+    """Write ``table`` as one Parquet file at ``location``; return its metadata.
+    ``time_unit`` is the unit of an integer time column."""
+    tmin = tmax = None
+    if time_column is not None:  # before writing: a column that cannot convert leaves no file
+        bounds = pc.min_max(time_as_ms(table.column(time_column), time_unit))
+        tmin, tmax = bounds["min"].as_py(), bounds["max"].as_py()
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="snappy")
+    data = sink.getvalue().to_pybytes()
+    store.write_bytes(location, data)
+    return SegmentFile(
+        location=location,
+        rows=table.num_rows,
+        size_bytes=len(data),
+        checksum="sha256:" + hashlib.sha256(data).hexdigest()[:32],
+        min_time=tmin,
+        max_time=tmax,
+    )

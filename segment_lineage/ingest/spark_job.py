@@ -1,0 +1,475 @@
+"""The Spark side: consistent push of a DataFrame, and Spark readers.
+
+Executors write the segments: one Parquet file per output partition, written
+with pyarrow into the table's deep-store root (so S3, GCS and HDFS work the
+same way as a local directory). Each task attempt writes its own file
+(``<name>.a<attempt>.parquet``); Spark hands the driver the result of exactly
+one successful attempt per partition, so only those become segments, and
+every other file under the push's directory (failed or speculative attempts)
+is queued for retention.
+
+The same code runs in local mode and on a cluster: pass a master URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark import TaskContext
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DateType, IntegralType, StructType, TimestampNTZType, TimestampType
+
+from segment_lineage.ingest.errors import PushRefusedError, StorageError
+from segment_lineage.ingest.push import (
+    PushMode,
+    PushResult,
+    PushTarget,
+    Written,
+    check_rows_within,
+    consistent_push,
+)
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.ingest.segments import time_as_ms, write_segment
+from segment_lineage.ingest.time_units import resolve_time_unit, to_ms
+from segment_lineage.lineage.core.failpoints import ENV as FAILPOINT_ENV
+from segment_lineage.lineage.core.model import Segment, TimeUnit
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import DeepStore
+
+RESULT_SCHEMA = (
+    "name string, location string, rows long, bytes long, checksum string, "
+    "min_time long, max_time long, part int, attempt int"
+)
+ARROW_RESULT_SCHEMA = pa.schema(
+    [
+        ("name", pa.string()),
+        ("location", pa.string()),
+        ("rows", pa.int64()),
+        ("bytes", pa.int64()),
+        ("checksum", pa.string()),
+        ("min_time", pa.int64()),
+        ("max_time", pa.int64()),
+        ("part", pa.int32()),
+        ("attempt", pa.int32()),
+    ]
+)
+INPUT_FORMATS = ("parquet", "csv", "json")
+WRITERS = ("auto", "native", "arrow")
+NATIVE_SCHEMES = ("file", "hdfs")
+
+
+def spark_session(
+    master: str | None = None,
+    app_name: str = "segment-lineage",
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """A Spark session; local mode by default, bound to loopback. ``conf``
+    adds Spark settings (``spark.speculation=true`` and the like)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    chosen = master or os.environ.get("SPARK_MASTER") or "local[2]"
+    if chosen.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # keep local mode on loopback
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(chosen)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    # A push directory holds segments only: no _SUCCESS marker, no .crc side files.
+    builder = builder.config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+    builder = builder.config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
+    if chosen.startswith("local"):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def sample_frame(spark: SparkSession, label: str, count: int) -> DataFrame:
+    """Generated sample data: ``count`` rows of (label, i)."""
+    return spark.range(count).select(F.lit(label).alias("label"), F.col("id").alias("i"))
+
+
+def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFrame:
+    if fmt not in INPUT_FORMATS:
+        raise PushRefusedError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
+    reader = spark.read
+    if fmt == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "true")
+    try:
+        return reader.format(fmt).load(path)
+    except AnalysisException as exc:  # a missing path, an unreadable file
+        first = str(exc).splitlines()[0]
+        raise PushRefusedError(f"cannot read input {path!r} as {fmt}: {first}") from None
+
+
+# ---- the executor side -------------------------------------------------------------
+
+
+def _partition_writer(
+    store: DeepStore,
+    push_dir: str,
+    names: tuple[str, ...],
+    time_column: str | None,
+    time_unit: TimeUnit | None,
+    failpoint: str | None,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function each task runs: write its partition as one Parquet file."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = TaskContext.get()
+        assert ctx is not None
+        part, attempt = ctx.partitionId(), ctx.attemptNumber()
+        if failpoint == "task.slow-first-attempt" and attempt == 0 and part == 0:
+            time.sleep(90)  # long enough that only a speculative copy can finish first
+        table = pa.Table.from_batches(list(batches))
+        if table.num_rows == 0:
+            return
+        name = names[part]
+        location = f"{push_dir}/{name}.a{attempt}.parquet"
+        written = write_segment(store, table, location, time_column, time_unit)
+        if failpoint == "task.after-write" and attempt == 0:
+            raise RuntimeError(f"failpoint task.after-write (partition {part}, attempt {attempt})")
+        yield pa.RecordBatch.from_pylist(
+            [
+                {
+                    "name": name,
+                    "location": written.location,
+                    "rows": written.rows,
+                    "bytes": written.size_bytes,
+                    "checksum": written.checksum,
+                    "min_time": written.min_time,
+                    "max_time": written.max_time,
+                    "part": part,
+                    "attempt": attempt,
+                }
+            ],
+            schema=ARROW_RESULT_SCHEMA,
+        )
+
+    return run
+
+
+# ---- the driver side --------------------------------------------------------------
+
+
+def plan_partitions(df: DataFrame, segments: int | None, target_mb: float | None) -> DataFrame:
+    """Shape the output: ``segments`` partitions, or about ``target_mb`` each
+    (estimated from the input files), or the input's own partitioning."""
+    if segments is not None:
+        if segments < 1:
+            raise PushRefusedError(f"--segments must be at least 1, got {segments}")
+        return df.repartition(segments)
+    if target_mb is not None:
+        if target_mb <= 0:
+            raise PushRefusedError(f"--target-mb must be positive, got {target_mb}")
+        total = sum(_input_size(path) for path in df.inputFiles())
+        wanted = max(1, math.ceil(total / (target_mb * 1024 * 1024)))
+        return df.repartition(wanted)
+    return df
+
+
+def _input_size(uri: str) -> int:
+    path = uri.removeprefix("file:")
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _bounds(df: DataFrame, values: Column) -> tuple[int | None, int | None]:
+    row = df.agg(F.min(values).alias("lo"), F.max(values).alias("hi")).first()
+    lo = None if row is None or row["lo"] is None else int(row["lo"])
+    hi = None if row is None or row["hi"] is None else int(row["hi"])
+    return lo, hi
+
+
+def resolve_integer_unit(
+    df: DataFrame, time_column: str, declared: TimeUnit | None, say: Callable[[str], None] | None
+) -> TimeUnit | None:
+    """The unit of an integer time column: the table's, or inferred from the
+    whole input (one Spark job) before anything is written. None for
+    timestamps and dates, which carry their own."""
+    if time_column not in df.columns or not isinstance(df.schema[time_column].dataType, IntegralType):
+        return None
+    if declared is not None:
+        return declared
+    return resolve_time_unit(time_column, *_bounds(df, F.col(time_column).cast("long")), None, say)
+
+
+def check_interval_rows(
+    df: DataFrame, time_column: str, interval: tuple[int, int], time_unit: TimeUnit | None = None
+) -> None:
+    """Refuse, before anything is written, rows outside the interval.
+    ``time_unit`` is an integer column's unit (as for the segments' times)."""
+    if time_column not in df.columns:
+        raise PushRefusedError(f"the input has no time column {time_column!r}")
+    kind = df.schema[time_column].dataType
+    column = F.col(time_column)
+    if isinstance(kind, TimestampType | TimestampNTZType):
+        millis = F.unix_millis(column.cast("timestamp"))  # epoch ms in Spark: no local-time detour
+    elif isinstance(kind, DateType):
+        millis = F.unix_date(column).cast("long") * 86_400_000
+    elif isinstance(kind, IntegralType):
+        if time_unit is None:
+            raise PushRefusedError(f"the integer time column {time_column!r} needs its unit (s, ms, us, ns)")
+        # The conversion is monotonic: convert the raw bounds, exactly as the writers convert values.
+        lo, hi = _bounds(df, column.cast("long"))
+        check_rows_within(
+            time_column,
+            None if lo is None else to_ms(lo, time_unit),
+            None if hi is None else to_ms(hi, time_unit),
+            interval,
+        )
+        return
+    else:
+        raise PushRefusedError(f"time column {time_column!r} of type {kind.simpleString()} is not a time")
+    check_rows_within(time_column, *_bounds(df, millis), interval)
+
+
+def push_dataframe(
+    manager: LineageManager,
+    table: str,
+    df: DataFrame,
+    *,
+    mode: PushMode | str = PushMode.REFRESH,
+    interval: tuple[int, int] | None = None,
+    segments: int | None = None,
+    target_mb: float | None = None,
+    reason: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    owner_wait_s: float = 15.0,
+    writer: str = "auto",
+    progress_every_s: float = 5.0,
+    job_id: str | None = None,
+) -> PushResult:
+    """Consistent push of ``df`` into ``table``: all of it appears at once, or none.
+
+    ``job_id`` makes a retried job return its completed push's result instead
+    of pushing again (see :func:`segment_lineage.ingest.push.consistent_push`).
+
+    ``writer``: "native" (Spark's Parquet writer and commit protocol; local
+    and HDFS roots), "arrow" (executors write through pyarrow; any root), or
+    "auto" (native where it can, else arrow).
+    """
+    state = manager.table(table)
+    mode = PushMode.parse(mode)
+    time_column = state.config.time_column
+    time_unit: TimeUnit | None = None
+    if time_column is not None:
+        if time_column not in df.columns:
+            raise PushRefusedError(f"the input has no time column {time_column!r}")
+        time_unit = resolve_integer_unit(df, time_column, state.config.time_unit, progress)
+        if mode is PushMode.REPLACE_RANGE and interval is not None:
+            check_interval_rows(df, time_column, interval, time_unit)
+    shaped = plan_partitions(df, segments, target_mb)
+    partitions = shaped.rdd.getNumPartitions()
+    failpoint = os.environ.get(FAILPOINT_ENV)
+    if writer not in WRITERS:
+        raise PushRefusedError(f"unknown writer {writer!r}: use {', '.join(WRITERS)}")
+    native = writer == "native" or (
+        writer == "auto" and DeepStore.for_root(state.config.root).scheme in NATIVE_SCHEMES
+    )
+
+    def write(target: PushTarget) -> Written:
+        store = DeepStore.for_root(target.root)
+        if native and store.scheme not in NATIVE_SCHEMES:
+            raise PushRefusedError(f"the native writer cannot write to {store.scheme}://; use --writer arrow")
+        with _task_progress(shaped.sparkSession, progress, progress_every_s):
+            if native:
+                return _native_write(shaped, store, target, time_unit)
+            return _arrow_write(shaped, store, target, time_unit, failpoint)
+
+    return consistent_push(
+        manager,
+        table,
+        write,
+        partitions=partitions,
+        mode=mode,
+        interval=interval,
+        reason=reason,
+        progress=progress,
+        owner_wait_s=owner_wait_s,
+        job_id=job_id,
+    )
+
+
+@contextmanager
+def _task_progress(spark: SparkSession, say: Callable[[str], None] | None, every_s: float) -> Iterator[None]:
+    """Report Spark's completed/total tasks every ``every_s`` seconds while writing."""
+    if say is None:
+        yield
+        return
+    stop = threading.Event()
+    tracker = spark.sparkContext.statusTracker()
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+            done = sum(st.numCompletedTasks for st in stages if st is not None)
+            total = sum(st.numTasks for st in stages if st is not None)
+            if total:
+                say(f"writing: {done}/{total} tasks done")
+
+    thread = threading.Thread(target=loop, name="push-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _arrow_write(
+    shaped: DataFrame, store: DeepStore, target: PushTarget, time_unit: TimeUnit | None, failpoint: str | None
+) -> Written:
+    """Executors write through pyarrow, one file per task attempt; the driver
+    keeps the winning attempt of each partition and queues the rest."""
+    fn = _partition_writer(store, target.push_dir, target.names, target.time_column, time_unit, failpoint)
+    rows = shaped.mapInArrow(fn, RESULT_SCHEMA).collect()
+    winners = sorted(rows, key=lambda r: r["part"])
+    segments_out = tuple(
+        Segment(
+            name=r["name"],
+            location=r["location"],
+            rows=r["rows"],
+            size_bytes=r["bytes"],
+            checksum=r["checksum"],
+            min_time=r["min_time"],
+            max_time=r["max_time"],
+        )
+        for r in winners
+    )
+    keep = {s.location for s in segments_out}
+    try:
+        strays = tuple(f.location for f in store.list(target.push_dir) if f.location not in keep)
+    except StorageError:
+        strays = ()
+    return Written(segments_out, strays)
+
+
+def _native_write(
+    shaped: DataFrame, store: DeepStore, target: PushTarget, time_unit: TimeUnit | None
+) -> Written:
+    """Spark's own Parquet writer into the push's directory.
+
+    Spark's commit protocol moves only committed task attempts into the
+    directory, so retried and speculative attempts leave nothing there.
+    Metadata comes from each file's Parquet footer (and the time column,
+    when the table has one), never from re-reading the data.
+    """
+    shaped.write.mode("errorifexists").option("compression", "snappy").parquet(store.uri(target.push_dir))
+    files = [f for f in store.list(target.push_dir) if f.location.endswith(".parquet")]
+
+    def describe(path: str, size: int) -> Segment:
+        base = path.rsplit("/", 1)[-1]
+        if not base.startswith("part-") or not base[5:10].isdigit():
+            raise StorageError(f"unexpected file {path!r} in push directory {target.push_dir!r}")
+        part = int(base[5:10])
+        if part >= len(target.names):
+            raise StorageError(
+                f"Spark wrote partition {part} but the push planned {len(target.names)}; "
+                "turn off adaptive skew splitting for pushes (spark.sql.adaptive.skewJoin.enabled=false)"
+            )
+        fs = store.filesystem()
+        with fs.open_input_file(store.path(path)) as handle:
+            handle.seek(size - 8)
+            footer_len = int.from_bytes(handle.read(4), "little")
+            handle.seek(size - 8 - footer_len)
+            fingerprint = hashlib.sha256(handle.read(footer_len)).hexdigest()[:32]
+            rows = pq.ParquetFile(handle).metadata.num_rows
+        tmin = tmax = None
+        if target.time_column is not None:
+            column = pq.read_table(store.path(path), columns=[target.time_column], filesystem=fs)
+            bounds = pc.min_max(time_as_ms(column.column(0), time_unit))
+            tmin, tmax = bounds["min"].as_py(), bounds["max"].as_py()
+        return Segment(
+            name=target.names[part],
+            location=path,
+            rows=rows,
+            size_bytes=size,
+            checksum="parquet-footer-sha256:" + fingerprint,
+            min_time=tmin,
+            max_time=tmax,
+        )
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        described = list(pool.map(lambda f: describe(f.location, f.size), files))
+    names = [s.name for s in described]
+    if len(set(names)) != len(names):
+        raise StorageError(
+            "Spark wrote several files for one partition; unset spark.sql.files.maxRecordsPerFile for pushes"
+        )
+    # Spark writes an empty file for partition 0 of an empty result: not a segment.
+    segments = tuple(sorted((s for s in described if s.rows > 0), key=lambda s: s.name))
+    empties = tuple(s.location for s in described if s.rows == 0)
+    return Written(segments, empties)
+
+
+# ---- readers -----------------------------------------------------------------------
+
+
+def snapshot_dataframe(spark: SparkSession, reader: SnapshotReader) -> DataFrame:
+    """A DataFrame over exactly the segments of a pinned snapshot."""
+    store = reader.store
+    if not reader.segments:
+        return spark.createDataFrame([], StructType([]))
+    if store.scheme in ("file", "hdfs"):
+        try:
+            return spark.read.parquet(*(store.uri(s.location) for s in reader.segments))
+        except AnalysisException as exc:
+            if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+                raise reader.too_old(str(exc).splitlines()[0]) from None
+            raise
+    # Spark has no S3/GCS connector here; the pinned files come through Arrow.
+    return spark.createDataFrame(reader.to_arrow())
+
+
+@contextmanager
+def pinned_table(
+    spark: SparkSession, manager: LineageManager, table: str, as_of: int | str | None = None
+) -> Iterator[DataFrame]:
+    """``with pinned_table(spark, m, "events") as df:`` reads one snapshot
+    (the current one, or ``as_of`` a retained version or time); its files stay
+    (the lease) until the block ends."""
+    with SnapshotReader(manager, table, as_of) as reader:
+        yield snapshot_dataframe(spark, reader)
+
+
+_HELD: list[SnapshotReader] = []
+
+
+def read_table(
+    spark: SparkSession, table: str, manager: LineageManager, as_of: int | str | None = None
+) -> DataFrame:
+    """A DataFrame over the table's current snapshot (or ``as_of`` a retained
+    version or time). Its lease is held until :func:`release_reads` or the end
+    of the process (use :func:`pinned_table` to scope it)."""
+    reader = SnapshotReader(manager, table, as_of)
+    _HELD.append(reader)
+    return snapshot_dataframe(spark, reader)
+
+
+def release_reads() -> None:
+    while _HELD:
+        _HELD.pop().close()

@@ -1,0 +1,89 @@
+"""The unit of an integer time column: declared with the table, or inferred
+from a push's values. Pure: no pyarrow, no Spark.
+
+Integers carry no unit. Read in the wrong one, epoch seconds look like
+January 1970 and time retention condemns the whole table. So a table may
+declare its unit (``--time-unit``); when it does not, a push infers the unit
+from its values, and refuses to guess when they could be more than one unit
+or none.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.lineage.core.model import TimeUnit
+
+log = logging.getLogger(__name__)
+
+NAMES = {
+    TimeUnit.S: "seconds",
+    TimeUnit.MS: "milliseconds",
+    TimeUnit.US: "microseconds",
+    TimeUnit.NS: "nanoseconds",
+}
+PER_SECOND = {TimeUnit.S: 1, TimeUnit.MS: 1_000, TimeUnit.US: 1_000_000, TimeUnit.NS: 1_000_000_000}
+
+# Values a unit may plausibly hold: instants from 1980 up to (not including) 2200.
+FIRST_YEAR, END_YEAR = 1980, 2200
+_LO_S = int(dt.datetime(FIRST_YEAR, 1, 1, tzinfo=dt.UTC).timestamp())
+_HI_S = int(dt.datetime(END_YEAR, 1, 1, tzinfo=dt.UTC).timestamp())
+
+
+def to_ms(value: int, unit: TimeUnit) -> int:
+    """``value`` in ``unit`` as epoch milliseconds, sub-millisecond digits
+    truncated toward zero (as for timestamp columns)."""
+    if unit is TimeUnit.S:
+        return value * 1_000
+    if unit is TimeUnit.MS:
+        return value
+    per_ms = PER_SECOND[unit] // 1_000
+    return -(-value // per_ms) if value < 0 else value // per_ms
+
+
+def plausible_units(lo: int, hi: int) -> tuple[TimeUnit, ...]:
+    """The units in which every value from ``lo`` to ``hi`` is an instant
+    between 1980 and 2200."""
+    return tuple(u for u in TimeUnit if _LO_S * PER_SECOND[u] <= lo and hi < _HI_S * PER_SECOND[u])
+
+
+def resolve_time_unit(
+    column: str,
+    lo: int | None,
+    hi: int | None,
+    declared: TimeUnit | None,
+    say: Callable[[str], None] | None = None,
+) -> TimeUnit:
+    """The unit to read an integer time column in, for a push whose values
+    span ``lo``..``hi`` (None: the column holds no values).
+
+    A declared unit is used as declared. Otherwise the unit is inferred and
+    reported (a log line, and ``say``); PushRefusedError when the values fit
+    no unit's window or more than one (nothing has been written then).
+    """
+    if declared is not None:
+        return declared
+    if lo is None or hi is None:
+        return TimeUnit.MS  # no values: every unit reads the same nothing
+    fits = plausible_units(lo, hi)
+    if len(fits) != 1:
+        found = "no unit" if not fits else "more than one unit (" + ", ".join(u.value for u in fits) + ")"
+        raise PushRefusedError(
+            f"cannot tell the unit of the integer time column {column!r}: its values run from {lo} to "
+            f"{hi}, which read as instants from {FIRST_YEAR} to {END_YEAR} in {found}; declare the "
+            "unit with --time-unit s|ms|us|ns when creating the table; nothing was written",
+            remedy="a table's unit is fixed when it is created (TableConfig.build(..., time_unit=...)); "
+            "timestamp-typed values carry their own",
+        )
+    unit = fits[0]
+    message = (
+        f"time column {column!r}: integers from {lo} to {hi} read as epoch {NAMES[unit]} "
+        "(inferred: the table declares no --time-unit)"
+    )
+    log.info("%s", message)
+    if say is not None:
+        say(message)
+    return unit

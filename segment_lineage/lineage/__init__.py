@@ -1,0 +1,1 @@
+"""The lineage: a table's segments, entries and versions, kept in a store (ZooKeeper)."""

@@ -1,0 +1,181 @@
+"""Configuration: one TOML file, the environment, and flags.
+
+Precedence, highest first: a command's flag, its environment variable, the
+file, the built-in default. Every setting has an environment variable, and
+the file only fills in the variables that are not set (before any command
+runs), so each part of the project reads one place and child processes (Spark
+workers, daemons) inherit the same values.
+
+The file is ``--config PATH``, else ``$LINEAGE_CONFIG``, else
+``$XDG_CONFIG_HOME/segment-lineage/config.toml`` when it exists. Unknown
+sections or keys, and values of the wrong type, are refused by name. A file
+holding a secret (the ZooKeeper password, or credentials inside a URL) must
+not be readable by group or others. ``config show`` masks both.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.redact import MASK, has_userinfo, mask_urls
+
+ENV_CONFIG = "LINEAGE_CONFIG"
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str  # section.name in the file
+    env: str
+    kind: type  # str, int, float or bool
+    default: str | None
+    secret: bool = False
+    flag: str | None = None  # the flag that overrides it, when there is one
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("zookeeper.hosts", "LINEAGE_ZK", str, None, flag="--zk"),
+    Setting("zookeeper.auth", "LINEAGE_ZK_AUTH", str, None, secret=True),
+    Setting("zookeeper.session_timeout", "LINEAGE_ZK_SESSION_TIMEOUT", float, "10"),
+    Setting("zookeeper.tls", "LINEAGE_ZK_TLS", bool, "0"),
+    Setting("zookeeper.tls_ca", "LINEAGE_ZK_TLS_CA", str, None),
+    Setting("zookeeper.tls_cert", "LINEAGE_ZK_TLS_CERT", str, None),
+    Setting("zookeeper.tls_key", "LINEAGE_ZK_TLS_KEY", str, None),
+    Setting("embedded.home", "LINEAGE_HOME", str, "~/.local/state/segment-lineage"),
+    Setting("embedded.port", "LINEAGE_ZK_PORT", int, "2191"),
+    Setting("embedded.heap", "LINEAGE_ZK_HEAP", str, "auto"),
+    Setting("storage.s3_endpoint", "LINEAGE_S3_ENDPOINT", str, None),
+    Setting("spark.master", "SPARK_MASTER", str, "local[2]", flag="--master"),
+    Setting("retention.min_grace", "LINEAGE_RETENTION_MIN_GRACE", str, "10m"),
+    Setting("retention.orphans", "LINEAGE_RETENTION_ORPHANS", bool, "1"),
+    Setting("retention.orphan_grace", "LINEAGE_RETENTION_ORPHAN_GRACE", str, "1d"),
+    Setting("retention.interval", "LINEAGE_RETENTION_INTERVAL", str, None),
+    Setting("retention.cron", "LINEAGE_RETENTION_CRON", str, None),
+    Setting("retention.metrics_port", "LINEAGE_RETENTION_METRICS_PORT", int, None),
+    Setting("retention.metrics_host", "LINEAGE_RETENTION_METRICS_HOST", str, "127.0.0.1"),
+)
+BY_KEY = {s.key: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Effective:
+    setting: Setting
+    value: str | None
+    source: str  # "flag", "env", "file" or "default"
+
+    def shown(self) -> str | None:
+        """The value as it may be printed: a secret setting masked, and
+        credentials inside any URL (``LINEAGE_S3_ENDPOINT=http://u:p@host``) too."""
+        if self.value is None:
+            return None
+        if not self.setting.secret:
+            return mask_urls(self.value)
+        user, sep, _ = self.value.partition(":")
+        return f"{user}:{MASK}" if sep else MASK
+
+
+@dataclass(frozen=True)
+class Loaded:
+    path: Path | None
+    from_file: frozenset[str]  # env names the file set
+
+
+def default_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "segment-lineage" / "config.toml"
+
+
+def config_path(explicit: str | None, env: Mapping[str, str]) -> tuple[Path | None, bool]:
+    """The file to read, and whether it was asked for (then it must exist)."""
+    if explicit:
+        return Path(explicit), True
+    if env.get(ENV_CONFIG):
+        return Path(env[ENV_CONFIG]), True
+    path = default_path()
+    return (path, False) if path.exists() else (None, False)
+
+
+def _text(setting: Setting, value: object) -> str:
+    """A file value as its environment variable would spell it; wrong types refused."""
+    kind = setting.kind
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise InvalidInputError(f"config {setting.key} must be true or false")
+        return "1" if value else "0"
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise InvalidInputError(f"config {setting.key} must be an integer")
+    if kind is float and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise InvalidInputError(f"config {setting.key} must be a number")
+    if kind is str and not isinstance(value, str):
+        raise InvalidInputError(f"config {setting.key} must be a string")
+    return str(value)
+
+
+def parse(raw: str, where: str) -> dict[str, str]:
+    """The file's settings as environment variable -> value."""
+    try:
+        doc = tomllib.loads(raw)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInputError(f"config file {where} is not valid TOML: {exc}") from None
+    out: dict[str, str] = {}
+    for section, body in doc.items():
+        if not isinstance(body, dict):
+            raise InvalidInputError(f"config file {where}: {section!r} must be a [section]")
+        for name, value in body.items():
+            setting = BY_KEY.get(f"{section}.{name}")
+            if setting is None:
+                known = ", ".join(s.key for s in SETTINGS)
+                raise InvalidInputError(
+                    f"config file {where}: unknown setting {section}.{name} (known: {known})"
+                )
+            out[setting.env] = _text(setting, value)
+    return out
+
+
+def _check_private(path: Path, settings: Mapping[str, str]) -> None:
+    secrets = [s.key for s in SETTINGS if s.env in settings and (s.secret or has_userinfo(settings[s.env]))]
+    if secrets and stat.S_IMODE(path.stat().st_mode) & 0o077:
+        raise InvalidInputError(
+            f"config file {path} holds {secrets[0]} and is readable by group or others",
+            remedy=f"chmod 600 {path}",
+        )
+
+
+def load(explicit: str | None, env: MutableMapping[str, str]) -> Loaded:
+    """Read the file (if any) and fill in the variables ``env`` does not set."""
+    path, required = config_path(explicit, env)
+    if path is None:
+        return Loaded(None, frozenset())
+    try:
+        raw = path.read_text()
+    except FileNotFoundError:
+        if required:
+            raise InvalidInputError(f"config file {path} does not exist") from None
+        return Loaded(None, frozenset())
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read config file {path}: {exc.strerror}") from None
+    settings = parse(raw, str(path))
+    _check_private(path, settings)
+    filled = {name: value for name, value in settings.items() if not env.get(name)}
+    env.update(filled)
+    return Loaded(path, frozenset(filled))
+
+
+def effective(loaded: Loaded, env: Mapping[str, str], flags: Mapping[str, str | None]) -> list[Effective]:
+    """Every setting's value and where it came from."""
+    out = []
+    for setting in SETTINGS:
+        flagged = flags.get(setting.flag) if setting.flag else None
+        if flagged:
+            out.append(Effective(setting, flagged, "flag"))
+        elif env.get(setting.env):
+            source = "file" if setting.env in loaded.from_file else "env"
+            out.append(Effective(setting, env[setting.env], source))
+        else:
+            out.append(Effective(setting, setting.default, "default"))
+    return out

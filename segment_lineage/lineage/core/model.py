@@ -1,0 +1,300 @@
+"""Frozen records of the lineage model. No I/O here."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.names import check_root_has_no_secret, check_table_name, check_text
+from segment_lineage.lineage.core.periods import parse_period
+
+MAX_REASON_BYTES = 4096  # UTF-8: a thousand characters of any script
+
+DEFAULT_REFRESH_RETENTION = "1d"
+DEFAULT_APPEND_RETENTION = "4h"
+DEFAULT_ENTRY_CLEANUP_RETENTION = "1d"
+DEFAULT_MAX_SNAPSHOTS = 2
+
+
+class TableType(StrEnum):
+    REFRESH = "REFRESH"
+    APPEND = "APPEND"
+
+
+class TimeUnit(StrEnum):
+    """The unit of an integer time column's values (epoch seconds, milli-,
+    micro- or nanoseconds). Timestamp columns carry their own."""
+
+    S = "s"
+    MS = "ms"
+    US = "us"
+    NS = "ns"
+
+
+class EntryState(StrEnum):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    REVERTED = "REVERTED"
+
+
+class DeletionReason(StrEnum):
+    """Why a segment's file is queued for the retention daemon."""
+
+    DELETED = "DELETED"  # an operator deleted the segment
+    FORCE_CLEANUP = "FORCE_CLEANUP"  # a stale push was cleaned up by a newer one
+    PROACTIVE_CLEANUP = "PROACTIVE_CLEANUP"  # a REFRESH snapshot beyond max_snapshots
+    END_SUBSET = "END_SUBSET"  # a `to` segment left out of end_replace's subset
+    STRAY = "STRAY"  # a file a push wrote but no segment references (a failed task attempt)
+    ABANDONED = "ABANDONED"  # a segment of a push that failed
+    REPLACED = "REPLACED"  # a COMPLETED entry's `from`, past replaced_segments_retention
+    REVERTED_OUTPUT = "REVERTED_OUTPUT"  # a REVERTED entry's `to`, past the entry cleanup retention
+    STALE_PUSH = "STALE_PUSH"  # the `to` of an IN_PROGRESS entry whose pusher is gone
+    EXPIRED = "EXPIRED"  # an APPEND segment whose time range ended before the time retention
+    ORPHAN = "ORPHAN"  # a file under the root that nothing references, past the orphan grace
+    ORPHAN_SEEN = "ORPHAN_SEEN"  # such a file, first seen unreferenced: not condemned (a register takes it)
+
+
+class Operation(StrEnum):
+    CREATE_TABLE = "CREATE_TABLE"
+    REGISTER = "REGISTER"
+    DELETE = "DELETE"
+    START_REPLACE = "START_REPLACE"
+    END_REPLACE = "END_REPLACE"
+    REVERT_REPLACE = "REVERT_REPLACE"
+    ROLLBACK = "ROLLBACK"
+    QUEUE_FILES = "QUEUE_FILES"
+    ABANDON_PUSH = "ABANDON_PUSH"
+    RETENTION_MARK = "RETENTION_MARK"
+    RETENTION_CLEAR = "RETENTION_CLEAR"
+    DROP_TABLE = "DROP_TABLE"
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    name: str
+    root: str
+    table_type: TableType = TableType.REFRESH
+    time_column: str | None = None
+    replaced_segments_retention_ms: int = 86_400_000
+    lineage_entry_cleanup_retention_ms: int = 86_400_000
+    max_snapshots: int = DEFAULT_MAX_SNAPSHOTS
+    exclusive_delete: bool = True
+    time_retention_ms: int | None = None  # APPEND tables: drop data older than this
+    time_unit: TimeUnit | None = None  # an integer time column's unit; None: inferred per push
+
+    @staticmethod
+    def build(
+        name: str,
+        root: str,
+        table_type: TableType | str = TableType.REFRESH,
+        *,
+        time_column: str | None = None,
+        replaced_segments_retention: str | None = None,
+        lineage_entry_cleanup_retention: str | None = None,
+        max_snapshots: int = DEFAULT_MAX_SNAPSHOTS,
+        exclusive_delete: bool = True,
+        time_retention: str | None = None,
+        time_unit: TimeUnit | str | None = None,
+    ) -> TableConfig:
+        """Validate user input and apply Pinot's defaults per table type."""
+        check_table_name(name)
+        if not isinstance(root, str) or not root.strip() or root != root.strip():
+            raise InvalidInputError(f"invalid deep-store root {root!r}: must be a non-empty URI or path")
+        check_text("deep-store root", root, 2048)
+        check_root_has_no_secret(root)
+        try:
+            kind = TableType(table_type.upper() if isinstance(table_type, str) else table_type)
+        except ValueError:
+            raise InvalidInputError(f"invalid table type {table_type!r}: use REFRESH or APPEND") from None
+        if time_column is not None and (
+            not time_column or not time_column.replace("_", "a").isalnum() or not time_column.isascii()
+        ):
+            raise InvalidInputError(f"invalid time column {time_column!r}: letters, digits and '_' only")
+        unit = _time_unit(time_unit, time_column)
+        if (
+            isinstance(max_snapshots, bool)
+            or not isinstance(max_snapshots, int)
+            or not 1 <= max_snapshots <= 1000
+        ):
+            raise InvalidInputError(f"invalid max snapshots {max_snapshots!r}: a whole number from 1 to 1000")
+        retention_ms = None if time_retention is None else parse_period(time_retention)
+        if time_retention is not None:
+            if retention_ms == 0:
+                raise InvalidInputError(
+                    f"time retention {time_retention!r} would condemn every segment at once: "
+                    "give a period longer than zero, or leave time retention off"
+                )
+            if kind is not TableType.APPEND:
+                raise InvalidInputError(
+                    f"time retention {time_retention!r} applies to APPEND tables only; "
+                    f"{name!r} is {kind.value}"
+                )
+            if time_column is None:
+                raise InvalidInputError(
+                    f"time retention {time_retention!r} needs a time column: segments carry no time range"
+                )
+        default_replaced = (
+            DEFAULT_REFRESH_RETENTION if kind is TableType.REFRESH else DEFAULT_APPEND_RETENTION
+        )
+        return TableConfig(
+            name=name,
+            root=root,
+            table_type=kind,
+            time_column=time_column,
+            replaced_segments_retention_ms=parse_period(
+                default_replaced if replaced_segments_retention is None else replaced_segments_retention
+            ),
+            lineage_entry_cleanup_retention_ms=parse_period(
+                DEFAULT_ENTRY_CLEANUP_RETENTION
+                if lineage_entry_cleanup_retention is None
+                else lineage_entry_cleanup_retention
+            ),
+            max_snapshots=max_snapshots,
+            exclusive_delete=exclusive_delete,
+            time_retention_ms=retention_ms,
+            time_unit=unit,
+        )
+
+
+def _time_unit(value: TimeUnit | str | None, time_column: str | None) -> TimeUnit | None:
+    if value is None:
+        return None
+    if time_column is None:
+        raise InvalidInputError(f"time unit {value!r} needs a time column")
+    try:
+        return TimeUnit(value.lower() if isinstance(value, str) else value)
+    except ValueError:
+        units = ", ".join(u.value for u in TimeUnit)
+        raise InvalidInputError(f"invalid time unit {value!r}: use {units}") from None
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Who asked for a change, and why."""
+
+    actor: str
+    job_id: str | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        check_text("actor", self.actor, 256)
+        check_text("job id", self.job_id, 256)
+        check_text("reason", self.reason, MAX_REASON_BYTES)
+
+
+@dataclass(frozen=True)
+class Segment:
+    name: str
+    location: str  # relative to the table root
+    rows: int = 0
+    size_bytes: int = 0
+    checksum: str = ""
+    min_time: int | None = None
+    max_time: int | None = None
+    entry_id: str | None = None  # the lineage entry that created it
+    created_ms: int = 0
+
+
+@dataclass(frozen=True)
+class LineageEntry:
+    entry_id: str
+    segments_from: tuple[str, ...]
+    segments_to: tuple[str, ...]
+    state: EntryState
+    timestamp_ms: int  # last state change
+    created_ms: int
+    audit: Audit
+    # The time range [start, end) a replace-range push means to replace: the
+    # intent two overlapping range pushes conflict on, whatever their segments.
+    interval: tuple[int, int] | None = None
+    # An entry opened by hand has no pushing process whose session shows it
+    # running: it is held (an owner with a TTL, on the store's clock) until
+    # then, and neither force cleanup nor retention takes it before.
+    held_until_ms: int | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.state is not EntryState.REVERTED
+
+    def held(self, now_ms: int) -> bool:
+        """Whether a hand-opened entry's hold still stands at ``now_ms``."""
+        return self.held_until_ms is not None and now_ms < self.held_until_ms
+
+
+@dataclass(frozen=True)
+class PendingDeletion:
+    """A file queued for the retention daemon. Keyed by its location."""
+
+    location: str
+    segment: str
+    reason: DeletionReason
+    marked_ms: int
+    entry_id: str | None = None
+    size_bytes: int = 0  # when known (the segment's recorded size)
+
+
+@dataclass(frozen=True)
+class TableState:
+    """One version of a table. Entries keep their creation order."""
+
+    config: TableConfig
+    version: int = 0
+    segments: Mapping[str, Segment] = field(default_factory=dict)
+    entries: Mapping[str, LineageEntry] = field(default_factory=dict)
+    pending: Mapping[str, PendingDeletion] = field(default_factory=dict)
+
+    def replace(self, **changes: object) -> TableState:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a pure transition returns: the new state and what to record."""
+
+    state: TableState
+    operation: Operation
+    entry_id: str | None = None
+    segments: int = 0
+    rows: int = 0
+    size_bytes: int = 0
+    changed: bool = True
+    cleaned: tuple[str, ...] = ()  # entries force cleanup reverted (or removed) in this change
+
+
+@dataclass(frozen=True)
+class HistoryRecord:
+    """One committed version of a table, for the audit trail."""
+
+    version: int
+    commit_id: str
+    at_ms: int
+    operation: Operation
+    entry_id: str | None
+    actor: str
+    job_id: str | None
+    reason: str | None
+    segments: int
+    rows: int
+    size_bytes: int
+    cleaned: tuple[str, ...] = ()  # entries force cleanup reverted (or removed) in this commit
+
+    @staticmethod
+    def of(version: int, commit_id: str, at_ms: int, change: Change, audit: Audit) -> HistoryRecord:
+        """The record of committing ``change`` as ``version``."""
+        return HistoryRecord(
+            version,
+            commit_id,
+            at_ms,
+            change.operation,
+            change.entry_id,
+            audit.actor,
+            audit.job_id,
+            audit.reason,
+            change.segments,
+            change.rows,
+            change.size_bytes,
+            change.cleaned,
+        )

@@ -1,0 +1,169 @@
+"""Allow-lists for every name that reaches ZooKeeper or a file system.
+
+Names are checked before any call leaves the process, so a bad name can never
+become a ZooKeeper path, a file path or a broken record. The allow-list is
+ASCII only: that rules out look-alike Unicode forms, unpaired surrogates,
+control characters and normalisation twins in one stroke. Case-only twins are
+refused where names must be unique (tables, segments of one table).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from segment_lineage.lineage.core.errors import InvalidInputError, InvalidNameError
+
+MAX_TABLE_NAME = 128
+MAX_SEGMENT_NAME = 200
+MAX_LOCATION = 1024
+
+# A leading letter or digit, then letters, digits, '_', '-', '.'. No '/', no
+# ',' (Pinot joins segment lists with commas), no '%', no '\\', no spaces.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_PART = re.compile(r"[A-Za-z0-9_.\-=]+")
+# Fast paths for decoding many records: a match is a name or location the
+# checks below accept (a test holds them to it); anything else takes the
+# checks, which say what is wrong.
+_GOOD_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.\-]*(?<!\.)")
+_GOOD_PART = r"[A-Za-z0-9_=](?:[A-Za-z0-9_.\-=]{0,253}[A-Za-z0-9_\-=])?"
+_GOOD_LOCATION = re.compile(rf"{_GOOD_PART}(?:/{_GOOD_PART})*")
+
+
+def _check(kind: str, name: object, limit: int) -> str:
+    if isinstance(name, str) and len(name) <= limit and _GOOD_NAME.fullmatch(name):
+        return name
+    if not isinstance(name, str):
+        raise InvalidNameError(kind, name, "must be a string")
+    if not name:
+        raise InvalidNameError(kind, name, "must not be empty")
+    if len(name) > limit:
+        raise InvalidNameError(kind, name[:40] + "...", f"longer than {limit} characters")
+    if name != name.strip():
+        raise InvalidNameError(kind, name, "has leading or trailing white space")
+    if not name.isascii():
+        raise InvalidNameError(kind, name, "only ASCII letters, digits, '_', '-' and '.' are allowed")
+    if _NAME.fullmatch(name) is None:
+        bad = sorted({c for c in name if not (c.isalnum() or c in "_.-")})
+        if bad:
+            shown = ", ".join(repr(c) for c in bad)
+            raise InvalidNameError(kind, name, f"character(s) {shown} not allowed")
+        raise InvalidNameError(kind, name, "must start with a letter or a digit")
+    if ".." in name:
+        raise InvalidNameError(kind, name, "must not contain '..'")
+    if name.endswith("."):
+        raise InvalidNameError(kind, name, "must not end with '.'")
+    return name
+
+
+def check_table_name(name: object) -> str:
+    """Return ``name`` if it is a valid table name, else raise InvalidNameError."""
+    return _check("table", name, MAX_TABLE_NAME)
+
+
+def check_segment_name(name: object) -> str:
+    """Return ``name`` if it is a valid segment name, else raise InvalidNameError."""
+    return _check("segment", name, MAX_SEGMENT_NAME)
+
+
+def check_segment_names(names: Iterable[object], what: str = "segments") -> tuple[str, ...]:
+    """Validate a list of segment names: each valid, no duplicates, no case twins."""
+    out: list[str] = []
+    seen: dict[str, str] = {}
+    for raw in names:
+        name = check_segment_name(raw)
+        key = name.casefold()
+        if key in seen:
+            other = seen[key]
+            problem = "listed twice" if other == name else f"differs only in case from {other!r}"
+            raise InvalidInputError(f"segment {name!r} in {what} is {problem}")
+        seen[key] = name
+        out.append(name)
+    return tuple(out)
+
+
+def check_entry_id(entry_id: object) -> str:
+    """Entry ids are canonical lower-case UUIDs."""
+    if not isinstance(entry_id, str):
+        raise InvalidNameError("entry id", entry_id, "must be a string")
+    try:
+        parsed = uuid.UUID(entry_id)
+    except ValueError:
+        raise InvalidNameError("entry id", entry_id, "is not a UUID") from None
+    if str(parsed) != entry_id:
+        raise InvalidNameError("entry id", entry_id, "must be a lower-case UUID with dashes")
+    return entry_id
+
+
+def check_location(location: object) -> str:
+    """A segment location: a relative path inside the table's root.
+
+    Locations are stored relative to the root so that no record can point
+    outside it: no scheme, no leading '/', no '..' or '.' part, no empty part,
+    no backslash, no '%' escapes.
+    """
+    if isinstance(location, str) and len(location) <= MAX_LOCATION and _GOOD_LOCATION.fullmatch(location):
+        return location
+    if not isinstance(location, str) or not location:
+        raise InvalidInputError(f"invalid segment location {location!r}: must be a non-empty string")
+    if len(location) > MAX_LOCATION:
+        raise InvalidInputError(f"invalid segment location: longer than {MAX_LOCATION} characters")
+    if "://" in location or location.startswith("/"):
+        raise InvalidInputError(f"invalid segment location {location!r}: must be relative to the table root")
+    for part in location.split("/"):
+        if part in ("", ".", ".."):
+            raise InvalidInputError(f"invalid segment location {location!r}: empty, '.' or '..' path part")
+        if _PART.fullmatch(part) is None or part[0] in ".-" or part.endswith(".") or len(part) > 255:
+            raise InvalidInputError(
+                f"invalid segment location {location!r}: part {part[:40]!r} has characters "
+                "outside letters, digits, '_', '-', '.', '=', starts with '.' or '-', ends with "
+                "'.', or is longer than 255 characters"
+            )
+    return location
+
+
+def check_text(what: str, value: str | None, limit: int = 1000) -> str | None:
+    """Free text (reasons, job ids, actors): printable, no control characters,
+    at most ``limit`` bytes in UTF-8, the form it is stored in (so what is
+    accepted here always fits the records that carry it)."""
+    if value is None:
+        return None
+    if any((ord(c) < 32 and c not in "\t") or 0xD800 <= ord(c) <= 0xDFFF or ord(c) == 127 for c in value):
+        raise InvalidInputError(f"{what} contains control characters or unpaired surrogates")
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise InvalidInputError(f"{what} is {size} bytes in UTF-8; at most {limit} are allowed")
+    return value
+
+
+def check_root_has_no_secret(root: str) -> None:
+    """A deep-store root is stored in ZooKeeper and printed: it must carry no
+    credential (``s3://key:secret@bucket``, ``?secret_key=...``). The message
+    does not repeat the root, as it holds the secret."""
+    parsed = urlsplit(root)
+    if not parsed.scheme or len(parsed.scheme) == 1:
+        return
+    if "@" in parsed.netloc or parsed.query or parsed.fragment:
+        raise InvalidInputError(
+            f"invalid deep-store root {parsed.scheme}://...: user info, query or fragment found; "
+            "give credentials through the environment (AWS_*, GOOGLE_APPLICATION_CREDENTIALS), not the URI"
+        )
+
+
+def push_tag(entry_id: str) -> str:
+    """The short form of a push's entry id that its directory and segment names carry."""
+    return entry_id[:8]
+
+
+def push_dir(stamp: str, entry_id: str) -> str:
+    """The directory, under a table's root, of every file one push writes."""
+    return f"push_{stamp}_{push_tag(entry_id)}"
+
+
+def push_dir_owner(top: str) -> str | None:
+    """The :func:`push_tag` a :func:`push_dir` name carries; None for other names."""
+    if not top.startswith("push_"):
+        return None
+    return top.rpartition("_")[2]

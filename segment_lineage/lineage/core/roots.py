@@ -1,0 +1,265 @@
+"""Table roots: one canonical spelling each, and no two that overlap.
+
+Retention deletes files under a table's root that nothing references, so a
+root must mean the same place from every process and must never hold another
+table's files. A root is made canonical once, when its table is created:
+
+* local paths must be absolute (a relative one would resolve against each
+  process's own working directory); ``.`` and ``..`` parts, repeated and
+  trailing slashes collapse, and symbolic links resolve (:func:`resolve_root`);
+* URIs keep their scheme (``gcs`` is ``gs``) and lower-case their bucket or host;
+* the file system root, a home directory (or a folder holding one) and the
+  project's own state directory are refused, with the reason.
+
+Two roots overlap when one equals the other or lies inside it, compared
+without regard to case (some stores fold case, and refusing a twin that only
+differs in case costs nothing). The store refuses an overlapping root in the
+same commit that guards the table's name.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.errors import CorruptRecordError, InvalidInputError, RefusedError
+
+URI_SCHEMES = {"file": "file", "s3": "s3", "gs": "gs", "gcs": "gs", "hdfs": "hdfs"}
+
+
+def _invalid(root: str, problem: str) -> InvalidInputError:
+    return InvalidInputError(f"invalid deep-store root {root!r}: {problem}")
+
+
+def canonical_root(root: str) -> str:
+    """The canonical spelling of ``root`` (pure: no link is resolved here)."""
+    parsed = urlsplit(root)
+    scheme = parsed.scheme.lower()
+    if scheme and len(scheme) > 1 and scheme != "file":
+        if scheme not in URI_SCHEMES:
+            raise _invalid(root, f"unsupported scheme {parsed.scheme!r}: use a path, s3://, gs:// or hdfs://")
+        if not parsed.netloc:
+            raise _invalid(root, "names no bucket or host")
+        path = posixpath.normpath("/" + parsed.path.lstrip("/")).rstrip("/")
+        return f"{URI_SCHEMES[scheme]}://{parsed.netloc.lower()}{path}"
+    if scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise _invalid(root, f"a file URI names host {parsed.netloc!r}: use file:///absolute/path")
+        path = parsed.path
+    else:
+        path = root
+    if not path.startswith("/"):
+        raise _invalid(
+            root,
+            "a local root must be an absolute path (a relative one, or one starting with '~', "
+            "means another place in every working directory)",
+        )
+    normal = posixpath.normpath(path)
+    normal = "/" + normal.lstrip("/")  # POSIX keeps a leading '//'; one is enough
+    if normal == "/":
+        raise _invalid(root, "the file system root holds everything on the machine")
+    return normal
+
+
+def _key(root: str) -> str:
+    return root.casefold().rstrip("/") + "/"
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether two canonical roots are the same place or one holds the other."""
+    ka, kb = _key(a), _key(b)
+    return ka.startswith(kb) or kb.startswith(ka)
+
+
+def inside(root: str, other: str) -> str | None:
+    """``other``'s place relative to ``root`` when it lies strictly inside it, else None."""
+    ka, kb = _key(root), _key(other)
+    if kb != ka and kb.startswith(ka):
+        return other.rstrip("/")[len(root.rstrip("/")) + 1 :]
+    return None
+
+
+def check_no_overlap(table: str, root: str, roots: Mapping[str, str]) -> None:
+    """Refuse ``root`` when it overlaps the root of any other table in ``roots``
+    (table -> canonical root)."""
+    for other, theirs in sorted(roots.items()):
+        if other != table and overlaps(root, theirs):
+            if _key(root) == _key(theirs):
+                how = "is the root of"
+            elif _key(theirs).startswith(_key(root)):
+                how = "holds the root of"
+            else:
+                how = "lies inside the root of"
+            raise RefusedError(
+                f"deep-store root {root!r} {how} table {other!r} ({theirs!r}): retention would "
+                "take one table's files for the other's orphans",
+                table=table,
+                expected="a root that neither holds nor lies inside another table's root",
+                found=theirs,
+                remedy="give the table a root of its own, beside the others",
+            )
+
+
+# Folders of the system itself: never a root, nor inside one, nor below one.
+SYSTEM_DIRS = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/proc",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+)
+# Folders that hold other things: never a root themselves (a folder inside may be).
+SHARED_DIRS = ("/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var", "/var/lib", "/var/tmp")  # noqa: S108
+
+
+def check_not_dangerous(
+    root: str, protected: Iterable[tuple[str, str]], sealed: Iterable[tuple[str, str]] = ()
+) -> None:
+    """Refuse a local root that is, or holds, a ``protected`` place (a home
+    directory, the project's state directory), or that is, holds or lies
+    inside a ``sealed`` one (the embedded ZooKeeper's data, the system's own
+    folders), or is a shared folder. Each place is a (what, canonical path) pair."""
+    for what, place in protected:
+        if place and place != "/" and _key(place).startswith(_key(root)):
+            raise _invalid(root, f"it is or holds {what} {place!r}, which retention must never scan")
+    for what, place in [*sealed, *(("a folder of the system", d) for d in SYSTEM_DIRS)]:
+        if (
+            place
+            and place != "/"
+            and (_key(place).startswith(_key(root)) or _key(root).startswith(_key(place)))
+        ):
+            raise _invalid(
+                root, f"it is, holds or lies inside {what} {place!r}, which retention must never scan"
+            )
+    if _key(root) in {_key(d) for d in SHARED_DIRS}:
+        raise _invalid(
+            root, "it is a folder shared by everything on the machine: give the table a folder of its own"
+        )
+
+
+def resolve_root(root: str) -> str:
+    """:func:`canonical_root`, then, for a local root, symbolic links resolved
+    and protected places refused. Runs where the table is created."""
+    canonical = canonical_root(root)
+    if "://" in canonical:
+        return canonical
+    from segment_lineage.lineage.zk.server import state_dir
+
+    resolved = os.path.realpath(canonical)
+    home = os.path.realpath(os.path.expanduser("~"))
+    state = os.path.realpath(str(state_dir()))
+    check_not_dangerous(
+        resolved,
+        [("a home directory", home), ("the project's state directory", state)],
+        [("the embedded ZooKeeper's data", os.path.join(state, "zookeeper"))],
+    )
+    if resolved == "/":
+        raise _invalid(root, "it resolves to the file system root")
+    return resolved
+
+
+# ---- claims: whose a root is, written where the root lives ---------------------
+
+CLAIM_FILE = ".segment-lineage-root.json"  # a dot name: no location can name it, no push writes it
+
+
+class ClaimFiles(Protocol):
+    """Reads and writes the claim marker under a root (deep storage)."""
+
+    def read_claim(self, root: str) -> bytes | None:
+        """The marker's bytes, or None when the root has none."""
+        ...
+
+    def write_claim(self, root: str, data: bytes, *, exclusive: bool = False) -> bool:
+        """Write the marker; with ``exclusive``, only if there is none (False
+        when one appeared meanwhile; object stores cannot promise that)."""
+        ...
+
+    def remove_claim(self, root: str) -> None: ...
+
+    def claims_around(self, root: str) -> list[str]:
+        """The roots, other than ``root``, that hold a marker and lie above
+        ``root`` or below it (another table's root, perhaps of another store)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Claim:
+    store: str  # the id of the store (ZooKeeper ensemble and chroot) the table lives in
+    table: str
+
+
+def read_claim(files: ClaimFiles, root: str) -> Claim | None:
+    raw = files.read_claim(root)
+    if raw is None:
+        return None
+    try:
+        store, table = codec.decode_claim(raw, f"{root}/{CLAIM_FILE}")
+    except CorruptRecordError:
+        raise RefusedError(
+            f"the claim marker {CLAIM_FILE} under {root!r} is unreadable; nothing under that root is touched",
+            remedy="look at the file: restore it, or remove it and run 'lineage table claim TABLE'",
+        ) from None
+    return Claim(store, table)
+
+
+def check_no_claim_around(
+    files: ClaimFiles, table: str, root: str, holds: Callable[[Claim, str], bool]
+) -> None:
+    """Refuse a root above or below another claimed root. The registry of
+    roots knows only this store's tables, and only as they were spelled:
+    a marker in deep storage also speaks for other stores, and for roots
+    whose parent moved behind a link. ``holds(claim, where)`` tells a claim
+    that still holds from a stale one (a dropped table of this store)."""
+    for other in files.claims_around(root):
+        claim = read_claim(files, other)
+        if claim is None or not holds(claim, other):
+            continue
+        how = "holds" if _key(other).startswith(_key(root)) else "lies inside"
+        raise RefusedError(
+            f"deep-store root {root!r} {how} {other!r}, claimed by table {claim.table!r} of store "
+            f"{claim.store} (its {CLAIM_FILE}); retention would take one table's files for the other's "
+            "orphans",
+            table=table,
+            expected="a root with no claimed root above or below it",
+            found=other,
+            remedy="give the table a root of its own, beside the others; if that table is gone for good "
+            f"and nothing of it remains there, remove {other}/{CLAIM_FILE}",
+        )
+
+
+def check_claim(claim: Claim | None, store_id: str, table: str, root: str, *, live: bool) -> None:
+    """Refuse a root whose marker names another store, or another table of
+    this store that still has this root (``live``)."""
+    if claim is None or claim == Claim(store_id, table):
+        return
+    if claim.store != store_id:
+        raise RefusedError(
+            f"deep-store root {root!r} is claimed by table {claim.table!r} of another lineage store "
+            f"({claim.store}): its retention would take this table's files, or the other way round",
+            table=table,
+            expected=f"no claim, or store {store_id}",
+            found=claim.store,
+            remedy=f"check --zk / LINEAGE_ZK: is this the ensemble the table lives in? If that store is "
+            f"gone for good and nothing of it remains under the root, remove {root}/{CLAIM_FILE}",
+        )
+    if live:
+        raise RefusedError(
+            f"deep-store root {root!r} is claimed by table {claim.table!r}",
+            table=table,
+            expected=f"no claim, or table {table!r}",
+            found=claim.table,
+            remedy="give the table a root of its own",
+        )

@@ -1,0 +1,115 @@
+"""Plain-dict views of records for the CLI's tables and ``--json`` output."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from segment_lineage.lineage.core.model import HistoryRecord, LineageEntry, Segment, TableState
+from segment_lineage.lineage.core.periods import format_period
+from segment_lineage.lineage.core.visibility import hidden_segments
+
+
+def iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+def table_view(state: TableState) -> dict[str, Any]:
+    c = state.config
+    hidden = hidden_segments(state.entries.values())
+    visible = [s for n, s in state.segments.items() if n not in hidden]
+    by_state: dict[str, int] = {}
+    for entry in state.entries.values():
+        by_state[entry.state.value] = by_state.get(entry.state.value, 0) + 1
+    return {
+        "name": c.name,
+        "root": c.root,
+        "type": c.table_type.value,
+        "time_column": c.time_column,
+        "time_unit": None if c.time_unit is None else c.time_unit.value,
+        "replaced_segments_retention": format_period(c.replaced_segments_retention_ms),
+        "lineage_entry_cleanup_retention": format_period(c.lineage_entry_cleanup_retention_ms),
+        "max_snapshots": c.max_snapshots,
+        "time_retention": None if c.time_retention_ms is None else format_period(c.time_retention_ms),
+        "exclusive_delete": c.exclusive_delete,
+        "version": state.version,
+        "segments_registered": len(state.segments),
+        "segments_visible": len(visible),
+        "rows_visible": sum(s.rows for s in visible),
+        "bytes_visible": sum(s.size_bytes for s in visible),
+        "entries": by_state,
+        "pending_deletions": len(state.pending),
+    }
+
+
+def segment_view(seg: Segment, visible: bool | None = None) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "name": seg.name,
+        "location": seg.location,
+        "rows": seg.rows,
+        "bytes": seg.size_bytes,
+        "checksum": seg.checksum,
+        "min_time": seg.min_time,
+        "max_time": seg.max_time,
+        "entry": seg.entry_id,
+        "created": iso(seg.created_ms),
+    }
+    if visible is not None:
+        view["visible"] = visible
+    return view
+
+
+def entry_view(entry: LineageEntry) -> dict[str, Any]:
+    return {
+        "id": entry.entry_id,
+        "state": entry.state.value,
+        "from": list(entry.segments_from),
+        "to": list(entry.segments_to),
+        "timestamp": iso(entry.timestamp_ms),
+        "created": iso(entry.created_ms),
+        "actor": entry.audit.actor,
+        "job_id": entry.audit.job_id,
+        "reason": entry.audit.reason,
+        "held_until": None if entry.held_until_ms is None else iso(entry.held_until_ms),
+    }
+
+
+def history_view(record: HistoryRecord) -> dict[str, Any]:
+    return {
+        "version": record.version,
+        "at": iso(record.at_ms),
+        "operation": record.operation.value,
+        "entry": record.entry_id,
+        "actor": record.actor,
+        "job_id": record.job_id,
+        "reason": record.reason,
+        "segments": record.segments,
+        "rows": record.rows,
+        "bytes": record.size_bytes,
+        "cleaned": list(record.cleaned),
+    }
+
+
+def _cell(value: Any, width: int = 60) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        text = ",".join(str(v) for v in value) if len(value) <= 4 else f"{len(value)} segments"
+    else:
+        text = str(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def render_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """A plain text table with a header row."""
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def render_pairs(view: dict[str, Any]) -> str:
+    width = max(len(k) for k in view)
+    return "\n".join(f"{k.ljust(width)}  {_cell(v, 200)}" for k, v in view.items())

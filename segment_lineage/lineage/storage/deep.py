@@ -1,0 +1,396 @@
+"""Deep storage through ``pyarrow.fs``: a local directory, S3, GCS or HDFS.
+
+A :class:`DeepStore` is bound to one table root. Every location it takes is
+a relative path checked by :func:`segment_lineage.lineage.core.names.check_location`, joined under
+the root, and (on a local file system) resolved again so that a symlink
+leading out of the root is refused. The store is small and picklable, so
+Spark executors rebuild it from its settings.
+
+S3-compatible endpoints (MinIO, moto) are reached with
+``LINEAGE_S3_ENDPOINT=http://127.0.0.1:9000``; credentials come from the usual
+``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_REGION`` variables.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from segment_lineage.ingest.errors import StorageError
+from segment_lineage.lineage.core.names import check_location
+from segment_lineage.lineage.core.roots import CLAIM_FILE
+
+ENV_S3_ENDPOINT = "LINEAGE_S3_ENDPOINT"
+SCHEMES = ("file", "s3", "gs", "gcs", "hdfs")
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    location: str  # relative to the root
+    size: int
+    mtime_ms: int | None
+
+
+@dataclass(frozen=True)
+class DeepStore:
+    """One table's root in deep storage."""
+
+    root: str  # as configured on the table
+    scheme: str  # "file", "s3", "gs", "hdfs"
+    base: str  # the root as a path inside the file system
+    s3_endpoint: str | None = field(default=None, repr=False)  # may carry credentials: never printed
+
+    @staticmethod
+    def for_root(root: str) -> DeepStore:
+        parsed = urlparse(root)
+        scheme = parsed.scheme or "file"
+        if len(scheme) == 1:  # a Windows drive letter is not a scheme
+            scheme = "file"
+        if scheme not in SCHEMES:
+            raise StorageError(
+                f"unsupported deep-store scheme {scheme!r} in {root!r}: use a path, s3://, gs:// or hdfs://"
+            )
+        if scheme == "file":
+            if parsed.scheme and parsed.netloc not in ("", "localhost"):
+                raise StorageError(
+                    f"file URI {root!r} names host {parsed.netloc!r}: use file:///absolute/path"
+                )
+            path = parsed.path if parsed.scheme else root
+            base = str(Path(path).expanduser().resolve())
+        else:
+            if not parsed.netloc:
+                raise StorageError(f"deep-store root {root!r} names no bucket or host")
+            base = (parsed.netloc + "/" + parsed.path.strip("/")).rstrip("/")
+            if scheme == "hdfs":
+                base = "/" + parsed.path.strip("/")
+        return DeepStore(
+            root=root,
+            scheme="gs" if scheme == "gcs" else scheme,
+            base=base,
+            s3_endpoint=os.environ.get(ENV_S3_ENDPOINT) or None,
+        )
+
+    # ---- the file system -------------------------------------------------------
+
+    def filesystem(self) -> pafs.FileSystem:
+        if self.scheme == "file":
+            return pafs.LocalFileSystem()
+        if self.scheme == "s3":
+            if self.s3_endpoint:
+                endpoint = urlparse(self.s3_endpoint)
+                return pafs.S3FileSystem(
+                    endpoint_override=endpoint.netloc or endpoint.path,
+                    scheme=endpoint.scheme or "http",
+                    region=os.environ.get("AWS_REGION", "us-east-1"),
+                    allow_bucket_creation=False,
+                )
+            return pafs.S3FileSystem(region=os.environ.get("AWS_REGION"))
+        if self.scheme == "gs":
+            return pafs.GcsFileSystem()
+        parsed = urlparse(self.root)
+        return pafs.HadoopFileSystem(parsed.hostname or "default", parsed.port or 0)
+
+    def path(self, location: str, resolved_dirs: dict[str, str] | None = None) -> str:
+        """The file system path of a location, refused if it leaves the root.
+
+        ``resolved_dirs`` caches directory resolutions across calls of one
+        batch, so a batch resolves each directory once and then checks only
+        that the file itself is no symlink.
+        """
+        check_location(location)
+        full = posixpath.join(self.base, location)
+        if self.scheme != "file":
+            return full
+        if resolved_dirs is None:
+            resolved = os.path.realpath(full)
+        else:
+            parent, name = posixpath.split(full)
+            real_parent = resolved_dirs.get(parent)
+            if real_parent is None:
+                real_parent = resolved_dirs[parent] = os.path.realpath(parent)
+            resolved = posixpath.join(real_parent, name)
+            if os.path.islink(full):
+                resolved = os.path.realpath(full)
+        if resolved != full and not resolved.startswith(self.base + os.sep):
+            raise StorageError(f"location {location!r} resolves outside the table root {self.root!r}")
+        return full
+
+    def uri(self, location: str) -> str:
+        """A URI for readers that take one (Spark, pyarrow.dataset)."""
+        full = self.path(location)
+        return f"file://{full}" if self.scheme == "file" else f"{self.scheme}://{full}"
+
+    # ---- operations ------------------------------------------------------------
+
+    def write_bytes(self, location: str, data: bytes) -> None:
+        """Write a whole file. Local writes land under a temporary name first,
+        so a crash never leaves a partial file at the final location."""
+        fs = self.filesystem()
+        target = self.path(location)
+        try:
+            if self.scheme in ("file", "hdfs"):  # object stores need no directory markers
+                fs.create_dir(posixpath.dirname(target), recursive=True)
+            if self.scheme == "file":
+                temp = f"{target}.tmp-{uuid.uuid4().hex[:8]}"
+                with fs.open_output_stream(temp) as out:
+                    out.write(data)
+                fs.move(temp, target)
+            else:
+                with fs.open_output_stream(target) as out:
+                    out.write(data)
+        except OSError as exc:
+            raise StorageError(f"writing {location!r} under {self.root!r} failed: {exc}") from None
+
+    def file_sizes(self, locations: Sequence[str]) -> dict[str, int | None]:
+        """Each location's file size; None where no regular file is (nothing,
+        or a directory). One batched look (a HEAD per object on an object
+        store). A location leading out of the root is refused."""
+        resolved_dirs: dict[str, str] = {}
+        paths = [self.path(location, resolved_dirs) for location in locations]
+        try:
+            infos = self.filesystem().get_file_info(paths)
+        except OSError as exc:
+            raise StorageError(f"looking for files under {self.root!r} failed: {exc}") from None
+        return {
+            location: int(info.size or 0) if info.type == pafs.FileType.File else None
+            for location, info in zip(locations, infos, strict=True)
+        }
+
+    def delete(self, location: str) -> bool:
+        """Delete one file; False when it was already gone (deleting is idempotent)."""
+        return self.deleter()(location)
+
+    def deleter(self) -> Callable[[str], bool]:
+        """A delete function for one batch: one file-system handle, and each
+        directory resolved once (see :meth:`path`). Thread-safe."""
+        fs = self.filesystem()
+        resolved_dirs: dict[str, str] = {}
+
+        def delete(location: str) -> bool:
+            target = self.path(location, resolved_dirs)
+            try:
+                fs.delete_file(target)
+                return True
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise StorageError(f"deleting {location!r} under {self.root!r} failed: {exc}") from None
+
+        return delete
+
+    def prune_dirs(self, locations: Iterable[str]) -> int:
+        """Remove directories left empty by deleting ``locations`` (deepest
+        first, never the root). Object stores keep an empty "directory"
+        marker where the last file of a prefix was deleted; those go too.
+        A directory that is not empty stays. Returns how many went."""
+        fs = self.filesystem()
+        dirs: set[str] = set()
+        for location in locations:
+            parts = check_location(location).split("/")[:-1]
+            dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        removed = 0
+        for relative in sorted(dirs, key=lambda d: (-d.count("/"), d)):
+            full = self.path(relative)
+            try:
+                if self.scheme == "file":
+                    os.rmdir(full)  # refuses a non-empty directory, atomically
+                else:
+                    entries = fs.get_file_info(pafs.FileSelector(full, allow_not_found=True))
+                    if entries:
+                        continue
+                    fs.delete_dir(full)
+                removed += 1
+            except OSError:
+                continue  # not empty, already gone, or not ours to remove: leave it
+        return removed
+
+    # ---- the root's claim marker (segment_lineage.lineage.core.roots.CLAIM_FILE) -----------------------
+
+    def _claim_path(self) -> str:
+        return posixpath.join(self.base, CLAIM_FILE)
+
+    def read_claim(self) -> bytes | None:
+        try:
+            with self.filesystem().open_input_stream(self._claim_path()) as stream:
+                data: bytes = stream.read()
+                return data
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+                return None
+            raise StorageError(f"reading the claim marker under {self.root!r} failed: {exc}") from None
+
+    def write_claim(self, data: bytes, *, exclusive: bool = False) -> bool:
+        """Write the claim marker. ``exclusive``: only if none is there (False
+        when one is); a local disk promises that, an object store cannot."""
+        fs = self.filesystem()
+        target = self._claim_path()
+        try:
+            if self.scheme in ("file", "hdfs"):
+                fs.create_dir(self.base, recursive=True)
+            if self.scheme == "file":
+                temp = f"{target}.tmp-{uuid.uuid4().hex[:8]}"
+                with fs.open_output_stream(temp) as out:
+                    out.write(data)
+                if not exclusive:
+                    fs.move(temp, target)
+                    return True
+                try:
+                    os.link(temp, target)  # fails if the marker exists: the atomic create-if-absent
+                except FileExistsError:
+                    return False
+                finally:
+                    os.unlink(temp)
+                return True
+            if exclusive and self.read_claim() is not None:
+                return False
+            with fs.open_output_stream(target) as out:
+                out.write(data)
+            return True
+        except OSError as exc:
+            raise StorageError(f"writing the claim marker under {self.root!r} failed: {exc}") from None
+
+    def remove_claim(self) -> None:
+        try:
+            self.filesystem().delete_file(self._claim_path())
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"removing the claim marker under {self.root!r} failed: {exc}") from None
+
+    def claims_around(self) -> list[str]:
+        """Roots other than this one that hold a claim marker, above it (up to
+        the file system's or the bucket's top) or below it."""
+        fs = self.filesystem()
+        found = []
+        parts = self.base.rstrip("/").split("/")
+        for end in range(len(parts) - 1, 0, -1):  # up to the bucket's top, or the file system's
+            parent = "/".join(parts[:end]) or "/"
+            info = fs.get_file_info(posixpath.join(parent, CLAIM_FILE))
+            if info.type == pafs.FileType.File:
+                found.append(self._uri_of(parent))
+        if self.scheme == "file":
+            for folder, dirs, names in os.walk(self.base, followlinks=False):
+                if folder != self.base and CLAIM_FILE in names:
+                    found.append(folder)
+                    dirs[:] = []
+                    continue
+                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+        else:
+            selector = pafs.FileSelector(self.base, recursive=True, allow_not_found=True)
+            for info in fs.get_file_info(selector):
+                parent, name = posixpath.split(info.path)
+                if name == CLAIM_FILE and parent.rstrip("/") != self.base.rstrip("/"):
+                    found.append(self._uri_of(parent))
+        return found
+
+    def _uri_of(self, path: str) -> str:
+        if self.scheme == "file":
+            return path
+        if self.scheme == "hdfs":
+            return f"hdfs://{urlparse(self.root).netloc}{path}"
+        return f"{self.scheme}://{path}"
+
+    def real_location(self, location: str, resolved_dirs: dict[str, str] | None = None) -> str:
+        """Where ``location`` really is, relative to the root: on a local disk a
+        path through a symbolic link names another file (the same as
+        ``location`` elsewhere, and when no link is in the way)."""
+        full = self.path(location, resolved_dirs)
+        if self.scheme != "file":
+            return location
+        parent, name = posixpath.split(full)
+        if resolved_dirs is not None and parent in resolved_dirs and not os.path.islink(full):
+            real = posixpath.join(resolved_dirs[parent], name)
+        else:
+            real = os.path.realpath(full)
+        base = os.path.realpath(self.base)
+        return posixpath.relpath(real, base) if real.startswith(base + os.sep) else location
+
+    def _list_local(self, base: str) -> list[FileInfo]:
+        """A local listing that never follows a symbolic link: a link to a
+        directory would show live files a second time, under names nothing
+        registered, and a delete through it would unlink the real file."""
+        out = []
+        for folder, dirs, names in os.walk(base, followlinks=False):
+            if folder != self.base and CLAIM_FILE in names:
+                dirs[:] = []  # another table's root: none of its files are ours to list
+                continue
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+            for name in names:
+                full = os.path.join(folder, name)
+                try:
+                    info = os.lstat(full)
+                except FileNotFoundError:
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    continue  # a link, a socket, a fifo: nothing a push writes
+                relative = posixpath.relpath(full, self.base)
+                out.append(FileInfo(relative, info.st_size, info.st_mtime_ns // 1_000_000))
+        return sorted(out, key=lambda f: f.location)
+
+    def list(self, prefix: str = "") -> list[FileInfo]:
+        """Files under the root (or under ``prefix`` inside it), recursively;
+        on a local disk, symbolic links are not followed or listed. Nothing
+        under another claimed root (a folder holding a claim marker) is listed."""
+        base = self.path(prefix) if prefix else self.base
+        if self.scheme == "file":
+            try:
+                return self._list_local(base)
+            except OSError as exc:
+                raise StorageError(f"listing {self.root!r} failed: {exc}") from None
+        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        try:
+            infos = self.filesystem().get_file_info(selector)
+        except OSError as exc:
+            raise StorageError(f"listing {self.root!r} failed: {exc}") from None
+        claimed = [  # other tables' roots below this one: never listed as ours
+            posixpath.dirname(info.path).rstrip("/") + "/"
+            for info in infos
+            if posixpath.basename(info.path) == CLAIM_FILE
+            and posixpath.dirname(info.path).rstrip("/") != self.base.rstrip("/")
+        ]
+        out = []
+        for info in infos:
+            if info.type != pafs.FileType.File:
+                continue
+            if claimed and any(info.path.startswith(prefix) for prefix in claimed):
+                continue
+            relative = posixpath.relpath(info.path, self.base)
+            mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
+            out.append(FileInfo(relative, int(info.size or 0), mtime))
+        return sorted(out, key=lambda f: f.location)
+
+
+class RootClaimFiles:
+    """ClaimFiles (core.roots) on deep storage: the claim marker of any root."""
+
+    def read_claim(self, root: str) -> bytes | None:
+        return DeepStore.for_root(root).read_claim()
+
+    def write_claim(self, root: str, data: bytes, *, exclusive: bool = False) -> bool:
+        return DeepStore.for_root(root).write_claim(data, exclusive=exclusive)
+
+    def remove_claim(self, root: str) -> None:
+        DeepStore.for_root(root).remove_claim()
+
+    def claims_around(self, root: str) -> list[str]:
+        try:
+            return DeepStore.for_root(root).claims_around()
+        except OSError as exc:
+            raise StorageError(f"looking for claimed roots around {root!r} failed: {exc}") from None
+
+
+class SegmentFileSizes:
+    """SegmentFiles on deep storage: the sizes of files under any root."""
+
+    def sizes(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
+        return DeepStore.for_root(root).file_sizes(locations)

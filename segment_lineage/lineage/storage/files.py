@@ -1,0 +1,68 @@
+"""Checking segment files before they are registered.
+
+A segment registered at a location where no file is breaks every read of
+the table afterwards, so the command line looks before it registers: each
+file must exist under the table's root, and its size must match the size
+given (a size not given is taken from the file). The deep storage that answers
+is injected where the CLI is composed (:class:`SegmentFiles`); the decision
+is pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from segment_lineage.lineage.core.errors import RefusedError
+from segment_lineage.lineage.core.model import Segment
+
+NO_CHECK_HINT = "pass --no-check to register without looking (for object stores where it costs too much)"
+SHOWN = 5
+
+
+class SegmentFiles(Protocol):
+    """Deep storage, as far as registering segments needs it."""
+
+    def sizes(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
+        """Each location's file size under ``root``; None where no file is.
+        Raises a LineageError when the storage cannot be asked, or a location
+        leads out of the root."""
+        ...
+
+
+def _few(items: Sequence[str]) -> str:
+    """The first SHOWN items, and how many more there are."""
+    more = f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
+    return ", ".join(items[:SHOWN]) + more
+
+
+def checked_segments(
+    table: str, root: str, segments: Sequence[Segment], sizes: Mapping[str, int | None]
+) -> list[Segment]:
+    """``segments`` with sizes filled in from their files, or RefusedError
+    naming every segment whose file is missing or of another size."""
+    missing = [s for s in segments if sizes.get(s.location) is None]
+    if missing:
+        raise RefusedError(
+            f"no file under the root {root!r} of table {table!r} for {len(missing)} segment(s): "
+            f"{_few([f'{s.name} ({s.location})' for s in missing])}; nothing was registered",
+            table=table,
+            expected="a file at each location",
+            found=f"{len(missing)} missing",
+            remedy="write the files first, or give the right locations; " + NO_CHECK_HINT,
+        )
+    wrong = [s for s in segments if s.size_bytes and s.size_bytes != sizes[s.location]]
+    if wrong:
+        listed = _few([f"{s.name} (given {s.size_bytes}, file {sizes[s.location]})" for s in wrong])
+        raise RefusedError(
+            f"the size given for {len(wrong)} segment(s) of table {table!r} is not their file's size "
+            f"(bytes): {listed}; nothing was registered",
+            table=table,
+            expected="the file's size",
+            found=f"{len(wrong)} different",
+            remedy="give the file's size, or leave it out to take it from the file; " + NO_CHECK_HINT,
+        )
+    return [
+        s if s.size_bytes else dataclasses.replace(s, size_bytes=sizes[s.location] or 0) for s in segments
+    ]

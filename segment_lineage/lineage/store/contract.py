@@ -1,0 +1,273 @@
+"""The store interface: read one consistent version, compare-and-swap a new one.
+
+Two implementations share it, and one contract test suite runs on both:
+:class:`segment_lineage.lineage.store.memory.MemoryStore` and
+:class:`segment_lineage.lineage.zk.store.ZkStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableConfig, TableState
+
+MAX_VERSIONS = 64  # past versions each store keeps readable
+MAX_HISTORY = 10_240  # history records each store keeps (older ones are compacted away)
+MEMBER_PREFIX = "member-"  # an election member's name: this, then its join order
+
+
+class VersionConflict(LineageError):
+    """Internal: the table moved on since it was read. Re-read and recompute."""
+
+
+class WriteOutcomeUnknown(LineageError):
+    """Internal: the swap was sent but its result is unknown."""
+
+
+class RetryableStoreError(LineageError):
+    """Internal: nothing was committed (a blob write failed); safe to retry."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A reader's pin on one table version. Released on close, or with the
+    reader's session if the reader dies."""
+
+    table: str
+    lease_id: str
+    state: TableState
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    lease_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class Member:
+    """One candidate of an election: its name (which sorts in join order),
+    who it says it is, and the session that holds it (None: unknown)."""
+
+    name: str
+    identity: str
+    session: int | None
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Who holds a table's commits: a writer that kept losing the race takes
+    the floor, and other writers wait until it commits or ``until_ms``
+    (ZooKeeper's clock) passes. Liveness only: every commit still
+    compares-and-sets the head."""
+
+    holder: str | None  # the holding commit's id; None: free
+    until_ms: int
+    version: int  # of the stored record, for compare-and-set
+
+    def held_against(self, commit_id: str, now_ms: int, limit_ms: int) -> bool:
+        """Held by another commit now. A floor stamped more than ``limit_ms``
+        ahead (the longest a take asks for) was not made by a take: ignored."""
+        return (
+            self.holder is not None
+            and self.holder != commit_id
+            and now_ms < self.until_ms <= now_ms + limit_ms
+        )
+
+
+@dataclass(frozen=True)
+class TableListing:
+    """Every table of a store: those whose metadata reads, in name order, and
+    those whose head cannot be decoded (table -> the error), which readers
+    and retention fail closed on, one table at a time."""
+
+    readable: tuple[str, ...]
+    unreadable: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One consistent version of a table, and the store's token to swap it;
+    with the table's floor as read in the same call (None: the table has no
+    floor record yet)."""
+
+    state: TableState
+    token: object
+    floor: Floor | None = None
+
+
+class Store(Protocol):
+    def now_ms(self) -> int:
+        """The single clock every timestamp comes from (ZooKeeper's, for ZkStore)."""
+        ...
+
+    def create_table(self, config: TableConfig, audit: Audit, commit_id: str) -> TableState:
+        """Create-if-absent. TableExistsError when a table (or a case twin) exists."""
+        ...
+
+    def list_tables(self) -> list[str]:
+        """The tables whose metadata reads (see table_listing for the others)."""
+        ...
+
+    def table_listing(self) -> TableListing:
+        """Every table, readable or not: a corrupt head names its table here
+        instead of hiding it or failing the whole listing."""
+        ...
+
+    def store_id(self) -> str:
+        """This store's id, which root claims name (for ZooKeeper: the ensemble and chroot)."""
+        ...
+
+    def roots(self) -> dict[str, str]:
+        """Every table's deep-store root, table -> root. create_table refuses a
+        root that overlaps another table's (RefusedError)."""
+        ...
+
+    def read(self, table: str) -> Snapshot:
+        """One consistent version. TableNotFoundError, CorruptRecordError."""
+        ...
+
+    def write(
+        self,
+        table: str,
+        base: Snapshot,
+        change: Change,
+        audit: Audit,
+        commit_id: str,
+        now_ms: int,
+    ) -> TableState:
+        """Swap ``base`` for ``change.state`` at version ``base.version + 1``.
+
+        Raises VersionConflict (nothing written), WriteOutcomeUnknown (maybe
+        written), RetryableStoreError (nothing written), TooLargeError (never
+        retry).
+        """
+        ...
+
+    def take_floor(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
+        """Take the floor for ``commit_id`` if it is still as ``seen``
+        (compare-and-set); False when someone else changed it first."""
+        ...
+
+    def leave_floor(self, table: str, commit_id: str) -> None:
+        """Free the floor if ``commit_id`` holds it."""
+        ...
+
+    def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:
+        """The history record of ``commit_id`` if it landed after ``after_version``."""
+        ...
+
+    def history(self, table: str, limit: int | None = None) -> list[HistoryRecord]:
+        """History records, newest first."""
+        ...
+
+    def iter_history(self, table: str) -> Iterator[HistoryRecord]:
+        """History records, newest first, fetched only as far as they are read."""
+        ...
+
+    def drop_table(
+        self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False
+    ) -> None:
+        """Remove a table's metadata, if it is still at ``expected_version``.
+
+        VersionConflict when it moved on (re-check and retry); None skips the
+        check. ``resume_only`` finishes an interrupted drop and nothing else.
+        """
+        ...
+
+    def hold_owner(self, table: str, entry_id: str) -> None:
+        """Mark ``entry_id``'s push as running for as long as this client's
+        session lives (ZooKeeper: an ephemeral node)."""
+        ...
+
+    def release_owner(self, table: str, entry_id: str) -> None: ...
+
+    def live_owners(self, table: str) -> frozenset[str]:
+        """Entries whose pushing process still holds its session."""
+        ...
+
+    def hold_pass(self, table: str) -> None:
+        """Hold ``table`` for one retention pass, for as long as this client's
+        session lives (ZooKeeper: an ephemeral node). PassRunningError when
+        another client holds it; holding it again from the same session is fine."""
+        ...
+
+    def holds_pass(self, table: str) -> bool:
+        """Whether this client still holds ``table``'s pass (asks the server)."""
+        ...
+
+    def release_pass(self, table: str) -> None: ...
+
+    def versions(self, table: str) -> list[int]:
+        """The versions still readable (time travel, rollback targets), oldest first."""
+        ...
+
+    def read_version(self, table: str, version: int) -> TableState:
+        """One retained version. VersionGoneError when it is not retained."""
+        ...
+
+    def pin(self, table: str, version: int | None = None) -> Lease:
+        """Pin one consistent version for a reader: the current one, or a
+        retained one. Retention keeps a pinned version's files."""
+        ...
+
+    def release(self, lease: Lease) -> None: ...
+
+    def leases(self, table: str) -> list[LeaseInfo]: ...
+
+    def pinned_states(self, table: str) -> list[TableState]:
+        """The versions live readers hold: retention keeps their files. A
+        malformed lease is skipped, not fatal: see :meth:`ignored_leases`."""
+        ...
+
+    def ignored_leases(self, table: str) -> list[str]:
+        """Why each malformed lease of ``table`` seen so far was skipped
+        (leases are written by readers; retention reports these)."""
+        ...
+
+    def collect_garbage(self, table: str) -> int:
+        """Reclaim the store's own unreferenced metadata; returns how much."""
+        ...
+
+    # ---- the client's session, and elections bound to it ---------------------
+
+    session_timeout_s: float
+
+    def connected(self) -> bool:
+        """Whether the client is connected now (no request sent)."""
+        ...
+
+    def session_id(self) -> int | None:
+        """This client's current session (None while there is none)."""
+        ...
+
+    def session_alive(self, since: int) -> bool:
+        """False once the session ``since`` is suspended, lost or replaced."""
+        ...
+
+    def confirm_session(self) -> None:
+        """One round trip to the server; StoreUnavailableError when it fails
+        (a session that expired while the process was paused fails it)."""
+        ...
+
+    def join_election(self, role: str, identity: str) -> str:
+        """Join ``role``'s election for as long as this session lives; returns
+        the member's name. The first member (in name order) leads."""
+        ...
+
+    def election(self, role: str) -> list[str]:
+        """The members of ``role``'s election, in join order."""
+        ...
+
+    def election_member(self, role: str, name: str) -> Member | None:
+        """One member (None once it is gone)."""
+        ...
+
+    def leave_election(self, role: str, name: str) -> None:
+        """Leave; a member already gone is fine."""
+        ...
+
+    def close(self) -> None: ...

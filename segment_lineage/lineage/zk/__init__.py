@@ -1,0 +1,1 @@
+"""The ZooKeeper edge: client, embedded server, the store on ZooKeeper, ACLs, watches."""

@@ -1,0 +1,139 @@
+"""Putting an ACL policy in force on a ZooKeeper store (``lineage acl apply``).
+
+The policy node is written first, by compare-and-set, so every store opened
+afterwards creates nodes with the policy's ACLs; then every existing node
+under the project root gets the ACL of its place (:func:`segment_lineage.lineage.core.acl.place_of`),
+and each table gets the folders its roles create into (no role other than an
+admin may create children of a head), with a folder of its own for each
+pusher (``owners/by-<user>``) and each reader (``leases/by-<user>``). Running it again is harmless, and
+catches nodes a store opened before the policy created meanwhile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kazoo.exceptions import BadVersionError, KazooException, NoAuthError, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.acl import (
+    ADMIN_ROLE,
+    OWN_FOLDER_OF,
+    OWN_RIGHTS,
+    POLICY_NODE,
+    TABLE_FOLDERS,
+    AclPolicy,
+    Place,
+    own_folder,
+    place_of,
+)
+from segment_lineage.lineage.core.errors import (
+    AuthError,
+    ConflictError,
+    InvalidInputError,
+    StoreUnavailableError,
+)
+from segment_lineage.lineage.zk.shared import batches, walk
+from segment_lineage.lineage.zk.store import ZkStore, policy_acl
+
+ELECTIONS = ("retention",)
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    nodes: int  # nodes whose ACL was set
+    created: tuple[str, ...]  # folders made for the roles
+    strangers: tuple[str, ...]  # nodes under the root the project does not know: left alone
+
+
+def apply_policy(store: ZkStore, policy: AclPolicy) -> ApplyReport:
+    if store.identity is None:
+        raise InvalidInputError("applying an ACL policy needs LINEAGE_ZK_AUTH: the admin identity")
+    if policy.role_of(store.identity) != ADMIN_ROLE:
+        raise InvalidInputError("the identity applying an ACL policy must be one of its admins")
+    try:
+        return _apply(store, policy)
+    except NoAuthError:
+        raise AuthError(
+            "ZooKeeper refused changing ACLs: not authorised",
+            remedy="only an admin of the policy in force may change it",
+        ) from None
+    except (KazooException, KazooTimeoutError) as exc:
+        raise StoreUnavailableError(f"applying the ACL policy: {type(exc).__name__}") from None
+
+
+def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
+    root = store.root
+    store.forget_policy()
+    store.policy()  # refuses an identity the policy in force does not know
+    store.ensure_node(root, Place.FOLDER)
+    _write_policy(store, policy)
+    store.forget_policy()
+    if store.client.chroot:
+        # Connecting through a chroot reads the chroot node ("/" here):
+        # every role must be able to, whoever created it.
+        store._op("set_acls", "/", policy_acl(policy, Place.FOLDER))
+    created: list[str] = []
+    for path, place in (
+        (f"{root}/tables", Place.FOLDER),
+        (f"{root}/names", Place.FOLDER),
+        (f"{root}/clock", Place.CLOCK),
+        (f"{root}/leaders", Place.FOLDER),
+        *((f"{root}/leaders/{name}", Place.ELECTION) for name in ELECTIONS),
+    ):
+        if store.ensure_node(path, place):
+            created.append(path)
+    for table in store._op("get_children", f"{root}/tables"):
+        for folder, place in TABLE_FOLDERS.items():
+            path = f"{root}/tables/{table}/{folder}"
+            data = (
+                codec.encode_gc({})
+                if place is Place.GC
+                else codec.encode_floor(None, 0)
+                if place is Place.FLOOR
+                else b""
+            )
+            if store.ensure_node(path, place, data):
+                created.append(path)
+            own = OWN_FOLDER_OF.get(place)
+            if own is None:
+                continue
+            for ident in policy.ids(OWN_RIGHTS[own][0]):
+                own_path = f"{path}/{own_folder(ident)}"
+                if store.ensure_node(own_path, own, owner=ident):
+                    created.append(own_path)
+    nodes = 0
+    strangers: list[str] = []
+    for batch in batches(walk(store.client, root, store.op_timeout_s)):
+        pending = []
+        for path in batch:
+            found = place_of(path[len(root) :])
+            if found is None:
+                strangers.append(path)
+                continue
+            owner = policy.owner_of(found, path.rsplit("/", 1)[-1])
+            pending.append((path, store.client.set_acls_async(path, policy_acl(policy, found, owner))))
+        for _, result in pending:
+            try:
+                result.get(timeout=store.op_timeout_s)
+                nodes += 1
+            except NoNodeError:
+                continue  # an ephemeral node or a collected blob went meanwhile
+    return ApplyReport(nodes, tuple(created), tuple(strangers))
+
+
+def _write_policy(store: ZkStore, policy: AclPolicy) -> None:
+    path = f"{store.root}/{POLICY_NODE}"
+    data = codec.encode_policy(policy)
+    try:
+        stat = store._op("exists", path)
+        if stat is None:
+            store._op("create", path, data, acl=policy_acl(policy, Place.POLICY))
+        else:
+            store._op("set", path, data, version=stat.version)
+    except (NodeExistsError, BadVersionError):
+        raise ConflictError(
+            "the ACL policy changed while this one was applied",
+            remedy="look with 'lineage acl show', run again",
+        ) from None

@@ -1,0 +1,62 @@
+"""Open a store: an explicit ensemble (``--zk`` / ``LINEAGE_ZK``) or the embedded server."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from segment_lineage.lineage.core.acl import digest_id
+from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.zk.client import (
+    ENV_AUTH,
+    ENV_TLS,
+    ZkSettings,
+    acl_for,
+    connect,
+    parse_auth,
+    session_timeout_from_env,
+    settings_from_env,
+    tls_from_env,
+)
+from segment_lineage.lineage.zk.server import embedded_server
+from segment_lineage.lineage.zk.store import ZkStore
+
+
+def resolve(zk: str | None = None, auth: str | None = None) -> ZkSettings:
+    """The settings to use; starts the embedded server when none are given."""
+    settings = settings_from_env(zk, auth)
+    if settings is not None:
+        return settings
+    if tls_from_env() is not None:
+        raise InvalidInputError(
+            f"{ENV_TLS} needs --zk / LINEAGE_ZK: the embedded server speaks plain text on loopback"
+        )
+    server = embedded_server()
+    if server.pid() is None:
+        # Said on stderr, so a user in a fresh shell who forgot LINEAGE_ZK
+        # sees that this is not the ensemble their tables live in.
+        sys.stderr.write(
+            f"note: no --zk or LINEAGE_ZK given: starting the embedded ZooKeeper at {server.hosts} "
+            f"(data in {server.directory})\n"
+        )
+    server.start()
+    return ZkSettings(
+        hosts=server.hosts,
+        auth=auth or os.environ.get(ENV_AUTH) or None,
+        session_timeout_s=session_timeout_from_env(),
+    )
+
+
+def store_for(settings: ZkSettings) -> ZkStore:
+    """A store on a new connection, creating nodes as this identity and its role may."""
+    auth = parse_auth(settings.auth)
+    return ZkStore(
+        connect(settings),
+        acl=acl_for(auth),
+        identity=digest_id(*auth) if auth else None,
+        session_timeout_s=settings.session_timeout_s,
+    )
+
+
+def open_store(zk: str | None = None, auth: str | None = None) -> ZkStore:
+    return store_for(resolve(zk, auth))

@@ -1,0 +1,380 @@
+"""The retention daemon: retention passes on a schedule, as a cron service.
+
+Several daemons may run against one ZooKeeper; an election keeps exactly one
+active (the others log "standby" and take over when the leader goes). A pass
+runs only in a leadership *term*, and every file delete first checks that the
+term still holds (:class:`segment_lineage.lineage.store.election.Leadership`): a daemon that lost
+its session or its leadership, or that was paused past its session timeout,
+deletes nothing more. The interrupted pass is finished by the next leader,
+because the intent was recorded first (see :mod:`segment_lineage.retention.executor`).
+
+ZooKeeper restarts and session expiry do not stop the daemon: passes fail
+while the ensemble is away, and resume (in a new term) when it is back.
+SIGTERM and SIGINT stop it cleanly: the running pass stops at its next file,
+the daemon leaves the election so a standby takes over at once, and exits 0.
+
+One log line per pass. Prometheus metrics and a ``/healthz`` endpoint are
+served on ``--metrics-port``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Protocol
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
+from segment_lineage.lineage.core.periods import format_period, parse_period
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.retention.errors import FencedError, RetentionError
+from segment_lineage.retention.executor import PassOptions, TableReport, run_pass
+
+log = logging.getLogger("lineage.retention")
+HEARTBEAT_S = 5.0
+
+
+class Candidate(Protocol):
+    """A candidacy in the leader election (see segment_lineage.lineage.store.election.Leadership)."""
+
+    def check(self) -> str | None: ...
+
+    def holds(self, term: str) -> bool: ...
+
+    def resign(self) -> None: ...
+
+    @property
+    def leading(self) -> bool: ...
+
+    @property
+    def leader_identity(self) -> str | None: ...
+
+    @property
+    def connected(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When passes run: a crontab expression (UTC) or a fixed interval."""
+
+    cron: str | None = None
+    interval_ms: int | None = None
+
+    @staticmethod
+    def parse(cron: str | None, interval: str | None) -> Schedule:
+        if (cron is None) == (interval is None):
+            raise InvalidInputError("give exactly one of --cron and --interval")
+        if interval is not None:
+            ms = parse_period(interval)
+            if ms < 1000:
+                raise InvalidInputError(f"invalid interval {interval!r}: at least 1s")
+            return Schedule(interval_ms=ms)
+        assert cron is not None
+        try:
+            CronTrigger.from_crontab(cron, timezone=UTC)
+        except ValueError as exc:
+            raise InvalidInputError(f"invalid cron expression {cron!r}: {exc}") from None
+        return Schedule(cron=cron)
+
+    def trigger(self) -> BaseTrigger:
+        if self.cron is not None:
+            return CronTrigger.from_crontab(self.cron, timezone=UTC)
+        assert self.interval_ms is not None
+        return IntervalTrigger(seconds=self.interval_ms / 1000, timezone=UTC)
+
+    def describe(self) -> str:
+        return f"cron {self.cron!r} (UTC)" if self.cron else f"every {format_period(self.interval_ms or 0)}"
+
+
+class Metrics:
+    """The daemon's Prometheus metrics, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.passes = Counter("lineage_retention_passes", "Passes run as leader.", registry=r)
+        self.failures = Counter(
+            "lineage_retention_pass_failures", "Passes that failed or reported errors.", registry=r
+        )
+        self.files = Counter("lineage_retention_files_deleted", "Files deleted.", registry=r)
+        self.bytes = Counter("lineage_retention_bytes_deleted", "Bytes of segment files deleted.", registry=r)
+        self.entries = Counter("lineage_retention_entries_removed", "Lineage entries removed.", registry=r)
+        self.pending = Gauge("lineage_retention_pending_deletions", "Files waiting for deletion.", registry=r)
+        self.oldest = Gauge(
+            "lineage_retention_oldest_pending_age_seconds",
+            "Age of the oldest pending deletion (0 when none).",
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "lineage_retention_last_success_timestamp_seconds",
+            "Unix time of the last pass that finished without errors.",
+            registry=r,
+        )
+        self.leader = Gauge("lineage_retention_leader", "1 while this daemon leads.", registry=r)
+        self.table_failures = Counter(
+            "lineage_retention_table_failures",
+            "Tables a pass reported errors for (unreadable ones included).",
+            registry=r,
+        )
+        self.unreadable = Gauge(
+            "lineage_retention_unreadable_tables",
+            "Tables the last pass skipped because their metadata cannot be decoded.",
+            registry=r,
+        )
+
+    def render(self) -> bytes:
+        return bytes(generate_latest(self.registry))
+
+
+@dataclass
+class Status:
+    passes: int = 0
+    failures: int = 0
+    last_success_ms: int | None = None
+    last_error: str | None = None
+    last_pass_failed: bool = False
+
+
+class Daemon:
+    def __init__(
+        self,
+        manager: LineageManager,
+        candidate: Candidate,
+        schedule: Schedule,
+        options: PassOptions,
+        tables: Sequence[str] | None = None,
+    ) -> None:
+        self.manager = manager
+        self.candidate = candidate
+        self.schedule = schedule
+        self.options = options
+        self.tables = list(tables) if tables else None
+        self.metrics = Metrics()
+        self.status = Status()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+
+    # ---- one pass --------------------------------------------------------------
+
+    def tick(self) -> None:
+        """One scheduled pass, if this daemon leads. Never raises."""
+        if self._stopping.is_set():
+            return
+        try:
+            term = self.candidate.check()
+        except LineageError as exc:  # refused (the role's rights), say: no pass, and say why
+            self.metrics.leader.set(0)
+            self._failed(f"pass skipped: the election failed: {exc.message}", time.monotonic())
+            return
+        self.metrics.leader.set(1 if term else 0)
+        if term is None:
+            if not self.candidate.connected:
+                log.warning("pass skipped: ZooKeeper is unreachable; waiting for it to come back")
+            else:
+                log.info("pass skipped: standby (leader: %s)", self.candidate.leader_identity or "unknown")
+            return
+
+        def fence() -> None:
+            if self._stopping.is_set():
+                raise FencedError("the daemon is stopping: deleting nothing more")
+            if not self.candidate.holds(term):
+                raise FencedError("leadership or the ZooKeeper session was lost: deleting nothing more")
+
+        began = time.monotonic()
+        options = dataclasses.replace(self.options, fence=fence, progress=log.info)
+        with self._lock:
+            self.status.passes += 1
+        self.metrics.passes.inc()
+        try:
+            reports = run_pass(self.manager, self.tables, options)
+        except FencedError as exc:
+            self._failed(f"pass stopped: {exc.message}", began)
+            return
+        except LineageError as exc:
+            self._failed(f"pass failed: {exc.message}", began)
+            return
+        except Exception as exc:
+            log.exception("pass failed unexpectedly")
+            self._failed(f"pass failed: {type(exc).__name__}: {exc}", began)
+            return
+        self._finished(reports, began)
+
+    def _record_failure(self, error: str) -> None:
+        self.metrics.failures.inc()
+        with self._lock:
+            self.status.failures += 1
+            self.status.last_error = error
+            self.status.last_pass_failed = True
+
+    def _failed(self, message: str, began: float) -> None:
+        self._record_failure(message)
+        log.warning("%s (%.1fs)", message, time.monotonic() - began)
+
+    def _finished(self, reports: list[TableReport], began: float) -> None:
+        files = sum(r.files_deleted for r in reports)
+        size = sum(r.bytes_deleted for r in reports)
+        entries = sum(r.entries_removed for r in reports)
+        pending = sum(r.pending_left for r in reports)
+        errors = [f"{r.table}: {e}" for r in reports for e in r.errors]
+        unreadable = sum(1 for r in reports if r.unreadable)
+        self.metrics.table_failures.inc(sum(1 for r in reports if r.errors))
+        self.metrics.unreadable.set(unreadable)
+        self.metrics.files.inc(files)
+        self.metrics.bytes.inc(size)
+        self.metrics.entries.inc(entries)
+        self.metrics.pending.set(pending)
+        oldest_ms = min(
+            (r.oldest_pending_ms for r in reports if r.oldest_pending_ms is not None), default=None
+        )
+        now = self._now_ms()
+        age_s = max(0.0, (now - oldest_ms) / 1000) if oldest_ms is not None and now is not None else 0.0
+        self.metrics.oldest.set(age_s)
+        line = (
+            f"pass done: {len(reports)} table(s), deleted {files} file(s) ({size} bytes), "
+            f"{sum(r.condemned for r in reports)} segment(s) condemned, "
+            f"{sum(r.orphans for r in reports)} orphan(s), {entries} entr(ies) removed, "
+            f"{pending} pending (oldest {age_s:.0f}s), {unreadable} table(s) unreadable, "
+            f"{len(errors)} error(s), "
+            f"{time.monotonic() - began:.1f}s"
+        )
+        if errors:
+            self._record_failure(errors[0])
+            log.warning("%s; first error: %s", line, errors[0])
+            return
+        with self._lock:
+            self.status.last_success_ms = int(time.time() * 1000)
+            self.status.last_pass_failed = False
+        self.metrics.last_success.set(time.time())
+        log.info("%s", line)
+
+    def _now_ms(self) -> int | None:
+        try:
+            return self.manager.store.now_ms()
+        except LineageError:
+            return None
+
+    def heartbeat(self) -> None:
+        """Keep the election (and the leader gauge) current between passes."""
+        if self._stopping.is_set():
+            return
+        try:
+            leading = self.candidate.check() is not None
+        except LineageError:
+            leading = False  # the next pass says why
+        self.metrics.leader.set(1 if leading else 0)
+
+    # ---- health ----------------------------------------------------------------
+
+    def health(self) -> tuple[bool, dict[str, object]]:
+        with self._lock:
+            status = dataclasses.replace(self.status)
+        connected = self.candidate.connected
+        healthy = connected and not status.last_pass_failed and not self._stopping.is_set()
+        return healthy, {
+            "healthy": healthy,
+            "connected": connected,
+            "leader": self.candidate.leading,
+            "leader_identity": self.candidate.leader_identity,
+            "schedule": self.schedule.describe(),
+            "passes": status.passes,
+            "failures": status.failures,
+            "last_success_ms": status.last_success_ms,
+            "last_error": status.last_error,
+        }
+
+    # ---- the service -----------------------------------------------------------
+
+    def serve(self, metrics_host: str = "127.0.0.1", metrics_port: int | None = None) -> None:
+        """Run until SIGTERM/SIGINT (or :meth:`stop`). Call from the main thread."""
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+        server = self._start_http(metrics_host, metrics_port) if metrics_port is not None else None
+        scheduler = BackgroundScheduler(timezone=UTC)
+        first = datetime.now(UTC) if self.schedule.interval_ms is not None else None
+        scheduler.add_job(
+            self.tick,
+            self.schedule.trigger(),
+            id="retention-pass",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            next_run_time=first,
+        )
+        scheduler.add_job(
+            self.heartbeat, IntervalTrigger(seconds=HEARTBEAT_S, timezone=UTC), id="election", max_instances=1
+        )
+        # A pass that outlasts its interval makes APScheduler skip runs: expected, not news.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
+        scheduler.start()
+        log.info(
+            "retention daemon started: %s, tables: %s%s",
+            self.schedule.describe(),
+            ", ".join(self.tables) if self.tables else "all",
+            f", metrics on http://{metrics_host}:{server.server_address[1]}/metrics" if server else "",
+        )
+        try:
+            while not self._stopping.wait(1.0):
+                pass
+        finally:
+            scheduler.shutdown(wait=True)
+            self.candidate.resign()
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+            log.info("retention daemon stopped")
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping after the current file", signal.Signals(signum).name)
+        self.stop()
+
+    def _start_http(self, host: str, port: int) -> ThreadingHTTPServer:
+        daemon = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/metrics":
+                    self._send(200, CONTENT_TYPE_LATEST, daemon.metrics.render())
+                elif self.path in ("/healthz", "/health"):
+                    healthy, body = daemon.health()
+                    self._send(200 if healthy else 503, "application/json", json.dumps(body).encode())
+                else:
+                    self._send(404, "text/plain", b"not found: try /metrics or /healthz\n")
+
+            def _send(self, code: int, kind: str, body: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return None
+
+        try:
+            server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            raise RetentionError(f"cannot serve metrics on {host}:{port}: {exc.strerror}") from None
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+        return server

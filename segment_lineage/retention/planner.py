@@ -1,0 +1,224 @@
+"""Retention planning: a pure function from a table's state to what may go.
+
+Pinot's lineage cleanup, with our protections:
+
+* a COMPLETED entry's remaining ``from`` go once the entry is older than
+  ``replaced_segments_retention``; the entry goes once none of its ``from``
+  remain registered;
+* a REVERTED entry's remaining ``to`` go once it is older than
+  ``lineage_entry_cleanup_retention``, and so do those of an IN_PROGRESS entry
+  that old whose pusher is gone; the entry goes once none of its ``to`` remain;
+* files queued in ``pending`` go once they have waited ``min_grace`` (unless
+  ``force``); so does the file of a condemned segment registered less than
+  ``min_grace`` ago (unregistered now, deleted by a later pass);
+* on an APPEND table with a time retention, segments whose data ended before
+  ``now - time_retention`` go, visible or not;
+* orphans: files under the table's root that no segment, pending deletion or
+  pinned version names (leftovers of crashed pushes and failed Spark
+  attempts). A pass records such a file with ZooKeeper's time
+  (``ORPHAN_SEEN``, which a later register takes over); a pass at least
+  ``orphan_grace`` later by that clock, that finds it still unreferenced and
+  (when known) that old by its storage time too, deletes it. No age comes
+  from the file system alone.
+
+Never planned: a segment visible now (time retention aside), visible in a
+version a live reader pinned, or named by a running push (its owner still
+holds a session, or, opened by hand, its hold has not ended); no file under
+the directory of a running push. Ages come from ``now_ms``, which the caller
+takes from ZooKeeper's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from segment_lineage.lineage.core.model import DeletionReason, EntryState, TableState, TableType
+from segment_lineage.lineage.core.names import push_dir_owner, push_tag
+from segment_lineage.lineage.core.visibility import visible_names
+
+if TYPE_CHECKING:
+    from segment_lineage.lineage.storage.deep import FileInfo
+
+DEFAULT_MIN_GRACE_MS = 10 * 60_000
+DEFAULT_ORPHAN_GRACE_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class Policy:
+    now_ms: int
+    min_grace_ms: int = DEFAULT_MIN_GRACE_MS
+    force: bool = False  # ignore min_grace for queued files (retention periods still apply)
+    orphan_grace_ms: int = DEFAULT_ORPHAN_GRACE_MS
+
+
+@dataclass(frozen=True)
+class Deletion:
+    location: str
+    segment: str
+    reason: DeletionReason
+    size_bytes: int
+    entry_id: str | None
+
+
+@dataclass(frozen=True)
+class Kept:
+    what: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    table: str
+    condemn: dict[str, DeletionReason]  # registered segments to unregister into pending
+    deletions: tuple[Deletion, ...]  # files to delete once the intent is recorded
+    remove_entries: tuple[str, ...]
+    kept: tuple[Kept, ...]
+    orphans: tuple[str, ...] = ()  # unknown files first seen now: recorded as ORPHAN_SEEN, not deleted
+    convict: tuple[str, ...] = ()  # ORPHAN_SEEN a grace ago, still unreferenced: condemned and deleted
+    forget: tuple[str, ...] = ()  # ORPHAN_SEEN whose file is gone
+
+
+def held_names(
+    state: TableState, pinned: Iterable[TableState], live_owners: frozenset[str], now_ms: int
+) -> set[str]:
+    """Segments a live reader pinned or a running push names (a push whose
+    owner is alive, or an entry opened by hand whose hold still stands)."""
+    names: set[str] = set()
+    for version in pinned:
+        names |= visible_names(version)
+    for entry in state.entries.values():
+        if entry.state is EntryState.IN_PROGRESS and (entry.entry_id in live_owners or entry.held(now_ms)):
+            names.update(entry.segments_from)
+            names.update(entry.segments_to)
+    return names
+
+
+def plan(
+    state: TableState,
+    policy: Policy,
+    pinned: Iterable[TableState] = (),
+    live_owners: frozenset[str] = frozenset(),
+    files: Iterable[FileInfo] | None = None,
+) -> Plan:
+    """``files`` is a listing of the table's root, taken before ``state`` was
+    read; None skips the orphan scan."""
+    pinned = list(pinned)
+    config = state.config
+    now = policy.now_ms
+    held = held_names(state, pinned, live_owners, now)
+    protected = visible_names(state) | held
+    pinned_locations = {
+        seg.location for version in pinned for seg in version.segments.values() if seg.name in held
+    }
+    condemn: dict[str, DeletionReason] = {}
+    remove: list[str] = []
+    kept: list[Kept] = []
+
+    def take(names: Iterable[str], reason: DeletionReason, keep: set[str] = protected) -> None:
+        for name in names:
+            if name not in state.segments:
+                continue
+            if name in keep:
+                kept.append(Kept(name, "visible, pinned by a reader, or part of a running push"))
+            else:
+                condemn.setdefault(name, reason)
+
+    if config.table_type is TableType.APPEND and config.time_retention_ms is not None:
+        horizon = now - config.time_retention_ms
+        expired = [
+            seg.name for seg in state.segments.values() if seg.max_time is not None and seg.max_time < horizon
+        ]
+        take(expired, DeletionReason.EXPIRED, held)
+
+    for entry in state.entries.values():
+        if entry.state is EntryState.COMPLETED:
+            remaining = [n for n in entry.segments_from if n in state.segments]
+            if not remaining:
+                remove.append(entry.entry_id)
+            elif entry.timestamp_ms <= now - config.replaced_segments_retention_ms:
+                take(remaining, DeletionReason.REPLACED)
+            continue
+        old = entry.timestamp_ms <= now - config.lineage_entry_cleanup_retention_ms
+        if entry.state is EntryState.IN_PROGRESS and (
+            not old or entry.entry_id in live_owners or entry.held(now)
+        ):
+            continue
+        remaining = [n for n in entry.segments_to if n in state.segments]
+        if not remaining:
+            if entry.state is EntryState.REVERTED or old:
+                remove.append(entry.entry_id)
+        elif old:
+            reason = (
+                DeletionReason.REVERTED_OUTPUT
+                if entry.state is EntryState.REVERTED
+                else DeletionReason.STALE_PUSH
+            )
+            take(remaining, reason)
+
+    deletions: list[Deletion] = []
+    young = now - policy.min_grace_ms
+    for name, reason in condemn.items():
+        seg = state.segments[name]
+        if policy.force or seg.created_ms <= young:
+            deletions.append(Deletion(seg.location, name, reason, seg.size_bytes, seg.entry_id))
+        else:  # unregistered now; its file waits in pending for the minimum grace
+            kept.append(Kept(seg.location, "younger than the minimum grace"))
+    for location, queued in state.pending.items():
+        if queued.reason is DeletionReason.ORPHAN_SEEN:
+            continue  # judged with the listing below
+        if location in pinned_locations:
+            kept.append(Kept(location, "pinned by a reader"))
+        elif policy.force or queued.marked_ms <= young:
+            deletions.append(
+                Deletion(location, queued.segment, queued.reason, queued.size_bytes, queued.entry_id)
+            )
+        else:
+            kept.append(Kept(location, "younger than the minimum grace"))
+    orphans: list[str] = []
+    convict: list[str] = []
+    forget: list[str] = []
+    if files is not None:
+        # Two sightings, one clock: a file is recorded when first seen
+        # unreferenced (ZooKeeper's time), and deleted only by a pass that
+        # finds it still unreferenced a whole grace later by that clock, and
+        # (when its storage time is known) that old by the file system too.
+        known = {seg.location for seg in state.segments.values()} | set(state.pending)
+        known |= {seg.location for version in pinned for seg in version.segments.values()}
+        running = {push_tag(owner) for owner in live_owners}
+        seen = {loc: p for loc, p in state.pending.items() if p.reason is DeletionReason.ORPHAN_SEEN}
+        listed = {info.location: info for info in files}
+        horizon = now - policy.orphan_grace_ms
+        for location, first in seen.items():
+            info = listed.get(location)
+            if info is None:
+                forget.append(location)
+            elif location in pinned_locations or (
+                running and push_dir_owner(location.split("/", 1)[0]) in running
+            ):
+                kept.append(Kept(location, "seen unreferenced, but a reader or a running push holds it"))
+            elif first.marked_ms <= horizon and (info.mtime_ms is None or info.mtime_ms <= horizon):
+                convict.append(location)
+                deletions.append(Deletion(location, "file", DeletionReason.ORPHAN, info.size, None))
+            else:
+                kept.append(Kept(location, "seen unreferenced, not yet for the whole orphan grace"))
+        for info in files:
+            if info.location in known:
+                continue
+            top = info.location.split("/", 1)[0]
+            if running and push_dir_owner(top) in running:
+                kept.append(Kept(info.location, "written by a running push"))
+            else:
+                orphans.append(info.location)
+                kept.append(Kept(info.location, "unreferenced: seen now, deleted a whole orphan grace later"))
+    return Plan(
+        config.name,
+        condemn,
+        tuple(deletions),
+        tuple(remove),
+        tuple(kept),
+        tuple(orphans),
+        tuple(convict),
+        tuple(forget),
+    )
