@@ -72,6 +72,19 @@ def test_the_example_uses_the_public_api_only() -> None:
         assert {alias.name for alias in node.names} <= set(segment_lineage.__all__), ast.unparse(node)
 
 
+def test_the_readme_python_lines_use_the_public_api() -> None:
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```$", text, re.DOTALL | re.MULTILINE)
+    assert blocks, "the README shows the Python API"
+    for block in blocks:
+        named = [n for n in ast.walk(ast.parse(block)) if isinstance(n, ast.ImportFrom | ast.Import)]
+        assert named
+        for node in named:
+            assert isinstance(node, ast.ImportFrom) and node.module == "segment_lineage", ast.unparse(node)
+            assert {alias.name for alias in node.names} <= set(segment_lineage.__all__), ast.unparse(node)
+    assert "segment_lineage." not in text, "the README names no private module"
+
+
 def test_every_public_name_resolves_to_what_its_home_defines() -> None:
     homes: dict[str, str] = vars(segment_lineage)["_HOMES"]
     assert sorted(homes) == sorted(segment_lineage.__all__)
