@@ -1,0 +1,429 @@
+"""Replacements: ``start_replace`` opens an entry, ``end_replace`` completes
+it (its ``to`` visible, its ``from`` hidden, at once), ``revert_replace``
+undoes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping, Sequence
+
+from segment_lineage.lineage.core.errors import (
+    ConflictError,
+    InvalidInputError,
+    RefusedError,
+    RunningEntryConflict,
+)
+from segment_lineage.lineage.core.model import (
+    Audit,
+    Change,
+    DeletionReason,
+    EntryState,
+    LineageEntry,
+    Operation,
+    TableState,
+    TableType,
+)
+from segment_lineage.lineage.core.names import (
+    check_entry_id,
+    check_segment_names,
+)
+from segment_lineage.lineage.core.transitions.common import (
+    _entry,
+    _iso,
+    _queue_for_deletion,
+    _shown,
+    _span,
+    _totals,
+    _within,
+)
+from segment_lineage.lineage.core.visibility import visible_names
+
+
+def _snapshot_chain(entries: Mapping[str, LineageEntry], current: frozenset[str]) -> list[LineageEntry]:
+    """COMPLETED entries that produced ``current``, newest first, and so on back."""
+    by_to: dict[frozenset[str], LineageEntry] = {}
+    for entry in entries.values():
+        if entry.state is EntryState.COMPLETED:
+            by_to[frozenset(entry.segments_to)] = entry
+    chain: list[LineageEntry] = []
+    seen: set[str] = set()
+    snapshot = current
+    while snapshot and snapshot in by_to:
+        entry = by_to[snapshot]
+        if entry.entry_id in seen:
+            break
+        seen.add(entry.entry_id)
+        chain.append(entry)
+        snapshot = frozenset(entry.segments_from)
+    return chain
+
+
+def start_replace(
+    state: TableState,
+    segments_from: Sequence[str],
+    segments_to: Sequence[str],
+    *,
+    entry_id: str,
+    audit: Audit,
+    now_ms: int,
+    force_cleanup: bool = False,
+    interval: tuple[int, int] | None = None,
+    live_owners: frozenset[str] | None = None,
+    held_until_ms: int | None = None,
+) -> Change:
+    """Open a replacement: ``segments_to`` stay hidden until it completes.
+
+    ``interval`` ([start, end) in ms) records a replace-range push's intent:
+    another IN_PROGRESS entry with an overlapping interval conflicts, even
+    when their segments are disjoint. ``force_cleanup`` cleans up overlapping
+    IN_PROGRESS entries that are stale: all of them when ``live_owners`` is
+    None (Pinot's rule), else those whose id is not in ``live_owners`` (the
+    entries whose pushing process still holds a session); never one whose
+    hold (``held_until_ms``, given to entries opened by hand) still stands.
+    The entries cleaned up are named in the change (``cleaned``). Like Pinot,
+    a stale entry's uploads that the new ``to`` names again are kept and
+    bound to the new entry (a retry with the same names reuses them); only
+    the others are queued for deletion.
+    """
+    table = state.config.name
+    check_entry_id(entry_id)
+    src = check_segment_names(segments_from, "segmentsFrom")
+    dst = check_segment_names(segments_to, "segmentsTo")
+    if not src and not dst:
+        raise InvalidInputError("segmentsFrom and segmentsTo cannot both be empty")
+    both = set(src) & set(dst)
+    if both:
+        raise InvalidInputError(f"segment(s) {_shown(both)} are in both segmentsFrom and segmentsTo")
+    if entry_id in state.entries:
+        raise RefusedError(f"entry id {entry_id} is already used", table=table, entry_id=entry_id)
+    if interval is not None:
+        if state.config.time_column is None:
+            raise InvalidInputError(f"table {table!r} has no time column: a time interval needs one")
+        if interval[0] >= interval[1]:
+            raise InvalidInputError(f"interval {_span(interval)} is empty: start must be before end")
+    if held_until_ms is not None and held_until_ms < now_ms:
+        raise InvalidInputError("a hold cannot end before the entry starts")
+
+    visible = visible_names(state)
+    not_visible = [n for n in src if n not in visible]
+    if not_visible:
+        raise RefusedError(
+            f"segmentsFrom {_shown(not_visible)} are not visible segments of table {table!r}",
+            table=table,
+            expected="every segmentsFrom visible",
+            found=f"{len(not_visible)} not visible",
+        )
+    present = [n for n in dst if n in visible]
+    if present:
+        raise ConflictError(
+            f"segmentsTo {_shown(present)} already exist in table {table!r}",
+            table=table,
+            remedy="use new segment names",
+        )
+
+    src_set, dst_set = set(src), set(dst)
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    entries: dict[str, LineageEntry] = {}
+    cleaned: list[str] = []
+    adopted: list[str] = []  # uploads of a cleaned-up entry that the new `to` reuses
+    for entry in state.entries.values():
+        overlap_from = src_set.intersection(entry.segments_from)
+        overlap_to = dst_set.intersection(entry.segments_to)
+        if entry.state is EntryState.REVERTED:
+            if overlap_to:
+                if not force_cleanup:
+                    raise ConflictError(
+                        f"segmentsTo {_shown(overlap_to)} belong to reverted entry "
+                        f"{entry.entry_id} (kept so a rollback can be undone)",
+                        table=table,
+                        entry_id=entry.entry_id,
+                        remedy="use new segment names, or --force-cleanup to discard them",
+                    )
+                _queue_for_deletion(segments, pending, overlap_to, DeletionReason.FORCE_CLEANUP, now_ms)
+                left = tuple(n for n in entry.segments_to if n not in overlap_to)
+                if not left and not entry.segments_from:
+                    continue
+                entries[entry.entry_id] = dataclasses.replace(entry, segments_to=left)
+            else:
+                entries[entry.entry_id] = entry
+            continue
+        overlap_intent = (
+            entry.state is EntryState.IN_PROGRESS
+            and interval is not None
+            and entry.interval is not None
+            and interval[0] < entry.interval[1]
+            and entry.interval[0] < interval[1]
+        )
+        if entry.state is EntryState.IN_PROGRESS and (overlap_from or overlap_to or overlap_intent):
+            owned = live_owners is not None and entry.entry_id in live_owners
+            held = entry.held(now_ms)
+            stale = not owned and not held
+            if force_cleanup and stale:
+                # A dead push: keep its uploads the new push names again (as
+                # Pinot does: a retry with the same names reuses them), queue
+                # the rest, and keep a REVERTED trace of the names not reused.
+                reused = [
+                    n
+                    for n in entry.segments_to
+                    if n in dst_set and n in segments and _within(segments[n], interval)
+                ]
+                adopted.extend(reused)
+                reuse = set(reused)
+                _queue_for_deletion(
+                    segments,
+                    pending,
+                    [n for n in entry.segments_to if n not in reuse],
+                    DeletionReason.FORCE_CLEANUP,
+                    now_ms,
+                )
+                leftovers = tuple(n for n in entry.segments_to if n not in dst_set)
+                if leftovers:
+                    entries[entry.entry_id] = dataclasses.replace(
+                        entry, segments_to=leftovers, state=EntryState.REVERTED, timestamp_ms=now_ms
+                    )
+                cleaned.append(entry.entry_id)
+                continue
+            if force_cleanup and not owned and entry.held_until_ms is not None and held:
+                # Not a RunningEntryConflict: a push waiting for a lapsing
+                # owner would wait in vain for a hold of hours.
+                raise ConflictError(
+                    f"entry {entry.entry_id} overlaps this push and was opened by hand "
+                    f"({entry.audit.actor}); it is held until {_iso(entry.held_until_ms)}",
+                    table=table,
+                    entry_id=entry.entry_id,
+                    remedy=f"end it, or revert it ('lineage revert --force {entry.entry_id}') if it is "
+                    "abandoned; force cleanup takes it once its hold ends",
+                )
+            if overlap_intent and interval is not None and entry.interval is not None:
+                raise RunningEntryConflict(
+                    f"interval {_span(interval)} overlaps interval {_span(entry.interval)} of "
+                    f"running entry {entry.entry_id}",
+                    table=table,
+                    entry_id=entry.entry_id,
+                    remedy="wait for that push to end, or replace a disjoint interval",
+                )
+            if force_cleanup:
+                raise RunningEntryConflict(
+                    f"entry {entry.entry_id} overlaps this push and is still running "
+                    "(its pushing process holds a live session)",
+                    table=table,
+                    entry_id=entry.entry_id,
+                    remedy="wait for that push to end",
+                )
+        if overlap_from:
+            raise ConflictError(
+                f"segmentsFrom {_shown(overlap_from)} are already being replaced by entry "
+                f"{entry.entry_id} ({entry.state.value})",
+                table=table,
+                entry_id=entry.entry_id,
+                remedy="end or revert that entry first, or use --force-cleanup if it is stale",
+            )
+        if overlap_to:
+            raise ConflictError(
+                f"segmentsTo {_shown(overlap_to)} are already named by entry {entry.entry_id} "
+                f"({entry.state.value})",
+                table=table,
+                entry_id=entry.entry_id,
+                remedy="use new segment names, or --force-cleanup if that entry is stale",
+            )
+        entries[entry.entry_id] = entry
+
+    taken = set(adopted)
+    folded = {name.casefold() for name in segments if name not in taken}
+    still = [n for n in dst if n.casefold() in folded]
+    if still:
+        raise ConflictError(
+            f"segmentsTo {_shown(still)} are registered (hidden, or as a case twin) in table {table!r}",
+            table=table,
+            remedy="use new segment names",
+        )
+
+    replaced: dict[str, str] = {}
+    for kept in entries.values():
+        if kept.live:
+            for name in kept.segments_from:
+                replaced.setdefault(name, kept.entry_id)
+    reused = [n for n in dst if n in replaced]
+    if reused:
+        raise ConflictError(
+            f"segmentsTo {_shown(reused)} are still listed as replaced by entry "
+            f"{replaced[reused[0]]}; segments of those names would stay hidden",
+            table=table,
+            entry_id=replaced[reused[0]],
+            remedy="use new segment names",
+        )
+
+    if state.config.table_type is TableType.REFRESH and src:
+        chain = _snapshot_chain(entries, frozenset(src))
+        # Snapshots kept: the new one, the current one (src), then each
+        # chain entry's `from`. Anything past max_snapshots goes.
+        for index, entry in enumerate(chain):
+            if index + 3 > state.config.max_snapshots:
+                _queue_for_deletion(
+                    segments, pending, entry.segments_from, DeletionReason.PROACTIVE_CLEANUP, now_ms
+                )
+
+    entries[entry_id] = LineageEntry(
+        entry_id=entry_id,
+        segments_from=src,
+        segments_to=dst,
+        state=EntryState.IN_PROGRESS,
+        timestamp_ms=now_ms,
+        created_ms=now_ms,
+        audit=audit,
+        interval=interval,
+        held_until_ms=held_until_ms,
+    )
+    for name in adopted:
+        segments[name] = dataclasses.replace(segments[name], entry_id=entry_id)
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.START_REPLACE,
+        entry_id=entry_id,
+        segments=len(dst),
+        cleaned=tuple(cleaned),
+    )
+
+
+def end_replace(
+    state: TableState,
+    entry_id: str,
+    now_ms: int,
+    to_subset: Sequence[str] | None = None,
+) -> Change:
+    """Complete a replacement: ``to`` becomes visible and ``from`` hidden, at once.
+
+    Idempotent: ending a COMPLETED entry changes nothing.
+    """
+    table = state.config.name
+    entry = _entry(state, entry_id)
+    if entry.state is EntryState.COMPLETED:
+        return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
+    if entry.state is EntryState.REVERTED:
+        raise RefusedError(
+            f"entry {entry_id} was reverted and cannot be completed",
+            table=table,
+            entry_id=entry_id,
+            expected="IN_PROGRESS",
+            found="REVERTED",
+            remedy="start a new replacement",
+        )
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    dst = entry.segments_to
+    dropped: list[str] = []
+    if to_subset is not None:
+        subset = check_segment_names(to_subset, "the subset of segmentsTo")
+        if not subset and entry.segments_to:
+            raise InvalidInputError(
+                "an empty subset of segmentsTo would turn this replacement into a delete; "
+                "revert the entry instead"
+            )
+        listed = frozenset(entry.segments_to)
+        extra = [n for n in subset if n not in listed]
+        if extra:
+            raise RefusedError(
+                f"segment(s) {_shown(extra)} are not in segmentsTo of entry {entry_id}",
+                table=table,
+                entry_id=entry_id,
+            )
+        keep = set(subset)
+        dropped = [n for n in entry.segments_to if n not in keep]
+        _queue_for_deletion(segments, pending, dropped, DeletionReason.END_SUBSET, now_ms)
+        dst = tuple(n for n in entry.segments_to if n in keep)
+    missing_to = [n for n in dst if n not in segments]
+    if missing_to:
+        raise RefusedError(
+            f"segmentsTo {_shown(missing_to)} of entry {entry_id} are not registered",
+            table=table,
+            entry_id=entry_id,
+            expected="every segmentsTo registered",
+            found=f"{len(missing_to)} missing",
+            remedy="register them, or end with the subset that was uploaded",
+        )
+    missing_from = [n for n in entry.segments_from if n not in segments]
+    if missing_from:
+        raise RefusedError(
+            f"segmentsFrom {_shown(missing_from)} of entry {entry_id} are gone",
+            table=table,
+            entry_id=entry_id,
+            remedy="revert this entry with --force and push again",
+        )
+    done = dataclasses.replace(entry, segments_to=dst, state=EntryState.COMPLETED, timestamp_ms=now_ms)
+    entries = dict(state.entries)
+    entries[entry_id] = done
+    if dropped:
+        # The left-out names stay reserved by a REVERTED companion entry, so a
+        # late upload under one of them (a slow task attempt) is refused.
+        companion = str(uuid.uuid5(uuid.NAMESPACE_URL, f"segment-lineage:dropped:{entry_id}"))
+        entries[companion] = LineageEntry(
+            companion, (), tuple(dropped), EntryState.REVERTED, now_ms, now_ms, entry.audit
+        )
+    count, rows, size = _totals(segments[n] for n in dst)
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.END_REPLACE,
+        entry_id=entry_id,
+        segments=count,
+        rows=rows,
+        size_bytes=size,
+    )
+
+
+def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = False) -> Change:
+    """Mark an entry REVERTED: its ``to`` is hidden and ``from`` shows again.
+
+    Pinot's rules: REVERTED cannot be reverted again; IN_PROGRESS only with
+    ``force``; a COMPLETED entry needs all of its ``from``; only the head of a
+    chain can be reverted.
+    """
+    table = state.config.name
+    entry = _entry(state, entry_id)
+    if entry.state is EntryState.REVERTED:
+        raise RefusedError(
+            f"entry {entry_id} is already reverted",
+            table=table,
+            entry_id=entry_id,
+            expected="IN_PROGRESS or COMPLETED",
+            found="REVERTED",
+        )
+    if entry.state is EntryState.IN_PROGRESS and not force:
+        raise RefusedError(
+            f"entry {entry_id} is IN_PROGRESS; a push may still be running",
+            table=table,
+            entry_id=entry_id,
+            expected="COMPLETED",
+            found="IN_PROGRESS",
+            remedy="pass --force if the push is known to be dead",
+        )
+    outputs = set(entry.segments_to)
+    for other in state.entries.values():
+        if other.entry_id != entry_id and other.live and outputs.intersection(other.segments_from):
+            raise RefusedError(
+                f"cannot revert entry {entry_id}: its segments were replaced again by entry "
+                f"{other.entry_id} ({other.state.value})",
+                table=table,
+                entry_id=entry_id,
+                remedy=f"revert entry {other.entry_id} first",
+            )
+    if entry.state is EntryState.COMPLETED:
+        gone = [n for n in entry.segments_from if n not in state.segments]
+        if gone:
+            raise RefusedError(
+                f"cannot revert entry {entry_id}: its replaced segments {_shown(gone)} were deleted",
+                table=table,
+                entry_id=entry_id,
+                expected="every segmentsFrom still registered",
+                found=f"{len(gone)} deleted",
+            )
+    entries = dict(state.entries)
+    entries[entry_id] = dataclasses.replace(entry, state=EntryState.REVERTED, timestamp_ms=now_ms)
+    return Change(
+        state=state.replace(entries=entries),
+        operation=Operation.REVERT_REPLACE,
+        entry_id=entry_id,
+        segments=len(entry.segments_to),
+    )
