@@ -59,16 +59,16 @@ from segment_lineage.lineage.core.model import (
 from segment_lineage.lineage.core.names import check_entry_id, check_table_name
 from segment_lineage.lineage.core.periods import parse_period, parse_version_or_time
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
-from segment_lineage.lineage.core.roots import (
+from segment_lineage.lineage.core.roots import canonical_root
+from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
+from segment_lineage.lineage.storage.claims import (
     Claim,
     ClaimFiles,
-    canonical_root,
     check_claim,
     check_no_claim_around,
     read_claim,
     resolve_root,
 )
-from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
 from segment_lineage.lineage.store.contract import (
     Floor,
     Lease,

@@ -34,9 +34,10 @@ from segment_lineage.lineage.core.errors import (
 )
 from segment_lineage.lineage.core.failpoints import armed, failpoint
 from segment_lineage.lineage.core.model import Change, TableState
-from segment_lineage.lineage.core.roots import CLAIM_FILE, check_claim, inside, read_claim, resolve_root
+from segment_lineage.lineage.core.roots import inside
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_claim, read_claim, resolve_root
 from segment_lineage.lineage.storage.deep import DeepStore, FileInfo, RootClaimFiles
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.planner import (
