@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.lineage import codec
+from segment_lineage.lineage.config import state_dir
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
     AuthError,
@@ -328,7 +329,7 @@ class LineageManager:
         """Create a table. Its root is made canonical first (absolute, links
         resolved, never a protected place) and must not overlap another
         table's root: InvalidInputError, RefusedError."""
-        config = dataclasses.replace(config, root=resolve_root(config.root))
+        config = dataclasses.replace(config, root=resolve_root(config.root, state_dir()))
         if self.claims is None:
             return self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
         # Claimed first, then created, then checked: of two stores creating
@@ -409,7 +410,8 @@ class LineageManager:
         if self.claims is None:
             raise RefusedError("this manager has no access to deep storage to claim a root")
         root = self.table(table).config.root
-        resolve_root(root)  # a legacy root that create would refuse (relative, a home, ...) stays unclaimed
+        # A legacy root that create would refuse (relative, a home, ...) stays unclaimed.
+        resolve_root(root, state_dir())
         self._claim(table, root)
         self._check_claimed(table, root)
         return root

@@ -6,7 +6,9 @@ table's files. A root is made canonical once, when its table is created:
 
 * local paths must be absolute (a relative one would resolve against each
   process's own working directory); ``.`` and ``..`` parts, repeated and
-  trailing slashes collapse, and symbolic links resolve (:func:`resolve_root`);
+  trailing slashes collapse, and symbolic links resolve
+  (:func:`segment_lineage.lineage.storage.claims.resolve_root`, which reads
+  the disk: this module is pure);
 * URIs keep their scheme (``gcs`` is ``gs``) and lower-case their bucket or host;
 * the file system root, a home directory (or a folder holding one) and the
   project's own state directory are refused, with the reason.

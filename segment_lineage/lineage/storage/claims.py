@@ -21,17 +21,17 @@ from segment_lineage.lineage.core.errors import CorruptRecordError, RefusedError
 from segment_lineage.lineage.core.roots import _invalid, _key, canonical_root, check_not_dangerous
 
 
-def resolve_root(root: str) -> str:
+def resolve_root(root: str, state_dir: str | os.PathLike[str]) -> str:
     """:func:`canonical_root`, then, for a local root, symbolic links resolved
-    and protected places refused. Runs where the table is created."""
+    and protected places refused: a home directory, and ``state_dir`` (the
+    project's state directory, :func:`segment_lineage.lineage.config.state_dir`)
+    with the embedded ZooKeeper's data inside. Runs where the table is created."""
     canonical = canonical_root(root)
     if "://" in canonical:
         return canonical
-    from segment_lineage.lineage.config import state_dir
-
     resolved = os.path.realpath(canonical)
     home = os.path.realpath(os.path.expanduser("~"))
-    state = os.path.realpath(str(state_dir()))
+    state = os.path.realpath(state_dir)
     check_not_dangerous(
         resolved,
         [("a home directory", home), ("the project's state directory", state)],
