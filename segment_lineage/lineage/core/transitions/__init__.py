@@ -22,8 +22,13 @@ Differences from Pinot, on purpose:
   left out in a REVERTED companion entry.
 
 One module per family: ``segments`` (register, delete), ``replace`` (start,
-end, revert), ``deletions`` (file queues and retention's marks), ``rollback``;
-``common`` holds what they share.
+end, revert), ``deletions`` (file queues and retention's marks), ``rollback``.
+Preconditions are data: small frozen objects whose ``check(state)`` raises
+the error naming the rule, with what it expected and what it found where it
+knows both (``replace_requirements`` for a replacement's start,
+``segment_requirements`` for a registration). ``common`` holds what the
+families share, the :class:`~segment_lineage.lineage.core.transitions.common.Requirement`
+protocol among it.
 """
 
 from __future__ import annotations

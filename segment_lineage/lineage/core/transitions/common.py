@@ -1,11 +1,15 @@
-"""What the transition families share: message formatting, lookups in a
-table state, and queuing a segment's file for the retention daemon.
+"""What the transition families share: the :class:`Requirement` protocol
+that their preconditions follow, message formatting, lookups in a table
+state, and queuing a segment's file for the retention daemon.
+
+The underscored helpers are private to the transitions package.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from typing import Protocol
 
 from segment_lineage.lineage.core.errors import (
     EntryNotFoundError,
@@ -20,6 +24,25 @@ from segment_lineage.lineage.core.model import (
 from segment_lineage.lineage.core.names import (
     check_entry_id,
 )
+
+
+class Requirement(Protocol):
+    """One precondition of a transition, as data (pyiceberg's ``TableRequirement``).
+
+    ``check`` returns when it holds in ``state`` and otherwise raises the error
+    that names it: an :class:`InvalidInputError` for bad arguments, else a
+    :class:`RefusedError` (or :class:`ConflictError`) that says, where the rule
+    knows both, what it ``expected`` and what it ``found``. Nothing changed
+    when one fails.
+    """
+
+    def check(self, state: TableState) -> None: ...
+
+
+def require(state: TableState, requirements: Iterable[Requirement]) -> None:
+    """Check ``requirements`` in order; the first that fails raises."""
+    for requirement in requirements:
+        requirement.check(state)
 
 
 def _shown(names: Iterable[str], limit: int = 5) -> str:

@@ -10,10 +10,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from segment_lineage.lineage.core.errors import (
-    ConflictError,
     InvalidInputError,
     RefusedError,
-    RunningEntryConflict,
 )
 from segment_lineage.lineage.core.model import (
     Audit,
@@ -22,6 +20,8 @@ from segment_lineage.lineage.core.model import (
     EntryState,
     LineageEntry,
     Operation,
+    PendingDeletion,
+    Segment,
     TableState,
     TableType,
 )
@@ -31,14 +31,26 @@ from segment_lineage.lineage.core.names import (
 )
 from segment_lineage.lineage.core.transitions.common import (
     _entry,
-    _iso,
     _queue_for_deletion,
     _shown,
-    _span,
     _totals,
     _within,
+    require,
 )
-from segment_lineage.lineage.core.visibility import visible_names
+from segment_lineage.lineage.core.transitions.replace_requirements import (
+    EntryIdUnused,
+    FromVisible,
+    HoldNotBeforeStart,
+    IntervalNeedsTimeColumn,
+    IntervalNotEmpty,
+    Overlap,
+    ReplacesSomething,
+    SidesDisjoint,
+    ToNotReplaced,
+    ToNotVisible,
+    ToUnregistered,
+    overlap_rules,
+)
 
 
 def _snapshot_chain(entries: Mapping[str, LineageEntry], current: frozenset[str]) -> list[LineageEntry]:
@@ -87,185 +99,38 @@ def start_replace(
     bound to the new entry (a retry with the same names reuses them); only
     the others are queued for deletion.
     """
-    table = state.config.name
     check_entry_id(entry_id)
     src = check_segment_names(segments_from, "segmentsFrom")
     dst = check_segment_names(segments_to, "segmentsTo")
-    if not src and not dst:
-        raise InvalidInputError("segmentsFrom and segmentsTo cannot both be empty")
-    both = set(src) & set(dst)
-    if both:
-        raise InvalidInputError(f"segment(s) {_shown(both)} are in both segmentsFrom and segmentsTo")
-    if entry_id in state.entries:
-        raise RefusedError(f"entry id {entry_id} is already used", table=table, entry_id=entry_id)
-    if interval is not None:
-        if state.config.time_column is None:
-            raise InvalidInputError(f"table {table!r} has no time column: a time interval needs one")
-        if interval[0] >= interval[1]:
-            raise InvalidInputError(f"interval {_span(interval)} is empty: start must be before end")
-    if held_until_ms is not None and held_until_ms < now_ms:
-        raise InvalidInputError("a hold cannot end before the entry starts")
+    require(
+        state,
+        [
+            ReplacesSomething(src, dst),
+            SidesDisjoint(src, dst),
+            EntryIdUnused(entry_id),
+            IntervalNeedsTimeColumn(interval),
+            IntervalNotEmpty(interval),
+            HoldNotBeforeStart(held_until_ms, now_ms),
+            FromVisible(src),
+            ToNotVisible(dst),
+        ],
+    )
+    src_set, dst_set = frozenset(src), frozenset(dst)
+    overlaps = [
+        Overlap.of(entry, src_set, dst_set, interval, live_owners, now_ms) for entry in state.entries.values()
+    ]
+    require(state, (rule for overlap in overlaps for rule in overlap_rules(overlap, force_cleanup)))
 
-    visible = visible_names(state)
-    not_visible = [n for n in src if n not in visible]
-    if not_visible:
-        raise RefusedError(
-            f"segmentsFrom {_shown(not_visible)} are not visible segments of table {table!r}",
-            table=table,
-            expected="every segmentsFrom visible",
-            found=f"{len(not_visible)} not visible",
-        )
-    present = [n for n in dst if n in visible]
-    if present:
-        raise ConflictError(
-            f"segmentsTo {_shown(present)} already exist in table {table!r}",
-            table=table,
-            remedy="use new segment names",
-        )
-
-    src_set, dst_set = set(src), set(dst)
     segments = dict(state.segments)
     pending = dict(state.pending)
-    entries: dict[str, LineageEntry] = {}
-    cleaned: list[str] = []
-    adopted: list[str] = []  # uploads of a cleaned-up entry that the new `to` reuses
-    for entry in state.entries.values():
-        overlap_from = src_set.intersection(entry.segments_from)
-        overlap_to = dst_set.intersection(entry.segments_to)
-        if entry.state is EntryState.REVERTED:
-            if overlap_to:
-                if not force_cleanup:
-                    raise ConflictError(
-                        f"segmentsTo {_shown(overlap_to)} belong to reverted entry "
-                        f"{entry.entry_id} (kept so a rollback can be undone)",
-                        table=table,
-                        entry_id=entry.entry_id,
-                        remedy="use new segment names, or --force-cleanup to discard them",
-                    )
-                _queue_for_deletion(segments, pending, overlap_to, DeletionReason.FORCE_CLEANUP, now_ms)
-                left = tuple(n for n in entry.segments_to if n not in overlap_to)
-                if not left and not entry.segments_from:
-                    continue
-                entries[entry.entry_id] = dataclasses.replace(entry, segments_to=left)
-            else:
-                entries[entry.entry_id] = entry
-            continue
-        overlap_intent = (
-            entry.state is EntryState.IN_PROGRESS
-            and interval is not None
-            and entry.interval is not None
-            and interval[0] < entry.interval[1]
-            and entry.interval[0] < interval[1]
-        )
-        if entry.state is EntryState.IN_PROGRESS and (overlap_from or overlap_to or overlap_intent):
-            owned = live_owners is not None and entry.entry_id in live_owners
-            held = entry.held(now_ms)
-            stale = not owned and not held
-            if force_cleanup and stale:
-                # A dead push: keep its uploads the new push names again (as
-                # Pinot does: a retry with the same names reuses them), queue
-                # the rest, and keep a REVERTED trace of the names not reused.
-                reused = [
-                    n
-                    for n in entry.segments_to
-                    if n in dst_set and n in segments and _within(segments[n], interval)
-                ]
-                adopted.extend(reused)
-                reuse = set(reused)
-                _queue_for_deletion(
-                    segments,
-                    pending,
-                    [n for n in entry.segments_to if n not in reuse],
-                    DeletionReason.FORCE_CLEANUP,
-                    now_ms,
-                )
-                leftovers = tuple(n for n in entry.segments_to if n not in dst_set)
-                if leftovers:
-                    entries[entry.entry_id] = dataclasses.replace(
-                        entry, segments_to=leftovers, state=EntryState.REVERTED, timestamp_ms=now_ms
-                    )
-                cleaned.append(entry.entry_id)
-                continue
-            if force_cleanup and not owned and entry.held_until_ms is not None and held:
-                # Not a RunningEntryConflict: a push waiting for a lapsing
-                # owner would wait in vain for a hold of hours.
-                raise ConflictError(
-                    f"entry {entry.entry_id} overlaps this push and was opened by hand "
-                    f"({entry.audit.actor}); it is held until {_iso(entry.held_until_ms)}",
-                    table=table,
-                    entry_id=entry.entry_id,
-                    remedy=f"end it, or revert it ('lineage revert --force {entry.entry_id}') if it is "
-                    "abandoned; force cleanup takes it once its hold ends",
-                )
-            if overlap_intent and interval is not None and entry.interval is not None:
-                raise RunningEntryConflict(
-                    f"interval {_span(interval)} overlaps interval {_span(entry.interval)} of "
-                    f"running entry {entry.entry_id}",
-                    table=table,
-                    entry_id=entry.entry_id,
-                    remedy="wait for that push to end, or replace a disjoint interval",
-                )
-            if force_cleanup:
-                raise RunningEntryConflict(
-                    f"entry {entry.entry_id} overlaps this push and is still running "
-                    "(its pushing process holds a live session)",
-                    table=table,
-                    entry_id=entry.entry_id,
-                    remedy="wait for that push to end",
-                )
-        if overlap_from:
-            raise ConflictError(
-                f"segmentsFrom {_shown(overlap_from)} are already being replaced by entry "
-                f"{entry.entry_id} ({entry.state.value})",
-                table=table,
-                entry_id=entry.entry_id,
-                remedy="end or revert that entry first, or use --force-cleanup if it is stale",
-            )
-        if overlap_to:
-            raise ConflictError(
-                f"segmentsTo {_shown(overlap_to)} are already named by entry {entry.entry_id} "
-                f"({entry.state.value})",
-                table=table,
-                entry_id=entry.entry_id,
-                remedy="use new segment names, or --force-cleanup if that entry is stale",
-            )
-        entries[entry.entry_id] = entry
-
-    taken = set(adopted)
-    folded = {name.casefold() for name in segments if name not in taken}
-    still = [n for n in dst if n.casefold() in folded]
-    if still:
-        raise ConflictError(
-            f"segmentsTo {_shown(still)} are registered (hidden, or as a case twin) in table {table!r}",
-            table=table,
-            remedy="use new segment names",
-        )
-
-    replaced: dict[str, str] = {}
-    for kept in entries.values():
-        if kept.live:
-            for name in kept.segments_from:
-                replaced.setdefault(name, kept.entry_id)
-    reused = [n for n in dst if n in replaced]
-    if reused:
-        raise ConflictError(
-            f"segmentsTo {_shown(reused)} are still listed as replaced by entry "
-            f"{replaced[reused[0]]}; segments of those names would stay hidden",
-            table=table,
-            entry_id=replaced[reused[0]],
-            remedy="use new segment names",
-        )
+    entries, cleaned, adopted = _clean_up(
+        overlaps, dst_set, interval, force_cleanup, segments, pending, now_ms
+    )
+    settled = state.replace(segments=segments, pending=pending, entries=entries)
+    require(settled, [ToUnregistered(dst, frozenset(adopted)), ToNotReplaced(dst)])
 
     if state.config.table_type is TableType.REFRESH and src:
-        chain = _snapshot_chain(entries, frozenset(src))
-        # Snapshots kept: the new one, the current one (src), then each
-        # chain entry's `from`. Anything past max_snapshots goes.
-        for index, entry in enumerate(chain):
-            if index + 3 > state.config.max_snapshots:
-                _queue_for_deletion(
-                    segments, pending, entry.segments_from, DeletionReason.PROACTIVE_CLEANUP, now_ms
-                )
-
+        _queue_old_snapshots(entries, src_set, state.config.max_snapshots, segments, pending, now_ms)
     entries[entry_id] = LineageEntry(
         entry_id=entry_id,
         segments_from=src,
@@ -286,6 +151,76 @@ def start_replace(
         segments=len(dst),
         cleaned=tuple(cleaned),
     )
+
+
+def _queue_old_snapshots(
+    entries: Mapping[str, LineageEntry],
+    src: frozenset[str],
+    max_snapshots: int,
+    segments: dict[str, Segment],
+    pending: dict[str, PendingDeletion],
+    now_ms: int,
+) -> None:
+    """A REFRESH table's snapshots beyond ``max_snapshots``, queued for deletion."""
+    chain = _snapshot_chain(entries, src)
+    # Snapshots kept: the new one, the current one (src), then each
+    # chain entry's `from`. Anything past max_snapshots goes.
+    for index, entry in enumerate(chain):
+        if index + 3 > max_snapshots:
+            _queue_for_deletion(
+                segments, pending, entry.segments_from, DeletionReason.PROACTIVE_CLEANUP, now_ms
+            )
+
+
+def _clean_up(
+    overlaps: Sequence[Overlap],
+    dst: frozenset[str],
+    interval: tuple[int, int] | None,
+    force_cleanup: bool,
+    segments: dict[str, Segment],
+    pending: dict[str, PendingDeletion],
+    now_ms: int,
+) -> tuple[dict[str, LineageEntry], list[str], list[str]]:
+    """Force cleanup, once every entry passed its rules: the entries kept
+    (a reverted one without the names reused, a stale running one as a
+    REVERTED trace of the names not reused), the ids of the running entries
+    cleaned up, and their uploads the new ``to`` reuses. Files no longer
+    referenced are queued in ``pending``."""
+    entries: dict[str, LineageEntry] = {}
+    cleaned: list[str] = []
+    adopted: list[str] = []  # uploads of a cleaned-up entry that the new `to` reuses
+    for overlap in overlaps:
+        entry = overlap.entry
+        if entry.state is EntryState.REVERTED and force_cleanup and overlap.to_names:
+            _queue_for_deletion(segments, pending, overlap.to_names, DeletionReason.FORCE_CLEANUP, now_ms)
+            left = tuple(n for n in entry.segments_to if n not in overlap.to_names)
+            if left or entry.segments_from:
+                entries[entry.entry_id] = dataclasses.replace(entry, segments_to=left)
+        elif force_cleanup and overlap.stale:  # stale: a running entry
+            # A dead push: keep its uploads the new push names again (as
+            # Pinot does: a retry with the same names reuses them), queue
+            # the rest, and keep a REVERTED trace of the names not reused.
+            reused = [
+                n for n in entry.segments_to if n in dst and n in segments and _within(segments[n], interval)
+            ]
+            adopted.extend(reused)
+            reuse = set(reused)
+            _queue_for_deletion(
+                segments,
+                pending,
+                [n for n in entry.segments_to if n not in reuse],
+                DeletionReason.FORCE_CLEANUP,
+                now_ms,
+            )
+            leftovers = tuple(n for n in entry.segments_to if n not in dst)
+            if leftovers:
+                entries[entry.entry_id] = dataclasses.replace(
+                    entry, segments_to=leftovers, state=EntryState.REVERTED, timestamp_ms=now_ms
+                )
+            cleaned.append(entry.entry_id)
+        else:
+            entries[entry.entry_id] = entry
+    return entries, cleaned, adopted
 
 
 def end_replace(

@@ -14,43 +14,28 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.model import (
     Change,
     DeletionReason,
-    EntryState,
-    LineageEntry,
     Operation,
     PendingDeletion,
     Segment,
     TableState,
 )
 from segment_lineage.lineage.core.names import (
-    check_location,
-    check_segment_name,
     check_segment_names,
-    check_text,
 )
 from segment_lineage.lineage.core.transitions.common import (
-    _entry,
-    _live_from,
     _queue_for_deletion,
     _shown,
-    _span,
     _totals,
+    require,
+)
+from segment_lineage.lineage.core.transitions.segment_requirements import (
+    BindsToRunningEntry,
+    DistinctLocations,
+    Taken,
+    WellFormed,
+    segment_rules,
 )
 from segment_lineage.lineage.core.visibility import locked_segments
-
-
-def _check_segment(seg: Segment, time_column: str | None) -> None:
-    check_segment_name(seg.name)
-    check_location(seg.location)
-    for what, value in (("rows", seg.rows), ("bytes", seg.size_bytes)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidInputError(f"segment {seg.name!r}: {what} must be a whole number >= 0")
-    check_text(f"segment {seg.name!r} checksum", seg.checksum, 128)
-    if (seg.min_time is None) != (seg.max_time is None):
-        raise InvalidInputError(f"segment {seg.name!r}: give both min and max time, or neither")
-    if seg.min_time is not None and seg.max_time is not None and seg.min_time > seg.max_time:
-        raise InvalidInputError(f"segment {seg.name!r}: min time {seg.min_time} > max time {seg.max_time}")
-    if time_column is None and seg.min_time is not None:
-        raise InvalidInputError(f"segment {seg.name!r} has a time range but the table has no time column")
 
 
 def register_segments(
@@ -65,121 +50,26 @@ def register_segments(
     entry (and stays hidden until the entry completes). With ``entry_id`` the
     binding is checked: the entry must be IN_PROGRESS and list the segment.
     """
-    table = state.config.name
     if not new:
         raise InvalidInputError("no segments to register")
     check_segment_names((s.name for s in new), "the batch")
-    for seg in new:
-        _check_segment(seg, state.config.time_column)
-    locations: dict[str, str] = {}
-    for seg in new:
-        if seg.location in locations:
-            raise InvalidInputError(
-                f"segments {locations[seg.location]!r} and {seg.name!r} share location {seg.location!r}"
-            )
-        locations[seg.location] = seg.name
+    require(state, [*(WellFormed(seg) for seg in new), DistinctLocations(new)])
+    if entry_id is not None:
+        require(state, [BindsToRunningEntry(entry_id)])
+    bound = state.entries[entry_id] if entry_id is not None else None
 
-    bound: LineageEntry | None = _entry(state, entry_id) if entry_id is not None else None
-    if bound is not None and bound.state is not EntryState.IN_PROGRESS:
-        raise RefusedError(
-            f"entry {bound.entry_id} is {bound.state.value}; segments can only be added to an "
-            "IN_PROGRESS entry",
-            table=table,
-            entry_id=bound.entry_id,
-            expected="IN_PROGRESS",
-            found=bound.state.value,
-            remedy="start a new replacement",
-        )
-
-    bound_to = frozenset(bound.segments_to) if bound is not None else frozenset()
-    folded = {name.casefold(): name for name in state.segments}
-    in_progress_to: dict[str, str] = {}
-    reverted_to: dict[str, str] = {}
-    for entry in state.entries.values():
-        target = (
-            in_progress_to
-            if entry.state is EntryState.IN_PROGRESS
-            else (reverted_to if entry.state is EntryState.REVERTED else None)
-        )
-        if target is not None:
-            for name in entry.segments_to:
-                target.setdefault(name, entry.entry_id)
-    replaced = _live_from(state)
-    taken_locations = {seg.location.casefold(): seg.name for seg in state.segments.values()}
-    pending_locations = {loc.casefold(): p for loc, p in state.pending.items()}
-
+    taken = Taken.of(state, bound)
     segments = dict(state.segments)
-    taken_over: list[str] = []
-    superseded: list[Segment] = []
+    taken_over: list[str] = []  # files retention saw unreferenced, now a segment's
+    superseded: list[Segment] = []  # hidden uploads of a running replacement, uploaded again
     for seg in new:
-        existing = folded.get(seg.name.casefold())
-        if existing is not None and _reupload(state, existing, seg.name, bound):
-            # A hidden upload of a running replacement, uploaded again (a
-            # retry, as Pinot allows): the new registration takes its place.
+        require(state, segment_rules(seg, taken))
+        existing = taken.folded.get(seg.name.casefold())
+        if existing is not None:
             superseded.append(state.segments[existing])
-        elif existing is not None:
-            problem = (
-                "is already registered" if existing == seg.name else f"differs only in case from {existing!r}"
-            )
-            raise RefusedError(
-                f"segment {seg.name!r} {problem} in table {table!r}",
-                table=table,
-                remedy="use a new segment name, or replace the segment with start-replace",
-            )
-        if taken_locations.get(seg.location.casefold(), seg.name) != seg.name:
-            raise RefusedError(
-                f"location {seg.location!r} of segment {seg.name!r} is used by segment "
-                f"{taken_locations[seg.location.casefold()]!r}",
-                table=table,
-            )
-        queued = pending_locations.get(seg.location.casefold())
-        if queued is not None and queued.reason is DeletionReason.ORPHAN_SEEN:
-            # Seen unreferenced by retention, not condemned: registering it
-            # makes it a segment's file (an upload registered after a pass).
+        queued = taken.queued.get(seg.location.casefold())
+        if queued is not None:
             taken_over.append(queued.location)
-        elif queued is not None:
-            # Retention may be deleting that file right now (Pinot #13968).
-            raise RefusedError(
-                f"location {seg.location!r} of segment {seg.name!r} is queued for deletion "
-                f"(it held segment {queued.segment!r})",
-                table=table,
-                remedy="write the segment to a new location",
-            )
-        if seg.name in replaced:
-            raise RefusedError(
-                f"segment name {seg.name!r} is still listed as replaced by entry {replaced[seg.name]}; "
-                "a segment of that name would stay hidden",
-                table=table,
-                entry_id=replaced[seg.name],
-                remedy="use a new segment name",
-            )
-        owner = in_progress_to.get(seg.name)
-        owner_entry = state.entries.get(bound.entry_id if bound is not None else owner or "")
-        if owner_entry is not None and owner_entry.interval is not None:
-            start, end = owner_entry.interval
-            if seg.min_time is None or seg.max_time is None or seg.min_time < start or seg.max_time >= end:
-                raise RefusedError(
-                    f"segment {seg.name!r} holds rows outside the interval {_span(owner_entry.interval)} "
-                    f"of entry {owner_entry.entry_id}",
-                    table=table,
-                    entry_id=owner_entry.entry_id,
-                )
-        if bound is not None:
-            if seg.name not in bound_to:
-                raise RefusedError(
-                    f"segment {seg.name!r} is not in segmentsTo of entry {bound.entry_id}",
-                    table=table,
-                    entry_id=bound.entry_id,
-                )
-            owner = bound.entry_id
-        elif owner is None and seg.name in reverted_to:
-            raise RefusedError(
-                f"segment {seg.name!r} belongs to reverted entry {reverted_to[seg.name]}; "
-                "registering it would bring back reverted data",
-                table=table,
-                entry_id=reverted_to[seg.name],
-                remedy="push under new segment names",
-            )
         segments[seg.name] = Segment(
             name=seg.name,
             location=seg.location,
@@ -188,7 +78,7 @@ def register_segments(
             checksum=seg.checksum,
             min_time=seg.min_time,
             max_time=seg.max_time,
-            entry_id=owner,
+            entry_id=taken.owner(seg.name),
             created_ms=now_ms,
         )
     count, rows, size = _totals(new)
@@ -210,20 +100,6 @@ def register_segments(
         segments=count,
         rows=rows,
         size_bytes=size,
-    )
-
-
-def _reupload(state: TableState, existing: str, name: str, bound: LineageEntry | None) -> bool:
-    """Whether registering ``name`` again replaces a hidden upload of a
-    running replacement (its ``to``, bound to it) rather than a duplicate."""
-    if existing != name:
-        return False
-    holder = state.entries.get(state.segments[existing].entry_id or "")
-    return (
-        holder is not None
-        and holder.state is EntryState.IN_PROGRESS
-        and name in holder.segments_to
-        and (bound is None or bound.entry_id == holder.entry_id)
     )
 
 
