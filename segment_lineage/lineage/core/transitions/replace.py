@@ -37,7 +37,7 @@ from segment_lineage.lineage.core.transitions.common import (
     _within,
     require,
 )
-from segment_lineage.lineage.core.transitions.replace_requirements import (
+from segment_lineage.lineage.core.transitions.start_requirements import (
     EntryIdUnused,
     FromVisible,
     HoldNotBeforeStart,
