@@ -26,7 +26,8 @@ end, revert), ``deletions`` (file queues and retention's marks), ``rollback``.
 Preconditions are data: small frozen objects whose ``check(state)`` raises
 the error naming the rule, with what it expected and what it found where it
 knows both (``start_requirements`` for a replacement's start,
-``segment_requirements`` for a registration). ``common`` holds what the
+``end_requirements`` for its end or revert, ``segment_requirements`` for a
+registration). ``common`` holds what the
 families share, the :class:`~segment_lineage.lineage.core.transitions.common.Requirement`
 protocol among it.
 """

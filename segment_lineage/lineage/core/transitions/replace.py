@@ -9,10 +9,6 @@ import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 
-from segment_lineage.lineage.core.errors import (
-    InvalidInputError,
-    RefusedError,
-)
 from segment_lineage.lineage.core.model import (
     Audit,
     Change,
@@ -32,10 +28,20 @@ from segment_lineage.lineage.core.names import (
 from segment_lineage.lineage.core.transitions.common import (
     _entry,
     _queue_for_deletion,
-    _shown,
     _totals,
     _within,
     require,
+)
+from segment_lineage.lineage.core.transitions.end_requirements import (
+    ForcedIfRunning,
+    FromRegistered,
+    HeadOfChain,
+    NotRevertedToEnd,
+    NotRevertedYet,
+    ReplacedStillRegistered,
+    SubsetNotEmpty,
+    SubsetOfTo,
+    ToRegistered,
 )
 from segment_lineage.lineage.core.transitions.start_requirements import (
     EntryIdUnused,
@@ -233,60 +239,22 @@ def end_replace(
 
     Idempotent: ending a COMPLETED entry changes nothing.
     """
-    table = state.config.name
     entry = _entry(state, entry_id)
     if entry.state is EntryState.COMPLETED:
         return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
-    if entry.state is EntryState.REVERTED:
-        raise RefusedError(
-            f"entry {entry_id} was reverted and cannot be completed",
-            table=table,
-            entry_id=entry_id,
-            expected="IN_PROGRESS",
-            found="REVERTED",
-            remedy="start a new replacement",
-        )
+    require(state, [NotRevertedToEnd(entry)])
     segments = dict(state.segments)
     pending = dict(state.pending)
     dst = entry.segments_to
     dropped: list[str] = []
     if to_subset is not None:
         subset = check_segment_names(to_subset, "the subset of segmentsTo")
-        if not subset and entry.segments_to:
-            raise InvalidInputError(
-                "an empty subset of segmentsTo would turn this replacement into a delete; "
-                "revert the entry instead"
-            )
-        listed = frozenset(entry.segments_to)
-        extra = [n for n in subset if n not in listed]
-        if extra:
-            raise RefusedError(
-                f"segment(s) {_shown(extra)} are not in segmentsTo of entry {entry_id}",
-                table=table,
-                entry_id=entry_id,
-            )
+        require(state, [SubsetNotEmpty(entry, subset), SubsetOfTo(entry, subset)])
         keep = set(subset)
         dropped = [n for n in entry.segments_to if n not in keep]
         _queue_for_deletion(segments, pending, dropped, DeletionReason.END_SUBSET, now_ms)
         dst = tuple(n for n in entry.segments_to if n in keep)
-    missing_to = [n for n in dst if n not in segments]
-    if missing_to:
-        raise RefusedError(
-            f"segmentsTo {_shown(missing_to)} of entry {entry_id} are not registered",
-            table=table,
-            entry_id=entry_id,
-            expected="every segmentsTo registered",
-            found=f"{len(missing_to)} missing",
-            remedy="register them, or end with the subset that was uploaded",
-        )
-    missing_from = [n for n in entry.segments_from if n not in segments]
-    if missing_from:
-        raise RefusedError(
-            f"segmentsFrom {_shown(missing_from)} of entry {entry_id} are gone",
-            table=table,
-            entry_id=entry_id,
-            remedy="revert this entry with --force and push again",
-        )
+    require(state.replace(segments=segments), [ToRegistered(entry_id, dst), FromRegistered(entry)])
     done = dataclasses.replace(entry, segments_to=dst, state=EntryState.COMPLETED, timestamp_ms=now_ms)
     entries = dict(state.entries)
     entries[entry_id] = done
@@ -315,45 +283,16 @@ def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = 
     ``force``; a COMPLETED entry needs all of its ``from``; only the head of a
     chain can be reverted.
     """
-    table = state.config.name
     entry = _entry(state, entry_id)
-    if entry.state is EntryState.REVERTED:
-        raise RefusedError(
-            f"entry {entry_id} is already reverted",
-            table=table,
-            entry_id=entry_id,
-            expected="IN_PROGRESS or COMPLETED",
-            found="REVERTED",
-        )
-    if entry.state is EntryState.IN_PROGRESS and not force:
-        raise RefusedError(
-            f"entry {entry_id} is IN_PROGRESS; a push may still be running",
-            table=table,
-            entry_id=entry_id,
-            expected="COMPLETED",
-            found="IN_PROGRESS",
-            remedy="pass --force if the push is known to be dead",
-        )
-    outputs = set(entry.segments_to)
-    for other in state.entries.values():
-        if other.entry_id != entry_id and other.live and outputs.intersection(other.segments_from):
-            raise RefusedError(
-                f"cannot revert entry {entry_id}: its segments were replaced again by entry "
-                f"{other.entry_id} ({other.state.value})",
-                table=table,
-                entry_id=entry_id,
-                remedy=f"revert entry {other.entry_id} first",
-            )
-    if entry.state is EntryState.COMPLETED:
-        gone = [n for n in entry.segments_from if n not in state.segments]
-        if gone:
-            raise RefusedError(
-                f"cannot revert entry {entry_id}: its replaced segments {_shown(gone)} were deleted",
-                table=table,
-                entry_id=entry_id,
-                expected="every segmentsFrom still registered",
-                found=f"{len(gone)} deleted",
-            )
+    require(
+        state,
+        [
+            NotRevertedYet(entry),
+            ForcedIfRunning(entry, force),
+            HeadOfChain(entry),
+            ReplacedStillRegistered(entry),
+        ],
+    )
     entries = dict(state.entries)
     entries[entry_id] = dataclasses.replace(entry, state=EntryState.REVERTED, timestamp_ms=now_ms)
     return Change(
