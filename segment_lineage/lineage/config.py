@@ -187,6 +187,9 @@ ENV_HOME = "LINEAGE_HOME"
 
 
 def state_dir() -> Path:
+    """The project's state directory: ``$LINEAGE_HOME``, else
+    ``$XDG_STATE_HOME/segment-lineage`` (``~/.local/state/segment-lineage``).
+    Read at each call, so a changed environment takes effect."""
     explicit = os.environ.get(ENV_HOME)
     if explicit:
         return Path(explicit)
