@@ -10,11 +10,11 @@ from collections import Counter
 from collections.abc import Callable
 
 from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.config import state_dir
 from segment_lineage.lineage.core.errors import TableNotFoundError
 from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import RootClaimFiles
-from segment_lineage.lineage.zk.server import state_dir
 from segment_lineage.retention.executor import PassOptions, run_pass
 
 DEMO_TABLE = "demo_events"

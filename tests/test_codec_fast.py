@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from segment_lineage.lineage import codec
+from segment_lineage.lineage.codec import buckets, envelope
 from segment_lineage.lineage.core.errors import LineageError
 
 ODD = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=3), st.integers())
@@ -27,7 +28,7 @@ FIELDS = {
 def outcome(decode: Any, record: dict[str, Any]) -> object:
     try:
         return decode(record)
-    except (LineageError, codec._Bad, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (LineageError, envelope._Bad, KeyError, TypeError, ValueError, AttributeError) as exc:
         return type(exc)
 
 
@@ -61,4 +62,4 @@ def records(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=800, deadline=None)
 @given(records())
 def test_the_fast_path_agrees_with_the_checked_path(record: dict[str, Any]) -> None:
-    assert outcome(codec.segment_from_dict, record) == outcome(codec._segment_checked, record)
+    assert outcome(codec.segment_from_dict, record) == outcome(buckets._segment_checked, record)

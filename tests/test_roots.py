@@ -18,8 +18,9 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
 from segment_lineage.lineage.core.model import Segment, TableConfig
-from segment_lineage.lineage.core.roots import CLAIM_FILE, canonical_root, check_no_overlap, overlaps
+from segment_lineage.lineage.core.roots import canonical_root, check_no_overlap, overlaps
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.lineage.storage.deep import DeepStore, RootClaimFiles
 from segment_lineage.lineage.store.memory import MemoryStore
 from segment_lineage.lineage.zk.client import ZkSettings, connect

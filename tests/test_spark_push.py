@@ -26,8 +26,8 @@ from segment_lineage.ingest.spark_job import (
     spark_session,
 )
 from segment_lineage.lineage.core.model import DeletionReason, TableConfig
-from segment_lineage.lineage.core.roots import CLAIM_FILE
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from tests.helpers.run import lineage_process
 from tests.helpers.spark_cluster import SparkCluster
 

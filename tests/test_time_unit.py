@@ -19,8 +19,8 @@ from segment_lineage.ingest.time_units import plausible_units, to_ms
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.errors import CorruptRecordError, InvalidInputError
 from segment_lineage.lineage.core.model import DeletionReason, TableConfig, TimeUnit
-from segment_lineage.lineage.core.roots import CLAIM_FILE
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.retention.executor import PassOptions, run_table
 from segment_lineage.retention.planner import Policy, plan
 

@@ -28,7 +28,6 @@ from segment_lineage.lineage.core.graph import history_svg
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.periods import parse_time
-from segment_lineage.lineage.core.roots import ClaimFiles
 from segment_lineage.lineage.core.views import (
     entry_view,
     history_view,
@@ -40,6 +39,7 @@ from segment_lineage.lineage.core.views import (
 )
 from segment_lineage.lineage.core.visibility import visible_names, visible_segments
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.claims import ClaimFiles
 from segment_lineage.lineage.storage.files import NO_CHECK_HINT, SegmentFiles, checked_segments
 
 

@@ -179,3 +179,19 @@ def effective(loaded: Loaded, env: Mapping[str, str], flags: Mapping[str, str | 
         else:
             out.append(Effective(setting, setting.default, "default"))
     return out
+
+
+# ---- the state directory: the embedded ZooKeeper's data, the demo's files ----
+
+ENV_HOME = "LINEAGE_HOME"
+
+
+def state_dir() -> Path:
+    """The project's state directory: ``$LINEAGE_HOME``, else
+    ``$XDG_STATE_HOME/segment-lineage`` (``~/.local/state/segment-lineage``).
+    Read at each call, so a changed environment takes effect."""
+    explicit = os.environ.get(ENV_HOME)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "segment-lineage"

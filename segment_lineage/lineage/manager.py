@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.lineage import codec
+from segment_lineage.lineage.config import state_dir
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
     AuthError,
@@ -59,16 +60,16 @@ from segment_lineage.lineage.core.model import (
 from segment_lineage.lineage.core.names import check_entry_id, check_table_name
 from segment_lineage.lineage.core.periods import parse_period, parse_version_or_time
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
-from segment_lineage.lineage.core.roots import (
+from segment_lineage.lineage.core.roots import canonical_root
+from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
+from segment_lineage.lineage.storage.claims import (
     Claim,
     ClaimFiles,
-    canonical_root,
     check_claim,
     check_no_claim_around,
     read_claim,
     resolve_root,
 )
-from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
 from segment_lineage.lineage.store.contract import (
     Floor,
     Lease,
@@ -328,7 +329,7 @@ class LineageManager:
         """Create a table. Its root is made canonical first (absolute, links
         resolved, never a protected place) and must not overlap another
         table's root: InvalidInputError, RefusedError."""
-        config = dataclasses.replace(config, root=resolve_root(config.root))
+        config = dataclasses.replace(config, root=resolve_root(config.root, state_dir()))
         if self.claims is None:
             return self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
         # Claimed first, then created, then checked: of two stores creating
@@ -409,7 +410,8 @@ class LineageManager:
         if self.claims is None:
             raise RefusedError("this manager has no access to deep storage to claim a root")
         root = self.table(table).config.root
-        resolve_root(root)  # a legacy root that create would refuse (relative, a home, ...) stays unclaimed
+        # A legacy root that create would refuse (relative, a home, ...) stays unclaimed.
+        resolve_root(root, state_dir())
         self._claim(table, root)
         self._check_claimed(table, root)
         return root

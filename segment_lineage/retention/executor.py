@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
+from segment_lineage.lineage.config import state_dir
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
     CorruptRecordError,
@@ -34,9 +35,10 @@ from segment_lineage.lineage.core.errors import (
 )
 from segment_lineage.lineage.core.failpoints import armed, failpoint
 from segment_lineage.lineage.core.model import Change, TableState
-from segment_lineage.lineage.core.roots import CLAIM_FILE, check_claim, inside, read_claim, resolve_root
+from segment_lineage.lineage.core.roots import inside
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_claim, read_claim, resolve_root
 from segment_lineage.lineage.storage.deep import DeepStore, FileInfo, RootClaimFiles
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.planner import (
@@ -168,7 +170,8 @@ def check_root_claim(manager: LineageManager, table: str, root: str) -> None:
     """Retention deletes nothing under a root that is not claimed by this very
     table of this very store (the marker a table create writes): another
     lineage's table, or files nobody claimed, may live there."""
-    resolve_root(root)  # a root create would refuse (relative, a home, the system's) is never scanned
+    # A root create would refuse (relative, a home, the system's) is never scanned.
+    resolve_root(root, state_dir())
     claim = read_claim(RootClaimFiles(), root)
     if claim is None:
         raise RefusedError(

@@ -6,7 +6,9 @@ table's files. A root is made canonical once, when its table is created:
 
 * local paths must be absolute (a relative one would resolve against each
   process's own working directory); ``.`` and ``..`` parts, repeated and
-  trailing slashes collapse, and symbolic links resolve (:func:`resolve_root`);
+  trailing slashes collapse, and symbolic links resolve
+  (:func:`segment_lineage.lineage.storage.claims.resolve_root`, which reads
+  the disk: this module is pure);
 * URIs keep their scheme (``gcs`` is ``gs``) and lower-case their bucket or host;
 * the file system root, a home directory (or a folder holding one) and the
   project's own state directory are refused, with the reason.
@@ -19,15 +21,11 @@ same commit that guards the table's name.
 
 from __future__ import annotations
 
-import os
 import posixpath
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from segment_lineage.lineage import codec
-from segment_lineage.lineage.core.errors import CorruptRecordError, InvalidInputError, RefusedError
+from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
 
 URI_SCHEMES = {"file": "file", "s3": "s3", "gs": "gs", "gcs": "gs", "hdfs": "hdfs"}
 
@@ -146,120 +144,4 @@ def check_not_dangerous(
     if _key(root) in {_key(d) for d in SHARED_DIRS}:
         raise _invalid(
             root, "it is a folder shared by everything on the machine: give the table a folder of its own"
-        )
-
-
-def resolve_root(root: str) -> str:
-    """:func:`canonical_root`, then, for a local root, symbolic links resolved
-    and protected places refused. Runs where the table is created."""
-    canonical = canonical_root(root)
-    if "://" in canonical:
-        return canonical
-    from segment_lineage.lineage.zk.server import state_dir
-
-    resolved = os.path.realpath(canonical)
-    home = os.path.realpath(os.path.expanduser("~"))
-    state = os.path.realpath(str(state_dir()))
-    check_not_dangerous(
-        resolved,
-        [("a home directory", home), ("the project's state directory", state)],
-        [("the embedded ZooKeeper's data", os.path.join(state, "zookeeper"))],
-    )
-    if resolved == "/":
-        raise _invalid(root, "it resolves to the file system root")
-    return resolved
-
-
-# ---- claims: whose a root is, written where the root lives ---------------------
-
-CLAIM_FILE = ".segment-lineage-root.json"  # a dot name: no location can name it, no push writes it
-
-
-class ClaimFiles(Protocol):
-    """Reads and writes the claim marker under a root (deep storage)."""
-
-    def read_claim(self, root: str) -> bytes | None:
-        """The marker's bytes, or None when the root has none."""
-        ...
-
-    def write_claim(self, root: str, data: bytes, *, exclusive: bool = False) -> bool:
-        """Write the marker; with ``exclusive``, only if there is none (False
-        when one appeared meanwhile; object stores cannot promise that)."""
-        ...
-
-    def remove_claim(self, root: str) -> None: ...
-
-    def claims_around(self, root: str) -> list[str]:
-        """The roots, other than ``root``, that hold a marker and lie above
-        ``root`` or below it (another table's root, perhaps of another store)."""
-        ...
-
-
-@dataclass(frozen=True)
-class Claim:
-    store: str  # the id of the store (ZooKeeper ensemble and chroot) the table lives in
-    table: str
-
-
-def read_claim(files: ClaimFiles, root: str) -> Claim | None:
-    raw = files.read_claim(root)
-    if raw is None:
-        return None
-    try:
-        store, table = codec.decode_claim(raw, f"{root}/{CLAIM_FILE}")
-    except CorruptRecordError:
-        raise RefusedError(
-            f"the claim marker {CLAIM_FILE} under {root!r} is unreadable; nothing under that root is touched",
-            remedy="look at the file: restore it, or remove it and run 'lineage table claim TABLE'",
-        ) from None
-    return Claim(store, table)
-
-
-def check_no_claim_around(
-    files: ClaimFiles, table: str, root: str, holds: Callable[[Claim, str], bool]
-) -> None:
-    """Refuse a root above or below another claimed root. The registry of
-    roots knows only this store's tables, and only as they were spelled:
-    a marker in deep storage also speaks for other stores, and for roots
-    whose parent moved behind a link. ``holds(claim, where)`` tells a claim
-    that still holds from a stale one (a dropped table of this store)."""
-    for other in files.claims_around(root):
-        claim = read_claim(files, other)
-        if claim is None or not holds(claim, other):
-            continue
-        how = "holds" if _key(other).startswith(_key(root)) else "lies inside"
-        raise RefusedError(
-            f"deep-store root {root!r} {how} {other!r}, claimed by table {claim.table!r} of store "
-            f"{claim.store} (its {CLAIM_FILE}); retention would take one table's files for the other's "
-            "orphans",
-            table=table,
-            expected="a root with no claimed root above or below it",
-            found=other,
-            remedy="give the table a root of its own, beside the others; if that table is gone for good "
-            f"and nothing of it remains there, remove {other}/{CLAIM_FILE}",
-        )
-
-
-def check_claim(claim: Claim | None, store_id: str, table: str, root: str, *, live: bool) -> None:
-    """Refuse a root whose marker names another store, or another table of
-    this store that still has this root (``live``)."""
-    if claim is None or claim == Claim(store_id, table):
-        return
-    if claim.store != store_id:
-        raise RefusedError(
-            f"deep-store root {root!r} is claimed by table {claim.table!r} of another lineage store "
-            f"({claim.store}): its retention would take this table's files, or the other way round",
-            table=table,
-            expected=f"no claim, or store {store_id}",
-            found=claim.store,
-            remedy=f"check --zk / LINEAGE_ZK: is this the ensemble the table lives in? If that store is "
-            f"gone for good and nothing of it remains under the root, remove {root}/{CLAIM_FILE}",
-        )
-    if live:
-        raise RefusedError(
-            f"deep-store root {root!r} is claimed by table {claim.table!r}",
-            table=table,
-            expected=f"no claim, or table {table!r}",
-            found=claim.table,
-            remedy="give the table a root of its own",
         )

@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 
 from segment_lineage.ingest.errors import StorageError
 from segment_lineage.lineage.core.names import check_location
-from segment_lineage.lineage.core.roots import CLAIM_FILE
+from segment_lineage.lineage.storage.claims import CLAIM_FILE
 
 ENV_S3_ENDPOINT = "LINEAGE_S3_ENDPOINT"
 SCHEMES = ("file", "s3", "gs", "gcs", "hdfs")
@@ -212,7 +212,7 @@ class DeepStore:
                 continue  # not empty, already gone, or not ours to remove: leave it
         return removed
 
-    # ---- the root's claim marker (segment_lineage.lineage.core.roots.CLAIM_FILE) -----------------------
+    # ---- the root's claim marker (segment_lineage.lineage.storage.claims.CLAIM_FILE) -----------------------
 
     def _claim_path(self) -> str:
         return posixpath.join(self.base, CLAIM_FILE)
@@ -371,7 +371,7 @@ class DeepStore:
 
 
 class RootClaimFiles:
-    """ClaimFiles (core.roots) on deep storage: the claim marker of any root."""
+    """ClaimFiles (storage.claims) on deep storage: the claim marker of any root."""
 
     def read_claim(self, root: str) -> bytes | None:
         return DeepStore.for_root(root).read_claim()

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
+from segment_lineage.lineage.config import state_dir
 from segment_lineage.lineage.core.errors import InvalidInputError, ServerError
 
 DEFAULT_PORT = 2191
-ENV_HOME = "LINEAGE_HOME"
 ENV_PORT = "LINEAGE_ZK_PORT"
 ENV_HEAP = "LINEAGE_ZK_HEAP"
 START_TIMEOUT_S = 60.0
@@ -29,14 +29,6 @@ DEFAULT_HEAP_MB = 256  # when the machine's memory is unknown
 MIN_HEAP_MB = 64
 MAX_DEFAULT_HEAP_MB = 2048
 MAX_HEAP_MB = 64 * 1024
-
-
-def state_dir() -> Path:
-    explicit = os.environ.get(ENV_HOME)
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "segment-lineage"
 
 
 def machine_memory_mb() -> int | None:

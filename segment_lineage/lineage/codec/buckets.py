@@ -1,0 +1,276 @@
+"""Bucket blobs (segments, entries or pending deletions, one hash bucket
+each) and ``names`` blobs (chunks of a long segment-name list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from segment_lineage.lineage.codec.envelope import (
+    _Bad,
+    _decoding,
+    _enum,
+    _envelope,
+    _get,
+    _opt,
+    _str_list,
+    dumps,
+    parse,
+)
+from segment_lineage.lineage.core.model import (
+    Audit,
+    DeletionReason,
+    EntryState,
+    LineageEntry,
+    PendingDeletion,
+    Segment,
+)
+from segment_lineage.lineage.core.names import (
+    check_entry_id,
+    check_location,
+    check_segment_name,
+)
+
+BUCKET = "segment-lineage.bucket"
+NAMES = "segment-lineage.names"
+
+SEGMENTS = "segments"
+ENTRIES = "entries"
+PENDING = "pending"
+KINDS = (SEGMENTS, ENTRIES, PENDING)
+
+
+# ---- records in buckets -----------------------------------------------------
+
+
+def segment_to_dict(seg: Segment) -> dict[str, object]:
+    d: dict[str, object] = {
+        "name": seg.name,
+        "loc": seg.location,
+        "rows": seg.rows,
+        "bytes": seg.size_bytes,
+        "sum": seg.checksum,
+        "created": seg.created_ms,
+    }
+    if seg.min_time is not None:
+        d["tmin"] = seg.min_time
+        d["tmax"] = seg.max_time
+    if seg.entry_id is not None:
+        d["entry"] = seg.entry_id
+    return d
+
+
+def segment_from_dict(d: Mapping[str, Any]) -> Segment:
+    # Fast path for the common record (a cold read of a large table decodes
+    # every segment): the same checks as below, inline; anything unusual
+    # takes the field-by-field path, which names what is wrong.
+    name, loc, rows, size, checksum, created = (
+        d.get("name"),
+        d.get("loc"),
+        d.get("rows"),
+        d.get("bytes"),
+        d.get("sum"),
+        d.get("created"),
+    )
+    tmin, tmax, entry = d.get("tmin"), d.get("tmax"), d.get("entry")
+    if (
+        type(name) is str
+        and type(loc) is str
+        and type(rows) is int
+        and type(size) is int
+        and type(checksum) is str
+        and type(created) is int
+        and (tmin is None or type(tmin) is int)
+        and (tmax is None or type(tmax) is int)
+        and (entry is None or type(entry) is str)
+    ):
+        return Segment(
+            name=check_segment_name(name),
+            location=check_location(loc),
+            rows=rows,
+            size_bytes=size,
+            checksum=checksum,
+            min_time=tmin,
+            max_time=tmax,
+            entry_id=entry,
+            created_ms=created,
+        )
+    return _segment_checked(d)
+
+
+def _segment_checked(d: Mapping[str, Any]) -> Segment:
+    return Segment(
+        name=check_segment_name(_get(d, "name", str)),
+        location=check_location(_get(d, "loc", str)),
+        rows=_get(d, "rows", int),
+        size_bytes=_get(d, "bytes", int),
+        checksum=_get(d, "sum", str),
+        min_time=_opt(d, "tmin", int),
+        max_time=_opt(d, "tmax", int),
+        entry_id=_opt(d, "entry", str),
+        created_ms=_get(d, "created", int),
+    )
+
+
+def pending_to_dict(p: PendingDeletion) -> dict[str, object]:
+    d: dict[str, object] = {
+        "loc": p.location,
+        "segment": p.segment,
+        "reason": p.reason.value,
+        "marked": p.marked_ms,
+    }
+    if p.entry_id is not None:
+        d["entry"] = p.entry_id
+    if p.size_bytes:
+        d["bytes"] = p.size_bytes
+    return d
+
+
+def pending_from_dict(d: Mapping[str, Any]) -> PendingDeletion:
+    return PendingDeletion(
+        location=check_location(_get(d, "loc", str)),
+        segment=check_segment_name(_get(d, "segment", str)),
+        reason=_enum(DeletionReason, d.get("reason"), "deletion reason"),
+        marked_ms=_get(d, "marked", int),
+        entry_id=_opt(d, "entry", str),
+        size_bytes=_opt(d, "bytes", int) or 0,
+    )
+
+
+@dataclass(frozen=True)
+class NameList:
+    """A segment-name list as stored: inline, or in ``names`` blobs."""
+
+    names: tuple[str, ...] | None
+    chunks: tuple[str, ...]
+    count: int
+
+
+def entry_to_dict(entry: LineageEntry, src: NameList, dst: NameList) -> dict[str, object]:
+    d: dict[str, object] = {
+        "id": entry.entry_id,
+        "state": entry.state.value,
+        "ts": entry.timestamp_ms,
+        "created": entry.created_ms,
+        "actor": entry.audit.actor,
+        "job": entry.audit.job_id,
+        "reason": entry.audit.reason,
+    }
+    if entry.interval is not None:
+        d["interval"] = list(entry.interval)
+    if entry.held_until_ms is not None:
+        d["held"] = entry.held_until_ms
+    for key, names in (("from", src), ("to", dst)):
+        if names.names is not None:
+            d[key] = list(names.names)
+        else:
+            d[key + "_chunks"] = list(names.chunks)
+            d[key + "_count"] = names.count
+    return d
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """An entry record as read from a bucket, before its name chunks are loaded."""
+
+    entry_id: str
+    state: EntryState
+    timestamp_ms: int
+    created_ms: int
+    audit: Audit
+    src: NameList
+    dst: NameList
+    interval: tuple[int, int] | None = None
+    held_until_ms: int | None = None
+
+    def resolve(self, src: tuple[str, ...], dst: tuple[str, ...]) -> LineageEntry:
+        return LineageEntry(
+            self.entry_id,
+            src,
+            dst,
+            self.state,
+            self.timestamp_ms,
+            self.created_ms,
+            self.audit,
+            self.interval,
+            self.held_until_ms,
+        )
+
+
+def _names(d: Mapping[str, Any], key: str) -> NameList:
+    if key in d:
+        names = tuple(_str_list(d, key))
+        return NameList(names=names, chunks=(), count=len(names))
+    chunks = tuple(_str_list(d, key + "_chunks"))
+    return NameList(names=None, chunks=chunks, count=_get(d, key + "_count", int))
+
+
+def stored_entry_from_dict(d: Mapping[str, Any]) -> StoredEntry:
+    return StoredEntry(
+        entry_id=check_entry_id(_get(d, "id", str)),
+        state=_enum(EntryState, d.get("state"), "entry state"),
+        timestamp_ms=_get(d, "ts", int),
+        created_ms=_get(d, "created", int),
+        audit=Audit(_get(d, "actor", str), _opt(d, "job", str), _opt(d, "reason", str)),
+        src=_names(d, "from"),
+        dst=_names(d, "to"),
+        interval=_interval(d),
+        held_until_ms=_opt(d, "held", int),  # absent in records written before holds existed
+    )
+
+
+def _interval(d: Mapping[str, Any]) -> tuple[int, int] | None:
+    raw = d.get("interval")
+    if raw is None:
+        return None
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw)
+        or raw[0] >= raw[1]
+    ):
+        raise _Bad(f"bad interval {raw!r}")
+    return (raw[0], raw[1])
+
+
+def encode_bucket(kind: str, records: Sequence[Mapping[str, object]]) -> bytes:
+    return dumps(_envelope(BUCKET, kind=kind, records=list(records)))
+
+
+def decode_bucket(raw: bytes, kind: str, where: str) -> list[dict[str, Any]]:
+    doc = parse(raw, BUCKET, where)
+    with _decoding(where):
+        if doc.get("kind") != kind:
+            raise _Bad(f"expected a {kind} bucket, found {doc.get('kind')!r}")
+        records = _get(doc, "records", list)
+        if not all(isinstance(r, dict) for r in records):
+            raise _Bad("records must be objects")
+        return records
+
+
+def decode_records(kind: str, records: Sequence[Mapping[str, Any]], where: str) -> list[Any]:
+    """Decode bucket records into Segment, StoredEntry or PendingDeletion."""
+    decoder: Callable[[Mapping[str, Any]], Any] = {
+        SEGMENTS: segment_from_dict,
+        ENTRIES: stored_entry_from_dict,
+        PENDING: pending_from_dict,
+    }[kind]
+    with _decoding(where):
+        return [decoder(r) for r in records]
+
+
+def encode_names(names: Sequence[str]) -> bytes:
+    return dumps(_envelope(NAMES, names=list(names)))
+
+
+def decode_names(raw: bytes, where: str) -> list[str]:
+    doc = parse(raw, NAMES, where)
+    with _decoding(where):
+        return _str_list(doc, "names")
+
+
+def bucket_ids(buckets: Mapping[str, Sequence[str]]) -> set[str]:
+    """Every bucket blob id of a head or a version record."""
+    return {blob for ids in buckets.values() for blob in ids}

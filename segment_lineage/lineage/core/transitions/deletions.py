@@ -1,0 +1,168 @@
+"""Files queued for the retention daemon, and what retention records: stray
+files (``queue_files``), a failed push (``abandon_push``), retention's marks
+(``retention_mark``) and the files it deleted (``clear_pending``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from segment_lineage.lineage.core.errors import (
+    InvalidInputError,
+    RefusedError,
+)
+from segment_lineage.lineage.core.model import (
+    Change,
+    DeletionReason,
+    EntryState,
+    Operation,
+    PendingDeletion,
+    TableState,
+)
+from segment_lineage.lineage.core.names import (
+    check_location,
+    check_segment_name,
+)
+from segment_lineage.lineage.core.transitions.common import (
+    _entry,
+    _queue_for_deletion,
+)
+
+
+def queue_files(
+    state: TableState, locations: Sequence[str], now_ms: int, entry_id: str | None = None
+) -> Change:
+    """Queue files that no segment references (say, outputs of failed task
+    attempts) for the retention daemon. Files of registered segments are refused."""
+    table = state.config.name
+    if not locations:
+        raise InvalidInputError("no files to queue")
+    registered = {seg.location.casefold(): seg.name for seg in state.segments.values()}
+    pending = dict(state.pending)
+    for location in locations:
+        check_location(location)
+        owner = registered.get(location.casefold())
+        if owner is not None:
+            raise RefusedError(
+                f"file {location!r} belongs to registered segment {owner!r}",
+                table=table,
+                remedy="delete the segment instead",
+            )
+        if location not in pending:
+            name = location.rsplit("/", 1)[-1].split(".", 1)[0] or "file"
+            pending[location] = PendingDeletion(
+                location=location,
+                segment=name if _is_name(name) else "file",
+                reason=DeletionReason.STRAY,
+                marked_ms=now_ms,
+                entry_id=entry_id,
+            )
+    return Change(
+        state=state.replace(pending=pending),
+        operation=Operation.QUEUE_FILES,
+        entry_id=entry_id,
+        segments=len(locations),
+    )
+
+
+def _is_name(name: str) -> bool:
+    try:
+        check_segment_name(name)
+    except InvalidInputError:
+        return False
+    return True
+
+
+def abandon_push(state: TableState, entry_id: str, files: Sequence[str], now_ms: int) -> Change:
+    """A failed push, in one commit: revert its entry if it is still
+    IN_PROGRESS, unregister the segments it registered, and queue those and
+    every other file it wrote (``files``) for the retention daemon.
+
+    A COMPLETED entry is left alone (the push landed). Unlike a revert, nothing
+    is kept for a later rollback: a failed push has no snapshot to return to.
+    """
+    entry = _entry(state, entry_id)
+    if entry.state is EntryState.COMPLETED:
+        return Change(state=state, operation=Operation.ABANDON_PUSH, entry_id=entry_id, changed=False)
+    entries = dict(state.entries)
+    if entry.state is EntryState.IN_PROGRESS:
+        entries[entry_id] = dataclasses.replace(entry, state=EntryState.REVERTED, timestamp_ms=now_ms)
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    own = [n for n in entry.segments_to if n in segments and segments[n].entry_id == entry_id]
+    _queue_for_deletion(segments, pending, own, DeletionReason.ABANDONED, now_ms)
+    registered = {seg.location.casefold() for seg in segments.values()}
+    for location in files:
+        check_location(location)
+        if location.casefold() not in registered and location not in pending:
+            pending[location] = PendingDeletion(location, "file", DeletionReason.STRAY, now_ms, entry_id)
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.ABANDON_PUSH,
+        entry_id=entry_id,
+        segments=len(own),
+    )
+
+
+def retention_mark(
+    state: TableState,
+    condemn: Mapping[str, DeletionReason],
+    remove_entries: Sequence[str],
+    now_ms: int,
+    orphans: Sequence[str] = (),
+    convict: Sequence[str] = (),
+    forget: Sequence[str] = (),
+) -> Change:
+    """Retention's intent, recorded before any file is touched: unregister the
+    condemned segments into ``pending``, record files first seen unreferenced
+    (``orphans``, as ORPHAN_SEEN, with now), condemn those seen so a grace ago
+    (``convict``: ORPHAN, from then on never registered again), forget those
+    whose file went, and drop entries with nothing left."""
+    if not condemn and not remove_entries and not orphans and not convict and not forget:
+        return Change(state=state, operation=Operation.RETENTION_MARK, changed=False)
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    for name, reason in condemn.items():
+        _queue_for_deletion(segments, pending, [name], reason, now_ms)
+    registered = {seg.location for seg in state.segments.values()} if orphans else set()
+    for location in orphans:
+        check_location(location)
+        if location in registered:
+            raise RefusedError(
+                f"file {location!r} belongs to a registered segment: not an orphan", table=state.config.name
+            )
+        pending.setdefault(location, PendingDeletion(location, "file", DeletionReason.ORPHAN_SEEN, now_ms))
+    for location in convict:
+        seen = pending.get(location)
+        if seen is None or seen.reason is not DeletionReason.ORPHAN_SEEN:
+            raise RefusedError(
+                f"file {location!r} is no longer an orphan seen unreferenced (registered meanwhile?)",
+                table=state.config.name,
+            )
+        pending[location] = dataclasses.replace(seen, reason=DeletionReason.ORPHAN)
+    for location in forget:
+        if location in pending and pending[location].reason is DeletionReason.ORPHAN_SEEN:
+            del pending[location]
+    removed = set(remove_entries)
+    entries = {k: v for k, v in state.entries.items() if k not in removed}
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.RETENTION_MARK,
+        segments=len(condemn) + len(convict),
+    )
+
+
+def clear_pending(state: TableState, locations: Sequence[str], size_bytes: int = 0) -> Change:
+    """Forget pending deletions whose files are gone."""
+    gone = [loc for loc in locations if loc in state.pending]
+    if not gone:
+        return Change(state=state, operation=Operation.RETENTION_CLEAR, changed=False)
+    cleared = set(gone)
+    pending = {k: v for k, v in state.pending.items() if k not in cleared}
+    return Change(
+        state=state.replace(pending=pending),
+        operation=Operation.RETENTION_CLEAR,
+        segments=len(gone),
+        size_bytes=size_bytes,
+    )

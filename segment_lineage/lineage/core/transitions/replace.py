@@ -1,0 +1,303 @@
+"""Replacements: ``start_replace`` opens an entry, ``end_replace`` completes
+it (its ``to`` visible, its ``from`` hidden, at once), ``revert_replace``
+undoes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping, Sequence
+
+from segment_lineage.lineage.core.model import (
+    Audit,
+    Change,
+    DeletionReason,
+    EntryState,
+    LineageEntry,
+    Operation,
+    PendingDeletion,
+    Segment,
+    TableState,
+    TableType,
+)
+from segment_lineage.lineage.core.names import (
+    check_entry_id,
+    check_segment_names,
+)
+from segment_lineage.lineage.core.transitions.common import (
+    _entry,
+    _queue_for_deletion,
+    _totals,
+    _within,
+    require,
+)
+from segment_lineage.lineage.core.transitions.end_requirements import (
+    ForcedIfRunning,
+    FromRegistered,
+    HeadOfChain,
+    NotRevertedToEnd,
+    NotRevertedYet,
+    ReplacedStillRegistered,
+    SubsetNotEmpty,
+    SubsetOfTo,
+    ToRegistered,
+)
+from segment_lineage.lineage.core.transitions.start_requirements import (
+    EntryIdUnused,
+    FromVisible,
+    HoldNotBeforeStart,
+    IntervalNeedsTimeColumn,
+    IntervalNotEmpty,
+    Overlap,
+    ReplacesSomething,
+    SidesDisjoint,
+    ToNotReplaced,
+    ToNotVisible,
+    ToUnregistered,
+    overlap_rules,
+)
+
+
+def _snapshot_chain(entries: Mapping[str, LineageEntry], current: frozenset[str]) -> list[LineageEntry]:
+    """COMPLETED entries that produced ``current``, newest first, and so on back."""
+    by_to: dict[frozenset[str], LineageEntry] = {}
+    for entry in entries.values():
+        if entry.state is EntryState.COMPLETED:
+            by_to[frozenset(entry.segments_to)] = entry
+    chain: list[LineageEntry] = []
+    seen: set[str] = set()
+    snapshot = current
+    while snapshot and snapshot in by_to:
+        entry = by_to[snapshot]
+        if entry.entry_id in seen:
+            break
+        seen.add(entry.entry_id)
+        chain.append(entry)
+        snapshot = frozenset(entry.segments_from)
+    return chain
+
+
+def start_replace(
+    state: TableState,
+    segments_from: Sequence[str],
+    segments_to: Sequence[str],
+    *,
+    entry_id: str,
+    audit: Audit,
+    now_ms: int,
+    force_cleanup: bool = False,
+    interval: tuple[int, int] | None = None,
+    live_owners: frozenset[str] | None = None,
+    held_until_ms: int | None = None,
+) -> Change:
+    """Open a replacement: ``segments_to`` stay hidden until it completes.
+
+    ``interval`` ([start, end) in ms) records a replace-range push's intent:
+    another IN_PROGRESS entry with an overlapping interval conflicts, even
+    when their segments are disjoint. ``force_cleanup`` cleans up overlapping
+    IN_PROGRESS entries that are stale: all of them when ``live_owners`` is
+    None (Pinot's rule), else those whose id is not in ``live_owners`` (the
+    entries whose pushing process still holds a session); never one whose
+    hold (``held_until_ms``, given to entries opened by hand) still stands.
+    The entries cleaned up are named in the change (``cleaned``). Like Pinot,
+    a stale entry's uploads that the new ``to`` names again are kept and
+    bound to the new entry (a retry with the same names reuses them); only
+    the others are queued for deletion.
+    """
+    check_entry_id(entry_id)
+    src = check_segment_names(segments_from, "segmentsFrom")
+    dst = check_segment_names(segments_to, "segmentsTo")
+    require(
+        state,
+        [
+            ReplacesSomething(src, dst),
+            SidesDisjoint(src, dst),
+            EntryIdUnused(entry_id),
+            IntervalNeedsTimeColumn(interval),
+            IntervalNotEmpty(interval),
+            HoldNotBeforeStart(held_until_ms, now_ms),
+            FromVisible(src),
+            ToNotVisible(dst),
+        ],
+    )
+    src_set, dst_set = frozenset(src), frozenset(dst)
+    overlaps = [
+        Overlap.of(entry, src_set, dst_set, interval, live_owners, now_ms) for entry in state.entries.values()
+    ]
+    require(state, (rule for overlap in overlaps for rule in overlap_rules(overlap, force_cleanup)))
+
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    entries, cleaned, adopted = _clean_up(
+        overlaps, dst_set, interval, force_cleanup, segments, pending, now_ms
+    )
+    settled = state.replace(segments=segments, pending=pending, entries=entries)
+    require(settled, [ToUnregistered(dst, frozenset(adopted)), ToNotReplaced(dst)])
+
+    if state.config.table_type is TableType.REFRESH and src:
+        _queue_old_snapshots(entries, src_set, state.config.max_snapshots, segments, pending, now_ms)
+    entries[entry_id] = LineageEntry(
+        entry_id=entry_id,
+        segments_from=src,
+        segments_to=dst,
+        state=EntryState.IN_PROGRESS,
+        timestamp_ms=now_ms,
+        created_ms=now_ms,
+        audit=audit,
+        interval=interval,
+        held_until_ms=held_until_ms,
+    )
+    for name in adopted:
+        segments[name] = dataclasses.replace(segments[name], entry_id=entry_id)
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.START_REPLACE,
+        entry_id=entry_id,
+        segments=len(dst),
+        cleaned=tuple(cleaned),
+    )
+
+
+def _queue_old_snapshots(
+    entries: Mapping[str, LineageEntry],
+    src: frozenset[str],
+    max_snapshots: int,
+    segments: dict[str, Segment],
+    pending: dict[str, PendingDeletion],
+    now_ms: int,
+) -> None:
+    """A REFRESH table's snapshots beyond ``max_snapshots``, queued for deletion."""
+    chain = _snapshot_chain(entries, src)
+    # Snapshots kept: the new one, the current one (src), then each
+    # chain entry's `from`. Anything past max_snapshots goes.
+    for index, entry in enumerate(chain):
+        if index + 3 > max_snapshots:
+            _queue_for_deletion(
+                segments, pending, entry.segments_from, DeletionReason.PROACTIVE_CLEANUP, now_ms
+            )
+
+
+def _clean_up(
+    overlaps: Sequence[Overlap],
+    dst: frozenset[str],
+    interval: tuple[int, int] | None,
+    force_cleanup: bool,
+    segments: dict[str, Segment],
+    pending: dict[str, PendingDeletion],
+    now_ms: int,
+) -> tuple[dict[str, LineageEntry], list[str], list[str]]:
+    """Force cleanup, once every entry passed its rules: the entries kept
+    (a reverted one without the names reused, a stale running one as a
+    REVERTED trace of the names not reused), the ids of the running entries
+    cleaned up, and their uploads the new ``to`` reuses. Files no longer
+    referenced are queued in ``pending``."""
+    entries: dict[str, LineageEntry] = {}
+    cleaned: list[str] = []
+    adopted: list[str] = []  # uploads of a cleaned-up entry that the new `to` reuses
+    for overlap in overlaps:
+        entry = overlap.entry
+        if entry.state is EntryState.REVERTED and force_cleanup and overlap.to_names:
+            _queue_for_deletion(segments, pending, overlap.to_names, DeletionReason.FORCE_CLEANUP, now_ms)
+            left = tuple(n for n in entry.segments_to if n not in overlap.to_names)
+            if left or entry.segments_from:
+                entries[entry.entry_id] = dataclasses.replace(entry, segments_to=left)
+        elif force_cleanup and overlap.stale:  # stale: a running entry
+            # A dead push: keep its uploads the new push names again (as
+            # Pinot does: a retry with the same names reuses them), queue
+            # the rest, and keep a REVERTED trace of the names not reused.
+            reused = [
+                n for n in entry.segments_to if n in dst and n in segments and _within(segments[n], interval)
+            ]
+            adopted.extend(reused)
+            reuse = set(reused)
+            _queue_for_deletion(
+                segments,
+                pending,
+                [n for n in entry.segments_to if n not in reuse],
+                DeletionReason.FORCE_CLEANUP,
+                now_ms,
+            )
+            leftovers = tuple(n for n in entry.segments_to if n not in dst)
+            if leftovers:
+                entries[entry.entry_id] = dataclasses.replace(
+                    entry, segments_to=leftovers, state=EntryState.REVERTED, timestamp_ms=now_ms
+                )
+            cleaned.append(entry.entry_id)
+        else:
+            entries[entry.entry_id] = entry
+    return entries, cleaned, adopted
+
+
+def end_replace(
+    state: TableState,
+    entry_id: str,
+    now_ms: int,
+    to_subset: Sequence[str] | None = None,
+) -> Change:
+    """Complete a replacement: ``to`` becomes visible and ``from`` hidden, at once.
+
+    Idempotent: ending a COMPLETED entry changes nothing.
+    """
+    entry = _entry(state, entry_id)
+    if entry.state is EntryState.COMPLETED:
+        return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
+    require(state, [NotRevertedToEnd(entry)])
+    segments = dict(state.segments)
+    pending = dict(state.pending)
+    dst = entry.segments_to
+    dropped: list[str] = []
+    if to_subset is not None:
+        subset = check_segment_names(to_subset, "the subset of segmentsTo")
+        require(state, [SubsetNotEmpty(entry, subset), SubsetOfTo(entry, subset)])
+        keep = set(subset)
+        dropped = [n for n in entry.segments_to if n not in keep]
+        _queue_for_deletion(segments, pending, dropped, DeletionReason.END_SUBSET, now_ms)
+        dst = tuple(n for n in entry.segments_to if n in keep)
+    require(state.replace(segments=segments), [ToRegistered(entry_id, dst), FromRegistered(entry)])
+    done = dataclasses.replace(entry, segments_to=dst, state=EntryState.COMPLETED, timestamp_ms=now_ms)
+    entries = dict(state.entries)
+    entries[entry_id] = done
+    if dropped:
+        # The left-out names stay reserved by a REVERTED companion entry, so a
+        # late upload under one of them (a slow task attempt) is refused.
+        companion = str(uuid.uuid5(uuid.NAMESPACE_URL, f"segment-lineage:dropped:{entry_id}"))
+        entries[companion] = LineageEntry(
+            companion, (), tuple(dropped), EntryState.REVERTED, now_ms, now_ms, entry.audit
+        )
+    count, rows, size = _totals(segments[n] for n in dst)
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.END_REPLACE,
+        entry_id=entry_id,
+        segments=count,
+        rows=rows,
+        size_bytes=size,
+    )
+
+
+def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = False) -> Change:
+    """Mark an entry REVERTED: its ``to`` is hidden and ``from`` shows again.
+
+    Pinot's rules: REVERTED cannot be reverted again; IN_PROGRESS only with
+    ``force``; a COMPLETED entry needs all of its ``from``; only the head of a
+    chain can be reverted.
+    """
+    entry = _entry(state, entry_id)
+    require(
+        state,
+        [
+            NotRevertedYet(entry),
+            ForcedIfRunning(entry, force),
+            HeadOfChain(entry),
+            ReplacedStillRegistered(entry),
+        ],
+    )
+    entries = dict(state.entries)
+    entries[entry_id] = dataclasses.replace(entry, state=EntryState.REVERTED, timestamp_ms=now_ms)
+    return Change(
+        state=state.replace(entries=entries),
+        operation=Operation.REVERT_REPLACE,
+        entry_id=entry_id,
+        segments=len(entry.segments_to),
+    )

@@ -1,0 +1,143 @@
+"""Rollback: the visible set made equal to an earlier or later retained
+version's, by setting entry states.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from segment_lineage.lineage.core.errors import (
+    RefusedError,
+)
+from segment_lineage.lineage.core.model import (
+    Audit,
+    Change,
+    EntryState,
+    LineageEntry,
+    Operation,
+    TableState,
+)
+from segment_lineage.lineage.core.transitions.common import (
+    _shown,
+)
+from segment_lineage.lineage.core.visibility import visibility_delta
+
+
+def _completed_at(entry: LineageEntry, target: TableState) -> bool:
+    """Whether ``entry`` had completed at ``target``: COMPLETED there, or gone
+    from there (retention removed it, nothing being left to reclaim) while
+    the segments it created are registered there as its own."""
+    then = target.entries.get(entry.entry_id)
+    if then is not None:
+        return then.state is EntryState.COMPLETED
+    return any(
+        (seg := target.segments.get(name)) is not None and seg.entry_id == entry.entry_id
+        for name in entry.segments_to
+    )
+
+
+def _restore_removed(
+    state: TableState,
+    target: TableState,
+    entries: dict[str, LineageEntry],
+    extra: set[str],
+    now_ms: int,
+    audit: Audit,
+) -> list[str]:
+    """Bring back, as REVERTED, the entries retention removed whose segments
+    ``target`` does not show: an APPEND push's entry goes once it completed
+    (its ``from`` is empty), yet its segments still name it. Returns their ids."""
+    removed: dict[str, list[str]] = {}
+    for name in sorted(extra):
+        owner = state.segments[name].entry_id
+        if owner is not None and owner not in entries:
+            removed.setdefault(owner, []).append(name)
+    for entry_id, names in removed.items():
+        then = target.entries.get(entry_id)
+        if then is not None:  # running or reverted at the target: its own record
+            to = tuple(n for n in then.segments_to if n in state.segments) or tuple(names)
+            entries[entry_id] = dataclasses.replace(
+                then, segments_to=to, state=EntryState.REVERTED, timestamp_ms=now_ms
+            )
+        else:  # created after the target: rebuilt from the segments that name it
+            created = min(state.segments[n].created_ms for n in names)
+            entries[entry_id] = LineageEntry(
+                entry_id, (), tuple(names), EntryState.REVERTED, now_ms, created, audit
+            )
+    return list(removed)
+
+
+def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | None = None) -> Change:
+    """Make the visible set equal to ``target``'s (an earlier or a later
+    retained version) in one commit, by setting entry states.
+
+    Entries COMPLETED at the target and REVERTED now are restored; entries
+    COMPLETED now but not at the target (created after it, reverted or still
+    running there) are reverted. Entries that retention removed since (a
+    finished push with nothing left to reclaim, as every APPEND push) are
+    judged by their segments, which still name them: one the target does not
+    show comes back as a REVERTED entry (``audit`` says who, for one created
+    after the target). Nothing is deleted, so a rollback is undone by rolling
+    forward to a version after it. Refused, changing nothing, when a segment
+    the target shows was reclaimed, when segments changed outside pushes since
+    the target, or when a running push touches what would change.
+    """
+    table = state.config.name
+    entries = dict(state.entries)
+    changed: list[str] = []
+    for entry_id, entry in state.entries.items():
+        if entry.state is EntryState.IN_PROGRESS:
+            continue
+        want = EntryState.COMPLETED if _completed_at(entry, target) else EntryState.REVERTED
+        if entry.state is not want:
+            entries[entry_id] = dataclasses.replace(entry, state=want, timestamp_ms=now_ms)
+            changed.append(entry_id)
+    after = state.replace(entries=entries)
+    # Only what differs is looked at (visibility_delta): the cost follows the
+    # entries and segments that changed, not the size of the table.
+    extra, hidden = visibility_delta(target, after)
+    if extra:
+        restored = _restore_removed(state, target, entries, extra, now_ms, audit or Audit("rollback"))
+        if restored:
+            changed += restored
+            after = state.replace(entries=entries)
+            extra, hidden = visibility_delta(target, after)
+    reclaimed = sorted(n for n in hidden if n not in state.segments)
+    if reclaimed:
+        raise RefusedError(
+            f"cannot roll back to version {target.version}: segment(s) {_shown(reclaimed)} it shows were "
+            "reclaimed (by retention, or a REFRESH table's cleanup beyond max snapshots)",
+            table=table,
+            remedy="pick a later version ('lineage history' lists them)",
+        )
+    if extra or hidden:
+        parts = [f"{_shown(sorted(extra))} would stay visible"] if extra else []
+        parts += [f"{_shown(sorted(hidden))} would stay hidden"] if hidden else []
+        raise RefusedError(
+            f"cannot roll back to version {target.version}: segments changed outside pushes since then "
+            f"({'; '.join(parts)})",
+            table=table,
+            remedy="add or delete those segments by hand, or pick another version",
+        )
+    moving = {n for e in changed for n in (*entries[e].segments_from, *entries[e].segments_to)}
+    for entry in state.entries.values():
+        if entry.state is EntryState.IN_PROGRESS and moving.intersection(
+            (*entry.segments_from, *entry.segments_to)
+        ):
+            raise RefusedError(
+                f"cannot roll back to version {target.version}: push {entry.entry_id} is IN_PROGRESS on "
+                "segments the rollback would change",
+                table=table,
+                entry_id=entry.entry_id,
+                remedy="wait for the push to finish, or revert it ('lineage revert --force') if it is dead",
+            )
+    if not changed:
+        return Change(state=state, operation=Operation.ROLLBACK, changed=False)
+    appearing = [state.segments[n] for n in visibility_delta(state, after)[0]]  # what comes back
+    return Change(
+        state=after,
+        operation=Operation.ROLLBACK,
+        segments=len(appearing),
+        rows=sum(seg.rows for seg in appearing),
+        size_bytes=sum(seg.size_bytes for seg in appearing),
+    )
