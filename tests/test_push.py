@@ -16,12 +16,12 @@ from segment_lineage.ingest.push import (
     Written,
     consistent_push,
     parse_interval,
-    parse_time,
 )
 from segment_lineage.ingest.readers import SnapshotReader, arrow_dataset
 from segment_lineage.ingest.segments import write_segment
 from segment_lineage.lineage.core.errors import ConflictError, InvalidInputError
 from segment_lineage.lineage.core.model import DeletionReason, EntryState, Segment, TableConfig, TimeUnit
+from segment_lineage.lineage.core.periods import parse_time
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
