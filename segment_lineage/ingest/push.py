@@ -16,6 +16,7 @@ or anything else), so this module imports no Spark.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import signal
 import threading
@@ -93,7 +94,13 @@ def _job_end(
 
 
 def _earlier_result(
-    manager: LineageManager, table: str, job_id: str, entry_id: str, mode: PushMode, began: float
+    manager: LineageManager,
+    table: str,
+    job_id: str,
+    entry_id: str,
+    mode: PushMode,
+    clock: Callable[[], float],
+    began: float,
 ) -> PushResult:
     """What the job's completed push reported, from its end's history record."""
     record, _ = _job_end(manager, table, None, entry_id, 0)
@@ -116,22 +123,29 @@ def _earlier_result(
         rows=rows,
         size_bytes=size,
         replaced=None if entry is None else len(entry.segments_from),
-        seconds=time.monotonic() - began,
+        seconds=clock() - began,
         job_id=job_id,
         repeated=True,
     )
 
 
 def completed_job(
-    manager: LineageManager, table: str, job_id: str, mode: PushMode | str = PushMode.REFRESH
+    manager: LineageManager,
+    table: str,
+    job_id: str,
+    mode: PushMode | str = PushMode.REFRESH,
+    *,
+    clock: Callable[[], float] | None = None,
 ) -> PushResult | None:
     """The result of ``job_id``'s completed push of ``table`` (reported as
-    ``mode``), or None when the job has not completed there."""
-    began = time.monotonic()
+    ``mode``), or None when the job has not completed there. ``clock``
+    (monotonic seconds; default ``time.monotonic``) times the look-up."""
+    clock = clock or time.monotonic
+    began = clock()
     earlier, _ = _job_end(manager, table, _check_job_id(job_id), None, 0)
     if earlier is None or earlier.entry_id is None:
         return None
-    return _earlier_result(manager, table, job_id, earlier.entry_id, PushMode.parse(mode), began)
+    return _earlier_result(manager, table, job_id, earlier.entry_id, PushMode.parse(mode), clock, began)
 
 
 @contextlib.contextmanager
@@ -159,6 +173,8 @@ def _start(
     target: PushTarget,
     reason: str | None,
     owner_wait_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
     job_id: str | None = None,
     job_checked: int = 0,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -166,7 +182,8 @@ def _start(
     returns that ``from`` and the stale entries force cleanup reverted.
 
     An overlapping entry whose pusher may have just died keeps its owner node
-    until its session expires: wait up to ``owner_wait_s`` for that. An entry
+    until its session expires: wait up to ``owner_wait_s`` for that (on
+    ``clock``, looking again every half second with ``sleep``). An entry
     opened by hand is taken only once its hold ended. With ``job_id`` (whose
     history was searched up to version ``job_checked``), _JobDone when the
     job completed meanwhile: checked in the commit, so two attempts of one
@@ -202,16 +219,16 @@ def _start(
             live_owners=owners,
         )
 
-    deadline = time.monotonic() + owner_wait_s
+    deadline = clock() + owner_wait_s
     while True:
         try:
             done = manager.commit(table, update, reason)
             return planned[-1], done.change.cleaned
         except RunningEntryConflict as exc:
-            if time.monotonic() >= deadline:
+            if clock() >= deadline:
                 raise
             log.info("waiting for entry %s: %s", exc.entry_id, exc.message)
-            time.sleep(0.5)
+            sleep(0.5)
 
 
 def consistent_push(
@@ -226,6 +243,9 @@ def consistent_push(
     owner_wait_s: float = 15.0,
     progress: Callable[[str], None] | None = None,
     job_id: str | None = None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+    wall: Callable[[], float] | None = None,
 ) -> PushResult:
     """Run ``write`` inside a consistent push of ``table``.
 
@@ -240,8 +260,18 @@ def consistent_push(
     Raises PushRefusedError (nothing written: bad mode, interval or input),
     ConflictError (another push holds the scope), PushError (the write failed;
     the entry was reverted), OutcomeUnknownError (re-read before retrying).
+
+    The push reads time only through ``clock`` (monotonic seconds: how long
+    it took, the owner wait's deadline), ``sleep`` (the owner wait) and
+    ``wall`` (seconds since the epoch: the stamp in its segment names);
+    by default ``time.monotonic``, ``time.sleep`` and ``time.time``.
     """
-    began = time.monotonic()
+    # The defaults are looked up here, at the call: the simulation runs the
+    # push in virtual time by swapping this module's ``time``.
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    wall = wall or time.time
+    began = clock()
     mode = PushMode.parse(mode)
     say = progress or (lambda _msg: None)
     if job_id is not None:
@@ -249,14 +279,14 @@ def consistent_push(
         earlier, job_checked = _job_end(manager, table, job_id, None, 0)
         if earlier is not None and earlier.entry_id is not None:
             say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
-            return _earlier_result(manager, table, job_id, earlier.entry_id, mode, began)
+            return _earlier_result(manager, table, job_id, earlier.entry_id, mode, clock, began)
     else:
         job_checked = 0
     state = manager.table(table)
     check_mode(state, mode, interval)
     if partitions < 1:
         raise PushRefusedError(f"a push needs at least one partition, got {partitions}")
-    stamp = push_stamp()
+    stamp = push_stamp(dt.datetime.fromtimestamp(wall(), tz=dt.UTC))
     entry_id = str(uuid.uuid4())
     target = PushTarget(
         table=table,
@@ -276,12 +306,12 @@ def consistent_push(
         with _sigterm_as_interrupt():
             try:
                 replaced, cleaned = _start(
-                    manager, table, mode, target, reason, owner_wait_s, job_id, job_checked
+                    manager, table, mode, target, reason, owner_wait_s, clock, sleep, job_id, job_checked
                 )
             except _JobDone as done:  # completed meanwhile, by another attempt of the job
                 assert job_id is not None
                 say(f"job {job_id!r} completed meanwhile as entry {done.entry_id}: nothing to push")
-                return _earlier_result(manager, table, job_id, done.entry_id, mode, began)
+                return _earlier_result(manager, table, job_id, done.entry_id, mode, clock, began)
             started = True
             say(f"started entry {entry_id}: replacing {len(replaced)} segment(s) with up to {partitions}")
             for stale in cleaned:
@@ -326,7 +356,7 @@ def consistent_push(
         rows=sum(s.rows for s in written.segments),
         size_bytes=sum(s.size_bytes for s in written.segments),
         replaced=len(replaced),
-        seconds=time.monotonic() - began,
+        seconds=clock() - began,
         cleaned=cleaned,
         job_id=job_id,
     )

@@ -90,10 +90,10 @@ class PushResult:
         return text
 
 
-def push_stamp(now: dt.datetime | None = None) -> str:
-    """The one timestamp postfix of a push's segment names (UTC, milliseconds)."""
-    moment = now or dt.datetime.now(tz=dt.UTC)
-    return moment.strftime("%Y%m%dT%H%M%S") + f"{moment.microsecond // 1000:03d}Z"
+def push_stamp(now: dt.datetime) -> str:
+    """The one timestamp postfix of a push's segment names (UTC, milliseconds):
+    ``now`` is the writing host's clock, read by the push."""
+    return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
 
 
 def segment_names(table: str, stamp: str, entry_id: str, count: int) -> tuple[str, ...]:

@@ -73,7 +73,11 @@ def commit_step(operation: Operation) -> str:
 
 class ManagerBase:
     """The store, the retry budget and the audit of every commit, and the
-    commit loop the operations run through."""
+    commit loop the operations run through.
+
+    The manager reads no clock of its own: it waits and measures with its
+    retry policy's ``sleep`` and ``clock`` (``RetryPolicy(sleep=..., clock=...)``)
+    and takes the time of a commit from the store (``now_ms``)."""
 
     def __init__(
         self,

@@ -4,8 +4,6 @@ lease exists."""
 
 from __future__ import annotations
 
-import time
-
 from segment_lineage.lineage.core.errors import (
     ContentionError,
     InvalidInputError,
@@ -137,7 +135,7 @@ class Reads(ManagerBase):
         check_table_name(table)
         if version is not None:
             self.resolve_version(table, version=version)  # validates it
-        started = time.monotonic()
+        started = self.retry.clock()
         for _ in range(PIN_ATTEMPTS):
             lease = self.store.pin(table, version)
             try:
@@ -157,7 +155,7 @@ class Reads(ManagerBase):
                 raise
             self.store.release(lease)  # condemned between our read and our lease: take the newest
         raise ContentionError(
-            table, PIN_ATTEMPTS, time.monotonic() - started, doing="pinning a version retention left alone"
+            table, PIN_ATTEMPTS, self.retry.clock() - started, doing="pinning a version retention left alone"
         )
 
     def check_readable(self, then: TableState, current: TableState) -> None:
