@@ -18,30 +18,29 @@ The operations live one concern per module, as mixins over the commit loop:
 :mod:`.segments` (register, delete), :mod:`.replace` (start, end, revert,
 rollback) and :mod:`.reads` (snapshots, leases, versions, history).
 :class:`LineageManager` composes them, so it keeps one flat API of methods.
+Mixins rather than a class delegating to functions: each method's signature
+and docstring stay in one place, next to its code, and :meth:`for_job`
+still copies one object. The mixins share only :class:`.commit.ManagerBase`
+(and replace's rollback reads past versions through :class:`.reads.Reads`).
 """
 
 from __future__ import annotations
 
-from segment_lineage.lineage.manager.commit import Committed, ManagerBase, Update, commit_step, default_actor
+from segment_lineage.lineage.manager.commit import Committed, Update, commit_step, default_actor
 from segment_lineage.lineage.manager.floor import FLOOR_AFTER, FLOOR_MS, FLOOR_POLL_S
-from segment_lineage.lineage.manager.reads import PIN_ATTEMPTS, Reads
+from segment_lineage.lineage.manager.reads import PIN_ATTEMPTS
 from segment_lineage.lineage.manager.replace import ReplaceOps, RollbackPlan
 from segment_lineage.lineage.manager.segments import SegmentOps
 from segment_lineage.lineage.manager.tables import TableOps
 
-__all__ = [
+__all__ = [  # what manager.py exported before it became a package
     "FLOOR_AFTER",
     "FLOOR_MS",
     "FLOOR_POLL_S",
     "PIN_ATTEMPTS",
     "Committed",
     "LineageManager",
-    "ManagerBase",
-    "Reads",
-    "ReplaceOps",
     "RollbackPlan",
-    "SegmentOps",
-    "TableOps",
     "Update",
     "commit_step",
     "default_actor",
