@@ -2,17 +2,18 @@
 monotonic clock the code waits on, all driven by the simulation.
 
 The code under test reads time in three ways: the store's ``now_ms`` (given a
-clock here), ``RetryPolicy(sleep=..., clock=...)``, and ``time.monotonic`` /
-``time.sleep`` called directly by ``ingest/push.py`` (the owner wait) and
-``retention/executor.py`` (progress). The last two are patched for the run's
-duration by replacing the ``time`` name those modules imported
-(:func:`patched_time`), so no other module, thread or library sees a fake clock.
+clock here), ``RetryPolicy(sleep=..., clock=...)`` (the manager's only clock),
+and the clocks the push, the retention pass and the daemon take as arguments,
+whose defaults (``time.monotonic``, ``time.sleep``, ``time.time``) are looked
+up in their module's ``time`` when called. The simulation calls those with
+the defaults, so it patches the ``time`` name of each module in
+:data:`TIMED_MODULES` for the run's duration (:func:`patched_time`), and no
+other module, thread or library sees a fake clock.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import time
 import types
 import uuid
@@ -23,13 +24,13 @@ from typing import Any
 DAY_MS = 86_400_000
 # Virtual runs start here (2025-06-15T00:00:00Z), whatever the host's clock says.
 EPOCH_MS = 1_749_945_600_000
-# Modules of the code under test that call time.monotonic / time.sleep directly.
+# Modules of the code under test whose clocks default to their module's ``time``
+# (time.monotonic, time.sleep, time.time); tests/test_simulation.py checks that
+# every such module of ingest, retention and the manager is named here.
 TIMED_MODULES = (
-    "segment_lineage.ingest.push",
-    "segment_lineage.ingest.readers",
-    "segment_lineage.lineage.manager",
-    "segment_lineage.retention.executor",
-    "segment_lineage.retention.daemon",
+    "segment_lineage.ingest.push",  # the push's duration, owner wait and name stamp
+    "segment_lineage.retention.executor",  # progress
+    "segment_lineage.retention.daemon",  # pass durations, the last success
 )
 
 
@@ -93,19 +94,14 @@ def patched(target: object, name: str, value: object) -> Iterator[None]:
 
 @contextlib.contextmanager
 def patched_time(clock: VirtualClock, sleep: Callable[[float], None], seed: int) -> Iterator[None]:
-    """Virtual time and seeded ids for the run's duration: the direct
-    ``time`` calls of push and retention, the push's name stamp, and uuid4
-    (entry ids, commit ids and blob ids become a function of the seed)."""
+    """Virtual time and seeded ids for the run's duration: the default
+    clocks of push and retention (the push's name stamp included: it reads
+    ``time.time``, which the shim answers with ZooKeeper's virtual clock), and
+    uuid4 (entry ids, commit ids and blob ids become a function of the seed)."""
     import importlib
-
-    import segment_lineage.ingest.push as push_module
 
     ids = Random(f"uuid/{seed}")
     shim = TimeShim(clock, sleep)
-
-    def stamp(now: dt.datetime | None = None) -> str:
-        moment = now or dt.datetime.fromtimestamp(clock.zk_ms() / 1000, tz=dt.UTC)
-        return moment.strftime("%Y%m%dT%H%M%S") + f"{moment.microsecond // 1000:03d}Z"
 
     def uuid4() -> uuid.UUID:
         return uuid.UUID(int=ids.getrandbits(128), version=4)
@@ -115,6 +111,5 @@ def patched_time(clock: VirtualClock, sleep: Callable[[float], None], seed: int)
             module = importlib.import_module(name)
             if getattr(module, "time", None) is time:
                 stack.enter_context(patched(module, "time", shim))
-        stack.enter_context(patched(push_module, "push_stamp", stamp))
         stack.enter_context(patched(uuid, "uuid4", uuid4))
         yield

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,12 +17,12 @@ from segment_lineage.ingest.push import (
     Written,
     consistent_push,
     parse_interval,
-    parse_time,
 )
 from segment_lineage.ingest.readers import SnapshotReader, arrow_dataset
 from segment_lineage.ingest.segments import write_segment
-from segment_lineage.lineage.core.errors import ConflictError, InvalidInputError
+from segment_lineage.lineage.core.errors import ConflictError, InvalidInputError, RunningEntryConflict
 from segment_lineage.lineage.core.model import DeletionReason, EntryState, Segment, TableConfig, TimeUnit
+from segment_lineage.lineage.core.periods import parse_time
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
@@ -395,6 +396,36 @@ def test_a_push_names_the_stale_entries_it_cleans_up_and_spares_one_opened_by_ha
     start = next(h for h in manager.history(refresh) if h.operation.value == "START_REPLACE")
     assert start.entry_id == result.entry_id and start.cleaned == (dead,)
     assert content(manager, refresh) == [("b", 0)]
+
+
+def test_a_push_reads_time_only_through_the_clocks_it_is_given(manager: LineageManager, refresh: str) -> None:
+    """The owner wait runs on the given clock and sleep (no real waiting), the
+    segment names carry the given wall clock's stamp, and the result's
+    duration is measured on the given clock."""
+    push_arrow(manager, refresh, [rows("a", 1)])
+    visible = [s.name for s in manager.visible_segments(refresh)]
+    running = manager.start_replace(refresh, visible, ["other_1"], hold="0s")
+    manager.store.hold_owner(refresh, running)  # its pusher is alive
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    wall = 1_749_945_600.25  # 2025-06-15T00:00:00.250Z
+    clocks = {"clock": lambda: now[0], "sleep": sleep, "wall": lambda: wall}
+    began = time.monotonic()
+    with pytest.raises(RunningEntryConflict, match=running):
+        push_arrow(manager, refresh, [rows("b", 1)], owner_wait_s=3, **clocks)
+    assert time.monotonic() - began < 2  # waited on the given clock, not the real one
+    assert sum(slept) >= 3 and all(s == 0.5 for s in slept)
+    manager.store.release_owner(refresh, running)
+    before = now[0]
+    result = push_arrow(manager, refresh, [rows("b", 1)], owner_wait_s=0, **clocks)
+    assert result.seconds == 0.0 and now[0] == before  # nothing waited
+    assert [s.name.split("_")[1] for s in manager.visible_segments(refresh)] == ["20250615T000000250Z"]
+    assert result.cleaned == (running,)  # its owner is gone now: cleaned up
 
 
 # ---- job ids: a retried job never applies its data twice ------------------------

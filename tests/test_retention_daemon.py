@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.server import ZkServer, free_port
 from segment_lineage.lineage.zk.store import ZkStore
 from segment_lineage.retention.daemon import Daemon, Schedule
-from segment_lineage.retention.executor import PassOptions
+from segment_lineage.retention.executor import PassOptions, TableReport
 from tests.conftest import fast_retry
 from tests.helpers.run import wait_for
 
@@ -284,3 +284,60 @@ def test_daemon_options_are_checked(lineage_home: Path) -> None:
     ):
         result = runner.invoke(app, ["retention", "daemon", *args])
         assert result.exit_code in (1, 2) and message in result.stderr, (args, result.output)
+
+
+class AlwaysLeading:
+    """A candidacy that always leads (the election is not under test here)."""
+
+    leading = True
+    leader_identity = "test:1"
+    connected = True
+
+    def check(self) -> str | None:
+        return "term-1"
+
+    def holds(self, term: str) -> bool:
+        return True
+
+    def resign(self) -> None:
+        return None
+
+
+def test_the_daemon_reads_time_only_through_the_clocks_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its passes are timed on ``clock`` (handed to the pass unless the
+    options name one) and its last success is dated by ``wall``."""
+    import segment_lineage.retention.daemon as daemon_module
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    manager = LineageManager(MemoryStore(), retry=fast_retry(), claims=RootClaimFiles())
+    manager.create_table(TableConfig.build("t", str(tmp_path / "t")))
+    ticks = [0.0]
+
+    def clock() -> float:
+        ticks[0] += 1.0
+        return ticks[0]
+
+    given: list[PassOptions] = []
+    real_pass = daemon_module.run_pass
+
+    def run_pass(
+        manager: LineageManager, tables: Sequence[str] | None, options: PassOptions
+    ) -> list[TableReport]:
+        given.append(options)
+        return real_pass(manager, tables, options)
+
+    monkeypatch.setattr(daemon_module, "run_pass", run_pass)
+    daemon = Daemon(
+        manager, AlwaysLeading(), Schedule(interval_ms=1000), PassOptions(), clock=clock, wall=lambda: 1234.5
+    )
+    daemon.tick()
+    assert daemon.status.last_success_ms == 1_234_500 and not daemon.status.last_pass_failed
+    assert (
+        daemon.metrics.registry.get_sample_value("lineage_retention_last_success_timestamp_seconds") == 1234.5
+    )
+    assert given[0].clock is clock and ticks[0] >= 2  # the pass began and ended on it
+    own = PassOptions(clock=lambda: 0.0)
+    Daemon(manager, AlwaysLeading(), Schedule(interval_ms=1000), own, clock=clock).tick()
+    assert given[1].clock is own.clock

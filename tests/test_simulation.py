@@ -4,15 +4,18 @@ holds every promise; a seed replays exactly; the checker catches a violation
 
 from __future__ import annotations
 
+import ast
 import logging
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from segment_lineage.lineage.zk.server import ZkServer
 from simulation.checker import Checker
+from simulation.clock import TIMED_MODULES
 from simulation.run import RunConfig, run_seed, shrink
 
 SEEDS = range(1, 41)  # about 30 s on two cores
@@ -35,6 +38,30 @@ def describe(result: object) -> str:
     lines += result.trace[-30:]
     lines += result.notes
     return "\n".join(lines)
+
+
+def test_every_module_that_reads_the_real_clock_runs_in_virtual_time() -> None:
+    """The simulation swaps the ``time`` of the modules it names: a module of
+    the push, retention or the manager that imports ``time`` and is not named
+    would read the real clock in the middle of a virtual run, silently. A
+    clock it cannot swap (``from time import ...``, ``datetime.now()``) is
+    refused outright: take it through ``time`` or as an argument."""
+    package = Path(__file__).parent.parent / "segment_lineage"
+    places = [package / "ingest", package / "retention", package / "lineage" / "manager"]
+    not_simulated = {"segment_lineage.ingest.spark_job"}  # needs Spark: the simulation pushes Arrow
+    timed: set[str] = set()
+    for path in (p for place in places for p in place.rglob("*.py")):
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(a.name == "time" for a in node.names):
+                timed.add(module)
+            assert not (isinstance(node, ast.ImportFrom) and node.module == "time"), module
+            assert not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("now", "utcnow", "today")
+            ), f"{module} line {node.lineno} reads the wall clock past the simulation"
+    assert timed - not_simulated == set(TIMED_MODULES)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -51,10 +51,14 @@ def push_arrow(
     owner_wait_s: float = 15.0,
     progress: Callable[[str], None] | None = None,
     job_id: str | None = None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+    wall: Callable[[], float] | None = None,
 ) -> PushResult:
     """Push ``parts`` (one segment each) into ``table``; ``job_id`` makes a
-    retried job return its completed push's result instead of pushing again
-    (see :func:`segment_lineage.ingest.push.consistent_push`)."""
+    retried job return its completed push's result instead of pushing again;
+    ``clock``, ``sleep`` and ``wall`` are the push's clocks (all three: see
+    :func:`segment_lineage.ingest.push.consistent_push`)."""
     if not parts:
         raise PushRefusedError("nothing to push: no tables given")
     state = manager.table(table)
@@ -103,4 +107,7 @@ def push_arrow(
         owner_wait_s=owner_wait_s,
         progress=progress,
         job_id=job_id,
+        clock=clock,
+        sleep=sleep,
+        wall=wall,
     )

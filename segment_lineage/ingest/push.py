@@ -23,174 +23,48 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from enum import StrEnum
 from types import FrameType
 
-from segment_lineage.ingest.errors import PushError, PushInputError, PushRefusedError
+from segment_lineage.ingest.errors import PushError, PushRefusedError
+from segment_lineage.ingest.push_plan import (
+    PushMode,
+    PushResult,
+    PushTarget,
+    Written,
+    _check_job_id,
+    check_job,
+    check_mode,
+    check_rows_within,
+    parse_interval,
+    plan_from,
+    push_stamp,
+    segment_names,
+)
 from segment_lineage.lineage.core import transitions
-from segment_lineage.lineage.core.errors import (
-    InvalidInputError,
-    LineageError,
-    OutcomeUnknownError,
-    RunningEntryConflict,
-)
+from segment_lineage.lineage.core.errors import LineageError, OutcomeUnknownError, RunningEntryConflict
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import (
-    Change,
-    EntryState,
-    HistoryRecord,
-    Operation,
-    Segment,
-    TableState,
-    TableType,
-)
-from segment_lineage.lineage.core.names import check_text, push_dir, push_tag
-from segment_lineage.lineage.core.periods import parse_time
-from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.core.model import Change, HistoryRecord, Operation, TableState
+from segment_lineage.lineage.core.names import push_dir
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
+__all__ = [  # the pure half lives in push_plan; every name stays importable from here
+    "PushMode",
+    "PushResult",
+    "PushTarget",
+    "Written",
+    "check_job",
+    "check_mode",
+    "check_rows_within",
+    "completed_job",
+    "consistent_push",
+    "parse_interval",
+    "plan_from",
+    "push_stamp",
+    "segment_names",
+]
+
 log = logging.getLogger(__name__)
-
-
-class PushMode(StrEnum):
-    REFRESH = "refresh"
-    APPEND = "append"
-    REPLACE_RANGE = "replace-range"
-
-    @staticmethod
-    def parse(value: PushMode | str) -> PushMode:
-        """A mode from user input, in any case; a clear error otherwise."""
-        try:
-            return PushMode(value.lower().replace("_", "-") if isinstance(value, str) else value)
-        except ValueError:
-            raise PushInputError(
-                f"unknown push mode {value!r}: use refresh, append or replace-range"
-            ) from None
-
-
-@dataclass(frozen=True)
-class PushTarget:
-    """What the writer must produce: one segment per partition, named in advance."""
-
-    table: str
-    root: str
-    entry_id: str
-    push_dir: str  # every file of this push lives under it
-    names: tuple[str, ...]  # segment i is names[i]
-    time_column: str | None
-    interval: tuple[int, int] | None
-
-
-@dataclass(frozen=True)
-class Written:
-    """What the writer produced: the winning file of each non-empty partition,
-    and the locations of any other files it left (failed attempts)."""
-
-    segments: tuple[Segment, ...]
-    strays: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class PushResult:
-    table: str
-    entry_id: str
-    mode: PushMode
-    segments: int
-    rows: int
-    size_bytes: int
-    replaced: int | None  # None: an earlier push's, no longer known (its entry and versions are gone)
-    seconds: float
-    cleaned: tuple[str, ...] = ()  # stale entries this push's force cleanup reverted
-    job_id: str | None = None
-    repeated: bool = False  # the job had already completed: this is that push's result, nothing was pushed
-
-    def summary(self) -> str:
-        if self.repeated:
-            return (
-                f"job {self.job_id!r} already pushed {self.table}: entry {self.entry_id}, "
-                f"{self.segments} segment(s), {self.rows} rows, {self.size_bytes} bytes; nothing pushed again"
-            )
-        text = (
-            f"pushed {self.table}: entry {self.entry_id}, {self.segments} segment(s), "
-            f"{self.rows} rows, {self.size_bytes} bytes, replaced {self.replaced} segment(s), "
-            f"{self.seconds:.1f}s"
-        )
-        if self.cleaned:
-            text += f"; cleaned up stale entr{'y' if len(self.cleaned) == 1 else 'ies'} " + ", ".join(
-                self.cleaned
-            )
-        return text
-
-
-def push_stamp(now: dt.datetime | None = None) -> str:
-    """The one timestamp postfix of a push's segment names (UTC, milliseconds)."""
-    moment = now or dt.datetime.now(tz=dt.UTC)
-    return moment.strftime("%Y%m%dT%H%M%S") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def segment_names(table: str, stamp: str, entry_id: str, count: int) -> tuple[str, ...]:
-    """``<table>_<stamp>_<entry prefix>_<partition>``: the stamp orders pushes,
-    the entry prefix keeps two pushes of the same millisecond apart."""
-    return tuple(f"{table}_{stamp}_{push_tag(entry_id)}_{i:05d}" for i in range(count))
-
-
-def plan_from(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> tuple[str, ...]:
-    """The segments a push replaces, computed from the state it commits against."""
-    if mode is PushMode.APPEND:
-        return ()
-    visible = visible_segments(state)
-    if mode is PushMode.REFRESH:
-        return tuple(s.name for s in visible)
-    assert interval is not None
-    start, end = interval
-    inside: list[str] = []
-    for seg in visible:
-        if seg.min_time is None or seg.max_time is None:
-            raise PushRefusedError(
-                f"segment {seg.name!r} has no time range, so replace-range cannot tell whether it "
-                "lies in the interval",
-            )
-        if seg.max_time < start or seg.min_time >= end:
-            continue
-        if seg.min_time >= start and seg.max_time < end:
-            inside.append(seg.name)
-            continue
-        raise PushRefusedError(
-            f"segment {seg.name!r} straddles the interval's edge (its rows span "
-            f"{seg.min_time}..{seg.max_time}, the interval is [{start}, {end}))",
-            remedy="widen the interval to cover it, or rewrite that segment first",
-        )
-    return tuple(inside)
-
-
-def check_rows_within(time_column: str, lo: int | None, hi: int | None, interval: tuple[int, int]) -> None:
-    """Refuse input whose time range leaves the interval, before anything is written."""
-    if lo is None or hi is None:
-        raise PushRefusedError(f"the time column {time_column!r} holds no values")
-    if lo < interval[0] or hi >= interval[1]:
-        raise PushRefusedError(
-            f"the input has rows from {lo} to {hi} (ms), outside the interval "
-            f"[{interval[0]}, {interval[1]}); nothing was written"
-        )
-
-
-def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> None:
-    table = state.config.name
-    if mode is PushMode.REPLACE_RANGE:
-        if state.config.table_type is not TableType.APPEND or state.config.time_column is None:
-            raise PushRefusedError(
-                f"replace-range needs an APPEND table with a time column; {table!r} is "
-                f"{state.config.table_type.value}"
-                + ("" if state.config.time_column else " without a time column")
-            )
-        if interval is None:
-            raise PushRefusedError("replace-range needs --interval START/END")
-        if interval[0] >= interval[1]:
-            raise PushRefusedError(f"the interval [{interval[0]}, {interval[1]}) is empty")
-    elif interval is not None:
-        raise PushRefusedError(f"--interval only goes with --mode replace-range, not {mode.value}")
 
 
 class _JobDone(Exception):
@@ -199,29 +73,6 @@ class _JobDone(Exception):
     def __init__(self, entry_id: str) -> None:
         super().__init__(entry_id)
         self.entry_id = entry_id
-
-
-def check_job(state: TableState, job_id: str, live_owners: frozenset[str]) -> str | None:
-    """The entry of ``job_id`` that completed in ``state`` (None if none).
-
-    RunningEntryConflict while another attempt of the job runs (its owner is
-    alive): wait for it, then this push returns its result. An attempt that
-    failed (REVERTED) or died (IN_PROGRESS, owner gone) never showed its data:
-    the job pushes again.
-    """
-    for entry in state.entries.values():
-        if entry.audit.job_id != job_id:
-            continue
-        if entry.state is EntryState.COMPLETED:
-            return entry.entry_id
-        if entry.state is EntryState.IN_PROGRESS and entry.entry_id in live_owners:
-            raise RunningEntryConflict(
-                f"job {job_id!r} is already running as entry {entry.entry_id}",
-                table=state.config.name,
-                entry_id=entry.entry_id,
-                remedy="wait for it: run again, and this push returns its result",
-            )
-    return None
 
 
 def _job_end(
@@ -243,7 +94,13 @@ def _job_end(
 
 
 def _earlier_result(
-    manager: LineageManager, table: str, job_id: str, entry_id: str, mode: PushMode, began: float
+    manager: LineageManager,
+    table: str,
+    job_id: str,
+    entry_id: str,
+    mode: PushMode,
+    clock: Callable[[], float],
+    began: float,
 ) -> PushResult:
     """What the job's completed push reported, from its end's history record."""
     record, _ = _job_end(manager, table, None, entry_id, 0)
@@ -266,32 +123,29 @@ def _earlier_result(
         rows=rows,
         size_bytes=size,
         replaced=None if entry is None else len(entry.segments_from),
-        seconds=time.monotonic() - began,
+        seconds=clock() - began,
         job_id=job_id,
         repeated=True,
     )
 
 
 def completed_job(
-    manager: LineageManager, table: str, job_id: str, mode: PushMode | str = PushMode.REFRESH
+    manager: LineageManager,
+    table: str,
+    job_id: str,
+    mode: PushMode | str = PushMode.REFRESH,
+    *,
+    clock: Callable[[], float] | None = None,
 ) -> PushResult | None:
     """The result of ``job_id``'s completed push of ``table`` (reported as
-    ``mode``), or None when the job has not completed there."""
-    began = time.monotonic()
+    ``mode``), or None when the job has not completed there. ``clock``
+    (monotonic seconds; default ``time.monotonic``) times the look-up."""
+    clock = clock or time.monotonic
+    began = clock()
     earlier, _ = _job_end(manager, table, _check_job_id(job_id), None, 0)
     if earlier is None or earlier.entry_id is None:
         return None
-    return _earlier_result(manager, table, job_id, earlier.entry_id, PushMode.parse(mode), began)
-
-
-def _check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not job_id.strip() or job_id != job_id.strip():
-        raise PushInputError(f"invalid job id {job_id!r}: give a non-empty id without surrounding spaces")
-    try:
-        check_text("job id", job_id, 256)
-    except InvalidInputError as exc:
-        raise PushInputError(f"invalid job id: {exc.message}") from None
-    return job_id
+    return _earlier_result(manager, table, job_id, earlier.entry_id, PushMode.parse(mode), clock, began)
 
 
 @contextlib.contextmanager
@@ -319,6 +173,8 @@ def _start(
     target: PushTarget,
     reason: str | None,
     owner_wait_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
     job_id: str | None = None,
     job_checked: int = 0,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -326,7 +182,8 @@ def _start(
     returns that ``from`` and the stale entries force cleanup reverted.
 
     An overlapping entry whose pusher may have just died keeps its owner node
-    until its session expires: wait up to ``owner_wait_s`` for that. An entry
+    until its session expires: wait up to ``owner_wait_s`` for that (on
+    ``clock``, looking again every half second with ``sleep``). An entry
     opened by hand is taken only once its hold ended. With ``job_id`` (whose
     history was searched up to version ``job_checked``), _JobDone when the
     job completed meanwhile: checked in the commit, so two attempts of one
@@ -362,16 +219,16 @@ def _start(
             live_owners=owners,
         )
 
-    deadline = time.monotonic() + owner_wait_s
+    deadline = clock() + owner_wait_s
     while True:
         try:
             done = manager.commit(table, update, reason)
             return planned[-1], done.change.cleaned
         except RunningEntryConflict as exc:
-            if time.monotonic() >= deadline:
+            if clock() >= deadline:
                 raise
             log.info("waiting for entry %s: %s", exc.entry_id, exc.message)
-            time.sleep(0.5)
+            sleep(0.5)
 
 
 def consistent_push(
@@ -386,6 +243,9 @@ def consistent_push(
     owner_wait_s: float = 15.0,
     progress: Callable[[str], None] | None = None,
     job_id: str | None = None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+    wall: Callable[[], float] | None = None,
 ) -> PushResult:
     """Run ``write`` inside a consistent push of ``table``.
 
@@ -400,8 +260,18 @@ def consistent_push(
     Raises PushRefusedError (nothing written: bad mode, interval or input),
     ConflictError (another push holds the scope), PushError (the write failed;
     the entry was reverted), OutcomeUnknownError (re-read before retrying).
+
+    The push reads time only through ``clock`` (monotonic seconds: how long
+    it took, the owner wait's deadline), ``sleep`` (the owner wait) and
+    ``wall`` (seconds since the epoch: the stamp in its segment names);
+    by default ``time.monotonic``, ``time.sleep`` and ``time.time``.
     """
-    began = time.monotonic()
+    # The defaults are looked up here, at the call: the simulation runs the
+    # push in virtual time by swapping this module's ``time``.
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    wall = wall or time.time
+    began = clock()
     mode = PushMode.parse(mode)
     say = progress or (lambda _msg: None)
     if job_id is not None:
@@ -409,14 +279,14 @@ def consistent_push(
         earlier, job_checked = _job_end(manager, table, job_id, None, 0)
         if earlier is not None and earlier.entry_id is not None:
             say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
-            return _earlier_result(manager, table, job_id, earlier.entry_id, mode, began)
+            return _earlier_result(manager, table, job_id, earlier.entry_id, mode, clock, began)
     else:
         job_checked = 0
     state = manager.table(table)
     check_mode(state, mode, interval)
     if partitions < 1:
         raise PushRefusedError(f"a push needs at least one partition, got {partitions}")
-    stamp = push_stamp()
+    stamp = push_stamp(dt.datetime.fromtimestamp(wall(), tz=dt.UTC))
     entry_id = str(uuid.uuid4())
     target = PushTarget(
         table=table,
@@ -436,12 +306,12 @@ def consistent_push(
         with _sigterm_as_interrupt():
             try:
                 replaced, cleaned = _start(
-                    manager, table, mode, target, reason, owner_wait_s, job_id, job_checked
+                    manager, table, mode, target, reason, owner_wait_s, clock, sleep, job_id, job_checked
                 )
             except _JobDone as done:  # completed meanwhile, by another attempt of the job
                 assert job_id is not None
                 say(f"job {job_id!r} completed meanwhile as entry {done.entry_id}: nothing to push")
-                return _earlier_result(manager, table, job_id, done.entry_id, mode, began)
+                return _earlier_result(manager, table, job_id, done.entry_id, mode, clock, began)
             started = True
             say(f"started entry {entry_id}: replacing {len(replaced)} segment(s) with up to {partitions}")
             for stale in cleaned:
@@ -486,7 +356,7 @@ def consistent_push(
         rows=sum(s.rows for s in written.segments),
         size_bytes=sum(s.size_bytes for s in written.segments),
         replaced=len(replaced),
-        seconds=time.monotonic() - began,
+        seconds=clock() - began,
         cleaned=cleaned,
         job_id=job_id,
     )
@@ -519,17 +389,3 @@ def _abandon(
         log.warning("cleanup after a failed push to %s left for the next push: %s", table, exc.message)
         return False
     return not done.applied
-
-
-def parse_interval(text: str) -> tuple[int, int]:
-    """``START/END``: the half-open interval [START, END)."""
-    start, sep, end = text.partition("/")
-    if not sep or not start.strip() or not end.strip():
-        raise PushInputError(f"invalid interval {text!r}: use START/END, e.g. 2026-11-01/2026-11-08")
-    try:
-        lo, hi = parse_time(start), parse_time(end)
-    except InvalidInputError as exc:
-        raise PushInputError(f"invalid interval {text!r}: {exc.message}") from None
-    if lo >= hi:
-        raise PushInputError(f"invalid interval {text!r}: START must be before END")
-    return lo, hi

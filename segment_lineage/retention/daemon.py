@@ -25,7 +25,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -157,7 +157,14 @@ class Daemon:
         schedule: Schedule,
         options: PassOptions,
         tables: Sequence[str] | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        wall: Callable[[], float] | None = None,
     ) -> None:
+        """``clock`` (monotonic seconds) times the passes, and is the passes'
+        clock unless ``options`` names one; ``wall`` (seconds since the epoch)
+        dates the last success and the first scheduled run. By default
+        ``time.monotonic`` and ``time.time``."""
         self.manager = manager
         self.candidate = candidate
         self.schedule = schedule
@@ -167,6 +174,8 @@ class Daemon:
         self.status = Status()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
+        self.clock = clock or time.monotonic
+        self.wall = wall or time.time
 
     # ---- one pass --------------------------------------------------------------
 
@@ -178,7 +187,7 @@ class Daemon:
             term = self.candidate.check()
         except LineageError as exc:  # refused (the role's rights), say: no pass, and say why
             self.metrics.leader.set(0)
-            self._failed(f"pass skipped: the election failed: {exc.message}", time.monotonic())
+            self._failed(f"pass skipped: the election failed: {exc.message}", self.clock())
             return
         self.metrics.leader.set(1 if term else 0)
         if term is None:
@@ -194,8 +203,10 @@ class Daemon:
             if not self.candidate.holds(term):
                 raise FencedError("leadership or the ZooKeeper session was lost: deleting nothing more")
 
-        began = time.monotonic()
-        options = dataclasses.replace(self.options, fence=fence, progress=log.info)
+        began = self.clock()
+        options = dataclasses.replace(
+            self.options, fence=fence, progress=log.info, clock=self.options.clock or self.clock
+        )
         with self._lock:
             self.status.passes += 1
         self.metrics.passes.inc()
@@ -222,7 +233,7 @@ class Daemon:
 
     def _failed(self, message: str, began: float) -> None:
         self._record_failure(message)
-        log.warning("%s (%.1fs)", message, time.monotonic() - began)
+        log.warning("%s (%.1fs)", message, self.clock() - began)
 
     def _finished(self, reports: list[TableReport], began: float) -> None:
         files = sum(r.files_deleted for r in reports)
@@ -249,16 +260,17 @@ class Daemon:
             f"{sum(r.orphans for r in reports)} orphan(s), {entries} entr(ies) removed, "
             f"{pending} pending (oldest {age_s:.0f}s), {unreadable} table(s) unreadable, "
             f"{len(errors)} error(s), "
-            f"{time.monotonic() - began:.1f}s"
+            f"{self.clock() - began:.1f}s"
         )
         if errors:
             self._record_failure(errors[0])
             log.warning("%s; first error: %s", line, errors[0])
             return
+        succeeded = self.wall()
         with self._lock:
-            self.status.last_success_ms = int(time.time() * 1000)
+            self.status.last_success_ms = int(succeeded * 1000)
             self.status.last_pass_failed = False
-        self.metrics.last_success.set(time.time())
+        self.metrics.last_success.set(succeeded)
         log.info("%s", line)
 
     def _now_ms(self) -> int | None:
@@ -304,7 +316,7 @@ class Daemon:
             signal.signal(signum, self._on_signal)
         server = self._start_http(metrics_host, metrics_port) if metrics_port is not None else None
         scheduler = BackgroundScheduler(timezone=UTC)
-        first = datetime.now(UTC) if self.schedule.interval_ms is not None else None
+        first = datetime.fromtimestamp(self.wall(), UTC) if self.schedule.interval_ms is not None else None
         scheduler.add_job(
             self.tick,
             self.schedule.trigger(),

@@ -95,6 +95,9 @@ class PassOptions:
     fence: Fence = no_fence  # raises FencedError once this process may no longer delete
     progress: Progress = quiet  # told how a long pass is going
     on_deleted: Progress = quiet  # told each location this pass deleted (audits, the fault checker)
+    # Monotonic seconds, paces the progress messages; None: time.monotonic, looked up
+    # when the pass runs (the simulation swaps this module's ``time`` for virtual time).
+    clock: Callable[[], float] | None = None
 
 
 @dataclass
@@ -244,7 +247,8 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     todo = _not_kept(root, current.deletions, keep)
     report.kept += len(current.deletions) - len(todo)
     deleted: list[str] = []
-    last_said = time.monotonic()
+    clock = options.clock or time.monotonic
+    last_said = clock()
     for done, (deletion, outcome) in enumerate(_delete_all(root, todo, options.fence), 1):
         if isinstance(outcome, str):
             report.errors.append(f"{deletion.location}: {outcome}")
@@ -256,8 +260,8 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
             options.on_deleted(deletion.location)
         else:
             report.files_already_gone += 1
-        if time.monotonic() - last_said >= PROGRESS_EVERY_S:
-            last_said = time.monotonic()
+        if clock() - last_said >= PROGRESS_EVERY_S:
+            last_said = clock()
             options.progress(f"{table}: {done}/{len(todo)} file(s) processed, {report.files_deleted} deleted")
     if deleted:
         try:

@@ -1,0 +1,206 @@
+"""The pure half of a push: what it is (its mode, its target, what the writer
+produced, its result), the names of its segments, and the checks and the
+plan computed from a table's state before anything is written.
+
+The protocol that runs a push is :mod:`segment_lineage.ingest.push`, which
+re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from enum import StrEnum
+
+from segment_lineage.ingest.errors import PushInputError, PushRefusedError
+from segment_lineage.lineage.core.errors import InvalidInputError, RunningEntryConflict
+from segment_lineage.lineage.core.model import EntryState, Segment, TableState, TableType
+from segment_lineage.lineage.core.names import check_text, push_tag
+from segment_lineage.lineage.core.periods import parse_time
+from segment_lineage.lineage.core.visibility import visible_segments
+
+
+class PushMode(StrEnum):
+    REFRESH = "refresh"
+    APPEND = "append"
+    REPLACE_RANGE = "replace-range"
+
+    @staticmethod
+    def parse(value: PushMode | str) -> PushMode:
+        """A mode from user input, in any case; a clear error otherwise."""
+        try:
+            return PushMode(value.lower().replace("_", "-") if isinstance(value, str) else value)
+        except ValueError:
+            raise PushInputError(
+                f"unknown push mode {value!r}: use refresh, append or replace-range"
+            ) from None
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """What the writer must produce: one segment per partition, named in advance."""
+
+    table: str
+    root: str
+    entry_id: str
+    push_dir: str  # every file of this push lives under it
+    names: tuple[str, ...]  # segment i is names[i]
+    time_column: str | None
+    interval: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the writer produced: the winning file of each non-empty partition,
+    and the locations of any other files it left (failed attempts)."""
+
+    segments: tuple[Segment, ...]
+    strays: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PushResult:
+    table: str
+    entry_id: str
+    mode: PushMode
+    segments: int
+    rows: int
+    size_bytes: int
+    replaced: int | None  # None: an earlier push's, no longer known (its entry and versions are gone)
+    seconds: float
+    cleaned: tuple[str, ...] = ()  # stale entries this push's force cleanup reverted
+    job_id: str | None = None
+    repeated: bool = False  # the job had already completed: this is that push's result, nothing was pushed
+
+    def summary(self) -> str:
+        if self.repeated:
+            return (
+                f"job {self.job_id!r} already pushed {self.table}: entry {self.entry_id}, "
+                f"{self.segments} segment(s), {self.rows} rows, {self.size_bytes} bytes; nothing pushed again"
+            )
+        text = (
+            f"pushed {self.table}: entry {self.entry_id}, {self.segments} segment(s), "
+            f"{self.rows} rows, {self.size_bytes} bytes, replaced {self.replaced} segment(s), "
+            f"{self.seconds:.1f}s"
+        )
+        if self.cleaned:
+            text += f"; cleaned up stale entr{'y' if len(self.cleaned) == 1 else 'ies'} " + ", ".join(
+                self.cleaned
+            )
+        return text
+
+
+def push_stamp(now: dt.datetime) -> str:
+    """The one timestamp postfix of a push's segment names (UTC, milliseconds):
+    ``now`` is the writing host's clock, read by the push."""
+    return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
+
+
+def segment_names(table: str, stamp: str, entry_id: str, count: int) -> tuple[str, ...]:
+    """``<table>_<stamp>_<entry prefix>_<partition>``: the stamp orders pushes,
+    the entry prefix keeps two pushes of the same millisecond apart."""
+    return tuple(f"{table}_{stamp}_{push_tag(entry_id)}_{i:05d}" for i in range(count))
+
+
+def plan_from(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> tuple[str, ...]:
+    """The segments a push replaces, computed from the state it commits against."""
+    if mode is PushMode.APPEND:
+        return ()
+    visible = visible_segments(state)
+    if mode is PushMode.REFRESH:
+        return tuple(s.name for s in visible)
+    assert interval is not None
+    start, end = interval
+    inside: list[str] = []
+    for seg in visible:
+        if seg.min_time is None or seg.max_time is None:
+            raise PushRefusedError(
+                f"segment {seg.name!r} has no time range, so replace-range cannot tell whether it "
+                "lies in the interval",
+            )
+        if seg.max_time < start or seg.min_time >= end:
+            continue
+        if seg.min_time >= start and seg.max_time < end:
+            inside.append(seg.name)
+            continue
+        raise PushRefusedError(
+            f"segment {seg.name!r} straddles the interval's edge (its rows span "
+            f"{seg.min_time}..{seg.max_time}, the interval is [{start}, {end}))",
+            remedy="widen the interval to cover it, or rewrite that segment first",
+        )
+    return tuple(inside)
+
+
+def check_rows_within(time_column: str, lo: int | None, hi: int | None, interval: tuple[int, int]) -> None:
+    """Refuse input whose time range leaves the interval, before anything is written."""
+    if lo is None or hi is None:
+        raise PushRefusedError(f"the time column {time_column!r} holds no values")
+    if lo < interval[0] or hi >= interval[1]:
+        raise PushRefusedError(
+            f"the input has rows from {lo} to {hi} (ms), outside the interval "
+            f"[{interval[0]}, {interval[1]}); nothing was written"
+        )
+
+
+def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> None:
+    table = state.config.name
+    if mode is PushMode.REPLACE_RANGE:
+        if state.config.table_type is not TableType.APPEND or state.config.time_column is None:
+            raise PushRefusedError(
+                f"replace-range needs an APPEND table with a time column; {table!r} is "
+                f"{state.config.table_type.value}"
+                + ("" if state.config.time_column else " without a time column")
+            )
+        if interval is None:
+            raise PushRefusedError("replace-range needs --interval START/END")
+        if interval[0] >= interval[1]:
+            raise PushRefusedError(f"the interval [{interval[0]}, {interval[1]}) is empty")
+    elif interval is not None:
+        raise PushRefusedError(f"--interval only goes with --mode replace-range, not {mode.value}")
+
+
+def check_job(state: TableState, job_id: str, live_owners: frozenset[str]) -> str | None:
+    """The entry of ``job_id`` that completed in ``state`` (None if none).
+
+    RunningEntryConflict while another attempt of the job runs (its owner is
+    alive): wait for it, then this push returns its result. An attempt that
+    failed (REVERTED) or died (IN_PROGRESS, owner gone) never showed its data:
+    the job pushes again.
+    """
+    for entry in state.entries.values():
+        if entry.audit.job_id != job_id:
+            continue
+        if entry.state is EntryState.COMPLETED:
+            return entry.entry_id
+        if entry.state is EntryState.IN_PROGRESS and entry.entry_id in live_owners:
+            raise RunningEntryConflict(
+                f"job {job_id!r} is already running as entry {entry.entry_id}",
+                table=state.config.name,
+                entry_id=entry.entry_id,
+                remedy="wait for it: run again, and this push returns its result",
+            )
+    return None
+
+
+def _check_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not job_id.strip() or job_id != job_id.strip():
+        raise PushInputError(f"invalid job id {job_id!r}: give a non-empty id without surrounding spaces")
+    try:
+        check_text("job id", job_id, 256)
+    except InvalidInputError as exc:
+        raise PushInputError(f"invalid job id: {exc.message}") from None
+    return job_id
+
+
+def parse_interval(text: str) -> tuple[int, int]:
+    """``START/END``: the half-open interval [START, END)."""
+    start, sep, end = text.partition("/")
+    if not sep or not start.strip() or not end.strip():
+        raise PushInputError(f"invalid interval {text!r}: use START/END, e.g. 2026-11-01/2026-11-08")
+    try:
+        lo, hi = parse_time(start), parse_time(end)
+    except InvalidInputError as exc:
+        raise PushInputError(f"invalid interval {text!r}: {exc.message}") from None
+    if lo >= hi:
+        raise PushInputError(f"invalid interval {text!r}: START must be before END")
+    return lo, hi

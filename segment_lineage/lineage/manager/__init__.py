@@ -1,0 +1,51 @@
+"""The lineage manager: Pinot's operations over any :class:`Store`.
+
+Each operation reads one consistent version, applies a pure transition from
+:mod:`segment_lineage.lineage.core.transitions`, and compare-and-swaps the result, re-reading and
+recomputing on conflict within a bounded budget.
+
+Errors and what they mean for the caller:
+
+* validation errors, :class:`RefusedError`, :class:`ConflictError`: definitely
+  not applied; fix the input or the state, then retry;
+* :class:`ContentionError`: not applied, the retry budget ran out; retry later;
+* :class:`OutcomeUnknownError`: the last write may have landed; re-read before
+  doing anything else, and never clean up after it.
+
+The operations live one concern per module, as mixins over the commit loop:
+:mod:`.commit` (the loop, its retry budget and "outcome unknown" recovery),
+:mod:`.floor` (the table's floor), :mod:`.tables` (create, drop, claim),
+:mod:`.segments` (register, delete), :mod:`.replace` (start, end, revert,
+rollback) and :mod:`.reads` (snapshots, leases, versions, history).
+:class:`LineageManager` composes them, so it keeps one flat API of methods.
+Mixins rather than a class delegating to functions: each method's signature
+and docstring stay in one place, next to its code, and :meth:`for_job`
+still copies one object. The mixins share only :class:`.commit.ManagerBase`
+(and replace's rollback reads past versions through :class:`.reads.Reads`).
+"""
+
+from __future__ import annotations
+
+from segment_lineage.lineage.manager.commit import Committed, Update, commit_step, default_actor
+from segment_lineage.lineage.manager.floor import FLOOR_AFTER, FLOOR_MS, FLOOR_POLL_S
+from segment_lineage.lineage.manager.reads import PIN_ATTEMPTS
+from segment_lineage.lineage.manager.replace import ReplaceOps, RollbackPlan
+from segment_lineage.lineage.manager.segments import SegmentOps
+from segment_lineage.lineage.manager.tables import TableOps
+
+__all__ = [  # what manager.py exported before it became a package
+    "FLOOR_AFTER",
+    "FLOOR_MS",
+    "FLOOR_POLL_S",
+    "PIN_ATTEMPTS",
+    "Committed",
+    "LineageManager",
+    "RollbackPlan",
+    "Update",
+    "commit_step",
+    "default_actor",
+]
+
+
+class LineageManager(TableOps, SegmentOps, ReplaceOps):
+    """Pinot's lineage operations over one :class:`~segment_lineage.lineage.store.contract.Store`."""

@@ -1,0 +1,202 @@
+"""The commit loop every operation runs through: read one version, apply a
+pure update, compare-and-swap; bounded retries, the floor, and the "outcome
+unknown" recovery that first looks for an earlier attempt's commit.
+
+:class:`ManagerBase` holds what every operation needs (the store, the retry
+budget, who commits); the operations are mixins over it (see
+:mod:`segment_lineage.lineage.manager`).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import getpass
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Self
+
+from segment_lineage.lineage.core.errors import (
+    ContentionError,
+    LineageError,
+    NotFoundError,
+    OutcomeUnknownError,
+    StoreUnavailableError,
+)
+from segment_lineage.lineage.core.failpoints import failpoint
+from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, Operation, TableState
+from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
+from segment_lineage.lineage.manager.floor import _FloorUse
+from segment_lineage.lineage.storage.claims import ClaimFiles
+from segment_lineage.lineage.store.contract import (
+    RetryableStoreError,
+    Snapshot,
+    Store,
+    VersionConflict,
+    WriteOutcomeUnknown,
+)
+
+Update = Callable[[TableState, int], Change]
+
+
+def default_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The result of one operation."""
+
+    state: TableState
+    change: Change
+    commit_id: str
+    applied: bool  # False when the operation was a no-op (idempotent repeat)
+
+
+def _utc(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(timespec="seconds")
+
+
+def commit_step(operation: Operation) -> str:
+    """The failpoint prefix of a commit: ``END_REPLACE`` -> ``end``,
+    ``RETENTION_MARK`` -> ``retention-mark`` (``end.before-commit``,
+    ``rollback.after-commit``, ...)."""
+    return operation.value.lower().removesuffix("_replace").replace("_", "-")
+
+
+class ManagerBase:
+    """The store, the retry budget and the audit of every commit, and the
+    commit loop the operations run through.
+
+    The manager reads no clock of its own: it waits and measures with its
+    retry policy's ``sleep`` and ``clock`` (``RetryPolicy(sleep=..., clock=...)``)
+    and takes the time of a commit from the store (``now_ms``)."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        retry: RetryPolicy | None = None,
+        actor: str | None = None,
+        job_id: str | None = None,
+        claims: ClaimFiles | None = None,
+    ) -> None:
+        self.store = store
+        self.claims = claims  # deep storage, to claim a new table's root (None: roots are not claimed)
+        self.retry = retry or RetryPolicy()
+        self.actor = actor or default_actor()
+        self.job_id = job_id
+
+    def for_job(self, job_id: str | None) -> Self:
+        """This manager, recording ``job_id`` in the audit of every commit."""
+        other = copy.copy(self)
+        other.job_id = job_id
+        return other
+
+    def audit(self, reason: str | None = None) -> Audit:
+        return Audit(actor=self.actor, job_id=self.job_id, reason=reason)
+
+    # ---- the commit loop ----------------------------------------------------
+
+    def commit(self, table: str, update: Update, reason: str | None = None) -> Committed:
+        """Read, apply ``update`` (pure), compare-and-swap; bounded retries."""
+        check_table_name(table)
+        audit = self.audit(reason)
+        commit_id = uuid.uuid4().hex
+        floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
+        try:
+            return self._commit(table, update, audit, commit_id, floor)
+        finally:
+            floor.leave()
+
+    def _commit(
+        self, table: str, update: Update, audit: Audit, commit_id: str, floor: _FloorUse
+    ) -> Committed:
+        attempts = Attempts(self.retry)
+        unknown_since: int | None = None  # version read before an unknown outcome
+        last_cause = ""
+        retryable = False
+        while attempts.next():
+            try:
+                snap = self.store.read(table)
+                if unknown_since is not None:
+                    landed = self.store.find_commit(table, commit_id, unknown_since)
+                    if landed is not None:
+                        return self._landed(self.store.read(table), landed, commit_id)
+                now = self.store.now_ms()
+                pause = floor.wait_or_take(snap, now)
+                if pause is not None:
+                    attempts.refund()  # waited for the floor, or took it: not a lost race
+                    self.retry.sleep(pause)
+                    continue
+            except LineageError as exc:
+                if unknown_since is not None and not isinstance(exc, NotFoundError):
+                    # Our earlier write may have landed: never report "nothing written".
+                    raise OutcomeUnknownError(table, commit_id, exc.message) from None
+                raise
+            change = update(snap.state, now)
+            if not change.changed:
+                return Committed(snap.state, change, commit_id, applied=False)
+            retryable = False
+            step = commit_step(change.operation)
+            failpoint(f"{step}.before-commit")
+            try:
+                state = self.store.write(table, snap, change, audit, commit_id, now)
+            except VersionConflict:
+                floor.lost()
+            except RetryableStoreError as exc:
+                last_cause = exc.message
+                retryable = True
+            except WriteOutcomeUnknown as exc:
+                last_cause = exc.message
+                if unknown_since is None:
+                    unknown_since = snap.state.version
+            else:
+                failpoint(f"{step}.after-commit")
+                return Committed(state, change, commit_id, applied=True)
+            attempts.backoff()
+        if unknown_since is not None:
+            # One last look: did any of our attempts land?
+            try:
+                landed = self.store.find_commit(table, commit_id, unknown_since)
+                if landed is not None:
+                    return self._landed(self.store.read(table), landed, commit_id)
+            except LineageError as exc:
+                raise OutcomeUnknownError(table, commit_id, last_cause or exc.message) from None
+            raise OutcomeUnknownError(table, commit_id, last_cause)
+        if retryable:
+            raise StoreUnavailableError(
+                f"writing table {table!r} kept failing ({last_cause}); nothing was committed"
+            )
+        held = floor.waited_on
+        raise ContentionError(
+            table,
+            attempts.count,
+            attempts.elapsed,
+            waiting=f"commit {held.holder[:8]} held the table's floor until {_utc(held.until_ms)}"
+            if held is not None and held.holder is not None
+            else "",
+        )
+
+    def _landed(self, snap: Snapshot, record: HistoryRecord, commit_id: str) -> Committed:
+        change = Change(
+            state=snap.state,
+            operation=record.operation,
+            entry_id=record.entry_id,
+            segments=record.segments,
+            rows=record.rows,
+            size_bytes=record.size_bytes,
+            cleaned=record.cleaned,
+        )
+        return Committed(snap.state, change, commit_id, applied=True)
+
+    def table(self, table: str) -> TableState:
+        check_table_name(table)
+        return self.store.read(table).state

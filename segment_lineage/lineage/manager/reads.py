@@ -1,0 +1,202 @@
+"""Reads: the visible set, entries and history; past versions (time travel);
+pinning a version for a reader with a lease, chosen and checked after the
+lease exists."""
+
+from __future__ import annotations
+
+from segment_lineage.lineage.core.errors import (
+    ContentionError,
+    InvalidInputError,
+    LineageError,
+    NotFoundError,
+    RefusedError,
+    VersionGoneError,
+)
+from segment_lineage.lineage.core.model import (
+    EntryState,
+    HistoryRecord,
+    LineageEntry,
+    Operation,
+    Segment,
+    TableState,
+)
+from segment_lineage.lineage.core.names import check_entry_id, check_table_name
+from segment_lineage.lineage.core.periods import parse_version_or_time
+from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.manager.commit import ManagerBase
+from segment_lineage.lineage.store.contract import Lease
+
+# A reader whose current version is condemned between its read and its lease
+# pins again at the newest: each retry needs another retention mark meanwhile.
+PIN_ATTEMPTS = 5
+
+
+class Reads(ManagerBase):
+    """Reading tables: the visible set, entries, history, past versions and pins."""
+
+    def visible_segments(self, table: str) -> list[Segment]:
+        return visible_segments(self.table(table))
+
+    def entries(self, table: str) -> list[LineageEntry]:
+        return list(self.table(table).entries.values())
+
+    def history(self, table: str, limit: int | None = None) -> list[HistoryRecord]:
+        check_table_name(table)
+        if limit is not None and limit < 1:
+            raise InvalidInputError(f"invalid limit {limit}: must be at least 1")
+        return self.store.history(table, limit)
+
+    def resolve_version(
+        self,
+        table: str,
+        *,
+        version: int | None = None,
+        at_ms: int | None = None,
+        entry_id: str | None = None,
+    ) -> int:
+        """A table version from one of: a version number; a moment (the newest
+        version committed at or before it); an entry (the version just before
+        that push completed). With none, the version before the newest
+        completed push."""
+        given = [x for x in (version, at_ms, entry_id) if x is not None]
+        if len(given) > 1:
+            raise InvalidInputError("give at most one of a version, a time and an entry")
+        if version is not None:
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                raise InvalidInputError(f"invalid version {version!r}: a whole number from 1")
+            return version
+        history = self.store.iter_history(table)  # newest first, read only as far as needed
+        if at_ms is not None:
+            for record in history:
+                if record.at_ms <= at_ms:
+                    return record.version
+            raise InvalidInputError(f"table {table!r} did not exist at {at_ms} (epoch ms)")
+        ends = (r for r in history if r.operation is Operation.END_REPLACE)
+        if entry_id is not None:
+            check_entry_id(entry_id)
+            for record in ends:
+                if record.entry_id == entry_id:
+                    return record.version - 1
+            raise NotFoundError(f"entry {entry_id} never completed on table {table!r}")
+        live = self.table(table)
+        landed: set[str] | None = None  # entries whose segments are visible now, computed once if needed
+        for record in ends:
+            entry = live.entries.get(record.entry_id or "")
+            if entry is not None:
+                if entry.state is EntryState.COMPLETED:
+                    return record.version - 1
+                continue
+            # Gone from the record: retention removes a finished push's entry
+            # once nothing is left to reclaim (every APPEND push). Its segments
+            # still name it: if any is visible, the push is still in force.
+            if landed is None:
+                landed = {s.entry_id for s in visible_segments(live) if s.entry_id is not None}
+            if record.entry_id in landed:
+                return record.version - 1
+        raise RefusedError(f"table {table!r} has no completed push to undo", table=table)
+
+    def table_as_of(self, table: str, version: int) -> TableState:
+        """Version ``version`` itself, or VersionGoneError: never another one,
+        whatever commits meanwhile. Not pinned: its files may go at any time
+        (use :meth:`pin_readable` to read them)."""
+        check_table_name(table)
+        state = self.store.read_version(table, version)
+        if state.version != version:  # a store bug must not hand a reader another snapshot
+            raise LineageError(
+                f"asked for version {version} of table {table!r}, the store answered version {state.version}"
+            )
+        return state
+
+    def resolve_as_of(self, table: str, as_of: int | str) -> int:
+        """``as_of`` as users give it: a version number, or text (a version,
+        an ISO-8601 time, or ``ms:EPOCH_MS``)."""
+        if isinstance(as_of, str):
+            version, at_ms = parse_version_or_time(as_of)
+            return self.resolve_version(table, version=version, at_ms=at_ms)
+        return self.resolve_version(table, version=as_of)
+
+    def pin_readable(self, table: str, version: int | None = None) -> Lease:
+        """Pin a version whose files stay until the lease is released: the
+        current one (``version=None``) or a retained past one.
+
+        Pin first, then choose and verify: the lease is created, then the head
+        is read again, and every segment the pinned version shows must still
+        be registered there at the same location (not condemned into
+        ``pending``). Retention re-reads the leases after its mark commit and
+        ZooKeeper applies writes in one order, so either this read sees the
+        mark or the pass sees the lease. The current version, condemned under
+        us, is pinned again at the newest version, at most ``PIN_ATTEMPTS``
+        times.
+
+        Raises VersionGoneError for a past version no longer readable (naming
+        the oldest readable one): not retryable. ContentionError when every
+        attempt lost its version: retry later. Any error releases the lease.
+        """
+        check_table_name(table)
+        if version is not None:
+            self.resolve_version(table, version=version)  # validates it
+        started = self.retry.clock()
+        for _ in range(PIN_ATTEMPTS):
+            lease = self.store.pin(table, version)
+            try:
+                then = lease.state
+                if version is not None and then.version != version:
+                    raise LineageError(
+                        f"pinned version {then.version} of table {table!r} instead of version {version}"
+                    )
+                current = self.table(table)  # read after the lease exists: see the docstring
+                if version is not None:
+                    self.check_readable(then, current)
+                    return lease
+                if self._gone(then, current) is None:
+                    return lease
+            except BaseException:
+                self.store.release(lease)
+                raise
+            self.store.release(lease)  # condemned between our read and our lease: take the newest
+        raise ContentionError(
+            table, PIN_ATTEMPTS, self.retry.clock() - started, doing="pinning a version retention left alone"
+        )
+
+    def check_readable(self, then: TableState, current: TableState) -> None:
+        """Refuse a past version whose files retention took or is taking:
+        every segment it shows must still be registered in ``current`` (a
+        head read after the reader's lease exists) at the same location; one
+        queued in ``pending`` is condemned, so not readable. Names the oldest
+        readable version after it."""
+        gone = self._gone(then, current)
+        if gone is None:
+            return
+        oldest = None
+        for version in self.store.versions(then.config.name):
+            if version > then.version and not self._gone(
+                self.table_as_of(then.config.name, version), current
+            ):
+                oldest = version
+                break
+        raise VersionGoneError(
+            then.config.name, then.version, oldest, why=f"can no longer be read: segment {gone} was reclaimed"
+        )
+
+    @staticmethod
+    def _gone(then: TableState, current: TableState) -> str | None:
+        """The first segment ``then`` shows that ``current`` does not hold
+        registered at the same location, or whose location waits in pending."""
+        if then.version == current.version:
+            return None  # one version: what it shows is registered, and nothing registered is pending
+        for seg in visible_segments(then):
+            now = current.segments.get(seg.name)
+            if now is None or seg.location in current.pending or not _same_file(now, seg):
+                return seg.name
+        return None
+
+
+def _same_file(now: Segment, then: Segment) -> bool:
+    """The same registration of a segment: a name and location deleted,
+    reclaimed and registered again hold other data."""
+    return (now.location, now.created_ms, now.checksum, now.size_bytes) == (
+        then.location,
+        then.created_ms,
+        then.checksum,
+        then.size_bytes,
+    )

@@ -1,0 +1,200 @@
+"""Replace operations: open, end and revert a replacement (the lineage
+entries of Pinot's segment replacement protocol), and rollback, which
+restores a past version's visible set in one commit."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import ConflictError
+from segment_lineage.lineage.core.model import Change, EntryState, TableState
+from segment_lineage.lineage.core.periods import parse_period
+from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
+from segment_lineage.lineage.manager.commit import Committed
+from segment_lineage.lineage.manager.reads import Reads
+
+
+@dataclass(frozen=True)
+class RollbackPlan:
+    """What a rollback does (or did): the target, and the visible set before and after."""
+
+    table: str
+    target_version: int
+    from_version: int
+    restored: tuple[str, ...]  # entries brought back (COMPLETED again)
+    reverted: tuple[str, ...]  # entries reverted
+    appear: tuple[str, ...]  # segments that become visible
+    disappear: tuple[str, ...]  # segments that stop being visible
+    rows_appearing: int
+    rows_disappearing: int
+    committed_version: int | None  # None for a dry run or a no-op
+    rows_before: int | None = None  # the whole visible set's rows: dry runs only (linear in the table)
+    rows_after: int | None = None
+
+
+class ReplaceOps(Reads):
+    """Replacements and rollback (a rollback reads past versions, hence :class:`Reads`)."""
+
+    def start_replace(
+        self,
+        table: str,
+        segments_from: Sequence[str],
+        segments_to: Sequence[str],
+        *,
+        force_cleanup: bool = False,
+        reason: str | None = None,
+        entry_id: str | None = None,
+        interval: tuple[int, int] | None = None,
+        live_owners: frozenset[str] | None = None,
+        hold: str | None = None,
+    ) -> str:
+        """Open a replacement by hand and return its entry id.
+
+        No process holds an owner node for such an entry, so it is held for
+        ``hold`` (a period; default the table's
+        ``lineage_entry_cleanup_retention``; ``0s`` for none, Pinot's rule) on
+        the store's clock: until then no other push's force cleanup and no
+        retention pass takes it. See :func:`segment_lineage.lineage.core.transitions.start_replace`
+        for ``interval`` and ``live_owners``.
+        """
+        eid = entry_id or str(uuid.uuid4())
+        self.open_replace(
+            table,
+            segments_from,
+            segments_to,
+            force_cleanup=force_cleanup,
+            reason=reason,
+            entry_id=eid,
+            interval=interval,
+            live_owners=live_owners,
+            hold=hold,
+        )
+        return eid
+
+    def open_replace(
+        self,
+        table: str,
+        segments_from: Sequence[str],
+        segments_to: Sequence[str],
+        *,
+        force_cleanup: bool = False,
+        reason: str | None = None,
+        entry_id: str | None = None,
+        interval: tuple[int, int] | None = None,
+        live_owners: frozenset[str] | None = None,
+        hold: str | None = None,
+    ) -> Committed:
+        """:meth:`start_replace`, returning the commit: its change names the
+        entry and the stale entries force cleanup reverted (``cleaned``)."""
+        eid = entry_id or str(uuid.uuid4())
+        src, dst = list(segments_from), list(segments_to)
+        audit = self.audit(reason)
+        hold_ms = None if hold is None else parse_period(hold)
+
+        def update(s: TableState, now: int) -> Change:
+            span = s.config.lineage_entry_cleanup_retention_ms if hold_ms is None else hold_ms
+            return transitions.start_replace(
+                s,
+                src,
+                dst,
+                entry_id=eid,
+                audit=audit,
+                now_ms=now,
+                force_cleanup=force_cleanup,
+                interval=interval,
+                live_owners=live_owners,
+                held_until_ms=now + span if span else None,
+            )
+
+        return self.commit(table, update, reason)
+
+    def end_replace(
+        self,
+        table: str,
+        entry_id: str,
+        to_subset: Sequence[str] | None = None,
+        reason: str | None = None,
+    ) -> Committed:
+        subset = None if to_subset is None else list(to_subset)
+        return self.commit(table, lambda s, now: transitions.end_replace(s, entry_id, now, subset), reason)
+
+    def revert_replace(
+        self, table: str, entry_id: str, *, force: bool = False, reason: str | None = None
+    ) -> Committed:
+        return self.commit(table, lambda s, now: transitions.revert_replace(s, entry_id, now, force), reason)
+
+    def rollback(
+        self, table: str, target_version: int, *, dry_run: bool = False, reason: str | None = None
+    ) -> RollbackPlan:
+        """One atomic commit that makes the visible set equal to
+        ``target_version``'s (earlier or later: a rollback is undone by rolling
+        forward). Costs one version read and one commit, whatever the size."""
+        target = self.table_as_of(table, target_version)
+        current = self.table(table)
+        if dry_run:
+            change = transitions.rollback(current, target, self.store.now_ms(), self.audit(reason))
+            plan = _rollback_plan(current, change, target_version, None)
+            rows_before = sum(s.rows for s in visible_segments(current))
+            return dataclasses.replace(
+                plan,
+                rows_before=rows_before,
+                rows_after=rows_before + plan.rows_appearing - plan.rows_disappearing,
+            )
+
+        def apply(state: TableState, now: int) -> Change:
+            # A rollback is planned against what the operator saw: if another
+            # change landed meanwhile (another rollback, say), this one gives way.
+            if state.version != current.version:
+                raise ConflictError(
+                    f"table {table!r} changed while the rollback was planned "
+                    f"(version {current.version} -> {state.version}); nothing was rolled back",
+                    table=table,
+                    remedy="look at 'lineage history' and run the rollback again if it still applies",
+                )
+            return transitions.rollback(state, target, now, audit)
+
+        why = reason or f"rollback to version {target_version}"
+        audit = self.audit(why)
+        committed = self.commit(table, apply, why)
+        before = current
+        if committed.applied and committed.state.version - 1 != current.version:
+            before = self.table_as_of(table, committed.state.version - 1)
+        return _rollback_plan(
+            before, committed.change, target_version, committed.state.version if committed.applied else None
+        )
+
+
+def _rollback_plan(before: TableState, change: Change, target: int, committed: int | None) -> RollbackPlan:
+    after = change.state
+    appear, disappear = visibility_delta(before, after)
+
+    def was(e: str) -> EntryState | None:
+        entry = before.entries.get(e)  # None: removed by retention, brought back by the rollback
+        return None if entry is None else entry.state
+
+    restored = tuple(
+        e
+        for e, entry in after.entries.items()
+        if entry.state is EntryState.COMPLETED and was(e) is EntryState.REVERTED
+    )
+    reverted = tuple(
+        e
+        for e, entry in after.entries.items()
+        if entry.state is EntryState.REVERTED and was(e) in (EntryState.COMPLETED, None)
+    )
+    return RollbackPlan(
+        table=before.config.name,
+        target_version=target,
+        from_version=before.version,
+        restored=restored,
+        reverted=reverted,
+        appear=tuple(sorted(appear)),
+        disappear=tuple(sorted(disappear)),
+        rows_appearing=sum(after.segments[n].rows for n in appear),
+        rows_disappearing=sum(before.segments[n].rows for n in disappear),
+        committed_version=committed,
+    )

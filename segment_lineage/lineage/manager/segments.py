@@ -1,0 +1,30 @@
+"""Segment operations: register and delete segments, one commit each."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.model import Segment
+from segment_lineage.lineage.manager.commit import Committed, ManagerBase
+
+
+class SegmentOps(ManagerBase):
+    """Registering and deleting segments."""
+
+    def register_segments(
+        self,
+        table: str,
+        segments: Sequence[Segment],
+        *,
+        entry_id: str | None = None,
+        reason: str | None = None,
+    ) -> Committed:
+        batch = list(segments)
+        return self.commit(
+            table, lambda s, now: transitions.register_segments(s, batch, now, entry_id), reason
+        )
+
+    def delete_segments(self, table: str, names: Sequence[str], reason: str | None = None) -> Committed:
+        batch = list(names)
+        return self.commit(table, lambda s, now: transitions.delete_segments(s, batch, now), reason)

@@ -1,0 +1,194 @@
+"""Table operations: create (claiming the root in deep storage), drop,
+claim a root again, list."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import uuid
+
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.config import state_dir
+from segment_lineage.lineage.core.errors import (
+    AuthError,
+    ConflictError,
+    ContentionError,
+    CorruptRecordError,
+    InvalidInputError,
+    LineageError,
+    RefusedError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from segment_lineage.lineage.core.model import EntryState, TableConfig, TableState
+from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.retry import Attempts
+from segment_lineage.lineage.core.roots import canonical_root
+from segment_lineage.lineage.manager.commit import ManagerBase
+from segment_lineage.lineage.storage.claims import (
+    Claim,
+    check_claim,
+    check_no_claim_around,
+    read_claim,
+    resolve_root,
+)
+from segment_lineage.lineage.store.contract import TableListing, VersionConflict
+
+
+class TableOps(ManagerBase):
+    """Creating, dropping, claiming and listing tables."""
+
+    def create_table(self, config: TableConfig, reason: str | None = None) -> TableState:
+        """Create a table. Its root is made canonical first (absolute, links
+        resolved, never a protected place) and must not overlap another
+        table's root: InvalidInputError, RefusedError."""
+        config = dataclasses.replace(config, root=resolve_root(config.root, state_dir()))
+        if self.claims is None:
+            return self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
+        # Claimed first, then created, then checked: of two stores creating
+        # tables on one root at once, the second finds the first's marker.
+        fresh = self._claim(config.name, config.root)
+        try:
+            state = self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
+        except (InvalidInputError, RefusedError, TableExistsError, AuthError):
+            # Not created by this call: the marker it made goes too, unless a
+            # table of that name has this root by now (a twin job that trusted
+            # this very marker). After any other failure the table may exist,
+            # and keeps its claim.
+            if fresh and not _same_root(self.store.roots().get(config.name), config.root):
+                with contextlib.suppress(LineageError):
+                    self.claims.remove_claim(config.root)
+            raise
+        self._check_claimed(config.name, config.root)
+        return state
+
+    def _claim(self, table: str, root: str) -> bool:
+        """Check ``root`` and write its marker naming ``table``; True when no
+        marker was there before (this call made it)."""
+        assert self.claims is not None
+        store_id = self.store.store_id()
+        for _ in range(2):
+            roots = self.store.roots()
+
+            def holds(claim: Claim, where: str, roots: dict[str, str] = roots) -> bool:
+                """Another store's claim always holds; one of this store's,
+                while its table still has that root."""
+                return claim.store != store_id or _same_root(roots.get(claim.table), where)
+
+            check_no_claim_around(self.claims, table, root, holds)
+            claim = read_claim(self.claims, root)
+            live = claim is not None and claim.table != table and holds(claim, root)
+            check_claim(claim, store_id, table, root, live=live)
+            data = codec.encode_claim(store_id, table)
+            try:
+                if claim is not None:
+                    self.claims.write_claim(root, data)
+                    return False
+                if self.claims.write_claim(root, data, exclusive=True):
+                    return True
+            except LineageError as exc:
+                raise RefusedError(
+                    f"could not claim the root {root!r} of table {table!r}: {exc.message}", table=table
+                ) from None
+        raise ConflictError(
+            f"the claim marker under {root!r} kept changing; nothing was created", table=table
+        )
+
+    def _check_claimed(self, table: str, root: str) -> None:
+        assert self.claims is not None
+        claim = read_claim(self.claims, root)
+        if claim != Claim(self.store.store_id(), table):
+            raise RefusedError(
+                f"table {table!r} was created, but the claim marker under {root!r} now names "
+                f"{claim.table if claim else 'nobody'!r}: another store claimed the root at the same time",
+                table=table,
+                remedy="drop this table, or the other, and give each a root of its own",
+            )
+
+    def _unclaim(self, table: str, root: str) -> None:
+        """After a drop, the root's marker goes if it still names this table
+        of this store (best effort: a stale claim of this store never blocks)."""
+        if self.claims is None:
+            return
+        with contextlib.suppress(LineageError):
+            if read_claim(self.claims, root) == Claim(self.store.store_id(), table):
+                self.claims.remove_claim(root)
+                if _same_root(self.store.roots().get(table), root):  # created again meanwhile
+                    self.claims.write_claim(root, codec.encode_claim(self.store.store_id(), table))
+
+    def claim_root(self, table: str) -> str:
+        """Write ``table``'s claim marker under its root (tables created before
+        roots were claimed, or whose claim was lost). Refused when the root is
+        claimed by another store or another live table. Returns the root."""
+        if self.claims is None:
+            raise RefusedError("this manager has no access to deep storage to claim a root")
+        root = self.table(table).config.root
+        # A legacy root that create would refuse (relative, a home, ...) stays unclaimed.
+        resolve_root(root, state_dir())
+        self._claim(table, root)
+        self._check_claimed(table, root)
+        return root
+
+    def list_tables(self) -> list[str]:
+        """The tables whose metadata reads; an unreadable one is left out (see table_listing)."""
+        return self.store.list_tables()
+
+    def table_listing(self) -> TableListing:
+        """Every table, with those whose metadata cannot be decoded named apart."""
+        return self.store.table_listing()
+
+    def drop_table(self, table: str, *, force: bool = False, reason: str | None = None) -> None:
+        """Remove a table's metadata. Refused while it has segments, unless forced.
+
+        Files in deep storage are not touched: delete the segments and run
+        retention first to reclaim them. The check and the drop are one
+        compare-and-set, so a concurrent write makes the drop re-check. An
+        interrupted drop is finished by running it again.
+        """
+        check_table_name(table)
+        audit = self.audit(reason)
+        attempts = Attempts(self.retry)
+        while attempts.next():
+            try:
+                state = self.store.read(table).state
+            except TableNotFoundError:
+                self.store.drop_table(table, audit, None, resume_only=True)
+                return
+            except CorruptRecordError:
+                if not force:
+                    raise
+                self.store.drop_table(table, audit, None)
+                return
+            if not force:
+                live = [e.entry_id for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
+                if state.segments or state.pending or live:
+                    raise RefusedError(
+                        f"table {table!r} still has {len(state.segments)} segment(s), "
+                        f"{len(state.pending)} file(s) awaiting deletion and {len(live)} push(es) "
+                        "in progress",
+                        table=table,
+                        remedy="delete its segments and run retention first, or pass --force "
+                        "(files in deep storage are then left behind)",
+                    )
+            try:
+                self.store.drop_table(table, audit, state.version)
+                self._unclaim(table, state.config.root)
+                return
+            except VersionConflict:
+                attempts.backoff()
+        raise ContentionError(table, attempts.count, attempts.elapsed)
+
+
+def _same_root(registered: str | None, root: str) -> bool:
+    """Whether a table's registered root is ``root`` (a claim by a table
+    that moved elsewhere, or was dropped, no longer holds)."""
+    if registered is None:
+        return False
+    try:
+        mine = canonical_root(registered)
+    except InvalidInputError:
+        return False
+    if "://" not in mine:  # a local folder may have moved behind a link since it was registered
+        mine, root = os.path.realpath(mine), os.path.realpath(root)
+    return mine.casefold() == root.casefold()
