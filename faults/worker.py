@@ -33,7 +33,8 @@ from segment_lineage.lineage.storage.deep import RootClaimFiles
 from segment_lineage.lineage.store.election import SessionCheck
 from segment_lineage.lineage.zk.connect import open_store
 from segment_lineage.lineage.zk.store import ZkStore
-from segment_lineage.retention.executor import PassOptions, run_pass, session_fence
+from segment_lineage.retention.deletes import session_fence
+from segment_lineage.retention.executor import PassOptions, run_pass
 
 PARTS = 2
 ROWS = 5  # per part

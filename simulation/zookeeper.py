@@ -23,7 +23,7 @@ from segment_lineage.lineage.store.election import SessionCheck
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.server import ZkServer, free_port
 from segment_lineage.lineage.zk.store import ZkStore
-from segment_lineage.retention.executor import session_fence
+from segment_lineage.retention.deletes import session_fence
 from simulation.proxy import ClientProxy, StoreProxy
 from simulation.scheduler import Actor
 from simulation.world import World

@@ -84,7 +84,8 @@ def run(
     from segment_lineage.lineage.core.acl import RETENTION
     from segment_lineage.lineage.store.election import SessionCheck
     from segment_lineage.lineage.zk.store import ZkStore
-    from segment_lineage.retention.executor import PassOptions, run_pass, session_fence
+    from segment_lineage.retention.deletes import session_fence
+    from segment_lineage.retention.executor import PassOptions, run_pass
 
     grace_ms = parse_period(min_grace)
     orphan_grace_ms = parse_period(orphan_grace)
