@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from segment_lineage.cli.app import OPTIONS, emit, manager
+from segment_lineage.cli.context import OPTIONS, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.redact import mask_assignment
 from segment_lineage.lineage.core.views import render_table

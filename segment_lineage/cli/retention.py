@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from segment_lineage.cli.app import OPTIONS, emit, manager
+from segment_lineage.cli.context import OPTIONS, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.periods import format_period, parse_period
 from segment_lineage.retention.errors import RetentionError

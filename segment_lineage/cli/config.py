@@ -1,0 +1,44 @@
+"""``lineage config``: the effective settings and where each came from."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from segment_lineage.cli.context import OPTIONS, emit
+from segment_lineage.lineage.config import Loaded, effective
+from segment_lineage.lineage.core.views import render_table
+
+config_app = typer.Typer(
+    help="The effective configuration: file, environment and flags.", no_args_is_help=True
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show() -> None:
+    """Print every setting's effective value and its source (flag, env, file, default); secrets masked."""
+    loaded = OPTIONS.config or Loaded(None, frozenset())
+    rows = [
+        {
+            "key": e.setting.key,
+            "value": e.shown(),
+            "source": e.source,
+            "env": e.setting.env,
+        }
+        for e in effective(loaded, os.environ, {"--zk": OPTIONS.zk})
+    ]
+    file_line = f"config file: {loaded.path}" if loaded.path else "config file: none"
+    text = (
+        file_line
+        + "\n\n"
+        + render_table(
+            [{**r, "value": "-" if r["value"] is None else r["value"]} for r in rows],
+            ["key", "value", "source", "env"],
+        )
+    )
+    emit({"file": str(loaded.path) if loaded.path else None, "settings": rows}, text)
