@@ -24,9 +24,9 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from segment_lineage.ingest.errors import StorageError
 from segment_lineage.lineage.core.names import check_location
 from segment_lineage.lineage.core.roots import CLAIM_FILE
+from segment_lineage.lineage.storage.errors import StorageError
 
 ENV_S3_ENDPOINT = "LINEAGE_S3_ENDPOINT"
 SCHEMES = ("file", "s3", "gs", "gcs", "hdfs")
