@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from segment_lineage.cli.context import OPTIONS, emit
+from segment_lineage.cli.context import connection, emit
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.views import render_table
 
@@ -62,21 +62,17 @@ def acl_apply(
     """
     from segment_lineage.lineage.core.acl import AclPolicy, check_digest_id
     from segment_lineage.lineage.zk.acl import apply_policy
-    from segment_lineage.lineage.zk.connect import open_store
 
     pushers, retentions, readers = pusher or [], retention or [], reader or []
     for ident in (*pushers, *retentions, *readers, *(admin or [])):
         check_digest_id(ident)  # before connecting
-    store = open_store(OPTIONS.zk)
-    try:
+    with connection() as store:
         if store.identity is None:
             raise InvalidInputError(
                 "'lineage acl apply' needs LINEAGE_ZK_AUTH=user:password: the admin identity"
             )
         policy = AclPolicy.build([store.identity, *(admin or [])], pushers, retentions, readers)
         report = apply_policy(store, policy)
-    finally:
-        store.close()
     emit(
         {"nodes": report.nodes, "created": list(report.created), "left_alone": list(report.strangers)},
         f"ACL policy in force: {report.nodes} node(s) set, {len(report.created)} folder(s) created"
@@ -88,15 +84,11 @@ def acl_apply(
 def acl_show() -> None:
     """Show the ACL policy in force and this identity's role."""
     from segment_lineage.lineage.core.acl import ADMIN_ROLE, RIGHTS, ROLES, Place, rights_text
-    from segment_lineage.lineage.zk.connect import open_store
 
-    store = open_store(OPTIONS.zk)
-    try:
+    with connection() as store:
         policy = store.policy()
         role = store.role()
         identity = store.identity
-    finally:
-        store.close()
     user = identity.partition(":")[0] if identity else None
     if policy is None:
         mode = "one digest identity owns every node" if identity else "nodes are open to every client"

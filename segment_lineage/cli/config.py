@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import typer
 
-from segment_lineage.cli.context import OPTIONS, emit
-from segment_lineage.lineage.config import Loaded, effective
+from segment_lineage.cli.context import current, emit
+from segment_lineage.lineage.config import effective
 from segment_lineage.lineage.core.views import render_table
 
 config_app = typer.Typer(
@@ -22,7 +20,8 @@ def register(app: typer.Typer) -> None:
 @config_app.command("show")
 def config_show() -> None:
     """Print every setting's effective value and its source (flag, env, file, default); secrets masked."""
-    loaded = OPTIONS.config or Loaded(None, frozenset())
+    run = current()
+    loaded = run.config
     rows = [
         {
             "key": e.setting.key,
@@ -30,7 +29,7 @@ def config_show() -> None:
             "source": e.source,
             "env": e.setting.env,
         }
-        for e in effective(loaded, os.environ, {"--zk": OPTIONS.zk})
+        for e in effective(loaded, {"--zk": run.zk})
     ]
     file_line = f"config file: {loaded.path}" if loaded.path else "config file: none"
     text = (

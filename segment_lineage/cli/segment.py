@@ -8,14 +8,14 @@ from typing import Annotated
 
 import typer
 
-from segment_lineage.cli.context import OPTIONS, emit, manager
+from segment_lineage.cli.context import current, emit, manager
 from segment_lineage.lineage.core import transitions
-from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
+from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.model import Segment
 from segment_lineage.lineage.core.views import render_table, segment_view
 from segment_lineage.lineage.core.visibility import visible_names, visible_segments
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.files import NO_CHECK_HINT, checked_segments
+from segment_lineage.lineage.storage.files import checked_segments
 
 segment_app = typer.Typer(help="Register, list and delete segments.", no_args_is_help=True)
 
@@ -64,10 +64,9 @@ def _with_checked_files(
     before any file system call."""
     state = m.table(table)
     transitions.register_segments(state, segments, 0, entry)  # pure: only its refusals matter here
-    if OPTIONS.files is None:
-        raise RefusedError("this command has no access to deep storage to check files", remedy=NO_CHECK_HINT)
     root = state.config.root
-    return checked_segments(table, root, segments, OPTIONS.files.sizes(root, [s.location for s in segments]))
+    sizes = current().files.sizes(root, [s.location for s in segments])
+    return checked_segments(table, root, segments, sizes)
 
 
 @segment_app.command("add")

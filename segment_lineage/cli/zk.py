@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from segment_lineage.cli.context import emit
+from segment_lineage.cli.context import current, emit
 
 zk_app = typer.Typer(help="Run the embedded ZooKeeper server on loopback.", no_args_is_help=True)
 
@@ -30,7 +30,7 @@ def zk_start(
     """Start the embedded ZooKeeper server (idempotent)."""
     from segment_lineage.lineage.zk.server import embedded_server, parse_heap
 
-    server = embedded_server(parse_heap(heap) if heap else None)
+    server = embedded_server(parse_heap(heap) if heap else None, settings=current().settings)
     was_running = server.pid() is not None
     server.start()
     state = "already running" if was_running else "started"
@@ -53,7 +53,7 @@ def zk_stop() -> None:
     """Stop the embedded ZooKeeper server."""
     from segment_lineage.lineage.zk.server import embedded_server
 
-    server = embedded_server()
+    server = embedded_server(settings=current().settings)
     stopped = server.stop()
     emit({"stopped": stopped}, "ZooKeeper stopped" if stopped else "ZooKeeper was not running")
 
@@ -63,7 +63,7 @@ def zk_status() -> None:
     """Say whether the embedded ZooKeeper server is running."""
     from segment_lineage.lineage.zk.server import embedded_server
 
-    server = embedded_server()
+    server = embedded_server(settings=current().settings)
     serving = server.is_serving()
     heap_mb = server.running_heap_mb()
     data = {
