@@ -8,6 +8,7 @@ import contextlib
 import shutil
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.config import state_dir
@@ -16,6 +17,9 @@ from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import RootClaimFiles
 from segment_lineage.retention.executor import PassOptions, run_pass
+
+if TYPE_CHECKING:
+    from segment_lineage.lineage.config import Settings
 
 DEMO_TABLE = "demo_events"
 SNAPSHOTS = (("v1", 1000), ("v2", 1500), ("v3", 800))
@@ -28,15 +32,17 @@ def _read(m: LineageManager) -> tuple[int, dict[str, int]]:
         return reader.version, dict(sorted(labels.items()))
 
 
-def run_demo(zk: str | None = None, echo: Callable[[str], None] = print) -> None:
-
+def run_demo(
+    zk: str | None = None, echo: Callable[[str], None] = print, *, settings: Settings | None = None
+) -> None:
+    """The demo on ``zk`` (else the settings', by default the environment's, else the embedded server)."""
     from segment_lineage.ingest.spark_job import push_dataframe, sample_frame, spark_session
     from segment_lineage.lineage.zk.connect import open_store
 
-    store = open_store(zk)
+    store = open_store(zk, settings=settings)
     spark = None
     try:
-        m = LineageManager(store, job_id="demo", claims=RootClaimFiles())
+        m = LineageManager(store, job_id="demo", claims=RootClaimFiles(settings))
         echo(f"ZooKeeper ready; table {DEMO_TABLE!r}")
         with contextlib.suppress(TableNotFoundError):
             m.drop_table(DEMO_TABLE, force=True, reason="demo restart")
@@ -52,7 +58,7 @@ def run_demo(zk: str | None = None, echo: Callable[[str], None] = print) -> None
         )
         m.create_table(config, reason="demo")
         echo("starting Spark (local mode) ...")
-        spark = spark_session()
+        spark = spark_session(settings=settings)
 
         entries: list[str] = []
         for step, (label, count) in enumerate(SNAPSHOTS, start=1):

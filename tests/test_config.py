@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from segment_lineage.cli import app
-from segment_lineage.lineage.config import SETTINGS
+from segment_lineage.lineage.config import SETTINGS, Settings
+from segment_lineage.lineage.core.errors import InvalidInputError
 
 runner = CliRunner()
 CLEAN = {s.env: "" for s in SETTINGS} | {"LINEAGE_CONFIG": "", "XDG_CONFIG_HOME": "/nonexistent"}
@@ -122,3 +123,56 @@ def test_a_named_file_must_exist(tmp_path: Path) -> None:
     assert code == 2 and "does not exist" in err
     code, _, err = cli({"LINEAGE_CONFIG": str(tmp_path / "gone.toml")}, "config", "show")
     assert code == 2 and "gone.toml does not exist" in err
+
+
+def test_settings_default_to_what_the_table_documents() -> None:
+    defaults = Settings()
+    documented = {s.key: s.default for s in SETTINGS}
+    assert defaults.zk_session_timeout == documented["zookeeper.session_timeout"]
+    assert defaults.embedded_port == documented["embedded.port"]
+    assert defaults.embedded_heap == documented["embedded.heap"]
+    assert defaults.spark_master == documented["spark.master"]
+    assert Settings.from_env({}) == defaults
+
+
+def test_settings_take_flags_over_the_environment_and_hide_secrets() -> None:
+    env = {
+        "LINEAGE_ZK": "env:1",
+        "LINEAGE_ZK_AUTH": "boss:hunter2",
+        "SPARK_MASTER": "spark://env:7077",
+        "LINEAGE_S3_ENDPOINT": "http://u:secret@minio:9000",
+        "AWS_REGION": "eu-west-1",
+        "JAVA_HOME": "/opt/java",
+    }
+    settings = Settings.from_env(env, zk="flag:2", master="local[3]")
+    assert (settings.zk_hosts, settings.zk_auth) == ("flag:2", "boss:hunter2")
+    assert settings.spark_master == "local[3]"
+    assert (settings.aws_region, settings.java_home) == ("eu-west-1", "/opt/java")
+    assert Settings.from_env(env, zk="").zk_hosts == "env:1"  # an empty flag is not given
+    assert "hunter2" not in repr(settings) and "secret" not in repr(settings)
+    # An empty variable is unset, but the timeout and the port keep it, to refuse it when used (as before).
+    blank = Settings.from_env(dict.fromkeys((*env, "LINEAGE_ZK_PORT", "LINEAGE_ZK_SESSION_TIMEOUT"), ""))
+    assert (blank.zk_hosts, blank.zk_auth, blank.s3_endpoint, blank.java_home) == (None, None, None, None)
+    assert (blank.spark_master, blank.embedded_port, blank.zk_session_timeout) == ("local[2]", "", "")
+
+
+def test_the_edges_use_the_settings_they_are_given(tmp_path: Path) -> None:
+    from segment_lineage.ingest import errors as ingest_errors
+    from segment_lineage.lineage.storage.deep import DeepStore
+    from segment_lineage.lineage.storage.errors import StorageError
+    from segment_lineage.lineage.zk.client import zk_settings
+    from segment_lineage.lineage.zk.server import embedded_server
+
+    settings = Settings(zk_hosts="h:1/c", zk_session_timeout="5", embedded_port="2999", embedded_heap="300m")
+    server = embedded_server(settings=settings)
+    assert (server.client_port, server.heap_mb, server.settings) == (2999, 300, settings)
+    assert embedded_server(128, settings=settings).heap_mb == 128  # --heap wins
+    zk = zk_settings(settings)
+    assert zk is not None and (zk.hosts, zk.session_timeout_s, zk.tls) == ("h:1/c", 5.0, None)
+    with pytest.raises(InvalidInputError, match="LINEAGE_ZK_TLS_CA is set but LINEAGE_ZK_TLS is not"):
+        zk_settings(Settings(zk_hosts="h:1", zk_tls_ca=str(tmp_path)))
+    store = DeepStore.for_root("s3://lake/t", Settings(s3_endpoint="http://m:9000", aws_region="eu-west-1"))
+    assert (store.s3_endpoint, store.aws_region) == ("http://m:9000", "eu-west-1")
+    assert ingest_errors.StorageError is StorageError  # every `except StorageError` still catches storage's
+    with pytest.raises(StorageError):
+        DeepStore.for_root("ftp://x/y")

@@ -24,7 +24,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "lineage.core": set(),
     "lineage.codec": {"lineage.core"},
     "lineage.store": {"lineage.core", "lineage.codec"},
-    "lineage.storage": {"lineage.core", "lineage.codec"},
+    "lineage.storage": {"lineage.core", "lineage.codec", "lineage.config"},
     "lineage.zk": {"lineage.core", "lineage.codec", "lineage.store", "lineage.config"},
     "lineage.manager": {
         "lineage.core",

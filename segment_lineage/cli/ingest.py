@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from segment_lineage.cli.app import OPTIONS, emit, manager
+from segment_lineage.cli.context import current, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.redact import mask_assignment
 from segment_lineage.lineage.core.views import render_table
@@ -78,7 +78,7 @@ def push(
             if earlier is not None:  # before Spark starts: nothing to read or write
                 _emit_push(earlier)
                 return
-        spark = spark_session(master, conf=spark_conf)
+        spark = spark_session(master, conf=spark_conf, settings=current().settings)
         try:
             df = read_input(spark, input_path, fmt)
             result = push_dataframe(
@@ -135,7 +135,7 @@ def read(
         total = sum(s.rows for s in reader.segments)
         version = reader.version
     rows = data.to_pylist()
-    if OPTIONS.json:
+    if current().json:
         typer.echo(json.dumps({"version": version, "rows": rows}, default=str, indent=2))
         return
     columns = data.column_names

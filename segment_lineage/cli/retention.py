@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from segment_lineage.cli.app import OPTIONS, emit, manager
+from segment_lineage.cli.context import connection, current, emit, manager_on
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.periods import format_period, parse_period
 from segment_lineage.retention.errors import RetentionError
@@ -80,10 +80,9 @@ def run(
     Destructive only when asked: without --yes or --force it prints its dry
     run and changes nothing. A --min-grace below the default needs --force
     (a dry run excepted). The daemon needs neither: it runs unattended."""
-    # Imported here: the executor needs pyarrow and the store kazoo, which other commands do not load.
+    # Imported here: the executor needs pyarrow, which other commands do not load.
     from segment_lineage.lineage.core.acl import RETENTION
     from segment_lineage.lineage.store.election import SessionCheck
-    from segment_lineage.lineage.zk.store import ZkStore
     from segment_lineage.retention.deletes import session_fence
     from segment_lineage.retention.executor import PassOptions, run_pass
 
@@ -105,16 +104,16 @@ def run(
         orphan_grace_ms=orphan_grace_ms,
         progress=_say,
     )
-    with manager() as m:
-        if isinstance(m.store, ZkStore):
-            m.store.require_role(RETENTION, doing="a retention pass")
-            fence = session_fence(
-                SessionCheck(m.store),
-                "the ZooKeeper session was suspended or lost during the pass: deleting nothing more",
-            )
-            options = dataclasses.replace(options, fence=fence)  # a later pass redoes what it leaves
+    with connection() as store:  # ZooKeeper: its session fences the deletes
+        m = manager_on(store)
+        store.require_role(RETENTION, doing="a retention pass")
+        fence = session_fence(
+            SessionCheck(store),
+            "the ZooKeeper session was suspended or lost during the pass: deleting nothing more",
+        )
+        options = dataclasses.replace(options, fence=fence)  # a later pass redoes what it leaves
         reports = run_pass(m, [table] if table else None, options)
-    if as_json or OPTIONS.json:
+    if as_json or current().json:
         typer.echo(json.dumps([r.as_dict() for r in reports], indent=2))
     else:
         for report in reports:
@@ -177,7 +176,6 @@ def daemon(
     daemons may run: one leads (elected in ZooKeeper), the others stand by."""
     from segment_lineage.lineage.core.acl import RETENTION
     from segment_lineage.lineage.store.election import Leadership
-    from segment_lineage.lineage.zk.store import ZkStore
     from segment_lineage.retention.daemon import Daemon, Schedule
     from segment_lineage.retention.executor import PassOptions
 
@@ -194,10 +192,8 @@ def daemon(
     )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     identity = f"{socket.gethostname()}:{os.getpid()}"
-    with manager() as m:
-        store = m.store
-        if not isinstance(store, ZkStore):
-            raise RetentionError("the daemon needs ZooKeeper for its leader election")
+    with connection() as store:  # ZooKeeper: the daemons elect their leader there
+        m = manager_on(store)
         store.require_role(RETENTION, doing="the retention daemon")
         leadership = Leadership(store, "retention", identity)
         Daemon(m, leadership, schedule, options, table).serve(metrics_host, metrics_port)

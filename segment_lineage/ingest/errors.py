@@ -1,17 +1,26 @@
 """Errors of the ingest package: one root, derived from the lineage root so the
-CLI's single handler covers them."""
+CLI's single handler covers them; and deep storage's, under its own name."""
 
 from __future__ import annotations
 
 from segment_lineage.lineage.core.errors import InvalidInputError, LineageError, RefusedError
+from segment_lineage.lineage.storage.errors import StorageError
+
+__all__ = [
+    "IngestError",
+    "PushError",
+    "PushInputError",
+    "PushRefusedError",
+    "SnapshotTooOldError",
+    "StorageError",
+]
 
 
 class IngestError(LineageError):
-    """Root of every error the ingest package raises on purpose."""
-
-
-class StorageError(IngestError, OSError):
-    """Deep storage refused or failed an operation."""
+    """Root of the errors the ingest package defines. Deep storage's
+    :class:`StorageError` (which ingest raises too) is named here as well,
+    but derives from the lineage root, not from this one: storage lies below
+    ingest."""
 
 
 class PushError(IngestError):

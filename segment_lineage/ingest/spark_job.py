@@ -44,6 +44,7 @@ from segment_lineage.ingest.push import (
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.ingest.segments import time_as_ms, write_segment
 from segment_lineage.ingest.time_units import resolve_time_unit, to_ms
+from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.failpoints import ENV as FAILPOINT_ENV
 from segment_lineage.lineage.core.model import Segment, TimeUnit
 from segment_lineage.lineage.manager import LineageManager
@@ -75,12 +76,15 @@ def spark_session(
     master: str | None = None,
     app_name: str = "segment-lineage",
     conf: dict[str, str] | None = None,
+    *,
+    settings: Settings | None = None,
 ) -> SparkSession:
-    """A Spark session; local mode by default, bound to loopback. ``conf``
-    adds Spark settings (``spark.speculation=true`` and the like)."""
+    """A Spark session on ``master``, else the settings' (by default, the
+    environment's: ``SPARK_MASTER``, else local mode, bound to loopback).
+    ``conf`` adds Spark settings (``spark.speculation=true`` and the like)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    chosen = master or os.environ.get("SPARK_MASTER") or "local[2]"
+    chosen = master or (Settings.from_env() if settings is None else settings).spark_master
     if chosen.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # keep local mode on loopback
     builder = (

@@ -11,6 +11,12 @@ The file is ``--config PATH``, else ``$LINEAGE_CONFIG``, else
 sections or keys, and values of the wrong type, are refused by name. A file
 holding a secret (the ZooKeeper password, or credentials inside a URL) must
 not be readable by group or others. ``config show`` masks both.
+
+:class:`Settings` holds what the edges need (ZooKeeper, the embedded server,
+deep storage, Spark), built once where the program starts (the CLI's
+:func:`load_settings`) and passed down; a script that passes none gets
+:meth:`Settings.from_env`. This module is the one place that reads the
+environment for them.
 """
 
 from __future__ import annotations
@@ -19,13 +25,15 @@ import os
 import stat
 import tomllib
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.redact import MASK, has_userinfo, mask_urls
 
 ENV_CONFIG = "LINEAGE_CONFIG"
+ENV_JAVA_HOME = "JAVA_HOME"  # the machine's Java, for the embedded server: no file setting
+ENV_AWS_REGION = "AWS_REGION"  # beside the S3 endpoint; AWS's own variable, no file setting
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,75 @@ class Effective:
 class Loaded:
     path: Path | None
     from_file: frozenset[str]  # env names the file set
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the edges need, resolved once: a flag, else the environment (which
+    the file filled in), else the default (:data:`SETTINGS` names each one's
+    variable). Values stay as their variable spells them: the module that uses
+    one parses it and refuses a bad value by its variable's name, when it is
+    used, so a command never fails on a setting it does not need."""
+
+    zk_hosts: str | None = None  # hosts[/chroot]; None: the embedded server
+    zk_auth: str | None = field(default=None, repr=False)  # user:password: never printed
+    zk_session_timeout: str = "10"  # seconds
+    zk_tls: str = ""  # 1 (or true, yes) for TLS; "" or 0 for plain text
+    zk_tls_ca: str | None = None  # PEM files
+    zk_tls_cert: str | None = None
+    zk_tls_key: str | None = None
+    embedded_port: str = "2191"
+    embedded_heap: str = "auto"  # megabytes, 512m, 2g or auto
+    java_home: str | None = None
+    s3_endpoint: str | None = field(default=None, repr=False)  # may carry credentials: never printed
+    aws_region: str | None = None
+    spark_master: str = "local[2]"
+
+    @classmethod
+    def from_env(
+        cls,
+        env: Mapping[str, str] | None = None,
+        *,
+        zk: str | None = None,
+        auth: str | None = None,
+        master: str | None = None,
+    ) -> Settings:
+        """From the flags given here, the environment (the process's unless
+        ``env`` is given) and the defaults. An empty variable counts as unset,
+        except for the session timeout and the port, where it is refused when
+        used (as a bad value is)."""
+        env = os.environ if env is None else env
+        default = cls()
+
+        def var(key: str) -> str | None:
+            return env.get(BY_KEY[key].env) or None
+
+        return cls(
+            zk_hosts=var("zookeeper.hosts"),
+            zk_auth=var("zookeeper.auth"),
+            zk_session_timeout=env.get(BY_KEY["zookeeper.session_timeout"].env, default.zk_session_timeout),
+            zk_tls=env.get(BY_KEY["zookeeper.tls"].env, default.zk_tls),
+            zk_tls_ca=var("zookeeper.tls_ca"),
+            zk_tls_cert=var("zookeeper.tls_cert"),
+            zk_tls_key=var("zookeeper.tls_key"),
+            embedded_port=env.get(BY_KEY["embedded.port"].env, default.embedded_port),
+            embedded_heap=var("embedded.heap") or default.embedded_heap,
+            java_home=env.get(ENV_JAVA_HOME) or None,
+            s3_endpoint=var("storage.s3_endpoint"),
+            aws_region=env.get(ENV_AWS_REGION),
+            spark_master=var("spark.master") or default.spark_master,
+        ).with_flags(zk=zk, auth=auth, master=master)
+
+    def with_flags(
+        self, *, zk: str | None = None, auth: str | None = None, master: str | None = None
+    ) -> Settings:
+        """These settings with the flags given (an empty one counts as not given)."""
+        return replace(
+            self,
+            zk_hosts=zk or self.zk_hosts,
+            zk_auth=auth or self.zk_auth,
+            spark_master=master or self.spark_master,
+        )
 
 
 def default_path() -> Path:
@@ -166,8 +243,20 @@ def load(explicit: str | None, env: MutableMapping[str, str]) -> Loaded:
     return Loaded(path, frozenset(filled))
 
 
-def effective(loaded: Loaded, env: Mapping[str, str], flags: Mapping[str, str | None]) -> list[Effective]:
-    """Every setting's value and where it came from."""
+def load_settings(explicit: str | None, *, zk: str | None = None) -> tuple[Loaded, Settings]:
+    """The command line's one read of its configuration, before any command
+    runs: the file (``--config``, see :func:`config_path`) fills in the
+    variables not set, which child processes inherit, then :class:`Settings`
+    are built from the flags, that environment and the defaults."""
+    loaded = load(explicit, os.environ)
+    return loaded, Settings.from_env(os.environ, zk=zk)
+
+
+def effective(
+    loaded: Loaded, flags: Mapping[str, str | None], env: Mapping[str, str] | None = None
+) -> list[Effective]:
+    """Every setting's value and where it came from (in the process's environment unless ``env`` is given)."""
+    env = os.environ if env is None else env
     out = []
     for setting in SETTINGS:
         flagged = flags.get(setting.flag) if setting.flag else None

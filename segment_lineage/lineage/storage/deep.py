@@ -8,7 +8,9 @@ Spark executors rebuild it from its settings.
 
 S3-compatible endpoints (MinIO, moto) are reached with
 ``LINEAGE_S3_ENDPOINT=http://127.0.0.1:9000``; credentials come from the usual
-``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_REGION`` variables.
+``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` variables, read by pyarrow.
+The endpoint and ``AWS_REGION`` come in :class:`segment_lineage.lineage.config.Settings`
+(by default, the environment's) and travel with the store.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from segment_lineage.ingest.errors import StorageError
+from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.names import check_location
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
+from segment_lineage.lineage.storage.errors import StorageError
 
-ENV_S3_ENDPOINT = "LINEAGE_S3_ENDPOINT"
 SCHEMES = ("file", "s3", "gs", "gcs", "hdfs")
 
 
@@ -47,9 +49,12 @@ class DeepStore:
     scheme: str  # "file", "s3", "gs", "hdfs"
     base: str  # the root as a path inside the file system
     s3_endpoint: str | None = field(default=None, repr=False)  # may carry credentials: never printed
+    aws_region: str | None = None
 
     @staticmethod
-    def for_root(root: str) -> DeepStore:
+    def for_root(root: str, settings: Settings | None = None) -> DeepStore:
+        """The store of ``root``; ``settings`` (by default, the environment's)
+        give the S3 endpoint and region."""
         parsed = urlparse(root)
         scheme = parsed.scheme or "file"
         if len(scheme) == 1:  # a Windows drive letter is not a scheme
@@ -71,11 +76,13 @@ class DeepStore:
             base = (parsed.netloc + "/" + parsed.path.strip("/")).rstrip("/")
             if scheme == "hdfs":
                 base = "/" + parsed.path.strip("/")
+        given = Settings.from_env() if settings is None else settings
         return DeepStore(
             root=root,
             scheme="gs" if scheme == "gcs" else scheme,
             base=base,
-            s3_endpoint=os.environ.get(ENV_S3_ENDPOINT) or None,
+            s3_endpoint=given.s3_endpoint,
+            aws_region=given.aws_region,
         )
 
     # ---- the file system -------------------------------------------------------
@@ -89,10 +96,10 @@ class DeepStore:
                 return pafs.S3FileSystem(
                     endpoint_override=endpoint.netloc or endpoint.path,
                     scheme=endpoint.scheme or "http",
-                    region=os.environ.get("AWS_REGION", "us-east-1"),
+                    region="us-east-1" if self.aws_region is None else self.aws_region,
                     allow_bucket_creation=False,
                 )
-            return pafs.S3FileSystem(region=os.environ.get("AWS_REGION"))
+            return pafs.S3FileSystem(region=self.aws_region)
         if self.scheme == "gs":
             return pafs.GcsFileSystem()
         parsed = urlparse(self.root)
@@ -371,26 +378,34 @@ class DeepStore:
 
 
 class RootClaimFiles:
-    """ClaimFiles (storage.claims) on deep storage: the claim marker of any root."""
+    """ClaimFiles (storage.claims) on deep storage: the claim marker of any root.
+    Without ``settings``, each call takes the environment's."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings
 
     def read_claim(self, root: str) -> bytes | None:
-        return DeepStore.for_root(root).read_claim()
+        return DeepStore.for_root(root, self.settings).read_claim()
 
     def write_claim(self, root: str, data: bytes, *, exclusive: bool = False) -> bool:
-        return DeepStore.for_root(root).write_claim(data, exclusive=exclusive)
+        return DeepStore.for_root(root, self.settings).write_claim(data, exclusive=exclusive)
 
     def remove_claim(self, root: str) -> None:
-        DeepStore.for_root(root).remove_claim()
+        DeepStore.for_root(root, self.settings).remove_claim()
 
     def claims_around(self, root: str) -> list[str]:
         try:
-            return DeepStore.for_root(root).claims_around()
+            return DeepStore.for_root(root, self.settings).claims_around()
         except OSError as exc:
             raise StorageError(f"looking for claimed roots around {root!r} failed: {exc}") from None
 
 
 class SegmentFileSizes:
-    """SegmentFiles on deep storage: the sizes of files under any root."""
+    """SegmentFiles on deep storage: the sizes of files under any root.
+    Without ``settings``, each call takes the environment's."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings
 
     def sizes(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
-        return DeepStore.for_root(root).file_sizes(locations)
+        return DeepStore.for_root(root, self.settings).file_sizes(locations)

@@ -8,6 +8,9 @@ it (never world-writable); with one, each node gets its place's ACL.
 and that it names the host as written in the hosts string; the CA bundle is
 ``LINEAGE_ZK_TLS_CA`` (else the system's), and ``LINEAGE_ZK_TLS_CERT`` /
 ``LINEAGE_ZK_TLS_KEY`` give a client certificate for servers that ask for one.
+
+Those values come in :class:`segment_lineage.lineage.config.Settings`; the
+variables' names here are for messages.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL, make_digest_acl
 
+from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.errors import AuthError, InvalidInputError, StoreUnavailableError
 
 ENV_ZK = "LINEAGE_ZK"
@@ -69,12 +73,16 @@ class ZkSettings:
         return self.hosts + (" over TLS" if self.tls else "") + (" (with digest auth)" if self.auth else "")
 
 
-def tls_from_env() -> TlsSettings | None:
-    """TLS settings from the environment; None for plain text."""
-    flag = os.environ.get(ENV_TLS, "").strip().lower()
+def tls_settings(settings: Settings) -> TlsSettings | None:
+    """TLS to ZooKeeper as the settings ask for it; None for plain text."""
+    flag = settings.zk_tls.strip().lower()
     if flag not in ("", "0", "1", "true", "false", "yes", "no"):
         raise InvalidInputError(f"{ENV_TLS}={flag!r}: use 1 or 0")
-    files = {var: os.environ.get(var) or None for var in (ENV_TLS_CA, ENV_TLS_CERT, ENV_TLS_KEY)}
+    files = {
+        ENV_TLS_CA: settings.zk_tls_ca,
+        ENV_TLS_CERT: settings.zk_tls_cert,
+        ENV_TLS_KEY: settings.zk_tls_key,
+    }
     if flag in ("", "0", "false", "no"):
         given = [var for var, value in files.items() if value]
         if given and flag == "":
@@ -241,8 +249,8 @@ def connect(settings: ZkSettings) -> KazooClient:
     return client
 
 
-def session_timeout_from_env() -> float:
-    raw = os.environ.get(ENV_SESSION_TIMEOUT, "10")
+def session_timeout(settings: Settings) -> float:
+    raw = settings.zk_session_timeout
     try:
         value = float(raw)
     except ValueError:
@@ -252,14 +260,18 @@ def session_timeout_from_env() -> float:
     return value
 
 
-def settings_from_env(hosts: str | None = None, auth: str | None = None) -> ZkSettings | None:
-    """Settings from flags, then the environment; None means the embedded server."""
-    hosts = hosts or os.environ.get(ENV_ZK) or None
-    if hosts is None:
+def zk_settings(settings: Settings) -> ZkSettings | None:
+    """The connection the settings name; None means the embedded server."""
+    if settings.zk_hosts is None:
         return None
     return ZkSettings(
-        hosts=check_hosts(hosts),
-        auth=auth or os.environ.get(ENV_AUTH) or None,
-        session_timeout_s=session_timeout_from_env(),
-        tls=tls_from_env(),
+        hosts=check_hosts(settings.zk_hosts),
+        auth=settings.zk_auth,
+        session_timeout_s=session_timeout(settings),
+        tls=tls_settings(settings),
     )
+
+
+def settings_from_env(hosts: str | None = None, auth: str | None = None) -> ZkSettings | None:
+    """For scripts: :func:`zk_settings` from these flags, then the environment."""
+    return zk_settings(Settings.from_env(zk=hosts, auth=auth))

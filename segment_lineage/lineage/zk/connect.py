@@ -2,36 +2,39 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
+from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.acl import digest_id
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.zk.client import (
-    ENV_AUTH,
     ENV_TLS,
     ZkSettings,
     acl_for,
     connect,
     parse_auth,
-    session_timeout_from_env,
-    settings_from_env,
-    tls_from_env,
+    session_timeout,
+    tls_settings,
+    zk_settings,
 )
 from segment_lineage.lineage.zk.server import embedded_server
 from segment_lineage.lineage.zk.store import ZkStore
 
 
-def resolve(zk: str | None = None, auth: str | None = None) -> ZkSettings:
-    """The settings to use; starts the embedded server when none are given."""
-    settings = settings_from_env(zk, auth)
-    if settings is not None:
-        return settings
-    if tls_from_env() is not None:
+def resolve(
+    zk: str | None = None, auth: str | None = None, *, settings: Settings | None = None
+) -> ZkSettings:
+    """The connection to use; starts the embedded server when none is named.
+    ``zk`` and ``auth`` win over ``settings`` (by default, from the environment)."""
+    given = (Settings.from_env() if settings is None else settings).with_flags(zk=zk, auth=auth)
+    named = zk_settings(given)
+    if named is not None:
+        return named
+    if tls_settings(given) is not None:
         raise InvalidInputError(
             f"{ENV_TLS} needs --zk / LINEAGE_ZK: the embedded server speaks plain text on loopback"
         )
-    server = embedded_server()
+    server = embedded_server(settings=given)
     if server.pid() is None:
         # Said on stderr, so a user in a fresh shell who forgot LINEAGE_ZK
         # sees that this is not the ensemble their tables live in.
@@ -42,8 +45,8 @@ def resolve(zk: str | None = None, auth: str | None = None) -> ZkSettings:
     server.start()
     return ZkSettings(
         hosts=server.hosts,
-        auth=auth or os.environ.get(ENV_AUTH) or None,
-        session_timeout_s=session_timeout_from_env(),
+        auth=given.zk_auth,
+        session_timeout_s=session_timeout(given),
     )
 
 
@@ -58,5 +61,8 @@ def store_for(settings: ZkSettings) -> ZkStore:
     )
 
 
-def open_store(zk: str | None = None, auth: str | None = None) -> ZkStore:
-    return store_for(resolve(zk, auth))
+def open_store(
+    zk: str | None = None, auth: str | None = None, *, settings: Settings | None = None
+) -> ZkStore:
+    """A store on ``zk`` (else the settings' hosts, else the embedded server)."""
+    return store_for(resolve(zk, auth, settings=settings))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
-from segment_lineage.lineage.config import state_dir
+from segment_lineage.lineage.config import Settings, state_dir
 from segment_lineage.lineage.core.errors import InvalidInputError, ServerError
 
 DEFAULT_PORT = 2191
@@ -65,20 +65,22 @@ def parse_heap(text: str) -> int:
     return mb
 
 
-def embedded_heap_mb() -> int:
-    raw = os.environ.get(ENV_HEAP)
-    return parse_heap(raw) if raw else default_heap_mb()
+def embedded_heap_mb(settings: Settings | None = None) -> int:
+    """The embedded server's heap (``LINEAGE_ZK_HEAP``); by default, of the environment's settings."""
+    return parse_heap((Settings.from_env() if settings is None else settings).embedded_heap)
 
 
-def embedded_port() -> int:
-    raw = os.environ.get(ENV_PORT, str(DEFAULT_PORT))
+def embedded_port(settings: Settings | None = None) -> int:
+    """The embedded server's port (``LINEAGE_ZK_PORT``); by default, of the environment's settings."""
+    raw = (Settings.from_env() if settings is None else settings).embedded_port
     if not raw.isdigit() or not 0 < int(raw) < 65536:
         raise ServerError(f"{ENV_PORT}={raw!r} is not a port number")
     return int(raw)
 
 
-def java_binary() -> str:
-    home = os.environ.get("JAVA_HOME")
+def java_binary(settings: Settings | None = None) -> str:
+    """``$JAVA_HOME/bin/java`` when there is one, else ``java`` on the path."""
+    home = (Settings.from_env() if settings is None else settings).java_home
     if home and (Path(home) / "bin" / "java").exists():
         return str(Path(home) / "bin" / "java")
     found = shutil.which("java")
@@ -154,6 +156,7 @@ class ZkServer:
     keystore: Path | None = None  # PEM: the server's certificate and unencrypted PKCS#8 key, one file
     truststore: Path | None = None  # PEM CAs of client certificates; given, clients must present one
     extra_config: tuple[str, ...] = ()
+    settings: Settings | None = field(default=None, repr=False)  # JAVA_HOME; None: the environment's
 
     @property
     def pid_file(self) -> Path:
@@ -259,7 +262,7 @@ class ZkServer:
                 f"port {self.client_port} on 127.0.0.1 is taken by another process",
                 remedy=f"stop it, or pick another port with {ENV_PORT}",
             )
-        java = java_binary()
+        java = java_binary(self.settings)
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
         main = (
@@ -337,11 +340,16 @@ class ZkServer:
             os.kill(pid, sig)
 
 
-def embedded_server(heap_mb: int | None = None) -> ZkServer:
+def embedded_server(heap_mb: int | None = None, *, settings: Settings | None = None) -> ZkServer:
+    """The server ``lineage zk`` manages, under the state directory; ``settings``
+    (by default, the environment's) give its port, its heap unless ``heap_mb``
+    is given, and Java."""
+    given = Settings.from_env() if settings is None else settings
     return ZkServer(
         directory=state_dir() / "zookeeper",
-        client_port=embedded_port(),
-        heap_mb=heap_mb if heap_mb is not None else embedded_heap_mb(),
+        client_port=embedded_port(given),
+        heap_mb=heap_mb if heap_mb is not None else embedded_heap_mb(given),
+        settings=given,
     )
 
 

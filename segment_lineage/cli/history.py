@@ -1,0 +1,61 @@
+"""A table's past: ``lineage history`` (with its SVG graph) and ``lineage export``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from segment_lineage.cli.context import emit, manager
+from segment_lineage.lineage.codec.export import to_pinot_znrecord
+from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.graph import history_svg
+from segment_lineage.lineage.core.views import history_view, render_table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("history")(history)
+    app.command("export")(export)
+
+
+def history(
+    table: str,
+    limit: Annotated[int | None, typer.Option("--limit", help="Newest N versions.")] = None,
+    graph: Annotated[
+        Path | None, typer.Option("--graph", help="Also draw the versions and pushes as SVG into this file.")
+    ] = None,
+) -> None:
+    """The table's versions, newest first: operation, counts, who and why."""
+    if graph is not None and graph.suffix.lower() != ".svg":
+        raise InvalidInputError(f"invalid graph file {str(graph)!r}: the picture is SVG, name it *.svg")
+    with manager() as m:
+        records = m.history(table, limit)
+        if graph is not None:
+            picture = history_svg(records, m.table(table), m.store.versions(table))
+        rows = [history_view(h) for h in records]
+    if graph is not None:
+        try:
+            graph.write_text(picture)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write {str(graph)!r}: {exc.strerror}") from None
+        typer.echo(f"wrote {graph}", err=True)
+    emit(
+        rows,
+        render_table(
+            rows, ["version", "at", "operation", "entry", "segments", "rows", "actor", "reason", "cleaned"]
+        ),
+    )
+
+
+def export(
+    table: str,
+    fmt: Annotated[str, typer.Option("--format", help="Export format: pinot.")] = "pinot",
+) -> None:
+    """Export the lineage as Pinot's ZNRecord JSON."""
+    if fmt != "pinot":
+        raise InvalidInputError(f"unknown export format {fmt!r}: use pinot")
+    with manager() as m:
+        record = to_pinot_znrecord(m.table(table))
+    typer.echo(json.dumps(record, indent=2))

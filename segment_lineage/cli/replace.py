@@ -1,0 +1,145 @@
+"""The replacement commands: start-replace, end-replace, revert, rollback and entries."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import typer
+
+from segment_lineage.cli.context import emit, manager, split_names
+from segment_lineage.lineage.core.periods import parse_time
+from segment_lineage.lineage.core.views import entry_view, render_table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("start-replace")(start_replace)
+    app.command("end-replace")(end_replace)
+    app.command("revert")(revert)
+    app.command("rollback")(rollback)
+    app.command("entries")(entries)
+
+
+def start_replace(
+    table: str,
+    segments_from: Annotated[str, typer.Option("--from", help="Comma-separated segments to replace.")] = "",
+    segments_to: Annotated[str, typer.Option("--to", help="Comma-separated new segments.")] = "",
+    force_cleanup: Annotated[
+        bool,
+        typer.Option(
+            "--force-cleanup",
+            help="Clean up stale overlapping entries: pushes whose process is gone, and entries "
+            "opened by hand whose hold ended. Each one is named.",
+        ),
+    ] = False,
+    hold: Annotated[
+        str | None,
+        typer.Option(
+            "--hold",
+            metavar="PERIOD",
+            help="Hold the entry this long: no other push's force cleanup and no retention pass takes "
+            "it before (default: the table's lineage entry cleanup retention; 0s: no hold).",
+        ),
+    ] = None,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Open a replacement; the new segments stay hidden until end-replace."""
+    with manager() as m:
+        done = m.open_replace(
+            table,
+            split_names(segments_from),
+            split_names(segments_to),
+            force_cleanup=force_cleanup,
+            reason=reason,
+            hold=hold,
+        )
+    entry_id = done.change.entry_id or ""
+    cleaned = list(done.change.cleaned)
+    held = done.state.entries[entry_id].held_until_ms if entry_id in done.state.entries else None
+    lines = [str(entry_id)]
+    lines += [f"cleaned up stale entry {e} (reverted; its uploads not reused are queued)" for e in cleaned]
+    emit({"entry": entry_id, "cleaned": cleaned, "held_until_ms": held}, "\n".join(lines))
+
+
+def end_replace(
+    table: str,
+    entry: str,
+    subset: Annotated[
+        str | None, typer.Option("--to-subset", help="Complete with only these of segmentsTo.")
+    ] = None,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Complete a replacement: the new segments appear and the old ones hide, at once."""
+    with manager() as m:
+        done = m.end_replace(table, entry, None if subset is None else split_names(subset), reason=reason)
+    word = "completed" if done.applied else "was already completed"
+    emit(
+        {"entry": entry, "applied": done.applied, "version": done.state.version},
+        f"entry {entry} {word}",
+    )
+
+
+def revert(
+    table: str,
+    entry: str,
+    force: Annotated[bool, typer.Option("--force", help="Revert an IN_PROGRESS entry.")] = False,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Revert a replacement (Pinot's rules): the replaced segments show again."""
+    with manager() as m:
+        done = m.revert_replace(table, entry, force=force, reason=reason)
+    emit({"entry": entry, "version": done.state.version}, f"entry {entry} reverted")
+
+
+def rollback(
+    table: str,
+    to_version: Annotated[
+        int | None, typer.Option("--to-version", help="Roll back (or forward) to it.")
+    ] = None,
+    to_time: Annotated[
+        str | None, typer.Option("--to-time", help="To the version current then (ISO-8601 or epoch ms).")
+    ] = None,
+    entry: Annotated[
+        str | None, typer.Option("--entry", help="Undo this push (and every push completed after it).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would change; change nothing.")
+    ] = False,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Make the table look as it did at another version, in one commit.
+
+    With no target, undo the newest completed push. Nothing is deleted: roll
+    forward to a later version to undo a rollback."""
+    with manager() as m:
+        target = m.resolve_version(
+            table, version=to_version, at_ms=None if to_time is None else parse_time(to_time), entry_id=entry
+        )
+        plan = m.rollback(table, target, dry_run=dry_run, reason=reason)
+    data = dataclasses.asdict(plan)
+    if plan.committed_version is not None:
+        head = f"rolled {table} back to version {target}: now version {plan.committed_version}"
+    elif dry_run:
+        head = f"dry run: rolling {table} back to version {target} would"
+    else:
+        head = f"{table} already shows what version {target} showed: nothing to do"
+    lines = [
+        head,
+        f"  restore {len(plan.restored)} entr(ies), revert {len(plan.reverted)}",
+        f"  segments: +{len(plan.appear)} -{len(plan.disappear)}; "
+        f"rows: +{plan.rows_appearing} -{plan.rows_disappearing}"
+        + (f" ({plan.rows_before} -> {plan.rows_after})" if plan.rows_before is not None else ""),
+    ]
+    emit(data, "\n".join(lines))
+
+
+def entries(table: str) -> None:
+    """List a table's lineage entries, oldest first."""
+    with manager() as m:
+        rows = [entry_view(e) for e in m.entries(table)]
+    emit(
+        rows,
+        render_table(rows, ["id", "state", "from", "to", "timestamp", "actor", "reason"])
+        if rows
+        else "(no lineage entries)",
+    )

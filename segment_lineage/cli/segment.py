@@ -1,0 +1,154 @@
+"""``lineage segment`` (add, list, delete) and ``lineage segments``, the visible ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from segment_lineage.cli.context import current, emit, manager
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.model import Segment
+from segment_lineage.lineage.core.views import render_table, segment_view
+from segment_lineage.lineage.core.visibility import visible_names, visible_segments
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.files import checked_segments
+
+segment_app = typer.Typer(help="Register, list and delete segments.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(segment_app, name="segment")
+    app.command("segments")(segments)
+
+
+def _segments_from_file(path: Path) -> list[Segment]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON, or bytes that are not UTF-8
+        raise InvalidInputError(f"cannot read segment batch {path}: {exc}") from None
+    except RecursionError:
+        raise InvalidInputError(f"cannot read segment batch {path}: nested too deeply") from None
+    if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
+        raise InvalidInputError(f"{path}: expected a JSON list of segment objects")
+    out = []
+    for d in doc:
+        if "name" not in d:
+            raise InvalidInputError(f"{path}: every segment needs a 'name'")
+        known = {"name", "location", "rows", "bytes", "checksum", "min_time", "max_time"}
+        unknown = set(d) - known
+        if unknown:
+            raise InvalidInputError(f"{path}: unknown field(s) {', '.join(sorted(unknown))}")
+        out.append(
+            Segment(
+                name=d["name"],
+                location=d.get("location") or f"{d['name']}.parquet",
+                rows=d.get("rows", 0),
+                size_bytes=d.get("bytes", 0),
+                checksum=d.get("checksum", ""),
+                min_time=d.get("min_time"),
+                max_time=d.get("max_time"),
+            )
+        )
+    return out
+
+
+def _with_checked_files(
+    m: LineageManager, table: str, segments: list[Segment], entry: str | None
+) -> list[Segment]:
+    """The batch with each file looked at (see segment_lineage.lineage.storage.files). What the
+    commit would refuse (names, locations, conflicts) is refused first,
+    before any file system call."""
+    state = m.table(table)
+    transitions.register_segments(state, segments, 0, entry)  # pure: only its refusals matter here
+    root = state.config.root
+    sizes = current().files.sizes(root, [s.location for s in segments])
+    return checked_segments(table, root, segments, sizes)
+
+
+@segment_app.command("add")
+def segment_add(
+    table: str,
+    names: Annotated[list[str] | None, typer.Argument(help="Segment names (location NAME.parquet).")] = None,
+    batch: Annotated[Path | None, typer.Option("--file", help="JSON list of segments with metadata.")] = None,
+    rows: Annotated[int, typer.Option("--rows", help="Rows in each named segment.")] = 0,
+    size: Annotated[int, typer.Option("--bytes", help="Bytes of each named segment.")] = 0,
+    entry: Annotated[str | None, typer.Option("--entry", help="Bind to this IN_PROGRESS entry.")] = None,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check/--no-check",
+            help="Check that each file exists under the table's root and has the size given (a size "
+            "not given is taken from the file). --no-check registers without looking: for object "
+            "stores where a look per file costs too much.",
+        ),
+    ] = True,
+) -> None:
+    """Register a batch of segments in one commit. Refused, with nothing
+    registered, when a file is missing or of another size (unless --no-check)."""
+    segments = [Segment(n, f"{n}.parquet", rows=rows, size_bytes=size) for n in names or []]
+    if batch is not None:
+        segments += _segments_from_file(batch)
+    if not segments:
+        raise InvalidInputError("name at least one segment, or pass --file")
+    with manager() as m:
+        if check:
+            segments = _with_checked_files(m, table, segments, entry)
+        done = m.register_segments(table, segments, entry_id=entry, reason=reason)
+    emit(
+        {"registered": [s.name for s in segments], "version": done.state.version},
+        f"registered {len(segments)} segment(s) in {table} (version {done.state.version})",
+    )
+
+
+@segment_app.command("list")
+def segment_list(table: str) -> None:
+    """List every registered segment, visible or hidden."""
+    with manager() as m:
+        state = m.table(table)
+    visible = visible_names(state)
+    rows = [segment_view(s, s.name in visible) for s in sorted(state.segments.values(), key=lambda s: s.name)]
+    emit(rows, render_table(rows, ["name", "visible", "rows", "bytes", "location", "entry"]))
+
+
+@segment_app.command("delete")
+def segment_delete(
+    table: str,
+    names: Annotated[list[str], typer.Argument(help="Segment names.")],
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Unregister segments; retention deletes their files."""
+    with manager() as m:
+        done = m.delete_segments(table, names, reason=reason)
+    emit(
+        {"deleted": names, "version": done.state.version},
+        f"deleted {len(names)} segment(s) from {table}; files queued for retention",
+    )
+
+
+AS_OF_HELP = "A table version (a number), or a time (ISO-8601, or ms:EPOCH_MS): what readers saw then."
+
+
+def segments(
+    table: str,
+    as_of: Annotated[str | None, typer.Option("--as-of", help=AS_OF_HELP)] = None,
+) -> None:
+    """List the visible segments: what a reader sees now (or saw then)."""
+    with manager() as m:
+        if as_of is None:
+            state = m.table(table)
+        else:  # a past version is listed only while its files can still be read
+            lease = m.pin_readable(table, m.resolve_as_of(table, as_of))
+            m.store.release(lease)
+            state = lease.state
+    visible = visible_segments(state)
+    rows = [segment_view(s) for s in visible]
+    emit(
+        rows,
+        render_table(rows, ["name", "rows", "bytes", "location", "entry"])
+        + f"\n{len(rows)} visible segment(s), {sum(s.rows for s in visible)} rows, version {state.version}",
+    )

@@ -1,0 +1,138 @@
+"""``lineage table``: create, list, show, claim and drop tables."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from segment_lineage.cli.context import emit, manager
+from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.model import TableConfig
+from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.views import iso, render_pairs, table_view
+
+table_app = typer.Typer(help="Create, list, show and drop tables.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(table_app, name="table")
+
+
+@table_app.command("create")
+def table_create(
+    name: Annotated[str, typer.Argument(help="Table name.")],
+    root: Annotated[
+        str, typer.Option("--root", help="Deep-store root: a path, s3://, gs:// or hdfs:// URI.")
+    ],
+    table_type: Annotated[str, typer.Option("--type", help="REFRESH or APPEND.")] = "REFRESH",
+    time_column: Annotated[
+        str | None, typer.Option("--time-column", help="Time column (APPEND tables).")
+    ] = None,
+    time_unit: Annotated[
+        str | None,
+        typer.Option(
+            "--time-unit",
+            help="Unit of an integer time column: s, ms, us or ns (inferred per push when not given).",
+        ),
+    ] = None,
+    replaced_retention: Annotated[
+        str | None,
+        typer.Option(
+            "--replaced-retention", help="Keep replaced segments this long (1d REFRESH, 4h APPEND)."
+        ),
+    ] = None,
+    entry_retention: Annotated[
+        str | None,
+        typer.Option("--entry-retention", help="Reap stale or reverted entries after this (1d)."),
+    ] = None,
+    max_snapshots: Annotated[
+        int, typer.Option("--max-snapshots", help="Snapshots kept by REFRESH tables.")
+    ] = 2,
+    time_retention: Annotated[
+        str | None,
+        typer.Option("--time-retention", help="APPEND tables: drop segments whose data is older than this."),
+    ] = None,
+    exclusive_delete: Annotated[
+        bool,
+        typer.Option(
+            "--exclusive-delete/--no-exclusive-delete",
+            help="Refuse deleting lineage-locked segments.",
+        ),
+    ] = True,
+) -> None:
+    """Create a table."""
+    config = TableConfig.build(
+        name,
+        root,
+        table_type,
+        time_column=time_column,
+        time_unit=time_unit,
+        replaced_segments_retention=replaced_retention,
+        lineage_entry_cleanup_retention=entry_retention,
+        max_snapshots=max_snapshots,
+        exclusive_delete=exclusive_delete,
+        time_retention=time_retention,
+    )
+    with manager() as m:
+        state = m.create_table(config)
+    view = table_view(state)
+    emit(view, f"created table {name}\n" + render_pairs(view))
+
+
+@table_app.command("list")
+def table_list() -> None:
+    """List tables. A table whose metadata cannot be decoded is named on
+    stderr with its error (and left out of the list); the others are listed."""
+    with manager() as m:
+        listing = m.table_listing()
+    names = list(listing.readable)
+    for table, problem in listing.unreadable.items():
+        typer.echo(f"warning: table {table!r} is unreadable: {problem}", err=True)
+    emit(names, "\n".join(names) if names else "(no tables)")
+
+
+@table_app.command("claim")
+def table_claim(
+    names: Annotated[list[str] | None, typer.Argument(help="Tables whose roots to claim.")] = None,
+    all_tables: Annotated[bool, typer.Option("--all", help="Every table of this store.")] = False,
+) -> None:
+    """Write the claim marker under each table's root, naming this store and the
+    table. Retention deletes nothing under an unclaimed root: run this once for
+    tables created before roots were claimed. Refused for a root claimed by
+    another store or another table."""
+    if bool(names) == all_tables:
+        raise InvalidInputError("name the tables to claim, or give --all")
+    with manager() as m:
+        tables = m.list_tables() if all_tables else list(names or [])
+        claimed = {table: m.claim_root(table) for table in tables}
+    emit(
+        claimed,
+        "\n".join(f"claimed {root} for table {table}" for table, root in claimed.items()) or "(no tables)",
+    )
+
+
+@table_app.command("show")
+def table_show(name: str) -> None:
+    """Show a table's settings and counts (and the commit holding its floor, if any)."""
+    with manager() as m:
+        snap = m.store.read(check_table_name(name))
+        view = table_view(snap.state)
+        floor = snap.floor
+        if floor is not None and floor.holder is not None and floor.until_ms > m.store.now_ms():
+            view["floor"] = f"held by commit {floor.holder} until {iso(floor.until_ms)}"
+    emit(view, render_pairs(view))
+
+
+@table_app.command("drop")
+def table_drop(
+    name: str,
+    force: Annotated[
+        bool, typer.Option("--force", help="Drop even with segments (their files stay).")
+    ] = False,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Drop a table's metadata (refused while it has segments, unless --force)."""
+    with manager() as m:
+        m.drop_table(name, force=force, reason=reason)
+    emit({"dropped": name}, f"dropped table {name}")
