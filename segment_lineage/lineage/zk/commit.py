@@ -1,168 +1,137 @@
-"""The commit: new blobs first, then one multi that compare-and-sets the head."""
+"""The commit: write the new blobs a change needs (each uniquely named,
+invisible until referenced), then one multi that compare-and-sets the head,
+checks every new blob is still there, records the version and checks the
+floor. That single versioned ``set`` is the atomic commit; its results are
+checked element by element."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kazoo.exceptions import (
-    BadVersionError,
-    KazooException,
-    NoAuthError,
-    NoNodeError,
-    RolledBackError,
-)
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError, RolledBackError
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList
-from segment_lineage.lineage.core.acl import (
-    Place,
-)
-from segment_lineage.lineage.core.buckets import BLOB_LIMIT, MAX_BUCKETS, bucket_limit, bucket_of
-from segment_lineage.lineage.core.errors import (
-    AuthError,
-    TableNotFoundError,
-    TooLargeError,
-)
+from segment_lineage.lineage.core import buckets as layout
+from segment_lineage.lineage.core.acl import Place
+from segment_lineage.lineage.core.errors import AuthError, TableNotFoundError, TooLargeError
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import (
-    Audit,
-    Change,
-    HistoryRecord,
-    LineageEntry,
-    TableState,
-)
+from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, LineageEntry, TableState
 from segment_lineage.lineage.store.contract import (
     RetryableStoreError,
     Snapshot,
     VersionConflict,
     WriteOutcomeUnknown,
 )
-from segment_lineage.lineage.zk.blobs import _blob_id, _Bucket
-from segment_lineage.lineage.zk.connection import _refused
-from segment_lineage.lineage.zk.heads import _Loaded
-
-log = logging.getLogger(__name__)
+from segment_lineage.lineage.zk.blobs import BlobStore, Bucket, new_blob_id
+from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
+from segment_lineage.lineage.zk.gc import MetadataGc
+from segment_lineage.lineage.zk.heads import Loaded
+from segment_lineage.lineage.zk.nodes import Nodes
+from segment_lineage.lineage.zk.paths import Paths
+from segment_lineage.lineage.zk.versions import Versions
 
 HEAD_LIMIT = 448 * 1024  # leaves room for the blob checks in the commit multi
-
 INLINE_NAMES_BYTES = 4 * 1024  # shorter name lists live inside the entry record
 HISTORY_TAIL = 64  # history records kept in the head before sealing a blob
 HISTORY_TAIL_BYTES = 64 * 1024  # ... or fewer, when their text makes them this large
 
 
-class _Commit:
-    # ---- writing ---------------------------------------------------------------
-
-    def _name_list(self, names: tuple[str, ...], blobs: dict[str, bytes]) -> NameList:
-        if len(codec.dumps(list(names))) <= INLINE_NAMES_BYTES:
-            return NameList(names=names, chunks=(), count=len(names))
-        chunk_ids: list[str] = []
-        current: list[str] = []
-        size = 0
-        for name in names:
-            if current and size + len(name) + 3 > BLOB_LIMIT - 128:
-                blob = _blob_id()
-                blobs[blob] = codec.encode_names(current)
-                chunk_ids.append(blob)
-                current, size = [], 0
-            current.append(name)
-            size += len(name) + 3
-        if current:
-            blob = _blob_id()
+def name_list(names: tuple[str, ...], blobs: dict[str, bytes]) -> NameList:
+    """A list of segment names, inline when short, else in chunk blobs added to ``blobs``."""
+    if len(codec.dumps(list(names))) <= INLINE_NAMES_BYTES:
+        return NameList(names=names, chunks=(), count=len(names))
+    chunk_ids: list[str] = []
+    current: list[str] = []
+    size = 0
+    for name in names:
+        if current and size + len(name) + 3 > layout.BLOB_LIMIT - 128:
+            blob = new_blob_id()
             blobs[blob] = codec.encode_names(current)
             chunk_ids.append(blob)
-        return NameList(names=None, chunks=tuple(chunk_ids), count=len(names))
+            current, size = [], 0
+        current.append(name)
+        size += len(name) + 3
+    if current:
+        blob = new_blob_id()
+        blobs[blob] = codec.encode_names(current)
+        chunk_ids.append(blob)
+    return NameList(names=None, chunks=tuple(chunk_ids), count=len(names))
 
-    def _encode(self, kind: str, obj: Any, base: _Loaded, blobs: dict[str, bytes]) -> dict[str, object]:
-        if kind == SEGMENTS:
-            return codec.segment_to_dict(obj)
-        if kind == PENDING:
-            return codec.pending_to_dict(obj)
-        entry: LineageEntry = obj
-        old = base.lists.get(entry.entry_id)
-        if old is not None and old[0] is entry.segments_from:
-            src = old[1]
-        else:
-            src = self._name_list(entry.segments_from, blobs)
-        if old is not None and old[2] is entry.segments_to:
-            dst = old[3]
-        else:
-            dst = self._name_list(entry.segments_to, blobs)
-        return codec.entry_to_dict(entry, src, dst)
+
+def encode_record(kind: str, obj: Any, base: Loaded, blobs: dict[str, bytes]) -> dict[str, object]:
+    """One record of a bucket; an entry reuses the name lists of ``base``
+    that it still has, else writes new ones into ``blobs``."""
+    if kind == SEGMENTS:
+        return codec.segment_to_dict(obj)
+    if kind == PENDING:
+        return codec.pending_to_dict(obj)
+    entry: LineageEntry = obj
+    old = base.lists.get(entry.entry_id)
+    src = (
+        old[1] if old is not None and old[0] is entry.segments_from else name_list(entry.segments_from, blobs)
+    )
+    dst = old[3] if old is not None and old[2] is entry.segments_to else name_list(entry.segments_to, blobs)
+    return codec.entry_to_dict(entry, src, dst)
+
+
+class Commits:
+    def __init__(
+        self,
+        zk: ZkConnection,
+        paths: Paths,
+        nodes: Nodes,
+        blobs: BlobStore,
+        versions: Versions,
+        gc: MetadataGc,
+    ) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.nodes = nodes
+        self.blobs = blobs
+        self.versions = versions
+        self.gc = gc
 
     def _buckets(
         self,
         kind: str,
         new: Mapping[str, Any],
-        base: _Loaded,
+        base: Loaded,
         blobs: dict[str, bytes],
         table: str,
-        decoded: dict[str, _Bucket],
+        decoded: dict[str, Bucket],
     ) -> tuple[str, ...]:
-        old = base.maps[kind]
+        """The bucket ids of ``kind`` after the change; new buckets go into ``blobs``."""
         old_ids = base.head.buckets[kind]
-        if new is old:  # untouched by the change (a rollback's segments, say)
+        found = layout.relayout(
+            f"table {table!r}: {kind} metadata",
+            base.maps[kind],
+            new,
+            base.bucket_keys[kind],
+            lambda keys: codec.encode_bucket(kind, [encode_record(kind, new[k], base, blobs) for k in keys]),
+        )
+        if found is None:
             return old_ids
-        count = len(old_ids)
-        dirty: set[int] = set()
-        for key, obj in new.items():
-            if old.get(key) is not obj:
-                dirty.add(bucket_of(key, count))
-        for key in old:
-            if key not in new:
-                dirty.add(bucket_of(key, count))
-        if not dirty:
-            return old_ids
-        layout: list[list[str]] | None = None
-        while True:
-            if layout is None:
-                keys_of = {i: [k for k in base.bucket_keys[kind][i] if k in new] for i in dirty}
-                for key in new:
-                    if key not in old:
-                        i = bucket_of(key, count)
-                        keys_of[i].append(key)
-            else:
-                keys_of = dict(enumerate(layout))
-            encoded: dict[int, bytes] = {}
-            too_big = False
-            for i, keys in keys_of.items():
-                raw = codec.encode_bucket(kind, [self._encode(kind, new[k], base, blobs) for k in keys])
-                if len(raw) > BLOB_LIMIT or (len(raw) > bucket_limit(count) and len(keys) > 1):
-                    too_big = True
-                    break
-                encoded[i] = raw
-            if not too_big:
-                break
-            count *= 2
-            if count > MAX_BUCKETS:
-                raise TooLargeError(
-                    f"table {table!r}: {kind} metadata exceeds {MAX_BUCKETS} buckets of {BLOB_LIMIT} bytes"
-                )
-            layout = [[] for _ in range(count)]
-            for key in new:
-                layout[bucket_of(key, count)].append(key)
-            dirty = set(range(count))
+        count = found.count
         ids = list(old_ids) if len(old_ids) == count else [""] * count
-        for i, raw in encoded.items():
-            blob = _blob_id()
+        for i, (keys, raw) in found.rewritten.items():
+            blob = new_blob_id()
             blobs[blob] = raw
             ids[i] = blob
             if kind != ENTRIES:  # records stored as they are: what reading the blob would give
-                decoded[blob] = _Bucket(i, count, tuple((k, new[k]) for k in keys_of[i]))
+                decoded[blob] = Bucket(i, count, tuple((k, new[k]) for k in keys))
         return tuple(ids)
 
     def write(
         self, table: str, base: Snapshot, change: Change, audit: Audit, commit_id: str, now_ms: int
     ) -> TableState:
         loaded = base.token
-        if not isinstance(loaded, _Loaded):
+        if not isinstance(loaded, Loaded):
             raise TypeError("snapshot was not read from this store")
         state = change.state
         blobs: dict[str, bytes] = {}
-        decoded: dict[str, _Bucket] = {}
+        decoded: dict[str, Bucket] = {}
         buckets = {
             SEGMENTS: self._buckets(SEGMENTS, state.segments, loaded, blobs, table, decoded),
             ENTRIES: self._buckets(ENTRIES, state.entries, loaded, blobs, table, decoded),
@@ -177,7 +146,7 @@ class _Commit:
             len(tail) >= HISTORY_TAIL or codec.history_size((*tail, record)) > HISTORY_TAIL_BYTES
         )
         if sealed_now:
-            blob = _blob_id()
+            blob = new_blob_id()
             blobs[blob] = codec.encode_history(tail, last)
             last, tail = blob, ()
         head = Head(
@@ -196,34 +165,34 @@ class _Commit:
         used = codec.bucket_ids(buckets) | ({last} if sealed_now else set())
         chunks = loaded.chunk_blobs() | (set(blobs) - used)
         version_record = codec.encode_lease(codec.LeaseRecord(version, buckets, tuple(sorted(chunks))))
-        self._ensure_versions(table)
-        self._write_blobs(table, blobs)
+        self.versions.ensure_folder(table)
+        self.blobs.write(table, blobs)
         # One multi: swap the head only if every new blob is still there (a
         # garbage pass may have taken the blobs of a writer paused too long).
-        txn = self.client.transaction()
-        txn.set_data(self.head_path(table), raw, version=loaded.zversion)
+        txn = self.zk.transaction()
+        txn.set_data(self.paths.head(table), raw, version=loaded.zversion)
         for blob in blobs:
-            txn.check(self.blob_path(table, blob), 0)
-        txn.create(self.version_path(table, version), version_record, acl=self.acl_at(Place.VERSION))
+            txn.check(self.paths.blob(table, blob), 0)
+        txn.create(self.paths.version(table, version), version_record, acl=self.nodes.acl_at(Place.VERSION))
         if base.floor is not None:  # nobody took the floor since the read
-            txn.check(self._floor_path(table), base.floor.version)
+            txn.check(self.paths.floor(table), base.floor.version)
         failpoint("store.before-head-swap")
-        try:
-            results = self._commit(txn)
-        except NoAuthError:
-            raise AuthError(f"ZooKeeper refused writing table {table!r}: not authorised") from None
-        except (KazooException, KazooTimeoutError) as exc:
-            raise WriteOutcomeUnknown(f"head swap: {type(exc).__name__}") from None
+        with translated(
+            "head swap",
+            refused=f"ZooKeeper refused writing table {table!r}: not authorised",
+            failure=WriteOutcomeUnknown,
+        ):
+            results = self.zk.commit(txn)
         head_result = results[0]
-        floor_taken = base.floor is not None and _refused(results[-1])
+        floor_taken = base.floor is not None and refused(results[-1])
         checks = results[1:-1] if base.floor is not None else results[1:]
-        failed = [r for r in checks if _refused(r)]
+        failed = [r for r in checks if refused(r)]
         if isinstance(head_result, (BadVersionError, NoNodeError, NoAuthError)) or failed or floor_taken:
             # The multi was refused as a whole: no head, version or lease
             # references this attempt's blobs. Take them away now rather than
             # leave them to the sweep: under contention a big commit's
             # attempts would otherwise fill the server's memory.
-            self._discard_blobs(table, blobs)
+            self.blobs.discard(table, blobs)
         if isinstance(head_result, BadVersionError):
             raise VersionConflict(f"table {table} changed since version {loaded.head.version}")
         if floor_taken and not failed and isinstance(head_result, RolledBackError):
@@ -238,7 +207,7 @@ class _Commit:
             raise WriteOutcomeUnknown(f"head swap: {type(head_result).__name__}")
         # The writer's next read needs no decoding of the buckets it wrote.
         for blob, bucket in decoded.items():
-            self._remember(blob, bucket)
-        if sealed_now and self.may_sweep():
-            self._collect_quietly(table)
+            self.blobs.remember(blob, bucket)
+        if sealed_now and self.nodes.may_sweep():
+            self.gc.collect_quietly(table)
         return TableState(state.config, version, state.segments, state.entries, state.pending)

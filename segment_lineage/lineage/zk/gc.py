@@ -1,31 +1,24 @@
-"""Metadata garbage: a mark-and-sweep of the blobs nothing references."""
+"""Metadata garbage: a mark-and-sweep of a table's blobs that nothing
+references (no head, retained version or reader's lease), after a grace
+measured on ZooKeeper's clock. Blobs left by failed commits, or replaced by
+later ones, go this way."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 
-from kazoo.exceptions import (
-    BadVersionError,
-    KazooException,
-    NoAuthError,
-    NodeExistsError,
-    NoNodeError,
-)
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from segment_lineage.lineage import codec
-from segment_lineage.lineage.core.acl import (
-    Place,
-)
-from segment_lineage.lineage.core.errors import (
-    AuthError,
-    LineageError,
-    StoreUnavailableError,
-)
-from segment_lineage.lineage.zk.connection import _refused
-from segment_lineage.lineage.zk.heads import _Loaded
-from segment_lineage.lineage.zk.paths import VERSIONS
+from segment_lineage.lineage.core.acl import Place
+from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
+from segment_lineage.lineage.zk.heads import Heads, Loaded
+from segment_lineage.lineage.zk.history import History
+from segment_lineage.lineage.zk.nodes import Nodes
+from segment_lineage.lineage.zk.paths import VERSIONS, Paths
+from segment_lineage.lineage.zk.versions import Versions
 
 log = logging.getLogger(__name__)
 
@@ -40,23 +33,29 @@ DELETE_BATCH = 500  # blob deletes per multi (with the head check), well under t
 GC_MARKS_MAX = 8_000
 
 
-class _Gc:
-    # ---- metadata garbage ------------------------------------------------------
+class MetadataGc:
+    def __init__(
+        self, zk: ZkConnection, paths: Paths, nodes: Nodes, heads: Heads, history: History, versions: Versions
+    ) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.nodes = nodes
+        self.heads = heads
+        self.history = history
+        self.versions = versions
 
-    def referenced_blobs(self, table: str) -> set[str]:
-        """Every blob the current head reaches: buckets, name chunks, history."""
-        return self._referenced(table)[0]
-
-    def _referenced(self, table: str) -> tuple[set[str], int]:
-        """:meth:`referenced_blobs`, and the head's znode version they were read at."""
-        snap = self.read(table)
+    def referenced(self, table: str) -> tuple[set[str], int]:
+        """Every blob the current head reaches (buckets, name chunks, history),
+        or a retained version or lease does; and the head's znode version they
+        were read at."""
+        snap = self.heads.read(table)
         loaded = snap.token
-        assert isinstance(loaded, _Loaded)
+        assert isinstance(loaded, Loaded)
         keep = loaded.head.bucket_blobs() | loaded.chunk_blobs()
-        keep.update(blob for blob, _ in self._history_chunks(table, loaded.head))
-        for _, lease in self._records(table, "leases"):
+        keep.update(blob for blob, _ in self.history.chunks(table, loaded.head))
+        for _, lease in self.versions.records(table, "leases"):
             keep.update(lease.blobs)
-        for _, record in self._records(table, VERSIONS):
+        for _, record in self.versions.records(table, VERSIONS):
             keep.update(record.blobs)
         return keep, loaded.zversion
 
@@ -70,21 +69,21 @@ class _Gc:
         for start in range(0, len(blobs), DELETE_BATCH):
             batch = list(blobs[start : start + DELETE_BATCH])
             while batch:
-                txn = self.client.transaction()
-                txn.check(self.head_path(table), head_zversion)
+                txn = self.zk.transaction()
+                txn.check(self.paths.head(table), head_zversion)
                 for blob in batch:
-                    txn.delete(self.blob_path(table, blob))
-                results = self._commit(txn)
-                if not any(_refused(r) for r in results):
+                    txn.delete(self.paths.blob(table, blob))
+                results = self.zk.commit(txn)
+                if not any(refused(r) for r in results):
                     deleted += len(batch)
                     break
-                if _refused(results[0]):
+                if refused(results[0]):
                     return deleted  # the head moved (or went): stop here
                 # Some were gone already: delete the rest.
                 batch = [b for b, r in zip(batch, results[1:], strict=True) if not isinstance(r, NoNodeError)]
         return deleted
 
-    def collect_garbage(self, table: str, grace_ms: int = METADATA_GRACE_MS) -> int:
+    def collect(self, table: str, grace_ms: int = METADATA_GRACE_MS) -> int:
         """One mark-and-sweep pass over a table's unreferenced blobs.
 
         A blob is deleted only when an earlier pass already saw it
@@ -95,15 +94,18 @@ class _Gc:
         ``gc`` node, updated by compare-and-set: of two concurrent passes, one
         gives way. Returns the number of blobs deleted.
         """
-        gc_path = f"{self.head_path(table)}/gc"
-        try:
-            now = self.now_ms()
-            self._prune_versions(table)
-            keep, head_zversion = self._referenced(table)
-            children = self._call("listing blobs", "get_children", f"{self.head_path(table)}/blobs")
+        gc_path = self.paths.gc(table)
+        with translated(
+            f"metadata garbage pass on {table!r}",
+            refused=f"ZooKeeper refused collecting garbage of {table!r}: not authorised",
+        ):
+            now = self.nodes.now_ms()
+            self.versions.prune(table)
+            keep, head_zversion = self.referenced(table)
+            children = self.zk.get_children(self.paths.blobs(table), doing="listing blobs")
             unreferenced = [b for b in children if b not in keep]
             try:
-                raw, stat = self._call("reading gc marks", "get", gc_path)
+                raw, stat = self.zk.get(gc_path, doing="reading gc marks")
                 marks = codec.decode_gc(raw, gc_path)
                 version: int | None = int(stat.version)
             except NoNodeError:
@@ -117,20 +119,16 @@ class _Gc:
             data = codec.encode_gc(kept)
             try:
                 if version is None:
-                    self._op("create", gc_path, data, acl=self.acl_at(Place.GC))
+                    self.zk.create(gc_path, data, acl=self.nodes.acl_at(Place.GC))
                 else:
-                    self._op("set", gc_path, data, version=version)
+                    self.zk.set(gc_path, data, version=version)
             except (BadVersionError, NodeExistsError):
                 return 0  # another pass is running
             return self._delete_unless_moved(table, due, head_zversion)
-        except NoAuthError:
-            raise AuthError(f"ZooKeeper refused collecting garbage of {table!r}: not authorised") from None
-        except (KazooException, KazooTimeoutError) as exc:
-            raise StoreUnavailableError(f"metadata garbage pass on {table!r}: {type(exc).__name__}") from None
 
-    def _collect_quietly(self, table: str) -> None:
+    def collect_quietly(self, table: str) -> None:
         """A garbage pass after a commit: its failure must not fail the commit."""
         try:
-            self.collect_garbage(table)
+            self.collect(table)
         except LineageError as exc:
             log.warning("metadata garbage pass on %s skipped: %s", table, exc.message)

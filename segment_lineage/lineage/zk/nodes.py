@@ -1,36 +1,31 @@
-"""The ACL policy in force for one store, and the shared nodes it creates:
-the root folders, the clock, the store id."""
+"""The ACL policy in force for one store, and the nodes it creates with it:
+every node gets the ACL of its place; the shared folders, the clock and the
+store id are made here."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import uuid
+from collections.abc import Sequence
 
-from kazoo.exceptions import (
-    KazooException,
-    NoAuthError,
-    NodeExistsError,
-    NoNodeError,
-)
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.security import ACL, Id
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.acl import (
     ADMIN_ROLE,
+    OWN_FOLDER_OF,
+    OWN_RIGHTS,
     POLICY_NODE,
     RETENTION,
     AclPolicy,
     Place,
+    own_folder,
 )
-from segment_lineage.lineage.core.errors import (
-    AuthError,
-    StoreUnavailableError,
-)
+from segment_lineage.lineage.core.errors import AuthError, StoreUnavailableError
+from segment_lineage.lineage.zk.connection import ZkConnection, translated
+from segment_lineage.lineage.zk.paths import Paths
 from segment_lineage.lineage.zk.shared import close_open_nodes
-
-log = logging.getLogger(__name__)
 
 
 def policy_acl(policy: AclPolicy, place: Place, owner: str | None = None) -> list[ACL]:
@@ -39,30 +34,39 @@ def policy_acl(policy: AclPolicy, place: Place, owner: str | None = None) -> lis
     return [ACL(rights, Id("digest", ident)) for ident, rights in policy.grants(place, owner)]
 
 
-class _Nodes:
-    # ---- access control ------------------------------------------------------
+class Nodes:
+    def __init__(
+        self, zk: ZkConnection, paths: Paths, acl: Sequence[ACL] | None, identity: str | None
+    ) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.acl = list(acl) if acl else None
+        self.identity = identity  # this client's digest id, when it authenticates
+        self._policy: tuple[AclPolicy | None] | None = None  # loaded once
+        self._ready = False
+        self._store_id: str | None = None
+        zk.on_refused = self.refused_by_policy
+
+    # ---- the policy ------------------------------------------------------------
 
     def policy(self) -> AclPolicy | None:
         """The ACL policy in force, read once per store; None when there is none."""
         if self._policy is None:
-            path = f"{self.root}/{POLICY_NODE}"
-            try:
-                raw, _ = self._retried("get", path)
-                self._policy = (codec.decode_policy(raw, path),)
-            except NoNodeError:
-                self._policy = (None,)
-            except NoAuthError:
-                raise AuthError(
-                    f"ZooKeeper refused reading the ACL policy: identity "
-                    f"{(self.identity or 'anonymous').partition(':')[0]!r} has no role",
-                    remedy="set LINEAGE_ZK_AUTH to an identity the policy names "
-                    "('lineage acl show' as an admin)",
-                ) from None
-            except (KazooException, KazooTimeoutError) as exc:
-                raise StoreUnavailableError(f"reading the ACL policy: {type(exc).__name__}") from None
+            path = f"{self.paths.root}/{POLICY_NODE}"
+            with translated(
+                "reading the ACL policy",
+                refused=f"ZooKeeper refused reading the ACL policy: identity "
+                f"{(self.identity or 'anonymous').partition(':')[0]!r} has no role",
+                remedy="set LINEAGE_ZK_AUTH to an identity the policy names ('lineage acl show' as an admin)",
+            ):
+                try:
+                    raw, _ = self.zk.get(path, retry=True)
+                    self._policy = (codec.decode_policy(raw, path),)
+                except NoNodeError:
+                    self._policy = (None,)
         return self._policy[0]
 
-    def _refused_by_policy(self) -> None:
+    def refused_by_policy(self) -> None:
         """After a refusal: raise the clearer error when a policy names no role for this identity."""
         self.forget_policy()
         with contextlib.suppress(StoreUnavailableError):
@@ -82,7 +86,7 @@ class _Nodes:
             return self.acl
         return policy_acl(policy, place, owner)
 
-    def _acl_of_node(self, place: Place, name: str) -> list[ACL] | None:
+    def acl_of_node(self, place: Place, name: str) -> list[ACL] | None:
         """The ACL of an existing node at ``place`` named ``name`` (an own folder's name tells whose)."""
         policy = self.policy()
         return self.acl_at(place, policy.owner_of(place, name) if policy is not None else None)
@@ -105,38 +109,64 @@ class _Nodes:
         """Whether this identity may delete metadata blobs and version records."""
         return self.policy() is None or self.role() in (ADMIN_ROLE, RETENTION)
 
+    # ---- own folders: each pusher's owners, each reader's leases ---------------
+    #
+    # Under a policy each pusher and reader keeps its ephemerals in its own
+    # folder (owners/by-<user>, leases/by-<user>), made by an admin: only it
+    # may delete in there. Without a policy they sit in the folder itself.
+    # Listings read both shapes (a process opened before the policy still
+    # writes the flat one until it reopens).
+
+    def own_folders(self) -> list[tuple[str, Place, str]]:
+        """(folder, place, identity) of every own folder a new table gets under the policy."""
+        policy = self.policy()
+        if policy is None:
+            return []
+        out: list[tuple[str, Place, str]] = []
+        for folder, place in (("owners", Place.OWNERS), ("leases", Place.LEASES)):
+            own = OWN_FOLDER_OF[place]
+            out.extend((folder, own, ident) for ident in policy.ids(OWN_RIGHTS[own][0]))
+        return out
+
+    def holder(self, folder: str) -> str | None:
+        """The own folder this store keeps its ephemerals of ``folder`` in; None: flat."""
+        policy = self.policy()
+        if policy is None or self.identity is None or folder not in ("owners", "leases"):
+            return None
+        return own_folder(self.identity)
+
+    # ---- nodes -----------------------------------------------------------------
+
     def ensure_node(self, path: str, place: Place, data: bytes = b"", owner: str | None = None) -> bool:
         """Create ``path`` unless it exists; True when this call created it.
         Asks first: ZooKeeper checks the right to create before existence."""
-        try:
-            if self._op("exists", path) is not None:
+        with translated(f"creating {path}", refused=f"ZooKeeper refused to create {path}: not authorised"):
+            try:
+                if self.zk.exists(path) is not None:
+                    return False
+                self.zk.create(path, data, acl=self.acl_at(place, owner))
+                return True
+            except NodeExistsError:
                 return False
-            self._op("create", path, data, acl=self.acl_at(place, owner))
-            return True
-        except NodeExistsError:
-            return False
-        except NoAuthError:
-            raise AuthError(f"ZooKeeper refused to create {path}: not authorised") from None
-        except (KazooException, KazooTimeoutError) as exc:
-            raise StoreUnavailableError(f"creating {path}: {type(exc).__name__}") from None
 
-    def _ensure_root(self) -> None:
+    def ensure_root(self) -> None:
         """Once per store: the shared nodes exist, and none is left open to
         anyone (an anonymous run creates them open; see :mod:`segment_lineage.lineage.zk.shared`)."""
         if self._ready:
             return
-        for path in (self.root, f"{self.root}/tables", f"{self.root}/names", f"{self.root}/clock"):
+        root = self.paths.root
+        for path in (root, f"{root}/tables", f"{root}/names", f"{root}/clock"):
             self.ensure_node(path, Place.CLOCK if path.endswith("/clock") else Place.FOLDER)
-        close_open_nodes(self.client, self.root, self._acl_of_node, self.op_timeout_s)
+        close_open_nodes(self.zk.client, root, self.acl_of_node, self.zk.op_timeout_s)
         self._ready = True
 
     def now_ms(self) -> int:
-        self._ensure_root()
+        self.ensure_root()
         # The clock node holds nothing shared; only its mtime (set by the
         # ZooKeeper leader) matters, so an unconditional set is right here.
-        clock = f"{self.root}/clock"
+        clock = self.paths.clock
         try:
-            stat = self._call("clock read", "set", clock, b"")
+            stat = self.zk.set(clock, b"", doing="clock read")
         except NoNodeError:
             # Deleted since this store made sure of it: it holds nothing, so
             # making it again loses nothing.
@@ -148,7 +178,7 @@ class _Nodes:
                     remedy="run 'lineage acl apply' as an admin: it makes the clock again",
                 ) from None
             try:
-                stat = self._call("clock read", "set", clock, b"")
+                stat = self.zk.set(clock, b"", doing="clock read")
             except NoNodeError:
                 raise StoreUnavailableError(f"the clock node {clock} keeps disappearing") from None
         return int(stat.mtime)
@@ -157,11 +187,11 @@ class _Nodes:
         """This store's id (its ensemble and chroot): a uuid made by the first
         client that asked, kept in ``id``. Root claims name it."""
         if self._store_id is None:
-            self._ensure_root()
-            path = f"{self.root}/id"
+            self.ensure_root()
+            path = self.paths.store_id
             try:
                 self.ensure_node(path, Place.GUARD, uuid.uuid4().hex.encode())
-                raw, _ = self._call("reading the store id", "get", path)
+                raw, _ = self.zk.get(path, doing="reading the store id")
             except NoNodeError:
                 raise StoreUnavailableError(f"the store id {path} vanished; retry") from None
             self._store_id = codec.decode_store_id(raw, path)
