@@ -14,6 +14,7 @@ from segment_lineage.lineage.core.errors import ContentionError, TableExistsErro
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.core.retry import RetryPolicy
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.blobs import BlobStore
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.store import ZkStore
 
@@ -139,11 +140,12 @@ def test_a_big_change_lands_beside_writers_that_always_commit_first(
     entry = big.start_replace("t", [], names)
     landed: list[str] = []
     refused: list[str] = []
-    real = ZkStore._write_blobs
+    real = BlobStore.write
 
-    def small_commits_first(self: ZkStore, table: str, blobs: dict[str, bytes]) -> None:
+    def small_commits_first(self: BlobStore, table: str, blobs: dict[str, bytes]) -> None:
         real(self, table, blobs)
-        if self is zk_store and len(landed) + len(refused) < 40:  # between the big one's blobs and its swap
+        # Between the big one's blobs and its swap:
+        if self is zk_store.blobs and len(landed) + len(refused) < 40:
             name = f"s{len(landed) + len(refused)}"
             try:
                 small.register_segments("t", [Segment(name, f"{name}.parquet", rows=1, size_bytes=1)])
@@ -151,7 +153,7 @@ def test_a_big_change_lands_beside_writers_that_always_commit_first(
             except ContentionError as exc:
                 refused.append(exc.message)
 
-    monkeypatch.setattr(ZkStore, "_write_blobs", small_commits_first)
+    monkeypatch.setattr(BlobStore, "write", small_commits_first)
     try:
         big.register_segments(
             "t", [Segment(n, f"p/{n}.parquet", rows=1, size_bytes=1) for n in names], entry_id=entry

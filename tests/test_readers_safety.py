@@ -53,7 +53,7 @@ def labels(reader: SnapshotReader) -> list[str]:
 def before_lease(store: ZkStore, monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> list[int]:
     """Run ``act`` each time ``store`` is about to create a reader's lease
     (after its read of the head); returns a list counting the calls."""
-    real = store._ephemeral
+    real = store.ephemerals.create
     calls: list[int] = []
 
     def ephemeral(table: str, folder: str, name: str, data: bytes, sequence: bool) -> str:
@@ -62,7 +62,7 @@ def before_lease(store: ZkStore, monkeypatch: pytest.MonkeyPatch, act: Callable[
             act()
         return real(table, folder, name, data, sequence)
 
-    monkeypatch.setattr(store, "_ephemeral", ephemeral)
+    monkeypatch.setattr(store.ephemerals, "create", ephemeral)
     return calls
 
 
@@ -177,7 +177,7 @@ def test_read_version_of_the_head_ignores_a_commit_after_its_read(
     m.register_segments(T, [seg("s0")])
     store: ZkStore = m.store  # type: ignore[assignment]
     asked = store.read(T).state.version
-    real = store._read_head
+    real = store.heads.read_head
     commits: list[int] = []
 
     def read_head(table: str) -> Any:
@@ -186,7 +186,7 @@ def test_read_version_of_the_head_ignores_a_commit_after_its_read(
             commits.append(other.register_segments(T, [seg("s1")]).state.version)
         return head
 
-    monkeypatch.setattr(store, "_read_head", read_head)
+    monkeypatch.setattr(store.heads, "read_head", read_head)
     state = m.table_as_of(T, asked)
     assert commits == [asked + 1]
     assert state.version == asked and set(state.segments) == {"s0"}

@@ -123,7 +123,7 @@ def test_a_pass_that_lost_its_hold_on_the_table_deletes_nothing(
     push_arrow(events, "events", [part("v1")])
     push_arrow(events, "events", [part("v2")])
     assert isinstance(events.store, ZkStore) and isinstance(other.store, ZkStore)
-    hold = events.store._pass_path("events")
+    hold = events.store.paths.pass_lock("events")
 
     def lose_the_hold() -> None:  # as when the pass's session lapses
         other.store.client.delete(hold)
@@ -278,7 +278,7 @@ def test_a_pass_that_lapsed_never_releases_the_next_pass_hold(
     leaves pass 2's hold alone."""
     assert isinstance(events.store, ZkStore) and isinstance(other.store, ZkStore)
     events.store.hold_pass("events")
-    other.store.client.delete(events.store._pass_path("events"))  # as when pass 1's session lapses
+    other.store.client.delete(events.store.paths.pass_lock("events"))  # as when pass 1's session lapses
     other.store.hold_pass("events")
     events.store.release_pass("events")
     assert other.store.holds_pass("events")

@@ -189,7 +189,7 @@ def test_an_orphan_scan_never_enters_a_nested_legacy_table(
     zk_manager.create_table(config("outer", tmp_path / "lake"))
     # As if created before roots were registered and claimed: neither the
     # registry nor a marker stops the inner table; the outer is claimed after.
-    store._forget_root("outer")
+    store.tables.forget_root("outer")
     marker = (tmp_path / "lake" / CLAIM_FILE).read_bytes()
     (tmp_path / "lake" / CLAIM_FILE).unlink()
     zk_manager.create_table(config("inner", tmp_path / "lake" / "inner"))

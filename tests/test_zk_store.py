@@ -11,6 +11,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
 from segment_lineage.lineage import codec
+from segment_lineage.lineage.core import buckets
 from segment_lineage.lineage.core.errors import (
     AuthError,
     CorruptRecordError,
@@ -21,8 +22,11 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.store.memory import MemoryStore
-from segment_lineage.lineage.zk import store as zk_store
+from segment_lineage.lineage.zk import blobs as zk_blobs
+from segment_lineage.lineage.zk import commit as zk_commit
+from segment_lineage.lineage.zk.blobs import BlobStore
 from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.gc import MetadataGc
 from segment_lineage.lineage.zk.store import ROOT, ZkStore
 from tests.conftest import fast_retry
 from tests.helpers.zk import walk
@@ -75,8 +79,8 @@ def test_100k_segments_and_a_100k_replace_stay_under_512kb(zk_store: ZkStore, zk
 def test_an_oversized_change_is_refused_up_front_and_not_retried(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(zk_store, "BLOB_LIMIT", 2048)
-    monkeypatch.setattr(zk_store, "MAX_BUCKETS", 2)
+    monkeypatch.setattr(buckets, "BLOB_LIMIT", 2048)
+    monkeypatch.setattr(buckets, "MAX_BUCKETS", 2)
     before = m.table(T)
     calls = {"n": 0}
     real = m.store.write
@@ -174,7 +178,7 @@ def test_a_lost_reply_is_recognised_as_our_own_write(
 ) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
-    real_commit = store._commit
+    real_commit = store.zk.commit
     lost = {"n": 0}
 
     def commit_then_lose_reply(txn: object) -> list[object]:
@@ -184,7 +188,7 @@ def test_a_lost_reply_is_recognised_as_our_own_write(
             raise ConnectionLoss()
         return result
 
-    monkeypatch.setattr(store, "_commit", commit_then_lose_reply)
+    monkeypatch.setattr(store.zk, "commit", commit_then_lose_reply)
     before = m.table(T).version
     done = m.register_segments(T, [seg("once")])
     assert lost["n"] == 1 and done.applied
@@ -196,7 +200,7 @@ def test_a_lost_reply_is_recognised_as_our_own_write(
 def test_a_lost_request_is_retried(m: LineageManager, monkeypatch: pytest.MonkeyPatch) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
-    real_commit = store._commit
+    real_commit = store.zk.commit
     lost = {"n": 0}
 
     def lose_request(txn: object) -> list[object]:
@@ -205,7 +209,7 @@ def test_a_lost_request_is_retried(m: LineageManager, monkeypatch: pytest.Monkey
             raise ConnectionLoss()
         return real_commit(txn)
 
-    monkeypatch.setattr(store, "_commit", lose_request)
+    monkeypatch.setattr(store.zk, "commit", lose_request)
     before = m.table(T).version
     m.register_segments(T, [seg("retried")])
     assert lost["n"] == 2 and m.table(T).version == before + 1
@@ -225,10 +229,10 @@ def test_memory_store_unknown_outcomes_are_resolved() -> None:
 def test_metadata_garbage_is_marked_then_swept_after_its_grace(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import segment_lineage.lineage.zk.store
+    import segment_lineage.lineage.zk.versions
 
     monkeypatch.setattr(
-        segment_lineage.lineage.zk.store, "MAX_VERSIONS", 1
+        segment_lineage.lineage.zk.versions, "MAX_VERSIONS", 1
     )  # only the head's blobs are referenced
     store = m.store
     assert isinstance(store, ZkStore)
@@ -250,7 +254,7 @@ def test_a_writer_whose_new_blobs_were_collected_does_not_commit_them(
 ) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
-    real = store._write_blobs
+    real = store.blobs.write
     paused = {"n": 0}
 
     def write_then_pause_past_the_grace(table: str, blobs: dict[str, bytes]) -> None:
@@ -262,7 +266,7 @@ def test_a_writer_whose_new_blobs_were_collected_does_not_commit_them(
             for blob in blobs:
                 assert store.client.exists(store.blob_path(T, blob)) is None
 
-    monkeypatch.setattr(store, "_write_blobs", write_then_pause_past_the_grace)
+    monkeypatch.setattr(store.blobs, "write", write_then_pause_past_the_grace)
     m.register_segments(T, [seg("after-pause")])
     assert paused["n"] == 1
     fresh = ZkStore(store.client, owns_client=False)
@@ -272,7 +276,7 @@ def test_a_writer_whose_new_blobs_were_collected_does_not_commit_them(
 def test_history_is_chained_and_the_head_stays_small(m: LineageManager) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
-    for i in range(zk_store.HISTORY_TAIL * 3):
+    for i in range(zk_commit.HISTORY_TAIL * 3):
         m.register_segments(T, [seg(f"h{i:04d}")])
     head_size = len(store.client.get(store.head_path(T))[0])
     history = m.history(T)
@@ -292,13 +296,13 @@ def test_every_reason_validation_accepts_commits_whatever_its_script(m: LineageM
     store = m.store
     assert isinstance(store, ZkStore)
     reasons = ["\U0001f600" * (MAX_REASON_BYTES // 4), "é" * (MAX_REASON_BYTES // 2), '"\\' * 1000]
-    for i in range(zk_store.HISTORY_TAIL * 2):
+    for i in range(zk_commit.HISTORY_TAIL * 2):
         m.register_segments(T, [seg(f"r{i:04d}")], reason=reasons[i % 3])
-        assert len(store.client.get(store.head_path(T))[0]) < zk_store.HEAD_LIMIT // 2
+        assert len(store.client.get(store.head_path(T))[0]) < zk_commit.HEAD_LIMIT // 2
     history = m.history(T)
-    assert len(history) == zk_store.HISTORY_TAIL * 2 + 2
-    assert history[0].reason == reasons[(zk_store.HISTORY_TAIL * 2 - 1) % 3]
-    assert {h.reason for h in history[: zk_store.HISTORY_TAIL * 2]} == set(reasons)
+    assert len(history) == zk_commit.HISTORY_TAIL * 2 + 2
+    assert history[0].reason == reasons[(zk_commit.HISTORY_TAIL * 2 - 1) % 3]
+    assert {h.reason for h in history[: zk_commit.HISTORY_TAIL * 2]} == set(reasons)
     assert "é".encode() in store.client.get(store.head_path(T))[0]  # stored as UTF-8, not escaped
     too_long = "é" * (MAX_REASON_BYTES // 2) + "e"
     with pytest.raises(InvalidInputError, match=f"reason is {MAX_REASON_BYTES + 1} bytes in UTF-8"):
@@ -321,7 +325,7 @@ def test_a_small_commit_on_a_large_table_writes_little(m: LineageManager) -> Non
     head = len(store.client.get(store.head_path(T))[0])
     written = {b: n for b, n in blob_sizes(store, T).items() if b not in before}
     assert sum(written.values()) + head < 40 * 1024, (sorted(written.values()), head)
-    assert max(before.values()) <= zk_store.SPLIT_BYTES
+    assert max(before.values()) <= buckets.SPLIT_BYTES
 
 
 def test_a_commit_that_lost_the_race_leaves_no_blobs_behind(
@@ -330,16 +334,16 @@ def test_a_commit_that_lost_the_race_leaves_no_blobs_behind(
     store = m.store
     assert isinstance(store, ZkStore)
     other = LineageManager(ZkStore(store.client, owns_client=False), retry=fast_retry())
-    real = ZkStore._write_blobs
+    real = BlobStore.write
     raced = []
 
-    def race(self: ZkStore, table: str, blobs: dict[str, bytes]) -> None:
+    def race(self: BlobStore, table: str, blobs: dict[str, bytes]) -> None:
         real(self, table, blobs)
-        if self is store and not raced:  # another writer commits between our blobs and our swap
+        if self is store.blobs and not raced:  # another writer commits between our blobs and our swap
             raced.append(set(blobs))
             other.register_segments(T, [seg("meanwhile")])
 
-    monkeypatch.setattr(ZkStore, "_write_blobs", race)
+    monkeypatch.setattr(BlobStore, "write", race)
     m.register_segments(T, [seg(f"n{i:04d}") for i in range(500)])
     assert raced and m.table(T).version == 4  # create, s1+s2, meanwhile, ours
     left = set(store.client.get_children(f"{store.head_path(T)}/blobs"))
@@ -351,18 +355,18 @@ def test_an_interrupted_drop_is_finished_by_running_it_again(
 ) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
-    real_op = store._op
+    real_delete = store.zk.delete
 
-    def cut_at_head_delete(name: str, *args: object, **kw: object) -> object:
-        if name == "delete" and args[0] == store.head_path(T):
+    def cut_at_head_delete(path: str, **kw: object) -> None:
+        if path == store.head_path(T):
             raise ConnectionLoss()
-        return real_op(name, *args, **kw)
+        real_delete(path, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store, "_op", cut_at_head_delete)
+    monkeypatch.setattr(store.zk, "delete", cut_at_head_delete)
     with pytest.raises(StoreUnavailableError, match="was interrupted") as exc:
         m.drop_table(T, force=True)
     assert exc.value.remedy is not None and "run the drop again" in exc.value.remedy
-    monkeypatch.setattr(store, "_op", real_op)
+    monkeypatch.setattr(store.zk, "delete", real_delete)
     with pytest.raises(TableNotFoundError):
         m.table(T)  # already hidden from readers and writers
     m.drop_table(T)
@@ -466,10 +470,10 @@ def test_owners_and_leases_die_with_their_session(m: LineageManager, zk_hosts: s
 def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import segment_lineage.lineage.zk.store
+    import segment_lineage.lineage.zk.versions
 
     monkeypatch.setattr(
-        segment_lineage.lineage.zk.store, "MAX_VERSIONS", 1
+        segment_lineage.lineage.zk.versions, "MAX_VERSIONS", 1
     )  # the lease alone keeps the old version
     store = m.store
     assert isinstance(store, ZkStore)
@@ -491,12 +495,12 @@ def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(
 def test_retained_versions_keep_their_blobs_and_old_ones_are_pruned(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import segment_lineage.lineage.zk.store
+    import segment_lineage.lineage.zk.versions
     from segment_lineage.lineage.core.errors import VersionGoneError
 
     store = m.store
     assert isinstance(store, ZkStore)
-    monkeypatch.setattr(segment_lineage.lineage.zk.store, "MAX_VERSIONS", 4)
+    monkeypatch.setattr(segment_lineage.lineage.zk.versions, "MAX_VERSIONS", 4)
     start = m.table(T).version
     for i in range(6):
         m.register_segments(T, [seg(f"v{i}")])
@@ -516,9 +520,9 @@ def test_retained_versions_keep_their_blobs_and_old_ones_are_pruned(
 
 
 def test_history_stays_bounded(m: LineageManager, monkeypatch: pytest.MonkeyPatch) -> None:
-    import segment_lineage.lineage.zk.store
+    import segment_lineage.lineage.zk.history
 
-    monkeypatch.setattr(segment_lineage.lineage.zk.store, "MAX_HISTORY", 128)  # two sealed chunks of 64
+    monkeypatch.setattr(segment_lineage.lineage.zk.history, "MAX_HISTORY", 128)  # two sealed chunks of 64
     store = m.store
     assert isinstance(store, ZkStore)
     for i in range(200):
@@ -567,7 +571,7 @@ def test_the_blob_cache_stays_bounded_while_a_table_keeps_changing(m: LineageMan
         for i in range(40):  # each commit supersedes the segments bucket the reader decoded
             m.register_segments("events", [seg(f"late{i}")])
             assert len(reader.read("events").state.segments) == size + i + 1
-        limit = zk_store.CACHE_RECORDS + 2 * (size + 40 + 2)
+        limit = zk_blobs.CACHE_RECORDS + 2 * (size + 40 + 2)
         assert reader.cached_records <= limit
         assert reader.cached_records >= size  # the current version stays cached
     finally:
@@ -606,16 +610,16 @@ def test_the_sweep_deletes_nothing_a_commit_landed_with_after_it_looked(
         thread.start()
         assert at_swap.wait(30)
         store.collect_garbage(T, grace_ms=0)  # marks the paused writer's blobs
-        real = ZkStore._referenced
+        real = MetadataGc.referenced
 
-        def writer_commits_meanwhile(self: ZkStore, table: str) -> tuple[set[str], int]:
+        def writer_commits_meanwhile(self: MetadataGc, table: str) -> tuple[set[str], int]:
             looked = real(self, table)
             go.set()
             thread.join(30)
             return looked
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(ZkStore, "_referenced", writer_commits_meanwhile)
+            patch.setattr(MetadataGc, "referenced", writer_commits_meanwhile)
             store.collect_garbage(T, grace_ms=0)
     finally:
         go.set()

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kazoo.exceptions import BadVersionError, KazooException, NoAuthError, NodeExistsError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.acl import (
@@ -28,14 +27,11 @@ from segment_lineage.lineage.core.acl import (
     own_folder,
     place_of,
 )
-from segment_lineage.lineage.core.errors import (
-    AuthError,
-    ConflictError,
-    InvalidInputError,
-    StoreUnavailableError,
-)
+from segment_lineage.lineage.core.errors import ConflictError, InvalidInputError
+from segment_lineage.lineage.zk.connection import translated
+from segment_lineage.lineage.zk.nodes import policy_acl
 from segment_lineage.lineage.zk.shared import batches, walk
-from segment_lineage.lineage.zk.store import ZkStore, policy_acl
+from segment_lineage.lineage.zk.store import ZkStore
 
 ELECTIONS = ("retention",)
 
@@ -52,15 +48,12 @@ def apply_policy(store: ZkStore, policy: AclPolicy) -> ApplyReport:
         raise InvalidInputError("applying an ACL policy needs LINEAGE_ZK_AUTH: the admin identity")
     if policy.role_of(store.identity) != ADMIN_ROLE:
         raise InvalidInputError("the identity applying an ACL policy must be one of its admins")
-    try:
+    with translated(
+        "applying the ACL policy",
+        refused="ZooKeeper refused changing ACLs: not authorised",
+        remedy="only an admin of the policy in force may change it",
+    ):
         return _apply(store, policy)
-    except NoAuthError:
-        raise AuthError(
-            "ZooKeeper refused changing ACLs: not authorised",
-            remedy="only an admin of the policy in force may change it",
-        ) from None
-    except (KazooException, KazooTimeoutError) as exc:
-        raise StoreUnavailableError(f"applying the ACL policy: {type(exc).__name__}") from None
 
 
 def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
@@ -73,7 +66,7 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
     if store.client.chroot:
         # Connecting through a chroot reads the chroot node ("/" here):
         # every role must be able to, whoever created it.
-        store._op("set_acls", "/", policy_acl(policy, Place.FOLDER))
+        store.zk.set_acls("/", policy_acl(policy, Place.FOLDER))
     created: list[str] = []
     for path, place in (
         (f"{root}/tables", Place.FOLDER),
@@ -84,7 +77,7 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
     ):
         if store.ensure_node(path, place):
             created.append(path)
-    for table in store._op("get_children", f"{root}/tables"):
+    for table in store.zk.get_children(f"{root}/tables"):
         for folder, place in TABLE_FOLDERS.items():
             path = f"{root}/tables/{table}/{folder}"
             data = (
@@ -127,11 +120,11 @@ def _write_policy(store: ZkStore, policy: AclPolicy) -> None:
     path = f"{store.root}/{POLICY_NODE}"
     data = codec.encode_policy(policy)
     try:
-        stat = store._op("exists", path)
+        stat = store.zk.exists(path)
         if stat is None:
-            store._op("create", path, data, acl=policy_acl(policy, Place.POLICY))
+            store.zk.create(path, data, acl=policy_acl(policy, Place.POLICY))
         else:
-            store._op("set", path, data, version=stat.version)
+            store.zk.set(path, data, version=stat.version)
     except (NodeExistsError, BadVersionError):
         raise ConflictError(
             "the ACL policy changed while this one was applied",

@@ -13,8 +13,9 @@ Nodes below ``names``, ``tables`` and ``leaders`` are visited only while
 their folder is still open, and are closed before it: a run cut short leaves
 the folder open, so the next run finishes the job.
 
-kazoo is used directly here (the store module's helpers would be a circular
-import); every wait is bounded by the caller's timeout.
+The client is used directly here (the walk is made of raw pipelined
+requests); every wait is bounded by the caller's timeout, and failures are
+translated by :func:`segment_lineage.lineage.zk.connection.translated`.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NoAuthError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 from kazoo.security import ACL
 
 from segment_lineage.lineage.core.acl import READ, Place, place_of
 from segment_lineage.lineage.core.errors import AuthError, StoreUnavailableError
+from segment_lineage.lineage.zk.connection import translated
 
 log = logging.getLogger(__name__)
 
@@ -97,10 +98,8 @@ def close_open_nodes(
     """
     if acl_at(Place.FOLDER, "") is None:
         return []  # open mode: nothing to close to
-    try:
+    with translated("closing shared nodes", refused=None):
         return _close(client, root, acl_at, timeout)
-    except (KazooException, KazooTimeoutError) as exc:
-        raise StoreUnavailableError(f"closing shared nodes: {type(exc).__name__}") from None
 
 
 def _close(

@@ -25,14 +25,14 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import DataWatch
 
-from segment_lineage.lineage.core.errors import AuthError, RefusedError, StoreUnavailableError
+from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import Segment, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.zk.connection import translated
 from segment_lineage.lineage.zk.store import ZkStore
 
 
@@ -50,18 +50,14 @@ class WatchedTable:
         self._visible: tuple[Segment, ...] | None = None
         store.client.add_listener(self._on_connection)
         try:
-            self.state()  # a missing table or a refused read is reported here, by the store
-            # The watch's first call counts as a change, so whatever moved since
-            # the read above is read again on the next call.
-            DataWatch(store.client, store.head_path(self.table), self._on_change)
-        except NoAuthError:
-            self.close()
-            raise AuthError(f"ZooKeeper refused watching table {self.table!r}: not authorised") from None
-        except (KazooException, ConnectionError) as exc:
-            self.close()
-            raise StoreUnavailableError(
-                f"ZooKeeper refused watching table {self.table!r}: {type(exc).__name__}"
-            ) from None
+            with translated(
+                f"ZooKeeper refused watching table {self.table!r}",
+                refused=f"ZooKeeper refused watching table {self.table!r}: not authorised",
+            ):
+                self.state()  # a missing table or a refused read is reported here, by the store
+                # The watch's first call counts as a change, so whatever moved since
+                # the read above is read again on the next call.
+                DataWatch(store.client, store.head_path(self.table), self._on_change)
         except BaseException:
             self.close()
             raise

@@ -1,0 +1,134 @@
+"""Metadata garbage: a mark-and-sweep of a table's blobs that nothing
+references (no head, retained version or reader's lease), after a grace
+measured on ZooKeeper's clock. Blobs left by failed commits, or replaced by
+later ones, go this way."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.acl import Place
+from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
+from segment_lineage.lineage.zk.heads import Heads, Loaded
+from segment_lineage.lineage.zk.history import History
+from segment_lineage.lineage.zk.nodes import Nodes
+from segment_lineage.lineage.zk.paths import VERSIONS, Paths
+from segment_lineage.lineage.zk.versions import Versions
+
+log = logging.getLogger(__name__)
+
+METADATA_GRACE_MS = 10 * 60_000
+# Garbage is bounded by size too: past this many unreferenced blobs (each at
+# most SPLIT_BYTES, mostly), the grace shrinks to PRESSURE_GRACE_MS. Safe:
+# an unreferenced blob belongs to no head, retained version or lease; a
+# reader or writer that still wanted one finds it gone and reads again.
+GARBAGE_SOFT_BLOBS = 1024
+PRESSURE_GRACE_MS = 5_000
+DELETE_BATCH = 500  # blob deletes per multi (with the head check), well under the request limit
+GC_MARKS_MAX = 8_000
+
+
+class MetadataGc:
+    def __init__(
+        self, zk: ZkConnection, paths: Paths, nodes: Nodes, heads: Heads, history: History, versions: Versions
+    ) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.nodes = nodes
+        self.heads = heads
+        self.history = history
+        self.versions = versions
+
+    def referenced(self, table: str) -> tuple[set[str], int]:
+        """Every blob the current head reaches (buckets, name chunks, history),
+        or a retained version or lease does; and the head's znode version they
+        were read at."""
+        snap = self.heads.read(table)
+        loaded = snap.token
+        assert isinstance(loaded, Loaded)
+        keep = loaded.head.bucket_blobs() | loaded.chunk_blobs()
+        keep.update(blob for blob, _ in self.history.chunks(table, loaded.head))
+        for _, lease in self.versions.records(table, "leases"):
+            keep.update(lease.blobs)
+        for _, record in self.versions.records(table, VERSIONS):
+            keep.update(record.blobs)
+        return keep, loaded.zversion
+
+    def _delete_unless_moved(self, table: str, blobs: Sequence[str], head_zversion: int) -> int:
+        """Delete ``blobs`` in multis that also check the head is still at
+        ``head_zversion``: a commit that landed since the keep set was read may
+        reference one of them (its blob check passed before this delete), so
+        once the head moved nothing more is deleted (the next pass looks
+        again). Returns how many were deleted."""
+        deleted = 0
+        for start in range(0, len(blobs), DELETE_BATCH):
+            batch = list(blobs[start : start + DELETE_BATCH])
+            while batch:
+                txn = self.zk.transaction()
+                txn.check(self.paths.head(table), head_zversion)
+                for blob in batch:
+                    txn.delete(self.paths.blob(table, blob))
+                results = self.zk.commit(txn)
+                if not any(refused(r) for r in results):
+                    deleted += len(batch)
+                    break
+                if refused(results[0]):
+                    return deleted  # the head moved (or went): stop here
+                # Some were gone already: delete the rest.
+                batch = [b for b, r in zip(batch, results[1:], strict=True) if not isinstance(r, NoNodeError)]
+        return deleted
+
+    def collect(self, table: str, grace_ms: int = METADATA_GRACE_MS) -> int:
+        """One mark-and-sweep pass over a table's unreferenced blobs.
+
+        A blob is deleted only when an earlier pass already saw it
+        unreferenced at least ``grace_ms`` ago (ZooKeeper's clock), so a
+        reader holding an older head, or a writer between writing its blobs
+        and swapping the head, has that long; with more than
+        GARBAGE_SOFT_BLOBS unreferenced, PRESSURE_GRACE_MS at most. The marks live in the table's
+        ``gc`` node, updated by compare-and-set: of two concurrent passes, one
+        gives way. Returns the number of blobs deleted.
+        """
+        gc_path = self.paths.gc(table)
+        with translated(
+            f"metadata garbage pass on {table!r}",
+            refused=f"ZooKeeper refused collecting garbage of {table!r}: not authorised",
+        ):
+            now = self.nodes.now_ms()
+            self.versions.prune(table)
+            keep, head_zversion = self.referenced(table)
+            children = self.zk.get_children(self.paths.blobs(table), doing="listing blobs")
+            unreferenced = [b for b in children if b not in keep]
+            try:
+                raw, stat = self.zk.get(gc_path, doing="reading gc marks")
+                marks = codec.decode_gc(raw, gc_path)
+                version: int | None = int(stat.version)
+            except NoNodeError:
+                marks, version = {}, None
+            if len(unreferenced) > GARBAGE_SOFT_BLOBS:
+                grace_ms = min(grace_ms, PRESSURE_GRACE_MS)
+            due = [b for b in unreferenced if b in marks and now - marks[b] >= grace_ms]
+            due_set = set(due)
+            kept = {b: marks.get(b, now) for b in unreferenced if b not in due_set}
+            kept = dict(sorted(kept.items(), key=lambda kv: kv[1])[:GC_MARKS_MAX])
+            data = codec.encode_gc(kept)
+            try:
+                if version is None:
+                    self.zk.create(gc_path, data, acl=self.nodes.acl_at(Place.GC))
+                else:
+                    self.zk.set(gc_path, data, version=version)
+            except (BadVersionError, NodeExistsError):
+                return 0  # another pass is running
+            return self._delete_unless_moved(table, due, head_zversion)
+
+    def collect_quietly(self, table: str) -> None:
+        """A garbage pass after a commit: its failure must not fail the commit."""
+        try:
+            self.collect(table)
+        except LineageError as exc:
+            log.warning("metadata garbage pass on %s skipped: %s", table, exc.message)

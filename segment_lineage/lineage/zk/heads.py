@@ -1,0 +1,229 @@
+"""Reading a table: its head, then exactly the version that head references.
+
+A read sends the floor's read with the head's (one round trip), then builds
+the state from the head's bucket blobs and name chunks. Versions are
+immutable, so what was built is kept: the last version read per table, the
+merged map of each kind's buckets (shared by versions with the same blobs),
+and the last few states rebuilt (small LRU caches from cachetools).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cachetools import LRUCache
+from kazoo.exceptions import NoNodeError
+
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, StoredEntry
+from segment_lineage.lineage.core.buckets import bucket_of
+from segment_lineage.lineage.core.errors import CorruptRecordError, TableNotFoundError
+from segment_lineage.lineage.core.model import LineageEntry, TableState
+from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.store.contract import Snapshot
+from segment_lineage.lineage.zk.blobs import BlobGone, BlobStore, Bucket
+from segment_lineage.lineage.zk.connection import ZkConnection
+from segment_lineage.lineage.zk.locks import Floors
+from segment_lineage.lineage.zk.paths import Paths
+
+READ_ATTEMPTS = 5
+STATES_CACHED = 8  # rebuilt versions kept in memory
+MERGED_CACHED = 12  # merged per-kind maps kept in memory, shared by versions with the same blobs
+
+Merged = tuple[dict[str, Any], list[list[str]]]  # a kind's records by key, and its buckets' keys
+
+
+@dataclass
+class Loaded:
+    """The store's token for one read: what the state was built from."""
+
+    head: Head
+    zversion: int
+    maps: dict[str, dict[str, Any]]  # kind -> key -> object (shared with the state)
+    bucket_keys: dict[str, list[list[str]]]  # kind -> bucket -> keys
+    lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]]
+
+    def chunk_blobs(self) -> set[str]:
+        """The name-list chunks the entries of this version use."""
+        out: set[str] = set()
+        for _, src_list, _, dst_list in self.lists.values():
+            out.update(src_list.chunks)
+            out.update(dst_list.chunks)
+        return out
+
+    def state(self) -> TableState:
+        maps = self.maps
+        return TableState(self.head.config, self.head.version, maps[SEGMENTS], maps[ENTRIES], maps[PENDING])
+
+
+def key_of(kind: str, obj: Any) -> str:
+    if kind == SEGMENTS:
+        return str(obj.name)
+    if kind == ENTRIES:
+        return str(obj.entry_id)
+    return str(obj.location)
+
+
+class Heads:
+    def __init__(self, zk: ZkConnection, paths: Paths, blobs: BlobStore, floors: Floors) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.blobs = blobs
+        self.floors = floors
+        self._lock = threading.Lock()
+        self._last: dict[str, tuple[Loaded, Snapshot]] = {}  # per table: the last version read
+        self._states: LRUCache[tuple[object, ...], TableState] = LRUCache(maxsize=STATES_CACHED)
+        self._merged: LRUCache[tuple[str, str, tuple[str, ...]], Merged] = LRUCache(maxsize=MERGED_CACHED)
+
+    def read_head(self, table: str) -> tuple[Head, int]:
+        """The head and its znode version. TableNotFoundError, also while it is being dropped."""
+        path = self.paths.head(table)
+        try:
+            raw, stat = self.zk.get(path, doing=f"reading table {table!r}")
+        except NoNodeError:
+            raise TableNotFoundError(table) from None
+        head = codec.decode_head(raw, path)
+        if head.dropping:
+            raise TableNotFoundError(table)
+        if head.config.name != table:
+            raise CorruptRecordError(path, f"head names table {head.config.name!r}")
+        return head, int(stat.version)
+
+    def last(self, table: str, head: Head, zversion: int) -> Snapshot | None:
+        """The last snapshot read of ``table``, if it is of this very head."""
+        last = self._last.get(table)
+        if last is not None and last[0].zversion == zversion and last[0].head == head:
+            return last[1]
+        return None
+
+    def read(self, table: str) -> Snapshot:
+        check_table_name(table)
+        last_gone = ""
+        for _ in range(READ_ATTEMPTS):
+            pending_floor = self.floors.send_read(table)  # with the head: one round trip
+            head, zversion = self.read_head(table)
+            floor = self.floors.answer(pending_floor, table)
+            last = self.last(table, head, zversion)
+            if last is not None:
+                return replace(last, floor=floor)  # the head did not move: the same immutable version
+            try:
+                loaded = self.load(table, head, zversion)
+            except BlobGone as gone:
+                last_gone = str(gone)
+                continue
+            state = loaded.state()
+            snapshot = Snapshot(state, loaded, floor)
+            self.blobs.note_table(len(state.segments) + len(state.entries) + len(state.pending))
+            self._last[table] = (loaded, snapshot)
+            self.remember_state(table, head.buckets, state)
+            return snapshot
+        raise CorruptRecordError(
+            self.paths.head(table), f"blob {last_gone} referenced by the head is missing"
+        )
+
+    def load(self, table: str, head: Head, zversion: int) -> Loaded:
+        """The version ``head`` references. BlobGone when one of its blobs was collected."""
+        maps: dict[str, dict[str, Any]] = {}
+        bucket_keys: dict[str, list[list[str]]] = {}
+        for kind in KINDS:
+            ids = head.buckets[kind]
+            if len(set(ids)) != len(ids):
+                raise CorruptRecordError(self.paths.head(table), f"a {kind} bucket blob is listed twice")
+            index_of = {blob: i for i, blob in enumerate(ids)}
+
+            def decode(
+                blob: str,
+                raw: bytes,
+                where: str,
+                kind: str = kind,
+                index_of: dict[str, int] = index_of,
+            ) -> Bucket:
+                # Placement and duplicates are checked once, when the blob is
+                # decoded; the cached result then serves every later read.
+                index, count = index_of[blob], len(index_of)
+                pairs = []
+                seen: set[str] = set()
+                for obj in codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where):
+                    key = key_of(kind, obj)
+                    if key in seen:
+                        raise CorruptRecordError(where, f"duplicate {kind} key {key!r}")
+                    if bucket_of(key, count) != index:
+                        raise CorruptRecordError(where, f"{key!r} in the wrong bucket")
+                    seen.add(key)
+                    pairs.append((key, obj))
+                return Bucket(index, count, tuple(pairs))
+
+            reused = self._merged_cached(table, kind, ids)
+            if reused is not None:
+                maps[kind], bucket_keys[kind] = reused
+                continue
+            blobs: dict[str, Bucket] = self.blobs.decoded(table, ids, decode)
+            merged: dict[str, Any] = {}
+            keys: list[list[str]] = []
+            for index, blob in enumerate(ids):
+                bucket = blobs[blob]
+                if (bucket.index, bucket.count) != (index, len(ids)):
+                    raise CorruptRecordError(
+                        self.paths.blob(table, blob), "bucket blob listed at another place"
+                    )
+                merged.update(bucket.pairs)
+                keys.append([key for key, _ in bucket.pairs])
+            maps[kind] = merged
+            bucket_keys[kind] = keys
+            with self._lock:
+                self._merged[(table, kind, ids)] = (merged, keys)
+
+        stored: dict[str, StoredEntry] = maps[ENTRIES]
+        chunk_ids = [c for e in stored.values() for c in (*e.src.chunks, *e.dst.chunks)]
+        chunks = self.blobs.decoded(
+            table, chunk_ids, lambda _blob, raw, where: tuple(codec.decode_names(raw, where))
+        )
+        entries: dict[str, LineageEntry] = {}
+        lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]] = {}
+        for entry in sorted(stored.values(), key=lambda e: (e.created_ms, e.entry_id)):
+            src = self._names(entry.src, chunks, table, entry.entry_id)
+            dst = self._names(entry.dst, chunks, table, entry.entry_id)
+            entries[entry.entry_id] = entry.resolve(src, dst)
+            lists[entry.entry_id] = (src, entry.src, dst, entry.dst)
+        maps[ENTRIES] = entries
+        return Loaded(head, zversion, maps, bucket_keys, lists)
+
+    def _merged_cached(self, table: str, kind: str, ids: tuple[str, ...]) -> Merged | None:
+        """A kind's merged map built before from the same bucket blobs: versions
+        that share them (a rollback leaves the segments alone) share the map,
+        which nobody mutates, so neither reading nor diffing them is linear."""
+        with self._lock:
+            return self._merged.get((table, kind, ids))
+
+    def _names(
+        self, names: NameList, chunks: Mapping[str, tuple[str, ...]], table: str, entry: str
+    ) -> tuple[str, ...]:
+        if names.names is not None:
+            return names.names
+        out: tuple[str, ...] = ()
+        for chunk in names.chunks:
+            out += chunks[chunk]
+        if len(out) != names.count:
+            raise CorruptRecordError(
+                self.paths.head(table),
+                f"entry {entry}: expected {names.count} names, found {len(out)}",
+            )
+        return out
+
+    # ---- rebuilt versions, kept by content ---------------------------------------
+
+    def remember_state(self, table: str, buckets: Mapping[str, tuple[str, ...]], state: TableState) -> None:
+        """Versions are immutable: keep the last few rebuilt, keyed by content."""
+        key = (table, state.version, tuple(tuple(buckets[k]) for k in KINDS))
+        with self._lock:
+            self._states[key] = state
+
+    def remembered_state(
+        self, table: str, version: int, buckets: Mapping[str, tuple[str, ...]]
+    ) -> TableState | None:
+        key = (table, version, tuple(tuple(buckets[k]) for k in KINDS))
+        with self._lock:
+            return self._states.get(key)

@@ -1,0 +1,99 @@
+"""Push owners and reader leases: ephemeral nodes that live as long as their
+session. An owner marks a running push's entry; a lease pins one version for
+a reader (retention keeps its blobs and files)."""
+
+from __future__ import annotations
+
+from kazoo.exceptions import NodeExistsError
+
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.errors import CorruptRecordError, RefusedError
+from segment_lineage.lineage.core.model import TableState
+from segment_lineage.lineage.core.names import check_entry_id
+from segment_lineage.lineage.store.contract import Lease, LeaseInfo
+from segment_lineage.lineage.zk.connection import ZkConnection
+from segment_lineage.lineage.zk.ephemerals import Ephemerals
+from segment_lineage.lineage.zk.heads import Heads, Loaded
+from segment_lineage.lineage.zk.paths import Paths
+from segment_lineage.lineage.zk.versions import Versions
+
+
+class Owners:
+    def __init__(self, zk: ZkConnection, ephemerals: Ephemerals) -> None:
+        self.zk = zk
+        self.ephemerals = ephemerals
+
+    def hold(self, table: str, entry_id: str) -> None:
+        try:
+            self.ephemerals.create(table, "owners", check_entry_id(entry_id), b"", sequence=False)
+        except NodeExistsError:
+            path = self.ephemerals.own_path(table, "owners", entry_id)
+            stat = self.zk.exists(path, doing="owner")
+            if stat is None or stat.ephemeralOwner != self.zk.session_id():
+                raise RefusedError(
+                    f"entry {entry_id} is already owned by another push", table=table
+                ) from None
+
+    def release(self, table: str, entry_id: str) -> None:
+        self.ephemerals.delete_quietly(
+            self.ephemerals.own_path(table, "owners", check_entry_id(entry_id)), "owner"
+        )
+
+    def live(self, table: str) -> frozenset[str]:
+        return frozenset(i.rsplit("/", 1)[-1] for i in self.ephemerals.listing(table, "owners"))
+
+
+class Leases:
+    def __init__(self, paths: Paths, heads: Heads, versions: Versions, ephemerals: Ephemerals) -> None:
+        self.paths = paths
+        self.heads = heads
+        self.versions = versions
+        self.ephemerals = ephemerals
+
+    def pin(self, table: str, version: int | None = None) -> Lease:
+        """Lease one version. The lease alone does not make it readable:
+        retention may have condemned it before the lease existed, which only
+        a head read after the lease can tell (``LineageManager.pin_readable``)."""
+        snap = self.heads.read(table)
+        loaded = snap.token
+        assert isinstance(loaded, Loaded)
+        state = snap.state
+        if version is not None and version != state.version:
+            raw, past = self.versions.record(table, version, state.version)
+            # The lease goes first: from then on retention keeps its blobs and files.
+            lease_id = self.ephemerals.create(table, "leases", "lease-", raw, sequence=True)
+            return Lease(table, lease_id, self.versions.rebuild(table, loaded.head, past))
+        record = codec.LeaseRecord(
+            version=state.version,
+            buckets=dict(loaded.head.buckets),
+            chunks=tuple(sorted(loaded.chunk_blobs())),
+        )
+        lease_id = self.ephemerals.create(
+            table, "leases", "lease-", codec.encode_lease(record), sequence=True
+        )
+        return Lease(table, lease_id, state)
+
+    def pinned_states(self, table: str) -> list[TableState]:
+        """The table versions live readers pinned, rebuilt from their blobs.
+        A lease that does not decode, or whose blobs are gone (no reader
+        could be reading through it), is skipped and reported
+        (:meth:`Versions.ignored_leases`)."""
+        head, _ = self.heads.read_head(table)
+        base = self.paths.folder(table, "leases")
+        states = []
+        for name, record in self.versions.records(table, "leases"):
+            try:
+                states.append(self.versions.rebuild(table, head, record))
+            except CorruptRecordError as exc:
+                self.versions.ignore_lease(table, f"{base}/{name}", exc.message)
+        return states
+
+    def release(self, lease: Lease) -> None:
+        self.ephemerals.delete_quietly(
+            f"{self.paths.folder(lease.table, 'leases')}/{lease.lease_id}", "lease"
+        )
+
+    def leases(self, table: str) -> list[LeaseInfo]:
+        return [
+            LeaseInfo(lease_id, record.version) for lease_id, record in self.versions.records(table, "leases")
+        ]

@@ -1,0 +1,197 @@
+"""Who goes first: a table's floor (a writer that kept losing holds the
+commits a while), its retention pass hold (one pass at a time, for as long as
+its session lives), and elections (one ephemeral sequential member per
+candidate; the first leads). Liveness and exclusion only: every commit still
+compares-and-sets the head."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.acl import Place
+from segment_lineage.lineage.core.errors import (
+    CorruptRecordError,
+    PassRunningError,
+    StoreUnavailableError,
+    TableNotFoundError,
+)
+from segment_lineage.lineage.store.contract import MEMBER_PREFIX, Floor, Member
+from segment_lineage.lineage.zk.connection import ZkConnection, translated
+from segment_lineage.lineage.zk.ephemerals import Ephemerals
+from segment_lineage.lineage.zk.nodes import Nodes
+from segment_lineage.lineage.zk.paths import Paths
+
+log = logging.getLogger(__name__)
+
+
+class Floors:
+    def __init__(self, zk: ZkConnection, paths: Paths, nodes: Nodes) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.nodes = nodes
+
+    def send_read(self, table: str) -> Any:
+        """Send the floor's read (answered by :meth:`answer`)."""
+        return self.zk.send_get(self.paths.floor(table))
+
+    def answer(self, pending: Any, table: str) -> Floor | None:
+        """The answer to a floor read sent earlier (None: no floor record)."""
+        path = self.paths.floor(table)
+        with translated(
+            f"ZooKeeper reading {path} failed", refused=f"ZooKeeper refused reading {path}: not authorised"
+        ):
+            try:
+                raw, stat = self.zk.answer(pending)
+            except NoNodeError:
+                return None
+        if not raw:  # made as a bare folder (an ACL repair of an older table): free
+            return Floor(None, 0, int(stat.version))
+        try:
+            holder, until = codec.decode_floor(raw, path)
+        except CorruptRecordError as exc:  # it decides who waits, never what is read: free
+            log.warning("ignoring the floor of table %r: %s", table, exc.message)
+            return Floor(None, 0, int(stat.version))
+        return Floor(holder, until, int(stat.version))
+
+    def take(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
+        path = self.paths.floor(table)
+        data = codec.encode_floor(commit_id, until_ms)
+        with translated(
+            f"taking the floor of {table!r}",
+            refused=f"ZooKeeper refused taking the floor of {table!r}: not authorised",
+        ):
+            try:
+                if seen is None:
+                    self.zk.create(path, data, acl=self.nodes.acl_at(Place.FLOOR))
+                else:
+                    self.zk.set(path, data, version=seen.version)
+            except (NodeExistsError, BadVersionError):
+                return False
+            except NoNodeError:
+                if seen is None:
+                    raise TableNotFoundError(table) from None
+                return False
+        return True
+
+    def leave(self, table: str, commit_id: str) -> None:
+        path = self.paths.floor(table)
+        # A refusal of the set reads as unavailable, as it always has: the floor only delays.
+        with translated(f"leaving the floor of {table!r}", refused=None):
+            try:
+                floor = self.answer(self.send_read(table), table)
+                if floor is None or floor.holder != commit_id:
+                    return
+                self.zk.set(path, codec.encode_floor(None, 0), version=floor.version)
+            except (NoNodeError, BadVersionError):
+                return  # gone with the table, or taken after it lapsed
+
+
+class PassHolds:
+    def __init__(self, zk: ZkConnection, paths: Paths, ephemerals: Ephemerals) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.ephemerals = ephemerals
+        self._lock = threading.Lock()
+        self._held: set[str] = set()  # tables whose retention pass this store holds
+
+    def hold(self, table: str) -> None:
+        with self._lock:
+            if table in self._held:  # two passes of one process never overlap either
+                raise PassRunningError(table)
+            self._held.add(table)
+        try:
+            self._hold(table, self.paths.pass_lock(table))
+        except BaseException:
+            with self._lock:
+                self._held.discard(table)
+            raise
+
+    def _hold(self, table: str, path: str) -> None:
+        try:
+            self.ephemerals.create(table, "passes", "lock", b"", sequence=False)
+            return
+        except (NodeExistsError, StoreUnavailableError) as exc:
+            # Taken already (by another pass, or by this session before a lost
+            # answer), or ZooKeeper is away: the node's owner tells which.
+            try:
+                stat = self.zk.exists(path, doing="retention pass lock")
+            except NoNodeError:
+                stat = None
+            if stat is None:
+                if isinstance(exc, NodeExistsError):  # released meanwhile: the next pass takes it
+                    raise PassRunningError(table) from None
+                raise
+        if stat.ephemeralOwner != self.zk.session_id():
+            raise PassRunningError(table)
+
+    def holds(self, table: str) -> bool:
+        try:
+            stat = self.zk.exists(self.paths.pass_lock(table), doing="retention pass lock")
+        except (NoNodeError, StoreUnavailableError):
+            return False
+        return stat is not None and stat.ephemeralOwner == self.zk.session_id()
+
+    def release(self, table: str) -> None:
+        """Release the hold, if it is still this session's: a pass whose
+        session lapsed must not take away the hold of the pass after it."""
+        with self._lock:
+            self._held.discard(table)
+        path = self.paths.pass_lock(table)
+        try:
+            stat = self.zk.exists(path, doing="retention pass lock")
+        except NoNodeError:
+            return
+        if stat is None or stat.ephemeralOwner != self.zk.session_id():
+            return
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            self.zk.delete(path, version=stat.version)
+
+
+class Elections:
+    def __init__(self, zk: ZkConnection, paths: Paths, nodes: Nodes, ephemerals: Ephemerals) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.nodes = nodes
+        self.ephemerals = ephemerals
+
+    def join(self, role: str, identity: str) -> str:
+        path = self.paths.election(role)
+        self.nodes.ensure_root()
+        self.nodes.ensure_node(self.paths.leaders, Place.FOLDER)
+        self.nodes.ensure_node(path, Place.ELECTION)
+        with translated(
+            f"joining the {role} election",
+            refused=f"ZooKeeper refused joining the {role} election: not authorised",
+            remedy="run it as an identity with that role (LINEAGE_ZK_AUTH)",
+        ):
+            created = self.zk.create(
+                f"{path}/{MEMBER_PREFIX}",
+                identity.encode("utf-8"),
+                acl=self.nodes.acl_at(Place.MEMBER),
+                ephemeral=True,
+                sequence=True,
+            )
+        return created.rsplit("/", 1)[-1]
+
+    def members(self, role: str) -> list[str]:
+        try:
+            children = self.zk.get_children(self.paths.election(role), doing=f"the {role} election")
+        except NoNodeError:
+            return []
+        return sorted(c for c in children if c.startswith(MEMBER_PREFIX))
+
+    def member(self, role: str, name: str) -> Member | None:
+        try:
+            raw, stat = self.zk.get(f"{self.paths.election(role)}/{name}", doing=f"the {role} election")
+        except NoNodeError:
+            return None
+        return Member(name, raw.decode("utf-8", "replace"), int(stat.ephemeralOwner) or None)
+
+    def leave(self, role: str, name: str) -> None:
+        self.ephemerals.delete_quietly(f"{self.paths.election(role)}/{name}", "election member")

@@ -1,0 +1,198 @@
+"""The ACL policy in force for one store, and the nodes it creates with it:
+every node gets the ACL of its place; the shared folders, the clock and the
+store id are made here."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Sequence
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.security import ACL, Id
+
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core.acl import (
+    ADMIN_ROLE,
+    OWN_FOLDER_OF,
+    OWN_RIGHTS,
+    POLICY_NODE,
+    RETENTION,
+    AclPolicy,
+    Place,
+    own_folder,
+)
+from segment_lineage.lineage.core.errors import AuthError, StoreUnavailableError
+from segment_lineage.lineage.zk.connection import ZkConnection, translated
+from segment_lineage.lineage.zk.paths import Paths
+from segment_lineage.lineage.zk.shared import close_open_nodes
+
+
+def policy_acl(policy: AclPolicy, place: Place, owner: str | None = None) -> list[ACL]:
+    """The ZooKeeper ACL of a node at ``place`` under ``policy`` (``owner``:
+    whose own folder it is, see :data:`segment_lineage.lineage.core.acl.OWN_RIGHTS`)."""
+    return [ACL(rights, Id("digest", ident)) for ident, rights in policy.grants(place, owner)]
+
+
+class Nodes:
+    def __init__(
+        self, zk: ZkConnection, paths: Paths, acl: Sequence[ACL] | None, identity: str | None
+    ) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.acl = list(acl) if acl else None
+        self.identity = identity  # this client's digest id, when it authenticates
+        self._policy: tuple[AclPolicy | None] | None = None  # loaded once
+        self._ready = False
+        self._store_id: str | None = None
+        zk.on_refused = self.refused_by_policy
+
+    # ---- the policy ------------------------------------------------------------
+
+    def policy(self) -> AclPolicy | None:
+        """The ACL policy in force, read once per store; None when there is none."""
+        if self._policy is None:
+            path = f"{self.paths.root}/{POLICY_NODE}"
+            with translated(
+                "reading the ACL policy",
+                refused=f"ZooKeeper refused reading the ACL policy: identity "
+                f"{(self.identity or 'anonymous').partition(':')[0]!r} has no role",
+                remedy="set LINEAGE_ZK_AUTH to an identity the policy names ('lineage acl show' as an admin)",
+            ):
+                try:
+                    raw, _ = self.zk.get(path, retry=True)
+                    self._policy = (codec.decode_policy(raw, path),)
+                except NoNodeError:
+                    self._policy = (None,)
+        return self._policy[0]
+
+    def refused_by_policy(self) -> None:
+        """After a refusal: raise the clearer error when a policy names no role for this identity."""
+        self.forget_policy()
+        with contextlib.suppress(StoreUnavailableError):
+            self.policy()
+
+    def forget_policy(self) -> None:
+        self._policy = None
+
+    def role(self) -> str | None:
+        policy = self.policy()
+        return None if policy is None else policy.role_of(self.identity)
+
+    def acl_at(self, place: Place, owner: str | None = None) -> list[ACL] | None:
+        """The ACL a node created at ``place`` gets."""
+        policy = self.policy()
+        if policy is None:
+            return self.acl
+        return policy_acl(policy, place, owner)
+
+    def acl_of_node(self, place: Place, name: str) -> list[ACL] | None:
+        """The ACL of an existing node at ``place`` named ``name`` (an own folder's name tells whose)."""
+        policy = self.policy()
+        return self.acl_at(place, policy.owner_of(place, name) if policy is not None else None)
+
+    def require_role(self, *roles: str, doing: str) -> None:
+        """Refuse work meant for other roles, when a policy is in force.
+        ZooKeeper enforces the rights on znodes; this also keeps, say, a
+        pusher's identity from running a retention pass against deep storage."""
+        if self.policy() is None:
+            return
+        role = self.role()
+        if role != ADMIN_ROLE and role not in roles:
+            raise AuthError(
+                f"{doing} needs the {' or '.join(roles)} role; identity "
+                f"{(self.identity or 'anonymous').partition(':')[0]!r} is {role or 'unknown'}",
+                remedy="run it as an identity with that role (LINEAGE_ZK_AUTH)",
+            )
+
+    def may_sweep(self) -> bool:
+        """Whether this identity may delete metadata blobs and version records."""
+        return self.policy() is None or self.role() in (ADMIN_ROLE, RETENTION)
+
+    # ---- own folders: each pusher's owners, each reader's leases ---------------
+    #
+    # Under a policy each pusher and reader keeps its ephemerals in its own
+    # folder (owners/by-<user>, leases/by-<user>), made by an admin: only it
+    # may delete in there. Without a policy they sit in the folder itself.
+    # Listings read both shapes (a process opened before the policy still
+    # writes the flat one until it reopens).
+
+    def own_folders(self) -> list[tuple[str, Place, str]]:
+        """(folder, place, identity) of every own folder a new table gets under the policy."""
+        policy = self.policy()
+        if policy is None:
+            return []
+        out: list[tuple[str, Place, str]] = []
+        for folder, place in (("owners", Place.OWNERS), ("leases", Place.LEASES)):
+            own = OWN_FOLDER_OF[place]
+            out.extend((folder, own, ident) for ident in policy.ids(OWN_RIGHTS[own][0]))
+        return out
+
+    def holder(self, folder: str) -> str | None:
+        """The own folder this store keeps its ephemerals of ``folder`` in; None: flat."""
+        policy = self.policy()
+        if policy is None or self.identity is None or folder not in ("owners", "leases"):
+            return None
+        return own_folder(self.identity)
+
+    # ---- nodes -----------------------------------------------------------------
+
+    def ensure_node(self, path: str, place: Place, data: bytes = b"", owner: str | None = None) -> bool:
+        """Create ``path`` unless it exists; True when this call created it.
+        Asks first: ZooKeeper checks the right to create before existence."""
+        with translated(f"creating {path}", refused=f"ZooKeeper refused to create {path}: not authorised"):
+            try:
+                if self.zk.exists(path) is not None:
+                    return False
+                self.zk.create(path, data, acl=self.acl_at(place, owner))
+                return True
+            except NodeExistsError:
+                return False
+
+    def ensure_root(self) -> None:
+        """Once per store: the shared nodes exist, and none is left open to
+        anyone (an anonymous run creates them open; see :mod:`segment_lineage.lineage.zk.shared`)."""
+        if self._ready:
+            return
+        root = self.paths.root
+        for path in (root, f"{root}/tables", f"{root}/names", f"{root}/clock"):
+            self.ensure_node(path, Place.CLOCK if path.endswith("/clock") else Place.FOLDER)
+        close_open_nodes(self.zk.client, root, self.acl_of_node, self.zk.op_timeout_s)
+        self._ready = True
+
+    def now_ms(self) -> int:
+        self.ensure_root()
+        # The clock node holds nothing shared; only its mtime (set by the
+        # ZooKeeper leader) matters, so an unconditional set is right here.
+        clock = self.paths.clock
+        try:
+            stat = self.zk.set(clock, b"", doing="clock read")
+        except NoNodeError:
+            # Deleted since this store made sure of it: it holds nothing, so
+            # making it again loses nothing.
+            try:
+                self.ensure_node(clock, Place.CLOCK)
+            except AuthError:
+                raise AuthError(
+                    f"the clock node {clock} is missing and this identity may not create it",
+                    remedy="run 'lineage acl apply' as an admin: it makes the clock again",
+                ) from None
+            try:
+                stat = self.zk.set(clock, b"", doing="clock read")
+            except NoNodeError:
+                raise StoreUnavailableError(f"the clock node {clock} keeps disappearing") from None
+        return int(stat.mtime)
+
+    def store_id(self) -> str:
+        """This store's id (its ensemble and chroot): a uuid made by the first
+        client that asked, kept in ``id``. Root claims name it."""
+        if self._store_id is None:
+            self.ensure_root()
+            path = self.paths.store_id
+            try:
+                self.ensure_node(path, Place.GUARD, uuid.uuid4().hex.encode())
+                raw, _ = self.zk.get(path, doing="reading the store id")
+            except NoNodeError:
+                raise StoreUnavailableError(f"the store id {path} vanished; retry") from None
+            self._store_id = codec.decode_store_id(raw, path)
+        return self._store_id

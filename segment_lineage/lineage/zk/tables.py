@@ -1,0 +1,298 @@
+"""Tables: creating one (its head, folders, first version and empty
+buckets in one multi, with its name guard and the root registry), dropping
+one (marked, emptied, then removed; a drop cut short is finished by running
+it again), listing them, and the registry of their deep-storage roots."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
+
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.codec import KINDS, Head
+from segment_lineage.lineage.core.acl import OWN_PREFIX, Place, own_folder
+from segment_lineage.lineage.core.errors import (
+    AuthError,
+    CorruptRecordError,
+    InvalidNameError,
+    StoreUnavailableError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from segment_lineage.lineage.core.model import Audit, HistoryRecord, Operation, TableConfig, TableState
+from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.roots import check_no_overlap, overlaps
+from segment_lineage.lineage.store.contract import TableListing, VersionConflict
+from segment_lineage.lineage.zk.blobs import new_blob_id
+from segment_lineage.lineage.zk.connection import UNKNOWN, ZkConnection, translated
+from segment_lineage.lineage.zk.heads import READ_ATTEMPTS, Heads
+from segment_lineage.lineage.zk.nodes import Nodes
+from segment_lineage.lineage.zk.paths import VERSIONS, Paths
+
+
+class Tables:
+    def __init__(self, zk: ZkConnection, paths: Paths, nodes: Nodes, heads: Heads) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.nodes = nodes
+        self.heads = heads
+
+    def create_table(self, config: TableConfig, audit: Audit, commit_id: str) -> TableState:
+        table = check_table_name(config.name)
+        self.nodes.ensure_root()
+        now = self.nodes.now_ms()
+        empty = {kind: new_blob_id() for kind in KINDS}
+        record = HistoryRecord(
+            1,
+            commit_id,
+            now,
+            Operation.CREATE_TABLE,
+            None,
+            audit.actor,
+            audit.job_id,
+            audit.reason,
+            0,
+            0,
+            0,
+        )
+        head = Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, None, (record,))
+        guard = self.paths.guard(table)
+        path = self.paths.head(table)
+        for _ in range(READ_ATTEMPTS):
+            # The root registry is read, checked and swapped in the same multi
+            # that creates the name guard: two creates of overlapping roots
+            # cannot both land.
+            roots, roots_version = self._roots_for_create(table, config.root)
+            txn = self.zk.transaction()
+            txn.create(guard, codec.encode_guard(table), acl=self.nodes.acl_at(Place.GUARD))
+            txn.create(path, codec.encode_head(head), acl=self.nodes.acl_at(Place.HEAD))
+            txn.create(f"{path}/blobs", b"", acl=self.nodes.acl_at(Place.BLOBS))
+            txn.create(f"{path}/{VERSIONS}", b"", acl=self.nodes.acl_at(Place.VERSIONS))
+            txn.create(f"{path}/gc", codec.encode_gc({}), acl=self.nodes.acl_at(Place.GC))
+            txn.create(f"{path}/owners", b"", acl=self.nodes.acl_at(Place.OWNERS))
+            txn.create(f"{path}/leases", b"", acl=self.nodes.acl_at(Place.LEASES))
+            for folder, own, ident in self.nodes.own_folders():
+                txn.create(f"{path}/{folder}/{own_folder(ident)}", b"", acl=self.nodes.acl_at(own, ident))
+            txn.create(f"{path}/passes", b"", acl=self.nodes.acl_at(Place.RETENTION_HOLDS))
+            txn.create(f"{path}/floor", codec.encode_floor(None, 0), acl=self.nodes.acl_at(Place.FLOOR))
+            initial = codec.LeaseRecord(1, {k: (b,) for k, b in empty.items()}, ())
+            txn.create(
+                self.paths.version(table, 1),
+                codec.encode_lease(initial),
+                acl=self.nodes.acl_at(Place.VERSION),
+            )
+            for kind, blob in empty.items():
+                txn.create(
+                    self.paths.blob(table, blob),
+                    codec.encode_bucket(kind, []),
+                    acl=self.nodes.acl_at(Place.BLOB),
+                )
+            registry = codec.encode_roots({**roots, table: config.root})
+            if roots_version is None:
+                txn.create(self.paths.roots, registry, acl=self.nodes.acl_at(Place.GUARD))
+            else:
+                txn.set_data(self.paths.roots, registry, version=roots_version)
+            try:
+                with translated(None, refused=f"ZooKeeper refused creating table {table!r}: not authorised"):
+                    results = self.zk.commit(txn)
+            except UNKNOWN:
+                try:
+                    self.zk.sync(self.paths.tables, doing="sync")
+                    current, _ = self.heads.read_head(table)
+                except TableNotFoundError:
+                    continue
+                if current.commit_id == commit_id or any(
+                    r.commit_id == commit_id for r in current.history_tail
+                ):
+                    return TableState(config=config, version=1)
+                raise TableExistsError(table) from None
+            failures = [r for r in results if isinstance(r, Exception)]
+            if not failures:
+                return TableState(config=config, version=1)
+            if isinstance(results[0], NodeExistsError):
+                try:
+                    raw_guard, guard_stat = self.zk.get(guard, doing="table lookup")
+                except NoNodeError:
+                    continue
+                existing = codec.decode_guard(raw_guard, guard, table.casefold())
+                if not self.zk.exists(self.paths.head(existing), doing="table lookup"):
+                    # Left by a drop cut short after the head went: creates are
+                    # atomic, so a guard without a head is never a live table.
+                    with contextlib.suppress(NoNodeError, BadVersionError):
+                        self.zk.delete(guard, version=guard_stat.version)
+                    continue
+                raise TableExistsError(table, existing)
+            if isinstance(results[-1], (BadVersionError, NodeExistsError)):
+                continue  # another create or drop changed the root registry: check again
+            if isinstance(results[0], NoAuthError) or any(isinstance(r, NoAuthError) for r in failures):
+                raise AuthError(f"ZooKeeper refused creating table {table!r}: not authorised")
+            first = next(r for r in failures if type(r).__name__ != "RolledBackError")
+            raise StoreUnavailableError(f"creating table {table!r} failed: {type(first).__name__}")
+        raise StoreUnavailableError(f"creating table {table!r} did not settle after {READ_ATTEMPTS} attempts")
+
+    def roots(self) -> dict[str, str]:
+        """Every table's root (table -> root), from the root registry; built
+        from the tables' heads while no registry exists yet."""
+        self.nodes.ensure_root()
+        try:
+            raw, _ = self.zk.get(self.paths.roots, doing="reading the root registry")
+        except NoNodeError:
+            return self._roots_from_heads()
+        return codec.decode_roots(raw, self.paths.roots)
+
+    def _roots_from_heads(self) -> dict[str, str]:
+        """Tables created before the registry existed: their roots as recorded."""
+        out = {}
+        for name in self.zk.get_children(self.paths.tables, doing="listing tables"):
+            try:
+                head, _ = self.heads.read_head(name)
+            except (TableNotFoundError, CorruptRecordError, InvalidNameError):
+                continue
+            out[name] = head.config.root
+        return out
+
+    def _roots_for_create(self, table: str, root: str) -> tuple[dict[str, str], int | None]:
+        """The registry to extend with ``root`` and its znode version (None:
+        no registry yet), after refusing an overlap with a live table's root.
+        An entry whose table is gone (a drop cut short) is dropped."""
+        self.nodes.ensure_root()
+        try:
+            raw, stat = self.zk.get(self.paths.roots, doing="reading the root registry")
+            roots, version = codec.decode_roots(raw, self.paths.roots), stat.version
+        except NoNodeError:
+            roots, version = self._roots_from_heads(), None
+        for other, theirs in list(roots.items()):
+            if (
+                other != table
+                and overlaps(root, theirs)
+                and not self.zk.exists(self.paths.head(other), doing="table lookup")
+            ):
+                del roots[other]
+        roots.pop(table, None)
+        check_no_overlap(table, root, roots)
+        return roots, version
+
+    def forget_root(self, table: str) -> None:
+        """Remove a dropped table from the root registry (compare-and-set; a
+        create also drops entries whose table is gone, so this is best effort)."""
+        for _ in range(READ_ATTEMPTS):
+            try:
+                raw, stat = self.zk.get(self.paths.roots, doing="reading the root registry")
+            except NoNodeError:
+                return
+            roots = codec.decode_roots(raw, self.paths.roots)
+            if roots.pop(table, None) is None:
+                return
+            try:
+                self.zk.set(self.paths.roots, codec.encode_roots(roots), version=stat.version)
+                return
+            except BadVersionError:
+                continue
+
+    def list_tables(self) -> list[str]:
+        return list(self.table_listing().readable)
+
+    def table_listing(self) -> TableListing:
+        self.nodes.ensure_root()
+        children = self.zk.get_children(self.paths.tables, doing="listing tables")
+        readable, unreadable = [], {}
+        for name in sorted(children):
+            try:
+                self.heads.read_head(name)
+            except (TableNotFoundError, InvalidNameError):
+                continue  # being dropped, or not a table of ours
+            except CorruptRecordError as exc:
+                unreadable[name] = exc.message
+                continue
+            readable.append(name)
+        return TableListing(tuple(readable), unreadable)
+
+    def drop_table(
+        self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False
+    ) -> None:
+        """Mark the head dropping (compare-and-set), delete the blobs, then the head.
+
+        ``expected_version``: the version the caller checked; VersionConflict
+        when the table moved on. None skips the check (a forced drop of an
+        unreadable table). ``resume_only`` finishes an interrupted drop and
+        nothing else. A drop cut short is finished by running it again.
+        """
+        path = self.paths.head(table)
+        guard = self.paths.guard(table)
+        with translated(
+            lambda error: f"dropping table {table!r} was interrupted ({error})",
+            refused=f"ZooKeeper refused dropping table {table!r}: not authorised",
+            failure_remedy="run the drop again; it continues where it stopped",
+        ):
+            for _ in range(READ_ATTEMPTS):
+                try:
+                    raw, stat = self.zk.get(path, doing=f"reading table {table!r}")
+                except NoNodeError:
+                    raise TableNotFoundError(table) from None
+                try:
+                    head: Head | None = codec.decode_head(raw, path)
+                except CorruptRecordError:
+                    if expected_version is not None or resume_only:
+                        raise
+                    head = None
+                if head is not None and not head.dropping:
+                    if resume_only:
+                        raise TableNotFoundError(table)
+                    if expected_version is not None and head.version != expected_version:
+                        raise VersionConflict(f"table {table} changed since version {expected_version}")
+                    marked = Head(
+                        head.config,
+                        head.version + 1,
+                        uuid.uuid4().hex,
+                        head.buckets,
+                        head.history_last,
+                        head.history_tail,
+                        dropping=True,
+                    )
+                    # The name guard is rewritten (same bytes) in the same multi:
+                    # only an identity allowed to drop tables may write it, so
+                    # one that may only commit cannot leave the table half dropped.
+                    txn = self.zk.transaction()
+                    txn.set_data(path, codec.encode_head(marked), version=stat.version)
+                    txn.set_data(guard, codec.encode_guard(table))
+                    head_result, guard_result = self.zk.commit(txn)
+                    if isinstance(head_result, NoAuthError) or isinstance(guard_result, NoAuthError):
+                        raise NoAuthError()
+                    if isinstance(guard_result, NoNodeError):  # left by an old crash: restore it, retry
+                        with contextlib.suppress(NodeExistsError):
+                            self.zk.create(
+                                guard, codec.encode_guard(table), acl=self.nodes.acl_at(Place.GUARD)
+                            )
+                        continue
+                    if isinstance(head_result, BadVersionError):
+                        if expected_version is not None:
+                            raise VersionConflict(f"table {table} changed while dropping") from None
+                        continue
+                    if isinstance(head_result, Exception):
+                        raise head_result
+                    stat = head_result
+                for child in self.zk.get_children(path, doing="listing"):
+                    for grandchild in self.zk.get_children(f"{path}/{child}", doing="listing"):
+                        node = f"{path}/{child}/{grandchild}"
+                        if grandchild.startswith(OWN_PREFIX):  # one identity's owners or leases
+                            with contextlib.suppress(NoNodeError):
+                                for leaf in self.zk.get_children(node, doing="listing"):
+                                    with contextlib.suppress(NoNodeError):
+                                        self.zk.delete(f"{node}/{leaf}", retry=True)
+                        with contextlib.suppress(NoNodeError, NotEmptyError):
+                            self.zk.delete(node, retry=True)
+                    with contextlib.suppress(NoNodeError, NotEmptyError):
+                        self.zk.delete(f"{path}/{child}", retry=True)
+                try:
+                    self.zk.delete(path, version=stat.version)
+                except NotEmptyError:
+                    continue  # a late writer added a blob: sweep again
+                except BadVersionError:
+                    continue
+                with contextlib.suppress(NoNodeError):
+                    self.zk.delete(guard)
+                self.forget_root(table)
+                return
+        raise StoreUnavailableError(f"dropping table {table!r} did not settle; run the drop again")

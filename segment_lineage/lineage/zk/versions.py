@@ -1,0 +1,183 @@
+"""Retained versions: each commit records its version (its blob ids) under
+``versions``; a past version is rebuilt from those blobs, and the oldest
+records beyond MAX_VERSIONS are pruned. A reader's lease is the same record,
+so reading records (and skipping a reader's malformed lease) lives here too."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+
+from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
+
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.codec import Head
+from segment_lineage.lineage.core.acl import Place
+from segment_lineage.lineage.core.errors import CorruptRecordError, VersionGoneError
+from segment_lineage.lineage.core.model import TableState
+from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.store.contract import MAX_VERSIONS
+from segment_lineage.lineage.zk.blobs import BLOB_ID, BlobGone
+from segment_lineage.lineage.zk.connection import ZkConnection, translated
+from segment_lineage.lineage.zk.ephemerals import Ephemerals
+from segment_lineage.lineage.zk.heads import Heads
+from segment_lineage.lineage.zk.nodes import Nodes
+from segment_lineage.lineage.zk.paths import VERSIONS, Paths
+
+log = logging.getLogger(__name__)
+
+
+class Versions:
+    def __init__(
+        self, zk: ZkConnection, paths: Paths, nodes: Nodes, heads: Heads, ephemerals: Ephemerals
+    ) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.nodes = nodes
+        self.heads = heads
+        self.ephemerals = ephemerals
+        self._lock = threading.Lock()
+        self._ready: set[str] = set()  # tables whose versions folder exists
+        self._ignored: dict[str, dict[str, str]] = {}  # per table: malformed lease path -> why
+
+    def versions(self, table: str) -> list[int]:
+        """The retained versions of a table, oldest first."""
+        out = []
+        for child in self.ephemerals.children(table, VERSIONS):
+            if child.startswith("v-") and child[2:].isdigit():
+                out.append(int(child[2:]))
+        return sorted(out)
+
+    def ensure_folder(self, table: str) -> None:
+        """Tables created before versions were recorded get the folder once."""
+        if table in self._ready:
+            return
+        self.nodes.ensure_node(self.paths.folder(table, VERSIONS), Place.VERSIONS)
+        self._ready.add(table)
+
+    def records(self, table: str, folder: str) -> list[tuple[str, codec.LeaseRecord]]:
+        """The version records under ``folder`` (``versions``, or ``leases``
+        with each reader's own folder looked into), fetched in one pipelined
+        batch (with kazoo's bounded retry); one removed meanwhile is skipped.
+
+        A version record that does not decode fails closed (CorruptRecordError).
+        A lease that cannot be read (its ACL), does not decode, or names blobs
+        no store could have written, is skipped and remembered (:meth:`ignored_leases`): leases
+        are written by readers, and one reader's bad lease must not stop
+        retention for everyone else's."""
+        base = self.paths.folder(table, folder)
+        names = (
+            self.ephemerals.listing(table, folder)
+            if folder == "leases"
+            else self.ephemerals.children(table, folder)
+        )
+
+        deadline = time.monotonic() + self.zk.op_timeout_s
+
+        def fetch() -> dict[str, bytes | None]:
+            if names:
+                self.zk.check_answering()
+            pending = {name: self.zk.send_get(f"{base}/{name}") for name in names}
+            raws: dict[str, bytes | None] = {}
+            for name, result in pending.items():
+                try:
+                    raws[name] = self.zk.answer(result, deadline)[0]
+                except NoNodeError:
+                    continue
+                except NoAuthError:
+                    if folder != "leases":
+                        raise
+                    raws[name] = None  # a lease made with an ACL that hides it
+            return raws
+
+        with translated(f"reading {base}", refused=f"ZooKeeper refused reading {base}: not authorised"):
+            raws = self.zk.retry(fetch)
+        if folder != "leases":
+            return [(name, codec.decode_lease(raw or b"", f"{base}/{name}")) for name, raw in raws.items()]
+        out: list[tuple[str, codec.LeaseRecord]] = []
+        for name, raw in raws.items():
+            if raw is None:
+                self.ignore_lease(table, f"{base}/{name}", "not readable (its ACL)")
+                continue
+            try:
+                record = codec.decode_lease(raw, f"{base}/{name}")
+                bad = sorted(b for b in record.blobs if not BLOB_ID.match(b))
+                if bad:
+                    raise CorruptRecordError(f"{base}/{name}", f"names blob {bad[0][:80]!r}")
+            except CorruptRecordError as exc:
+                self.ignore_lease(table, f"{base}/{name}", exc.message)
+                continue
+            out.append((name, record))
+        return out
+
+    def ignore_lease(self, table: str, path: str, why: str) -> None:
+        why = f"lease {path}: {why.replace(f'corrupt lineage record at {path}: ', '')}"
+        log.warning("ignoring a malformed lease: %s", why)
+        with self._lock:
+            self._ignored.setdefault(table, {})[path] = why
+
+    def ignored_leases(self, table: str) -> list[str]:
+        """The malformed leases of ``table`` this store skipped so far, each
+        with why (retention reports them)."""
+        with self._lock:
+            return sorted(self._ignored.get(table, {}).values())
+
+    def record(self, table: str, version: int, newest: int) -> tuple[bytes, codec.LeaseRecord]:
+        """The raw and decoded record of a retained past version."""
+        path = self.paths.version(table, version)
+        try:
+            raw, _ = self.zk.get(path, doing=f"reading version {version} of {table!r}")
+        except NoNodeError:
+            retained = self.versions(table)
+            raise VersionGoneError(table, version, retained[0] if retained else None, newest) from None
+        record = codec.decode_lease(raw, path)
+        if record.version != version:
+            raise CorruptRecordError(path, f"holds version {record.version}")
+        return raw, record
+
+    def read_version(self, table: str, version: int) -> TableState:
+        """One retained version of a table, rebuilt from its blobs: ``version``
+        itself or VersionGoneError, whatever commits meanwhile. The head is
+        read once, never again: a second read could land after a commit and
+        answer a newer version."""
+        check_table_name(table)
+        head, zversion = self.heads.read_head(table)
+        if version == head.version:
+            last = self.heads.last(table, head, zversion)
+            if last is not None:
+                return last.state
+            try:
+                loaded = self.heads.load(table, head, zversion)
+            except BlobGone:
+                pass  # the head moved on and its blobs went: the version's record has them
+            else:
+                state = loaded.state()
+                self.heads.remember_state(table, head.buckets, state)
+                return state
+        _, record = self.record(table, version, head.version)
+        return self.rebuild(table, head, record)
+
+    def rebuild(self, table: str, head: Head, record: codec.LeaseRecord) -> TableState:
+        """The version ``record`` names, with ``head``'s config. CorruptRecordError when a blob is gone."""
+        cached = self.heads.remembered_state(table, record.version, record.buckets)
+        if cached is not None and cached.config == head.config:
+            return cached
+        pinned = Head(head.config, record.version, "", record.buckets, None, ())
+        try:
+            loaded = self.heads.load(table, pinned, -1)
+        except BlobGone as gone:
+            raise CorruptRecordError(
+                self.paths.head(table), f"blob {gone} of retained version {record.version} is missing"
+            ) from None
+        state = loaded.state()
+        self.heads.remember_state(table, record.buckets, state)
+        return state
+
+    def prune(self, table: str) -> None:
+        """Keep the newest MAX_VERSIONS version records; the rest go (they are
+        immutable, so deleting at data version 0 is the compare-and-set)."""
+        for version in self.versions(table)[:-MAX_VERSIONS]:
+            with contextlib.suppress(NoNodeError, BadVersionError):
+                self.zk.delete(self.paths.version(table, version), version=0)
