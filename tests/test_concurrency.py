@@ -14,9 +14,9 @@ from segment_lineage.lineage.core.errors import ContentionError, TableExistsErro
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.core.retry import RetryPolicy
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.zk.blobs import BlobStore
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.lineage.zk.store.blobs import BlobStore
 
 T = "shared"
 WRITERS = 16

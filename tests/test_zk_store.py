@@ -22,12 +22,12 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.store.memory import MemoryStore
-from segment_lineage.lineage.zk import blobs as zk_blobs
-from segment_lineage.lineage.zk import commit as zk_commit
-from segment_lineage.lineage.zk.blobs import BlobStore
 from segment_lineage.lineage.zk.client import ZkSettings, connect
-from segment_lineage.lineage.zk.gc import MetadataGc
 from segment_lineage.lineage.zk.store import ROOT, ZkStore
+from segment_lineage.lineage.zk.store import blobs as zk_blobs
+from segment_lineage.lineage.zk.store import commit as zk_commit
+from segment_lineage.lineage.zk.store.blobs import BlobStore
+from segment_lineage.lineage.zk.store.gc import MetadataGc
 from tests.conftest import fast_retry
 from tests.helpers.zk import walk
 
@@ -229,10 +229,10 @@ def test_memory_store_unknown_outcomes_are_resolved() -> None:
 def test_metadata_garbage_is_marked_then_swept_after_its_grace(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import segment_lineage.lineage.zk.versions
+    import segment_lineage.lineage.zk.store.versions
 
     monkeypatch.setattr(
-        segment_lineage.lineage.zk.versions, "MAX_VERSIONS", 1
+        segment_lineage.lineage.zk.store.versions, "MAX_VERSIONS", 1
     )  # only the head's blobs are referenced
     store = m.store
     assert isinstance(store, ZkStore)
@@ -470,10 +470,10 @@ def test_owners_and_leases_die_with_their_session(m: LineageManager, zk_hosts: s
 def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import segment_lineage.lineage.zk.versions
+    import segment_lineage.lineage.zk.store.versions
 
     monkeypatch.setattr(
-        segment_lineage.lineage.zk.versions, "MAX_VERSIONS", 1
+        segment_lineage.lineage.zk.store.versions, "MAX_VERSIONS", 1
     )  # the lease alone keeps the old version
     store = m.store
     assert isinstance(store, ZkStore)
@@ -495,12 +495,12 @@ def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(
 def test_retained_versions_keep_their_blobs_and_old_ones_are_pruned(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import segment_lineage.lineage.zk.versions
+    import segment_lineage.lineage.zk.store.versions
     from segment_lineage.lineage.core.errors import VersionGoneError
 
     store = m.store
     assert isinstance(store, ZkStore)
-    monkeypatch.setattr(segment_lineage.lineage.zk.versions, "MAX_VERSIONS", 4)
+    monkeypatch.setattr(segment_lineage.lineage.zk.store.versions, "MAX_VERSIONS", 4)
     start = m.table(T).version
     for i in range(6):
         m.register_segments(T, [seg(f"v{i}")])
@@ -520,9 +520,11 @@ def test_retained_versions_keep_their_blobs_and_old_ones_are_pruned(
 
 
 def test_history_stays_bounded(m: LineageManager, monkeypatch: pytest.MonkeyPatch) -> None:
-    import segment_lineage.lineage.zk.history
+    import segment_lineage.lineage.zk.store.history
 
-    monkeypatch.setattr(segment_lineage.lineage.zk.history, "MAX_HISTORY", 128)  # two sealed chunks of 64
+    monkeypatch.setattr(
+        segment_lineage.lineage.zk.store.history, "MAX_HISTORY", 128
+    )  # two sealed chunks of 64
     store = m.store
     assert isinstance(store, ZkStore)
     for i in range(200):

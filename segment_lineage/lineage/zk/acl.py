@@ -29,9 +29,9 @@ from segment_lineage.lineage.core.acl import (
 )
 from segment_lineage.lineage.core.errors import ConflictError, InvalidInputError
 from segment_lineage.lineage.zk.connection import translated
-from segment_lineage.lineage.zk.nodes import policy_acl
 from segment_lineage.lineage.zk.shared import batches, walk
 from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.lineage.zk.store.nodes import policy_acl
 
 ELECTIONS = ("retention",)
 

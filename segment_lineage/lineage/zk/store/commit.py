@@ -24,13 +24,13 @@ from segment_lineage.lineage.store.contract import (
     VersionConflict,
     WriteOutcomeUnknown,
 )
-from segment_lineage.lineage.zk.blobs import BlobStore, Bucket, new_blob_id
 from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
-from segment_lineage.lineage.zk.gc import MetadataGc
-from segment_lineage.lineage.zk.heads import Loaded
-from segment_lineage.lineage.zk.nodes import Nodes
-from segment_lineage.lineage.zk.paths import Paths
-from segment_lineage.lineage.zk.versions import Versions
+from segment_lineage.lineage.zk.store.blobs import BlobStore, Bucket, new_blob_id
+from segment_lineage.lineage.zk.store.gc import MetadataGc
+from segment_lineage.lineage.zk.store.heads import Loaded
+from segment_lineage.lineage.zk.store.nodes import Nodes
+from segment_lineage.lineage.zk.store.paths import Paths
+from segment_lineage.lineage.zk.store.versions import Versions
 
 HEAD_LIMIT = 448 * 1024  # leaves room for the blob checks in the commit multi
 INLINE_NAMES_BYTES = 4 * 1024  # shorter name lists live inside the entry record

@@ -14,11 +14,11 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.acl import Place
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
-from segment_lineage.lineage.zk.heads import Heads, Loaded
-from segment_lineage.lineage.zk.history import History
-from segment_lineage.lineage.zk.nodes import Nodes
-from segment_lineage.lineage.zk.paths import VERSIONS, Paths
-from segment_lineage.lineage.zk.versions import Versions
+from segment_lineage.lineage.zk.store.heads import Heads, Loaded
+from segment_lineage.lineage.zk.store.history import History
+from segment_lineage.lineage.zk.store.nodes import Nodes
+from segment_lineage.lineage.zk.store.paths import VERSIONS, Paths
+from segment_lineage.lineage.zk.store.versions import Versions
 
 log = logging.getLogger(__name__)
 

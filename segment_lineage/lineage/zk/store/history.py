@@ -12,10 +12,10 @@ from segment_lineage.lineage.codec import Head
 from segment_lineage.lineage.core.errors import CorruptRecordError
 from segment_lineage.lineage.core.model import HistoryRecord
 from segment_lineage.lineage.store.contract import MAX_HISTORY
-from segment_lineage.lineage.zk.blobs import BlobGone, BlobStore
 from segment_lineage.lineage.zk.connection import ZkConnection
-from segment_lineage.lineage.zk.heads import Heads
-from segment_lineage.lineage.zk.paths import Paths
+from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore
+from segment_lineage.lineage.zk.store.heads import Heads
+from segment_lineage.lineage.zk.store.paths import Paths
 
 
 class History:

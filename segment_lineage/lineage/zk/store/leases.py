@@ -12,10 +12,10 @@ from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.names import check_entry_id
 from segment_lineage.lineage.store.contract import Lease, LeaseInfo
 from segment_lineage.lineage.zk.connection import ZkConnection
-from segment_lineage.lineage.zk.ephemerals import Ephemerals
-from segment_lineage.lineage.zk.heads import Heads, Loaded
-from segment_lineage.lineage.zk.paths import Paths
-from segment_lineage.lineage.zk.versions import Versions
+from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
+from segment_lineage.lineage.zk.store.heads import Heads, Loaded
+from segment_lineage.lineage.zk.store.paths import Paths
+from segment_lineage.lineage.zk.store.versions import Versions
 
 
 class Owners:

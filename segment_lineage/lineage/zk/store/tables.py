@@ -25,11 +25,11 @@ from segment_lineage.lineage.core.model import Audit, HistoryRecord, Operation, 
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.roots import check_no_overlap, overlaps
 from segment_lineage.lineage.store.contract import TableListing, VersionConflict
-from segment_lineage.lineage.zk.blobs import new_blob_id
 from segment_lineage.lineage.zk.connection import UNKNOWN, ZkConnection, translated
-from segment_lineage.lineage.zk.heads import READ_ATTEMPTS, Heads
-from segment_lineage.lineage.zk.nodes import Nodes
-from segment_lineage.lineage.zk.paths import VERSIONS, Paths
+from segment_lineage.lineage.zk.store.blobs import new_blob_id
+from segment_lineage.lineage.zk.store.heads import READ_ATTEMPTS, Heads
+from segment_lineage.lineage.zk.store.nodes import Nodes
+from segment_lineage.lineage.zk.store.paths import VERSIONS, Paths
 
 
 class Tables:

@@ -19,12 +19,12 @@ from segment_lineage.lineage.core.errors import CorruptRecordError, VersionGoneE
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.store.contract import MAX_VERSIONS
-from segment_lineage.lineage.zk.blobs import BLOB_ID, BlobGone
 from segment_lineage.lineage.zk.connection import ZkConnection, translated
-from segment_lineage.lineage.zk.ephemerals import Ephemerals
-from segment_lineage.lineage.zk.heads import Heads
-from segment_lineage.lineage.zk.nodes import Nodes
-from segment_lineage.lineage.zk.paths import VERSIONS, Paths
+from segment_lineage.lineage.zk.store.blobs import BLOB_ID, BlobGone
+from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
+from segment_lineage.lineage.zk.store.heads import Heads
+from segment_lineage.lineage.zk.store.nodes import Nodes
+from segment_lineage.lineage.zk.store.paths import VERSIONS, Paths
 
 log = logging.getLogger(__name__)
 

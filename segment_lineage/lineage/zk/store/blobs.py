@@ -19,8 +19,8 @@ from segment_lineage.lineage.core.acl import Place
 from segment_lineage.lineage.core.errors import TableNotFoundError, TooLargeError
 from segment_lineage.lineage.store.contract import RetryableStoreError
 from segment_lineage.lineage.zk.connection import UNAVAILABLE, ZkConnection, translated
-from segment_lineage.lineage.zk.nodes import Nodes
-from segment_lineage.lineage.zk.paths import Paths
+from segment_lineage.lineage.zk.store.nodes import Nodes
+from segment_lineage.lineage.zk.store.paths import Paths
 
 REQUEST_LIMIT = 512 * 1024  # every request we send stays under this
 CACHE_BLOBS = 8192

@@ -23,9 +23,9 @@ from segment_lineage.lineage.core.errors import (
 )
 from segment_lineage.lineage.store.contract import MEMBER_PREFIX, Floor, Member
 from segment_lineage.lineage.zk.connection import ZkConnection, translated
-from segment_lineage.lineage.zk.ephemerals import Ephemerals
-from segment_lineage.lineage.zk.nodes import Nodes
-from segment_lineage.lineage.zk.paths import Paths
+from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
+from segment_lineage.lineage.zk.store.nodes import Nodes
+from segment_lineage.lineage.zk.store.paths import Paths
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from segment_lineage.lineage.core.acl import OWN_FOLDER_OF, OWN_PREFIX, TABLE_FOLDERS, child_place
 from segment_lineage.lineage.core.errors import TableNotFoundError
 from segment_lineage.lineage.zk.connection import ZkConnection, translated
-from segment_lineage.lineage.zk.nodes import Nodes
-from segment_lineage.lineage.zk.paths import Paths
+from segment_lineage.lineage.zk.store.nodes import Nodes
+from segment_lineage.lineage.zk.store.paths import Paths
 
 
 class Ephemerals:

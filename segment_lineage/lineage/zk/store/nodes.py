@@ -24,8 +24,8 @@ from segment_lineage.lineage.core.acl import (
 )
 from segment_lineage.lineage.core.errors import AuthError, StoreUnavailableError
 from segment_lineage.lineage.zk.connection import ZkConnection, translated
-from segment_lineage.lineage.zk.paths import Paths
 from segment_lineage.lineage.zk.shared import close_open_nodes
+from segment_lineage.lineage.zk.store.paths import Paths
 
 
 def policy_acl(policy: AclPolicy, place: Place, owner: str | None = None) -> list[ACL]:

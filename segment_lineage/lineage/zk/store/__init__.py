@@ -49,19 +49,19 @@ from kazoo.security import ACL
 from segment_lineage.lineage.core.acl import AclPolicy, Place
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableConfig, TableState
 from segment_lineage.lineage.store.contract import Floor, Lease, LeaseInfo, Member, Snapshot, TableListing
-from segment_lineage.lineage.zk.blobs import BlobStore
-from segment_lineage.lineage.zk.commit import Commits
 from segment_lineage.lineage.zk.connection import ZkConnection
-from segment_lineage.lineage.zk.ephemerals import Ephemerals
-from segment_lineage.lineage.zk.gc import METADATA_GRACE_MS, MetadataGc
-from segment_lineage.lineage.zk.heads import Heads
-from segment_lineage.lineage.zk.history import History
-from segment_lineage.lineage.zk.leases import Leases, Owners
-from segment_lineage.lineage.zk.locks import Elections, Floors, PassHolds
-from segment_lineage.lineage.zk.nodes import Nodes
-from segment_lineage.lineage.zk.paths import ROOT, Paths
-from segment_lineage.lineage.zk.tables import Tables
-from segment_lineage.lineage.zk.versions import Versions
+from segment_lineage.lineage.zk.store.blobs import BlobStore
+from segment_lineage.lineage.zk.store.commit import Commits
+from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
+from segment_lineage.lineage.zk.store.gc import METADATA_GRACE_MS, MetadataGc
+from segment_lineage.lineage.zk.store.heads import Heads
+from segment_lineage.lineage.zk.store.history import History
+from segment_lineage.lineage.zk.store.leases import Leases, Owners
+from segment_lineage.lineage.zk.store.locks import Elections, Floors, PassHolds
+from segment_lineage.lineage.zk.store.nodes import Nodes
+from segment_lineage.lineage.zk.store.paths import ROOT, Paths
+from segment_lineage.lineage.zk.store.tables import Tables
+from segment_lineage.lineage.zk.store.versions import Versions
 
 
 class ZkStore:

@@ -24,10 +24,10 @@ from segment_lineage.lineage.core.errors import CorruptRecordError, TableNotFoun
 from segment_lineage.lineage.core.model import LineageEntry, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.store.contract import Snapshot
-from segment_lineage.lineage.zk.blobs import BlobGone, BlobStore, Bucket
 from segment_lineage.lineage.zk.connection import ZkConnection
-from segment_lineage.lineage.zk.locks import Floors
-from segment_lineage.lineage.zk.paths import Paths
+from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore, Bucket
+from segment_lineage.lineage.zk.store.locks import Floors
+from segment_lineage.lineage.zk.store.paths import Paths
 
 READ_ATTEMPTS = 5
 STATES_CACHED = 8  # rebuilt versions kept in memory
