@@ -341,3 +341,23 @@ def test_the_daemon_reads_time_only_through_the_clocks_it_is_given(
     own = PassOptions(clock=lambda: 0.0)
     Daemon(manager, AlwaysLeading(), Schedule(interval_ms=1000), own, clock=clock).tick()
     assert given[1].clock is own.clock
+
+
+def test_a_daemon_given_no_clocks_reads_the_time_of_its_module_at_each_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The simulation swaps a module's ``time`` for a virtual one: a daemon
+    built before the swap must follow it, not keep the real clock it saw."""
+    import types
+
+    import segment_lineage.retention.daemon as daemon_module
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    manager = LineageManager(MemoryStore(), retry=fast_retry(), claims=RootClaimFiles())
+    manager.create_table(TableConfig.build("t", str(tmp_path / "t")))
+    daemon = Daemon(manager, AlwaysLeading(), Schedule(interval_ms=1000), PassOptions())
+    virtual = types.SimpleNamespace(monotonic=lambda: 7.0, time=lambda: 4321.0)
+    monkeypatch.setattr(daemon_module, "time", virtual)
+    assert daemon.clock() == 7.0 and daemon.wall() == 4321.0
+    daemon.tick()
+    assert daemon.status.last_success_ms == 4_321_000

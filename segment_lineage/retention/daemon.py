@@ -174,8 +174,17 @@ class Daemon:
         self.status = Status()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self.clock = clock or time.monotonic
-        self.wall = wall or time.time
+        self._clock = clock
+        self._wall = wall
+
+    def clock(self) -> float:
+        """The pass clock: the one given, else ``time.monotonic`` looked up
+        at each call (so a clock swapped after the daemon was built holds)."""
+        return (self._clock or time.monotonic)()
+
+    def wall(self) -> float:
+        """Seconds since the epoch: the one given, else ``time.time`` at each call."""
+        return (self._wall or time.time)()
 
     # ---- one pass --------------------------------------------------------------
 
@@ -205,7 +214,7 @@ class Daemon:
 
         began = self.clock()
         options = dataclasses.replace(
-            self.options, fence=fence, progress=log.info, clock=self.options.clock or self.clock
+            self.options, fence=fence, progress=log.info, clock=self.options.clock or self._clock or self.clock
         )
         with self._lock:
             self.status.passes += 1
