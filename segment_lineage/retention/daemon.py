@@ -214,7 +214,10 @@ class Daemon:
 
         began = self.clock()
         options = dataclasses.replace(
-            self.options, fence=fence, progress=log.info, clock=self.options.clock or self._clock or self.clock
+            self.options,
+            fence=fence,
+            progress=log.info,
+            clock=self.options.clock or self._clock or self.clock,
         )
         with self._lock:
             self.status.passes += 1
