@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -364,3 +366,14 @@ def test_table_show_names_the_commit_holding_the_floor(zk_hosts: str, tmp_path: 
         store.close()
     code, out, _ = run(zk_hosts, "--json", "table", "show", "events")
     assert "floor" not in json.loads(out)
+
+
+def test_loading_the_command_line_loads_no_pyarrow() -> None:
+    """Every CLI command is a fresh process: pyarrow (about 150 ms and 40 MB
+    to load) is loaded by the commands that touch deep storage, not by all."""
+    code = (
+        "import sys, segment_lineage.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyarrow'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

@@ -22,14 +22,16 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
-
-import pyarrow.fs as pafs
 
 from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.names import check_location
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.lineage.storage.errors import StorageError
+
+if TYPE_CHECKING:  # imported where used: pyarrow takes ~150 ms to load, and most commands never need it
+    import pyarrow.fs as pafs
 
 SCHEMES = ("file", "s3", "gs", "gcs", "hdfs")
 
@@ -88,6 +90,8 @@ class DeepStore:
     # ---- the file system -------------------------------------------------------
 
     def filesystem(self) -> pafs.FileSystem:
+        import pyarrow.fs as pafs
+
         if self.scheme == "file":
             return pafs.LocalFileSystem()
         if self.scheme == "s3":
@@ -160,6 +164,8 @@ class DeepStore:
         """Each location's file size; None where no regular file is (nothing,
         or a directory). One batched look (a HEAD per object on an object
         store). A location leading out of the root is refused."""
+        import pyarrow.fs as pafs
+
         resolved_dirs: dict[str, str] = {}
         paths = [self.path(location, resolved_dirs) for location in locations]
         try:
@@ -198,6 +204,8 @@ class DeepStore:
         first, never the root). Object stores keep an empty "directory"
         marker where the last file of a prefix was deleted; those go too.
         A directory that is not empty stays. Returns how many went."""
+        import pyarrow.fs as pafs
+
         fs = self.filesystem()
         dirs: set[str] = set()
         for location in locations:
@@ -277,6 +285,8 @@ class DeepStore:
     def claims_around(self) -> list[str]:
         """Roots other than this one that hold a claim marker, above it (up to
         the file system's or the bucket's top) or below it."""
+        import pyarrow.fs as pafs
+
         fs = self.filesystem()
         found = []
         parts = self.base.rstrip("/").split("/")
@@ -348,6 +358,8 @@ class DeepStore:
         """Files under the root (or under ``prefix`` inside it), recursively;
         on a local disk, symbolic links are not followed or listed. Nothing
         under another claimed root (a folder holding a claim marker) is listed."""
+        import pyarrow.fs as pafs
+
         base = self.path(prefix) if prefix else self.base
         if self.scheme == "file":
             try:
