@@ -91,14 +91,13 @@ def _creator(hosts: str, start: Any, out: Any) -> None:
         m.store.close()
 
 
-@pytest.mark.slow
-def test_sixteen_processes_lose_no_acknowledged_change(zk_hosts: str) -> None:
-    setup = _manager(zk_hosts)
-    setup.create_table(TableConfig.build(T, f"/d/{T}", "APPEND"))
+def _run_writers(target: Any, hosts: str) -> list[Any]:
+    """WRITERS processes running ``target(hosts, worker, start, out)``, let go
+    at once; what each put on ``out``, once all exited cleanly."""
     ctx = mp.get_context("spawn")
     start = ctx.Event()
     out = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(zk_hosts, w, start, out)) for w in range(WRITERS)]
+    procs = [ctx.Process(target=target, args=(hosts, w, start, out)) for w in range(WRITERS)]
     for p in procs:
         p.start()
     start.set()
@@ -106,6 +105,14 @@ def test_sixteen_processes_lose_no_acknowledged_change(zk_hosts: str) -> None:
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
+    return results
+
+
+@pytest.mark.slow
+def test_sixteen_processes_lose_no_acknowledged_change(zk_hosts: str) -> None:
+    setup = _manager(zk_hosts)
+    setup.create_table(TableConfig.build(T, f"/d/{T}", "APPEND"))
+    results = _run_writers(_writer, zk_hosts)
 
     history = setup.history(T)
     versions = [h.version for h in history]
@@ -132,17 +139,7 @@ def test_sixteen_writers_whose_changes_do_not_overlap_never_give_up(zk_hosts: st
     never a ContentionError (the floor takes over from the races)."""
     setup = _manager(zk_hosts)
     setup.create_table(TableConfig.build(OWN, f"/d/{OWN}", "APPEND"))
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_own_writer, args=(zk_hosts, w, start, out)) for w in range(WRITERS)]
-    for p in procs:
-        p.start()
-    start.set()
-    results = [out.get(timeout=600) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    results = _run_writers(_own_writer, zk_hosts)
     gave_up = [f"writer {w}: {message}" for w, messages in results for message in messages]
     assert not gave_up, gave_up
     visible = {s.name for s in setup.visible_segments(OWN)}
