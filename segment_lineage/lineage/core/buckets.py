@@ -66,16 +66,11 @@ def relayout(
             dirty.add(bucket_of(key, count))
     if not dirty:
         return None
-    layout: list[list[str]] | None = None
+    keys_of = {i: [k for k in old_keys[i] if k in new] for i in dirty}
+    for key in new:
+        if key not in old:
+            keys_of[bucket_of(key, count)].append(key)
     while True:
-        if layout is None:
-            keys_of = {i: [k for k in old_keys[i] if k in new] for i in dirty}
-            for key in new:
-                if key not in old:
-                    i = bucket_of(key, count)
-                    keys_of[i].append(key)
-        else:
-            keys_of = dict(enumerate(layout))
         encoded: dict[int, tuple[tuple[str, ...], bytes]] = {}
         too_big = False
         for i, keys in keys_of.items():
@@ -89,7 +84,6 @@ def relayout(
         count *= 2
         if count > MAX_BUCKETS:
             raise TooLargeError(f"{what} exceeds {MAX_BUCKETS} buckets of {BLOB_LIMIT} bytes")
-        layout = [[] for _ in range(count)]
+        keys_of = {i: [] for i in range(count)}  # every bucket anew, at the doubled count
         for key in new:
-            layout[bucket_of(key, count)].append(key)
-        dirty = set(range(count))
+            keys_of[bucket_of(key, count)].append(key)

@@ -31,7 +31,7 @@ from segment_lineage.lineage.core.errors import ConflictError, InvalidInputError
 from segment_lineage.lineage.zk.connection import translated
 from segment_lineage.lineage.zk.shared import batches, walk
 from segment_lineage.lineage.zk.store import ZkStore
-from segment_lineage.lineage.zk.store.nodes import policy_acl
+from segment_lineage.lineage.zk.store.nodes import folder_data, policy_acl
 
 ELECTIONS = ("retention",)
 
@@ -80,14 +80,7 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
     for table in store.zk.get_children(f"{root}/tables"):
         for folder, place in TABLE_FOLDERS.items():
             path = f"{root}/tables/{table}/{folder}"
-            data = (
-                codec.encode_gc({})
-                if place is Place.GC
-                else codec.encode_floor(None, 0)
-                if place is Place.FLOOR
-                else b""
-            )
-            if store.ensure_node(path, place, data):
+            if store.ensure_node(path, place, folder_data(place)):
                 created.append(path)
             own = OWN_FOLDER_OF.get(place)
             if own is None:

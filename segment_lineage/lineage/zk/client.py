@@ -30,7 +30,6 @@ from kazoo.security import ACL, make_digest_acl
 from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.errors import AuthError, InvalidInputError, StoreUnavailableError
 
-ENV_ZK = "LINEAGE_ZK"
 ENV_AUTH = "LINEAGE_ZK_AUTH"
 ENV_SESSION_TIMEOUT = "LINEAGE_ZK_SESSION_TIMEOUT"  # seconds: how soon a dead pusher's claim lapses
 ENV_TLS = "LINEAGE_ZK_TLS"

@@ -2,7 +2,7 @@
 
 :class:`ZkConnection` wraps a KazooClient with typed calls (``get``,
 ``exists``, ``create``, ``set``, ``delete``, ``get_children``, ``set_acls``,
-``sync``), each waiting at most ``op_timeout_s``; ``retry=True`` runs one under
+``sync``), each waiting at most ``op_timeout_s``; ``retry=True`` runs a ``get`` or ``delete`` under
 kazoo's bounded retry within one ``op_timeout_s``; ``doing=...`` makes it a
 translated read. Pipelined reads are sent with ``send_*`` and answered with
 :meth:`ZkConnection.answer`; multis go through :meth:`ZkConnection.commit`.
@@ -183,7 +183,9 @@ class ZkConnection:
             on_refused=self.on_refused,
         )
 
-    def _call(self, send: Callable[[], Any], retry: bool, doing: str | None) -> Any:
+    def _call(self, send: Callable[[], Any], doing: str | None, retry: bool = False) -> Any:
+        """One call: kazoo's errors as they are, under kazoo's retry when
+        ``retry``; or, when ``doing`` names it, a translated read, retried."""
         if doing is None:
             return self._run(send, retry)
         with self.reading(doing):
@@ -192,21 +194,19 @@ class ZkConnection:
     # ---- typed calls: kazoo's errors, unless ``doing`` names a translated read ---
 
     def get(self, path: str, *, retry: bool = False, doing: str | None = None) -> tuple[bytes, ZnodeStat]:
-        return cast("tuple[bytes, ZnodeStat]", self._call(lambda: self.client.get_async(path), retry, doing))
+        return cast("tuple[bytes, ZnodeStat]", self._call(lambda: self.client.get_async(path), doing, retry))
 
-    def exists(self, path: str, *, retry: bool = False, doing: str | None = None) -> ZnodeStat | None:
-        return self._call(lambda: self.client.exists_async(path), retry, doing)
+    def exists(self, path: str, *, doing: str | None = None) -> ZnodeStat | None:
+        return self._call(lambda: self.client.exists_async(path), doing)
 
-    def get_children(self, path: str, *, retry: bool = False, doing: str | None = None) -> list[str]:
-        return cast("list[str]", self._call(lambda: self.client.get_children_async(path), retry, doing))
+    def get_children(self, path: str, *, doing: str | None = None) -> list[str]:
+        return cast("list[str]", self._call(lambda: self.client.get_children_async(path), doing))
 
     def sync(self, path: str, *, doing: str) -> None:
-        self._call(lambda: self.client.sync_async(path), True, doing)
+        self._call(lambda: self.client.sync_async(path), doing)
 
-    def set(
-        self, path: str, data: bytes, *, version: int = -1, retry: bool = False, doing: str | None = None
-    ) -> ZnodeStat:
-        return self._call(lambda: self.client.set_async(path, data, version=version), retry, doing)
+    def set(self, path: str, data: bytes, *, version: int = -1, doing: str | None = None) -> ZnodeStat:
+        return self._call(lambda: self.client.set_async(path, data, version=version), doing)
 
     def create(
         self,

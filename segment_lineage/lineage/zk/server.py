@@ -21,9 +21,7 @@ from pathlib import Path
 from segment_lineage.lineage.config import Settings, state_dir
 from segment_lineage.lineage.core.errors import InvalidInputError, ServerError
 
-DEFAULT_PORT = 2191
 ENV_PORT = "LINEAGE_ZK_PORT"
-ENV_HEAP = "LINEAGE_ZK_HEAP"
 START_TIMEOUT_S = 60.0
 DEFAULT_HEAP_MB = 256  # when the machine's memory is unknown
 MIN_HEAP_MB = 64
@@ -65,14 +63,14 @@ def parse_heap(text: str) -> int:
     return mb
 
 
-def embedded_heap_mb(settings: Settings | None = None) -> int:
-    """The embedded server's heap (``LINEAGE_ZK_HEAP``); by default, of the environment's settings."""
-    return parse_heap((Settings.from_env() if settings is None else settings).embedded_heap)
+def embedded_heap_mb(settings: Settings) -> int:
+    """The embedded server's heap (``LINEAGE_ZK_HEAP``) of ``settings``."""
+    return parse_heap(settings.embedded_heap)
 
 
-def embedded_port(settings: Settings | None = None) -> int:
-    """The embedded server's port (``LINEAGE_ZK_PORT``); by default, of the environment's settings."""
-    raw = (Settings.from_env() if settings is None else settings).embedded_port
+def embedded_port(settings: Settings) -> int:
+    """The embedded server's port (``LINEAGE_ZK_PORT``) of ``settings``."""
+    raw = settings.embedded_port
     if not raw.isdigit() or not 0 < int(raw) < 65536:
         raise ServerError(f"{ENV_PORT}={raw!r} is not a port number")
     return int(raw)
@@ -340,16 +338,14 @@ class ZkServer:
             os.kill(pid, sig)
 
 
-def embedded_server(heap_mb: int | None = None, *, settings: Settings | None = None) -> ZkServer:
+def embedded_server(heap_mb: int | None = None, *, settings: Settings) -> ZkServer:
     """The server ``lineage zk`` manages, under the state directory; ``settings``
-    (by default, the environment's) give its port, its heap unless ``heap_mb``
-    is given, and Java."""
-    given = Settings.from_env() if settings is None else settings
+    give its port, its heap unless ``heap_mb`` is given, and Java."""
     return ZkServer(
         directory=state_dir() / "zookeeper",
-        client_port=embedded_port(given),
-        heap_mb=heap_mb if heap_mb is not None else embedded_heap_mb(given),
-        settings=given,
+        client_port=embedded_port(settings),
+        heap_mb=heap_mb if heap_mb is not None else embedded_heap_mb(settings),
+        settings=settings,
     )
 
 

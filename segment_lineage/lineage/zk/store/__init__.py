@@ -108,9 +108,6 @@ class ZkStore:
     def blob_path(self, table: str, blob: str) -> str:
         return self.paths.blob(table, blob)
 
-    def version_path(self, table: str, version: int) -> str:
-        return self.paths.version(table, version)
-
     # ---- access control ------------------------------------------------------------
 
     @property

@@ -34,6 +34,16 @@ def policy_acl(policy: AclPolicy, place: Place, owner: str | None = None) -> lis
     return [ACL(rights, Id("digest", ident)) for ident, rights in policy.grants(place, owner)]
 
 
+def folder_data(place: Place) -> bytes:
+    """What a table folder holds when it is created: the sweep's empty marks,
+    a free floor, or nothing."""
+    if place is Place.GC:
+        return codec.encode_gc({})
+    if place is Place.FLOOR:
+        return codec.encode_floor(None, 0)
+    return b""
+
+
 class Nodes:
     def __init__(
         self, zk: ZkConnection, paths: Paths, acl: Sequence[ACL] | None, identity: str | None

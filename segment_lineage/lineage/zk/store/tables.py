@@ -12,7 +12,7 @@ from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNo
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import KINDS, Head
-from segment_lineage.lineage.core.acl import OWN_PREFIX, Place, own_folder
+from segment_lineage.lineage.core.acl import OWN_PREFIX, TABLE_FOLDERS, Place, own_folder
 from segment_lineage.lineage.core.errors import (
     AuthError,
     CorruptRecordError,
@@ -28,8 +28,8 @@ from segment_lineage.lineage.store.contract import TableListing, VersionConflict
 from segment_lineage.lineage.zk.connection import UNKNOWN, ZkConnection, translated
 from segment_lineage.lineage.zk.store.blobs import new_blob_id
 from segment_lineage.lineage.zk.store.heads import READ_ATTEMPTS, Heads
-from segment_lineage.lineage.zk.store.nodes import Nodes
-from segment_lineage.lineage.zk.store.paths import VERSIONS, Paths
+from segment_lineage.lineage.zk.store.nodes import Nodes, folder_data
+from segment_lineage.lineage.zk.store.paths import Paths
 
 
 class Tables:
@@ -68,15 +68,10 @@ class Tables:
             txn = self.zk.transaction()
             txn.create(guard, codec.encode_guard(table), acl=self.nodes.acl_at(Place.GUARD))
             txn.create(path, codec.encode_head(head), acl=self.nodes.acl_at(Place.HEAD))
-            txn.create(f"{path}/blobs", b"", acl=self.nodes.acl_at(Place.BLOBS))
-            txn.create(f"{path}/{VERSIONS}", b"", acl=self.nodes.acl_at(Place.VERSIONS))
-            txn.create(f"{path}/gc", codec.encode_gc({}), acl=self.nodes.acl_at(Place.GC))
-            txn.create(f"{path}/owners", b"", acl=self.nodes.acl_at(Place.OWNERS))
-            txn.create(f"{path}/leases", b"", acl=self.nodes.acl_at(Place.LEASES))
+            for folder, place in TABLE_FOLDERS.items():
+                txn.create(f"{path}/{folder}", folder_data(place), acl=self.nodes.acl_at(place))
             for folder, own, ident in self.nodes.own_folders():
                 txn.create(f"{path}/{folder}/{own_folder(ident)}", b"", acl=self.nodes.acl_at(own, ident))
-            txn.create(f"{path}/passes", b"", acl=self.nodes.acl_at(Place.RETENTION_HOLDS))
-            txn.create(f"{path}/floor", codec.encode_floor(None, 0), acl=self.nodes.acl_at(Place.FLOOR))
             initial = codec.LeaseRecord(1, {k: (b,) for k, b in empty.items()}, ())
             txn.create(
                 self.paths.version(table, 1),
