@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from segment_lineage.cli.context import connection, current, emit, manager_on
+from segment_lineage.lineage.config import BY_KEY
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.periods import format_period, parse_period
 from segment_lineage.retention.errors import RetentionError
@@ -29,13 +30,13 @@ MIN_GRACE = format_period(DEFAULT_MIN_GRACE_MS)
 ORPHAN_GRACE = format_period(DEFAULT_ORPHAN_GRACE_MS)
 # Shared by 'run' and 'daemon'; each also reads its variable (a config file may set it).
 MinGrace = Annotated[
-    str, typer.Option("--min-grace", envvar="LINEAGE_RETENTION_MIN_GRACE", help=MIN_GRACE_HELP)
+    str, typer.Option("--min-grace", envvar=BY_KEY["retention.min_grace"].env, help=MIN_GRACE_HELP)
 ]
 Orphans = Annotated[
-    bool, typer.Option("--orphans/--no-orphans", envvar="LINEAGE_RETENTION_ORPHANS", help=ORPHANS_HELP)
+    bool, typer.Option("--orphans/--no-orphans", envvar=BY_KEY["retention.orphans"].env, help=ORPHANS_HELP)
 ]
 OrphanGrace = Annotated[
-    str, typer.Option("--orphan-grace", envvar="LINEAGE_RETENTION_ORPHAN_GRACE", help=ORPHAN_GRACE_HELP)
+    str, typer.Option("--orphan-grace", envvar=BY_KEY["retention.orphan_grace"].env, help=ORPHAN_GRACE_HELP)
 ]
 
 
@@ -137,7 +138,7 @@ def daemon(
         str | None,
         typer.Option(
             "--cron",
-            envvar="LINEAGE_RETENTION_CRON",
+            envvar=BY_KEY["retention.cron"].env,
             help='Run passes on a crontab schedule (UTC), e.g. "*/10 * * * *".',
         ),
     ] = None,
@@ -145,7 +146,7 @@ def daemon(
         str | None,
         typer.Option(
             "--interval",
-            envvar="LINEAGE_RETENTION_INTERVAL",
+            envvar=BY_KEY["retention.interval"].env,
             help="Run a pass this often, e.g. 10m (the first at once).",
         ),
     ] = None,
@@ -159,7 +160,7 @@ def daemon(
         int | None,
         typer.Option(
             "--metrics-port",
-            envvar="LINEAGE_RETENTION_METRICS_PORT",
+            envvar=BY_KEY["retention.metrics_port"].env,
             help="Serve /metrics and /healthz on this port.",
         ),
     ] = None,
@@ -167,7 +168,7 @@ def daemon(
         str,
         typer.Option(
             "--metrics-host",
-            envvar="LINEAGE_RETENTION_METRICS_HOST",
+            envvar=BY_KEY["retention.metrics_host"].env,
             help="Address to serve metrics on (0.0.0.0 in a container).",
         ),
     ] = "127.0.0.1",

@@ -48,20 +48,15 @@ from segment_lineage.lineage.core.names import push_dir
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
-__all__ = [  # the pure half lives in push_plan; every name stays importable from here
+__all__ = [  # what callers take from here; the pure half lives in push_plan
     "PushMode",
     "PushResult",
     "PushTarget",
     "Written",
-    "check_job",
-    "check_mode",
     "check_rows_within",
     "completed_job",
     "consistent_push",
     "parse_interval",
-    "plan_from",
-    "push_stamp",
-    "segment_names",
 ]
 
 log = logging.getLogger(__name__)

@@ -70,6 +70,13 @@ SETTINGS: tuple[Setting, ...] = (
 BY_KEY = {s.key: s for s in SETTINGS}
 
 
+def _default(key: str) -> str:
+    """A setting's default, for the settings that have one."""
+    value = BY_KEY[key].default
+    assert value is not None, key
+    return value
+
+
 @dataclass(frozen=True)
 class Effective:
     setting: Setting
@@ -103,17 +110,17 @@ class Settings:
 
     zk_hosts: str | None = None  # hosts[/chroot]; None: the embedded server
     zk_auth: str | None = field(default=None, repr=False)  # user:password: never printed
-    zk_session_timeout: str = "10"  # seconds
+    zk_session_timeout: str = _default("zookeeper.session_timeout")  # seconds
     zk_tls: str = ""  # 1 (or true, yes) for TLS; "" or 0 for plain text
     zk_tls_ca: str | None = None  # PEM files
     zk_tls_cert: str | None = None
     zk_tls_key: str | None = None
-    embedded_port: str = "2191"
-    embedded_heap: str = "auto"  # megabytes, 512m, 2g or auto
+    embedded_port: str = _default("embedded.port")
+    embedded_heap: str = _default("embedded.heap")  # megabytes, 512m, 2g or auto
     java_home: str | None = None
     s3_endpoint: str | None = field(default=None, repr=False)  # may carry credentials: never printed
     aws_region: str | None = None
-    spark_master: str = "local[2]"
+    spark_master: str = _default("spark.master")
 
     @classmethod
     def from_env(
@@ -272,7 +279,7 @@ def effective(
 
 # ---- the state directory: the embedded ZooKeeper's data, the demo's files ----
 
-ENV_HOME = "LINEAGE_HOME"
+ENV_HOME = BY_KEY["embedded.home"].env
 
 
 def state_dir() -> Path:

@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
 
 from segment_lineage.lineage.config import state_dir
 from segment_lineage.lineage.core import transitions
@@ -49,9 +48,6 @@ from segment_lineage.retention.planner import (
     Policy,
     plan,
 )
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 

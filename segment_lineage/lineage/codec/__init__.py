@@ -27,15 +27,12 @@ ZNRecord JSON for operators and is imported by name.
 from __future__ import annotations
 
 from segment_lineage.lineage.codec.acl import (
-    ACL,
     decode_policy,
     encode_policy,
 )
 from segment_lineage.lineage.codec.buckets import (
-    BUCKET,
     ENTRIES,
     KINDS,
-    NAMES,
     PENDING,
     SEGMENTS,
     NameList,
@@ -47,23 +44,15 @@ from segment_lineage.lineage.codec.buckets import (
     encode_bucket,
     encode_names,
     entry_to_dict,
-    pending_from_dict,
     pending_to_dict,
     segment_from_dict,
     segment_to_dict,
-    stored_entry_from_dict,
 )
 from segment_lineage.lineage.codec.envelope import (
-    FORMAT_VERSION,
     dumps,
-    parse,
 )
 from segment_lineage.lineage.codec.head import (
-    FLOOR,
-    HEAD,
     Head,
-    config_from_dict,
-    config_to_dict,
     decode_floor,
     decode_head,
     encode_floor,
@@ -79,8 +68,6 @@ from segment_lineage.lineage.codec.history import (
     history_to_dict,
 )
 from segment_lineage.lineage.codec.leases import (
-    GC,
-    LEASE,
     LeaseRecord,
     decode_gc,
     decode_lease,
@@ -88,8 +75,6 @@ from segment_lineage.lineage.codec.leases import (
     encode_lease,
 )
 from segment_lineage.lineage.codec.registry import (
-    CLAIM,
-    ROOTS,
     decode_claim,
     decode_guard,
     decode_roots,
@@ -100,20 +85,10 @@ from segment_lineage.lineage.codec.registry import (
 )
 
 __all__ = [
-    "ACL",
-    "BUCKET",
-    "CLAIM",
     "ENTRIES",
-    "FLOOR",
-    "FORMAT_VERSION",
-    "GC",
-    "HEAD",
     "HISTORY",
     "KINDS",
-    "LEASE",
-    "NAMES",
     "PENDING",
-    "ROOTS",
     "SEGMENTS",
     "Head",
     "HistoryChunk",
@@ -121,8 +96,6 @@ __all__ = [
     "NameList",
     "StoredEntry",
     "bucket_ids",
-    "config_from_dict",
-    "config_to_dict",
     "decode_bucket",
     "decode_claim",
     "decode_floor",
@@ -152,10 +125,7 @@ __all__ = [
     "history_from_dict",
     "history_size",
     "history_to_dict",
-    "parse",
-    "pending_from_dict",
     "pending_to_dict",
     "segment_from_dict",
     "segment_to_dict",
-    "stored_entry_from_dict",
 ]

@@ -26,25 +26,14 @@ still copies one object. The mixins share only :class:`.commit.ManagerBase`
 
 from __future__ import annotations
 
-from segment_lineage.lineage.manager.commit import Committed, Update, commit_step, default_actor
-from segment_lineage.lineage.manager.floor import FLOOR_AFTER, FLOOR_MS, FLOOR_POLL_S
+from segment_lineage.lineage.manager.commit import commit_step
+from segment_lineage.lineage.manager.floor import FLOOR_MS
 from segment_lineage.lineage.manager.reads import PIN_ATTEMPTS
-from segment_lineage.lineage.manager.replace import ReplaceOps, RollbackPlan
+from segment_lineage.lineage.manager.replace import ReplaceOps
 from segment_lineage.lineage.manager.segments import SegmentOps
 from segment_lineage.lineage.manager.tables import TableOps
 
-__all__ = [  # what manager.py exported before it became a package
-    "FLOOR_AFTER",
-    "FLOOR_MS",
-    "FLOOR_POLL_S",
-    "PIN_ATTEMPTS",
-    "Committed",
-    "LineageManager",
-    "RollbackPlan",
-    "Update",
-    "commit_step",
-    "default_actor",
-]
+__all__ = ["FLOOR_MS", "PIN_ATTEMPTS", "LineageManager", "commit_step"]
 
 
 class LineageManager(TableOps, SegmentOps, ReplaceOps):
