@@ -1,4 +1,4 @@
-"""Lineage operations under 1, 8 and 32 concurrent writers, beside peers' appends.
+"""Lineage operations under 1, 8, 32 and 64 concurrent writers, beside peers' appends.
 
 A table of 1,000 segments (deltalake and pyiceberg: 1,000 data files). Each
 writer is a process of its own, like separate jobs, with its own client (its
@@ -40,7 +40,7 @@ from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.store import ZkStore
 
 T = TypeVar("T")
-WRITERS = (1, 8, 32)
+WRITERS = (1, 8, 32, 64)
 BASE = 1_000
 BUDGET_S = 90.0  # a writer starts no new commit after this long in a phase
 PEER_ATTEMPTS = 100
