@@ -110,12 +110,36 @@ def test_secrets_are_masked_and_their_file_must_be_private(tmp_path: Path) -> No
         ("[zookeeper]\ntls = 1\n", "zookeeper.tls must be true or false"),
         ("[zookeeper]\nsession_timeout = true\n", "zookeeper.session_timeout must be a number"),
         ("[zookeeper\n", "is not valid TOML"),
+        ('[zookeeper]\nhosts = "x:1\\u0000y"\n', "zookeeper.hosts holds a NUL character"),
     ],
 )
 def test_bad_files_are_refused_by_name(tmp_path: Path, text: str, message: str) -> None:
     config = write(tmp_path / "c.toml", text)
     code, _, err = cli({}, "--config", str(config), "config", "show")
     assert code == 2 and message in err, err
+
+
+def test_a_config_file_that_is_no_regular_file_or_no_text_is_refused(tmp_path: Path) -> None:
+    """A FIFO would block the command forever; bytes that are not UTF-8 are not TOML."""
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [sys.executable, "-m", "segment_lineage", "--config", str(fifo), "config", "show"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **CLEAN},
+        check=False,
+    )
+    assert done.returncode == 2 and "is not a regular file" in done.stderr, done.stderr
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"[zookeeper]\nhosts = '\xff'\n")
+    binary.chmod(0o600)
+    code, _, err = cli({}, "--config", str(binary), "config", "show")
+    assert code == 2 and "is not UTF-8 text" in err, err
 
 
 def test_a_named_file_must_exist(tmp_path: Path) -> None:

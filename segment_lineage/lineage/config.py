@@ -197,6 +197,8 @@ def _text(setting: Setting, value: object) -> str:
         raise InvalidInputError(f"config {setting.key} must be a number")
     if kind is str and not isinstance(value, str):
         raise InvalidInputError(f"config {setting.key} must be a string")
+    if isinstance(value, str) and "\x00" in value:  # no environment variable can hold one
+        raise InvalidInputError(f"config {setting.key} holds a NUL character")
     return str(value)
 
 
@@ -236,11 +238,15 @@ def load(explicit: str | None, env: MutableMapping[str, str]) -> Loaded:
     if path is None:
         return Loaded(None, frozenset())
     try:
-        raw = path.read_text()
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO or a device would block or never end
+            raise InvalidInputError(f"config file {path} is not a regular file")
+        raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         if required:
             raise InvalidInputError(f"config file {path} does not exist") from None
         return Loaded(None, frozenset())
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"config file {path} is not UTF-8 text") from None
     except OSError as exc:
         raise InvalidInputError(f"cannot read config file {path}: {exc.strerror}") from None
     settings = parse(raw, str(path))
