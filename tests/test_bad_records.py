@@ -207,6 +207,14 @@ def test_a_hand_run_pass_deletes_only_with_yes_and_a_short_grace_needs_force(lak
     assert from_env.exit_code == 2 and "--min-grace 1m is below the floor" in from_env.stderr
     assert snapshot(lake, root) == before
 
+    for args in (["--yes", "--orphan-grace", "0s"], ["--yes", "--orphan-grace", "9m"]):
+        code, out, err = cli(lake.hosts, "retention", "run", *args)
+        assert code == 2 and f"--orphan-grace {args[-1]} is below the floor of 10m" in err, err
+        assert "hint: add --force" in err
+        assert snapshot(lake, root) == before
+    code, out, err = cli(lake.hosts, "retention", "run", "--yes", "--no-orphans", "--orphan-grace", "0s")
+    assert code == 0, err  # no orphan scan: its grace does not matter
+
     code, out, err = cli(lake.hosts, "retention", "run", "--yes")  # the default grace keeps the young file
     assert code == 0 and "t: deleted 0 file(s)" in out and "dry run" not in err
     assert queued.exists()

@@ -61,7 +61,7 @@ def run(
         typer.Option(
             "--force",
             help=f"Delete (as --yes), ignore the minimum grace of queued files, allow a --min-grace "
-            f"below {MIN_GRACE}, and lift the --allow-large-cut guard.",
+            f"or --orphan-grace below {MIN_GRACE}, and lift the --allow-large-cut guard.",
         ),
     ] = False,
     allow_large_cut: Annotated[
@@ -79,8 +79,8 @@ def run(
     """One retention pass: plan, record the intent, delete files, clear.
 
     Destructive only when asked: without --yes or --force it prints its dry
-    run and changes nothing. A --min-grace below the default needs --force
-    (a dry run excepted). The daemon needs neither: it runs unattended."""
+    run and changes nothing. A --min-grace or --orphan-grace below 10m needs
+    --force (a dry run excepted). The daemon needs neither: it runs unattended."""
     # Imported here: the executor needs pyarrow, which other commands do not load.
     from segment_lineage.lineage.core.acl import RETENTION
     from segment_lineage.lineage.store.election import SessionCheck
@@ -94,6 +94,12 @@ def run(
         raise InvalidInputError(
             f"--min-grace {min_grace} is below the floor of {MIN_GRACE}: files could go while a "
             "reader or a push still needs them; nothing was done",
+            remedy="add --force if that is what you want, or look first with --dry-run",
+        )
+    if confirmed and orphans and orphan_grace_ms < DEFAULT_MIN_GRACE_MS and not force:
+        raise InvalidInputError(
+            f"--orphan-grace {orphan_grace} is below the floor of {MIN_GRACE}: a file uploaded "
+            "and not yet added ('lineage segment add') could go; nothing was done",
             remedy="add --force if that is what you want, or look first with --dry-run",
         )
     options = PassOptions(
