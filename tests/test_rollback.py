@@ -133,7 +133,7 @@ def test_two_concurrent_rollbacks_one_wins_and_the_other_changes_nothing(
     start = m.table(T).version
     outcomes: list[object] = []
     barrier = threading.Barrier(2)
-    read = m.table
+    read = m._read  # what rollback reads the current version with
 
     planned = threading.local()
 
@@ -144,7 +144,7 @@ def test_two_concurrent_rollbacks_one_wins_and_the_other_changes_nothing(
             barrier.wait(timeout=30)  # both plan against the same version before either commits
         return state
 
-    m.table = read_then_wait  # type: ignore[method-assign,assignment]
+    m._read = read_then_wait  # type: ignore[method-assign,assignment]
 
     def roll(version: int) -> None:
         try:
@@ -157,7 +157,7 @@ def test_two_concurrent_rollbacks_one_wins_and_the_other_changes_nothing(
         t.start()
     for t in threads:
         t.join()
-    m.table = read  # type: ignore[method-assign]
+    m._read = read  # type: ignore[method-assign]
     assert sum(isinstance(o, ConflictError) for o in outcomes) == 1
     assert m.table(T).version == start + 1
     assert visible_names(m.table(T)) in (seen[0][1], seen[1][1])

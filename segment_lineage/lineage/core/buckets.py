@@ -5,8 +5,9 @@ grows too large). The ZooKeeper store writes what this decides."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from segment_lineage.lineage.core.errors import TooLargeError
 
@@ -18,6 +19,8 @@ MAX_BUCKETS = 1 << 11  # three kinds of 2048 bucket ids still fit in the head
 # buckets (about 4 MB of records per kind), then let them grow to BLOB_LIMIT.
 SPLIT_BYTES = 16 * 1024
 SOFT_BUCKETS = 1 << 8
+
+V = TypeVar("V")
 
 
 def bucket_limit(count: int) -> int:
@@ -87,3 +90,91 @@ def relayout(
         keys_of = {i: [] for i in range(count)}  # every bucket anew, at the doubled count
         for key in new:
             keys_of[bucket_of(key, count)].append(key)
+
+
+LoadBuckets = Callable[[Sequence[int]], Mapping[int, Sequence[tuple[str, V]]]]
+
+
+class BucketMap(Mapping[str, V]):
+    """An immutable map laid out in buckets (``bucket_of``), each loaded the
+    first time a key of it is wanted, so a look-up costs one bucket.
+
+    ``ids`` names the buckets' contents (the store's blob ids): two maps with
+    the same id at a place hold the same records there, so ``changed_keys``
+    compares only the buckets whose ids differ. ``load(indexes)`` returns
+    each asked bucket's (key, record) pairs, in their stored order; several
+    buckets wanted at once (iteration, a diff) are loaded in one call.
+    Thread-safe: a bucket loaded twice at once is the same content.
+    """
+
+    __slots__ = ("_load", "_loaded", "ids")
+
+    def __init__(self, ids: Sequence[str], load: LoadBuckets[V]) -> None:
+        if not ids or len(ids) & (len(ids) - 1):
+            raise ValueError(f"bucket count {len(ids)} is not a power of two")
+        self.ids: tuple[str, ...] = tuple(ids)
+        self._load = load
+        self._loaded: list[dict[str, V] | None] = [None] * len(self.ids)
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def buckets(self, indexes: Sequence[int]) -> list[dict[str, V]]:
+        """The records of each of ``indexes``, loading those not yet loaded in one call."""
+        missing = [i for i in indexes if self._loaded[i] is None]
+        if missing:
+            for i, pairs in self._load(missing).items():
+                self._loaded[i] = dict(pairs)
+        out: list[dict[str, V]] = []
+        for i in indexes:
+            bucket = self._loaded[i]
+            if bucket is None:
+                raise LookupError(f"bucket {i} was not loaded")
+            out.append(bucket)
+        return out
+
+    def load_all(self) -> None:
+        """Load every bucket not loaded yet (in one call)."""
+        self.buckets(range(len(self.ids)))
+
+    def bucket(self, index: int) -> dict[str, V]:
+        return self.buckets([index])[0]
+
+    def keys_in(self, index: int) -> list[str]:
+        """The keys of one bucket, in their stored order."""
+        return list(self.bucket(index))
+
+    def __getitem__(self, key: str) -> V:
+        return self.bucket(bucket_of(key, len(self.ids)))[key]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self.bucket(bucket_of(key, len(self.ids)))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.bucket(bucket_of(key, len(self.ids))).get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        for bucket in self.buckets(range(len(self.ids))):
+            yield from bucket
+
+    def __len__(self) -> int:
+        return sum(len(bucket) for bucket in self.buckets(range(len(self.ids))))
+
+    def __repr__(self) -> str:
+        return f"BucketMap({len(self.ids)} buckets)"
+
+
+def changed_keys(a: Mapping[str, object], b: Mapping[str, object]) -> set[str]:
+    """The keys in one of ``a`` and ``b`` but not in the other. Two bucket maps
+    of one layout are compared only where their bucket ids differ, so the
+    cost follows what changed between them, not their size."""
+    if a is b:
+        return set()
+    if isinstance(a, BucketMap) and isinstance(b, BucketMap) and a.count == b.count:
+        differ = [i for i in range(a.count) if a.ids[i] != b.ids[i]]
+        out: set[str] = set()
+        for x, y in zip(a.buckets(differ), b.buckets(differ), strict=True):
+            out.update(x.keys() ^ y.keys())
+        return out
+    return set(a.keys() ^ b.keys())

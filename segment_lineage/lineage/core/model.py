@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from segment_lineage.lineage.core.buckets import BucketMap
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.names import check_root_has_no_secret, check_table_name, check_text
 from segment_lineage.lineage.core.periods import parse_period
@@ -248,6 +249,15 @@ class TableState:
 
     def replace(self, **changes: object) -> TableState:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def loaded(self) -> TableState:
+        """This version with every record at hand. A store may hand out maps
+        that load a bucket of records when first wanted (``BucketMap``), which
+        needs the store open; a state given to a caller is loaded first."""
+        for records in (self.segments, self.entries, self.pending):
+            if isinstance(records, BucketMap):
+                records.load_all()
+        return self
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from segment_lineage.lineage.core.buckets import changed_keys
 from segment_lineage.lineage.core.model import EntryState, LineageEntry, Segment, TableState
 
 
@@ -76,12 +77,10 @@ def visibility_delta(a: TableState, b: TableState) -> tuple[set[str], set[str]]:
     A name can only change visibility if it was registered or removed between
     the two, or an entry naming it differs (added, dropped, or in another
     state). The cost follows what changed and the entries' name lists, not the
-    number of segments (the segment maps are compared by identity first, as
-    the store shares them between versions whose segments did not change).
+    number of segments (the segment maps are compared by identity, then
+    bucket by bucket where the store's bucket ids differ: ``changed_keys``).
     """
-    touched: set[str] = set()
-    if a.segments is not b.segments:
-        touched.update(a.segments.keys() ^ b.segments.keys())
+    touched = changed_keys(a.segments, b.segments)
     for entry_id in a.entries.keys() | b.entries.keys():
         x, y = a.entries.get(entry_id), b.entries.get(entry_id)
         if x is y or (x is not None and y is not None and _same_effect(x, y)):

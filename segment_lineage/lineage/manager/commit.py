@@ -32,6 +32,7 @@ from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
 from segment_lineage.lineage.manager.floor import _FloorUse
 from segment_lineage.lineage.storage.claims import ClaimFiles
 from segment_lineage.lineage.store.contract import (
+    ReadAgainError,
     RetryableStoreError,
     Snapshot,
     Store,
@@ -141,7 +142,16 @@ class ManagerBase:
                     # Our earlier write may have landed: never report "nothing written".
                     raise OutcomeUnknownError(table, commit_id, exc.message) from None
                 raise
-            change = update(snap.state, now)
+            try:
+                change = update(snap.state, now)
+            except ReadAgainError as exc:  # a bucket loaded late was collected: the table moved on
+                last_cause = exc.message
+                attempts.backoff()
+                continue
+            except StoreUnavailableError as exc:  # loading a bucket late
+                if unknown_since is not None:
+                    raise OutcomeUnknownError(table, commit_id, exc.message) from None
+                raise
             if not change.changed:
                 return Committed(snap.state, change, commit_id, applied=False)
             retryable = False
@@ -198,5 +208,12 @@ class ManagerBase:
         return Committed(snap.state, change, commit_id, applied=True)
 
     def table(self, table: str) -> TableState:
+        """The table's current version, every record loaded."""
+        return self._read(table).loaded()
+
+    def _read(self, table: str) -> TableState:
+        """The current version as the store reads it: a segment or pending
+        bucket is loaded only when first wanted, so what looks at a few
+        names costs what it looks at, not the table's size."""
         check_table_name(table)
         return self.store.read(table).state

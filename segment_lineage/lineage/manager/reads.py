@@ -78,7 +78,7 @@ class Reads(ManagerBase):
                 if record.entry_id == entry_id:
                     return record.version - 1
             raise NotFoundError(f"entry {entry_id} never completed on table {table!r}")
-        live = self.table(table)
+        live = self._read(table)
         landed: set[str] | None = None  # entries whose segments are visible now, computed once if needed
         for record in ends:
             entry = live.entries.get(record.entry_id or "")
@@ -97,8 +97,12 @@ class Reads(ManagerBase):
 
     def table_as_of(self, table: str, version: int) -> TableState:
         """Version ``version`` itself, or VersionGoneError: never another one,
-        whatever commits meanwhile. Not pinned: its files may go at any time
-        (use :meth:`pin_readable` to read them)."""
+        whatever commits meanwhile, every record loaded. Not pinned: its files
+        may go at any time (use :meth:`pin_readable` to read them)."""
+        return self._as_of(table, version).loaded()
+
+    def _as_of(self, table: str, version: int) -> TableState:
+        """``table_as_of`` as the store reads it: buckets loaded when first wanted."""
         check_table_name(table)
         state = self.store.read_version(table, version)
         if state.version != version:  # a store bug must not hand a reader another snapshot
@@ -144,11 +148,13 @@ class Reads(ManagerBase):
                     raise LineageError(
                         f"pinned version {then.version} of table {table!r} instead of version {version}"
                     )
-                current = self.table(table)  # read after the lease exists: see the docstring
+                current = self._read(table)  # read after the lease exists: see the docstring
                 if version is not None:
                     self.check_readable(then, current)
+                    then.loaded()  # a reader holds the state past the store's life, maybe
                     return lease
                 if self._gone(then, current) is None:
+                    then.loaded()
                     return lease
             except BaseException:
                 self.store.release(lease)
@@ -169,9 +175,7 @@ class Reads(ManagerBase):
             return
         oldest = None
         for version in self.store.versions(then.config.name):
-            if version > then.version and not self._gone(
-                self.table_as_of(then.config.name, version), current
-            ):
+            if version > then.version and not self._gone(self._as_of(then.config.name, version), current):
                 oldest = version
                 break
         raise VersionGoneError(

@@ -133,8 +133,8 @@ class ReplaceOps(Reads):
         """One atomic commit that makes the visible set equal to
         ``target_version``'s (earlier or later: a rollback is undone by rolling
         forward). Costs one version read and one commit, whatever the size."""
-        target = self.table_as_of(table, target_version)
-        current = self.table(table)
+        target = self._as_of(table, target_version)
+        current = self._read(table)
         if dry_run:
             change = transitions.rollback(current, target, self.store.now_ms(), self.audit(reason))
             plan = _rollback_plan(current, change, target_version, None)
@@ -162,7 +162,7 @@ class ReplaceOps(Reads):
         committed = self.commit(table, apply, why)
         before = current
         if committed.applied and committed.state.version - 1 != current.version:
-            before = self.table_as_of(table, committed.state.version - 1)
+            before = self._as_of(table, committed.state.version - 1)
         return _rollback_plan(
             before, committed.change, target_version, committed.state.version if committed.applied else None
         )

@@ -123,7 +123,7 @@ class TableOps(ManagerBase):
         claimed by another store or another live table. Returns the root."""
         if self.claims is None:
             raise RefusedError("this manager has no access to deep storage to claim a root")
-        root = self.table(table).config.root
+        root = self._read(table).config.root
         # A legacy root that create would refuse (relative, a home, ...) stays unclaimed.
         resolve_root(root, state_dir())
         self._claim(table, root)

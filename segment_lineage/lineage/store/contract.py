@@ -31,6 +31,12 @@ class RetryableStoreError(LineageError):
     """Internal: nothing was committed (a blob write failed); safe to retry."""
 
 
+class ReadAgainError(RetryableStoreError):
+    """A part of a version read earlier, loaded only when first wanted, was
+    collected since: the table moved on long ago. Read the table again (the
+    commit loop does, as after a lost race)."""
+
+
 @dataclass(frozen=True)
 class Lease:
     """A reader's pin on one table version. Released on close, or with the

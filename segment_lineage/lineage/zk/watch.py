@@ -87,7 +87,7 @@ class WatchedTable:
                 return self._state
         # Read outside the lock: kazoo's event thread must not wait on a read.
         # An event during the read changes the counter, so the next call re-reads.
-        state = self.store.read(self.table).state
+        state = self.store.read(self.table).state.loaded()  # held past this call: no loading later
         with self._lock:
             if self._state is not state:  # the store returns the same object for an unmoved head
                 self._visible = None

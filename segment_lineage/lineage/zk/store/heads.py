@@ -1,16 +1,19 @@
 """Reading a table: its head, then exactly the version that head references.
 
 A read sends the floor's read with the head's (one round trip), then builds
-the state from the head's bucket blobs and name chunks. Versions are
-immutable, so what was built is kept: the last version read per table, the
-merged map of each kind's buckets (shared by versions with the same blobs),
-and the last few states rebuilt (small LRU caches from cachetools).
+the state from the head's bucket blobs and name chunks: the entries at once,
+the segments and pending deletions as bucket maps that fetch and decode a
+bucket when a key of it is first wanted (a rollback on a table of 100,000
+segments looks at the few buckets that changed). Versions are immutable, so
+what was built is kept: the last version read per table, each kind's bucket
+map (shared by versions with the same blobs), and the last few states
+rebuilt (small LRU caches from cachetools).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,11 +22,11 @@ from kazoo.exceptions import NoNodeError
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, StoredEntry
-from segment_lineage.lineage.core.buckets import bucket_of
+from segment_lineage.lineage.core.buckets import BucketMap, bucket_of
 from segment_lineage.lineage.core.errors import CorruptRecordError, TableNotFoundError
 from segment_lineage.lineage.core.model import LineageEntry, TableState
 from segment_lineage.lineage.core.names import check_table_name
-from segment_lineage.lineage.store.contract import Snapshot
+from segment_lineage.lineage.store.contract import ReadAgainError, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore, Bucket
 from segment_lineage.lineage.zk.store.locks import Floors
@@ -31,9 +34,7 @@ from segment_lineage.lineage.zk.store.paths import Paths
 
 READ_ATTEMPTS = 5
 STATES_CACHED = 8  # rebuilt versions kept in memory
-MERGED_CACHED = 12  # merged per-kind maps kept in memory, shared by versions with the same blobs
-
-Merged = tuple[dict[str, Any], list[list[str]]]  # a kind's records by key, and its buckets' keys
+MERGED_CACHED = 12  # per-kind bucket maps kept in memory, shared by versions with the same blobs
 
 
 @dataclass
@@ -42,8 +43,8 @@ class Loaded:
 
     head: Head
     zversion: int
-    maps: dict[str, dict[str, Any]]  # kind -> key -> object (shared with the state)
-    bucket_keys: dict[str, list[list[str]]]  # kind -> bucket -> keys
+    maps: dict[str, Mapping[str, Any]]  # kind -> key -> object (shared with the state)
+    bucket_keys: dict[str, Sequence[Sequence[str]]]  # kind -> bucket -> keys
     lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]]
 
     def chunk_blobs(self) -> set[str]:
@@ -57,6 +58,19 @@ class Loaded:
     def state(self) -> TableState:
         maps = self.maps
         return TableState(self.head.config, self.head.version, maps[SEGMENTS], maps[ENTRIES], maps[PENDING])
+
+
+class BucketKeys(Sequence[list[str]]):
+    """The keys of each bucket of a bucket map, bucket by bucket, loaded when wanted."""
+
+    def __init__(self, records: BucketMap[Any]) -> None:
+        self.records = records
+
+    def __len__(self) -> int:
+        return self.records.count
+
+    def __getitem__(self, index: int) -> list[str]:  # type: ignore[override]
+        return self.records.keys_in(index)
 
 
 def key_of(kind: str, obj: Any) -> str:
@@ -76,7 +90,9 @@ class Heads:
         self._lock = threading.Lock()
         self._last: dict[str, tuple[Loaded, Snapshot]] = {}  # per table: the last version read
         self._states: LRUCache[tuple[object, ...], TableState] = LRUCache(maxsize=STATES_CACHED)
-        self._merged: LRUCache[tuple[str, str, tuple[str, ...]], Merged] = LRUCache(maxsize=MERGED_CACHED)
+        self._maps: LRUCache[tuple[str, str, tuple[str, ...]], BucketMap[Any]] = LRUCache(
+            maxsize=MERGED_CACHED
+        )
 
     def read_head(self, table: str) -> tuple[Head, int]:
         """The head and its znode version. TableNotFoundError, also while it is being dropped."""
@@ -116,7 +132,6 @@ class Heads:
                 continue
             state = loaded.state()
             snapshot = Snapshot(state, loaded, floor)
-            self.blobs.note_table(len(state.segments) + len(state.entries) + len(state.pending))
             self._last[table] = (loaded, snapshot)
             self.remember_state(table, head.buckets, state)
             return snapshot
@@ -125,58 +140,23 @@ class Heads:
         )
 
     def load(self, table: str, head: Head, zversion: int) -> Loaded:
-        """The version ``head`` references. BlobGone when one of its blobs was collected."""
-        maps: dict[str, dict[str, Any]] = {}
-        bucket_keys: dict[str, list[list[str]]] = {}
+        """The version ``head`` references. BlobGone when one of its blobs was
+        collected. Entries are loaded at once (their name lists resolved);
+        segments and pending deletions load bucket by bucket, when wanted."""
+        maps: dict[str, Any] = {}
+        bucket_keys: dict[str, Sequence[Sequence[str]]] = {}
         for kind in KINDS:
             ids = head.buckets[kind]
             if len(set(ids)) != len(ids):
                 raise CorruptRecordError(self.paths.head(table), f"a {kind} bucket blob is listed twice")
-            index_of = {blob: i for i, blob in enumerate(ids)}
-
-            def decode(
-                blob: str,
-                raw: bytes,
-                where: str,
-                kind: str = kind,
-                index_of: dict[str, int] = index_of,
-            ) -> Bucket:
-                # Placement and duplicates are checked once, when the blob is
-                # decoded; the cached result then serves every later read.
-                index, count = index_of[blob], len(index_of)
-                pairs = []
-                seen: set[str] = set()
-                for obj in codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where):
-                    key = key_of(kind, obj)
-                    if key in seen:
-                        raise CorruptRecordError(where, f"duplicate {kind} key {key!r}")
-                    if bucket_of(key, count) != index:
-                        raise CorruptRecordError(where, f"{key!r} in the wrong bucket")
-                    seen.add(key)
-                    pairs.append((key, obj))
-                return Bucket(index, count, tuple(pairs))
-
-            reused = self._merged_cached(table, kind, ids)
-            if reused is not None:
-                maps[kind], bucket_keys[kind] = reused
-                continue
-            blobs: dict[str, Bucket] = self.blobs.decoded(table, ids, decode)
-            merged: dict[str, Any] = {}
-            keys: list[list[str]] = []
-            for index, blob in enumerate(ids):
-                bucket = blobs[blob]
-                if (bucket.index, bucket.count) != (index, len(ids)):
-                    raise CorruptRecordError(
-                        self.paths.blob(table, blob), "bucket blob listed at another place"
-                    )
-                merged.update(bucket.pairs)
-                keys.append([key for key, _ in bucket.pairs])
-            maps[kind] = merged
-            bucket_keys[kind] = keys
-            with self._lock:
-                self._merged[(table, kind, ids)] = (merged, keys)
-
-        stored: dict[str, StoredEntry] = maps[ENTRIES]
+            records = self._bucket_map(table, kind, ids)
+            maps[kind] = records
+            bucket_keys[kind] = BucketKeys(records)
+        entries_map: BucketMap[StoredEntry] = maps[ENTRIES]
+        try:
+            stored: dict[str, StoredEntry] = dict(entries_map.items())
+        except ReadAgainError as exc:
+            raise BlobGone(str(exc.__cause__)) from None
         chunk_ids = [c for e in stored.values() for c in (*e.src.chunks, *e.dst.chunks)]
         chunks = self.blobs.decoded(
             table, chunk_ids, lambda _blob, raw, where: tuple(codec.decode_names(raw, where))
@@ -191,12 +171,59 @@ class Heads:
         maps[ENTRIES] = entries
         return Loaded(head, zversion, maps, bucket_keys, lists)
 
-    def _merged_cached(self, table: str, kind: str, ids: tuple[str, ...]) -> Merged | None:
-        """A kind's merged map built before from the same bucket blobs: versions
-        that share them (a rollback leaves the segments alone) share the map,
-        which nobody mutates, so neither reading nor diffing them is linear."""
+    def _bucket_map(self, table: str, kind: str, ids: tuple[str, ...]) -> BucketMap[Any]:
+        """A kind's records in the bucket blobs ``ids``, loaded when wanted.
+        Versions that share the blobs (a rollback leaves the segments alone)
+        share the map, which nobody mutates: comparing them costs nothing."""
+        key = (table, kind, ids)
         with self._lock:
-            return self._merged.get((table, kind, ids))
+            found = self._maps.get(key)
+        if found is not None:
+            return found
+        index_of = {blob: i for i, blob in enumerate(ids)}
+
+        def decode(blob: str, raw: bytes, where: str) -> Bucket:
+            # Placement and duplicates are checked once, when the blob is
+            # decoded; the cached result then serves every later read.
+            index, count = index_of[blob], len(index_of)
+            pairs = []
+            seen: set[str] = set()
+            for obj in codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where):
+                key = key_of(kind, obj)
+                if key in seen:
+                    raise CorruptRecordError(where, f"duplicate {kind} key {key!r}")
+                if bucket_of(key, count) != index:
+                    raise CorruptRecordError(where, f"{key!r} in the wrong bucket")
+                seen.add(key)
+                pairs.append((key, obj))
+            return Bucket(index, count, tuple(pairs))
+
+        def load(indexes: Sequence[int]) -> dict[int, Sequence[tuple[str, Any]]]:
+            try:
+                blobs: dict[str, Bucket] = self.blobs.decoded(table, [ids[i] for i in indexes], decode)
+            except BlobGone as gone:
+                if str(gone) in self.read_head(table)[0].buckets[kind]:
+                    raise CorruptRecordError(
+                        self.paths.head(table), f"blob {gone} referenced by the head is missing"
+                    ) from None
+                raise ReadAgainError(
+                    f"table {table!r}: {kind} metadata blob {gone} of a version read earlier was "
+                    "collected since (the table moved on); read the table again"
+                ) from gone
+            out: dict[int, Sequence[tuple[str, Any]]] = {}
+            for i in indexes:
+                bucket = blobs[ids[i]]
+                if (bucket.index, bucket.count) != (i, len(ids)):
+                    raise CorruptRecordError(
+                        self.paths.blob(table, ids[i]), "bucket blob listed at another place"
+                    )
+                out[i] = bucket.pairs
+            return out
+
+        records: BucketMap[Any] = BucketMap(ids, load)
+        with self._lock:
+            self._maps[key] = records
+        return records
 
     def _names(
         self, names: NameList, chunks: Mapping[str, tuple[str, ...]], table: str, entry: str

@@ -1,0 +1,208 @@
+"""Bucket maps: a table's segments and pending deletions load a bucket at a
+time, when a key of it is first wanted. They must behave exactly as the dict
+they stand for, and comparing two versions must look only at the buckets
+whose ids differ (what keeps a cold rollback flat in the table's size)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segment_lineage import LineageManager, Segment, TableConfig
+from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, changed_keys
+from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.model import TableState
+from segment_lineage.lineage.core.visibility import visibility_delta, visible_names
+from segment_lineage.lineage.store.contract import ReadAgainError
+from segment_lineage.lineage.zk.client import ZkSettings, connect
+from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore
+
+
+def laid_out(
+    records: Mapping[str, int], count: int, loads: list[Sequence[int]] | None = None
+) -> BucketMap[int]:
+    """``records`` as a bucket map of ``count`` buckets, ids naming each bucket's content."""
+    buckets: list[list[tuple[str, int]]] = [[] for _ in range(count)]
+    for key, value in records.items():
+        buckets[bucket_of(key, count)].append((key, value))
+    ids = [repr(sorted(b)) for b in buckets]
+
+    def load(indexes: Sequence[int]) -> dict[int, Sequence[tuple[str, int]]]:
+        if loads is not None:
+            loads.append(list(indexes))
+        return {i: buckets[i] for i in indexes}
+
+    return BucketMap(ids, load)
+
+
+keys = st.text(min_size=1, max_size=6)
+maps = st.dictionaries(keys, st.integers(0, 3), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(maps, st.sampled_from([1, 2, 4, 8]), st.lists(keys, max_size=10))
+def test_a_bucket_map_is_the_dict_it_stands_for(
+    records: dict[str, int], count: int, probes: list[str]
+) -> None:
+    lazy = laid_out(records, count)
+    for key in probes:
+        assert (key in lazy) == (key in records)
+        assert lazy.get(key) == records.get(key)
+        assert lazy.get(key, -1) == records.get(key, -1)
+        if key in records:
+            assert lazy[key] == records[key]
+        else:
+            with pytest.raises(KeyError):
+                lazy[key]
+    assert len(lazy) == len(records)
+    assert dict(lazy) == records and lazy == records
+    assert sorted(lazy) == sorted(records)
+    assert 7 not in lazy  # type: ignore[comparison-overlap]  # not a key at all
+
+
+@settings(max_examples=200, deadline=None)
+@given(maps, maps, st.sampled_from([1, 2, 4, 8]))
+def test_changed_keys_are_the_keys_in_one_map_only(a: dict[str, int], b: dict[str, int], count: int) -> None:
+    want = set(a) ^ set(b)
+    assert changed_keys(laid_out(a, count), laid_out(b, count)) == want
+    assert changed_keys(laid_out(a, count), b) == want  # a plain dict on one side
+    assert changed_keys(laid_out(a, count), laid_out(b, count * 2)) == want  # another layout
+
+
+def test_a_lookup_loads_one_bucket_and_a_diff_only_the_buckets_that_differ() -> None:
+    base = {f"s{i}": i for i in range(1000)}
+    changed = dict(base, new_one=1)
+    del changed["s7"]
+    loads_a: list[Sequence[int]] = []
+    loads_b: list[Sequence[int]] = []
+    a, b = laid_out(base, 64, loads_a), laid_out(changed, 64, loads_b)
+    assert a["s5"] == 5 and a.get("s5") == 5 and "s5" in a
+    assert loads_a == [[bucket_of("s5", 64)]]  # one bucket, loaded once
+    assert changed_keys(a, b) == {"new_one", "s7"}
+    differ = sorted({bucket_of("new_one", 64), bucket_of("s7", 64)})
+    assert sorted(i for call in loads_b for i in call) == differ
+    assert sorted(i for call in loads_a[1:] for i in call) == [i for i in differ if i != bucket_of("s5", 64)]
+    list(b)
+    assert len(loads_b) == 2  # the rest of the buckets, in one call
+
+
+def test_bucket_counts_must_be_powers_of_two() -> None:
+    with pytest.raises(ValueError, match="power of two"):
+        BucketMap(["a", "b", "c"], lambda _: {})
+    with pytest.raises(ValueError, match="power of two"):
+        BucketMap([], lambda _: {})
+
+
+def _store(hosts: str) -> ZkStore:
+    return ZkStore(connect(ZkSettings(hosts=hosts)))
+
+
+def _blob_fetches(store: ZkStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    fetched: list[str] = []
+    real = BlobStore._fetch
+
+    def counting(self: BlobStore, table: str, blobs: object) -> dict[str, bytes]:
+        wanted = list(blobs)  # type: ignore[call-overload]
+        fetched.extend(wanted)
+        return real(self, table, wanted)
+
+    monkeypatch.setattr(BlobStore, "_fetch", counting)
+    return fetched
+
+
+def test_a_cold_rollback_on_a_big_table_fetches_only_what_changed(
+    zk_hosts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh client rolls back a push on a table of 20,000 segments in
+    hundreds of buckets: it fetches the buckets the push changed (segments,
+    entries) and none of the others, and the result is right."""
+    setup = LineageManager(_store(zk_hosts))
+    setup.create_table(TableConfig.build("big", str(tmp_path / "big")))
+    for start in range(0, 20_000, 5_000):
+        setup.register_segments(
+            "big", [Segment(f"s{i:06d}", f"s{i:06d}.parquet", rows=1) for i in range(start, start + 5_000)]
+        )
+    before = setup.table("big").version
+    entry = setup.start_replace("big", ["s000001"], ["n1"])
+    setup.register_segments("big", [Segment("n1", "n1.parquet", rows=2)], entry_id=entry)
+    setup.end_replace("big", entry)
+    ids = setup.store.read("big").token.head.buckets["segments"]  # type: ignore[attr-defined]
+    assert len(ids) >= 64
+    setup.store.close()
+
+    fresh = _store(zk_hosts)
+    fetched = _blob_fetches(fresh, monkeypatch)
+    plan = LineageManager(fresh).rollback("big", before)
+    assert plan.appear == ("s000001",) and plan.disappear == ("n1",)
+    segment_blobs = [b for b in fetched if b in ids]
+    assert 1 <= len(segment_blobs) <= 4, f"{len(segment_blobs)} of {len(ids)} segment buckets fetched"
+    assert visible_names(LineageManager(fresh).table("big")) == {f"s{i:06d}" for i in range(20_000)}
+    fresh.close()
+
+
+def test_a_state_handed_to_a_caller_needs_no_store_and_a_lazy_one_used_late_fails_cleanly(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    m = LineageManager(_store(zk_hosts))
+    m.create_table(TableConfig.build("handed", str(tmp_path / "handed")))
+    m.register_segments("handed", [Segment(f"s{i}", f"s{i}.parquet", rows=1) for i in range(50)])
+    m.store.close()
+    reader, other = LineageManager(_store(zk_hosts)), _store(zk_hosts)
+    given_state = reader.table("handed")
+    lazy = other.read("handed").state
+    reader.store.close()
+    other.close()
+    assert isinstance(lazy.segments, BucketMap)
+    assert len(given_state.segments) == 50  # loaded before it was handed out
+    with pytest.raises(LineageError) as caught:
+        dict(lazy.segments)  # a store's own read, used after it closed
+    assert not isinstance(caught.value, ReadAgainError)  # not a lost race: nothing to retry
+
+
+def test_visibility_delta_over_bucket_maps_matches_full_sets() -> None:
+    base = {f"s{i}": i for i in range(300)}
+    other = {**{k: v for k, v in base.items() if k != "s3"}, "t1": 1}
+    config = TableConfig.build("v", "/data/v")
+    a = TableState(config, 1, laid_out(base, 16))  # type: ignore[arg-type]
+    b = TableState(config, 2, laid_out(other, 16))  # type: ignore[arg-type]
+    shown, hidden = visibility_delta(a, b)
+    assert shown == visible_names(b) - visible_names(a) == {"t1"}
+    assert hidden == visible_names(a) - visible_names(b) == {"s3"}
+
+
+def test_a_commit_whose_bucket_was_collected_before_it_loaded_reads_again(
+    zk_hosts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The segments of the version a commit read load when its transition
+    wants them. If another commit moved the head on and the old bucket was
+    collected meanwhile, the commit reads the table again (as after a lost
+    race) instead of failing."""
+    m = LineageManager(_store(zk_hosts))
+    m.create_table(TableConfig.build("late", str(tmp_path / "late")))
+    m.register_segments("late", [Segment("a", "a.parquet", rows=1)])
+    m.store.close()
+    other = LineageManager(_store(zk_hosts))
+    fresh = _store(zk_hosts)
+    real = BlobStore._fetch
+    moved: list[str] = []
+    segment_ids = other.store.read("late").token.head.buckets["segments"]  # type: ignore[attr-defined]
+
+    def collected_once(self: BlobStore, table: str, blobs: object) -> dict[str, bytes]:
+        wanted = list(blobs)  # type: ignore[call-overload]
+        if self is fresh.blobs and not moved and set(wanted) & set(segment_ids):
+            moved.append("b")
+            other.register_segments("late", [Segment("b", "b.parquet")])
+            raise BlobGone(wanted[0])  # as if the sweep took it once the head moved on
+        return real(self, table, wanted)
+
+    monkeypatch.setattr(BlobStore, "_fetch", collected_once)
+    done = LineageManager(fresh).register_segments("late", [Segment("c", "c.parquet")])
+    assert moved and done.applied
+    assert set(LineageManager(fresh).table("late").segments) == {"a", "b", "c"}
+    fresh.close()
+    other.store.close()
