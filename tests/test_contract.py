@@ -97,6 +97,17 @@ def test_every_commit_bumps_the_version_and_writes_history(manager: LineageManag
     assert manager.history(T, limit=2) == history[:2]
 
 
+def test_read_now_is_a_read_and_then_the_clock(manager: LineageManager, table: str) -> None:
+    store = manager.store
+    before = store.now_ms()
+    snap, now = store.read_now(table)
+    after = store.now_ms()
+    assert snap.state.version == store.read(table).state.version
+    assert before <= now <= after
+    with pytest.raises(TableNotFoundError):
+        store.read_now("no_such_table")
+
+
 def test_a_stale_snapshot_cannot_be_swapped_in(manager: LineageManager, table: str) -> None:
     store = manager.store
     stale = store.read(T)

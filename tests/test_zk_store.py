@@ -254,6 +254,7 @@ def test_a_writer_whose_new_blobs_were_collected_does_not_commit_them(
 ) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
+    monkeypatch.setattr(zk_commit, "INLINE_MULTI_BYTES", 0)  # blobs written before the multi
     real = store.blobs.write
     paused = {"n": 0}
 
@@ -334,6 +335,7 @@ def test_a_commit_that_lost_the_race_leaves_no_blobs_behind(
     store = m.store
     assert isinstance(store, ZkStore)
     other = LineageManager(ZkStore(store.client, owns_client=False), retry=fast_retry())
+    monkeypatch.setattr(zk_commit, "INLINE_MULTI_BYTES", 0)  # blobs written before the multi
     real = BlobStore.write
     raced = []
 
@@ -348,6 +350,40 @@ def test_a_commit_that_lost_the_race_leaves_no_blobs_behind(
     assert raced and m.table(T).version == 4  # create, s1+s2, meanwhile, ours
     left = set(store.client.get_children(f"{store.head_path(T)}/blobs"))
     assert not raced[0] & left  # the lost attempt's blobs are gone already
+
+
+def test_a_small_commit_creates_its_blobs_in_its_multi(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One round trip for the blobs and the swap; a lost race leaves nothing to discard."""
+    store = m.store
+    assert isinstance(store, ZkStore)
+    other = LineageManager(ZkStore(store.client, owns_client=False), retry=fast_retry())
+
+    def no_separate_write(self: BlobStore, table: str, blobs: dict[str, bytes]) -> None:
+        raise AssertionError(f"{len(blobs)} blob(s) written before the multi")
+
+    def no_discard(self: BlobStore, table: str, blobs: object) -> None:
+        raise AssertionError("nothing to discard: the lost multi created nothing")
+
+    real_commit = store.zk.commit
+    raced: list[int] = []
+
+    def lose_once(txn: object) -> list[object]:
+        if not raced:  # another writer swaps the head between our read and our multi
+            raced.append(1)
+            other.register_segments(T, [seg("meanwhile")])
+        return real_commit(txn)
+
+    monkeypatch.setattr(store.zk, "commit", lose_once)
+    monkeypatch.setattr(BlobStore, "write", no_separate_write)
+    monkeypatch.setattr(BlobStore, "discard", no_discard)
+    m.register_segments(T, [seg(f"n{i:03d}") for i in range(50)])
+    assert raced
+    fresh = ZkStore(store.client, owns_client=False)
+    assert {"meanwhile", "n000", "n049"} <= set(fresh.read(T).state.loaded().segments)
+    blobs = set(store.client.get_children(f"{store.head_path(T)}/blobs"))
+    assert fresh.read(T).token.head.bucket_blobs() <= blobs  # type: ignore[attr-defined]
 
 
 def test_an_interrupted_drop_is_finished_by_running_it_again(
@@ -668,3 +704,16 @@ def test_an_entry_owned_by_another_push_is_refused_by_name(m: LineageManager, zk
     finally:
         other.close()
     assert store.live_owners(T) == frozenset({entry})
+
+
+def test_a_commit_attempt_reads_the_clock_with_the_head_even_after_the_clock_was_deleted(
+    m: LineageManager,
+) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    store.client.delete(f"{ROOT}/clock")  # anyone may have deleted it (it holds nothing)
+    snap, now = store.read_now(T)
+    assert snap.state.version == m.table(T).version and now > 1_700_000_000_000  # ZooKeeper's time
+    assert store.client.exists(f"{ROOT}/clock") is not None  # made again
+    m.register_segments(T, [seg("after-clock")])
+    assert "after-clock" in m.table(T).segments

@@ -5,7 +5,7 @@ grows too large). The ZooKeeper store writes what this decides."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -107,7 +107,7 @@ class BucketMap(Mapping[str, V]):
     Thread-safe: a bucket loaded twice at once is the same content.
     """
 
-    __slots__ = ("_load", "_loaded", "ids")
+    __slots__ = ("_flat", "_load", "_loaded", "ids")
 
     def __init__(self, ids: Sequence[str], load: LoadBuckets[V]) -> None:
         if not ids or len(ids) & (len(ids) - 1):
@@ -115,6 +115,7 @@ class BucketMap(Mapping[str, V]):
         self.ids: tuple[str, ...] = tuple(ids)
         self._load = load
         self._loaded: list[dict[str, V] | None] = [None] * len(self.ids)
+        self._flat: dict[str, V] | None = None  # every record, once all were wanted
 
     @property
     def count(self) -> int:
@@ -122,44 +123,74 @@ class BucketMap(Mapping[str, V]):
 
     def buckets(self, indexes: Sequence[int]) -> list[dict[str, V]]:
         """The records of each of ``indexes``, loading those not yet loaded in one call."""
-        missing = [i for i in indexes if self._loaded[i] is None]
+        loaded = self._loaded
+        missing = [i for i in indexes if loaded[i] is None]
         if missing:
             for i, pairs in self._load(missing).items():
-                self._loaded[i] = dict(pairs)
+                loaded[i] = dict(pairs)
         out: list[dict[str, V]] = []
         for i in indexes:
-            bucket = self._loaded[i]
+            bucket = loaded[i]
             if bucket is None:
                 raise LookupError(f"bucket {i} was not loaded")
             out.append(bucket)
         return out
 
+    def bucket(self, index: int) -> dict[str, V]:
+        bucket = self._loaded[index]
+        return bucket if bucket is not None else self.buckets([index])[0]
+
+    def flat(self) -> dict[str, V]:
+        """Every record in one dict (loading what is not loaded yet, in one
+        call), built once: whole-map work runs at dict speed. Not to be changed."""
+        flat = self._flat
+        if flat is None:
+            flat = {}
+            for bucket in self.buckets(range(len(self.ids))):
+                flat.update(bucket)
+            self._flat = flat
+        return flat
+
     def load_all(self) -> None:
         """Load every bucket not loaded yet (in one call)."""
-        self.buckets(range(len(self.ids)))
-
-    def bucket(self, index: int) -> dict[str, V]:
-        return self.buckets([index])[0]
+        self.flat()
 
     def keys_in(self, index: int) -> list[str]:
         """The keys of one bucket, in their stored order."""
         return list(self.bucket(index))
 
     def __getitem__(self, key: str) -> V:
+        flat = self._flat
+        if flat is not None:
+            return flat[key]
         return self.bucket(bucket_of(key, len(self.ids)))[key]
 
     def __contains__(self, key: object) -> bool:
+        flat = self._flat
+        if flat is not None:
+            return key in flat
         return isinstance(key, str) and key in self.bucket(bucket_of(key, len(self.ids)))
 
     def get(self, key: str, default: Any = None) -> Any:
+        flat = self._flat
+        if flat is not None:
+            return flat.get(key, default)
         return self.bucket(bucket_of(key, len(self.ids))).get(key, default)
 
     def __iter__(self) -> Iterator[str]:
-        for bucket in self.buckets(range(len(self.ids))):
-            yield from bucket
+        return iter(self.flat())
 
     def __len__(self) -> int:
-        return sum(len(bucket) for bucket in self.buckets(range(len(self.ids))))
+        return len(self.flat())
+
+    def keys(self) -> KeysView[str]:
+        return self.flat().keys()
+
+    def items(self) -> ItemsView[str, V]:
+        return self.flat().items()
+
+    def values(self) -> ValuesView[V]:
+        return self.flat().values()
 
     def __repr__(self) -> str:
         return f"BucketMap({len(self.ids)} buckets)"

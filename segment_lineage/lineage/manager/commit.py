@@ -126,12 +126,11 @@ class ManagerBase:
         retryable = False
         while attempts.next():
             try:
-                snap = self.store.read(table)
+                snap, now = self.store.read_now(table)
                 if unknown_since is not None:
                     landed = self.store.find_commit(table, commit_id, unknown_since)
                     if landed is not None:
                         return self._landed(self.store.read(table), landed, commit_id)
-                now = self.store.now_ms()
                 pause = floor.wait_or_take(snap, now)
                 if pause is not None:
                     attempts.refund()  # waited for the floor, or took it: not a lost race

@@ -136,6 +136,11 @@ class Store(Protocol):
         """One consistent version. TableNotFoundError, CorruptRecordError."""
         ...
 
+    def read_now(self, table: str) -> tuple[Snapshot, int]:
+        """``read`` and then ``now_ms``, in one round trip where the store can
+        (what every commit attempt starts with)."""
+        ...
+
     def write(
         self,
         table: str,

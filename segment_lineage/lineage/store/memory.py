@@ -115,6 +115,9 @@ class MemoryStore:
     def table_listing(self) -> TableListing:
         return TableListing(tuple(self.list_tables()), {})  # records here are never decoded
 
+    def read_now(self, table: str) -> tuple[Snapshot, int]:
+        return self.read(table), self.now_ms()
+
     def read(self, table: str) -> Snapshot:
         with self._lock:
             state = self._tables.get(table)

@@ -196,6 +196,18 @@ class ZkConnection:
     def get(self, path: str, *, retry: bool = False, doing: str | None = None) -> tuple[bytes, ZnodeStat]:
         return cast("tuple[bytes, ZnodeStat]", self._call(lambda: self.client.get_async(path), doing, retry))
 
+    def get_then(self, path: str, behind: Callable[[], None], *, doing: str) -> tuple[bytes, ZnodeStat]:
+        """``get``, with the requests ``behind()`` sends going out right after
+        it (and again with it on a retry): one round trip for all. Their
+        answers are the caller's to await."""
+
+        def send() -> Any:
+            pending = self.client.get_async(path)
+            behind()
+            return pending
+
+        return cast("tuple[bytes, ZnodeStat]", self._call(send, doing))
+
     def exists(self, path: str, *, doing: str | None = None) -> ZnodeStat | None:
         return self._call(lambda: self.client.exists_async(path), doing)
 
@@ -232,6 +244,9 @@ class ZkConnection:
 
     def send_get(self, path: str) -> Any:
         return self.client.get_async(path)
+
+    def send_set(self, path: str, data: bytes) -> Any:
+        return self.client.set_async(path, data)
 
     def send_get_children(self, path: str) -> Any:
         return self.client.get_children_async(path)

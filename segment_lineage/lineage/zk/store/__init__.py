@@ -191,6 +191,11 @@ class ZkStore:
     def read(self, table: str) -> Snapshot:
         return self.heads.read(table)
 
+    def read_now(self, table: str) -> tuple[Snapshot, int]:
+        self.nodes.ensure_root()
+        snap, now = self.heads.read_at(table, self.paths.clock)
+        return snap, self.nodes.now_ms() if now is None else now  # the clock node was missing: made again
+
     def write(
         self, table: str, base: Snapshot, change: Change, audit: Audit, commit_id: str, now_ms: int
     ) -> TableState:

@@ -1,8 +1,9 @@
-"""The commit: write the new blobs a change needs (each uniquely named,
-invisible until referenced), then one multi that compare-and-sets the head,
-checks every new blob is still there, records the version and checks the
-floor. That single versioned ``set`` is the atomic commit; its results are
-checked element by element."""
+"""The commit: one multi that compare-and-sets the head, creates the new
+blobs the change needs (each uniquely named, invisible until referenced),
+records the version and checks the floor. That single versioned ``set`` is
+the atomic commit; its results are checked element by element. A change too
+large for one request writes its blobs first, and the multi checks each is
+still there instead."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from segment_lineage.lineage.zk.store.paths import Paths
 from segment_lineage.lineage.zk.store.versions import Versions
 
 HEAD_LIMIT = 448 * 1024  # leaves room for the blob checks in the commit multi
+INLINE_MULTI_BYTES = 128 * 1024  # blobs, head and version record up to this go in the one multi
 INLINE_NAMES_BYTES = 4 * 1024  # shorter name lists live inside the entry record
 HISTORY_TAIL = 64  # history records kept in the head before sealing a blob
 HISTORY_TAIL_BYTES = 64 * 1024  # ... or fewer, when their text makes them this large
@@ -166,13 +168,20 @@ class Commits:
         chunks = loaded.chunk_blobs() | (set(blobs) - used)
         version_record = codec.encode_lease(codec.LeaseRecord(version, buckets, tuple(sorted(chunks))))
         self.versions.ensure_folder(table)
-        self.blobs.write(table, blobs)
-        # One multi: swap the head only if every new blob is still there (a
-        # garbage pass may have taken the blobs of a writer paused too long).
+        # A small change's blobs go in the multi itself (one round trip, and
+        # a lost race leaves nothing behind); a large one's are written first.
+        inline = sum(map(len, blobs.values())) + len(raw) + len(version_record) <= INLINE_MULTI_BYTES
+        if not inline:
+            self.blobs.write(table, blobs)
+        # One multi: swap the head only if every new blob is there (written
+        # first, a garbage pass may have taken those of a writer paused too long).
         txn = self.zk.transaction()
         txn.set_data(self.paths.head(table), raw, version=loaded.zversion)
-        for blob in blobs:
-            txn.check(self.paths.blob(table, blob), 0)
+        for blob, data in blobs.items():
+            if inline:
+                txn.create(self.paths.blob(table, blob), data, acl=self.nodes.acl_at(Place.BLOB))
+            else:
+                txn.check(self.paths.blob(table, blob), 0)
         txn.create(self.paths.version(table, version), version_record, acl=self.nodes.acl_at(Place.VERSION))
         if base.floor is not None:  # nobody took the floor since the read
             txn.check(self.paths.floor(table), base.floor.version)
@@ -187,7 +196,9 @@ class Commits:
         floor_taken = base.floor is not None and refused(results[-1])
         checks = results[1:-1] if base.floor is not None else results[1:]
         failed = [r for r in checks if refused(r)]
-        if isinstance(head_result, (BadVersionError, NoNodeError, NoAuthError)) or failed or floor_taken:
+        if not inline and (
+            isinstance(head_result, (BadVersionError, NoNodeError, NoAuthError)) or failed or floor_taken
+        ):
             # The multi was refused as a whole: no head, version or lease
             # references this attempt's blobs. Take them away now rather than
             # leave them to the sweep: under contention a big commit's

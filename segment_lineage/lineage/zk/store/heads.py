@@ -46,6 +46,7 @@ class Loaded:
     maps: dict[str, Mapping[str, Any]]  # kind -> key -> object (shared with the state)
     bucket_keys: dict[str, Sequence[Sequence[str]]]  # kind -> bucket -> keys
     lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]]
+    raw: bytes = b""  # the head record as read (b"": not kept)
 
     def chunk_blobs(self) -> set[str]:
         """The name-list chunks the entries of this version use."""
@@ -101,12 +102,19 @@ class Heads:
             raw, stat = self.zk.get(path, doing=f"reading table {table!r}")
         except NoNodeError:
             raise TableNotFoundError(table) from None
+        return self._head(table, raw, int(stat.version))
+
+    def _head(self, table: str, raw: bytes, zversion: int) -> tuple[Head, int]:
+        path = self.paths.head(table)
+        last = self._last.get(table)
+        if last is not None and last[0].zversion == zversion and last[0].raw == raw:
+            return last[0].head, zversion  # unchanged: decoded already
         head = codec.decode_head(raw, path)
         if head.dropping:
             raise TableNotFoundError(table)
         if head.config.name != table:
             raise CorruptRecordError(path, f"head names table {head.config.name!r}")
-        return head, int(stat.version)
+        return head, zversion
 
     def last(self, table: str, head: Head, zversion: int) -> Snapshot | None:
         """The last snapshot read of ``table``, if it is of this very head."""
@@ -116,17 +124,36 @@ class Heads:
         return None
 
     def read(self, table: str) -> Snapshot:
+        return self.read_at(table, None)[0]
+
+    def read_at(self, table: str, clock: str | None) -> tuple[Snapshot, int | None]:
+        """One version of ``table``; and, given the clock node's path, the
+        store's clock read right behind the head (the mtime of a ``set`` on
+        it; None when the node is missing). Floor, head and clock go out
+        together: one round trip."""
         check_table_name(table)
+        path = self.paths.head(table)
         last_gone = ""
         for _ in range(READ_ATTEMPTS):
             pending_floor = self.floors.send_read(table)  # with the head: one round trip
-            head, zversion = self.read_head(table)
+            sent: list[Any] = []
+
+            def clock_behind(sent: list[Any] = sent) -> None:
+                if clock is not None:
+                    sent[:] = [self.zk.send_set(clock, b"")]
+
+            try:
+                raw, stat = self.zk.get_then(path, clock_behind, doing=f"reading table {table!r}")
+            except NoNodeError:
+                raise TableNotFoundError(table) from None
+            head, zversion = self._head(table, raw, int(stat.version))
             floor = self.floors.answer(pending_floor, table)
+            now = self._clock(sent[0]) if sent else None
             last = self.last(table, head, zversion)
             if last is not None:
-                return replace(last, floor=floor)  # the head did not move: the same immutable version
+                return replace(last, floor=floor), now  # the head did not move: the same immutable version
             try:
-                loaded = self.load(table, head, zversion)
+                loaded = self.load(table, head, zversion, raw)
             except BlobGone as gone:
                 last_gone = str(gone)
                 continue
@@ -134,12 +161,20 @@ class Heads:
             snapshot = Snapshot(state, loaded, floor)
             self._last[table] = (loaded, snapshot)
             self.remember_state(table, head.buckets, state)
-            return snapshot
+            return snapshot, now
         raise CorruptRecordError(
             self.paths.head(table), f"blob {last_gone} referenced by the head is missing"
         )
 
-    def load(self, table: str, head: Head, zversion: int) -> Loaded:
+    def _clock(self, pending: Any) -> int | None:
+        with self.zk.reading("clock read"):
+            try:
+                stat = self.zk.answer(pending)
+            except NoNodeError:
+                return None
+        return int(stat.mtime)
+
+    def load(self, table: str, head: Head, zversion: int, raw: bytes = b"") -> Loaded:
         """The version ``head`` references. BlobGone when one of its blobs was
         collected. Entries are loaded at once (their name lists resolved);
         segments and pending deletions load bucket by bucket, when wanted."""
@@ -169,7 +204,7 @@ class Heads:
             entries[entry.entry_id] = entry.resolve(src, dst)
             lists[entry.entry_id] = (src, entry.src, dst, entry.dst)
         maps[ENTRIES] = entries
-        return Loaded(head, zversion, maps, bucket_keys, lists)
+        return Loaded(head, zversion, maps, bucket_keys, lists, raw)
 
     def _bucket_map(self, table: str, kind: str, ids: tuple[str, ...]) -> BucketMap[Any]:
         """A kind's records in the bucket blobs ``ids``, loaded when wanted.
