@@ -33,6 +33,7 @@ class Session:
     leases: dict[str, Lease] = field(default_factory=dict)
     passes: set[str] = field(default_factory=set)
     members: set[tuple[str, str]] = field(default_factory=set)  # (role, member) of elections
+    tickets: set[tuple[str, str]] = field(default_factory=set)  # (table, ticket) in commit queues
     alive: bool = True
 
 
@@ -93,6 +94,8 @@ class StoreProxy:
             for role, member in sorted(old.members):
                 self.inner.leave_election(role, member)
                 self._sessions.members.pop(member, None)
+            for table, ticket in sorted(old.tickets):
+                self.inner.leave_queue(table, ticket)
         for table in old.passes:
             if self._sessions.passes.get(table) is old:
                 del self._sessions.passes[table]
@@ -132,6 +135,8 @@ class StoreProxy:
         try:
             if name == "write":
                 result = self._write(fn, args, kwargs)
+            elif name == "await_turn":  # never block the baton: look once, the caller sleeps in virtual time
+                result = fn(args[0], args[1], 0.0)
             elif special is not None:
                 result = special(fn, *args, **kwargs)
             else:
@@ -159,6 +164,17 @@ class StoreProxy:
         return state
 
     # ---- the memory backend's sessions --------------------------------------------
+
+    def _mem_join_queue(self, fn: Callable[..., Any], table: str, commit_id: str) -> str | None:
+        ticket: str | None = fn(table, commit_id)
+        if ticket is not None:
+            self.session.tickets.add((table, ticket))
+        return ticket
+
+    def _mem_leave_queue(self, fn: Callable[..., Any], table: str, ticket: str) -> None:
+        if (table, ticket) in self.session.tickets:  # a lapsed session's ticket went with it
+            fn(table, ticket)
+            self.session.tickets.discard((table, ticket))
 
     def _mem_hold_owner(self, fn: Callable[..., Any], table: str, entry_id: str) -> None:
         fn(table, entry_id)

@@ -206,3 +206,28 @@ def test_a_commit_whose_bucket_was_collected_before_it_loaded_reads_again(
     assert set(LineageManager(fresh).table("late").segments) == {"a", "b", "c"}
     fresh.close()
     other.store.close()
+
+
+def test_a_rollback_whose_target_lost_a_bucket_fails_at_once_naming_it(zk_hosts: str, tmp_path: Path) -> None:
+    """The target of a rollback is held by the change, not read again per
+    attempt: a bucket of it gone (here deleted by hand) is reported after a
+    couple of reads, not retried until the budget runs out."""
+    m = LineageManager(_store(zk_hosts))
+    m.create_table(TableConfig.build("lost", str(tmp_path / "lost")))
+    m.register_segments("lost", [Segment("a", "a.parquet", rows=1)])
+    target = m.table("lost").version
+    old_ids = set(m.store.read("lost").token.head.buckets["segments"])  # type: ignore[attr-defined]
+    m.register_segments("lost", [Segment("b", "b.parquet", rows=1)])
+    m.store.close()
+    fresh = _store(zk_hosts)
+    gone = old_ids - set(fresh.read("lost").token.head.buckets["segments"])  # type: ignore[attr-defined]
+    assert gone
+    for blob in gone:
+        fresh.client.delete(f"{fresh.head_path('lost')}/blobs/{blob}")
+    writes: list[object] = []
+    real = fresh.write
+    fresh.write = lambda *a, **k: writes.append(a) or real(*a, **k)  # type: ignore[method-assign]
+    with pytest.raises(ReadAgainError, match="segments metadata blob"):
+        LineageManager(fresh).rollback("lost", target)
+    assert writes == []
+    fresh.close()

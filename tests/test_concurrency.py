@@ -167,12 +167,12 @@ def test_two_processes_race_the_first_write(zk_hosts: str) -> None:
         m.store.close()
 
 
-def test_a_big_change_lands_beside_writers_that_always_commit_first(
-    zk_store: ZkStore, zk_hosts: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """A change that keeps losing the race takes the table's floor: the small
-    writers wait for it (a commit of theirs already under way fails its check
-    of the floor), so it lands. Without the floor it gives up every time."""
+def _big_change_among_small_ones(
+    zk_store: ZkStore, zk_hosts: str, tmp_path: Path
+) -> tuple[list[str], list[str]]:
+    """A 2,000-segment register while, between its blobs and its swap, a
+    small writer commits one segment (up to 40 times). The small writers'
+    segments that landed, and the messages of those that gave up."""
     big = LineageManager(zk_store, retry=RetryPolicy(max_attempts=20, deadline_s=30))
     big.create_table(TableConfig.build("t", str(tmp_path / "t")))
     small_store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
@@ -194,18 +194,45 @@ def test_a_big_change_lands_beside_writers_that_always_commit_first(
             except ContentionError as exc:
                 refused.append(exc.message)
 
-    monkeypatch.setattr(BlobStore, "write", small_commits_first)
-    try:
-        big.register_segments(
-            "t", [Segment(n, f"p/{n}.parquet", rows=1, size_bytes=1) for n in names], entry_id=entry
-        )
-    finally:
-        small_store.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BlobStore, "write", small_commits_first)
+        try:
+            big.register_segments(
+                "t", [Segment(n, f"p/{n}.parquet", rows=1, size_bytes=1) for n in names], entry_id=entry
+            )
+        finally:
+            small_store.close()
     state = big.table("t")
     assert all(n in state.segments for n in names)
-    assert len(landed) == 3 and all(n in state.segments for n in landed)  # it lost three races first
+    assert all(n in state.segments for n in landed)
+    return landed, refused
+
+
+def test_a_big_change_lands_beside_writers_that_always_commit_first(
+    zk_store: ZkStore, zk_hosts: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without a commit queue: a change that keeps losing the race takes the
+    table's floor: the small writers wait for it (a commit of theirs already
+    under way fails its check of the floor), so it lands. Without the floor
+    it gives up every time."""
+    monkeypatch.setattr(ZkStore, "join_queue", lambda self, table, commit_id: None)  # no queue
+    landed, refused = _big_change_among_small_ones(zk_store, zk_hosts, tmp_path)
+    assert len(landed) == 3  # it lost three races first
     assert refused and "held the table's floor until" in refused[0]
     assert zk_store.read("t").floor is not None and zk_store.read("t").floor.holder is None  # left
+
+
+def test_a_big_change_that_lost_once_goes_first_through_the_queue(
+    zk_store: ZkStore, zk_hosts: str, tmp_path: Path
+) -> None:
+    """With the commit queue: after its first lost race the big change takes
+    a ticket; the small writers that come while it commits see the ticket
+    with the head and queue behind it instead of racing it, so it lands
+    after one loss (the ones here give up: they run inside its commit)."""
+    landed, refused = _big_change_among_small_ones(zk_store, zk_hosts, tmp_path)
+    assert len(landed) == 1
+    assert refused and "stood ahead of it in the table's commit queue" in refused[0]
+    assert zk_store.client.get_children(f"{zk_store.head_path('t')}/queue") == []  # the ticket left
 
 
 class VirtualTime:
@@ -307,3 +334,53 @@ def test_a_writer_whose_floor_lapsed_while_it_kept_losing_takes_it_again(
     monkeypatch.setattr(MemoryStore, "take_floor", counted)
     m.register_segments("t", [Segment("a", "a.parquet", rows=1, size_bytes=1)])
     assert len(takes) >= 2 and takes[1] - takes[0] >= FLOOR_MS  # taken again once lapsed
+
+
+def test_a_writer_queues_after_a_lost_race_and_commits_in_turn() -> None:
+    """The commit queue's decisions, one attempt at a time: commit at once
+    while nobody queues; after a lost race, or when others queue, take a
+    ticket; commit at the front; wait on the ticket right ahead; take a new
+    ticket when one's own was taken away; stop waiting on a ticket that
+    stands still; commit without a queue where the store keeps none."""
+
+    from segment_lineage.lineage.manager.floor import QUEUE_PATIENCE_S, _QueueUse
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    time = VirtualTime()
+    store = MemoryStore(clock=time.ms)
+    LineageManager(store).create_table(TableConfig.build("q", "/data/q"))
+    waited: list[str] = []
+    real_await = store.await_turn
+
+    def awaiting(table: str, ahead: str, timeout_s: float) -> bool:
+        waited.append(ahead)
+        return real_await(table, ahead, timeout_s)
+
+    store.await_turn = awaiting  # type: ignore[method-assign]
+
+    def snap() -> Any:
+        return store.read_now("q")[0]
+
+    use = _QueueUse(store, "q", "mine", time.sleep, lambda: time.s)
+    assert use.wait(snap(), lost=0, budget_s=60) is False  # nobody queued, no race lost: commit
+    assert use.wait(snap(), lost=1, budget_s=60) is True and use.ticket is not None  # lost: queue
+    assert use.wait(snap(), lost=1, budget_s=60) is False  # at the front: commit
+    use.leave()
+
+    ahead = store.join_queue("q", "other")
+    assert ahead is not None
+    late = _QueueUse(store, "q", "late", time.sleep, lambda: time.s)
+    assert late.wait(snap(), lost=0, budget_s=60) is True and late.ticket is not None  # others queue: join
+    assert late.wait(snap(), lost=0, budget_s=60) is True and waited == [ahead]  # behind: wait on it
+    store.leave_queue("q", late.ticket)  # taken away (its session lapsed, say)
+    assert late.wait(snap(), lost=0, budget_s=60) is True and late.ticket is not None  # a new one
+    assert late.wait(snap(), lost=0, budget_s=60) is True and waited == [ahead, ahead]  # still behind it
+    time.s += QUEUE_PATIENCE_S + 1  # the ticket ahead stands still
+    assert late.wait(snap(), lost=0, budget_s=60) is False  # waited on it long enough: race
+    assert "stood ahead of it in the table's commit queue" in late.waiting
+    late.leave()
+    store.leave_queue("q", ahead)
+
+    store.join_queue = lambda table, commit_id: None  # type: ignore[method-assign]
+    off = _QueueUse(store, "q", "off", time.sleep, lambda: time.s)
+    assert off.wait(snap(), lost=3, budget_s=60) is False and off.off  # no queue kept: commit

@@ -108,6 +108,24 @@ def test_read_now_is_a_read_and_then_the_clock(manager: LineageManager, table: s
         store.read_now("no_such_table")
 
 
+def test_the_commit_queue_keeps_tickets_in_order_until_they_leave(
+    manager: LineageManager, table: str
+) -> None:
+    store = manager.store
+    first, second = store.join_queue(table, "c1"), store.join_queue(table, "c2")
+    assert first is not None and second is not None
+    assert store.read_now(table)[0].queue == (first, second)
+    assert store.await_turn(table, first, 0.0) is False  # still there
+    store.leave_queue(table, first)
+    assert store.await_turn(table, first, 0.0) is True
+    assert store.read_now(table)[0].queue == (second,)
+    store.leave_queue(table, second)
+    store.leave_queue(table, second)  # twice: nothing to do
+    assert store.read_now(table)[0].queue == ()
+    with pytest.raises(TableNotFoundError):
+        store.join_queue("no_such_table", "c3")
+
+
 def test_a_stale_snapshot_cannot_be_swapped_in(manager: LineageManager, table: str) -> None:
     store = manager.store
     stale = store.read(T)

@@ -242,6 +242,8 @@ def test_every_place_is_known_and_no_role_deletes_what_it_does_not_own() -> None
         "/tables/events/leases/lease-0000000001/x": None,
         "/tables/events/passes": Place.RETENTION_HOLDS,
         "/tables/events/passes/lock": Place.RETENTION_HOLD,
+        "/tables/events/queue": Place.QUEUE,
+        "/tables/events/queue/t-0000000001": Place.TICKET,
         "/leaders/retention": Place.ELECTION,
         "/leaders/retention/member-0000000001": Place.MEMBER,
         "/tables/events/other": None,
@@ -258,6 +260,10 @@ def test_every_place_is_known_and_no_role_deletes_what_it_does_not_own() -> None
         (Place.VERSIONS, "retention"),
         (Place.ELECTION, "retention"),
         (Place.RETENTION_HOLDS, "retention"),
+        # A commit queue's tickets order writers and guard nothing: a writer
+        # whose ticket another deletes only takes a new one (liveness, as the floor).
+        (Place.QUEUE, "pusher"),
+        (Place.QUEUE, "retention"),
     }
     # A pusher's claims and a reader's leases: only in the folder of that one identity.
     policy = AclPolicy.build([ident(ADMIN_ROLE)], [ident("pusher")], [ident("retention")], [ident("reader")])

@@ -717,3 +717,15 @@ def test_a_commit_attempt_reads_the_clock_with_the_head_even_after_the_clock_was
     assert store.client.exists(f"{ROOT}/clock") is not None  # made again
     m.register_segments(T, [seg("after-clock")])
     assert "after-clock" in m.table(T).segments
+
+
+def test_a_table_made_before_commit_queues_gets_its_queue_folder_on_first_use(m: LineageManager) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    folder = f"{store.head_path(T)}/queue"
+    assert store.client.exists(folder) is not None  # made with the table
+    store.client.delete(folder)
+    assert store.read_now(T)[0].queue == ()  # no folder: nobody queued
+    ticket = store.join_queue(T, "c1")
+    assert ticket is not None and store.client.get_children(folder) == [ticket]
+    store.leave_queue(T, ticket)

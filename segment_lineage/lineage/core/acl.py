@@ -63,6 +63,8 @@ class Place(Enum):
     VERSION = "version"
     GC = "gc"
     FLOOR = "floor"  # tables/<t>/floor: a writer that kept losing holds the commits a while
+    QUEUE = "queue"  # tables/<t>/queue: writers that lost a race commit in turn
+    TICKET = "ticket"  # one writer's ephemeral place in the queue
     OWNERS = "owners"
     OWN_OWNERS = "own owners"  # owners/by-<user>: one pusher's claims
     OWNER = "owner"
@@ -89,6 +91,8 @@ RIGHTS: Mapping[Place, Mapping[str, int]] = {
     Place.VERSION: {PUSHER: R, RETENTION: R, READER: R},
     Place.GC: {PUSHER: R, RETENTION: RW, READER: R},
     Place.FLOOR: {PUSHER: RW, RETENTION: RW, READER: R},
+    Place.QUEUE: {PUSHER: RCD, RETENTION: RCD, READER: R},
+    Place.TICKET: {PUSHER: R, RETENTION: R, READER: R},
     Place.OWNERS: {PUSHER: R, RETENTION: R, READER: R},
     Place.OWN_OWNERS: {PUSHER: R, RETENTION: R, READER: R},
     Place.OWNER: {PUSHER: R, RETENTION: R, READER: R},
@@ -115,6 +119,7 @@ TABLE_FOLDERS: Mapping[str, Place] = {
     "versions": Place.VERSIONS,
     "gc": Place.GC,
     "floor": Place.FLOOR,
+    "queue": Place.QUEUE,
     "owners": Place.OWNERS,
     "leases": Place.LEASES,
     "passes": Place.RETENTION_HOLDS,
@@ -127,6 +132,7 @@ _CHILD_OF = {
     Place.LEASES: Place.LEASE,
     Place.OWN_LEASES: Place.LEASE,
     Place.RETENTION_HOLDS: Place.RETENTION_HOLD,
+    Place.QUEUE: Place.TICKET,
 }
 
 _DIGEST_ID = re.compile(r"^[^:\s]{1,64}:[A-Za-z0-9+/]{27}=$")

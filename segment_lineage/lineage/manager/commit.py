@@ -29,7 +29,7 @@ from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, Operation, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
-from segment_lineage.lineage.manager.floor import _FloorUse
+from segment_lineage.lineage.manager.floor import _FloorUse, _QueueUse
 from segment_lineage.lineage.storage.claims import ClaimFiles
 from segment_lineage.lineage.store.contract import (
     ReadAgainError,
@@ -41,6 +41,7 @@ from segment_lineage.lineage.store.contract import (
 )
 
 Update = Callable[[TableState, int], Change]
+READ_AGAIN_MAX = 2  # a version losing a bucket before it loads is read again this often, then reported
 
 
 def default_actor() -> str:
@@ -112,16 +113,19 @@ class ManagerBase:
         audit = self.audit(reason)
         commit_id = uuid.uuid4().hex
         floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
+        queue = _QueueUse(self.store, table, commit_id, self.retry.sleep, self.retry.clock)
         try:
-            return self._commit(table, update, audit, commit_id, floor)
+            return self._commit(table, update, audit, commit_id, floor, queue)
         finally:
+            queue.leave()
             floor.leave()
 
     def _commit(
-        self, table: str, update: Update, audit: Audit, commit_id: str, floor: _FloorUse
+        self, table: str, update: Update, audit: Audit, commit_id: str, floor: _FloorUse, queue: _QueueUse
     ) -> Committed:
         attempts = Attempts(self.retry)
         unknown_since: int | None = None  # version read before an unknown outcome
+        read_again = 0  # attempts whose version lost a bucket before it was loaded
         last_cause = ""
         retryable = False
         while attempts.next():
@@ -136,6 +140,9 @@ class ManagerBase:
                     attempts.refund()  # waited for the floor, or took it: not a lost race
                     self.retry.sleep(pause)
                     continue
+                if queue.wait(snap, floor.lost_races, self.retry.deadline_s - attempts.elapsed):
+                    attempts.refund()  # waited for its turn: not a lost race
+                    continue
             except LineageError as exc:
                 if unknown_since is not None and not isinstance(exc, NotFoundError):
                     # Our earlier write may have landed: never report "nothing written".
@@ -143,9 +150,10 @@ class ManagerBase:
                 raise
             try:
                 change = update(snap.state, now)
-            except ReadAgainError as exc:  # a bucket loaded late was collected: the table moved on
-                last_cause = exc.message
-                attempts.backoff()
+            except ReadAgainError:  # a bucket loaded late was collected: the table moved on
+                read_again += 1
+                if read_again > READ_AGAIN_MAX:  # not the version read now: one the change holds (a target)
+                    raise
                 continue
             except StoreUnavailableError as exc:  # loading a bucket late
                 if unknown_since is not None:
@@ -160,6 +168,8 @@ class ManagerBase:
                 state = self.store.write(table, snap, change, audit, commit_id, now)
             except VersionConflict:
                 floor.lost()
+                if queue.queued:
+                    continue  # our turn came (or waiting ran out): again at once
             except RetryableStoreError as exc:
                 last_cause = exc.message
                 retryable = True
@@ -191,7 +201,7 @@ class ManagerBase:
             attempts.elapsed,
             waiting=f"commit {held.holder[:8]} held the table's floor until {_utc(held.until_ms)}"
             if held is not None and held.holder is not None
-            else "",
+            else queue.waiting,
         )
 
     def _landed(self, snap: Snapshot, record: HistoryRecord, commit_id: str) -> Committed:

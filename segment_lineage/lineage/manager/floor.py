@@ -1,8 +1,9 @@
-"""The table's floor: a writer that kept losing the race holds the others a while.
+"""Who commits first, on top of the commit loop (:mod:`.commit`): the
+table's commit queue (a writer that lost a race commits in turn), and its
+floor (a writer that kept losing holds the others a while).
 
-Liveness only, on top of the commit loop (:mod:`.commit`): every commit still
-compares-and-sets the head. The floor itself is stored by the store
-(:class:`segment_lineage.lineage.store.contract.Floor`).
+Liveness only: every commit still compares-and-sets the head. The store
+keeps both (:class:`segment_lineage.lineage.store.contract.Floor`, the queue's tickets).
 """
 
 from __future__ import annotations
@@ -16,6 +17,93 @@ from segment_lineage.lineage.store.contract import Floor, Snapshot, Store
 FLOOR_AFTER = 3  # races lost in a row before a writer takes the table's floor
 FLOOR_MS = 30_000  # how long a floor holds the other writers at most (ZooKeeper's clock)
 FLOOR_POLL_S = 0.5  # a waiting writer looks again at least this often
+QUEUE_WAIT_S = 1.0  # a queued writer looks again at least this often (its turn is watched)
+QUEUE_POLL_S = 0.05  # ... and at most this much later where the store cannot watch
+QUEUE_PATIENCE_S = 5.0  # a ticket ahead that stays this long (a stopped process) is not waited on
+
+
+class _QueueUse:
+    """One commit's place in the table's commit queue.
+
+    Nobody queued and no race lost: commit at once. After a lost race, or
+    when writers are queued already (read with the head, in the same
+    attempt), take a ticket and commit only when the tickets ahead are
+    gone, waiting on the one right ahead. A lost race at the front is tried
+    again at once. A ticket taken away (its session lapsed) is taken again;
+    a store that keeps no queue for the table means committing without. A
+    ticket ahead that stays QUEUE_PATIENCE_S (its process stopped, its
+    session not yet expired) is not waited on any more: this writer races
+    again, as without a queue."""
+
+    def __init__(
+        self,
+        store: Store,
+        table: str,
+        commit_id: str,
+        sleep: Callable[[float], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.table = table
+        self.commit_id = commit_id
+        self.sleep = sleep
+        self.clock = clock
+        self.ticket: str | None = None
+        self.off = False
+        self.polls = 0
+        self.ahead: tuple[str, float] | None = None  # the ticket waited on, and since when
+
+    def wait(self, snap: Snapshot, lost: int, budget_s: float) -> bool:
+        """False when this attempt may commit now; else it waited (or took
+        a ticket) and the caller reads again."""
+        if self.off:
+            return False
+        queue = snap.queue
+        if self.ticket is not None and self.ticket not in queue:
+            self.ticket = None  # taken away: join again at the tail
+        if self.ticket is None:
+            if not queue and not lost:
+                return False
+            try:
+                self.ticket = self.store.join_queue(self.table, self.commit_id)
+            except LineageError:
+                self.ticket = None
+            if self.ticket is None:
+                self.off = True
+                return False
+            return True  # read again: our place, with the head
+        place = queue.index(self.ticket)
+        if place == 0:
+            return False
+        if self.ahead is None or self.ahead[0] != queue[place - 1]:
+            self.ahead = (queue[place - 1], self.clock())
+        elif self.clock() - self.ahead[1] > QUEUE_PATIENCE_S:
+            return False  # stuck ahead of us: race, as without a queue
+        try:
+            gone = self.store.await_turn(self.table, queue[place - 1], max(0.0, min(QUEUE_WAIT_S, budget_s)))
+        except LineageError:
+            gone = False
+        if not gone:
+            self.polls += 1
+            self.sleep(min(QUEUE_POLL_S, 0.001 * 2.0 ** min(self.polls, 10)))
+        return True
+
+    @property
+    def queued(self) -> bool:
+        return self.ticket is not None
+
+    @property
+    def waiting(self) -> str:
+        """What this writer last waited for in the queue ('' if nothing)."""
+        if self.ahead is None:
+            return ""
+        return f"ticket {self.ahead[0]} stood ahead of it in the table's commit queue"
+
+    def leave(self) -> None:
+        if self.ticket is not None:
+            with contextlib.suppress(LineageError):
+                self.store.leave_queue(self.table, self.ticket)
+            self.ticket = None
 
 
 class _FloorUse:
@@ -37,6 +125,7 @@ class _FloorUse:
         self.commit_id = commit_id
         self.clock = clock
         self.losses = 0
+        self.lost_races = 0  # in this whole call (``losses`` restarts when the floor is taken)
         self.tried = False  # a take was sent (it may have landed even when its answer was lost)
         self.waits = 0
         self.first_seen: tuple[tuple[str | None, int], float] | None = None
@@ -75,6 +164,7 @@ class _FloorUse:
 
     def lost(self) -> None:
         self.losses += 1
+        self.lost_races += 1
 
     def leave(self) -> None:
         if self.tried:

@@ -103,6 +103,7 @@ class Snapshot:
     state: TableState
     token: object
     floor: Floor | None = None
+    queue: tuple[str, ...] = ()  # the table's commit queue, oldest ticket first (read by read_now)
 
 
 class Store(Protocol):
@@ -137,8 +138,24 @@ class Store(Protocol):
         ...
 
     def read_now(self, table: str) -> tuple[Snapshot, int]:
-        """``read`` and then ``now_ms``, in one round trip where the store can
-        (what every commit attempt starts with)."""
+        """``read`` with the table's commit queue, and then ``now_ms``, in one
+        round trip where the store can (what every commit attempt starts with)."""
+        ...
+
+    def join_queue(self, table: str, commit_id: str) -> str | None:
+        """A ticket at the tail of the table's commit queue, gone with this
+        client's session (or :meth:`leave_queue`). None when the store keeps
+        no queue for the table (a table made before queues, under an ACL
+        policy, until ``lineage acl apply``): commit without one."""
+        ...
+
+    def await_turn(self, table: str, ahead: str, timeout_s: float) -> bool:
+        """Wait until ticket ``ahead`` is gone: True when it is, False after
+        ``timeout_s`` or at once where the store cannot wait (then poll)."""
+        ...
+
+    def leave_queue(self, table: str, ticket: str) -> None:
+        """Give up a ticket (best effort: it goes with the session anyway)."""
         ...
 
     def write(

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from segment_lineage.lineage.core.errors import (
     PassRunningError,
@@ -58,6 +59,8 @@ class MemoryStore:
         self._versions: dict[str, dict[int, TableState]] = {}
         self._passes: dict[str, object] = {}  # table -> the session holding its retention pass
         self._floors: dict[str, Floor] = {}
+        self._queues: dict[str, dict[str, str]] = {}  # table -> ticket -> commit id, oldest first
+        self._tickets = 0
         self._session = object()
         self._id = uuid.uuid4().hex
         self._members: dict[str, dict[str, str]] = {}  # role -> member name -> identity
@@ -116,7 +119,27 @@ class MemoryStore:
         return TableListing(tuple(self.list_tables()), {})  # records here are never decoded
 
     def read_now(self, table: str) -> tuple[Snapshot, int]:
-        return self.read(table), self.now_ms()
+        snap = self.read(table)
+        with self._lock:
+            queue = tuple(self._queues.get(table, {}))
+        return replace(snap, queue=queue), self.now_ms()
+
+    def join_queue(self, table: str, commit_id: str) -> str | None:
+        with self._lock:
+            if table not in self._tables:
+                raise TableNotFoundError(table)
+            self._tickets += 1
+            ticket = f"t-{self._tickets:010d}"
+            self._queues.setdefault(table, {})[ticket] = commit_id
+            return ticket
+
+    def await_turn(self, table: str, ahead: str, timeout_s: float) -> bool:
+        with self._lock:
+            return ahead not in self._queues.get(table, {})  # never waits: the caller polls
+
+    def leave_queue(self, table: str, ticket: str) -> None:
+        with self._lock:
+            self._queues.get(table, {}).pop(ticket, None)
 
     def read(self, table: str) -> Snapshot:
         with self._lock:
@@ -198,6 +221,7 @@ class MemoryStore:
             del self._tables[table]
             self._history.pop(table, None)
             self._floors.pop(table, None)
+            self._queues.pop(table, None)
 
     def hold_owner(self, table: str, entry_id: str) -> None:
         self.read(table)

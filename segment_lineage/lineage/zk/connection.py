@@ -208,6 +208,11 @@ class ZkConnection:
 
         return cast("tuple[bytes, ZnodeStat]", self._call(send, doing))
 
+    def exists_watch(self, path: str, watch: Callable[[Any], None], *, doing: str) -> ZnodeStat | None:
+        """``exists``, with a watch that fires once when the node is created,
+        changed or deleted."""
+        return self._call(lambda: self.client.exists_async(path, watch=watch), doing)
+
     def exists(self, path: str, *, doing: str | None = None) -> ZnodeStat | None:
         return self._call(lambda: self.client.exists_async(path), doing)
 

@@ -57,7 +57,7 @@ from segment_lineage.lineage.zk.store.gc import METADATA_GRACE_MS, MetadataGc
 from segment_lineage.lineage.zk.store.heads import Heads
 from segment_lineage.lineage.zk.store.history import History
 from segment_lineage.lineage.zk.store.leases import Leases, Owners
-from segment_lineage.lineage.zk.store.locks import Elections, Floors, PassHolds
+from segment_lineage.lineage.zk.store.locks import Elections, Floors, PassHolds, Queues
 from segment_lineage.lineage.zk.store.nodes import Nodes
 from segment_lineage.lineage.zk.store.paths import ROOT, Paths
 from segment_lineage.lineage.zk.store.tables import Tables
@@ -89,7 +89,8 @@ class ZkStore:
         self.blobs = BlobStore(self.zk, self.paths, self.nodes)
         self.ephemerals = Ephemerals(self.zk, self.paths, self.nodes)
         self.floors = Floors(self.zk, self.paths, self.nodes)
-        self.heads = Heads(self.zk, self.paths, self.blobs, self.floors)
+        self.queues = Queues(self.zk, self.paths, self.nodes)
+        self.heads = Heads(self.zk, self.paths, self.blobs, self.floors, self.queues)
         self.history_ = History(self.zk, self.paths, self.heads, self.blobs)
         self.versions_ = Versions(self.zk, self.paths, self.nodes, self.heads, self.ephemerals)
         self.gc = MetadataGc(self.zk, self.paths, self.nodes, self.heads, self.history_, self.versions_)
@@ -206,6 +207,15 @@ class ZkStore:
 
     def leave_floor(self, table: str, commit_id: str) -> None:
         self.floors.leave(table, commit_id)
+
+    def join_queue(self, table: str, commit_id: str) -> str | None:
+        return self.queues.join(table, commit_id)
+
+    def await_turn(self, table: str, ahead: str, timeout_s: float) -> bool:
+        return self.queues.await_turn(table, ahead, timeout_s)
+
+    def leave_queue(self, table: str, ticket: str) -> None:
+        self.queues.leave(table, ticket)
 
     # ---- history and retained versions -----------------------------------------------------
 

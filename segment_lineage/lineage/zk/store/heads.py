@@ -29,7 +29,7 @@ from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.store.contract import ReadAgainError, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore, Bucket
-from segment_lineage.lineage.zk.store.locks import Floors
+from segment_lineage.lineage.zk.store.locks import Floors, Queues
 from segment_lineage.lineage.zk.store.paths import Paths
 
 READ_ATTEMPTS = 5
@@ -83,11 +83,14 @@ def key_of(kind: str, obj: Any) -> str:
 
 
 class Heads:
-    def __init__(self, zk: ZkConnection, paths: Paths, blobs: BlobStore, floors: Floors) -> None:
+    def __init__(
+        self, zk: ZkConnection, paths: Paths, blobs: BlobStore, floors: Floors, queues: Queues
+    ) -> None:
         self.zk = zk
         self.paths = paths
         self.blobs = blobs
         self.floors = floors
+        self.queues = queues
         self._lock = threading.Lock()
         self._last: dict[str, tuple[Loaded, Snapshot]] = {}  # per table: the last version read
         self._states: LRUCache[tuple[object, ...], TableState] = LRUCache(maxsize=STATES_CACHED)
@@ -139,8 +142,8 @@ class Heads:
             sent: list[Any] = []
 
             def clock_behind(sent: list[Any] = sent) -> None:
-                if clock is not None:
-                    sent[:] = [self.zk.send_set(clock, b"")]
+                if clock is not None:  # a commit attempt: its queue, then the clock
+                    sent[:] = [self.queues.send_read(table), self.zk.send_set(clock, b"")]
 
             try:
                 raw, stat = self.zk.get_then(path, clock_behind, doing=f"reading table {table!r}")
@@ -148,10 +151,11 @@ class Heads:
                 raise TableNotFoundError(table) from None
             head, zversion = self._head(table, raw, int(stat.version))
             floor = self.floors.answer(pending_floor, table)
-            now = self._clock(sent[0]) if sent else None
+            queue = self.queues.answer(sent[0], table) if sent else ()
+            now = self._clock(sent[1]) if sent else None
             last = self.last(table, head, zversion)
-            if last is not None:
-                return replace(last, floor=floor), now  # the head did not move: the same immutable version
+            if last is not None:  # the head did not move: the same immutable version
+                return replace(last, floor=floor, queue=queue), now
             try:
                 loaded = self.load(table, head, zversion, raw)
             except BlobGone as gone:
@@ -161,7 +165,7 @@ class Heads:
             snapshot = Snapshot(state, loaded, floor)
             self._last[table] = (loaded, snapshot)
             self.remember_state(table, head.buckets, state)
-            return snapshot, now
+            return replace(snapshot, queue=queue), now
         raise CorruptRecordError(
             self.paths.head(table), f"blob {last_gone} referenced by the head is missing"
         )

@@ -10,7 +10,7 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.errors import CorruptRecordError, RefusedError
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.names import check_entry_id
-from segment_lineage.lineage.store.contract import Lease, LeaseInfo
+from segment_lineage.lineage.store.contract import Lease, LeaseInfo, ReadAgainError
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
 from segment_lineage.lineage.zk.store.heads import Heads, Loaded
@@ -83,9 +83,15 @@ class Leases:
         states = []
         for name, record in self.versions.records(table, "leases"):
             try:
-                states.append(self.versions.rebuild(table, head, record))
+                # Loaded now: a lease's blobs stay while it does, and one that
+                # names a blob that is not there is found here, not mid-pass.
+                states.append(self.versions.rebuild(table, head, record).loaded())
             except CorruptRecordError as exc:
                 self.versions.ignore_lease(table, f"{base}/{name}", exc.message)
+            except ReadAgainError as exc:
+                self.versions.ignore_lease(
+                    table, f"{base}/{name}", f"names blob {exc.__cause__}, which is missing"
+                )
         return states
 
     def release(self, lease: Lease) -> None:

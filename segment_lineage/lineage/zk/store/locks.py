@@ -16,18 +16,93 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.acl import Place
 from segment_lineage.lineage.core.errors import (
+    AuthError,
     CorruptRecordError,
+    LineageError,
     PassRunningError,
     StoreUnavailableError,
     TableNotFoundError,
 )
 from segment_lineage.lineage.store.contract import MEMBER_PREFIX, Floor, Member
-from segment_lineage.lineage.zk.connection import ZkConnection, translated
+from segment_lineage.lineage.zk.connection import UNAVAILABLE, ZkConnection, translated
 from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
 from segment_lineage.lineage.zk.store.nodes import Nodes
 from segment_lineage.lineage.zk.store.paths import Paths
 
 log = logging.getLogger(__name__)
+
+
+TICKET_PREFIX = "t-"
+
+
+class Queues:
+    """A table's commit queue: a writer that lost a race takes an ephemeral
+    sequential ticket under ``tables/<t>/queue`` and commits when the
+    tickets ahead of it are gone, watching only the one right ahead (no
+    herd when a ticket goes). Read with the head, so a newcomer that sees
+    writers queued takes a ticket instead of racing them. Liveness only."""
+
+    def __init__(self, zk: ZkConnection, paths: Paths, nodes: Nodes) -> None:
+        self.zk = zk
+        self.paths = paths
+        self.nodes = nodes
+        self._missing: set[str] = set()  # tables whose queue folder could not be made
+
+    def send_read(self, table: str) -> Any:
+        return self.zk.send_get_children(self.paths.folder(table, "queue"))
+
+    def answer(self, pending: Any, table: str) -> tuple[str, ...]:
+        """The tickets, oldest first (none when the table has no queue folder)."""
+        path = self.paths.folder(table, "queue")
+        with self.zk.reading(f"reading {path}"):
+            try:
+                names = self.zk.answer(pending)
+            except NoNodeError:
+                return ()
+        return tuple(sorted(n for n in names if n.startswith(TICKET_PREFIX)))
+
+    def join(self, table: str, commit_id: str) -> str | None:
+        folder = self.paths.folder(table, "queue")
+        if table in self._missing:
+            return None
+        for _ in range(2):
+            try:
+                with translated(
+                    f"joining the commit queue of {table!r}", refused="not authorised", passing=(NoNodeError,)
+                ):
+                    path = self.zk.create(
+                        f"{folder}/{TICKET_PREFIX}",
+                        commit_id.encode(),
+                        acl=self.nodes.acl_at(Place.TICKET),
+                        ephemeral=True,
+                        sequence=True,
+                    )
+                return path.rsplit("/", 1)[1]
+            except NoNodeError:
+                pass  # a table made before queues (make its folder, once), or no table
+            except AuthError:
+                self._missing.add(table)
+                return None
+            if self.zk.exists(self.paths.head(table), doing=f"reading table {table!r}") is None:
+                raise TableNotFoundError(table)
+            try:
+                self.nodes.ensure_node(folder, Place.QUEUE)
+            except AuthError:
+                self._missing.add(table)
+                log.info("table %r has no commit queue and this identity may not make one", table)
+                return None
+        return None
+
+    def await_turn(self, table: str, ahead: str, timeout_s: float) -> bool:
+        gone = threading.Event()
+        path = f"{self.paths.folder(table, 'queue')}/{ahead}"
+        if self.zk.exists_watch(path, lambda _event: gone.set(), doing=f"watching {path}") is None:
+            return True
+        return gone.wait(max(0.0, timeout_s))
+
+    def leave(self, table: str, ticket: str) -> None:
+        with contextlib.suppress(LineageError, *UNAVAILABLE):  # it goes with the session anyway
+            self.zk.delete(f"{self.paths.folder(table, 'queue')}/{ticket}")
 
 
 class Floors:
