@@ -25,11 +25,12 @@ QUEUE_PATIENCE_S = 5.0  # a ticket ahead that stays this long (a stopped process
 class _QueueUse:
     """One commit's place in the table's commit queue.
 
-    Nobody queued and no race lost: commit at once. After a lost race, or
-    when writers are queued already (read with the head, in the same
-    attempt), take a ticket and commit only when the tickets ahead are
-    gone, waiting on the one right ahead. A lost race at the front is tried
-    again at once. A ticket taken away (its session lapsed) is taken again;
+    No race lost yet: commit at once (a writer racing alone loses nothing
+    to the queue). After a lost race, take a ticket and commit only when the
+    tickets ahead (read with the head, in the same attempt) are gone,
+    waiting on the one right ahead, so losers take turns instead of racing
+    each other. A lost race at the front (to a newcomer) is tried again at
+    once; the floor catches a writer that keeps losing there. A ticket taken away (its session lapsed) is taken again;
     a store that keeps no queue for the table means committing without. A
     ticket ahead that stays QUEUE_PATIENCE_S (its process stopped, its
     session not yet expired) is not waited on any more: this writer races
@@ -62,7 +63,7 @@ class _QueueUse:
         if self.ticket is not None and self.ticket not in queue:
             self.ticket = None  # taken away: join again at the tail
         if self.ticket is None:
-            if not queue and not lost:
+            if not lost:
                 return False
             try:
                 self.ticket = self.store.join_queue(self.table, self.commit_id)

@@ -101,8 +101,11 @@ class Queues:
         return gone.wait(max(0.0, timeout_s))
 
     def leave(self, table: str, ticket: str) -> None:
-        with contextlib.suppress(LineageError, *UNAVAILABLE):  # it goes with the session anyway
-            self.zk.delete(f"{self.paths.folder(table, 'queue')}/{ticket}")
+        """Sent, not awaited: the writer behind is told when ZooKeeper applies
+        it, and this session's next request comes after it anyway (a lost
+        one goes with the session)."""
+        with contextlib.suppress(LineageError, *UNAVAILABLE):
+            self.zk.send_delete(f"{self.paths.folder(table, 'queue')}/{ticket}")
 
 
 class Floors:
