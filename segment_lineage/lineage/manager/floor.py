@@ -30,11 +30,11 @@ class _QueueUse:
     tickets ahead (read with the head, in the same attempt) are gone,
     waiting on the one right ahead, so losers take turns instead of racing
     each other. A lost race at the front (to a newcomer) is tried again at
-    once; the floor catches a writer that keeps losing there. A ticket taken away (its session lapsed) is taken again;
-    a store that keeps no queue for the table means committing without. A
-    ticket ahead that stays QUEUE_PATIENCE_S (its process stopped, its
-    session not yet expired) is not waited on any more: this writer races
-    again, as without a queue."""
+    once; the floor catches a writer that keeps losing there. A ticket
+    taken away (its session lapsed) is taken again; a store that keeps no
+    queue for the table means committing without. A ticket ahead that stays
+    QUEUE_PATIENCE_S (its process stopped, its session not yet expired) is
+    not waited on any more: this writer races again, as without a queue."""
 
     def __init__(
         self,
