@@ -19,6 +19,10 @@ at storage or the catalog.
 Rollback: per round, one more file pushed (untimed), then a timed rollback of
 it: ours ``rollback(table, resolve_version(table))``, deltalake
 ``restore(previous version)``, pyiceberg ``rollback_to_snapshot(parent)``.
+Rollback, cold: the same from a client that has read nothing yet (what a CLI
+command is): ours on a new ZooKeeper client (connected untimed); deltalake
+``DeltaTable(path).restore(...)``; pyiceberg ``load_table(...)`` then the
+rollback.
 """
 
 from __future__ import annotations
@@ -149,6 +153,40 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, n: int) -> None:
 
     for system, prepare in ((OURS, ours_round), ("deltalake", delta_round), ("pyiceberg", iceberg_round)):
         rollback.add(case("rollback", n, system, measure(prepare, rollback_rounds)))
+
+    # ---- the same, from a client that has read nothing yet (what a CLI command is)
+    cold_clients: list[ZkStore] = []
+
+    def ours_cold_round() -> Callable[[], Any]:
+        extra = f"extra_{next(pushed):05d}"
+        entry = m.start_replace("bench", [], [extra])
+        m.register_segments("bench", [Segment(extra, f"{extra}.parquet", rows=1)], entry_id=entry)
+        m.end_replace("bench", entry)
+        target = m.resolve_version("bench")
+        client = ZkStore(connect(ZkSettings(hosts=hosts)))
+        cold_clients.append(client)
+        return lambda: LineageManager(client).rollback("bench", target)
+
+    def delta_cold_round() -> Callable[[], Any]:
+        write_deltalake(str(delta), rows(n + next(pushed), 1, 2), mode="append", partition_by=["k"])
+        previous = DeltaTable(str(delta)).version() - 1
+        return lambda: DeltaTable(str(delta)).restore(previous)
+
+    def iceberg_cold_round() -> Callable[[], Any]:
+        table = catalog.load_table("bench.t")
+        table.append(rows(n + next(pushed), 1, 2))
+        parent = catalog.load_table("bench.t").current_snapshot().parent_snapshot_id
+
+        def roll() -> Any:
+            return catalog.load_table("bench.t").manage_snapshots().rollback_to_snapshot(parent).commit()
+
+        return roll
+
+    cold = ((OURS, ours_cold_round), ("deltalake", delta_cold_round), ("pyiceberg", iceberg_cold_round))
+    for system, prepare in cold:
+        rollback.add(case("cold", n, system, measure(prepare, rollback_rounds)))
+    for client in cold_clients:
+        client.close()
     assert len(m.visible_segments("bench")) == n
     assert len(DeltaTable(str(delta)).file_uris()) == n
     assert len(list(catalog.load_table("bench.t").scan().plan_files())) == n

@@ -105,11 +105,18 @@ def test_a_quick_run_compares_ours_with_both_peers(tmp_path: Path) -> None:
     done = run_benchmarks("--quick", "--only", "tables", "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     document = json.loads((tmp_path / "report.json").read_text())
-    cases = {(c["operation"], c["size"], c["system"]) for s in document["suites"] for c in s["cases"]}
-    for operation in ("cold", "warm", "rollback"):
+    cases = {
+        (s["name"], c["operation"], c["size"], c["system"]) for s in document["suites"] for c in s["cases"]
+    }
+    for suite, operation in (
+        ("visible", "cold"),
+        ("visible", "warm"),
+        ("rollback", "rollback"),
+        ("rollback", "cold"),
+    ):
         for size in (300, 3000):
             for system in (OURS, "deltalake", "pyiceberg"):
-                assert (operation, size, system) in cases
+                assert (suite, operation, size, system) in cases
     assert (tmp_path / "visible.png").exists() and (tmp_path / "rollback.png").exists()
     assert "## Reading the visible set" in (tmp_path / "report.md").read_text()
 
