@@ -231,3 +231,19 @@ def test_a_rollback_whose_target_lost_a_bucket_fails_at_once_naming_it(zk_hosts:
         LineageManager(fresh).rollback("lost", target)
     assert writes == []
     fresh.close()
+
+
+def test_what_a_commit_returns_needs_no_store_afterwards(zk_hosts: str, tmp_path: Path) -> None:
+    """A revert leaves the segments alone, so its state would keep the
+    store's lazy map: it comes loaded, usable after the store closed."""
+    m = LineageManager(_store(zk_hosts))
+    m.create_table(TableConfig.build("done", str(tmp_path / "done")))
+    m.register_segments(
+        "done", [Segment(f"s{i:05d}_" + "x" * 40, f"s{i}.parquet", rows=1) for i in range(3000)]
+    )
+    entry = m.start_replace("done", ["s00001_" + "x" * 40], ["new1"])
+    m.store.close()
+    fresh = LineageManager(_store(zk_hosts))
+    reverted = fresh.revert_replace("done", entry, force=True)
+    fresh.store.close()
+    assert reverted.applied and len(reverted.state.segments) == 3000

@@ -367,6 +367,12 @@ def test_a_writer_queues_after_a_lost_race_and_commits_in_turn() -> None:
     assert late.wait(snap(), lost=1, budget_s=60) is False  # waited on it long enough: race
     assert "stood ahead of it in the table's commit queue" in late.waiting
     late.leave()
+    again = _QueueUse(
+        store, "q", "again", time.sleep, lambda: time.s, late.stuck
+    )  # the manager's next commit
+    assert again.wait(snap(), lost=1, budget_s=60) is True and again.ticket is not None
+    assert again.wait(snap(), lost=1, budget_s=60) is False  # known to stand still: not waited on again
+    again.leave()
     store.leave_queue("q", ahead)
 
     store.join_queue = lambda table, commit_id: None  # type: ignore[method-assign]

@@ -729,3 +729,56 @@ def test_a_table_made_before_commit_queues_gets_its_queue_folder_on_first_use(m:
     ticket = store.join_queue(T, "c1")
     assert ticket is not None and store.client.get_children(folder) == [ticket]
     store.leave_queue(T, ticket)
+
+
+def test_a_ticket_whose_create_answer_was_lost_is_found_and_left(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The create lands but its answer is lost (the session lives on): the
+    join finds its ticket by the commit id in its name, and leaving removes
+    it, so no ticket stands in the queue for the rest of the session."""
+    store = m.store
+    assert isinstance(store, ZkStore)
+    real = store.zk.create
+
+    def lands_then_loses_the_answer(*args: object, **kwargs: object) -> str:
+        real(*args, **kwargs)  # type: ignore[arg-type]
+        raise ConnectionLoss()
+
+    monkeypatch.setattr(store.zk, "create", lands_then_loses_the_answer)
+    ticket = store.join_queue(T, "c0ffee")
+    monkeypatch.setattr(store.zk, "create", real)
+    folder = f"{store.head_path(T)}/queue"
+    assert ticket is not None and store.client.get_children(folder) == [ticket]
+    store.leave_queue(T, ticket)
+    assert store.client.get_children(folder) == []
+
+
+def test_waiting_on_a_ticket_again_and_again_keeps_one_watch(m: LineageManager, zk_hosts: str) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    other = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    try:
+        stuck = other.join_queue(T, "stuck")
+        assert stuck is not None
+        for _ in range(50):
+            assert store.await_turn(T, stuck, 0.0) is False
+        watchers = store.client._data_watchers  # kazoo keeps a set of callbacks per path
+        assert sum(len(v) for k, v in watchers.items() if k.endswith(stuck)) == 1
+        other.leave_queue(T, stuck)
+        assert store.await_turn(T, stuck, 5.0) is True
+    finally:
+        other.close()
+
+
+def test_a_blob_create_refused_inside_the_commit_is_an_auth_error(m: LineageManager) -> None:
+    from kazoo.security import make_acl
+
+    store = m.store
+    assert isinstance(store, ZkStore)
+    blobs = f"{store.head_path(T)}/blobs"
+    store.client.set_acls(
+        blobs, [make_acl("world", "anyone", read=True, write=True, delete=True, admin=True)]
+    )
+    with pytest.raises(AuthError, match="not authorised"):
+        m.register_segments(T, [seg("refused")])

@@ -29,7 +29,7 @@ from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, Operation, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
-from segment_lineage.lineage.manager.floor import _FloorUse, _QueueUse
+from segment_lineage.lineage.manager.floor import StuckTickets, _FloorUse, _QueueUse
 from segment_lineage.lineage.storage.claims import ClaimFiles
 from segment_lineage.lineage.store.contract import (
     ReadAgainError,
@@ -95,6 +95,7 @@ class ManagerBase:
         self.retry = retry or RetryPolicy()
         self.actor = actor or default_actor()
         self.job_id = job_id
+        self._stuck = StuckTickets()  # queue tickets seen standing still, shared by this manager's commits
 
     def for_job(self, job_id: str | None) -> Self:
         """This manager, recording ``job_id`` in the audit of every commit."""
@@ -108,12 +109,20 @@ class ManagerBase:
     # ---- the commit loop ----------------------------------------------------
 
     def commit(self, table: str, update: Update, reason: str | None = None) -> Committed:
-        """Read, apply ``update`` (pure), compare-and-swap; bounded retries."""
+        """Read, apply ``update`` (pure), compare-and-swap; bounded retries.
+        The committed state comes loaded: it needs no store afterwards."""
+        done = self._commit_lazy(table, update, reason)
+        done.state.loaded()
+        return done
+
+    def _commit_lazy(self, table: str, update: Update, reason: str | None = None) -> Committed:
+        """:meth:`commit`, its state as the store read it (buckets loaded when
+        first wanted): for callers that look at what changed only."""
         check_table_name(table)
         audit = self.audit(reason)
         commit_id = uuid.uuid4().hex
         floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
-        queue = _QueueUse(self.store, table, commit_id, self.retry.sleep, self.retry.clock)
+        queue = _QueueUse(self.store, table, commit_id, self.retry.sleep, self.retry.clock, self._stuck)
         try:
             return self._commit(table, update, audit, commit_id, floor, queue)
         finally:

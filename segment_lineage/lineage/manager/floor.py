@@ -9,6 +9,7 @@ keeps both (:class:`segment_lineage.lineage.store.contract.Floor`, the queue's t
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 
 from segment_lineage.lineage.core.errors import LineageError
@@ -20,6 +21,30 @@ FLOOR_POLL_S = 0.5  # a waiting writer looks again at least this often
 QUEUE_WAIT_S = 1.0  # a queued writer looks again at least this often (its turn is watched)
 QUEUE_POLL_S = 0.05  # ... and at most this much later where the store cannot watch
 QUEUE_PATIENCE_S = 5.0  # a ticket ahead that stays this long (a stopped process) is not waited on
+
+
+class StuckTickets:
+    """When each queue ticket was first waited on, by table: shared by one
+    manager's commits, so a ticket that stands still (its process stopped,
+    or left behind while its session lives) costs QUEUE_PATIENCE_S once,
+    not once per commit. Forgets a table's tickets once they are gone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: dict[str, dict[str, float]] = {}
+
+    def ahead(self, table: str, queue: tuple[str, ...], place: int, now: float) -> tuple[str, float] | None:
+        """The nearest ticket ahead of ``place`` that has not stood still
+        past the patience, and since when it is waited on; None: none."""
+        with self._lock:
+            seen = self._since.setdefault(table, {})
+            for gone in set(seen) - set(queue):
+                del seen[gone]
+            for ticket in reversed(queue[:place]):
+                since = seen.setdefault(ticket, now)
+                if now - since <= QUEUE_PATIENCE_S:
+                    return ticket, since
+            return None
 
 
 class _QueueUse:
@@ -43,8 +68,10 @@ class _QueueUse:
         commit_id: str,
         sleep: Callable[[float], None],
         clock: Callable[[], float],
+        stuck: StuckTickets | None = None,
     ) -> None:
         self.store = store
+        self.stuck = stuck or StuckTickets()
         self.table = table
         self.commit_id = commit_id
         self.sleep = sleep
@@ -76,12 +103,12 @@ class _QueueUse:
         place = queue.index(self.ticket)
         if place == 0:
             return False
-        if self.ahead is None or self.ahead[0] != queue[place - 1]:
-            self.ahead = (queue[place - 1], self.clock())
-        elif self.clock() - self.ahead[1] > QUEUE_PATIENCE_S:
-            return False  # stuck ahead of us: race, as without a queue
+        ahead = self.stuck.ahead(self.table, queue, place, self.clock())
+        if ahead is None:
+            return False  # only tickets that stood still are ahead: race, as without a queue
+        self.ahead = ahead
         try:
-            gone = self.store.await_turn(self.table, queue[place - 1], max(0.0, min(QUEUE_WAIT_S, budget_s)))
+            gone = self.store.await_turn(self.table, ahead[0], max(0.0, min(QUEUE_WAIT_S, budget_s)))
         except LineageError:
             gone = False
         if not gone:

@@ -159,7 +159,7 @@ class ReplaceOps(Reads):
 
         why = reason or f"rollback to version {target_version}"
         audit = self.audit(why)
-        committed = self.commit(table, apply, why)
+        committed = self._commit_lazy(table, apply, why)  # the plan looks at what changed only
         before = current
         if committed.applied and committed.state.version - 1 != current.version:
             before = self._as_of(table, committed.state.version - 1)

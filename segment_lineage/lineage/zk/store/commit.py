@@ -210,8 +210,10 @@ class Commits:
             raise VersionConflict(f"table {table}: a writer took the floor since v{loaded.head.version}")
         if isinstance(head_result, NoNodeError):
             raise TableNotFoundError(table)
-        if isinstance(head_result, NoAuthError):
+        if isinstance(head_result, NoAuthError) or any(isinstance(r, NoAuthError) for r in failed):
             raise AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
+        if failed and inline:  # a create of this multi failed: nothing was applied
+            raise RetryableStoreError(f"creating a new blob failed ({type(failed[0]).__name__})")
         if failed:
             raise RetryableStoreError(f"a new blob vanished before the commit ({type(failed[0]).__name__})")
         if isinstance(head_result, Exception):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -33,20 +34,29 @@ log = logging.getLogger(__name__)
 
 
 TICKET_PREFIX = "t-"
+NO_QUEUE_RETRY_S = 60.0  # a table found without a queue this identity may use is looked at again after this
+
+
+def ticket_order(name: str) -> str:
+    """Tickets are ``t-<commit id>-<sequence>``: ordered by the sequence."""
+    return name.rsplit("-", 1)[-1]
 
 
 class Queues:
     """A table's commit queue: a writer that lost a race takes an ephemeral
     sequential ticket under ``tables/<t>/queue`` and commits when the
     tickets ahead of it are gone, watching only the one right ahead (no
-    herd when a ticket goes). Read with the head, so a newcomer that sees
-    writers queued takes a ticket instead of racing them. Liveness only."""
+    herd when a ticket goes). Read with the head. A ticket's name holds its
+    commit's id, so a join whose answer was lost finds its ticket again.
+    Liveness only."""
 
     def __init__(self, zk: ZkConnection, paths: Paths, nodes: Nodes) -> None:
         self.zk = zk
         self.paths = paths
         self.nodes = nodes
-        self._missing: set[str] = set()  # tables whose queue folder could not be made
+        self._lock = threading.Lock()
+        self._missing: dict[str, float] = {}  # table -> when it was found without a usable queue
+        self._watched: dict[str, threading.Event] = {}  # ticket path -> set when it goes
 
     def send_read(self, table: str) -> Any:
         return self.zk.send_get_children(self.paths.folder(table, "queue"))
@@ -59,20 +69,33 @@ class Queues:
                 names = self.zk.answer(pending)
             except NoNodeError:
                 return ()
-        return tuple(sorted(n for n in names if n.startswith(TICKET_PREFIX)))
+        return tuple(sorted((n for n in names if n.startswith(TICKET_PREFIX)), key=ticket_order))
+
+    def _no_queue(self, table: str) -> bool:
+        with self._lock:
+            since = self._missing.get(table)
+            if since is not None and time.monotonic() - since > NO_QUEUE_RETRY_S:
+                del self._missing[table]  # an admin may have run 'acl apply' since
+                since = None
+            return since is not None
+
+    def _mark_no_queue(self, table: str) -> None:
+        with self._lock:
+            self._missing[table] = time.monotonic()
 
     def join(self, table: str, commit_id: str) -> str | None:
-        folder = self.paths.folder(table, "queue")
-        if table in self._missing:
+        if self._no_queue(table):
             return None
+        folder = self.paths.folder(table, "queue")
+        mine = f"{TICKET_PREFIX}{commit_id}-"
         for _ in range(2):
             try:
                 with translated(
                     f"joining the commit queue of {table!r}", refused="not authorised", passing=(NoNodeError,)
                 ):
                     path = self.zk.create(
-                        f"{folder}/{TICKET_PREFIX}",
-                        commit_id.encode(),
+                        f"{folder}/{mine}",
+                        b"",
                         acl=self.nodes.acl_at(Place.TICKET),
                         ephemeral=True,
                         sequence=True,
@@ -81,31 +104,61 @@ class Queues:
             except NoNodeError:
                 pass  # a table made before queues (make its folder, once), or no table
             except AuthError:
-                self._missing.add(table)
+                self._mark_no_queue(table)
                 return None
+            except StoreUnavailableError:
+                # The answer was lost: the ticket may exist. Find it by its name (or give up on it).
+                with contextlib.suppress(LineageError, NoNodeError):
+                    found = [
+                        n
+                        for n in self.zk.get_children(folder, doing=f"reading {folder}")
+                        if n.startswith(mine)
+                    ]
+                    if found:
+                        return sorted(found, key=ticket_order)[0]
+                raise
             if self.zk.exists(self.paths.head(table), doing=f"reading table {table!r}") is None:
                 raise TableNotFoundError(table)
             try:
                 self.nodes.ensure_node(folder, Place.QUEUE)
             except AuthError:
-                self._missing.add(table)
+                self._mark_no_queue(table)
                 log.info("table %r has no commit queue and this identity may not make one", table)
                 return None
         return None
 
     def await_turn(self, table: str, ahead: str, timeout_s: float) -> bool:
-        gone = threading.Event()
+        """One watch per ticket waited on, however often this is called."""
         path = f"{self.paths.folder(table, 'queue')}/{ahead}"
-        if self.zk.exists_watch(path, lambda _event: gone.set(), doing=f"watching {path}") is None:
-            return True
+        with self._lock:
+            gone = self._watched.get(path)
+            fresh = gone is None
+            if gone is None:
+                gone = self._watched[path] = threading.Event()
+        if fresh:
+
+            def went(_event: Any, path: str = path, gone: threading.Event = gone) -> None:
+                gone.set()  # any event: created, changed, deleted, or the session's end
+                with self._lock:
+                    if self._watched.get(path) is gone:
+                        del self._watched[path]
+
+            try:
+                if self.zk.exists_watch(path, went, doing=f"watching {path}") is None:
+                    went(None)
+                    return True
+            except LineageError:
+                with self._lock:
+                    if self._watched.get(path) is gone:
+                        del self._watched[path]
+                raise
         return gone.wait(max(0.0, timeout_s))
 
     def leave(self, table: str, ticket: str) -> None:
-        """Sent, not awaited: the writer behind is told when ZooKeeper applies
-        it, and this session's next request comes after it anyway (a lost
-        one goes with the session)."""
+        """Awaited, with kazoo's retry: a ticket left behind by a lost
+        delete would stand in the queue as long as this session lives."""
         with contextlib.suppress(LineageError, *UNAVAILABLE):
-            self.zk.send_delete(f"{self.paths.folder(table, 'queue')}/{ticket}")
+            self.zk.delete(f"{self.paths.folder(table, 'queue')}/{ticket}", retry=True)
 
 
 class Floors:
