@@ -130,12 +130,16 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, n: int) -> None:
     # ---- rollback of the last push
     pushed = iter(range(10**6))
 
-    def ours_round() -> Callable[[], Any]:
+    def push_one() -> int:
+        """One more one-row push (untimed); the version before it."""
         extra = f"extra_{next(pushed):05d}"
         entry = m.start_replace("bench", [], [extra])
         m.register_segments("bench", [Segment(extra, f"{extra}.parquet", rows=1)], entry_id=entry)
         m.end_replace("bench", entry)
-        target = m.resolve_version("bench")
+        return m.resolve_version("bench")
+
+    def ours_round() -> Callable[[], Any]:
+        target = push_one()
         return lambda: m.rollback("bench", target)
 
     def delta_round() -> Callable[[], Any]:
@@ -158,11 +162,7 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, n: int) -> None:
     cold_clients: list[ZkStore] = []
 
     def ours_cold_round() -> Callable[[], Any]:
-        extra = f"extra_{next(pushed):05d}"
-        entry = m.start_replace("bench", [], [extra])
-        m.register_segments("bench", [Segment(extra, f"{extra}.parquet", rows=1)], entry_id=entry)
-        m.end_replace("bench", entry)
-        target = m.resolve_version("bench")
+        target = push_one()
         client = ZkStore(connect(ZkSettings(hosts=hosts)))
         cold_clients.append(client)
         return lambda: LineageManager(client).rollback("bench", target)
