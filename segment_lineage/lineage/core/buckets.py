@@ -107,37 +107,44 @@ class BucketMap(Mapping[str, V]):
     Thread-safe: a bucket loaded twice at once is the same content.
     """
 
-    __slots__ = ("_flat", "_load", "_loaded", "ids")
+    __slots__ = ("_dicts", "_flat", "_load", "_pairs", "ids")
 
     def __init__(self, ids: Sequence[str], load: LoadBuckets[V]) -> None:
         if not ids or len(ids) & (len(ids) - 1):
             raise ValueError(f"bucket count {len(ids)} is not a power of two")
         self.ids: tuple[str, ...] = tuple(ids)
         self._load = load
-        self._loaded: list[dict[str, V] | None] = [None] * len(self.ids)
+        self._pairs: list[Sequence[tuple[str, V]] | None] = [None] * len(self.ids)  # as loaded
+        self._dicts: list[dict[str, V] | None] = [None] * len(self.ids)  # built for look-ups
         self._flat: dict[str, V] | None = None  # every record, once all were wanted
 
     @property
     def count(self) -> int:
         return len(self.ids)
 
+    def _fetch(self, indexes: Sequence[int]) -> None:
+        pairs = self._pairs
+        missing = [i for i in indexes if pairs[i] is None]
+        if missing:
+            for i, loaded in self._load(missing).items():
+                pairs[i] = loaded
+        for i in indexes:
+            if pairs[i] is None:
+                raise LookupError(f"bucket {i} was not loaded")
+
     def buckets(self, indexes: Sequence[int]) -> list[dict[str, V]]:
         """The records of each of ``indexes``, loading those not yet loaded in one call."""
-        loaded = self._loaded
-        missing = [i for i in indexes if loaded[i] is None]
-        if missing:
-            for i, pairs in self._load(missing).items():
-                loaded[i] = dict(pairs)
+        self._fetch(indexes)
         out: list[dict[str, V]] = []
         for i in indexes:
-            bucket = loaded[i]
+            bucket = self._dicts[i]
             if bucket is None:
-                raise LookupError(f"bucket {i} was not loaded")
+                bucket = self._dicts[i] = dict(self._pairs[i] or ())
             out.append(bucket)
         return out
 
     def bucket(self, index: int) -> dict[str, V]:
-        bucket = self._loaded[index]
+        bucket = self._dicts[index]
         return bucket if bucket is not None else self.buckets([index])[0]
 
     def flat(self) -> dict[str, V]:
@@ -145,9 +152,10 @@ class BucketMap(Mapping[str, V]):
         call), built once: whole-map work runs at dict speed. Not to be changed."""
         flat = self._flat
         if flat is None:
+            self._fetch(range(len(self.ids)))
             flat = {}
-            for bucket in self.buckets(range(len(self.ids))):
-                flat.update(bucket)
+            for pairs in self._pairs:
+                flat.update(pairs or ())
             self._flat = flat
         return flat
 
@@ -157,7 +165,8 @@ class BucketMap(Mapping[str, V]):
 
     def keys_in(self, index: int) -> list[str]:
         """The keys of one bucket, in their stored order."""
-        return list(self.bucket(index))
+        self._fetch([index])
+        return [key for key, _ in self._pairs[index] or ()]
 
     def __getitem__(self, key: str) -> V:
         flat = self._flat
