@@ -152,6 +152,8 @@ class Queues:
                     if self._watched.get(path) is gone:
                         del self._watched[path]
                 raise
+        elif not gone.is_set() and self.zk.exists(path, doing=f"reading {path}") is None:
+            return True  # gone, and the watch set earlier has not been told yet
         return gone.wait(max(0.0, timeout_s))
 
     def leave(self, table: str, ticket: str) -> None:

@@ -15,7 +15,7 @@ from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import Head
 from segment_lineage.lineage.core.acl import Place
-from segment_lineage.lineage.core.errors import CorruptRecordError, VersionGoneError
+from segment_lineage.lineage.core.errors import CorruptRecordError, LineageError, VersionGoneError
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.store.contract import MAX_VERSIONS
@@ -143,6 +143,10 @@ class Versions:
         read once, never again: a second read could land after a commit and
         answer a newer version."""
         check_table_name(table)
+        # The version's record goes out with the head (one round trip): it
+        # is immutable, so when it was read does not matter.
+        path = self.paths.version(table, version)
+        pending = self.zk.send_get(path)
         head, zversion = self.heads.read_head(table)
         if version == head.version:
             last = self.heads.last(table, head, zversion)
@@ -156,7 +160,18 @@ class Versions:
                 state = loaded.state()
                 self.heads.remember_state(table, head.buckets, state)
                 return state
-        _, record = self.record(table, version, head.version)
+        try:
+            with self.zk.reading(f"reading version {version} of {table!r}"):
+                raw, _ = self.zk.answer(pending)
+        except NoNodeError:
+            retained = self.versions(table)
+            raise VersionGoneError(table, version, retained[0] if retained else None, head.version) from None
+        except LineageError:  # no answer in time: ask again, with retries
+            _, record = self.record(table, version, head.version)
+            return self.rebuild(table, head, record)
+        record = codec.decode_lease(raw, path)
+        if record.version != version:
+            raise CorruptRecordError(path, f"holds version {record.version}")
         return self.rebuild(table, head, record)
 
     def rebuild(self, table: str, head: Head, record: codec.LeaseRecord) -> TableState:
