@@ -133,18 +133,19 @@ def test_two_concurrent_rollbacks_one_wins_and_the_other_changes_nothing(
     start = m.table(T).version
     outcomes: list[object] = []
     barrier = threading.Barrier(2)
-    read = m._read  # what rollback reads the current version with
+    store = m.store
+    read = store.read_now  # what a commit attempt starts with
 
     planned = threading.local()
 
     def read_then_wait(table: str) -> object:
-        state = read(table)
+        found = read(table)
         if not getattr(planned, "done", False):
             planned.done = True
             barrier.wait(timeout=30)  # both plan against the same version before either commits
-        return state
+        return found
 
-    m._read = read_then_wait  # type: ignore[method-assign,assignment]
+    store.read_now = read_then_wait  # type: ignore[method-assign,assignment]
 
     def roll(version: int) -> None:
         try:
@@ -157,7 +158,7 @@ def test_two_concurrent_rollbacks_one_wins_and_the_other_changes_nothing(
         t.start()
     for t in threads:
         t.join()
-    m._read = read  # type: ignore[method-assign]
+    store.read_now = read  # type: ignore[method-assign]
     assert sum(isinstance(o, ConflictError) for o in outcomes) == 1
     assert m.table(T).version == start + 1
     assert visible_names(m.table(T)) in (seen[0][1], seen[1][1])

@@ -132,10 +132,11 @@ class ReplaceOps(Reads):
     ) -> RollbackPlan:
         """One atomic commit that makes the visible set equal to
         ``target_version``'s (earlier or later: a rollback is undone by rolling
-        forward). Costs one version read and one commit, whatever the size."""
+        forward). Costs one version read and one commit, whatever the size:
+        the plan is made on the commit's own first read."""
         target = self._as_of(table, target_version)
-        current = self._read(table)
         if dry_run:
+            current = self._read(table)
             change = transitions.rollback(current, target, self.store.now_ms(), self.audit(reason))
             plan = _rollback_plan(current, change, target_version, None)
             rows_before = sum(s.rows for s in visible_segments(current))
@@ -145,13 +146,18 @@ class ReplaceOps(Reads):
                 rows_after=rows_before + plan.rows_appearing - plan.rows_disappearing,
             )
 
+        planned: list[TableState] = []
+
         def apply(state: TableState, now: int) -> Change:
-            # A rollback is planned against what the operator saw: if another
-            # change landed meanwhile (another rollback, say), this one gives way.
-            if state.version != current.version:
+            # A rollback is planned on the version its first attempt read: if
+            # another change lands before it commits (another rollback, say),
+            # it gives way instead of planning again.
+            if not planned:
+                planned.append(state)
+            if state.version != planned[0].version:
                 raise ConflictError(
                     f"table {table!r} changed while the rollback was planned "
-                    f"(version {current.version} -> {state.version}); nothing was rolled back",
+                    f"(version {planned[0].version} -> {state.version}); nothing was rolled back",
                     table=table,
                     remedy="look at 'lineage history' and run the rollback again if it still applies",
                 )
@@ -160,8 +166,8 @@ class ReplaceOps(Reads):
         why = reason or f"rollback to version {target_version}"
         audit = self.audit(why)
         committed = self._commit_lazy(table, apply, why)  # the plan looks at what changed only
-        before = current
-        if committed.applied and committed.state.version - 1 != current.version:
+        before = planned[0]
+        if committed.applied and committed.state.version - 1 != before.version:
             before = self._as_of(table, committed.state.version - 1)
         return _rollback_plan(
             before, committed.change, target_version, committed.state.version if committed.applied else None
