@@ -247,3 +247,37 @@ def test_what_a_commit_returns_needs_no_store_afterwards(zk_hosts: str, tmp_path
     reverted = fresh.revert_replace("done", entry, force=True)
     fresh.store.close()
     assert reverted.applied and len(reverted.state.segments) == 3000
+
+
+def test_a_store_failing_while_a_result_loads_fails_a_commit_that_wrote_nothing(
+    zk_hosts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What commit() returns is loaded before the write: when ZooKeeper stops
+    answering while the segments load, the revert reports the store
+    unavailable and nothing was written (loading after the write reported a
+    revert that had landed as failed)."""
+    from segment_lineage.lineage.core.errors import StoreUnavailableError
+
+    m = LineageManager(_store(zk_hosts))
+    m.create_table(TableConfig.build("fails", str(tmp_path / "fails")))
+    m.register_segments(
+        "fails", [Segment(f"s{i:05d}_" + "x" * 40, f"s{i}.parquet", rows=1) for i in range(3000)]
+    )
+    entry = m.start_replace("fails", ["s00001_" + "x" * 40], ["new1"])
+    segment_ids = set(m.store.read("fails").token.head.buckets["segments"])  # type: ignore[attr-defined]
+    m.store.close()
+    fresh = _store(zk_hosts)
+    real = BlobStore._fetch
+
+    def no_segments(self: BlobStore, table: str, blobs: object) -> dict[str, bytes]:
+        wanted = list(blobs)  # type: ignore[call-overload]
+        if self is fresh.blobs and set(wanted) & segment_ids:
+            raise StoreUnavailableError("simulated: ZooKeeper stopped answering")
+        return real(self, table, wanted)
+
+    monkeypatch.setattr(BlobStore, "_fetch", no_segments)
+    with pytest.raises(StoreUnavailableError):
+        LineageManager(fresh).revert_replace("fails", entry, force=True)
+    monkeypatch.setattr(BlobStore, "_fetch", real)
+    assert LineageManager(fresh).table("fails").entries[entry].state.value == "IN_PROGRESS"  # nothing written
+    fresh.close()

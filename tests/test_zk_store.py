@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 
 import pytest
@@ -782,3 +783,44 @@ def test_a_blob_create_refused_inside_the_commit_is_an_auth_error(m: LineageMana
     )
     with pytest.raises(AuthError, match="not authorised"):
         m.register_segments(T, [seg("refused")])
+
+
+def test_tickets_planted_or_left_by_dead_writers_cost_the_patience_once(
+    m: LineageManager, zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nodes a pusher planted under the queue with odd names are not
+    tickets; real tickets that stand still (here: of a live session that
+    never commits) start their clocks together, so a writer behind ten of
+    them waits the patience once, not ten times, and commits."""
+    from segment_lineage.lineage.manager import floor
+
+    monkeypatch.setattr(floor, "QUEUE_PATIENCE_S", 0.5)
+    store = m.store
+    assert isinstance(store, ZkStore)
+    folder = f"{store.head_path(T)}/queue"
+    for odd in ("t-", "t--", "t- -", "t-x-00000000000000000000", "other"):
+        store.client.create(f"{folder}/{odd}")
+    assert store.read_now(T)[0].queue == ()
+    holder = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    try:
+        stuck = [holder.join_queue(T, f"dead{i}") for i in range(10)]
+        assert len(store.read_now(T)[0].queue) == 10 and None not in stuck
+        writer = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))), retry=fast_retry())
+        real = writer.store.write
+        lost: list[int] = []
+
+        def lose_once(*args: object, **kwargs: object) -> object:
+            if not lost:  # one lost race: the writer queues behind the ten
+                lost.append(1)
+                from segment_lineage.lineage.store.contract import VersionConflict
+
+                raise VersionConflict("simulated: another writer won")
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        writer.store.write = lose_once  # type: ignore[method-assign]
+        began = time.monotonic()
+        writer.register_segments(T, [seg("behind-ten")])
+        assert time.monotonic() - began < 3.0  # 0.5 s once, not 5 s in turn
+        writer.store.close()
+    finally:
+        holder.close()

@@ -110,27 +110,37 @@ class ManagerBase:
 
     def commit(self, table: str, update: Update, reason: str | None = None) -> Committed:
         """Read, apply ``update`` (pure), compare-and-swap; bounded retries.
-        The committed state comes loaded: it needs no store afterwards."""
-        done = self._commit_lazy(table, update, reason)
-        done.state.loaded()
-        return done
+        The committed state comes loaded: it needs no store afterwards. It is
+        loaded before the write, so a store that fails while loading it fails
+        a commit that wrote nothing (after the write, it would report a
+        commit that landed as failed)."""
+        return self._commit_lazy(table, update, reason, load=True)
 
-    def _commit_lazy(self, table: str, update: Update, reason: str | None = None) -> Committed:
+    def _commit_lazy(
+        self, table: str, update: Update, reason: str | None = None, *, load: bool = False
+    ) -> Committed:
         """:meth:`commit`, its state as the store read it (buckets loaded when
-        first wanted): for callers that look at what changed only."""
+        first wanted) unless ``load``: for callers that look at what changed only."""
         check_table_name(table)
         audit = self.audit(reason)
         commit_id = uuid.uuid4().hex
         floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
         queue = _QueueUse(self.store, table, commit_id, self.retry.sleep, self.retry.clock, self._stuck)
         try:
-            return self._commit(table, update, audit, commit_id, floor, queue)
+            return self._commit(table, update, audit, commit_id, floor, queue, load)
         finally:
             queue.leave()
             floor.leave()
 
     def _commit(
-        self, table: str, update: Update, audit: Audit, commit_id: str, floor: _FloorUse, queue: _QueueUse
+        self,
+        table: str,
+        update: Update,
+        audit: Audit,
+        commit_id: str,
+        floor: _FloorUse,
+        queue: _QueueUse,
+        load: bool,
     ) -> Committed:
         attempts = Attempts(self.retry)
         unknown_since: int | None = None  # version read before an unknown outcome
@@ -143,7 +153,7 @@ class ManagerBase:
                 if unknown_since is not None:
                     landed = self.store.find_commit(table, commit_id, unknown_since)
                     if landed is not None:
-                        return self._landed(self.store.read(table), landed, commit_id)
+                        return self._landed(self.store.read(table), landed, commit_id, load)
                 pause = floor.wait_or_take(snap, now)
                 if pause is not None:
                     attempts.refund()  # waited for the floor, or took it: not a lost race
@@ -159,6 +169,9 @@ class ManagerBase:
                 raise
             try:
                 change = update(snap.state, now)
+                if load:  # before the write: nothing is written if this fails
+                    change.state.loaded()
+                    snap.state.loaded()
             except ReadAgainError:  # a bucket loaded late was collected: the table moved on
                 read_again += 1
                 if read_again > READ_AGAIN_MAX:  # not the version read now: one the change holds (a target)
@@ -195,7 +208,7 @@ class ManagerBase:
             try:
                 landed = self.store.find_commit(table, commit_id, unknown_since)
                 if landed is not None:
-                    return self._landed(self.store.read(table), landed, commit_id)
+                    return self._landed(self.store.read(table), landed, commit_id, load)
             except LineageError as exc:
                 raise OutcomeUnknownError(table, commit_id, last_cause or exc.message) from None
             raise OutcomeUnknownError(table, commit_id, last_cause)
@@ -213,7 +226,9 @@ class ManagerBase:
             else queue.waiting,
         )
 
-    def _landed(self, snap: Snapshot, record: HistoryRecord, commit_id: str) -> Committed:
+    def _landed(self, snap: Snapshot, record: HistoryRecord, commit_id: str, load: bool) -> Committed:
+        if load:
+            snap.state.loaded()  # an error here is reported as an unknown outcome by the caller
         change = Change(
             state=snap.state,
             operation=record.operation,

@@ -20,6 +20,7 @@ FLOOR_MS = 30_000  # how long a floor holds the other writers at most (ZooKeeper
 FLOOR_POLL_S = 0.5  # a waiting writer looks again at least this often
 QUEUE_WAIT_S = 1.0  # a queued writer looks again at least this often (its turn is watched)
 QUEUE_POLL_S = 0.05  # ... and at most this much later where the store cannot watch
+QUEUE_REJOINS = 3  # tickets taken away (or never listed) before this commit stops queueing
 QUEUE_PATIENCE_S = 5.0  # a ticket ahead that stays this long (a stopped process) is not waited on
 
 
@@ -35,13 +36,17 @@ class StuckTickets:
 
     def ahead(self, table: str, queue: tuple[str, ...], place: int, now: float) -> tuple[str, float] | None:
         """The nearest ticket ahead of ``place`` that has not stood still
-        past the patience, and since when it is waited on; None: none."""
+        past the patience, and since when it is waited on; None: none. Every
+        ticket ahead starts its clock at once, so any number of tickets that
+        stand still (dead writers, planted nodes) cost the patience once."""
         with self._lock:
             seen = self._since.setdefault(table, {})
             for gone in set(seen) - set(queue):
                 del seen[gone]
+            for ticket in queue[:place]:
+                seen.setdefault(ticket, now)
             for ticket in reversed(queue[:place]):
-                since = seen.setdefault(ticket, now)
+                since = seen[ticket]
                 if now - since <= QUEUE_PATIENCE_S:
                     return ticket, since
             return None
@@ -79,6 +84,7 @@ class _QueueUse:
         self.ticket: str | None = None
         self.off = False
         self.polls = 0
+        self.rejoins = 0
         self.ahead: tuple[str, float] | None = None  # the ticket waited on, and since when
 
     def wait(self, snap: Snapshot, lost: int, budget_s: float) -> bool:
@@ -88,7 +94,11 @@ class _QueueUse:
             return False
         queue = snap.queue
         if self.ticket is not None and self.ticket not in queue:
-            self.ticket = None  # taken away: join again at the tail
+            self.ticket = None  # taken away: join again at the tail, a few times at most
+            self.rejoins += 1
+            if self.rejoins > QUEUE_REJOINS:
+                self.off = True
+                return False
         if self.ticket is None:
             if not lost:
                 return False

@@ -129,7 +129,7 @@ class MemoryStore:
             if table not in self._tables:
                 raise TableNotFoundError(table)
             self._tickets += 1
-            ticket = f"t-{self._tickets:010d}"
+            ticket = f"t-{commit_id}-{self._tickets:010d}"
             self._queues.setdefault(table, {})[ticket] = commit_id
             return ticket
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import time
 from typing import Any
@@ -34,12 +35,13 @@ log = logging.getLogger(__name__)
 
 
 TICKET_PREFIX = "t-"
+TICKET = re.compile(r"^t-[0-9A-Za-z]{1,64}-[0-9]{10}$")  # t-<commit id>-<ZooKeeper's sequence>
 NO_QUEUE_RETRY_S = 60.0  # a table found without a queue this identity may use is looked at again after this
 
 
-def ticket_order(name: str) -> str:
+def ticket_order(name: str) -> int:
     """Tickets are ``t-<commit id>-<sequence>``: ordered by the sequence."""
-    return name.rsplit("-", 1)[-1]
+    return int(name.rsplit("-", 1)[-1])
 
 
 class Queues:
@@ -69,7 +71,9 @@ class Queues:
                 names = self.zk.answer(pending)
             except NoNodeError:
                 return ()
-        return tuple(sorted((n for n in names if n.startswith(TICKET_PREFIX)), key=ticket_order))
+        # Only names a join makes count: a node planted under another name
+        # (a pusher may create here) neither sorts ahead nor holds anyone.
+        return tuple(sorted((n for n in names if TICKET.match(n)), key=ticket_order))
 
     def _no_queue(self, table: str) -> bool:
         with self._lock:
@@ -84,8 +88,8 @@ class Queues:
             self._missing[table] = time.monotonic()
 
     def join(self, table: str, commit_id: str) -> str | None:
-        if self._no_queue(table):
-            return None
+        if self._no_queue(table) or not TICKET.match(f"{TICKET_PREFIX}{commit_id}-0000000000"):
+            return None  # (a commit id no ticket name can hold: commit without a queue)
         folder = self.paths.folder(table, "queue")
         mine = f"{TICKET_PREFIX}{commit_id}-"
         for _ in range(2):
