@@ -9,13 +9,14 @@ import contextlib
 import logging
 import threading
 import time
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import Head
 from segment_lineage.lineage.core.acl import Place
-from segment_lineage.lineage.core.errors import CorruptRecordError, LineageError, VersionGoneError
+from segment_lineage.lineage.core.errors import CorruptRecordError, StoreUnavailableError, VersionGoneError
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.store.contract import MAX_VERSIONS
@@ -124,11 +125,21 @@ class Versions:
         with self._lock:
             return sorted(self._ignored.get(table, {}).values())
 
-    def record(self, table: str, version: int, newest: int) -> tuple[bytes, codec.LeaseRecord]:
-        """The raw and decoded record of a retained past version."""
+    def record(
+        self, table: str, version: int, newest: int, pending: Any = None
+    ) -> tuple[bytes, codec.LeaseRecord]:
+        """The raw and decoded record of a retained past version; ``pending``:
+        its read, sent earlier with another request (asked again, with
+        retries, when it got no answer in time)."""
         path = self.paths.version(table, version)
+        doing = f"reading version {version} of {table!r}"
         try:
-            raw, _ = self.zk.get(path, doing=f"reading version {version} of {table!r}")
+            raw: bytes | None = None
+            if pending is not None:
+                with contextlib.suppress(StoreUnavailableError), self.zk.reading(doing):
+                    raw = self.zk.answer(pending)[0]
+            if raw is None:
+                raw, _ = self.zk.get(path, doing=doing)
         except NoNodeError:
             retained = self.versions(table)
             raise VersionGoneError(table, version, retained[0] if retained else None, newest) from None
@@ -145,8 +156,7 @@ class Versions:
         check_table_name(table)
         # The version's record goes out with the head (one round trip): it
         # is immutable, so when it was read does not matter.
-        path = self.paths.version(table, version)
-        pending = self.zk.send_get(path)
+        pending = self.zk.send_get(self.paths.version(table, version))
         head, zversion = self.heads.read_head(table)
         if version == head.version:
             last = self.heads.last(table, head, zversion)
@@ -160,18 +170,7 @@ class Versions:
                 state = loaded.state()
                 self.heads.remember_state(table, head.buckets, state)
                 return state
-        try:
-            with self.zk.reading(f"reading version {version} of {table!r}"):
-                raw, _ = self.zk.answer(pending)
-        except NoNodeError:
-            retained = self.versions(table)
-            raise VersionGoneError(table, version, retained[0] if retained else None, head.version) from None
-        except LineageError:  # no answer in time: ask again, with retries
-            _, record = self.record(table, version, head.version)
-            return self.rebuild(table, head, record)
-        record = codec.decode_lease(raw, path)
-        if record.version != version:
-            raise CorruptRecordError(path, f"holds version {record.version}")
+        _, record = self.record(table, version, head.version, pending)
         return self.rebuild(table, head, record)
 
     def rebuild(self, table: str, head: Head, record: codec.LeaseRecord) -> TableState:
