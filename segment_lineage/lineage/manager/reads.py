@@ -151,10 +151,8 @@ class Reads(ManagerBase):
                 current = self._read(table)  # read after the lease exists: see the docstring
                 if version is not None:
                     self.check_readable(then, current)
+                if version is not None or self._gone(then, current) is None:
                     then.loaded()  # a reader holds the state past the store's life, maybe
-                    return lease
-                if self._gone(then, current) is None:
-                    then.loaded()
                     return lease
             except BaseException:
                 self.store.release(lease)

@@ -166,11 +166,12 @@ class ReplaceOps(Reads):
         why = reason or f"rollback to version {target_version}"
         audit = self.audit(why)
         committed = self._commit_lazy(table, apply, why)  # the plan looks at what changed only
-        before = planned[0]
-        if committed.applied and committed.state.version - 1 != before.version:
-            before = self._as_of(table, committed.state.version - 1)
+        # apply commits only on the version it planned on: that is the one before.
         return _rollback_plan(
-            before, committed.change, target_version, committed.state.version if committed.applied else None
+            planned[0],
+            committed.change,
+            target_version,
+            committed.state.version if committed.applied else None,
         )
 
 

@@ -194,7 +194,7 @@ class ZkStore:
 
     def read_now(self, table: str) -> tuple[Snapshot, int]:
         self.nodes.ensure_root()
-        snap, now = self.heads.read_at(table, self.paths.clock)
+        snap, now = self.heads.read_at(table, commit=True)
         return snap, self.nodes.now_ms() if now is None else now  # the clock node was missing: made again
 
     def write(

@@ -34,7 +34,7 @@ from segment_lineage.lineage.zk.store.paths import Paths
 
 READ_ATTEMPTS = 5
 STATES_CACHED = 8  # rebuilt versions kept in memory
-MERGED_CACHED = 12  # per-kind bucket maps kept in memory, shared by versions with the same blobs
+MAPS_CACHED = 12  # per-kind bucket maps kept in memory, shared by versions with the same blobs
 
 
 @dataclass
@@ -94,9 +94,7 @@ class Heads:
         self._lock = threading.Lock()
         self._last: dict[str, tuple[Loaded, Snapshot]] = {}  # per table: the last version read
         self._states: LRUCache[tuple[object, ...], TableState] = LRUCache(maxsize=STATES_CACHED)
-        self._maps: LRUCache[tuple[str, str, tuple[str, ...]], BucketMap[Any]] = LRUCache(
-            maxsize=MERGED_CACHED
-        )
+        self._maps: LRUCache[tuple[str, str, tuple[str, ...]], BucketMap[Any]] = LRUCache(maxsize=MAPS_CACHED)
 
     def read_head(self, table: str) -> tuple[Head, int]:
         """The head and its znode version. TableNotFoundError, also while it is being dropped."""
@@ -127,13 +125,13 @@ class Heads:
         return None
 
     def read(self, table: str) -> Snapshot:
-        return self.read_at(table, None)[0]
+        return self.read_at(table, commit=False)[0]
 
-    def read_at(self, table: str, clock: str | None) -> tuple[Snapshot, int | None]:
-        """One version of ``table``; and, given the clock node's path, the
-        store's clock read right behind the head (the mtime of a ``set`` on
-        it; None when the node is missing). Floor, head and clock go out
-        together: one round trip."""
+    def read_at(self, table: str, *, commit: bool) -> tuple[Snapshot, int | None]:
+        """One version of ``table``; for a commit attempt also its queue and
+        the store's clock, read right behind the head (the mtime of a ``set``
+        on the clock node; None when the node is missing). Everything goes
+        out together: one round trip."""
         check_table_name(table)
         path = self.paths.head(table)
         last_gone = ""
@@ -142,8 +140,8 @@ class Heads:
             sent: list[Any] = []
 
             def clock_behind(sent: list[Any] = sent) -> None:
-                if clock is not None:  # a commit attempt: its queue, then the clock
-                    sent[:] = [self.queues.send_read(table), self.zk.send_set(clock, b"")]
+                if commit:
+                    sent[:] = [self.queues.send_read(table), self.zk.send_set(self.paths.clock, b"")]
 
             try:
                 raw, stat = self.zk.get_then(path, clock_behind, doing=f"reading table {table!r}")
