@@ -134,8 +134,7 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, n: int) -> None:
         """One more one-row push (untimed); the version before it."""
         extra = f"extra_{next(pushed):05d}"
         entry = m.start_replace("bench", [], [extra])
-        m.register_segments("bench", [Segment(extra, f"{extra}.parquet", rows=1)], entry_id=entry)
-        m.end_replace("bench", entry)
+        m.complete_replace("bench", entry, [Segment(extra, f"{extra}.parquet", rows=1)])
         return m.resolve_version("bench")
 
     def ours_round() -> Callable[[], Any]:

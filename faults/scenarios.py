@@ -238,13 +238,13 @@ def _count(stage: Stage, kind: str, log: str | None = None) -> int:
 
 PUSH_STEPS = (
     *failpoints.PUSH_POINTS,
-    *(f"{step}.{when}-commit" for step in ("start", "register", "end") for when in ("before", "after")),
+    *(f"{step}.{when}-commit" for step in ("start", "end") for when in ("before", "after")),
     *failpoints.STORE_POINTS,
 )
 QUICK_PUSH_STEPS = (
     "push.after-start",
     "push.mid-write",
-    "register.after-commit",
+    "push.after-write",
     "end.before-commit",
     "push.after-end",
 )

@@ -49,9 +49,8 @@ def part(label: str) -> pa.Table:
         ("stopped", "push.before-start"),
         ("stopped", "push.after-start"),
         ("stopped", "push.after-write"),
-        ("stopped", "push.after-register"),
         ("frozen", "push.after-start"),
-        ("frozen", "push.after-register"),
+        ("frozen", "push.after-write"),
     ],
 )
 def test_a_push_fails_within_the_bound_when_zookeeper_goes_away(

@@ -20,8 +20,20 @@ from segment_lineage.ingest.push import (
 )
 from segment_lineage.ingest.readers import SnapshotReader, arrow_dataset
 from segment_lineage.ingest.segments import write_segment
-from segment_lineage.lineage.core.errors import ConflictError, InvalidInputError, RunningEntryConflict
-from segment_lineage.lineage.core.model import DeletionReason, EntryState, Segment, TableConfig, TimeUnit
+from segment_lineage.lineage.core.errors import (
+    ConflictError,
+    InvalidInputError,
+    RefusedError,
+    RunningEntryConflict,
+)
+from segment_lineage.lineage.core.model import (
+    DeletionReason,
+    EntryState,
+    Operation,
+    Segment,
+    TableConfig,
+    TimeUnit,
+)
 from segment_lineage.lineage.core.periods import parse_time
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
@@ -230,6 +242,55 @@ def test_strays_are_queued_for_retention(manager: LineageManager, refresh: str) 
     assert content(manager, refresh) == [("w", 0), ("w", 1)]
 
 
+def test_a_push_is_two_commits_its_start_and_one_that_registers_queues_and_ends(
+    manager: LineageManager, refresh: str
+) -> None:
+    before = manager.table(refresh).version
+
+    def write_with_a_failed_attempt(target: PushTarget) -> Written:
+        store = DeepStore.for_root(target.root)
+        store.write_bytes(f"{target.push_dir}/{target.names[0]}.a0.parquet", b"failed attempt")
+        done = write_segment(store, rows("w", 2), f"{target.push_dir}/{target.names[0]}.a1.parquet", None)
+        return Written(
+            (Segment(target.names[0], done.location, done.rows, done.size_bytes, done.checksum),),
+            strays=(f"{target.push_dir}/{target.names[0]}.a0.parquet",),
+        )
+
+    result = consistent_push(manager, refresh, write_with_a_failed_attempt, partitions=2)
+    new = [(h.operation, h.entry_id, h.rows) for h in manager.history(refresh) if h.version > before]
+    assert new == [
+        (Operation.END_REPLACE, result.entry_id, 2),
+        (Operation.START_REPLACE, result.entry_id, 0),
+    ]
+    state = manager.table(refresh)
+    entry = state.entries[result.entry_id]
+    assert entry.state is EntryState.COMPLETED and len(entry.segments_to) == 1  # the subset written
+    assert [p.reason for p in state.pending.values()] == [DeletionReason.STRAY]
+
+
+def test_a_refused_last_commit_registers_nothing_and_queues_no_live_file(
+    manager: LineageManager, refresh: str
+) -> None:
+    push_arrow(manager, refresh, [rows("a", 2)])
+    live = next(iter(manager.visible_segments(refresh)))
+
+    def write_naming_a_live_file_as_stray(target: PushTarget) -> Written:
+        store = DeepStore.for_root(target.root)
+        done = write_segment(store, rows("b", 1), f"{target.push_dir}/{target.names[0]}.parquet", None)
+        return Written(
+            (Segment(target.names[0], done.location, done.rows, done.size_bytes, done.checksum),),
+            strays=(live.location,),
+        )
+
+    with pytest.raises(RefusedError, match="belongs to registered segment"):
+        consistent_push(manager, refresh, write_naming_a_live_file_as_stray, partitions=1)
+    state = manager.table(refresh)
+    assert content(manager, refresh) == [("a", 0), ("a", 1)]
+    assert live.location not in state.pending
+    assert {s.name for s in state.segments.values()} == {live.name}
+    assert [p.reason for p in state.pending.values()] == [DeletionReason.STRAY]  # the push's own upload
+
+
 def test_a_reader_keeps_its_snapshot_and_detects_reclaimed_files(
     manager: LineageManager, refresh: str
 ) -> None:
@@ -274,17 +335,19 @@ def test_a_writer_failing_partway_queues_every_file_it_wrote(
     assert content(manager, refresh) == [("a", 0), ("a", 1)]
 
 
-def test_a_failure_after_register_queues_the_registered_segments(
+def test_a_failure_at_the_last_commit_queues_the_uploads(
     manager: LineageManager, refresh: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     push_arrow(manager, refresh, [rows("a", 2)])
-    monkeypatch.setenv("LINEAGE_FAILPOINT", "push.after-register:raise")
+    monkeypatch.setenv("LINEAGE_FAILPOINT", "end.before-commit:raise")
     with pytest.raises(PushError):
         push_arrow(manager, refresh, [rows("b", 1), rows("b", 1)])
     state = manager.table(refresh)
-    abandoned = [p for p in state.pending.values() if p.reason is DeletionReason.ABANDONED]
-    assert len(abandoned) == 2
+    # Nothing of the push was registered; its two uploads wait for retention.
     assert {s.name for s in state.segments.values()} == {s.name for s in manager.visible_segments(refresh)}
+    assert content(manager, refresh) == [("a", 0), ("a", 1)]
+    queued = [p for p in state.pending.values() if p.reason is DeletionReason.STRAY]
+    assert len(queued) == 2 and all(p.location.endswith(".parquet") for p in queued)
 
 
 def test_a_push_starting_meanwhile_is_not_mistaken_for_a_dead_one(

@@ -26,7 +26,8 @@ STEPS = [
     ("push.after-start", "old"),
     ("push.mid-write", "old"),
     ("push.after-write", "old"),
-    ("push.after-register", "old"),
+    ("end.before-commit", "old"),
+    ("end.after-commit", "new"),
     ("push.after-end", "new"),
 ]
 

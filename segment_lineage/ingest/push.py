@@ -1,8 +1,8 @@
 """Consistent push: the protocol around a batch write, whatever writes the files.
 
-    hold owner -> start_replace -> write -> register -> queue strays -> end_replace
+    hold owner -> start_replace -> write -> register, queue strays and end (one commit)
 
-The new segments become visible together at ``end_replace``, or never. On any
+The new segments become visible together at that last commit, or never. On any
 failure (an exception, a failed Spark job, Ctrl-C, SIGTERM) the entry is
 reverted with force, best effort, and the files written are queued for
 retention; if even that fails, the next push cleans up (force cleanup of an
@@ -319,16 +319,11 @@ def consistent_push(
             rows = sum(s.rows for s in written.segments)
             size = sum(s.size_bytes for s in written.segments)
             say(f"wrote {len(written.segments)} segment(s), {rows} rows, {size} bytes")
-            manager.register_segments(table, written.segments, entry_id=entry_id, reason=reason)
-            failpoint("push.after-register")
-            if written.strays:
-                strays = list(written.strays)
-                manager.commit(
-                    table, lambda s, now: transitions.queue_files(s, strays, now, entry_id), reason
-                )
             names = [s.name for s in written.segments]
             subset = names if len(names) < len(target.names) else None
-            manager.end_replace(table, entry_id, subset, reason=reason)
+            manager.complete_replace(
+                table, entry_id, written.segments, strays=written.strays, to_subset=subset, reason=reason
+            )
             failpoint("push.after-end")
     except OutcomeUnknownError:
         raise  # never clean up after an unknown outcome

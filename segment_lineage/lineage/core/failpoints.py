@@ -24,7 +24,6 @@ PUSH_POINTS = (
     "push.after-start",
     "push.mid-write",
     "push.after-write",
-    "push.after-register",
     "push.after-end",
 )
 STORE_POINTS = ("store.before-head-swap",)  # every commit, right before the one multi that swaps the head

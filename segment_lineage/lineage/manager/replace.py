@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import ConflictError
-from segment_lineage.lineage.core.model import Change, EntryState, TableState
+from segment_lineage.lineage.core.model import Change, EntryState, Segment, TableState
 from segment_lineage.lineage.core.periods import parse_period
 from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
 from segment_lineage.lineage.manager.commit import Committed
@@ -121,6 +121,28 @@ class ReplaceOps(Reads):
     ) -> Committed:
         subset = None if to_subset is None else list(to_subset)
         return self.commit(table, lambda s, now: transitions.end_replace(s, entry_id, now, subset), reason)
+
+    def complete_replace(
+        self,
+        table: str,
+        entry_id: str,
+        uploads: Sequence[Segment],
+        *,
+        strays: Sequence[str] = (),
+        to_subset: Sequence[str] | None = None,
+        reason: str | None = None,
+    ) -> Committed:
+        """Register ``uploads`` into the IN_PROGRESS entry, queue ``strays``
+        and end the entry, in one commit (what a push does once its files
+        are written): one round of reads and writes instead of two or three,
+        and no moment where the uploads are registered but the entry runs."""
+        batch, queued = list(uploads), list(strays)
+        subset = None if to_subset is None else list(to_subset)
+        return self.commit(
+            table,
+            lambda s, now: transitions.complete_replace(s, entry_id, batch, now, queued, subset),
+            reason,
+        )
 
     def revert_replace(
         self, table: str, entry_id: str, *, force: bool = False, reason: str | None = None

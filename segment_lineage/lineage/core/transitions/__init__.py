@@ -22,7 +22,8 @@ Differences from Pinot, on purpose:
   left out in a REVERTED companion entry.
 
 One module per family: ``segments`` (register, delete), ``replace`` (start,
-end, revert), ``deletions`` (file queues and retention's marks), ``rollback``.
+end, revert, and a push's register-and-end), ``deletions`` (file queues and
+retention's marks), ``rollback``.
 Preconditions are data: small frozen objects whose ``check(state)`` raises
 the error naming the rule, with what it expected and what it found where it
 knows both (``start_requirements`` for a replacement's start,
@@ -40,13 +41,19 @@ from segment_lineage.lineage.core.transitions.deletions import (
     queue_files,
     retention_mark,
 )
-from segment_lineage.lineage.core.transitions.replace import end_replace, revert_replace, start_replace
+from segment_lineage.lineage.core.transitions.replace import (
+    complete_replace,
+    end_replace,
+    revert_replace,
+    start_replace,
+)
 from segment_lineage.lineage.core.transitions.rollback import rollback
 from segment_lineage.lineage.core.transitions.segments import delete_segments, register_segments
 
 __all__ = [
     "abandon_push",
     "clear_pending",
+    "complete_replace",
     "delete_segments",
     "end_replace",
     "queue_files",

@@ -1,6 +1,7 @@
 """Replacements: ``start_replace`` opens an entry, ``end_replace`` completes
 it (its ``to`` visible, its ``from`` hidden, at once), ``revert_replace``
-undoes it.
+undoes it. ``complete_replace`` registers a push's uploads, queues its stray
+files and ends its entry in one change.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from segment_lineage.lineage.core.transitions.common import (
     _within,
     require,
 )
+from segment_lineage.lineage.core.transitions.deletions import queue_files
 from segment_lineage.lineage.core.transitions.end_requirements import (
     ForcedIfRunning,
     FromRegistered,
@@ -43,6 +45,7 @@ from segment_lineage.lineage.core.transitions.end_requirements import (
     SubsetOfTo,
     ToRegistered,
 )
+from segment_lineage.lineage.core.transitions.segments import register_segments
 from segment_lineage.lineage.core.transitions.start_requirements import (
     EntryIdUnused,
     FromVisible,
@@ -274,6 +277,29 @@ def end_replace(
         rows=rows,
         size_bytes=size,
     )
+
+
+def complete_replace(
+    state: TableState,
+    entry_id: str,
+    uploads: Sequence[Segment],
+    now_ms: int,
+    strays: Sequence[str] = (),
+    to_subset: Sequence[str] | None = None,
+) -> Change:
+    """A push's last step as one change: register ``uploads`` bound to the
+    IN_PROGRESS entry, queue ``strays`` (files no segment references) for
+    retention, and end the entry (with ``to_subset``, as :func:`end_replace`).
+
+    Each step's preconditions hold as if the three had committed one after
+    the other; there is no state in between, so a reader never sees the
+    uploads registered before the entry ends, and a crash leaves either
+    nothing of it or all of it. Recorded as the end.
+    """
+    registered = register_segments(state, uploads, now_ms, entry_id).state
+    if strays:
+        registered = queue_files(registered, strays, now_ms, entry_id).state
+    return end_replace(registered, entry_id, now_ms, to_subset)
 
 
 def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = False) -> Change:
