@@ -162,3 +162,21 @@ def test_the_fast_paths_keep_the_length_limits() -> None:
     assert not verdict(check_location, "a" * 256)
     assert verdict(check_location, "a" * 255)
     assert not verdict(check_location, "/".join(["a" * 200] * 6))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(alphabet=TRICKY, max_size=8) | st.text(max_size=4) | st.integers(), max_size=5))
+def test_the_checks_of_many_at_once_accept_exactly_a_list_each_accepted(values: list[object]) -> None:
+    each = (
+        all(verdict(check_segment_name, v) for v in values),  # type: ignore[arg-type]
+        all(verdict(check_location, v) for v in values),  # type: ignore[arg-type]
+    )
+    assert (names.good_segment_names(values), names.good_locations(values)) == each
+
+
+def test_the_checks_of_many_at_once_keep_the_length_limits_and_line_breaks() -> None:
+    assert names.good_segment_names(["a" * 200, "b"]) and not names.good_segment_names(["a" * 201, "b"])
+    assert not names.good_locations(["a", "/".join(["a" * 200] * 6)])
+    assert not names.good_segment_names(["a\nb"]) and not names.good_locations(["a\nb", "c"])
+    assert not names.good_segment_names(["a", "b.", "c"]) and not names.good_segment_names(["a..b"])
+    assert names.good_segment_names([]) and names.good_locations([])

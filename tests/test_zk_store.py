@@ -148,6 +148,27 @@ def test_corrupted_buckets_fail_closed(m: LineageManager) -> None:
         ZkStore(store.client, owns_client=False).read(T)
 
 
+def test_a_segment_bucket_with_a_twin_or_a_stranger_fails_closed(m: LineageManager) -> None:
+    store = m.store
+    assert isinstance(store, ZkStore)
+    m.register_segments(T, [seg(f"many{i:04d}") for i in range(400)])
+    head = codec.decode_head(store.client.get(store.head_path(T))[0], "head")
+    first, second = (store.blob_path(T, blob) for blob in head.buckets["segments"][:2])
+    doc = json.loads(store.client.get(first)[0])
+    other = json.loads(store.client.get(second)[0])["records"][0]
+
+    def read_with(records: list[object]) -> None:
+        store.client.set(first, json.dumps({**doc, "records": records}).encode())
+        dict(ZkStore(store.client, owns_client=False).read(T).state.segments)
+
+    twin = doc["records"][0]
+    with pytest.raises(CorruptRecordError, match=f"duplicate segments key '{twin['name']}'"):
+        read_with([*doc["records"], dict(twin)])
+    with pytest.raises(CorruptRecordError, match=f"'{other['name']}' in the wrong bucket"):
+        read_with([*doc["records"], other])
+    read_with(doc["records"])  # as it was: reads
+
+
 def test_entries_written_before_holds_existed_still_read_and_a_bad_hold_fails_closed(
     m: LineageManager,
 ) -> None:

@@ -31,12 +31,16 @@ from segment_lineage.lineage.core.names import (
     check_entry_id,
     check_location,
     check_segment_name,
+    good_locations,
+    good_segment_names,
 )
 
 BUCKET = "segment-lineage.bucket"
 NAMES = "segment-lineage.names"
 
 SEGMENTS = "segments"
+
+_new = object.__new__
 ENTRIES = "entries"
 PENDING = "pending"
 KINDS = (SEGMENTS, ENTRIES, PENDING)
@@ -86,7 +90,12 @@ def segment_from_dict(d: Mapping[str, Any]) -> Segment:
         and (tmax is None or type(tmax) is int)
         and (entry is None or type(entry) is str)
     ):
-        return Segment(
+        # Built without __init__: a frozen dataclass's __init__ sets each
+        # field through object.__setattr__, which was most of a cold read's
+        # decode. Every field is set, from the values checked above; a test
+        # holds this to what Segment(...) makes.
+        seg: Segment = _new(Segment)
+        seg.__dict__.update(
             name=check_segment_name(name),
             location=check_location(loc),
             rows=rows,
@@ -97,7 +106,51 @@ def segment_from_dict(d: Mapping[str, Any]) -> Segment:
             entry_id=entry,
             created_ms=created,
         )
+        return seg
     return _segment_checked(d)
+
+
+def _segments_at_once(records: Sequence[Mapping[str, Any]]) -> list[Segment] | None:
+    """A bucket's segment records decoded together, the common case of a
+    cold read of a large table: names and locations checked by one regular
+    expression each, the other fields as :func:`segment_from_dict` checks
+    them. None when any record is unusual: the caller then decodes them one
+    by one, which names what is wrong (a test holds the two paths equal)."""
+    try:
+        names = [d["name"] for d in records]
+        locations = [d["loc"] for d in records]
+    except KeyError:
+        return None
+    if not (good_segment_names(names) and good_locations(locations)):
+        return None
+    out: list[Segment] = []
+    for d in records:
+        rows, size, checksum, created = d.get("rows"), d.get("bytes"), d.get("sum"), d.get("created")
+        tmin, tmax, entry = d.get("tmin"), d.get("tmax"), d.get("entry")
+        if not (
+            type(rows) is int
+            and type(size) is int
+            and type(checksum) is str
+            and type(created) is int
+            and (tmin is None or type(tmin) is int)
+            and (tmax is None or type(tmax) is int)
+            and (entry is None or type(entry) is str)
+        ):
+            return None
+        seg: Segment = _new(Segment)  # as in segment_from_dict
+        seg.__dict__.update(
+            name=d["name"],
+            location=d["loc"],
+            rows=rows,
+            size_bytes=size,
+            checksum=checksum,
+            min_time=tmin,
+            max_time=tmax,
+            entry_id=entry,
+            created_ms=created,
+        )
+        out.append(seg)
+    return out
 
 
 def _segment_checked(d: Mapping[str, Any]) -> Segment:
@@ -252,6 +305,10 @@ def decode_bucket(raw: bytes, kind: str, where: str) -> list[dict[str, Any]]:
 
 def decode_records(kind: str, records: Sequence[Mapping[str, Any]], where: str) -> list[Any]:
     """Decode bucket records into Segment, StoredEntry or PendingDeletion."""
+    if kind == SEGMENTS:
+        fast = _segments_at_once(records)
+        if fast is not None:
+            return fast
     decoder: Callable[[Mapping[str, Any]], Any] = {
         SEGMENTS: segment_from_dict,
         ENTRIES: stored_entry_from_dict,

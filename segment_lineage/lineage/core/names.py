@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from segment_lineage.lineage.core.errors import InvalidInputError, InvalidNameError
@@ -30,6 +30,9 @@ _PART = re.compile(r"[A-Za-z0-9_.\-=]+")
 _GOOD_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.\-]*(?<!\.)")
 _GOOD_PART = r"[A-Za-z0-9_=](?:[A-Za-z0-9_.\-=]{0,253}[A-Za-z0-9_\-=])?"
 _GOOD_LOCATION = re.compile(rf"{_GOOD_PART}(?:/{_GOOD_PART})*")
+# The same, for many at once: one per line.
+_GOOD_NAME_LINES = re.compile(r"(?:(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.\-]*(?<!\.)\n)*")
+_GOOD_LOCATION_LINES = re.compile(rf"(?:{_GOOD_PART}(?:/{_GOOD_PART})*\n)*")
 
 
 def _check(kind: str, name: object, limit: int) -> str:
@@ -66,6 +69,33 @@ def check_table_name(name: object) -> str:
 def check_segment_name(name: object) -> str:
     """Return ``name`` if it is a valid segment name, else raise InvalidNameError."""
     return _check("segment", name, MAX_SEGMENT_NAME)
+
+
+def _all_lines(pattern: re.Pattern[str], texts: Sequence[object], limit: int) -> bool:
+    if not texts:
+        return True
+    try:
+        joined = "\n".join(texts)  # type: ignore[arg-type]  # TypeError: not all strings
+    except TypeError:
+        return False
+    # As many lines as texts: no text holds a line break of its own.
+    return (
+        joined.count("\n") == len(texts) - 1
+        and max(map(len, texts)) <= limit  # type: ignore[arg-type]
+        and pattern.fullmatch(joined + "\n") is not None
+    )
+
+
+def good_segment_names(names: Sequence[object]) -> bool:
+    """Whether :func:`check_segment_name` accepts every one of ``names``, in
+    one regular expression over all of them (for decoding many records).
+    False says only: check them one by one, to learn which and why."""
+    return _all_lines(_GOOD_NAME_LINES, names, MAX_SEGMENT_NAME)
+
+
+def good_locations(locations: Sequence[object]) -> bool:
+    """:func:`good_segment_names` for :func:`check_location`."""
+    return _all_lines(_GOOD_LOCATION_LINES, locations, MAX_LOCATION)
 
 
 def check_segment_names(names: Iterable[object], what: str = "segments") -> tuple[str, ...]:

@@ -223,17 +223,17 @@ class Heads:
             # Placement and duplicates are checked once, when the blob is
             # decoded; the cached result then serves every later read.
             index, count = index_of[blob], len(index_of)
-            pairs = []
-            seen: set[str] = set()
-            for obj in codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where):
-                key = key_of(kind, obj)
-                if key in seen:
-                    raise CorruptRecordError(where, f"duplicate {kind} key {key!r}")
-                if bucket_of(key, count) != index:
-                    raise CorruptRecordError(where, f"{key!r} in the wrong bucket")
-                seen.add(key)
-                pairs.append((key, obj))
-            return Bucket(index, count, tuple(pairs))
+            objs = codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where)
+            keys = [o.name for o in objs] if kind == SEGMENTS else [key_of(kind, o) for o in objs]
+            if len(set(keys)) != len(keys) or any(bucket_of(k, count) != index for k in keys):
+                seen: set[str] = set()
+                for key in keys:  # which, for the error
+                    if key in seen:
+                        raise CorruptRecordError(where, f"duplicate {kind} key {key!r}")
+                    if bucket_of(key, count) != index:
+                        raise CorruptRecordError(where, f"{key!r} in the wrong bucket")
+                    seen.add(key)
+            return Bucket(index, count, tuple(zip(keys, objs, strict=True)))
 
         def load(indexes: Sequence[int]) -> dict[int, Sequence[tuple[str, Any]]]:
             try:
