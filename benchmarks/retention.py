@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -37,12 +38,12 @@ def settle() -> None:
 
 
 def ours(ctx: Context, n: int, orphans: bool, made: list[Any]) -> Callable[[], Callable[[], Any]]:
-    built = iter(range(10**6))
-
     def prepare() -> Callable[[], Any]:
         m = fresh_manager(ctx.hosts)
         made.append(m)
-        root = ctx.work / f"ours-{n}-{next(built)}"
+        # A root of its own: each manager is a lineage store of its own (a
+        # chroot), and a root claimed by one is refused to the others.
+        root = ctx.work / f"ours-{n}-{uuid.uuid4().hex}"
         m.create_table(
             TableConfig.build(
                 "bench",

@@ -133,3 +133,15 @@ def test_sustained_pushes_leave_a_small_server_alive() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert "server alive" in done.stdout and "peak used" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_a_quick_retention_run_reclaims_beside_vacuum(tmp_path: Path) -> None:
+    done = run_benchmarks("--quick", "--only", "retention", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    document = json.loads((tmp_path / "report.json").read_text())
+    cases = {(c["operation"], c["size"], c["system"]) for s in document["suites"] for c in s["cases"]}
+    for size in (1_000, 4_000):  # each variant of ours on a root of its own
+        for system in (OURS, "ours, with orphan scan", "deltalake"):
+            assert ("reclaim", size, system) in cases
+    assert "(failed)" not in (tmp_path / "report.md").read_text()

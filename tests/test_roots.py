@@ -230,6 +230,21 @@ def test_a_link_inside_the_root_is_neither_an_orphan_nor_a_way_to_delete_live_fi
     assert DeepStore.for_root(str(root)).real_location(through) == live
 
 
+def test_pruning_many_emptied_directories_keeps_the_ones_still_used_and_links(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    deleted = [f"push_{i:02d}/part/seg_{i}.parquet" for i in range(40)]  # 40 at each depth: the pool
+    for location in deleted:
+        (root / location).parent.mkdir(parents=True)
+    (root / "push_07" / "part" / "kept.parquet").write_bytes(b"live")
+    outside = tmp_path / "elsewhere"
+    (outside / "part").mkdir(parents=True)
+    (root / "push_41").symlink_to(outside)
+    removed = DeepStore.for_root(str(root)).prune_dirs([*deleted, "push_41/part/x.parquet"])
+    assert removed == 2 * 40 - 2
+    assert sorted(p.name for p in root.iterdir()) == ["push_07", "push_41"]
+    assert (root / "push_07" / "part" / "kept.parquet").exists() and (outside / "part").is_dir()
+
+
 # ---- claims: whose a root is, written where the root lives ---------------------
 
 

@@ -20,6 +20,7 @@ import posixpath
 import stat
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,8 @@ if TYPE_CHECKING:  # imported where used: pyarrow takes ~150 ms to load, and mos
     import pyarrow.fs as pafs
 
 SCHEMES = ("file", "s3", "gs", "gcs", "hdfs")
+PRUNE_WORKERS = 8  # directories removed at once, when one depth has PRUNE_POOL_FROM or more
+PRUNE_POOL_FROM = 32
 
 
 @dataclass(frozen=True)
@@ -203,28 +206,43 @@ class DeepStore:
         """Remove directories left empty by deleting ``locations`` (deepest
         first, never the root). Object stores keep an empty "directory"
         marker where the last file of a prefix was deleted; those go too.
-        A directory that is not empty stays. Returns how many went."""
+        A directory that is not empty stays. Returns how many went.
+
+        The directories of one depth go on a pool when there are many (each
+        removal is a file-system call or a round trip; a directory is
+        removed only after every deeper one was tried)."""
         import pyarrow.fs as pafs
 
         fs = self.filesystem()
-        dirs: set[str] = set()
+        by_depth: dict[int, set[str]] = {}
         for location in locations:
             parts = check_location(location).split("/")[:-1]
-            dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
-        removed = 0
-        for relative in sorted(dirs, key=lambda d: (-d.count("/"), d)):
-            full = self.path(relative)
+            for i in range(1, len(parts) + 1):
+                by_depth.setdefault(i, set()).add("/".join(parts[:i]))
+        resolved_dirs: dict[str, str] = {}
+
+        def remove(relative: str) -> bool:
+            try:
+                full = self.path(relative, resolved_dirs)
+            except StorageError:
+                return False  # leads outside the root, through a link: not ours
             try:
                 if self.scheme == "file":
                     os.rmdir(full)  # refuses a non-empty directory, atomically
                 else:
-                    entries = fs.get_file_info(pafs.FileSelector(full, allow_not_found=True))
-                    if entries:
-                        continue
+                    if fs.get_file_info(pafs.FileSelector(full, allow_not_found=True)):
+                        return False
                     fs.delete_dir(full)
-                removed += 1
             except OSError:
-                continue  # not empty, already gone, or not ours to remove: leave it
+                return False  # not empty, already gone, or not ours to remove: leave it
+            return True
+
+        removed = 0
+        with ThreadPoolExecutor(PRUNE_WORKERS, thread_name_prefix="prune-dirs") as pool:
+            for depth in sorted(by_depth, reverse=True):
+                level = sorted(by_depth[depth])
+                done = pool.map(remove, level) if len(level) >= PRUNE_POOL_FROM else map(remove, level)
+                removed += sum(done)
         return removed
 
     # ---- the root's claim marker (segment_lineage.lineage.storage.claims.CLAIM_FILE) -----------------------
@@ -329,8 +347,12 @@ class DeepStore:
             real = posixpath.join(resolved_dirs[parent], name)
         else:
             real = os.path.realpath(full)
-        base = os.path.realpath(self.base)
-        return posixpath.relpath(real, base) if real.startswith(base + os.sep) else location
+        if resolved_dirs is None:
+            base = os.path.realpath(self.base)
+        else:  # the root resolved once per batch, under a key no directory path has
+            base = resolved_dirs.get("") or resolved_dirs.setdefault("", os.path.realpath(self.base))
+        # realpath's answers are normal paths: what follows the root is the relative path.
+        return real[len(base) + 1 :] if real.startswith(base + os.sep) else location
 
     def _list_local(self, base: str) -> list[FileInfo]:
         """A local listing that never follows a symbolic link: a link to a
