@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from segment_lineage import LineageManager, Segment, TableConfig
-from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, changed_keys
+from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, changed_keys, editable
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.visibility import visibility_delta, visible_names
@@ -281,3 +281,18 @@ def test_a_store_failing_while_a_result_loads_fails_a_commit_that_wrote_nothing(
     monkeypatch.setattr(BlobStore, "_fetch", real)
     assert LineageManager(fresh).table("fails").entries[entry].state.value == "IN_PROGRESS"  # nothing written
     fresh.close()
+
+
+def test_an_editable_copy_changes_nothing_of_the_map_it_was_taken_from() -> None:
+    records = {f"k{i}": i for i in range(50)}
+    for warm in (False, True):
+        original = laid_out(records, 4)
+        if warm:
+            original.flat()  # the whole-map dict built already: the copy must not be it
+        edited = editable(original)
+        edited["k0"] = -1
+        del edited["k1"]
+        edited["new"] = 7
+        assert dict(original) == records and original["k0"] == 0 and "new" not in original
+        assert edited == {**{k: v for k, v in records.items() if k != "k1"}, "k0": -1, "new": 7}
+    assert editable({"a": 1}) == {"a": 1}

@@ -61,11 +61,14 @@ def relayout(
         return None
     count = len(old_keys)
     dirty: set[int] = set()
-    for key, obj in new.items():
-        if old.get(key) is not obj:
+    # Compared as dicts: a bucket map's look-ups would call back into Python once per key.
+    old_get = (old.flat() if isinstance(old, BucketMap) else old).get
+    new_dict = new.flat() if isinstance(new, BucketMap) else new
+    for key, obj in new_dict.items():
+        if old_get(key) is not obj:
             dirty.add(bucket_of(key, count))
     for key in old:
-        if key not in new:
+        if key not in new_dict:
             dirty.add(bucket_of(key, count))
     if not dirty:
         return None
@@ -203,6 +206,13 @@ class BucketMap(Mapping[str, V]):
 
     def __repr__(self) -> str:
         return f"BucketMap({len(self.ids)} buckets)"
+
+
+def editable(records: Mapping[str, V]) -> dict[str, V]:
+    """A dict of ``records`` for a change to edit. A bucket map's whole-map
+    dict is copied at C speed (``dict(bucket_map)`` would call back into
+    Python once per key)."""
+    return records.flat().copy() if isinstance(records, BucketMap) else dict(records)
 
 
 def changed_keys(a: Mapping[str, object], b: Mapping[str, object]) -> set[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from segment_lineage.lineage.core.buckets import editable
 from segment_lineage.lineage.core.errors import (
     InvalidInputError,
     RefusedError,
@@ -39,7 +40,7 @@ def queue_files(
     if not locations:
         raise InvalidInputError("no files to queue")
     registered = {seg.location.casefold(): seg.name for seg in state.segments.values()}
-    pending = dict(state.pending)
+    pending = editable(state.pending)
     for location in locations:
         check_location(location)
         owner = registered.get(location.casefold())
@@ -85,11 +86,11 @@ def abandon_push(state: TableState, entry_id: str, files: Sequence[str], now_ms:
     entry = _entry(state, entry_id)
     if entry.state is EntryState.COMPLETED:
         return Change(state=state, operation=Operation.ABANDON_PUSH, entry_id=entry_id, changed=False)
-    entries = dict(state.entries)
+    entries = editable(state.entries)
     if entry.state is EntryState.IN_PROGRESS:
         entries[entry_id] = dataclasses.replace(entry, state=EntryState.REVERTED, timestamp_ms=now_ms)
-    segments = dict(state.segments)
-    pending = dict(state.pending)
+    segments = editable(state.segments)
+    pending = editable(state.pending)
     own = [n for n in entry.segments_to if n in segments and segments[n].entry_id == entry_id]
     _queue_for_deletion(segments, pending, own, DeletionReason.ABANDONED, now_ms)
     registered = {seg.location.casefold() for seg in segments.values()}
@@ -121,8 +122,8 @@ def retention_mark(
     whose file went, and drop entries with nothing left."""
     if not condemn and not remove_entries and not orphans and not convict and not forget:
         return Change(state=state, operation=Operation.RETENTION_MARK, changed=False)
-    segments = dict(state.segments)
-    pending = dict(state.pending)
+    segments = editable(state.segments)
+    pending = editable(state.pending)
     for name, reason in condemn.items():
         _queue_for_deletion(segments, pending, [name], reason, now_ms)
     registered = {seg.location for seg in state.segments.values()} if orphans else set()

@@ -10,6 +10,7 @@ import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 
+from segment_lineage.lineage.core.buckets import editable
 from segment_lineage.lineage.core.model import (
     Audit,
     Change,
@@ -130,8 +131,8 @@ def start_replace(
     ]
     require(state, (rule for overlap in overlaps for rule in overlap_rules(overlap, force_cleanup)))
 
-    segments = dict(state.segments)
-    pending = dict(state.pending)
+    segments = editable(state.segments)
+    pending = editable(state.pending)
     entries, cleaned, adopted = _clean_up(
         overlaps, dst_set, interval, force_cleanup, segments, pending, now_ms
     )
@@ -246,8 +247,8 @@ def end_replace(
     if entry.state is EntryState.COMPLETED:
         return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
     require(state, [NotRevertedToEnd(entry)])
-    segments = dict(state.segments)
-    pending = dict(state.pending)
+    segments = editable(state.segments)
+    pending = editable(state.pending)
     dst = entry.segments_to
     dropped: list[str] = []
     if to_subset is not None:
@@ -259,7 +260,7 @@ def end_replace(
         dst = tuple(n for n in entry.segments_to if n in keep)
     require(state.replace(segments=segments), [ToRegistered(entry_id, dst), FromRegistered(entry)])
     done = dataclasses.replace(entry, segments_to=dst, state=EntryState.COMPLETED, timestamp_ms=now_ms)
-    entries = dict(state.entries)
+    entries = editable(state.entries)
     entries[entry_id] = done
     if dropped:
         # The left-out names stay reserved by a REVERTED companion entry, so a
@@ -319,7 +320,7 @@ def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = 
             ReplacedStillRegistered(entry),
         ],
     )
-    entries = dict(state.entries)
+    entries = editable(state.entries)
     entries[entry_id] = dataclasses.replace(entry, state=EntryState.REVERTED, timestamp_ms=now_ms)
     return Change(
         state=state.replace(entries=entries),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from segment_lineage.lineage.core.buckets import editable
 from segment_lineage.lineage.core.errors import (
     RefusedError,
 )
@@ -83,7 +84,7 @@ def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | 
     the target, or when a running push touches what would change.
     """
     table = state.config.name
-    entries = dict(state.entries)
+    entries = editable(state.entries)
     changed: list[str] = []
     for entry_id, entry in state.entries.items():
         if entry.state is EntryState.IN_PROGRESS:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from segment_lineage.lineage.core.buckets import editable
 from segment_lineage.lineage.core.errors import (
     InvalidInputError,
     RefusedError,
@@ -59,7 +60,7 @@ def register_segments(
     bound = state.entries[entry_id] if entry_id is not None else None
 
     taken = Taken.of(state, bound)
-    segments = dict(state.segments)
+    segments = editable(state.segments)
     taken_over: list[str] = []  # files retention saw unreferenced, now a segment's
     superseded: list[Segment] = []  # hidden uploads of a running replacement, uploaded again
     for seg in new:
@@ -128,8 +129,8 @@ def delete_segments(state: TableState, names: Sequence[str], now_ms: int) -> Cha
                 entry_id=entries[0],
                 remedy="end or revert the entry first; retention removes replaced segments",
             )
-    segments = dict(state.segments)
-    pending = dict(state.pending)
+    segments = editable(state.segments)
+    pending = editable(state.pending)
     count, rows, size = _totals(state.segments[n] for n in wanted)
     _queue_for_deletion(segments, pending, wanted, DeletionReason.DELETED, now_ms)
     return Change(
