@@ -845,3 +845,16 @@ def test_tickets_planted_or_left_by_dead_writers_cost_the_patience_once(
         writer.store.close()
     finally:
         holder.close()
+
+
+def test_a_store_makes_the_shared_nodes_it_finds_missing_in_order(zk_hosts: str) -> None:
+    store = ZkStore(connect(ZkSettings(hosts=f"{zk_hosts}/partial-{uuid.uuid4().hex}")))
+    try:
+        store.client.create(f"{ROOT}/tables", makepath=True)  # an older store's start, say
+        assert store.now_ms() > 0
+        for node in ("", "/tables", "/names", "/clock"):
+            assert store.client.exists(f"{ROOT}{node}") is not None, node
+        LineageManager(store).create_table(TableConfig.build("t", "/d/t"))
+        assert [t for t in store.list_tables()] == ["t"]
+    finally:
+        store.close()

@@ -216,6 +216,12 @@ class ZkConnection:
     def exists(self, path: str, *, doing: str | None = None) -> ZnodeStat | None:
         return self._call(lambda: self.client.exists_async(path), doing)
 
+    def exists_many(self, paths: Sequence[str]) -> list[ZnodeStat | None]:
+        """``exists`` of each of ``paths``, sent together: one round trip."""
+        self.check_answering()
+        pending = [self.client.exists_async(path) for path in paths]
+        return [self.answer(p) for p in pending]
+
     def get_children(self, path: str, *, doing: str | None = None) -> list[str]:
         return cast("list[str]", self._call(lambda: self.client.get_children_async(path), doing))
 

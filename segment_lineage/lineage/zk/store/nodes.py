@@ -165,8 +165,12 @@ class Nodes:
         if self._ready:
             return
         root = self.paths.root
-        for path in (root, f"{root}/tables", f"{root}/names", f"{root}/clock"):
-            self.ensure_node(path, Place.CLOCK if path.endswith("/clock") else Place.FOLDER)
+        paths = (root, f"{root}/tables", f"{root}/names", f"{root}/clock")
+        with translated("checking the store's nodes", refused="ZooKeeper refused checking the store's nodes"):
+            found = self.zk.exists_many(paths)  # one round trip: usually all are there
+        for path, stat in zip(paths, found, strict=True):
+            if stat is None:  # in order: a folder before what goes in it
+                self.ensure_node(path, Place.CLOCK if path.endswith("/clock") else Place.FOLDER)
         close_open_nodes(self.zk.client, root, self.acl_of_node, self.zk.op_timeout_s)
         self._ready = True
 
