@@ -154,19 +154,30 @@ def test_a_segment_bucket_with_a_twin_or_a_stranger_fails_closed(m: LineageManag
     m.register_segments(T, [seg(f"many{i:04d}") for i in range(400)])
     head = codec.decode_head(store.client.get(store.head_path(T))[0], "head")
     first, second = (store.blob_path(T, blob) for blob in head.buckets["segments"][:2])
-    doc = json.loads(store.client.get(first)[0])
-    other = json.loads(store.client.get(second)[0])["records"][0]
 
-    def read_with(records: list[object]) -> None:
-        store.client.set(first, json.dumps({**doc, "records": records}).encode())
+    def records(path: str) -> list[dict[str, object]]:
+        stored = codec.decode_bucket(store.client.get(path)[0], "segments", path)
+        assert isinstance(stored, codec.SegmentColumns)  # written in columns
+        return stored.rows()
+
+    mine, other = records(first), records(second)[0]
+
+    def read_with(rows: list[dict[str, object]], columns: bool = True) -> None:
+        raw = (
+            codec.encode_bucket("segments", rows)
+            if columns
+            else codec.dumps({"format": codec.BUCKET, "v": 1, "kind": "segments", "records": rows})
+        )
+        store.client.set(first, raw)
         dict(ZkStore(store.client, owns_client=False).read(T).state.segments)
 
-    twin = doc["records"][0]
-    with pytest.raises(CorruptRecordError, match=f"duplicate segments key '{twin['name']}'"):
-        read_with([*doc["records"], dict(twin)])
-    with pytest.raises(CorruptRecordError, match=f"'{other['name']}' in the wrong bucket"):
-        read_with([*doc["records"], other])
-    read_with(doc["records"])  # as it was: reads
+    twin = mine[0]
+    for columns in (True, False):  # as written now, and as written before columns
+        with pytest.raises(CorruptRecordError, match=f"duplicate segments key '{twin['name']}'"):
+            read_with([*mine, dict(twin)], columns)
+        with pytest.raises(CorruptRecordError, match=f"'{other['name']}' in the wrong bucket"):
+            read_with([*mine, other], columns)
+        read_with(mine, columns)  # as it was: reads
 
 
 def test_entries_written_before_holds_existed_still_read_and_a_bad_hold_fails_closed(

@@ -31,11 +31,13 @@ from segment_lineage.lineage.codec.acl import (
     encode_policy,
 )
 from segment_lineage.lineage.codec.buckets import (
+    BUCKET,
     ENTRIES,
     KINDS,
     PENDING,
     SEGMENTS,
     NameList,
+    SegmentColumns,
     StoredEntry,
     bucket_ids,
     decode_bucket,
@@ -85,6 +87,7 @@ from segment_lineage.lineage.codec.registry import (
 )
 
 __all__ = [
+    "BUCKET",
     "ENTRIES",
     "HISTORY",
     "KINDS",
@@ -94,6 +97,7 @@ __all__ = [
     "HistoryChunk",
     "LeaseRecord",
     "NameList",
+    "SegmentColumns",
     "StoredEntry",
     "bucket_ids",
     "decode_bucket",

@@ -75,8 +75,8 @@ def _enum(enum: Callable[[str], T], value: object, what: str) -> T:
         raise _Bad(f"unknown {what} {value!r}") from None
 
 
-def parse(raw: bytes, fmt: str, where: str) -> dict[str, Any]:
-    """Parse raw bytes and check the format name and version."""
+def parse(raw: bytes, fmt: str, where: str, versions: tuple[int, ...] = (FORMAT_VERSION,)) -> dict[str, Any]:
+    """Parse raw bytes and check the format name and version (one of ``versions``)."""
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -90,12 +90,19 @@ def parse(raw: bytes, fmt: str, where: str) -> dict[str, Any]:
     if doc.get("format") != fmt:
         raise CorruptRecordError(where, f"expected format {fmt!r}, found {doc.get('format')!r}")
     version = doc.get("v")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version not in versions:
+        known = " and ".join(map(str, versions))
+        plural = "s" if len(versions) > 1 else ""
         raise CorruptRecordError(
-            where, f"unknown format version {version!r} (this build reads version {FORMAT_VERSION})"
+            where, f"unknown format version {version!r} (this build reads version{plural} {known})"
         )
     return doc
 
 
 def _envelope(fmt: str, **body: object) -> dict[str, object]:
     return {"format": fmt, "v": FORMAT_VERSION, **body}
+
+
+def _envelope_at(fmt: str, version: int, body: Mapping[str, object]) -> dict[str, object]:
+    """:func:`_envelope` of a format at a later version."""
+    return {"format": fmt, "v": version, **body}

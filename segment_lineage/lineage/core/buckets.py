@@ -32,6 +32,12 @@ def bucket_of(key: str, buckets: int) -> int:
     return zlib.crc32(key.encode()) & (buckets - 1)
 
 
+def placed(keys: Sequence[str], index: int, buckets: int) -> bool:
+    """Whether every one of ``keys`` belongs in bucket ``index`` (bucket_of, inlined for many)."""
+    mask, crc32 = buckets - 1, zlib.crc32
+    return all(crc32(key.encode()) & mask == index for key in keys)
+
+
 @dataclass(frozen=True)
 class Layout:
     """The buckets a change rewrites: how many buckets there are now, and

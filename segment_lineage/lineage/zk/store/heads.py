@@ -22,7 +22,7 @@ from kazoo.exceptions import NoNodeError
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, StoredEntry
-from segment_lineage.lineage.core.buckets import BucketMap, bucket_of
+from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, placed
 from segment_lineage.lineage.core.errors import CorruptRecordError, TableNotFoundError
 from segment_lineage.lineage.core.model import LineageEntry, TableState
 from segment_lineage.lineage.core.names import check_table_name
@@ -225,7 +225,7 @@ class Heads:
             index, count = index_of[blob], len(index_of)
             objs = codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where)
             keys = [o.name for o in objs] if kind == SEGMENTS else [key_of(kind, o) for o in objs]
-            if len(set(keys)) != len(keys) or any(bucket_of(k, count) != index for k in keys):
+            if len(set(keys)) != len(keys) or not placed(keys, index, count):
                 seen: set[str] = set()
                 for key in keys:  # which, for the error
                     if key in seen:
