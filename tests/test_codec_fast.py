@@ -205,3 +205,9 @@ def test_only_segment_buckets_come_in_columns_and_unknown_versions_are_refused()
     raw = json.dumps({"format": codec.BUCKET, "v": 3, "kind": "segments", "columns": {}}).encode()
     with pytest.raises(CorruptRecordError, match="reads versions 1 and 2"):
         codec.decode_bucket(raw, codec.SEGMENTS, "t")
+
+
+def test_a_number_past_the_digit_limit_fails_closed() -> None:
+    raw = columns_doc().replace(b'"rows": [1, 2]', b'"rows": [1, ' + b"1" * 5000 + b"]")
+    with pytest.raises(CorruptRecordError, match="not valid JSON"):
+        codec.decode_bucket(raw, codec.SEGMENTS, "t")

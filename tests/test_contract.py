@@ -193,6 +193,34 @@ def test_end_is_idempotent(manager: LineageManager, table: str) -> None:
     assert not again.applied and manager.table(T).version == version
 
 
+def test_complete_is_idempotent_and_refuses_other_uploads(manager: LineageManager, table: str) -> None:
+    entry = manager.start_replace(T, ["s1"], ["n1"])
+    done = manager.complete_replace(T, entry, [seg("n1")], strays=["tmp/n1.a0.parquet"])
+    assert done.applied and manager.table(T).entries[entry].state is EntryState.COMPLETED
+    version = manager.table(T).version
+    again = manager.complete_replace(T, entry, [seg("n1")], strays=["tmp/n1.a0.parquet"])
+    assert not again.applied and manager.table(T).version == version
+    moved = Segment("n1", "elsewhere/n1.parquet", rows=10, size_bytes=1000)
+    with pytest.raises(RefusedError, match="is COMPLETED"):
+        manager.complete_replace(T, entry, [moved])
+    assert manager.table(T).version == version
+
+
+def test_complete_ends_uploads_registered_earlier_and_refuses_a_reverted_entry(
+    manager: LineageManager, table: str
+) -> None:
+    entry = manager.start_replace(T, ["s1"], ["n1"])
+    manager.register_segments(T, [seg("n1")], entry_id=entry)
+    manager.complete_replace(T, entry, [])
+    assert {s.name for s in manager.visible_segments(T)} == {"n1", "s2", "s3"}
+    reverted = manager.start_replace(T, ["s2"], ["n2"])
+    manager.revert_replace(T, reverted, force=True)
+    version = manager.table(T).version
+    with pytest.raises(RefusedError, match="was reverted and cannot be completed"):
+        manager.complete_replace(T, reverted, [seg("n2")])
+    assert manager.table(T).version == version
+
+
 def test_end_refuses_unregistered_to_and_missing_entry(manager: LineageManager, table: str) -> None:
     entry = manager.start_replace(T, ["s1"], ["n1", "n2"])
     manager.register_segments(T, [seg("n1")])

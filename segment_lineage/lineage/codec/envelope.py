@@ -79,7 +79,7 @@ def parse(raw: bytes, fmt: str, where: str, versions: tuple[int, ...] = (FORMAT_
     """Parse raw bytes and check the format name and version (one of ``versions``)."""
     try:
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON, or a number past Python's digit limit
         raise CorruptRecordError(where, f"not valid JSON ({exc})") from None
     except RecursionError:
         # Any record of ours is a few levels deep; a deeper one is not ours,

@@ -296,11 +296,28 @@ def complete_replace(
     the other; there is no state in between, so a reader never sees the
     uploads registered before the entry ends, and a crash leaves either
     nothing of it or all of it. Recorded as the end.
+
+    Idempotent like :func:`end_replace`: completing again an entry that
+    completed with these uploads changes nothing. No uploads: only the
+    strays and the end (uploads registered earlier, one by one).
     """
-    registered = register_segments(state, uploads, now_ms, entry_id).state
+    entry = _entry(state, entry_id)
+    require(state, [NotRevertedToEnd(entry)])
+    if entry.state is EntryState.COMPLETED and _completed_with(state, entry, uploads):
+        return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
+    registered = register_segments(state, uploads, now_ms, entry_id).state if uploads else state
     if strays:
         registered = queue_files(registered, strays, now_ms, entry_id).state
     return end_replace(registered, entry_id, now_ms, to_subset)
+
+
+def _completed_with(state: TableState, entry: LineageEntry, uploads: Sequence[Segment]) -> bool:
+    """Whether ``entry`` completed with each of ``uploads``, registered where it says."""
+    for upload in uploads:
+        seg = state.segments.get(upload.name)
+        if upload.name not in entry.segments_to or seg is None or seg.location != upload.location:
+            return False
+    return True
 
 
 def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = False) -> Change:
