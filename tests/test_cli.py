@@ -51,6 +51,34 @@ def test_round_trip(zk_hosts: str, tmp_path: Path) -> None:
     assert {s["name"]: s["visible"] for s in json.loads(out)} == {"a": True, "b": True, "c": False}
 
 
+def test_global_options_work_after_the_command_too(zk_hosts: str, tmp_path: Path) -> None:
+    before = runner.invoke(app, ["--zk", zk_hosts, "table", "create", "g", "--root", str(tmp_path / "g")])
+    assert before.exit_code == 0, before.stderr
+    after = runner.invoke(app, ["segment", "add", "g", "a", "--rows", "5", "--no-check", "--zk", zk_hosts])
+    assert after.exit_code == 0, after.stderr
+    for args in (
+        ["segments", "g", "--json", "--zk", zk_hosts],
+        ["table", "show", "g", f"--zk={zk_hosts}", "--json"],
+        ["--zk", zk_hosts, "history", "g", "--limit", "1", "--json"],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (args, result.stderr)
+        json.loads(result.stdout)  # JSON, wherever --json was
+    listed = runner.invoke(app, ["segments", "g", "--zk", zk_hosts])
+    assert "1 visible segment(s), 5 rows" in listed.stdout
+    # After "--", and as the value of the command's own option, it is an argument.
+    refused = runner.invoke(app, ["--zk", zk_hosts, "segments", "--", "--json"])
+    assert refused.exit_code == 2 and "table" in refused.stderr
+    code, out, _ = run(zk_hosts, "revert", "g", "00000000-0000-4000-8000-000000000000", "--reason", "--json")
+    assert code != 0 and not out.lstrip().startswith("{")
+
+
+def test_version_is_printed_without_a_store() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.startswith("lineage ")
+    assert result.stdout.split()[1][0].isdigit()
+
+
 def test_refusals_exit_1_with_the_reason_and_a_hint(zk_hosts: str, tmp_path: Path) -> None:
     run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
     run(zk_hosts, "segment", "add", "events", "a", "--no-check")

@@ -31,8 +31,74 @@ if TYPE_CHECKING:
     from segment_lineage.lineage.zk.store import ZkStore
 
 
+# The global options, which the app's callback takes: given after the command
+# too (``lineage segments t --json``), they are moved before it.
+GLOBAL_FLAGS = frozenset({"--json", "--verbose", "-v"})
+GLOBAL_VALUED = frozenset({"--zk", "--config"})
+
+
+def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
+    """``args`` with each global option given after the command name moved in
+    front of it. An option the command has of its own (``retention run
+    --json``), the value of one of the command's options, and whatever follows
+    ``--`` stay where they are. (``group`` and ``ctx`` are Typer's click
+    group and context.)"""
+    at, path_at = 0, -1
+    command = group
+    while at < len(args):  # the global options in front, then the command path
+        arg = args[at]
+        if arg in GLOBAL_VALUED:
+            at += 2
+        elif arg.startswith("-"):
+            at += 1
+        elif hasattr(command, "get_command") and (found := command.get_command(ctx, arg)) is not None:
+            path_at = at if path_at < 0 else path_at
+            command, at = found, at + 1
+        else:
+            break
+    if command is group:
+        return args
+    path_end = at
+    params = list(command.params)
+    own = {name for param in params for name in (*param.opts, *param.secondary_opts)}
+    valued = {
+        name
+        for param in params
+        if param.param_type_name == "option" and not param.is_flag and not param.count
+        for name in param.opts
+    }
+    hoisted: list[str] = []
+    rest: list[str] = []
+    while at < len(args):
+        arg = args[at]
+        name = arg.split("=", 1)[0]
+        if arg == "--":
+            rest += args[at:]
+            break
+        if name in own:
+            take = 2 if name in valued and "=" not in arg else 1
+            rest += args[at : at + take]
+            at += take
+        elif arg in GLOBAL_FLAGS or (name in GLOBAL_VALUED and "=" in arg):
+            hoisted.append(arg)
+            at += 1
+        elif arg in GLOBAL_VALUED and at + 1 < len(args):
+            hoisted += args[at : at + 2]
+            at += 2
+        else:
+            rest.append(arg)
+            at += 1
+    if not hoisted:
+        return args
+    return [*args[:path_at], *hoisted, *args[path_at:path_end], *rest]
+
+
 class LineageGroup(TyperGroup):
-    """Turns the package's errors into one line on stderr and an exit code."""
+    """Turns the package's errors into one line on stderr and an exit code,
+    and takes the global options after the command as well as before it."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(self, ctx, list(args)))
 
     def invoke(self, ctx: Any) -> Any:
         run = _RUN.set(None)  # the callback sets this run's; none outlives its run
@@ -91,6 +157,17 @@ def current() -> Invocation:
     return Invocation(Settings.from_env()) if found is None else found
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"lineage {version('segment-lineage')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            typer.echo("lineage (version unknown: the package is not installed)")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def main_options(
     zk: Annotated[
@@ -108,6 +185,10 @@ def main_options(
             "if it exists. Flags and the environment win over it.",
         ),
     ] = None,
+    _version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
 ) -> None:
     # --verbose is read by LineageGroup from the parsed options: it must work when this fails.
     loaded, settings = load_settings(config, zk=zk)
