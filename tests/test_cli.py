@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from segment_lineage.cli import app
+from segment_lineage.lineage.core.roots import canonical_root, file_uri
 from segment_lineage.lineage.zk.server import ZkServer, free_port
 
 runner = CliRunner()
@@ -71,6 +72,23 @@ def test_global_options_work_after_the_command_too(zk_hosts: str, tmp_path: Path
     assert refused.exit_code == 2 and "table" in refused.stderr
     code, out, _ = run(zk_hosts, "revert", "g", "00000000-0000-4000-8000-000000000000", "--reason", "--json")
     assert code != 0 and not out.lstrip().startswith("{")
+
+
+def test_json_listings_give_each_files_absolute_uri(zk_hosts: str, tmp_path: Path) -> None:
+    root = tmp_path / "with space"
+    assert run(zk_hosts, "table", "create", "u", "--root", str(root))[0] == 0
+    assert run(zk_hosts, "segment", "add", "u", "a", "--rows", "1", "--no-check")[0] == 0
+    for command in (["segments", "u"], ["segment", "list", "u"]):
+        code, out, _ = run(zk_hosts, *command, "--json")
+        [row] = json.loads(out)
+        assert code == 0 and row["location"] == "a.parquet"
+        assert row["uri"] == (root / "a.parquet").as_uri() and "%20" in row["uri"]
+    assert (
+        file_uri(canonical_root("s3://Lake/warehouse/s/"), "k=1/b.parquet")
+        == "s3://lake/warehouse/s/k=1/b.parquet"
+    )
+    assert file_uri("hdfs://nn:8020/t", "b.parquet") == "hdfs://nn:8020/t/b.parquet"
+    assert file_uri("relative/legacy", "b.parquet") is None
 
 
 def test_version_is_printed_without_a_store() -> None:

@@ -111,7 +111,11 @@ def segment_list(table: str) -> None:
     with manager() as m:
         state = m.table(table)
     visible = visible_names(state)
-    rows = [segment_view(s, s.name in visible) for s in sorted(state.segments.values(), key=lambda s: s.name)]
+    root = state.config.root
+    rows = [
+        segment_view(s, s.name in visible, root)
+        for s in sorted(state.segments.values(), key=lambda s: s.name)
+    ]
     emit(rows, render_table(rows, ["name", "visible", "rows", "bytes", "location", "entry"]))
 
 
@@ -146,7 +150,7 @@ def segments(
             m.store.release(lease)
             state = lease.state
     visible = visible_segments(state)
-    rows = [segment_view(s) for s in visible]
+    rows = [segment_view(s, root=state.config.root) for s in visible]
     emit(
         rows,
         render_table(rows, ["name", "rows", "bytes", "location", "entry"])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
 from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
@@ -62,6 +63,18 @@ def canonical_root(root: str) -> str:
     if normal == "/":
         raise _invalid(root, "the file system root holds everything on the machine")
     return normal
+
+
+def file_uri(root: str, location: str) -> str | None:
+    """The absolute URI of ``location`` (relative, checked) under the table
+    root ``root``: ``file:///...`` (percent-encoded) for a local root, the
+    root's own scheme otherwise. None for a root that is neither (a table
+    made before roots were checked)."""
+    if root.startswith("/"):
+        return PurePosixPath(root, location).as_uri()
+    if "://" in root:
+        return f"{root.rstrip('/')}/{location}"
+    return None
 
 
 def _key(root: str) -> str:

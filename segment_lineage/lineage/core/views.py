@@ -8,6 +8,7 @@ from typing import Any
 
 from segment_lineage.lineage.core.model import HistoryRecord, LineageEntry, Segment, TableState
 from segment_lineage.lineage.core.periods import format_period
+from segment_lineage.lineage.core.roots import file_uri
 from segment_lineage.lineage.core.visibility import hidden_segments
 
 
@@ -43,10 +44,12 @@ def table_view(state: TableState) -> dict[str, Any]:
     }
 
 
-def segment_view(seg: Segment, visible: bool | None = None) -> dict[str, Any]:
+def segment_view(seg: Segment, visible: bool | None = None, root: str | None = None) -> dict[str, Any]:
+    """A segment for printing; with the table's ``root``, its file's absolute ``uri`` too."""
     view: dict[str, Any] = {
         "name": seg.name,
         "location": seg.location,
+        **({} if root is None else {"uri": file_uri(root, seg.location)}),
         "rows": seg.rows,
         "bytes": seg.size_bytes,
         "checksum": seg.checksum,
