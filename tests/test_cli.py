@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -89,6 +91,26 @@ def test_json_listings_give_each_files_absolute_uri(zk_hosts: str, tmp_path: Pat
     )
     assert file_uri("hdfs://nn:8020/t", "b.parquet") == "hdfs://nn:8020/t/b.parquet"
     assert file_uri("relative/legacy", "b.parquet") is None
+
+
+def test_a_push_that_cannot_fit_is_refused_before_spark_starts(zk_hosts: str, tmp_path: Path) -> None:
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), source)
+    assert run(zk_hosts, "table", "create", "dims", "--root", str(tmp_path / "dims"))[0] == 0  # REFRESH
+
+    def push(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "segment_lineage", "--zk", zk_hosts, "push", "dims", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+    appended = push("--input", str(source), "--mode", "append")
+    assert appended.returncode == 1, appended.stderr
+    assert "append into REFRESH table 'dims'" in appended.stderr and "--mode refresh" in appended.stderr
+    missing = push("--input", str(tmp_path / "nope.parquet"))
+    assert missing.returncode == 2 and "does not exist; nothing was pushed" in missing.stderr
+    for done in (appended, missing):  # refused before any JVM started
+        assert "Spark" not in done.stderr and "log4j" not in done.stderr and "incubator" not in done.stderr
+    _, out, _ = run(zk_hosts, "history", "dims", "--json")
+    assert [h["operation"] for h in json.loads(out)] == ["CREATE_TABLE"]
 
 
 def test_version_is_printed_without_a_store() -> None:

@@ -60,6 +60,12 @@ def refresh(manager: LineageManager, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def appends(manager: LineageManager, tmp_path: Path) -> str:
+    manager.create_table(TableConfig.build("log", str(tmp_path / "log"), "APPEND"))
+    return "log"
+
+
+@pytest.fixture
 def timed(manager: LineageManager, tmp_path: Path) -> str:
     # Small integers (days after 1970, in ms) fit no unit's plausible window: declared.
     manager.create_table(
@@ -79,10 +85,22 @@ def test_refresh_replaces_the_whole_snapshot(manager: LineageManager, refresh: s
     assert entry.state is EntryState.COMPLETED and entry.audit.reason == "nightly"
 
 
-def test_append_adds_atomically(manager: LineageManager, refresh: str) -> None:
+def test_append_adds_atomically(manager: LineageManager, appends: str) -> None:
+    push_arrow(manager, appends, [rows("a", 2)])
+    push_arrow(manager, appends, [rows("b", 1), rows("c", 1)], mode="append")
+    assert [label for label, _ in content(manager, appends)] == ["a", "a", "b", "c"]
+
+
+def test_an_append_into_a_refresh_table_is_refused_before_anything_is_written(
+    manager: LineageManager, refresh: str, tmp_path: Path
+) -> None:
     push_arrow(manager, refresh, [rows("a", 2)])
-    push_arrow(manager, refresh, [rows("b", 1), rows("c", 1)], mode="append")
-    assert [label for label, _ in content(manager, refresh)] == ["a", "a", "b", "c"]
+    version = manager.table(refresh).version
+    with pytest.raises(PushRefusedError, match=r"append into REFRESH table 'snap'.*--mode refresh"):
+        push_arrow(manager, refresh, [rows("b", 1)], mode="append")
+    assert manager.table(refresh).version == version
+    assert content(manager, refresh) == [("a", 0), ("a", 1)]
+    assert len(list((tmp_path / "snap").rglob("*.parquet"))) == 1  # no file of the refused push
 
 
 def test_replace_range_replaces_exactly_the_interval(manager: LineageManager, timed: str) -> None:
@@ -495,34 +513,34 @@ def test_a_push_reads_time_only_through_the_clocks_it_is_given(manager: LineageM
 
 
 def test_a_retried_job_returns_its_earlier_result_instead_of_pushing_again(
-    manager: LineageManager, refresh: str, monkeypatch: pytest.MonkeyPatch
+    manager: LineageManager, appends: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from segment_lineage.lineage.core import transitions
 
-    push_arrow(manager, refresh, [rows("a", 2)])
+    push_arrow(manager, appends, [rows("a", 2)])
     # The answer is lost: the push completed, its caller saw an error.
     monkeypatch.setenv("LINEAGE_FAILPOINT", "push.after-end:raise")
     with pytest.raises(PushError, match="but its entry had completed"):
-        push_arrow(manager, refresh, [rows("b", 1)], mode="append", job_id="nightly-42")
+        push_arrow(manager, appends, [rows("b", 1)], mode="append", job_id="nightly-42")
     monkeypatch.delenv("LINEAGE_FAILPOINT")
-    landed = next(e for e in manager.table(refresh).entries.values() if e.audit.job_id == "nightly-42")
+    landed = next(e for e in manager.table(appends).entries.values() if e.audit.job_id == "nightly-42")
     assert landed.state is EntryState.COMPLETED
-    version = manager.table(refresh).version
-    again = push_arrow(manager, refresh, [rows("b", 1)], mode="append", job_id="nightly-42")
+    version = manager.table(appends).version
+    again = push_arrow(manager, appends, [rows("b", 1)], mode="append", job_id="nightly-42")
     assert again.repeated and again.entry_id == landed.entry_id
     assert (again.segments, again.rows, again.replaced) == (1, 1, 0)
     assert "already pushed" in again.summary()
-    assert manager.table(refresh).version == version  # nothing committed
-    assert content(manager, refresh) == [("a", 0), ("a", 1), ("b", 0)]  # b once, not twice
+    assert manager.table(appends).version == version  # nothing committed
+    assert content(manager, appends) == [("a", 0), ("a", 1), ("b", 0)]  # b once, not twice
     # Still recognised once retention removed the finished entry (its end is in history).
-    manager.commit(refresh, lambda s, now: transitions.retention_mark(s, {}, [landed.entry_id], now))
-    assert landed.entry_id not in manager.table(refresh).entries
-    later = push_arrow(manager, refresh, [rows("b", 1)], mode="append", job_id="nightly-42")
+    manager.commit(appends, lambda s, now: transitions.retention_mark(s, {}, [landed.entry_id], now))
+    assert landed.entry_id not in manager.table(appends).entries
+    later = push_arrow(manager, appends, [rows("b", 1)], mode="append", job_id="nightly-42")
     assert later.repeated and later.entry_id == landed.entry_id and later.rows == 1
-    assert content(manager, refresh) == [("a", 0), ("a", 1), ("b", 0)]
-    other = push_arrow(manager, refresh, [rows("c", 1)], mode="append", job_id="nightly-43")
+    assert content(manager, appends) == [("a", 0), ("a", 1), ("b", 0)]
+    other = push_arrow(manager, appends, [rows("c", 1)], mode="append", job_id="nightly-43")
     assert not other.repeated and other.job_id == "nightly-43"
-    assert manager.table(refresh).entries[other.entry_id].audit.job_id == "nightly-43"
+    assert manager.table(appends).entries[other.entry_id].audit.job_id == "nightly-43"
 
 
 def test_a_job_whose_attempt_failed_pushes_again(manager: LineageManager, refresh: str) -> None:
@@ -536,13 +554,13 @@ def test_a_job_whose_attempt_failed_pushes_again(manager: LineageManager, refres
 
 
 def test_a_job_waits_for_its_running_attempt_and_one_completing_meanwhile_wins(
-    manager: LineageManager, refresh: str, monkeypatch: pytest.MonkeyPatch
+    manager: LineageManager, appends: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    running = manager.for_job("j2").start_replace(refresh, [], ["other_attempt"], hold="0s")
-    manager.store.hold_owner(refresh, running)
+    running = manager.for_job("j2").start_replace(appends, [], ["other_attempt"], hold="0s")
+    manager.store.hold_owner(appends, running)
     with pytest.raises(ConflictError, match=f"job 'j2' is already running as entry {running}"):
-        push_arrow(manager, refresh, [rows("a", 1)], mode="append", job_id="j2", owner_wait_s=0)
-    manager.store.release_owner(refresh, running)
+        push_arrow(manager, appends, [rows("a", 1)], mode="append", job_id="j2", owner_wait_s=0)
+    manager.store.release_owner(appends, running)
     # Another attempt completes between this one's look at the history and its start.
     real_read = manager.store.read
     calls = {"n": 0}
@@ -552,17 +570,17 @@ def test_a_job_waits_for_its_running_attempt_and_one_completing_meanwhile_wins(
         calls["n"] += 1
         if calls["n"] == 2:
             m = manager.for_job("j3")
-            entry = m.start_replace(refresh, [], ["winner_0"], hold="0s")
-            m.register_segments(refresh, [Segment("winner_0", "winner_0.parquet", rows=5)], entry_id=entry)
-            m.end_replace(refresh, entry)
+            entry = m.start_replace(appends, [], ["winner_0"], hold="0s")
+            m.register_segments(appends, [Segment("winner_0", "winner_0.parquet", rows=5)], entry_id=entry)
+            m.end_replace(appends, entry)
             winner["entry"] = entry
         return real_read(table)
 
     monkeypatch.setattr(manager.store, "read", read_with_the_other_attempt_finishing)
-    result = push_arrow(manager, refresh, [rows("a", 1)], mode="append", job_id="j3")
+    result = push_arrow(manager, appends, [rows("a", 1)], mode="append", job_id="j3")
     monkeypatch.undo()
     assert result.repeated and result.entry_id == winner["entry"] and result.rows == 5
-    assert [s.name for s in manager.visible_segments(refresh)] == ["winner_0"]
+    assert [s.name for s in manager.visible_segments(appends)] == ["winner_0"]
 
 
 @pytest.mark.parametrize("bad", ["", " j", "j\n", "x" * 257])

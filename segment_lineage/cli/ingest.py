@@ -66,13 +66,15 @@ def push(
 ) -> None:
     """Consistent push with Spark: the new data appears all at once, or not at all."""
     from segment_lineage.ingest.push import PushMode, completed_job, parse_interval
+    from segment_lineage.ingest.push_plan import check_mode
     from segment_lineage.ingest.spark_job import push_dataframe, read_input, spark_session
 
     chosen = PushMode.parse(mode)
     span = parse_interval(interval) if interval is not None else None
     spark_conf = parse_conf(conf or [])
+    _check_local_input(input_path)
     with manager() as m:
-        m.table(table)  # fail fast, before Spark starts
+        check_mode(m.table(table), chosen, span)  # fail fast, before Spark starts
         if job_id is not None:
             earlier = completed_job(m, table, job_id, chosen)
             if earlier is not None:  # before Spark starts: nothing to read or write
@@ -97,6 +99,19 @@ def push(
         finally:
             spark.stop()
     _emit_push(result)
+
+
+def _check_local_input(input_path: str) -> None:
+    """A local input that is not there is refused before Spark starts (a
+    URI with a scheme is Spark's to read)."""
+    from pathlib import Path
+    from urllib.parse import urlsplit
+
+    parsed = urlsplit(input_path)
+    if any(c in input_path for c in "*?[{"):
+        return  # a glob: Spark expands it
+    if parsed.scheme in ("", "file") and not Path(parsed.path if parsed.scheme else input_path).exists():
+        raise InvalidInputError(f"input {input_path!r} does not exist; nothing was pushed")
 
 
 def _emit_push(result: PushResult) -> None:

@@ -144,6 +144,12 @@ def check_rows_within(time_column: str, lo: int | None, hi: int | None, interval
 
 def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | None) -> None:
     table = state.config.name
+    if mode is PushMode.APPEND and state.config.table_type is TableType.REFRESH:
+        raise PushRefusedError(
+            f"append into REFRESH table {table!r}: a REFRESH table holds one whole snapshot at a time, "
+            "so appended rows would sit beside the snapshot until its next refresh drops them; "
+            "push the whole snapshot (--mode refresh), or keep appends in an APPEND table"
+        )
     if mode is PushMode.REPLACE_RANGE:
         if state.config.table_type is not TableType.APPEND or state.config.time_column is None:
             raise PushRefusedError(
