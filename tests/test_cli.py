@@ -113,6 +113,35 @@ def test_a_push_that_cannot_fit_is_refused_before_spark_starts(zk_hosts: str, tm
     assert [h["operation"] for h in json.loads(out)] == ["CREATE_TABLE"]
 
 
+def test_the_runbook_undoes_a_rollback_by_rolling_forward(zk_hosts: str, tmp_path: Path) -> None:
+    """docs/operations.md, "A bad push went out": what its commands claim."""
+    assert run(zk_hosts, "table", "create", "rb", "--root", str(tmp_path / "rb"), "--type", "APPEND")[0] == 0
+    for name in ("good", "bad"):  # two pushes, by hand
+        _, out, _ = run(zk_hosts, "--json", "start-replace", "rb", "--to", name)
+        assert run(zk_hosts, "segment", "add", "rb", name, "--rows", "3", "--no-check")[0] == 0
+        assert run(zk_hosts, "end-replace", "rb", json.loads(out)["entry"])[0] == 0
+
+    def visible() -> set[str]:
+        return {s["name"] for s in json.loads(run(zk_hosts, "segments", "rb", "--json")[1])}
+
+    assert run(zk_hosts, "rollback", "rb", "--reason", "bad data")[0] == 0
+    assert visible() == {"good"}
+    # Running it again would not undo it: it would undo the push before.
+    _, out, _ = run(zk_hosts, "rollback", "rb", "--dry-run", "--json")
+    assert json.loads(out)["disappear"] == ["good"]
+    # The runbook: the rollback is the newest version V; roll forward to V-1.
+    _, out, _ = run(zk_hosts, "history", "rb", "--limit", "2", "--json")
+    newest = json.loads(out)[0]
+    assert newest["operation"] == "ROLLBACK"
+    before = str(newest["version"] - 1)
+    _, out, _ = run(zk_hosts, "rollback", "rb", "--to-version", before, "--dry-run", "--json")
+    assert json.loads(out)["appear"] == ["bad"]
+    code, _, _ = run(zk_hosts, "rollback", "rb", "--to-version", before, "--reason", "undo")
+    assert code == 0 and visible() == {"good", "bad"}
+    runbook = (Path(__file__).parent.parent / "docs" / "operations.md").read_text()
+    assert "lineage rollback events --to-version V-1" in runbook
+
+
 def test_version_is_printed_without_a_store() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.stdout.startswith("lineage ")
