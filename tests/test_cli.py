@@ -13,10 +13,18 @@ import pytest
 from typer.testing import CliRunner
 
 from segment_lineage.cli import app
+from segment_lineage.cli.ingest import choose_engine
 from segment_lineage.lineage.core.roots import canonical_root, file_uri
 from segment_lineage.lineage.zk.server import ZkServer, free_port
 
 runner = CliRunner()
+JVM_LINES = (
+    "log4j",
+    "incubator modules",
+    "NativeCodeLoader",
+    "setLogLevel",
+    "SparkContext",
+)  # Spark starting
 
 
 def run(zk: str, *args: str) -> tuple[int, str, str]:
@@ -108,7 +116,7 @@ def test_a_push_that_cannot_fit_is_refused_before_spark_starts(zk_hosts: str, tm
     missing = push("--input", str(tmp_path / "nope.parquet"))
     assert missing.returncode == 2 and "does not exist; nothing was pushed" in missing.stderr
     for done in (appended, missing):  # refused before any JVM started
-        assert "Spark" not in done.stderr and "log4j" not in done.stderr and "incubator" not in done.stderr
+        assert not [line for line in JVM_LINES if line in done.stderr], done.stderr
     _, out, _ = run(zk_hosts, "history", "dims", "--json")
     assert [h["operation"] for h in json.loads(out)] == ["CREATE_TABLE"]
 
@@ -140,6 +148,78 @@ def test_the_runbook_undoes_a_rollback_by_rolling_forward(zk_hosts: str, tmp_pat
     assert code == 0 and visible() == {"good", "bad"}
     runbook = (Path(__file__).parent.parent / "docs" / "operations.md").read_text()
     assert "lineage rollback events --to-version V-1" in runbook
+
+
+def test_a_small_local_push_runs_without_a_jvm_and_says_so(zk_hosts: str, tmp_path: Path) -> None:
+    assert run(zk_hosts, "table", "create", "small", "--root", str(tmp_path / "small"))[0] == 0
+    csv = tmp_path / "in.csv"
+    csv.write_text("label,i\n" + "".join(f"csv,{i}\n" for i in range(12)))
+    lines = tmp_path / "lines"
+    lines.mkdir()
+    (lines / "part-0.json").write_text(
+        "".join(json.dumps({"label": "json", "i": i}) + "\n" for i in range(5))
+    )
+    (lines / "_SUCCESS").write_text("")  # a marker Spark would skip: so does Arrow
+
+    def push(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [
+            sys.executable,
+            "-m",
+            "segment_lineage",
+            "--zk",
+            zk_hosts,
+            "push",
+            "small",
+            *args,
+            "--json",
+        ]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+    done = push("--input", str(csv), "--format", "csv", "--segments", "2", "--reason", "small csv")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) | {"entry": None, "seconds": None} == json.loads(done.stdout) | {
+        "engine": "arrow",
+        "segments": 2,
+        "rows": 12,
+        "entry": None,
+        "seconds": None,
+    }
+    assert "engine: arrow (local input of" in done.stderr
+    assert not [line for line in JVM_LINES if line in done.stderr], done.stderr
+    _, out, _ = run(zk_hosts, "read", "small", "--json", "--limit", "100")
+    assert sorted(r["i"] for r in json.loads(out)["rows"]) == list(range(12))
+    again = push("--input", str(lines), "--format", "json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["rows"] == 5 and json.loads(again.stdout)["replaced"] == 2
+    empty = tmp_path / "empty.csv"
+    empty.write_text("label,i\n")
+    refused = push("--input", str(empty), "--format", "csv")
+    assert refused.returncode == 1 and "the input has no rows" in refused.stderr
+    for args, message in (
+        (["--input", str(csv), "--engine", "magic"], "unknown engine 'magic'"),
+        (["--input", str(csv), "--segments", "0"], "--segments must be at least 1"),
+        (["--input", str(csv), "--format", "xml"], "unknown input format 'xml'"),
+    ):
+        bad = push(*args)
+        assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
+    _, out, _ = run(zk_hosts, "segments", "small", "--json")
+    assert {s["rows"] for s in json.loads(out)} == {5}  # the JSON push is what readers see
+
+
+def test_the_engine_follows_the_input(tmp_path: Path) -> None:
+    small, big = tmp_path / "small.parquet", tmp_path / "big" / "part.parquet"
+    small.write_bytes(b"x" * 1000)
+    big.parent.mkdir()
+    with big.open("wb") as f:
+        f.truncate(65 * 2**20)  # sparse: 65 MB on paper
+    assert choose_engine("auto", str(small), None, {})[0] == "arrow"
+    assert choose_engine("auto", f"file://{small}", None, {})[0] == "arrow"
+    assert choose_engine("auto", str(big.parent), None, {}) == ("spark", "input of 65.0 MB, over 64 MB")
+    assert choose_engine("auto", str(small), "spark://h:7077", {})[0] == "spark"
+    assert choose_engine("auto", str(small), None, {"spark.x": "1"})[0] == "spark"
+    assert choose_engine("auto", "s3://lake/in", None, {})[0] == "spark"
+    assert choose_engine("auto", str(tmp_path / "*.parquet"), None, {})[0] == "spark"
+    assert choose_engine("arrow", str(big), None, {}) == ("arrow", "asked for")
 
 
 def test_version_is_printed_without_a_store() -> None:

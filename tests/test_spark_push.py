@@ -204,15 +204,17 @@ def test_cli_push_and_read(zk_hosts: str, tmp_path: Path) -> None:
         "2",
         "--reason",
         "from csv",
+        "--engine",
+        "spark",
     )
     assert pushed.returncode == 0, pushed.stderr
     summary = json.loads(pushed.stdout)
-    assert summary["rows"] == 12 and summary["segments"] == 2
+    assert summary["rows"] == 12 and summary["segments"] == 2 and summary["engine"] == "spark"
     assert "wrote 2 segment(s)" in pushed.stderr
     read = cli("--zk", zk_hosts, "--json", "read", "clitab", "--limit", "5")
     assert read.returncode == 0 and len(json.loads(read.stdout)["rows"]) == 5
     bad = cli("--zk", zk_hosts, "push", "clitab", "--input", str(tmp_path / "missing"), "--format", "csv")
-    assert bad.returncode == 1 and "cannot read input" in bad.stderr
+    assert bad.returncode == 2 and "does not exist" in bad.stderr
     bad = cli("--zk", zk_hosts, "push", "clitab", "--input", str(data), "--mode", "upsert")
     assert bad.returncode == 2 and "unknown push mode" in bad.stderr
 
@@ -289,7 +291,8 @@ def test_push_to_s3(zk_manager: LineageManager, zk_hosts: str, s3: str, tmp_path
         source = tmp_path / label
         source.mkdir()
         pq.write_table(pa.table({"label": [label] * n, "i": list(range(n))}), source / "part.parquet")
-        pushed = cli("--zk", zk_hosts, "push", "s3tab", "--input", str(source), "--segments", "2", env=env)
+        args = ["push", "s3tab", "--input", str(source), "--segments", "2", "--engine", "spark"]
+        pushed = cli("--zk", zk_hosts, *args, env=env)
         assert pushed.returncode == 0, pushed.stderr
     assert snapshot(m, "s3tab") == [("s3-b", i) for i in range(20)]
     import boto3
@@ -347,7 +350,7 @@ def test_cli_refuses_an_unknown_writer(zk_hosts: str, tmp_path: Path) -> None:
     data.write_text("label,i\nx,1\n")
     cli("--zk", zk_hosts, "table", "create", "wt", "--root", str(tmp_path / "wt"))
     bad = cli("--zk", zk_hosts, "push", "wt", "--input", str(data), "--format", "csv", "--writer", "magic")
-    assert bad.returncode == 1 and "unknown writer 'magic'" in bad.stderr
+    assert bad.returncode == 2 and "unknown writer 'magic'" in bad.stderr  # before Spark starts
 
 
 def test_epoch_seconds_in_an_integer_column_are_inferred_by_both_writers(
@@ -373,3 +376,20 @@ def test_epoch_seconds_in_an_integer_column_are_inferred_by_both_writers(
     # The interval (ms) is checked against the rows in the same unit as the segments' times.
     window = ((now_s - 9) * 1000, now_s * 1000 + 1)
     assert push_dataframe(m, "secs", df, mode="replace-range", interval=window, segments=1).replaced == 2
+
+
+def test_both_writers_write_standard_utc_timestamps(
+    spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """Not INT96: DuckDB, pyarrow and Polars see instants in UTC."""
+    m = zk_manager
+    m.create_table(TableConfig.build("zoned", str(tmp_path / "zoned"), "APPEND", time_column="ts"))
+    for writer in ("native", "arrow"):
+        push_dataframe(m, "zoned", labelled(spark, writer, 3), mode="append", segments=1, writer=writer)
+    for seg in m.visible_segments("zoned"):
+        footer = pq.ParquetFile(tmp_path / "zoned" / seg.location)
+        column = footer.schema.column(footer.schema_arrow.get_field_index("ts"))
+        assert column.physical_type == "INT64", (seg.name, column)
+        assert footer.schema_arrow.field("ts").type == pa.timestamp("us", tz="UTC"), seg.name
+        first = pq.read_table(tmp_path / "zoned" / seg.location).column("ts")[0].as_py()
+        assert first == dt.datetime(2026, 11, 1, tzinfo=dt.UTC)

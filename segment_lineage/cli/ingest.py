@@ -13,7 +13,8 @@ from segment_lineage.lineage.core.redact import mask_assignment
 from segment_lineage.lineage.core.views import render_table
 
 if TYPE_CHECKING:
-    from segment_lineage.ingest.push import PushResult
+    from segment_lineage.ingest.push import PushMode, PushResult
+    from segment_lineage.lineage.manager import LineageManager
 
 
 def parse_conf(items: list[str]) -> dict[str, str]:
@@ -63,42 +64,117 @@ def push(
             "result and push nothing again (a retried job never applies its data twice).",
         ),
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="auto, arrow (read and write in this process) or spark. auto: arrow for a local input "
+            "of up to 64 MB when no --master or --conf is given, else spark.",
+        ),
+    ] = "auto",
 ) -> None:
-    """Consistent push with Spark: the new data appears all at once, or not at all."""
+    """Consistent push: the new data appears all at once, or not at all.
+    Written by Spark, or for a small local input by Arrow in this process
+    (no JVM to start); the output says which."""
     from segment_lineage.ingest.push import PushMode, completed_job, parse_interval
-    from segment_lineage.ingest.push_plan import check_mode
-    from segment_lineage.ingest.spark_job import push_dataframe, read_input, spark_session
+    from segment_lineage.ingest.push_plan import INPUT_FORMATS, check_mode
 
     chosen = PushMode.parse(mode)
     span = parse_interval(interval) if interval is not None else None
     spark_conf = parse_conf(conf or [])
-    _check_local_input(input_path)
+    if engine not in ENGINES:
+        raise InvalidInputError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
+    if writer not in ("auto", "native", "arrow"):
+        raise InvalidInputError(f"unknown writer {writer!r}: use auto, native or arrow")
+    if segments_n is not None and segments_n < 1:
+        raise InvalidInputError(f"--segments must be at least 1, got {segments_n}")
+    if target_mb is not None and not target_mb > 0:
+        raise InvalidInputError(f"--target-mb must be positive, got {target_mb}")
+    if fmt not in INPUT_FORMATS:
+        raise InvalidInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
+
+    def say(message: str) -> None:
+        typer.echo(message, err=True)
+
     with manager() as m:
-        check_mode(m.table(table), chosen, span)  # fail fast, before Spark starts
+        check_mode(m.table(table), chosen, span)  # fail fast, before any data is read
         if job_id is not None:
             earlier = completed_job(m, table, job_id, chosen)
-            if earlier is not None:  # before Spark starts: nothing to read or write
-                _emit_push(earlier)
+            if earlier is not None:  # nothing to read or write
+                _emit_push(earlier, None)
                 return
-        spark = spark_session(master, conf=spark_conf, settings=current().settings)
-        try:
-            df = read_input(spark, input_path, fmt)
-            result = push_dataframe(
-                m,
-                table,
-                df,
-                mode=chosen,
-                interval=span,
-                segments=segments_n,
-                target_mb=target_mb,
-                reason=reason,
-                progress=lambda msg: typer.echo(msg, err=True),
-                writer=writer,
-                job_id=job_id,
+        _check_local_input(input_path)
+        used, why = choose_engine(engine, input_path, master, spark_conf)
+        say(f"engine: {used} ({why})")
+        if used == "arrow":
+            from segment_lineage.ingest.arrow_push import push_arrow, read_input_arrow, split_parts
+
+            parts = split_parts(read_input_arrow(input_path, fmt), segments_n, target_mb)
+            result = push_arrow(
+                m, table, parts, mode=chosen, interval=span, reason=reason, progress=say, job_id=job_id
             )
-        finally:
-            spark.stop()
-    _emit_push(result)
+        else:
+            result = _push_with_spark(
+                m, table, input_path, fmt, chosen, span, master, spark_conf, segments_n, target_mb, reason,
+                writer, job_id,
+            )  # fmt: skip
+    _emit_push(result, used)
+
+
+ENGINES = ("auto", "arrow", "spark")
+
+
+def choose_engine(engine: str, input_path: str, master: str | None, conf: dict[str, str]) -> tuple[str, str]:
+    """The engine a push uses, and why."""
+    from segment_lineage.ingest.arrow_push import ARROW_MAX_BYTES, input_bytes
+
+    if engine != "auto":
+        return engine, "asked for"
+    if master is not None or conf:
+        return "spark", "--master or --conf given"
+    size = input_bytes(input_path)
+    if size is None:
+        return "spark", "the input is not one local path"
+    if size > ARROW_MAX_BYTES:
+        return "spark", f"input of {size / 2**20:.1f} MB, over {ARROW_MAX_BYTES // 2**20} MB"
+    return "arrow", f"local input of {size / 2**20:.1f} MB; --engine spark to use Spark"
+
+
+def _push_with_spark(
+    m: LineageManager,
+    table: str,
+    input_path: str,
+    fmt: str,
+    mode: PushMode,
+    interval: tuple[int, int] | None,
+    master: str | None,
+    conf: dict[str, str],
+    segments_n: int | None,
+    target_mb: float | None,
+    reason: str | None,
+    writer: str,
+    job_id: str | None,
+) -> PushResult:
+    from segment_lineage.ingest.spark_job import push_dataframe, read_input, spark_session
+
+    spark = spark_session(master, conf=conf, settings=current().settings)
+    try:
+        df = read_input(spark, input_path, fmt)
+        return push_dataframe(
+            m,
+            table,
+            df,
+            mode=mode,
+            interval=interval,
+            segments=segments_n,
+            target_mb=target_mb,
+            reason=reason,
+            progress=lambda msg: typer.echo(msg, err=True),
+            writer=writer,
+            job_id=job_id,
+        )
+    finally:
+        spark.stop()
 
 
 def _check_local_input(input_path: str) -> None:
@@ -114,10 +190,11 @@ def _check_local_input(input_path: str) -> None:
         raise InvalidInputError(f"input {input_path!r} does not exist; nothing was pushed")
 
 
-def _emit_push(result: PushResult) -> None:
-    """Print a push's result (a repeated job's says so)."""
+def _emit_push(result: PushResult, engine: str | None) -> None:
+    """Print a push's result (a repeated job's says so; it used no engine)."""
     emit(
         {
+            "engine": engine,
             "entry": result.entry_id,
             "segments": result.segments,
             "rows": result.rows,

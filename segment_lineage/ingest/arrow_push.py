@@ -19,6 +19,7 @@ from segment_lineage.ingest.push import (
     check_rows_within,
     consistent_push,
 )
+from segment_lineage.ingest.push_plan import INPUT_FORMATS
 from segment_lineage.ingest.segments import integer_bounds, time_as_ms, write_segment
 from segment_lineage.ingest.time_units import resolve_time_unit
 from segment_lineage.lineage.core.failpoints import failpoint
@@ -111,3 +112,54 @@ def push_arrow(
         sleep=sleep,
         wall=wall,
     )
+
+
+# ---- small inputs, read in this process (the CLI's Arrow engine) ------------------
+
+ARROW_MAX_BYTES = 64 * 1024 * 1024  # inputs up to this size are pushed without Spark by default
+
+
+def input_bytes(path: str) -> int | None:
+    """The size of a local input (a file, or every file under a directory);
+    None when it is not local or not one path (a URI with a scheme, a glob)."""
+    import os
+    from urllib.parse import urlsplit
+
+    parsed = urlsplit(path)
+    if parsed.scheme not in ("", "file") or any(c in path for c in "*?[{"):
+        return None
+    local = parsed.path if parsed.scheme else path
+    if os.path.isfile(local):
+        return os.path.getsize(local)
+    total = 0
+    for folder, _dirs, names in os.walk(local):
+        total += sum(os.path.getsize(os.path.join(folder, n)) for n in names if not n.startswith((".", "_")))
+    return total
+
+
+def read_input_arrow(path: str, fmt: str) -> pa.Table:
+    """A local input read with pyarrow, as Spark reads it: Parquet; CSV with a
+    header, types inferred; JSON lines. Files whose names start with '.' or
+    '_' (markers, checksums) are skipped, as Spark skips them."""
+    import pyarrow.dataset as ds
+
+    if fmt not in INPUT_FORMATS:
+        raise PushRefusedError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
+    try:
+        return ds.dataset(path, format=fmt, ignore_prefixes=[".", "_"]).to_table()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PushRefusedError(f"cannot read input {path!r} as {fmt}: {first}") from None
+
+
+def split_parts(data: pa.Table, segments: int | None, target_mb: float | None) -> list[pa.Table]:
+    """``data`` cut into segments: ``segments`` of them, or about ``target_mb``
+    each (in memory), else one; never more than there are rows."""
+    if segments is not None and segments < 1:
+        raise PushRefusedError(f"--segments must be at least 1, got {segments}")
+    if target_mb is not None and target_mb <= 0:
+        raise PushRefusedError(f"--target-mb must be positive, got {target_mb}")
+    wanted = segments or (max(1, -(-data.nbytes // int(target_mb * 1024 * 1024))) if target_mb else 1)
+    count = max(1, min(wanted, data.num_rows))
+    step = -(-data.num_rows // count)
+    return [data.slice(at, step) for at in range(0, max(data.num_rows, 1), step)] if data.num_rows else [data]

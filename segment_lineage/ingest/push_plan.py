@@ -19,6 +19,8 @@ from segment_lineage.lineage.core.names import check_text, push_tag
 from segment_lineage.lineage.core.periods import parse_time
 from segment_lineage.lineage.core.visibility import visible_segments
 
+INPUT_FORMATS = ("parquet", "csv", "json")  # what a push reads, with Spark or with Arrow
+
 
 class PushMode(StrEnum):
     REFRESH = "refresh"

@@ -33,6 +33,7 @@ from segment_lineage.ingest.push import (
     check_rows_within,
     consistent_push,
 )
+from segment_lineage.ingest.push_plan import INPUT_FORMATS
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.ingest.spark_writers import arrow_write, native_write, task_progress
 from segment_lineage.ingest.time_units import resolve_time_unit, to_ms
@@ -42,7 +43,6 @@ from segment_lineage.lineage.core.model import TimeUnit
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
-INPUT_FORMATS = ("parquet", "csv", "json")
 WRITERS = ("auto", "native", "arrow")
 NATIVE_SCHEMES = ("file", "hdfs")
 
@@ -69,6 +69,10 @@ def spark_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Standard Parquet timestamps, adjusted to UTC, not the legacy INT96
+        # (which other readers take as naive times); the session's zone UTC.
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.sql.session.timeZone", "UTC")
     )
     # A push directory holds segments only: no _SUCCESS marker, no .crc side files.
     builder = builder.config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
