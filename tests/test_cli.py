@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -220,6 +223,51 @@ def test_the_engine_follows_the_input(tmp_path: Path) -> None:
     assert choose_engine("auto", "s3://lake/in", None, {})[0] == "spark"
     assert choose_engine("auto", str(tmp_path / "*.parquet"), None, {})[0] == "spark"
     assert choose_engine("arrow", str(big), None, {}) == ("arrow", "asked for")
+
+
+@pytest.mark.parametrize(
+    ("sent", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")]
+)
+def test_a_signal_mid_push_reverts_says_so_in_one_line_and_exits_with_its_code(
+    zk_hosts: str, tmp_path: Path, sent: signal.Signals, code: int, name: str
+) -> None:
+    table = f"sig{code}"
+    assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"a": [1, 2, 3]}), source)
+    command = [
+        sys.executable,
+        "-m",
+        "segment_lineage",
+        "--zk",
+        zk_hosts,
+        "push",
+        table,
+        "--input",
+        str(source),
+    ]
+    env = dict(os.environ, LINEAGE_FAILPOINT="push.mid-write:sleep")
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the push has started and written its first file
+            _, out, _ = run(zk_hosts, "entries", table, "--json")
+            if out.strip().startswith("[") and [e for e in json.loads(out) if e["state"] == "IN_PROGRESS"]:
+                break
+            time.sleep(0.1)
+        time.sleep(0.3)
+        proc.send_signal(sent)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    said = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(said) == 1 and f"interrupted by {name}" in said[0] and "reverted" in said[0], err
+    assert "Traceback" not in err
+    _, out, _ = run(zk_hosts, "entries", table, "--json")
+    assert [e["state"] for e in json.loads(out)] == ["REVERTED"]
+    _, out, _ = run(zk_hosts, "segments", table, "--json")
+    assert json.loads(out) == []
 
 
 def test_version_is_printed_without_a_store() -> None:

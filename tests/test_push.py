@@ -244,6 +244,19 @@ def test_a_failing_writer_reverts_and_queues_what_it_wrote(manager: LineageManag
     assert manager.store.live_owners(refresh) == frozenset()
 
 
+def test_a_push_that_wrote_nothing_leaves_no_empty_directory(
+    manager: LineageManager, refresh: str, tmp_path: Path
+) -> None:
+    def make_dirs_then_fail(target: PushTarget) -> Written:
+        (tmp_path / "snap" / target.push_dir / "_temporary" / "0").mkdir(parents=True)
+        raise RuntimeError("executor lost")
+
+    with pytest.raises(PushError, match="and was reverted"):
+        consistent_push(manager, refresh, make_dirs_then_fail, partitions=1)
+    leftovers = [p.name for p in (tmp_path / "snap").iterdir() if p.name.startswith("push_")]
+    assert leftovers == []
+
+
 def test_strays_are_queued_for_retention(manager: LineageManager, refresh: str) -> None:
     def write_with_a_failed_attempt(target: PushTarget) -> Written:
         store = DeepStore.for_root(target.root)

@@ -12,6 +12,7 @@ what to do), 2 usage errors and bad input. Tracebacks only with --verbose.
 from __future__ import annotations
 
 import json
+import signal
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -111,6 +112,14 @@ class LineageGroup(TyperGroup):
             if exc.remedy:
                 typer.echo(f"hint: {exc.remedy}", err=True)
             raise typer.Exit(2 if isinstance(exc, InvalidInputError) else 1) from None
+        except KeyboardInterrupt as exc:
+            # One line, and the shell's code for the signal (128 + its number).
+            if ctx.params.get("verbose"):
+                traceback.print_exc()
+            signum = getattr(exc, "signum", int(signal.SIGINT))
+            said = str(exc) if hasattr(exc, "entry_id") else "interrupted"  # a push says what it undid
+            typer.echo(f"error: {said}", err=True)
+            raise typer.Exit(128 + signum) from None
         finally:
             _RUN.reset(run)
 

@@ -10,6 +10,7 @@ __all__ = [
     "IngestError",
     "PushError",
     "PushInputError",
+    "PushInterrupted",
     "PushRefusedError",
     "SnapshotTooOldError",
     "StorageError",
@@ -45,3 +46,23 @@ class SnapshotTooOldError(IngestError):
         )
         self.table = table
         self.version = version
+
+
+class PushInterrupted(KeyboardInterrupt):
+    """A push stopped by SIGINT or SIGTERM, after cleaning up (``cleanup``:
+    nothing to undo, its entry reverted and files queued, it had completed,
+    or left to the next push). An interrupt, not a LineageError: it ends the
+    program unless caught."""
+
+    def __init__(self, table: str, entry_id: str, signum: int, cleanup: str) -> None:
+        name = {2: "SIGINT", 15: "SIGTERM"}.get(signum, f"signal {signum}")
+        what = {
+            "nothing": "it had not started; nothing changed",
+            "reverted": f"entry {entry_id} reverted, its files queued for retention",
+            "completed": f"entry {entry_id} had already completed; the push landed",
+        }.get(cleanup, f"entry {entry_id} left for the next push to clean up (reverting it failed)")
+        super().__init__(f"push to {table!r} interrupted by {name}: {what}")
+        self.table = table
+        self.entry_id = entry_id
+        self.signum = signum
+        self.cleanup = cleanup  # nothing, reverted, completed or left

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from segment_lineage.ingest.errors import PushError, PushRefusedError
+from segment_lineage.ingest.errors import PushError, PushInterrupted, PushRefusedError
 from segment_lineage.ingest.push_plan import (
     PushMode,
     PushResult,
@@ -143,6 +143,12 @@ def completed_job(
     return _earlier_result(manager, table, job_id, earlier.entry_id, PushMode.parse(mode), clock, began)
 
 
+class _Terminated(KeyboardInterrupt):
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM during a push raises KeyboardInterrupt so the push can revert."""
@@ -151,7 +157,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise _Terminated(signum)
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
@@ -328,11 +334,14 @@ def consistent_push(
     except OutcomeUnknownError:
         raise  # never clean up after an unknown outcome
     except BaseException as exc:
-        landed = started and _abandon(manager, table, target, written, exc)
+        cleanup = _abandon(manager, table, target, written, exc) if started else "nothing"
         if isinstance(exc, LineageError):
             raise
+        if isinstance(exc, KeyboardInterrupt):
+            signum = exc.signum if isinstance(exc, _Terminated) else int(signal.SIGINT)
+            raise PushInterrupted(table, entry_id, signum, cleanup) from exc
         if isinstance(exc, Exception):
-            what = "but its entry had completed" if landed else "and was reverted"
+            what = CLEANUP_SAID[cleanup]
             raise PushError(f"push to {table!r} failed {what}: {type(exc).__name__}: {exc}") from exc
         raise
     finally:
@@ -354,19 +363,24 @@ def consistent_push(
 
 def _abandon(
     manager: LineageManager, table: str, target: PushTarget, written: Written | None, cause: BaseException
-) -> bool:
+) -> str:
     """Best effort after a failed push, in one commit: revert the entry,
     unregister its segments, queue every file under the push's directory.
 
-    Returns True when the entry had already completed (nothing undone). If
-    this fails too, the next push cleans up (the owner node lapses).
+    Returns what became of the entry: "reverted", "completed" (it had
+    landed: nothing undone) or "left" (the cleanup failed too: the next push
+    cleans up, once the owner node lapses).
     """
     files: set[str] = set()
     if written is not None:
         files.update(s.location for s in written.segments)
         files.update(written.strays)
+    deep = DeepStore.for_root(target.root)
     try:
-        files.update(f.location for f in DeepStore.for_root(target.root).list(target.push_dir))
+        found = [f.location for f in deep.list(target.push_dir)]
+        files.update(found)
+        if not files:  # nothing written, but the writer may have made the directories
+            deep.remove_empty_dirs(target.push_dir)
     except LineageError as exc:
         log.warning("listing %s of a failed push: %s", target.push_dir, exc.message)
     reason = f"push failed: {type(cause).__name__}"
@@ -377,5 +391,13 @@ def _abandon(
         )
     except LineageError as exc:
         log.warning("cleanup after a failed push to %s left for the next push: %s", table, exc.message)
-        return False
-    return not done.applied
+        return "left"
+    return "reverted" if done.applied else "completed"
+
+
+CLEANUP_SAID = {  # after "push to T failed "
+    "nothing": "before it started: nothing to undo",
+    "reverted": "and was reverted",
+    "completed": "but its entry had completed",
+    "left": "and its cleanup failed too: the next push cleans up",
+}

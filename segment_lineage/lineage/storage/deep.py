@@ -245,6 +245,26 @@ class DeepStore:
                 removed += sum(done)
         return removed
 
+    def remove_empty_dirs(self, prefix: str) -> int:
+        """Remove ``prefix`` (a directory under the root) and the directories
+        in it, deepest first, where they hold no file: what a push that
+        wrote nothing leaves (a writer made the directories). Local disks
+        only: an object store keeps no empty directory. Returns how many went."""
+        if self.scheme != "file":
+            return 0
+        try:
+            top = self.path(prefix)
+        except StorageError:
+            return 0  # leads out of the root: not ours
+        removed = 0
+        for folder, _dirs, _names in os.walk(top, topdown=False, followlinks=False):
+            try:
+                os.rmdir(folder)  # refuses a directory that is not empty, or a link
+                removed += 1
+            except OSError:
+                continue
+        return removed
+
     # ---- the root's claim marker (segment_lineage.lineage.storage.claims.CLAIM_FILE) -----------------------
 
     def _claim_path(self) -> str:
