@@ -78,6 +78,8 @@ def test_global_options_work_after_the_command_too(zk_hosts: str, tmp_path: Path
         result = runner.invoke(app, args)
         assert result.exit_code == 0, (args, result.stderr)
         json.loads(result.stdout)  # JSON, wherever --json was
+    shown = runner.invoke(app, ["table", "show", "g", "-v", "--json", "--zk", zk_hosts])
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["name"] == "g"
     listed = runner.invoke(app, ["segments", "g", "--zk", zk_hosts])
     assert "1 visible segment(s), 5 rows" in listed.stdout
     # After "--", and as the value of the command's own option, it is an argument.
@@ -428,8 +430,13 @@ def test_missing_java_is_a_clear_error(lineage_home: Path, monkeypatch: pytest.M
 def test_bad_zk_address_is_a_clear_error() -> None:
     result = runner.invoke(app, ["--zk", "no-port-here", "table", "list"])
     assert result.exit_code == 2 and "use host:port" in result.stderr
-    result = runner.invoke(app, ["--zk", f"127.0.0.1:{free_port()}", "table", "list"])
-    assert result.exit_code == 1 and "cannot reach ZooKeeper" in result.stderr
+    nobody = f"127.0.0.1:{free_port()}"
+    command = [sys.executable, "-m", "segment_lineage", "--zk", nobody, "table", "list"]
+    quiet = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert quiet.returncode == 1 and "cannot reach ZooKeeper" in quiet.stderr
+    assert "Connection dropped" not in quiet.stderr and len(quiet.stderr.splitlines()) == 2  # error, hint
+    loud = subprocess.run([*command, "--verbose"], capture_output=True, text=True, timeout=60, check=False)
+    assert loud.returncode == 1 and "Connection dropped" in loud.stderr
 
 
 def test_bad_auth_format_is_refused(zk_hosts: str, monkeypatch: pytest.MonkeyPatch) -> None:

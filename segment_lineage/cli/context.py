@@ -12,6 +12,7 @@ what to do), 2 usage errors and bad input. Tracebacks only with --verbose.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import traceback
 from collections.abc import Iterator
@@ -55,6 +56,8 @@ def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
         elif hasattr(command, "get_command") and (found := command.get_command(ctx, arg)) is not None:
             path_at = at if path_at < 0 else path_at
             command, at = found, at + 1
+            if not hasattr(command, "get_command"):
+                break  # the command itself: what follows is its own
         else:
             break
     if command is group:
@@ -200,6 +203,9 @@ def main_options(
     ] = False,
 ) -> None:
     # --verbose is read by LineageGroup from the parsed options: it must work when this fails.
+    # Kazoo's connection chatter ("Connection dropped" at every retry) only with --verbose:
+    # a command that cannot reach ZooKeeper says so once, in its error.
+    logging.getLogger("kazoo").setLevel(logging.INFO if verbose else logging.CRITICAL)
     loaded, settings = load_settings(config, zk=zk)
     _RUN.set(Invocation(settings=settings, zk=zk, json=as_json, config=loaded))
 
