@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import traceback
 from collections.abc import Iterator
@@ -206,6 +207,8 @@ def main_options(
     # Kazoo's connection chatter ("Connection dropped" at every retry) only with --verbose:
     # a command that cannot reach ZooKeeper says so once, in its error.
     logging.getLogger("kazoo").setLevel(logging.INFO if verbose else logging.CRITICAL)
+    if verbose:  # and Spark's start-up logs, as Spark's default profile has them
+        os.environ.setdefault("LINEAGE_SPARK_LOGS", "default")
     loaded, settings = load_settings(config, zk=zk)
     _RUN.set(Invocation(settings=settings, zk=zk, json=as_json, config=loaded))
 

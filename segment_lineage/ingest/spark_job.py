@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -81,11 +82,26 @@ def spark_session(
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
         )
-    for key, value in (conf or {}).items():
+    given = conf or {}
+    if not quiet_logs_off() and "spark.driver.extraJavaOptions" not in given:
+        # The driver's log4j: errors only (local mode runs the executors in it too).
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}"
+        )
+    for key, value in given.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
+
+
+def quiet_logs_off() -> bool:
+    """Whether Spark logs as it would by default (LINEAGE_SPARK_LOGS=default,
+    which --verbose sets): for looking into a failing job."""
+    return os.environ.get("LINEAGE_SPARK_LOGS", "") == "default"
 
 
 def sample_frame(spark: SparkSession, label: str, count: int) -> DataFrame:
