@@ -3,7 +3,7 @@
 Both read the same Parquet source (generated once per size: id, ts, user,
 value) and write it with the same partitioning in the same Spark session;
 runs alternate. Ours: ``push_dataframe`` (start, Spark's writer into a fresh
-push directory, one footer read per segment, register, end).
+push directory, one footer read per segment, then register and end in one commit).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ ENV = "LINEAGE_FAILPOINT"
 
 # Every point the code names, in the order a run meets them. Commits add
 # "<step>.before-commit" and "<step>.after-commit" for each operation
-# (segment_lineage.lineage.manager.commit_step): start, register, end, revert, rollback,
+# (segment_lineage.lineage.manager.commit_step): start, end (a push's last commit registers
+# too), register (by hand), revert, rollback,
 # retention-mark, retention-clear, ...
 PUSH_POINTS = (
     "push.before-start",
