@@ -30,6 +30,12 @@ JVM_LINES = (
 )  # Spark starting
 
 
+def process(zk: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``lineage --zk ZK ARGS...`` in a fresh process, as a user runs it."""
+    command = [sys.executable, "-m", "segment_lineage", "--zk", zk, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
 def run(zk: str, *args: str) -> tuple[int, str, str]:
     result = runner.invoke(app, ["--zk", zk, *args])
     return result.exit_code, result.stdout, result.stderr
@@ -112,8 +118,7 @@ def test_a_push_that_cannot_fit_is_refused_before_spark_starts(zk_hosts: str, tm
     assert run(zk_hosts, "table", "create", "dims", "--root", str(tmp_path / "dims"))[0] == 0  # REFRESH
 
     def push(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "segment_lineage", "--zk", zk_hosts, "push", "dims", *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        return process(zk_hosts, "push", "dims", *args)
 
     appended = push("--input", str(source), "--mode", "append")
     assert appended.returncode == 1, appended.stderr
@@ -167,18 +172,7 @@ def test_a_small_local_push_runs_without_a_jvm_and_says_so(zk_hosts: str, tmp_pa
     (lines / "_SUCCESS").write_text("")  # a marker Spark would skip: so does Arrow
 
     def push(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [
-            sys.executable,
-            "-m",
-            "segment_lineage",
-            "--zk",
-            zk_hosts,
-            "push",
-            "small",
-            *args,
-            "--json",
-        ]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        return process(zk_hosts, "push", "small", *args, "--json")
 
     done = push("--input", str(csv), "--format", "csv", "--segments", "2", "--reason", "small csv")
     assert done.returncode == 0, done.stderr

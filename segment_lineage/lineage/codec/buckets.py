@@ -97,62 +97,29 @@ def segment_from_dict(d: Mapping[str, Any]) -> Segment:
         # decode. Every field is set, from the values checked above; a test
         # holds this to what Segment(...) makes.
         seg: Segment = _new(Segment)
-        seg.__dict__.update(
-            name=check_segment_name(name),
-            location=check_location(loc),
-            rows=rows,
-            size_bytes=size,
-            checksum=checksum,
-            min_time=tmin,
-            max_time=tmax,
-            entry_id=entry,
-            created_ms=created,
+        values = (
+            check_segment_name(name),
+            check_location(loc),
+            rows,
+            size,
+            checksum,
+            tmin,
+            tmax,
+            entry,
+            created,
         )
+        seg.__dict__.update(zip(_FIELDS, values, strict=True))
         return seg
     return _segment_checked(d)
 
 
 def _segments_at_once(records: Sequence[Mapping[str, Any]]) -> list[Segment] | None:
-    """A bucket's segment records decoded together, the common case of a
-    cold read of a large table: names and locations checked by one regular
-    expression each, the other fields as :func:`segment_from_dict` checks
-    them. None when any record is unusual: the caller then decodes them one
-    by one, which names what is wrong (a test holds the two paths equal)."""
-    try:
-        names = [d["name"] for d in records]
-        locations = [d["loc"] for d in records]
-    except KeyError:
-        return None
-    if not (good_segment_names(names) and good_locations(locations)):
-        return None
-    out: list[Segment] = []
-    for d in records:
-        rows, size, checksum, created = d.get("rows"), d.get("bytes"), d.get("sum"), d.get("created")
-        tmin, tmax, entry = d.get("tmin"), d.get("tmax"), d.get("entry")
-        if not (
-            type(rows) is int
-            and type(size) is int
-            and type(checksum) is str
-            and type(created) is int
-            and (tmin is None or type(tmin) is int)
-            and (tmax is None or type(tmax) is int)
-            and (entry is None or type(entry) is str)
-        ):
-            return None
-        seg: Segment = _new(Segment)  # as in segment_from_dict
-        seg.__dict__.update(
-            name=d["name"],
-            location=d["loc"],
-            rows=rows,
-            size_bytes=size,
-            checksum=checksum,
-            min_time=tmin,
-            max_time=tmax,
-            entry_id=entry,
-            created_ms=created,
-        )
-        out.append(seg)
-    return out
+    """A version 1 bucket's records decoded together, as version 2's columns
+    are (the common case of a cold read of a large table). None when any
+    record is unusual: the caller then decodes them one by one, which names
+    what is wrong (a test holds the two paths equal)."""
+    columns = {k: [d.get(k) for d in records] for k in SEGMENT_COLUMNS}
+    return _segments_from_columns(SegmentColumns(columns, len(records)))
 
 
 _INT: frozenset[type] = frozenset({int})
