@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -422,8 +423,10 @@ def test_missing_java_is_a_clear_error(lineage_home: Path, monkeypatch: pytest.M
 
 
 def test_bad_zk_address_is_a_clear_error() -> None:
+    before = logging.getLogger("kazoo").level
     result = runner.invoke(app, ["--zk", "no-port-here", "table", "list"])
     assert result.exit_code == 2 and "use host:port" in result.stderr
+    assert logging.getLogger("kazoo").level == before  # quiet for the command, not after it
     nobody = f"127.0.0.1:{free_port()}"
     command = [sys.executable, "-m", "segment_lineage", "--zk", nobody, "table", "list"]
     quiet = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)

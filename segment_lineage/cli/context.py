@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import traceback
 from collections.abc import Iterator
@@ -107,6 +106,12 @@ class LineageGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         run = _RUN.set(None)  # the callback sets this run's; none outlives its run
+        # Kazoo's connection chatter ("Connection dropped" at every retry) only
+        # with --verbose: a command that cannot reach ZooKeeper says so once.
+        kazoo = logging.getLogger("kazoo")
+        level = kazoo.level
+        if not ctx.params.get("verbose"):
+            kazoo.setLevel(logging.CRITICAL)
         try:
             return super().invoke(ctx)
         except LineageError as exc:
@@ -125,6 +130,7 @@ class LineageGroup(TyperGroup):
             typer.echo(f"error: {said}", err=True)
             raise typer.Exit(128 + signum) from None
         finally:
+            kazoo.setLevel(level)
             _RUN.reset(run)
 
 
@@ -147,6 +153,7 @@ class Invocation:
     settings: Settings
     zk: str | None = None  # the --zk flag as given (config show names it the source)
     json: bool = False
+    verbose: bool = False  # Spark logs as its default profile has them, too
     config: Loaded = field(default_factory=lambda: Loaded(None, frozenset()))
 
     @property
@@ -204,13 +211,8 @@ def main_options(
     ] = False,
 ) -> None:
     # --verbose is read by LineageGroup from the parsed options: it must work when this fails.
-    # Kazoo's connection chatter ("Connection dropped" at every retry) only with --verbose:
-    # a command that cannot reach ZooKeeper says so once, in its error.
-    logging.getLogger("kazoo").setLevel(logging.INFO if verbose else logging.CRITICAL)
-    if verbose:  # and Spark's start-up logs, as Spark's default profile has them
-        os.environ.setdefault("LINEAGE_SPARK_LOGS", "default")
     loaded, settings = load_settings(config, zk=zk)
-    _RUN.set(Invocation(settings=settings, zk=zk, json=as_json, config=loaded))
+    _RUN.set(Invocation(settings=settings, zk=zk, json=as_json, config=loaded, verbose=verbose))
 
 
 @contextmanager

@@ -157,7 +157,8 @@ def _push_with_spark(
 ) -> PushResult:
     from segment_lineage.ingest.spark_job import push_dataframe, read_input, spark_session
 
-    spark = spark_session(master, conf=conf, settings=current().settings)
+    run = current()
+    spark = spark_session(master, conf=conf, settings=run.settings, quiet_logs=not run.verbose)
     try:
         df = read_input(spark, input_path, fmt)
         return push_dataframe(

@@ -54,10 +54,14 @@ def spark_session(
     conf: dict[str, str] | None = None,
     *,
     settings: Settings | None = None,
+    quiet_logs: bool = True,
 ) -> SparkSession:
     """A Spark session on ``master``, else the settings' (by default, the
     environment's: ``SPARK_MASTER``, else local mode, bound to loopback).
-    ``conf`` adds Spark settings (``spark.speculation=true`` and the like)."""
+    ``conf`` adds Spark settings (``spark.speculation=true`` and the like).
+    ``quiet_logs``: the driver logs warnings and errors only, without Spark's
+    start-up notices (``log4j2.properties`` here); False: Spark's default
+    profile. Either is fixed when the first session of the process starts its JVM."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     chosen = master or (Settings.from_env() if settings is None else settings).spark_master
@@ -83,7 +87,7 @@ def spark_session(
             "spark.driver.bindAddress", "127.0.0.1"
         )
     given = conf or {}
-    if not quiet_logs_off() and "spark.driver.extraJavaOptions" not in given:
+    if quiet_logs and "spark.driver.extraJavaOptions" not in given:
         # The driver's log4j: errors only (local mode runs the executors in it too).
         builder = builder.config(
             "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}"
@@ -96,12 +100,6 @@ def spark_session(
 
 
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
-
-
-def quiet_logs_off() -> bool:
-    """Whether Spark logs as it would by default (LINEAGE_SPARK_LOGS=default,
-    which --verbose sets): for looking into a failing job."""
-    return os.environ.get("LINEAGE_SPARK_LOGS", "") == "default"
 
 
 def sample_frame(spark: SparkSession, label: str, count: int) -> DataFrame:
