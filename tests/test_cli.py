@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -214,7 +215,14 @@ def test_the_engine_follows_the_input(tmp_path: Path) -> None:
         f.truncate(65 * 2**20)  # sparse: 65 MB on paper
     assert choose_engine("auto", str(small), None, {})[0] == "arrow"
     assert choose_engine("auto", f"file://{small}", None, {})[0] == "arrow"
-    assert choose_engine("auto", str(big.parent), None, {}) == ("spark", "input of 65.0 MB, over 64 MB")
+    assert choose_engine("auto", str(big.parent), None, {}) == ("spark", "input over 64 MB")
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "sub").symlink_to(big.parent)  # a reader follows the link: so does the size
+    assert choose_engine("auto", str(tmp_path / "linked"), None, {})[0] == "spark"
+    odd = tmp_path / "br[1]"
+    odd.mkdir()
+    (odd / "a.parquet").write_bytes(b"x")
+    assert choose_engine("auto", str(odd), None, {})[0] == "arrow"  # an existing path, not a glob
     assert choose_engine("auto", str(small), "spark://h:7077", {})[0] == "spark"
     assert choose_engine("auto", str(small), None, {"spark.x": "1"})[0] == "spark"
     assert choose_engine("auto", "s3://lake/in", None, {})[0] == "spark"
@@ -265,6 +273,57 @@ def test_a_signal_mid_push_reverts_says_so_in_one_line_and_exits_with_its_code(
     assert [e["state"] for e in json.loads(out)] == ["REVERTED"]
     _, out, _ = run(zk_hosts, "segments", table, "--json")
     assert json.loads(out) == []
+
+
+def test_odd_small_pushes_are_refused_before_anything_changes_or_pushed_right(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    cmd = [
+        "table",
+        "create",
+        "when",
+        "--root",
+        str(tmp_path / "when"),
+        "--type",
+        "APPEND",
+        "--time-column",
+        "ts",
+    ]
+    assert run(zk_hosts, *cmd)[0] == 0
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    days = pa.array([dt.date(2026, 1, 1), dt.date(2026, 1, 1)], pa.date32())
+    pq.write_table(pa.table({"ts": days, "v": [1, 2]}), inputs / "dates.parquet")
+    pq.write_table(pa.table({"ts": ["2026-01-01"], "v": [1]}), inputs / "text.parquet")
+    pq.write_table(pa.table({"v": [1]}), inputs / "no_ts.parquet")
+    (inputs / "empty.csv").write_text("ts,v\n")
+
+    def push(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return process(zk_hosts, "push", "when", "--input", str(inputs / name), *args)
+
+    day = ("--mode", "replace-range", "--interval", "2026-01-01/2026-01-02")
+    dated = push("dates.parquet", *day)  # a date column is a time column
+    assert dated.returncode == 0, dated.stderr
+    _, out, _ = run(zk_hosts, "history", "when", "--json")
+    version = json.loads(out)[0]["version"]
+    for name, args, code, message in (
+        ("text.parquet", day, 1, "the time column is of type string"),
+        ("text.parquet", ("--mode", "append"), 1, "the time column is of type string"),
+        ("no_ts.parquet", ("--mode", "append"), 1, "the input has no time column 'ts'"),
+        ("empty.csv", ("--format", "csv", "--mode", "append"), 1, "the input has no rows"),
+        ("dates.parquet", ("--mode", "append", "--target-mb", "1e-9"), 0, ""),
+        ("dates.parquet", ("--mode", "append", "--target-mb", "1e308"), 0, ""),
+    ):
+        done = push(name, *args)
+        assert done.returncode == code and message in done.stderr, (name, args, done.stderr)
+        assert "Traceback" not in done.stderr
+        if code:  # refused before the push started: no version
+            _, out, _ = run(zk_hosts, "history", "when", "--json")
+            assert json.loads(out)[0]["version"] == version, (name, args)
+        else:
+            version += 2
+    empty = process("", "table", "list")
+    assert empty.returncode == 2 and "--zk is empty" in empty.stderr
 
 
 def test_version_is_printed_without_a_store() -> None:

@@ -211,6 +211,11 @@ def main_options(
     ] = False,
 ) -> None:
     # --verbose is read by LineageGroup from the parsed options: it must work when this fails.
+    if zk is not None and not zk.strip():  # an unset variable in a script, say: not "the default"
+        raise InvalidInputError(
+            "--zk is empty: give host:port[,host:port...][/chroot], or leave it out for "
+            "$LINEAGE_ZK or the embedded server"
+        )
     loaded, settings = load_settings(config, zk=zk)
     _RUN.set(Invocation(settings=settings, zk=zk, json=as_json, config=loaded, verbose=verbose))
 

@@ -132,11 +132,11 @@ def choose_engine(engine: str, input_path: str, master: str | None, conf: dict[s
         return engine, "asked for"
     if master is not None or conf:
         return "spark", "--master or --conf given"
-    size = input_bytes(input_path)
+    size = input_bytes(input_path, stop_past=ARROW_MAX_BYTES)
     if size is None:
         return "spark", "the input is not one local path"
     if size > ARROW_MAX_BYTES:
-        return "spark", f"input of {size / 2**20:.1f} MB, over {ARROW_MAX_BYTES // 2**20} MB"
+        return "spark", f"input over {ARROW_MAX_BYTES // 2**20} MB"
     return "arrow", f"local input of {size / 2**20:.1f} MB; --engine spark to use Spark"
 
 
@@ -185,7 +185,7 @@ def _check_local_input(input_path: str) -> None:
     from urllib.parse import urlsplit
 
     parsed = urlsplit(input_path)
-    if any(c in input_path for c in "*?[{"):
+    if any(c in input_path for c in "*?[{") and not Path(input_path).exists():
         return  # a glob: Spark expands it
     if parsed.scheme in ("", "file") and not Path(parsed.path if parsed.scheme else input_path).exists():
         raise InvalidInputError(f"input {input_path!r} does not exist; nothing was pushed")

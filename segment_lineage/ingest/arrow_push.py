@@ -5,6 +5,7 @@ For small data, scripts and tests: each table in ``parts`` becomes one segment.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
@@ -20,7 +21,7 @@ from segment_lineage.ingest.push import (
     consistent_push,
 )
 from segment_lineage.ingest.push_plan import INPUT_FORMATS
-from segment_lineage.ingest.segments import integer_bounds, time_as_ms, write_segment
+from segment_lineage.ingest.segments import check_time_type, integer_bounds, time_as_ms, write_segment
 from segment_lineage.ingest.time_units import resolve_time_unit
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Segment, TimeUnit
@@ -62,8 +63,16 @@ def push_arrow(
     :func:`segment_lineage.ingest.push.consistent_push`)."""
     if not parts:
         raise PushRefusedError("nothing to push: no tables given")
+    if not any(p.num_rows for p in parts):
+        raise PushRefusedError("the input has no rows; nothing was pushed")
     state = manager.table(table)
     time_column = state.config.time_column
+    if time_column is not None and any(p.num_rows and time_column not in p.column_names for p in parts):
+        raise PushRefusedError(f"the input has no time column {time_column!r}; nothing was pushed")
+    if time_column is not None:
+        for part in parts:
+            if part.num_rows:
+                check_time_type(part.schema.field(time_column).type)
     time_unit = state.config.time_unit
     if time_column is not None:
         present = [p.column(time_column) for p in parts if p.num_rows and time_column in p.column_names]
@@ -119,21 +128,36 @@ def push_arrow(
 ARROW_MAX_BYTES = 64 * 1024 * 1024  # inputs up to this size are pushed without Spark by default
 
 
-def input_bytes(path: str) -> int | None:
-    """The size of a local input (a file, or every file under a directory);
-    None when it is not local or not one path (a URI with a scheme, a glob)."""
+def input_bytes(path: str, stop_past: int | None = None) -> int | None:
+    """The size of a local input: a file, or the files under a directory
+    that a reader reads (names starting with '.' or '_' are skipped, links
+    followed, each directory once); counting stops once past ``stop_past``.
+    None when it is not one local path (a URI with another scheme, a glob
+    that names no file)."""
     import os
-    from urllib.parse import urlsplit
+    from urllib.parse import unquote, urlsplit
 
     parsed = urlsplit(path)
-    if parsed.scheme not in ("", "file") or any(c in path for c in "*?[{"):
+    if parsed.scheme not in ("", "file"):
         return None
-    local = parsed.path if parsed.scheme else path
+    local = unquote(parsed.path) if parsed.scheme else path
+    if not os.path.exists(local):
+        return None  # a glob, say: Spark expands it
     if os.path.isfile(local):
         return os.path.getsize(local)
-    total = 0
-    for folder, _dirs, names in os.walk(local):
-        total += sum(os.path.getsize(os.path.join(folder, n)) for n in names if not n.startswith((".", "_")))
+    total, seen = 0, set()
+    for folder, dirs, names in os.walk(local, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in names:
+            if not name.startswith((".", "_")):
+                total += os.path.getsize(os.path.join(folder, name))
+        if stop_past is not None and total > stop_past:
+            break
     return total
 
 
@@ -157,9 +181,14 @@ def split_parts(data: pa.Table, segments: int | None, target_mb: float | None) -
     each (in memory), else one; never more than there are rows."""
     if segments is not None and segments < 1:
         raise PushRefusedError(f"--segments must be at least 1, got {segments}")
-    if target_mb is not None and target_mb <= 0:
+    if target_mb is not None and not target_mb > 0:
         raise PushRefusedError(f"--target-mb must be positive, got {target_mb}")
-    wanted = segments or (max(1, -(-data.nbytes // int(target_mb * 1024 * 1024))) if target_mb else 1)
+    if segments is not None:
+        wanted = segments
+    elif target_mb is not None:  # a byte at least, and no more segments than rows (below)
+        wanted = max(1, math.ceil(data.nbytes / max(1.0, target_mb * 1024 * 1024)))
+    else:
+        wanted = 1
     count = max(1, min(wanted, data.num_rows))
     step = -(-data.num_rows // count)
     return [data.slice(at, step) for at in range(0, max(data.num_rows, 1), step)] if data.num_rows else [data]

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from segment_lineage.ingest.errors import PushRefusedError
 from segment_lineage.ingest.time_units import PER_SECOND
 from segment_lineage.lineage.core.model import TimeUnit
 from segment_lineage.lineage.storage.deep import DeepStore
@@ -23,6 +24,12 @@ class SegmentFile:
     checksum: str
     min_time: int | None
     max_time: int | None
+
+
+def check_time_type(kind: pa.DataType) -> None:
+    """Refuse a time column that is not a timestamp, a date or an integer."""
+    if not (pa.types.is_timestamp(kind) or pa.types.is_date(kind) or pa.types.is_integer(kind)):
+        raise PushRefusedError(f"the time column is of type {kind}: use a timestamp, a date or an integer")
 
 
 def time_as_ms(column: pa.ChunkedArray, unit: TimeUnit | None = None) -> pa.ChunkedArray:
@@ -41,7 +48,8 @@ def time_as_ms(column: pa.ChunkedArray, unit: TimeUnit | None = None) -> pa.Chun
             return pc.multiply(raw, 1_000)
         return raw if per_ms == 1 else pc.divide(raw, per_ms)
     if pa.types.is_date(kind):
-        return pc.multiply(pc.cast(pc.cast(column, pa.date32()), pa.int64()), 86_400_000)
+        days = pc.cast(pc.cast(column, pa.date32()), pa.int32())  # date32 -> int64 is no direct cast
+        return pc.multiply(pc.cast(days, pa.int64()), 86_400_000)
     if pa.types.is_integer(kind):
         if unit is None:
             raise ValueError("an integer time column needs its unit (s, ms, us or ns)")
@@ -49,7 +57,8 @@ def time_as_ms(column: pa.ChunkedArray, unit: TimeUnit | None = None) -> pa.Chun
         if unit is TimeUnit.S:
             return pc.multiply_checked(raw, 1_000)
         return raw if unit is TimeUnit.MS else pc.divide(raw, PER_SECOND[unit] // 1_000)
-    raise ValueError(f"time column of type {kind} is not a timestamp, date or integer")
+    check_time_type(kind)
+    raise AssertionError(kind)  # check_time_type refused it
 
 
 def integer_bounds(columns: Sequence[pa.ChunkedArray]) -> tuple[int | None, int | None] | None:
