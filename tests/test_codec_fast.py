@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from segment_lineage.lineage import codec
-from segment_lineage.lineage.codec import buckets, envelope
+from segment_lineage.lineage.codec import envelope
+from segment_lineage.lineage.codec import segments as buckets
 from segment_lineage.lineage.core.errors import CorruptRecordError, LineageError
 from segment_lineage.lineage.core.model import Segment
 

@@ -37,7 +37,6 @@ from segment_lineage.lineage.codec.buckets import (
     PENDING,
     SEGMENTS,
     NameList,
-    SegmentColumns,
     StoredEntry,
     bucket_ids,
     decode_bucket,
@@ -47,8 +46,6 @@ from segment_lineage.lineage.codec.buckets import (
     encode_names,
     entry_to_dict,
     pending_to_dict,
-    segment_from_dict,
-    segment_to_dict,
 )
 from segment_lineage.lineage.codec.envelope import (
     dumps,
@@ -84,6 +81,11 @@ from segment_lineage.lineage.codec.registry import (
     encode_claim,
     encode_guard,
     encode_roots,
+)
+from segment_lineage.lineage.codec.segments import (
+    SegmentColumns,
+    segment_from_dict,
+    segment_to_dict,
 )
 
 __all__ = [
