@@ -77,15 +77,15 @@ def push(
     Written by Spark, or for a small local input by Arrow in this process
     (no JVM to start); the output says which."""
     from segment_lineage.ingest.push import PushMode, completed_job, parse_interval
-    from segment_lineage.ingest.push_plan import INPUT_FORMATS, check_mode
+    from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS, check_mode
 
     chosen = PushMode.parse(mode)
     span = parse_interval(interval) if interval is not None else None
     spark_conf = parse_conf(conf or [])
     if engine not in ENGINES:
         raise InvalidInputError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
-    if writer not in ("auto", "native", "arrow"):
-        raise InvalidInputError(f"unknown writer {writer!r}: use auto, native or arrow")
+    if writer not in WRITERS:
+        raise InvalidInputError(f"unknown writer {writer!r}: use {', '.join(WRITERS)}")
     if segments_n is not None and segments_n < 1:
         raise InvalidInputError(f"--segments must be at least 1, got {segments_n}")
     if target_mb is not None and not target_mb > 0:
@@ -179,15 +179,16 @@ def _push_with_spark(
 
 
 def _check_local_input(input_path: str) -> None:
-    """A local input that is not there is refused before Spark starts (a
-    URI with a scheme is Spark's to read)."""
+    """A local input that is not there is refused before any engine starts
+    (a glob is Spark's to expand, a URI with another scheme Spark's to read)."""
     from pathlib import Path
-    from urllib.parse import urlsplit
 
-    parsed = urlsplit(input_path)
-    if any(c in input_path for c in "*?[{") and not Path(input_path).exists():
-        return  # a glob: Spark expands it
-    if parsed.scheme in ("", "file") and not Path(parsed.path if parsed.scheme else input_path).exists():
+    from segment_lineage.ingest.arrow_push import local_path
+
+    local = local_path(input_path)
+    if local is None or Path(local).exists():
+        return
+    if not any(c in input_path for c in "*?[{"):
         raise InvalidInputError(f"input {input_path!r} does not exist; nothing was pushed")
 
 

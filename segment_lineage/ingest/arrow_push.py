@@ -67,16 +67,14 @@ def push_arrow(
         raise PushRefusedError("the input has no rows; nothing was pushed")
     state = manager.table(table)
     time_column = state.config.time_column
-    if time_column is not None and any(p.num_rows and time_column not in p.column_names for p in parts):
-        raise PushRefusedError(f"the input has no time column {time_column!r}; nothing was pushed")
-    if time_column is not None:
-        for part in parts:
-            if part.num_rows:
-                check_time_type(part.schema.field(time_column).type)
     time_unit = state.config.time_unit
     if time_column is not None:
-        present = [p.column(time_column) for p in parts if p.num_rows and time_column in p.column_names]
-        bounds = integer_bounds(present)
+        present = [p for p in parts if p.num_rows]
+        if any(time_column not in p.column_names for p in present):
+            raise PushRefusedError(f"the input has no time column {time_column!r}; nothing was pushed")
+        for part in present:
+            check_time_type(part.schema.field(time_column).type)
+        bounds = integer_bounds([p.column(time_column) for p in present])
         if bounds is not None:
             time_unit = resolve_time_unit(time_column, *bounds, time_unit, progress)
     if PushMode.parse(mode) is PushMode.REPLACE_RANGE and interval is not None and time_column:
@@ -128,6 +126,17 @@ def push_arrow(
 ARROW_MAX_BYTES = 64 * 1024 * 1024  # inputs up to this size are pushed without Spark by default
 
 
+def local_path(path: str) -> str | None:
+    """The file-system path of a local input (a path, or a file: URI); None
+    for a URI with another scheme."""
+    from urllib.parse import unquote, urlsplit
+
+    parsed = urlsplit(path)
+    if parsed.scheme not in ("", "file"):
+        return None
+    return unquote(parsed.path) if parsed.scheme else path
+
+
 def input_bytes(path: str, stop_past: int | None = None) -> int | None:
     """The size of a local input: a file, or the files under a directory
     that a reader reads (names starting with '.' or '_' are skipped, links
@@ -135,13 +144,9 @@ def input_bytes(path: str, stop_past: int | None = None) -> int | None:
     None when it is not one local path (a URI with another scheme, a glob
     that names no file)."""
     import os
-    from urllib.parse import unquote, urlsplit
 
-    parsed = urlsplit(path)
-    if parsed.scheme not in ("", "file"):
-        return None
-    local = unquote(parsed.path) if parsed.scheme else path
-    if not os.path.exists(local):
+    local = local_path(path)
+    if local is None or not os.path.exists(local):
         return None  # a glob, say: Spark expands it
     if os.path.isfile(local):
         return os.path.getsize(local)

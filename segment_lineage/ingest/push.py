@@ -377,8 +377,7 @@ def _abandon(
         files.update(written.strays)
     deep = DeepStore.for_root(target.root)
     try:
-        found = [f.location for f in deep.list(target.push_dir)]
-        files.update(found)
+        files.update(f.location for f in deep.list(target.push_dir))
         if not files:  # nothing written, but the writer may have made the directories
             deep.remove_empty_dirs(target.push_dir)
     except LineageError as exc:

@@ -20,6 +20,7 @@ from segment_lineage.lineage.core.periods import parse_time
 from segment_lineage.lineage.core.visibility import visible_segments
 
 INPUT_FORMATS = ("parquet", "csv", "json")  # what a push reads, with Spark or with Arrow
+WRITERS = ("auto", "native", "arrow")  # how Spark writes a push's segments
 
 
 class PushMode(StrEnum):

@@ -34,7 +34,7 @@ from segment_lineage.ingest.push import (
     check_rows_within,
     consistent_push,
 )
-from segment_lineage.ingest.push_plan import INPUT_FORMATS
+from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.ingest.spark_writers import arrow_write, native_write, task_progress
 from segment_lineage.ingest.time_units import resolve_time_unit, to_ms
@@ -44,7 +44,6 @@ from segment_lineage.lineage.core.model import TimeUnit
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
-WRITERS = ("auto", "native", "arrow")
 NATIVE_SCHEMES = ("file", "hdfs")
 
 
