@@ -186,6 +186,8 @@ class World:
         info = self.tables.get(table)
         if info is None or info.data == "plain" or len(column) == 0:
             return None
+        if pa.types.is_timestamp(column.type):  # written in microseconds, whatever the input's unit
+            column = column.cast(pa.timestamp("ms", tz=column.type.tz))
         values = column.cast(pa.int64()).to_pylist()
         top = max(v for v in values if v is not None)
         return int(top) * (1000 if info.data == "seconds" else 1)

@@ -395,3 +395,32 @@ def test_both_writers_write_standard_utc_timestamps(
         assert footer.schema_arrow.field("ts").type == pa.timestamp("us", tz="UTC"), seg.name
         first = pq.read_table(tmp_path / "zoned" / seg.location).column("ts")[0].as_py()
         assert first == dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+
+
+def test_spark_and_arrow_pushes_share_one_schema(
+    spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """Spark's and Arrow's pushes are held to the same recorded schema: a CSV
+    whose small integers Spark infers as int sits beside Arrow's int64; a
+    renamed column is refused before anything is written; a column added
+    with evolve reads as null in older files through the Spark reader too."""
+    from segment_lineage.ingest.arrow_push import push_arrow
+    from segment_lineage.ingest.spark_job import read_input
+    from segment_lineage.lineage.core.schema import SchemaMismatchError
+
+    m = zk_manager
+    m.create_table(TableConfig.build("shared", str(tmp_path / "shared"), "APPEND"))
+    push_arrow(m, "shared", [pa.table({"n": [1, 2], "s": ["a", "b"]})], mode="append")
+    (tmp_path / "in.csv").write_text("n,s\n3,c\n")
+    push_dataframe(m, "shared", read_input(spark, str(tmp_path / "in.csv"), "csv"), mode="append")
+    version = m.table("shared").version
+    with pytest.raises(SchemaMismatchError, match="column 's' \\(string\\) is missing"):
+        push_dataframe(m, "shared", spark.createDataFrame([(4, "d")], "n long, t string"), mode="append")
+    assert m.table("shared").version == version
+    wider = spark.createDataFrame([(5, "e", 1.5)], "n int, s string, x double")
+    push_dataframe(m, "shared", wider, mode="append", schema_policy="evolve")
+    with pinned_table(spark, m, "shared") as df:
+        rows = sorted((r["n"], r["s"], r["x"]) for r in df.collect())
+    assert rows == [(1, "a", None), (2, "b", None), (3, "c", None), (5, "e", 1.5)]
+    for seg in m.visible_segments("shared"):
+        assert pq.read_schema(tmp_path / "shared" / seg.location).field("n").type == pa.int64(), seg.name

@@ -12,7 +12,7 @@ from segment_lineage.cli.context import emit, manager
 from segment_lineage.lineage.codec.export import to_pinot_znrecord
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.graph import history_svg
-from segment_lineage.lineage.core.views import history_view, render_table
+from segment_lineage.lineage.core.views import detail_text, history_view, render_table
 
 
 def register(app: typer.Typer) -> None:
@@ -35,16 +35,30 @@ def history(
         if graph is not None:
             picture = history_svg(records, m.table(table), m.store.versions(table))
         rows = [history_view(h) for h in records]
+        details = [detail_text(h) for h in records]
     if graph is not None:
         try:
             graph.write_text(picture)
         except OSError as exc:
             raise InvalidInputError(f"cannot write {str(graph)!r}: {exc.strerror}") from None
         typer.echo(f"wrote {graph}", err=True)
+    shown = [{**row, "detail": detail} for row, detail in zip(rows, details, strict=True)]
     emit(
         rows,
         render_table(
-            rows, ["version", "at", "operation", "entry", "segments", "rows", "actor", "reason", "cleaned"]
+            shown,
+            [
+                "version",
+                "at",
+                "operation",
+                "entry",
+                "segments",
+                "rows",
+                "detail",
+                "actor",
+                "reason",
+                "cleaned",
+            ],
         ),
     )
 

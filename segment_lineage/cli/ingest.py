@@ -14,6 +14,7 @@ from segment_lineage.lineage.core.views import render_table
 
 if TYPE_CHECKING:
     from segment_lineage.ingest.push import PushMode, PushResult
+    from segment_lineage.lineage.core.schema import SchemaPolicy
     from segment_lineage.lineage.manager import LineageManager
 
 
@@ -72,14 +73,29 @@ def push(
             "of up to 64 MB when no --master or --conf is given, else spark.",
         ),
     ] = "auto",
+    evolve_schema: Annotated[
+        bool,
+        typer.Option(
+            "--evolve-schema", help="Add the input's new columns to the table's schema (recorded in history)."
+        ),
+    ] = False,
+    replace_schema: Annotated[
+        bool,
+        typer.Option(
+            "--replace-schema", help="A refresh only: the input's columns become the table's schema."
+        ),
+    ] = False,
 ) -> None:
     """Consistent push: the new data appears all at once, or not at all.
     Written by Spark, or for a small local input by Arrow in this process
-    (no JVM to start); the output says which."""
+    (no JVM to start); the output says which. The input's columns must be
+    the table's (recorded at its first push; 'lineage table show' prints
+    them), unless --evolve-schema or --replace-schema says otherwise."""
     from segment_lineage.ingest.push import PushMode, completed_job, parse_interval
     from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS, check_mode
 
     chosen = PushMode.parse(mode)
+    policy = _schema_policy(evolve_schema, replace_schema, chosen)
     span = parse_interval(interval) if interval is not None else None
     spark_conf = parse_conf(conf or [])
     if engine not in ENGINES:
@@ -105,18 +121,21 @@ def push(
                 return
         _check_local_input(input_path)
         used, why = choose_engine(engine, input_path, master, spark_conf)
+        if used == "spark" and fmt == "parquet":
+            _check_parquet_schema(m, table, input_path, policy, chosen)  # before a JVM starts
         say(f"engine: {used} ({why})")
         if used == "arrow":
             from segment_lineage.ingest.arrow_push import push_arrow, read_input_arrow, split_parts
 
             parts = split_parts(read_input_arrow(input_path, fmt), segments_n, target_mb)
             result = push_arrow(
-                m, table, parts, mode=chosen, interval=span, reason=reason, progress=say, job_id=job_id
-            )
+                m, table, parts, mode=chosen, interval=span, reason=reason, progress=say, job_id=job_id,
+                schema_policy=policy,
+            )  # fmt: skip
         else:
             result = _push_with_spark(
                 m, table, input_path, fmt, chosen, span, master, spark_conf, segments_n, target_mb, reason,
-                writer, job_id,
+                writer, job_id, policy,
             )  # fmt: skip
     _emit_push(result, used)
 
@@ -154,6 +173,7 @@ def _push_with_spark(
     reason: str | None,
     writer: str,
     job_id: str | None,
+    policy: SchemaPolicy,
 ) -> PushResult:
     from segment_lineage.ingest.spark_job import push_dataframe, read_input, spark_session
 
@@ -173,9 +193,47 @@ def _push_with_spark(
             progress=lambda msg: typer.echo(msg, err=True),
             writer=writer,
             job_id=job_id,
+            schema_policy=policy,
         )
     finally:
         spark.stop()
+
+
+def _schema_policy(evolve: bool, replace: bool, mode: PushMode) -> SchemaPolicy:
+    from segment_lineage.ingest.push import PushMode
+    from segment_lineage.lineage.core.schema import SchemaPolicy
+
+    if evolve and replace:
+        raise InvalidInputError("give --evolve-schema or --replace-schema, not both")
+    if replace and mode is not PushMode.REFRESH:
+        raise InvalidInputError(
+            f"--replace-schema needs --mode refresh: a {mode.value} push keeps other segments, "
+            "whose files have the old columns"
+        )
+    return SchemaPolicy.EVOLVE if evolve else SchemaPolicy.REPLACE if replace else SchemaPolicy.ENFORCE
+
+
+def _check_parquet_schema(
+    m: LineageManager, table: str, input_path: str, policy: SchemaPolicy, mode: PushMode
+) -> None:
+    """A local Parquet input's columns, from its footers, checked against the
+    table's schema before Spark starts (the push checks again)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from segment_lineage.ingest.arrow_push import local_path
+    from segment_lineage.ingest.push import PushMode
+    from segment_lineage.ingest.schemas import plan_schema, schema_of
+
+    local = local_path(input_path)
+    if local is None:
+        return
+    try:
+        columns = ds.dataset(local, format="parquet", ignore_prefixes=[".", "_"]).schema
+    except (OSError, ValueError, pa.ArrowException):
+        return  # a glob, or unreadable: Spark says what is wrong with it
+    state = m.table(table)
+    plan_schema(state.config.schema, schema_of(columns), policy, table, full_refresh=mode is PushMode.REFRESH)
 
 
 def _check_local_input(input_path: str) -> None:

@@ -21,10 +21,12 @@ from segment_lineage.ingest.push import (
     consistent_push,
 )
 from segment_lineage.ingest.push_plan import INPUT_FORMATS
+from segment_lineage.ingest.schemas import conform, plan_schema, schema_of
 from segment_lineage.ingest.segments import check_time_type, integer_bounds, time_as_ms, write_segment
 from segment_lineage.ingest.time_units import resolve_time_unit
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Segment, TimeUnit
+from segment_lineage.lineage.core.schema import SchemaPolicy
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
@@ -56,15 +58,22 @@ def push_arrow(
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], None] | None = None,
     wall: Callable[[], float] | None = None,
+    schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
 ) -> PushResult:
-    """Push ``parts`` (one segment each) into ``table``; ``job_id`` makes a
-    retried job return its completed push's result instead of pushing again;
-    ``clock``, ``sleep`` and ``wall`` are the push's clocks (all three: see
-    :func:`segment_lineage.ingest.push.consistent_push`)."""
+    """Push ``parts`` (one segment each, all with the same columns) into
+    ``table``; ``job_id`` makes a retried job return its completed push's
+    result instead of pushing again; ``clock``, ``sleep`` and ``wall`` are
+    the push's clocks (all three: see :func:`segment_lineage.ingest.push.consistent_push`).
+    The columns must fit the table's recorded schema under ``schema_policy``
+    (``evolve`` adds new columns, ``replace`` with a refresh replaces it)."""
     if not parts:
         raise PushRefusedError("nothing to push: no tables given")
     if not any(p.num_rows for p in parts):
         raise PushRefusedError("the input has no rows; nothing was pushed")
+    given = schema_of(parts[0].schema)
+    for part in parts[1:]:
+        if schema_of(part.schema) != given:
+            raise PushRefusedError("the parts of a push must have the same columns and types")
     state = manager.table(table)
     time_column = state.config.time_column
     time_unit = state.config.time_unit
@@ -79,6 +88,11 @@ def push_arrow(
             time_unit = resolve_time_unit(time_column, *bounds, time_unit, progress)
     if PushMode.parse(mode) is PushMode.REPLACE_RANGE and interval is not None and time_column:
         check_rows_in_interval(parts, time_column, interval, time_unit)
+    policy = SchemaPolicy(schema_policy)
+    written_columns = plan_schema(
+        state.config.schema, given, policy, table, full_refresh=PushMode.parse(mode) is PushMode.REFRESH
+    )
+    parts = [conform(part, written_columns) for part in parts]
 
     def write(target: PushTarget) -> Written:
         store = DeepStore.for_root(target.root)
@@ -118,6 +132,8 @@ def push_arrow(
         clock=clock,
         sleep=sleep,
         wall=wall,
+        schema=written_columns,
+        schema_policy=policy,
     )
 
 
@@ -175,10 +191,18 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
     if fmt not in INPUT_FORMATS:
         raise PushRefusedError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
     try:
-        return ds.dataset(path, format=fmt, ignore_prefixes=[".", "_"]).to_table()
+        data = ds.dataset(path, format=fmt, ignore_prefixes=[".", "_"]).to_table()
     except (OSError, ValueError, pa.ArrowException) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise PushRefusedError(f"cannot read input {path!r} as {fmt}: {first}") from None
+    if fmt == "parquet":
+        return data
+    # Text has no zone: Spark (session zone UTC) reads such times as UTC instants, and so do we.
+    for index, field in enumerate(data.schema):
+        if pa.types.is_timestamp(field.type) and field.type.tz is None:
+            column = pc.assume_timezone(data.column(index), "UTC")
+            data = data.set_column(index, pa.field(field.name, column.type), column)
+    return data
 
 
 def split_parts(data: pa.Table, segments: int | None, target_mb: float | None) -> list[pa.Table]:

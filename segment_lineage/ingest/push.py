@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from segment_lineage.ingest.errors import PushError, PushInterrupted, PushRefusedError
+from segment_lineage.ingest.errors import PushError, PushInputError, PushInterrupted, PushRefusedError
 from segment_lineage.ingest.push_plan import (
     PushMode,
     PushResult,
@@ -45,6 +45,7 @@ from segment_lineage.lineage.core.errors import LineageError, OutcomeUnknownErro
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Change, HistoryRecord, Operation, TableState
 from segment_lineage.lineage.core.names import push_dir
+from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
@@ -247,8 +248,16 @@ def consistent_push(
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], None] | None = None,
     wall: Callable[[], float] | None = None,
+    schema: Schema | None = None,
+    schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
 ) -> PushResult:
     """Run ``write`` inside a consistent push of ``table``.
+
+    ``schema`` names the columns ``write`` writes: checked against the
+    table's recorded schema under ``schema_policy`` before the push starts,
+    and again in its last commit, which records it at the table's first push
+    (see :mod:`segment_lineage.lineage.core.schema`). None: no check (files
+    whose columns the caller vouches for).
 
     ``job_id`` makes the push idempotent (as delta-rs's application
     transactions): when a push of that job already completed on the table
@@ -285,6 +294,9 @@ def consistent_push(
         job_checked = 0
     state = manager.table(table)
     check_mode(state, mode, interval)
+    policy = _policy(schema_policy)
+    if schema is not None:
+        resolve(state.config.schema, schema, policy, table, full_refresh=mode is PushMode.REFRESH)
     if partitions < 1:
         raise PushRefusedError(f"a push needs at least one partition, got {partitions}")
     stamp = push_stamp(dt.datetime.fromtimestamp(wall(), tz=dt.UTC))
@@ -328,7 +340,15 @@ def consistent_push(
             names = [s.name for s in written.segments]
             subset = names if len(names) < len(target.names) else None
             manager.complete_replace(
-                table, entry_id, written.segments, strays=written.strays, to_subset=subset, reason=reason
+                table,
+                entry_id,
+                written.segments,
+                strays=written.strays,
+                to_subset=subset,
+                reason=reason,
+                schema=schema,
+                schema_policy=policy,
+                mode=mode.value,
             )
             failpoint("push.after-end")
     except OutcomeUnknownError:
@@ -359,6 +379,13 @@ def consistent_push(
         cleaned=cleaned,
         job_id=job_id,
     )
+
+
+def _policy(value: SchemaPolicy | str) -> SchemaPolicy:
+    try:
+        return SchemaPolicy(value)
+    except ValueError:
+        raise PushInputError(f"unknown schema policy {value!r}: use enforce, evolve or replace") from None
 
 
 def _abandon(

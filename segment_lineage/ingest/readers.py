@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from segment_lineage.ingest.errors import SnapshotTooOldError, StorageError
+from segment_lineage.ingest.schemas import arrow_schema
 from segment_lineage.lineage.core.model import Segment
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
@@ -57,10 +58,18 @@ class SnapshotReader:
             self._closed = True
             self.manager.store.release(self.lease)
 
+    def arrow_schema(self) -> pa.Schema | None:
+        """The table's recorded columns in Arrow types (None: none recorded):
+        files written before a column was added read it as null."""
+        recorded = self.lease.state.config.schema
+        return None if recorded is None else arrow_schema(recorded)
+
     def dataset(self) -> pads.Dataset:
         paths = [self.store.path(s.location) for s in self.segments]
         try:
-            return pads.dataset(paths, format="parquet", filesystem=self.store.filesystem())
+            return pads.dataset(
+                paths, format="parquet", filesystem=self.store.filesystem(), schema=self.arrow_schema()
+            )
         except FileNotFoundError as exc:
             raise self.too_old(str(exc)) from None
 

@@ -91,7 +91,8 @@ def write_segment(
         bounds = pc.min_max(time_as_ms(table.column(time_column), time_unit))
         tmin, tmax = bounds["min"].as_py(), bounds["max"].as_py()
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="snappy")
+    # Timestamps in microseconds, as Spark writes and reads them (it refuses nanoseconds).
+    pq.write_table(table, sink, compression="snappy", coerce_timestamps="us", allow_truncated_timestamps=True)
     data = sink.getvalue().to_pybytes()
     store.write_bytes(location, data)
     return SegmentFile(

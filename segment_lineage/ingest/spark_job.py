@@ -20,10 +20,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DateType, IntegralType, StructType, TimestampNTZType, TimestampType
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type, to_arrow_type
+from pyspark.sql.types import (
+    DateType,
+    IntegerType,
+    IntegralType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from segment_lineage.ingest.errors import PushRefusedError
 from segment_lineage.ingest.push import (
@@ -36,11 +45,13 @@ from segment_lineage.ingest.push import (
 )
 from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS
 from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.ingest.schemas import plan_schema, schema_of, to_arrow
 from segment_lineage.ingest.spark_writers import arrow_write, native_write, task_progress
 from segment_lineage.ingest.time_units import resolve_time_unit, to_ms
 from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.failpoints import ENV as FAILPOINT_ENV
 from segment_lineage.lineage.core.model import TimeUnit
+from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
@@ -113,10 +124,46 @@ def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFram
     if fmt == "csv":
         reader = reader.option("header", "true").option("inferSchema", "true")
     try:
-        return reader.format(fmt).load(path)
+        df = reader.format(fmt).load(path)
     except AnalysisException as exc:  # a missing path, an unreadable file
         first = str(exc).splitlines()[0]
         raise PushRefusedError(f"cannot read input {path!r} as {fmt}: {first}") from None
+    if fmt == "csv":  # whole numbers as Arrow's CSV reader infers them: 64 bits, whatever their size
+        for field in df.schema:
+            if isinstance(field.dataType, IntegerType):
+                df = df.withColumn(field.name, F.col(_quoted(field.name)).cast("long"))
+    return df
+
+
+def _quoted(name: str) -> str:
+    """A column name for ``F.col``, taken literally (dots, spaces, backticks)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def frame_schema(df: DataFrame) -> Schema:
+    """A DataFrame's columns as a table schema (PushRefusedError for a
+    column type a table cannot hold)."""
+    fields = []
+    for field in df.schema:
+        try:
+            kind = to_arrow_type(field.dataType, timezone="UTC")
+        except Exception as exc:  # pyspark raises its own error classes for unsupported types
+            raise PushRefusedError(
+                f"column {field.name!r} has type {field.dataType.simpleString()}, which a table cannot hold"
+            ) from exc
+        fields.append(pa.field(field.name, kind))
+    return schema_of(pa.schema(fields))
+
+
+def conform_frame(df: DataFrame, schema: Schema) -> DataFrame:
+    """``df`` with each column whose type differs from ``schema``'s (a
+    narrower integer or float) cast to it."""
+    wanted = {f.name: f.type for f in schema}
+    have = {f.name: f.type for f in frame_schema(df)}
+    for name, kind in wanted.items():
+        if name in have and have[name] != kind:
+            df = df.withColumn(name, F.col(_quoted(name)).cast(from_arrow_type(to_arrow(kind))))
+    return df
 
 
 # ---- the driver side --------------------------------------------------------------
@@ -211,6 +258,7 @@ def push_dataframe(
     writer: str = "auto",
     progress_every_s: float = 5.0,
     job_id: str | None = None,
+    schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
 ) -> PushResult:
     """Consistent push of ``df`` into ``table``: all of it appears at once, or none.
 
@@ -220,9 +268,18 @@ def push_dataframe(
     ``writer``: "native" (Spark's Parquet writer and commit protocol; local
     and HDFS roots), "arrow" (executors write through pyarrow; any root), or
     "auto" (native where it can, else arrow).
+
+    The columns must fit the table's recorded schema under ``schema_policy``
+    (``evolve`` adds new columns, ``replace`` with a refresh replaces it);
+    narrower integers and floats are widened to the recorded types.
     """
     state = manager.table(table)
     mode = PushMode.parse(mode)
+    policy = SchemaPolicy(schema_policy)
+    columns = plan_schema(
+        state.config.schema, frame_schema(df), policy, table, full_refresh=mode is PushMode.REFRESH
+    )
+    df = conform_frame(df, columns)
     time_column = state.config.time_column
     time_unit: TimeUnit | None = None
     if time_column is not None:
@@ -260,6 +317,8 @@ def push_dataframe(
         progress=progress,
         owner_wait_s=owner_wait_s,
         job_id=job_id,
+        schema=columns,
+        schema_policy=policy,
     )
 
 
@@ -272,8 +331,10 @@ def snapshot_dataframe(spark: SparkSession, reader: SnapshotReader) -> DataFrame
     if not reader.segments:
         return spark.createDataFrame([], StructType([]))
     if store.scheme in ("file", "hdfs"):
+        recorded = reader.arrow_schema()
+        source = spark.read if recorded is None else spark.read.schema(from_arrow_schema(recorded))
         try:
-            return spark.read.parquet(*(store.uri(s.location) for s in reader.segments))
+            return source.parquet(*(store.uri(s.location) for s in reader.segments))
         except AnalysisException as exc:
             if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
                 raise reader.too_old(str(exc).splitlines()[0]) from None

@@ -26,8 +26,10 @@ from segment_lineage.lineage.core.model import (
     HistoryRecord,
     TableConfig,
     TableType,
+    TimeGranularity,
     TimeUnit,
 )
+from segment_lineage.lineage.core.schema import DataType, Field, Schema, check_fields
 
 HEAD = "segment-lineage.head"
 
@@ -51,7 +53,50 @@ def config_to_dict(config: TableConfig) -> dict[str, object]:
     # created before units were declared) reads as "not declared".
     if config.time_unit is not None:
         d["time_unit"] = config.time_unit.value
+    if config.schema is not None:  # likewise: recorded at a table's first push
+        d["schema"] = [[f.name, _type_to_json(f.type)] for f in config.schema]
+    if config.schema_replaced_at is not None:
+        d["schema_replaced_at"] = config.schema_replaced_at
+    if config.versions_kept is not None:
+        d["versions_kept"] = config.versions_kept
+    if config.time_granularity is not None:
+        d["time_granularity"] = config.time_granularity.value
     return d
+
+
+def _type_to_json(kind: DataType) -> object:
+    """A primitive as its name; another type as [name, params, fields]."""
+    if not kind.params and not kind.children:
+        return kind.name
+    return [kind.name, list(kind.params), [[f.name, _type_to_json(f.type)] for f in kind.children]]
+
+
+def _type_from_json(value: object) -> DataType:
+    if isinstance(value, str):
+        return DataType(value)
+    if not isinstance(value, list) or len(value) != 3 or not isinstance(value[0], str):
+        raise _Bad(f"malformed column type {str(value)[:80]}")
+    name, params, children = value
+    if not isinstance(params, list) or not all(type(p) is int for p in params):
+        raise _Bad(f"malformed parameters of type {name!r}")
+    return DataType(name, tuple(params), _fields_from_json(children))
+
+
+def _fields_from_json(value: object) -> tuple[Field, ...]:
+    if not isinstance(value, list):
+        raise _Bad("a schema must be a list of [name, type] pairs")
+    out = []
+    for item in value:
+        if not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str):
+            raise _Bad(f"malformed column {str(item)[:80]}")
+        out.append(Field(item[0], _type_from_json(item[1])))
+    return tuple(out)
+
+
+def _schema_from_json(value: object) -> Schema | None:
+    if value is None:
+        return None
+    return check_fields(_fields_from_json(value))
 
 
 def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
@@ -66,6 +111,12 @@ def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
         exclusive_delete=_get(d, "exclusive_delete", bool),
         time_retention_ms=_opt(d, "time_retention_ms", int),
         time_unit=None if d.get("time_unit") is None else _enum(TimeUnit, d["time_unit"], "time unit"),
+        schema=_schema_from_json(d.get("schema")),
+        schema_replaced_at=_opt(d, "schema_replaced_at", int),
+        versions_kept=_opt(d, "versions_kept", int),
+        time_granularity=None
+        if d.get("time_granularity") is None
+        else _enum(TimeGranularity, d["time_granularity"], "time granularity"),
     )
 
 

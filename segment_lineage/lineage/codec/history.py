@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from segment_lineage.lineage.codec.envelope import (
+    _Bad,
     _decoding,
     _enum,
     _envelope,
@@ -19,6 +20,7 @@ from segment_lineage.lineage.codec.envelope import (
     parse,
 )
 from segment_lineage.lineage.core.model import (
+    Detail,
     HistoryRecord,
     Operation,
 )
@@ -46,7 +48,38 @@ def history_to_dict(h: HistoryRecord) -> dict[str, object]:
         "rows": h.rows,
         "bytes": h.size_bytes,
         **({"cleaned": list(h.cleaned)} if h.cleaned else {}),
+        **({} if h.detail is None else {"detail": _detail_to_dict(h.detail)}),
     }
+
+
+def _detail_to_dict(d: Detail) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if d.mode is not None:
+        out["mode"] = d.mode
+    if d.interval is not None:
+        out["interval"] = list(d.interval)
+    if d.target is not None:
+        out["target"] = d.target
+    if d.schema is not None:
+        out["schema"] = d.schema
+    if d.settings is not None:
+        out["settings"] = d.settings
+    return out
+
+
+def _detail_from_dict(d: Mapping[str, Any]) -> Detail:
+    interval = d.get("interval")
+    if interval is not None and (
+        not isinstance(interval, list) or len(interval) != 2 or not all(type(x) is int for x in interval)
+    ):
+        raise _Bad("field 'interval' must be two whole numbers")
+    return Detail(
+        mode=_opt(d, "mode", str),
+        interval=None if interval is None else (interval[0], interval[1]),
+        target=_opt(d, "target", int),
+        schema=_opt(d, "schema", str),
+        settings=_opt(d, "settings", str),
+    )
 
 
 def history_from_dict(d: Mapping[str, Any]) -> HistoryRecord:
@@ -63,6 +96,7 @@ def history_from_dict(d: Mapping[str, Any]) -> HistoryRecord:
         rows=_get(d, "rows", int),
         size_bytes=_get(d, "bytes", int),
         cleaned=tuple(check_entry_id(e) for e in _str_list(d, "cleaned")) if "cleaned" in d else (),
+        detail=_detail_from_dict(_get(d, "detail", dict)) if "detail" in d else None,
     )
 
 

@@ -11,6 +11,7 @@ from segment_lineage.lineage.core.buckets import BucketMap
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.names import check_root_has_no_secret, check_table_name, check_text
 from segment_lineage.lineage.core.periods import parse_period
+from segment_lineage.lineage.core.schema import Schema
 
 MAX_REASON_BYTES = 4096  # UTF-8: a thousand characters of any script
 
@@ -33,6 +34,20 @@ class TimeUnit(StrEnum):
     MS = "ms"
     US = "us"
     NS = "ns"
+
+
+class TimeGranularity(StrEnum):
+    """The time chunks a push splits its output by: every segment's rows lie
+    in one chunk (UTC), so a later replace-range on chunk bounds finds
+    segments that fit it."""
+
+    HOUR = "hour"
+    DAY = "day"
+    MONTH = "month"
+
+
+MIN_VERSIONS_KEPT = 2
+MAX_VERSIONS_KEPT = 100_000
 
 
 class EntryState(StrEnum):
@@ -71,6 +86,7 @@ class Operation(StrEnum):
     RETENTION_MARK = "RETENTION_MARK"
     RETENTION_CLEAR = "RETENTION_CLEAR"
     DROP_TABLE = "DROP_TABLE"
+    ALTER_TABLE = "ALTER_TABLE"
 
 
 @dataclass(frozen=True)
@@ -85,6 +101,10 @@ class TableConfig:
     exclusive_delete: bool = True
     time_retention_ms: int | None = None  # APPEND tables: drop data older than this
     time_unit: TimeUnit | None = None  # an integer time column's unit; None: inferred per push
+    schema: Schema | None = None  # recorded at the first push (core.schema); None: none yet
+    schema_replaced_at: int | None = None  # the version whose push last replaced the schema
+    versions_kept: int | None = None  # past versions kept readable; None: the store's default
+    time_granularity: TimeGranularity | None = None  # pushes split their output by it; None: no split
 
     @staticmethod
     def build(
@@ -99,6 +119,8 @@ class TableConfig:
         exclusive_delete: bool = True,
         time_retention: str | None = None,
         time_unit: TimeUnit | str | None = None,
+        versions_kept: int | None = None,
+        time_granularity: TimeGranularity | str | None = None,
     ) -> TableConfig:
         """Validate user input and apply Pinot's defaults per table type."""
         check_table_name(name)
@@ -157,7 +179,36 @@ class TableConfig:
             exclusive_delete=exclusive_delete,
             time_retention_ms=retention_ms,
             time_unit=unit,
+            versions_kept=check_versions_kept(versions_kept),
+            time_granularity=_granularity(time_granularity, time_column),
         )
+
+
+def check_versions_kept(value: int | None) -> int | None:
+    """A number of retained versions, or InvalidInputError."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not MIN_VERSIONS_KEPT <= value <= MAX_VERSIONS_KEPT
+    ):
+        raise InvalidInputError(
+            f"invalid versions kept {value!r}: a whole number from {MIN_VERSIONS_KEPT} to {MAX_VERSIONS_KEPT}"
+        )
+    return value
+
+
+def _granularity(value: TimeGranularity | str | None, time_column: str | None) -> TimeGranularity | None:
+    if value is None:
+        return None
+    if time_column is None:
+        raise InvalidInputError(f"time granularity {value!r} needs a time column")
+    try:
+        return TimeGranularity(value.lower() if isinstance(value, str) else value)
+    except ValueError:
+        names = ", ".join(g.value for g in TimeGranularity)
+        raise InvalidInputError(f"invalid time granularity {value!r}: use {names}") from None
 
 
 def _time_unit(value: TimeUnit | str | None, time_column: str | None) -> TimeUnit | None:
@@ -272,6 +323,20 @@ class Change:
     size_bytes: int = 0
     changed: bool = True
     cleaned: tuple[str, ...] = ()  # entries force cleanup reverted (or removed) in this change
+    detail: Detail | None = None  # what the history records beyond the counts
+
+
+@dataclass(frozen=True)
+class Detail:
+    """What a commit's history record says beyond its counts: a push's mode
+    and interval, a rollback's target, what a push did to the schema, which
+    settings an alter changed."""
+
+    mode: str | None = None
+    interval: tuple[int, int] | None = None
+    target: int | None = None
+    schema: str | None = None
+    settings: str | None = None
 
 
 @dataclass(frozen=True)
@@ -290,6 +355,7 @@ class HistoryRecord:
     rows: int
     size_bytes: int
     cleaned: tuple[str, ...] = ()  # entries force cleanup reverted (or removed) in this commit
+    detail: Detail | None = None
 
     @staticmethod
     def of(version: int, commit_id: str, at_ms: int, change: Change, audit: Audit) -> HistoryRecord:
@@ -307,4 +373,5 @@ class HistoryRecord:
             change.rows,
             change.size_bytes,
             change.cleaned,
+            change.detail,
         )

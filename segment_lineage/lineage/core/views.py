@@ -9,6 +9,7 @@ from typing import Any
 from segment_lineage.lineage.core.model import HistoryRecord, LineageEntry, Segment, TableState
 from segment_lineage.lineage.core.periods import format_period
 from segment_lineage.lineage.core.roots import file_uri
+from segment_lineage.lineage.core.schema import render
 from segment_lineage.lineage.core.visibility import hidden_segments
 
 
@@ -34,6 +35,9 @@ def table_view(state: TableState) -> dict[str, Any]:
         "max_snapshots": c.max_snapshots,
         "time_retention": None if c.time_retention_ms is None else format_period(c.time_retention_ms),
         "exclusive_delete": c.exclusive_delete,
+        "versions_kept": c.versions_kept,
+        "time_granularity": None if c.time_granularity is None else c.time_granularity.value,
+        "schema": None if c.schema is None else render(c.schema),
         "version": state.version,
         "segments_registered": len(state.segments),
         "segments_visible": len(visible),
@@ -91,7 +95,44 @@ def history_view(record: HistoryRecord) -> dict[str, Any]:
         "rows": record.rows,
         "bytes": record.size_bytes,
         "cleaned": list(record.cleaned),
+        **detail_view(record),
     }
+
+
+def detail_view(record: HistoryRecord) -> dict[str, Any]:
+    """What a history record says beyond its counts, for printing."""
+    d = record.detail
+    if d is None:
+        return {}
+    out: dict[str, Any] = {}
+    if d.mode is not None:
+        out["mode"] = d.mode
+    if d.interval is not None:
+        out["interval"] = [iso(d.interval[0]), iso(d.interval[1])]
+    if d.target is not None:
+        out["target"] = d.target
+    if d.schema is not None:
+        out["schema"] = d.schema
+    if d.settings is not None:
+        out["settings"] = d.settings
+    return out
+
+
+def detail_text(record: HistoryRecord) -> str | None:
+    """The detail of a history record in a few words: ``append``,
+    ``replace-range [2013-02-01T00:00:00Z, 2013-03-01T00:00:00Z)``, ``to v12``, a schema note."""
+    d = record.detail
+    if d is None:
+        return None
+    parts = []
+    if d.mode is not None:
+        parts.append(
+            d.mode if d.interval is None else f"{d.mode} [{iso(d.interval[0])}, {iso(d.interval[1])})"
+        )
+    if d.target is not None:
+        parts.append(f"to v{d.target}")
+    parts += [text for text in (d.schema, d.settings) if text is not None]
+    return "; ".join(parts) or None
 
 
 def _cell(value: Any, width: int = 60) -> str:
@@ -115,4 +156,14 @@ def render_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
 
 def render_pairs(view: dict[str, Any]) -> str:
     width = max(len(k) for k in view)
-    return "\n".join(f"{k.ljust(width)}  {_cell(v, 200)}" for k, v in view.items())
+    return "\n".join(
+        f"{k.ljust(width)}  {_lines(v, width + 2) if k == 'schema' else _cell(v, 200)}"
+        for k, v in view.items()
+    )
+
+
+def _lines(value: Any, indent: int) -> str:
+    """A list printed one item per line, the later ones indented."""
+    if not isinstance(value, list) or not value:
+        return _cell(value, 200)
+    return ("\n" + " " * indent).join(_cell(v, 200) for v in value)

@@ -13,6 +13,7 @@ from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import ConflictError
 from segment_lineage.lineage.core.model import Change, EntryState, Segment, TableState
 from segment_lineage.lineage.core.periods import parse_period
+from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
 from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
 from segment_lineage.lineage.manager.commit import Committed
 from segment_lineage.lineage.manager.reads import Reads
@@ -131,16 +132,23 @@ class ReplaceOps(Reads):
         strays: Sequence[str] = (),
         to_subset: Sequence[str] | None = None,
         reason: str | None = None,
+        schema: Schema | None = None,
+        schema_policy: SchemaPolicy = SchemaPolicy.ENFORCE,
+        mode: str | None = None,
     ) -> Committed:
         """Register ``uploads`` into the IN_PROGRESS entry, queue ``strays``
         and end the entry, in one commit (what a push does once its files
         are written): one round of reads and writes instead of two or three,
-        and no moment where the uploads are registered but the entry runs."""
+        and no moment where the uploads are registered but the entry runs.
+        ``schema`` (the columns written), ``schema_policy`` and ``mode``: see
+        :func:`segment_lineage.lineage.core.transitions.complete_replace`."""
         batch, queued = list(uploads), list(strays)
         subset = None if to_subset is None else list(to_subset)
         return self.commit(
             table,
-            lambda s, now: transitions.complete_replace(s, entry_id, batch, now, queued, subset),
+            lambda s, now: transitions.complete_replace(
+                s, entry_id, batch, now, queued, subset, schema=schema, policy=schema_policy, mode=mode
+            ),
             reason,
         )
 

@@ -15,6 +15,7 @@ from segment_lineage.lineage.core.model import (
     Audit,
     Change,
     DeletionReason,
+    Detail,
     EntryState,
     LineageEntry,
     Operation,
@@ -27,6 +28,7 @@ from segment_lineage.lineage.core.names import (
     check_entry_id,
     check_segment_names,
 )
+from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
 from segment_lineage.lineage.core.transitions.common import (
     _entry,
     _queue_for_deletion,
@@ -287,6 +289,10 @@ def complete_replace(
     now_ms: int,
     strays: Sequence[str] = (),
     to_subset: Sequence[str] | None = None,
+    *,
+    schema: Schema | None = None,
+    policy: SchemaPolicy = SchemaPolicy.ENFORCE,
+    mode: str | None = None,
 ) -> Change:
     """A push's last step as one change: register ``uploads`` bound to the
     IN_PROGRESS entry, queue ``strays`` (files no segment references) for
@@ -300,15 +306,36 @@ def complete_replace(
     Idempotent like :func:`end_replace`: completing again an entry that
     completed with these uploads changes nothing. No uploads: only the
     strays and the end (uploads registered earlier, one by one).
+
+    ``schema``: the columns the push wrote, checked against the table's
+    recorded schema under ``policy`` (:func:`segment_lineage.lineage.core.schema.resolve`)
+    on this state, so two first pushes with different columns never both
+    record theirs. ``mode`` (the push's, as the user named it) and the
+    entry's interval go in the history record, with what became of the schema.
     """
     entry = _entry(state, entry_id)
     require(state, [NotRevertedToEnd(entry)])
     if entry.state is EntryState.COMPLETED and _completed_with(state, entry, uploads):
         return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
+    config, note = state.config, None
+    if schema is not None:
+        recorded, note = resolve(config.schema, schema, policy, config.name, full_refresh=mode == "refresh")
+        if note is not None:
+            replaced = policy is SchemaPolicy.REPLACE and config.schema is not None
+            config = dataclasses.replace(
+                config,
+                schema=recorded,
+                schema_replaced_at=state.version + 1 if replaced else config.schema_replaced_at,
+            )
     registered = register_segments(state, uploads, now_ms, entry_id).state if uploads else state
     if strays:
         registered = queue_files(registered, strays, now_ms, entry_id).state
-    return end_replace(registered, entry_id, now_ms, to_subset)
+    if config is not state.config:
+        registered = registered.replace(config=config)
+    ended = end_replace(registered, entry_id, now_ms, to_subset)
+    if mode is None and entry.interval is None and note is None:
+        return ended
+    return dataclasses.replace(ended, detail=Detail(mode=mode, interval=entry.interval, schema=note))
 
 
 def _completed_with(state: TableState, entry: LineageEntry, uploads: Sequence[Segment]) -> bool:

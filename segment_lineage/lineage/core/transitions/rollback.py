@@ -13,6 +13,7 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.model import (
     Audit,
     Change,
+    Detail,
     EntryState,
     LineageEntry,
     Operation,
@@ -84,6 +85,14 @@ def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | 
     the target, or when a running push touches what would change.
     """
     table = state.config.name
+    replaced_at = state.config.schema_replaced_at
+    if replaced_at is not None and target.version < replaced_at:
+        raise RefusedError(
+            f"cannot roll back to version {target.version}: the schema was replaced at version "
+            f"{replaced_at}, and the files of earlier versions have the old columns",
+            table=table,
+            remedy=f"pick version {replaced_at} or later, or push the old data again with --replace-schema",
+        )
     entries = editable(state.entries)
     changed: list[str] = []
     for entry_id, entry in state.entries.items():
@@ -141,4 +150,5 @@ def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | 
         segments=len(appearing),
         rows=sum(seg.rows for seg in appearing),
         size_bytes=sum(seg.size_bytes for seg in appearing),
+        detail=Detail(target=target.version),
     )

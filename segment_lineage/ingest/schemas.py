@@ -1,0 +1,158 @@
+"""The table schema's logical types (``lineage.core.schema``) in Arrow's and
+Spark's terms, and the checks a push makes on its input's columns before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.lineage.core.schema import (
+    DataType,
+    Field,
+    Schema,
+    SchemaPolicy,
+    check_fields,
+    resolve,
+    written_schema,
+)
+
+_FROM_ARROW_ID = {
+    pa.null(): "null",
+    pa.bool_(): "boolean",
+    pa.int8(): "int8",
+    pa.int16(): "int16",
+    pa.int32(): "int32",
+    pa.int64(): "int64",
+    pa.uint8(): "uint8",
+    pa.uint16(): "uint16",
+    pa.uint32(): "uint32",
+    pa.uint64(): "uint64",
+    pa.float16(): "float16",
+    pa.float32(): "float",
+    pa.float64(): "double",
+    pa.string(): "string",
+    pa.large_string(): "string",
+    pa.binary(): "binary",
+    pa.large_binary(): "binary",
+    pa.date32(): "date",
+    pa.date64(): "date",
+    pa.month_day_nano_interval(): "interval",
+}
+_TO_ARROW = {
+    "null": pa.null(),
+    "boolean": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "float16": pa.float16(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "time": pa.time64("us"),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+    "interval": pa.month_day_nano_interval(),
+}
+
+
+def from_arrow(kind: pa.DataType, where: str = "") -> DataType:
+    """The logical type of an Arrow type; PushRefusedError for one a table
+    cannot record (a union, a duration, an extension type)."""
+    if kind in _FROM_ARROW_ID:
+        return DataType(_FROM_ARROW_ID[kind])
+    if pa.types.is_string_view(kind):
+        return DataType("string")
+    if pa.types.is_binary_view(kind):
+        return DataType("binary")
+    if pa.types.is_timestamp(kind):
+        return DataType("timestamp" if kind.tz is not None else "timestamp_ntz")
+    if pa.types.is_time(kind):
+        return DataType("time")
+    if pa.types.is_decimal(kind):
+        return DataType("decimal", (kind.precision, kind.scale))
+    if pa.types.is_fixed_size_binary(kind):
+        return DataType("fixed_binary", (kind.byte_width,))
+    if pa.types.is_dictionary(kind):
+        return from_arrow(kind.value_type, where)
+    if pa.types.is_map(kind):
+        return DataType(
+            "map",
+            (),
+            (
+                Field("key", from_arrow(kind.key_type, where)),
+                Field("value", from_arrow(kind.item_type, where)),
+            ),
+        )
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return DataType("list", (), (Field("element", from_arrow(kind.value_type, where)),))
+    if pa.types.is_struct(kind):
+        return DataType(
+            "struct", (), tuple(Field(f.name, from_arrow(f.type, f"{where}.{f.name}")) for f in kind)
+        )
+    raise PushRefusedError(f"column {where!r} has type {kind}, which a table cannot hold")
+
+
+def to_arrow(kind: DataType) -> pa.DataType:
+    if kind.name in _TO_ARROW:
+        return _TO_ARROW[kind.name]
+    if kind.name == "decimal":
+        precision, scale = kind.params
+        return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+    if kind.name == "fixed_binary":
+        return pa.binary(kind.params[0])
+    if kind.name == "list":
+        return pa.list_(to_arrow(kind.children[0].type))
+    if kind.name == "map":
+        return pa.map_(to_arrow(kind.children[0].type), to_arrow(kind.children[1].type))
+    if kind.name == "struct":
+        return pa.struct([pa.field(f.name, to_arrow(f.type)) for f in kind.children])
+    raise ValueError(f"no Arrow type for {kind}")  # check_type admits no other
+
+
+def schema_of(arrow: pa.Schema) -> Schema:
+    """A table schema from an Arrow schema; PushRefusedError for a column a
+    table cannot record, or columns a table cannot have (a name twice)."""
+    fields = tuple(Field(f.name, from_arrow(f.type, f.name)) for f in arrow)
+    try:
+        return check_fields(fields)
+    except ValueError as exc:
+        raise PushRefusedError(f"the input's columns cannot be recorded: {exc}") from None
+
+
+def arrow_schema(schema: Schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, to_arrow(f.type)) for f in schema])
+
+
+def plan_schema(
+    recorded: Schema | None, given: Schema, policy: SchemaPolicy, table: str, *, full_refresh: bool
+) -> Schema:
+    """The columns a push writes (``given``, narrower integers and floats
+    widened to the recorded types), once they were found to fit the table
+    under ``policy``: SchemaMismatchError before anything is written if they
+    do not. The commit checks again, on the state it commits to."""
+    resolve(recorded, given, policy, table, full_refresh=full_refresh)
+    return written_schema(recorded, given)
+
+
+def conform(data: pa.Table, schema: Schema) -> pa.Table:
+    """``data`` with each column whose logical type differs from ``schema``'s
+    (a narrower integer) cast to it, checked."""
+    wanted = {f.name: f.type for f in schema}
+    for index, field in enumerate(data.schema):
+        kind = wanted.get(field.name)
+        if kind is not None and from_arrow(field.type, field.name) != kind:
+            try:
+                column = data.column(index).cast(to_arrow(kind))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise PushRefusedError(f"column {field.name!r} cannot be written as {kind}: {exc}") from None
+            data = data.set_column(index, pa.field(field.name, column.type), column)
+    return data

@@ -1,0 +1,261 @@
+"""A table's schema: its columns and their logical types, recorded at its
+first push and enforced on every later one. No I/O here, and no engine: the
+Arrow and Spark mappings live with the writers (``ingest.schemas``).
+
+Types are logical, as Spark, Delta and Parquet readers see them: ``string``
+whatever its Arrow width, ``timestamp`` for an instant (UTC-adjusted) and
+``timestamp_ntz`` for a wall-clock time, whatever the unit. A push may bring
+an integer column narrower than the recorded one (an ``int32`` CSV column into
+an ``int64`` table) or a ``float`` for a ``double``: the writer widens it, so
+every file of the table holds the recorded type. Anything else that differs
+is refused, unless the push asks:
+
+* ``evolve``: columns the table does not have yet are added (files written
+  before read them as null); nothing may be missing or change type.
+* ``replace``: the push's schema becomes the table's (a full refresh only);
+  a rollback to a version before that is refused, since its files have the
+  old schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
+
+PRIMITIVES = frozenset(
+    {
+        "null",
+        "boolean",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float",
+        "double",
+        "string",
+        "binary",
+        "date",
+        "time",
+        "timestamp",
+        "timestamp_ntz",
+        "interval",
+    }
+)
+PARAMETRIC = {"decimal": 2, "fixed_binary": 1}  # name -> number of parameters
+NESTED = {"list": 1, "map": 2, "struct": None}  # name -> number of children (None: any, named)
+
+MAX_COLUMNS = 4096
+MAX_NAME_BYTES = 512
+MAX_DEPTH = 32
+
+# A narrower type the writer widens into the recorded one, losslessly.
+_WIDENS_TO = {
+    "int64": {"int8", "int16", "int32", "uint8", "uint16", "uint32"},
+    "int32": {"int8", "int16", "uint8", "uint16"},
+    "int16": {"int8", "uint8"},
+    "uint64": {"uint8", "uint16", "uint32"},
+    "uint32": {"uint8", "uint16"},
+    "uint16": {"uint8"},
+    "double": {"float16", "float"},
+    "float": {"float16"},
+}
+
+
+@dataclass(frozen=True)
+class DataType:
+    """A logical type: a primitive name, ``decimal(p, s)``, ``fixed_binary(n)``,
+    ``list<T>``, ``map<K, V>`` or ``struct<name: T, ...>``."""
+
+    name: str
+    params: tuple[int, ...] = ()
+    children: tuple[Field, ...] = ()  # list: ("element",); map: ("key", "value"); struct: its fields
+
+    def __str__(self) -> str:
+        if self.params:
+            return f"{self.name}({', '.join(map(str, self.params))})"
+        if self.name == "struct":
+            return "struct<" + ", ".join(f"{f.name}: {f.type}" for f in self.children) + ">"
+        if self.children:
+            return f"{self.name}<{', '.join(str(f.type) for f in self.children)}>"
+        return self.name
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: DataType
+
+
+Schema = tuple[Field, ...]
+
+
+class SchemaPolicy(StrEnum):
+    """What a push may do to the recorded schema."""
+
+    ENFORCE = "enforce"  # the push's columns are the table's (integers and floats may be narrower)
+    EVOLVE = "evolve"  # and it may add columns
+    REPLACE = "replace"  # its schema becomes the table's (a full refresh only)
+
+
+class SchemaMismatchError(RefusedError):
+    """A push's columns do not fit the table's recorded schema. Nothing changed."""
+
+
+def check_type(kind: DataType, depth: int = 0) -> DataType:
+    """``kind``, or InvalidInputError naming what is wrong with it."""
+    if depth > MAX_DEPTH:
+        raise InvalidInputError(f"type nests deeper than {MAX_DEPTH} levels")
+    if kind.name in PRIMITIVES:
+        ok = not kind.params and not kind.children
+    elif kind.name in PARAMETRIC:
+        ok = len(kind.params) == PARAMETRIC[kind.name] and not kind.children
+        ok = ok and all(
+            isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 1_000_000 for p in kind.params
+        )
+    elif kind.name in NESTED:
+        wanted = NESTED[kind.name]
+        ok = not kind.params and (wanted is None or len(kind.children) == wanted)
+        if ok:
+            check_fields(kind.children, f"{kind.name} field", depth + 1)
+    else:
+        raise InvalidInputError(f"unknown type {kind.name!r}")
+    if not ok:
+        raise InvalidInputError(f"malformed type {kind}")
+    return kind
+
+
+def check_fields(fields: Sequence[Field], what: str = "column", depth: int = 0) -> Schema:
+    """``fields`` as a schema, or InvalidInputError: names non-empty text of
+    at most MAX_NAME_BYTES, unique, at most MAX_COLUMNS of them."""
+    if len(fields) > MAX_COLUMNS:
+        raise InvalidInputError(f"{len(fields)} {what}s: at most {MAX_COLUMNS} are recorded")
+    seen: set[str] = set()
+    for field in fields:
+        name = field.name
+        size = len(name.encode("utf-8", "replace")) if isinstance(name, str) else 0
+        if not 0 < size <= MAX_NAME_BYTES or not name.isprintable() or not _utf8(name):
+            raise InvalidInputError(
+                f"invalid {what} name {name!r}: 1 to {MAX_NAME_BYTES} bytes of printable UTF-8 text"
+            )
+        if name in seen:
+            raise InvalidInputError(f"{what} {name!r} appears twice")
+        seen.add(name)
+        check_type(field.type, depth)
+    return tuple(fields)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
+
+
+def widens(recorded: DataType, given: DataType) -> bool:
+    """Whether a column of type ``given`` may be written as ``recorded``: the
+    same type, or a narrower integer or float."""
+    return recorded == given or given.name in _WIDENS_TO.get(recorded.name, ())
+
+
+@dataclass(frozen=True)
+class SchemaDiff:
+    missing: tuple[Field, ...]  # recorded, not in the push
+    added: tuple[Field, ...]  # in the push, not recorded
+    changed: tuple[tuple[str, DataType, DataType], ...]  # name, recorded, given (not a widening)
+
+    def describe(self, limit: int = 8) -> str:
+        parts = [f"column {f.name!r} ({f.type}) is missing" for f in self.missing]
+        parts += [f"column {f.name!r} ({f.type}) is new" for f in self.added]
+        parts += [f"column {n!r} is {g}, the table has {r}" for n, r, g in self.changed]
+        shown = "; ".join(parts[:limit])
+        return shown + (f"; and {len(parts) - limit} more" if len(parts) > limit else "")
+
+
+def compare(recorded: Schema, given: Schema) -> SchemaDiff:
+    have = {f.name: f for f in recorded}
+    got = {f.name: f for f in given}
+    return SchemaDiff(
+        missing=tuple(f for f in recorded if f.name not in got),
+        added=tuple(f for f in given if f.name not in have),
+        changed=tuple(
+            (f.name, have[f.name].type, f.type)
+            for f in given
+            if f.name in have and not widens(have[f.name].type, f.type)
+        ),
+    )
+
+
+def written_schema(recorded: Schema | None, given: Schema) -> Schema:
+    """The columns as the writer writes them: ``given``, with each column the
+    table records in a wider type widened to it."""
+    if recorded is None:
+        return given
+    have = {f.name: f.type for f in recorded}
+    return tuple(
+        Field(f.name, have[f.name]) if f.name in have and widens(have[f.name], f.type) else f for f in given
+    )
+
+
+def resolve(
+    recorded: Schema | None, given: Schema, policy: SchemaPolicy, table: str, *, full_refresh: bool
+) -> tuple[Schema, str | None]:
+    """The table's schema after a push of ``given`` columns, and what the
+    history records of it (None: unchanged). SchemaMismatchError when the
+    push does not fit under ``policy``; InvalidInputError for a malformed
+    schema or a replace that is not a full refresh."""
+    recorded_after, note = _resolve(recorded, given, policy, table, full_refresh)
+    return recorded_after, None if note is None else note[:MAX_NOTE]
+
+
+MAX_NOTE = 1000  # characters of a history record's schema note
+
+
+def _resolve(
+    recorded: Schema | None, given: Schema, policy: SchemaPolicy, table: str, full_refresh: bool
+) -> tuple[Schema, str | None]:
+    check_fields(given)
+    if policy is SchemaPolicy.REPLACE and not full_refresh:
+        raise InvalidInputError(
+            "only a refresh push replaces every segment, so only it may replace the schema"
+        )
+    written = written_schema(recorded, given)
+    if recorded is None:
+        return written, f"schema recorded: {len(written)} columns"
+    if policy is SchemaPolicy.REPLACE:
+        if written == recorded:
+            return recorded, None
+        return written, f"schema replaced: {compare(recorded, written).describe(4)}"
+    diff = compare(recorded, given)
+    if not diff.missing and not diff.changed and not diff.added:
+        return recorded, None
+    if diff.added and not diff.missing and not diff.changed and policy is SchemaPolicy.EVOLVE:
+        added = ", ".join(f"{f.name} ({f.type})" for f in diff.added[:8])
+        more = f" and {len(diff.added) - 8} more" if len(diff.added) > 8 else ""
+        return (*recorded, *diff.added), f"schema evolved: added {added}{more}"
+    hint = (
+        "push with --evolve-schema to add the new columns"
+        if diff.added and not diff.missing and not diff.changed
+        else "fix the input's columns, or replace the schema with a refresh push and --replace-schema"
+    )
+    raise SchemaMismatchError(
+        f"the input does not fit table {table!r}: {diff.describe()}",
+        table=table,
+        expected=", ".join(f"{f.name}: {f.type}" for f in recorded[:20])
+        + (" ..." if len(recorded) > 20 else ""),
+        found=", ".join(f"{f.name}: {f.type}" for f in given[:20]) + (" ..." if len(given) > 20 else ""),
+        remedy=hint,
+    )
+
+
+def render(schema: Schema) -> list[str]:
+    """One line per column: ``name: type``."""
+    return [f"{f.name}: {f.type}" for f in schema]

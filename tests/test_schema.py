@@ -1,0 +1,326 @@
+"""A table's schema: recorded at its first push, enforced on later ones,
+evolved or replaced only when asked; in the store's codec, the history and
+the CLI (on real ZooKeeper)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from segment_lineage.cli import app
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.schemas import arrow_schema, from_arrow, schema_of
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.model import Audit, Segment, TableConfig, TableState
+from segment_lineage.lineage.core.schema import (
+    DataType,
+    Field,
+    SchemaMismatchError,
+    SchemaPolicy,
+    check_fields,
+    resolve,
+)
+from segment_lineage.lineage.manager import LineageManager
+
+runner = CliRunner()
+
+INT64, INT32, DOUBLE, STRING = DataType("int64"), DataType("int32"), DataType("double"), DataType("string")
+BASE = (Field("carrier", STRING), Field("dep_delay", DOUBLE), Field("flight", INT64))
+
+
+# ---- the rules, pure ---------------------------------------------------------------
+
+
+def test_the_first_push_records_its_columns_and_the_same_columns_change_nothing() -> None:
+    assert resolve(None, BASE, SchemaPolicy.ENFORCE, "t", full_refresh=False) == (
+        BASE,
+        "schema recorded: 3 columns",
+    )
+    shuffled = (BASE[2], BASE[0], BASE[1])  # readers match columns by name
+    assert resolve(BASE, shuffled, SchemaPolicy.ENFORCE, "t", full_refresh=False) == (BASE, None)
+
+
+def test_a_narrower_integer_or_float_is_widened_and_a_wider_one_refused() -> None:
+    narrow = (BASE[0], Field("dep_delay", DataType("float")), Field("flight", INT32))
+    assert resolve(BASE, narrow, SchemaPolicy.ENFORCE, "t", full_refresh=False) == (BASE, None)
+    with pytest.raises(SchemaMismatchError, match="column 'flight' is int64, the table has int32"):
+        resolve(
+            (Field("flight", INT32),),
+            (Field("flight", INT64),),
+            SchemaPolicy.ENFORCE,
+            "t",
+            full_refresh=False,
+        )
+
+
+def test_a_renamed_column_is_refused_naming_both_sides_even_when_evolving() -> None:
+    renamed = (BASE[0], Field("dep_delay_min", DOUBLE), BASE[2])
+    for policy in (SchemaPolicy.ENFORCE, SchemaPolicy.EVOLVE):
+        with pytest.raises(SchemaMismatchError) as caught:
+            resolve(BASE, renamed, policy, "flights", full_refresh=False)
+        message = caught.value.message
+        assert "column 'dep_delay' (double) is missing" in message
+        assert "column 'dep_delay_min' (double) is new" in message
+        assert caught.value.remedy is not None and "--replace-schema" in caught.value.remedy
+
+
+def test_a_new_column_needs_evolve_and_is_then_added_at_the_end() -> None:
+    wider = (*BASE, Field("tailnum", STRING))
+    with pytest.raises(SchemaMismatchError, match="is new") as caught:
+        resolve(BASE, wider, SchemaPolicy.ENFORCE, "t", full_refresh=False)
+    assert caught.value.remedy == "push with --evolve-schema to add the new columns"
+    after, note = resolve(BASE, (wider[3], *BASE), SchemaPolicy.EVOLVE, "t", full_refresh=False)
+    assert after == wider and note == "schema evolved: added tailnum (string)"
+
+
+def test_replacing_the_schema_takes_a_full_refresh() -> None:
+    other = (Field("code", STRING), Field("name", STRING))
+    with pytest.raises(InvalidInputError, match="only a refresh push"):
+        resolve(BASE, other, SchemaPolicy.REPLACE, "t", full_refresh=False)
+    after, note = resolve(BASE, other, SchemaPolicy.REPLACE, "t", full_refresh=True)
+    assert after == other and note is not None and note.startswith("schema replaced")
+
+
+def test_odd_columns_are_refused_by_name() -> None:
+    for fields, problem in (
+        ((Field("a", INT64), Field("a", STRING)), "appears twice"),
+        ((Field("", INT64),), "invalid column name"),
+        ((Field("x\n", INT64),), "invalid column name"),
+        ((Field("\ud800", INT64),), "invalid column name"),
+        ((Field("é" * 300, INT64),), "invalid column name"),
+        ((Field("a", DataType("decimal", (10,))),), "malformed type"),
+        ((Field("a", DataType("varchar")),), "unknown type"),
+        (tuple(Field(f"c{i}", INT64) for i in range(5000)), "at most 4096"),
+    ):
+        with pytest.raises(InvalidInputError, match=problem):
+            check_fields(fields)
+
+
+def test_arrow_types_map_to_logical_types_and_back() -> None:
+    source = pa.schema(
+        [
+            ("s", pa.large_string()),
+            ("d", pa.dictionary(pa.int8(), pa.string())),
+            ("t", pa.timestamp("ns", tz="America/New_York")),
+            ("w", pa.timestamp("ms")),
+            ("m", pa.decimal128(12, 2)),
+            ("l", pa.large_list(pa.int32())),
+            ("k", pa.map_(pa.string(), pa.float64())),
+            ("r", pa.struct([("x", pa.int16()), ("y dot.", pa.date32())])),
+        ]
+    )
+    schema = schema_of(source)
+    assert [str(f.type) for f in schema] == [
+        "string",
+        "string",
+        "timestamp",
+        "timestamp_ntz",
+        "decimal(12, 2)",
+        "list<int32>",
+        "map<string, double>",
+        "struct<x: int16, y dot.: date>",
+    ]
+    assert schema_of(arrow_schema(schema)) == schema  # what readers read with holds the same types
+    assert from_arrow(pa.timestamp("us", tz="UTC")) == DataType("timestamp")
+
+
+def test_the_schema_survives_the_codec_and_a_bad_one_fails_closed() -> None:
+    nested = (
+        *BASE,
+        Field(
+            "r",
+            DataType(
+                "struct",
+                (),
+                (Field("x", INT64), Field("é ü", DataType("list", (), (Field("element", STRING),)))),
+            ),
+        ),
+    )
+    config = TableConfig.build("t", "/r")
+    head = codec.Head(
+        config.__class__(**{**config.__dict__, "schema": nested, "schema_replaced_at": 7}),
+        3,
+        "c",
+        {k: ("b",) for k in codec.KINDS},
+        None,
+        (),
+    )
+    back = codec.decode_head(codec.encode_head(head), "/h")
+    assert back.config.schema == nested and back.config.schema_replaced_at == 7
+    doc = json.loads(codec.encode_head(head))
+    doc["table"]["schema"] = [["a", ["decimal", [1], []]]]
+    with pytest.raises(Exception, match="malformed type"):
+        codec.decode_head(json.dumps(doc).encode(), "/h")
+
+
+def test_the_commit_judges_the_schema_on_the_state_it_commits_to() -> None:
+    """Two first pushes with different columns: each checked none recorded
+    before it started, the second to commit is refused, nothing of it lands."""
+    state = TableState(TableConfig.build("t", "/r"), version=1)
+    audit = Audit("test")
+    e1, e2 = str(uuid.uuid4()), str(uuid.uuid4())
+    for entry in (e1, e2):
+        to = [f"s{entry[:8]}"]
+        state = transitions.start_replace(state, [], to, entry_id=entry, audit=audit, now_ms=1).state
+    first = transitions.complete_replace(
+        state, e1, [Segment(f"s{e1[:8]}", "p/e1.parquet", rows=1)], 2, schema=BASE, mode="append"
+    )
+    assert first.state.config.schema == BASE and first.detail is not None
+    assert first.detail.schema == "schema recorded: 3 columns" and first.detail.mode == "append"
+    other = (Field("code", STRING),)
+    with pytest.raises(SchemaMismatchError):
+        transitions.complete_replace(
+            first.state, e2, [Segment(f"s{e2[:8]}", "p/e2.parquet", rows=1)], 3, schema=other, mode="append"
+        )
+
+
+# ---- through the API and the CLI, on real ZooKeeper ----------------------------------------
+
+
+def test_reads_see_an_added_column_as_null_in_older_files(zk_manager: LineageManager, tmp_path: Path) -> None:
+    from segment_lineage.ingest.readers import SnapshotReader
+
+    zk_manager.create_table(TableConfig.build("grow", str(tmp_path / "grow"), "APPEND"))
+    push_arrow(zk_manager, "grow", [pa.table({"a": [1]})], mode="append")
+    narrow = pa.table({"a": pa.array([2], pa.int32()), "b": ["x"]})  # widened to the table's int64
+    push_arrow(zk_manager, "grow", [narrow], mode="append", schema_policy="evolve")
+    with SnapshotReader(zk_manager, "grow") as reader:
+        rows = sorted(reader.to_arrow().to_pylist(), key=lambda r: r["a"])
+        fs = reader.store.filesystem()
+        files = [pq.read_schema(reader.store.path(s.location), filesystem=fs) for s in reader.segments]
+    assert rows == [{"a": 1, "b": None}, {"a": 2, "b": "x"}]
+    assert zk_manager.table("grow").config.schema == (Field("a", INT64), Field("b", STRING))
+    assert {str(f.field("a").type) for f in files} == {"int64"}
+
+
+def run(zk: str, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["--zk", zk, *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def history(zk: str, table: str) -> list[dict[str, object]]:
+    code, out, _ = run(zk, "--json", "history", table)
+    assert code == 0
+    return list(json.loads(out))
+
+
+def test_the_first_weeks_schema_surprises_are_refused_and_change_nothing(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """A renamed column, a time column turned integer, another table's file:
+    refused before anything is written, naming what differs; history and
+    the visible rows unchanged."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    stamps = pa.array([1_700_000_000_000_000, 1_700_000_100_000_000], pa.timestamp("us", tz="UTC"))
+    pq.write_table(
+        pa.table({"ts": stamps, "carrier": ["UA", "AA"], "dep_delay": [1.5, -2.0]}), inputs / "m1.parquet"
+    )
+    pq.write_table(
+        pa.table({"ts": stamps, "carrier": ["UA", "AA"], "dep_delay_min": [1.5, -2.0]}),
+        inputs / "renamed.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {"ts": [1_700_000_000_000, 1_700_000_100_000], "carrier": ["UA", "AA"], "dep_delay": [1.0, 2.0]}
+        ),
+        inputs / "int_ts.parquet",
+    )
+    pq.write_table(pa.table({"faa": ["JFK"], "name": ["Kennedy"]}), inputs / "airports.parquet")
+    pq.write_table(
+        pa.table({"ts": stamps, "carrier": ["B6", "DL"], "dep_delay": [0.0, 3.0], "tailnum": ["N1", "N2"]}),
+        inputs / "wider.parquet",
+    )
+    root = str(tmp_path / "flights")
+    assert (
+        run(
+            zk_hosts, "table", "create", "flights", "--root", root, "--type", "APPEND", "--time-column", "ts"
+        )[0]
+        == 0
+    )
+    code, _, err = run(zk_hosts, "push", "flights", "--input", str(inputs / "m1.parquet"), "--mode", "append")
+    assert code == 0, err
+    code, out, _ = run(zk_hosts, "table", "show", "flights")
+    assert "ts: timestamp" in out and "carrier: string" in out and "dep_delay: double" in out
+    before = history(zk_hosts, "flights")
+    assert before[0]["schema"] == "schema recorded: 3 columns" and before[0]["mode"] == "append"
+    for name, message in (
+        ("renamed.parquet", "column 'dep_delay' (double) is missing; column 'dep_delay_min' (double) is new"),
+        ("int_ts.parquet", "column 'ts' is int64, the table has timestamp"),
+        ("airports.parquet", "the input has no time column 'ts'"),
+        ("wider.parquet", "column 'tailnum' (string) is new"),
+    ):
+        code, _, err = run(zk_hosts, "push", "flights", "--input", str(inputs / name), "--mode", "append")
+        assert code == 1 and message in err, (name, err)
+        assert history(zk_hosts, "flights") == before, name
+    wider = ("--input", str(inputs / "wider.parquet"), "--mode", "append", "--evolve-schema")
+    code, _, err = run(zk_hosts, "push", "flights", *wider)
+    assert code == 0, err
+    newest = history(zk_hosts, "flights")[0]
+    assert newest["schema"] == "schema evolved: added tailnum (string)"
+    code, out, _ = run(zk_hosts, "--json", "read", "flights", "--limit", "10")
+    rows = json.loads(out)["rows"]
+    assert sorted((r["carrier"], r["tailnum"]) for r in rows) == [
+        ("AA", None),
+        ("B6", "N1"),
+        ("DL", "N2"),
+        ("UA", None),
+    ]
+    code, _, err = run(zk_hosts, "push", "flights", "--input", str(inputs / "m1.parquet"), "--mode", "append",
+                       "--replace-schema")  # fmt: skip
+    assert code == 2 and "--replace-schema needs --mode refresh" in err
+
+
+def test_a_refresh_may_replace_the_schema_and_rollback_will_not_cross_it(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    pq.write_table(pa.table({"carrier": ["UA"], "name": ["United"]}), inputs / "airlines.parquet")
+    pq.write_table(pa.table({"faa": ["JFK"], "name": ["Kennedy"]}), inputs / "airports.parquet")
+    assert run(zk_hosts, "table", "create", "dim", "--root", str(tmp_path / "dim"))[0] == 0
+    assert run(zk_hosts, "push", "dim", "--input", str(inputs / "airlines.parquet"))[0] == 0
+    code, _, err = run(zk_hosts, "push", "dim", "--input", str(inputs / "airports.parquet"))
+    assert code == 1 and "column 'carrier' (string) is missing" in err and "--replace-schema" in err
+    first = history(zk_hosts, "dim")[0]["version"]
+    code, _, err = run(
+        zk_hosts, "push", "dim", "--input", str(inputs / "airports.parquet"), "--replace-schema"
+    )
+    assert code == 0, err
+    assert str(history(zk_hosts, "dim")[0]["schema"]).startswith("schema replaced")
+    code, out, _ = run(zk_hosts, "--json", "table", "show", "dim")
+    assert json.loads(out)["schema"] == ["faa: string", "name: string"]
+    code, _, err = run(zk_hosts, "rollback", "dim", "--to-version", str(first))
+    assert code == 1 and "the schema was replaced at version" in err
+
+
+def test_spark_is_not_started_for_a_parquet_input_that_does_not_fit(zk_hosts: str, tmp_path: Path) -> None:
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"b": [1]}), tmp_path / "b.parquet")
+    assert run(zk_hosts, "table", "create", "sp", "--root", str(tmp_path / "sp"))[0] == 0
+    assert run(zk_hosts, "push", "sp", "--input", str(tmp_path / "a.parquet"))[0] == 0
+    command = [sys.executable, "-m", "segment_lineage", "--zk", zk_hosts, "push", "sp", "--engine", "spark",
+               "--input", str(tmp_path / "b.parquet")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1 and "column 'a' (int64) is missing" in done.stderr
+    assert "engine: spark" not in done.stderr  # refused before the engine was even named
+
+
+def test_a_rollback_records_its_target(zk_manager: LineageManager, tmp_path: Path) -> None:
+    zk_manager.create_table(TableConfig.build("rb", str(tmp_path / "rb")))
+    push_arrow(zk_manager, "rb", [pa.table({"a": [1]})])
+    target = zk_manager.table("rb").version
+    push_arrow(zk_manager, "rb", [pa.table({"a": [2]})])
+    zk_manager.rollback("rb", target)
+    record = zk_manager.history("rb", 1)[0]
+    assert record.detail is not None and record.detail.target == target
