@@ -44,7 +44,7 @@ simulate: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --out bench-report
 
-CLI_DOC_COMMANDS := "" "zk start" "zk stop" "zk status" "table create" "table list" "table show" "table claim" \
+CLI_DOC_COMMANDS := "" "zk start" "zk stop" "zk status" "table create" "table alter" "table list" "table show" "table claim" \
 	"table drop" "segment add" "segment list" "segment delete" "segments" "start-replace" "end-replace" \
 	"revert" "rollback" "entries" "history" "export" "push" "read" "retention run" \
 	"retention daemon" "retention health" "acl digest" "acl apply" "acl show" "config show" "demo"

@@ -8,7 +8,7 @@ import typer
 
 from segment_lineage.cli.context import emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError
-from segment_lineage.lineage.core.model import TableConfig
+from segment_lineage.lineage.core.model import SettingsChange, TableConfig
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.views import iso, render_pairs, table_view
 
@@ -60,6 +60,19 @@ def table_create(
             help="Refuse deleting lineage-locked segments.",
         ),
     ] = True,
+    versions_kept: Annotated[
+        int | None,
+        typer.Option(
+            "--versions-kept", help="Past versions kept readable (time travel, rollback); default 64."
+        ),
+    ] = None,
+    time_granularity: Annotated[
+        str | None,
+        typer.Option(
+            "--time-granularity",
+            help="hour, day or month: pushes split their output so no segment straddles one (UTC).",
+        ),
+    ] = None,
 ) -> None:
     """Create a table."""
     config = TableConfig.build(
@@ -73,11 +86,67 @@ def table_create(
         max_snapshots=max_snapshots,
         exclusive_delete=exclusive_delete,
         time_retention=time_retention,
+        versions_kept=versions_kept,
+        time_granularity=time_granularity,
     )
     with manager() as m:
         state = m.create_table(config)
     view = table_view(state)
     emit(view, f"created table {name}\n" + render_pairs(view))
+
+
+@table_app.command("alter")
+def table_alter(
+    name: Annotated[str, typer.Argument(help="Table name.")],
+    replaced_retention: Annotated[
+        str | None, typer.Option("--replaced-retention", help="Keep replaced segments this long.")
+    ] = None,
+    entry_retention: Annotated[
+        str | None, typer.Option("--entry-retention", help="Reap stale or reverted entries after this.")
+    ] = None,
+    max_snapshots: Annotated[
+        int | None, typer.Option("--max-snapshots", help="Snapshots kept by REFRESH tables.")
+    ] = None,
+    time_retention: Annotated[
+        str | None,
+        typer.Option("--time-retention", help="APPEND tables: drop data older than this; 'none': never."),
+    ] = None,
+    versions_kept: Annotated[
+        str | None,
+        typer.Option("--versions-kept", help="Past versions kept readable; 'none': the default (64)."),
+    ] = None,
+    time_granularity: Annotated[
+        str | None,
+        typer.Option("--time-granularity", help="hour, day or month; 'none': pushes do not split by time."),
+    ] = None,
+    exclusive_delete: Annotated[
+        bool | None,
+        typer.Option(
+            "--exclusive-delete/--no-exclusive-delete", help="Refuse deleting lineage-locked segments."
+        ),
+    ] = None,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Change a table's settings (one commit, recorded in history with the old
+    and new values). Its name, root, type and time column stay."""
+    kept: int | str | None = versions_kept
+    if versions_kept is not None and versions_kept.strip().isdigit():
+        kept = int(versions_kept)
+    change = SettingsChange(
+        replaced_segments_retention=replaced_retention,
+        lineage_entry_cleanup_retention=entry_retention,
+        max_snapshots=max_snapshots,
+        exclusive_delete=exclusive_delete,
+        time_retention=time_retention,
+        versions_kept=kept,
+        time_granularity=time_granularity,
+    )
+    with manager() as m:
+        done = m.alter_table(name, change, reason)
+        view = table_view(done.state)
+    changed = done.change.detail.settings if done.change.detail is not None else None
+    view["changed"] = changed
+    emit(view, f"altered table {name}: {changed}" if changed else f"table {name} already has these settings")
 
 
 @table_app.command("list")

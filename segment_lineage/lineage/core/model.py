@@ -10,7 +10,7 @@ from enum import StrEnum
 from segment_lineage.lineage.core.buckets import BucketMap
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.names import check_root_has_no_secret, check_table_name, check_text
-from segment_lineage.lineage.core.periods import parse_period
+from segment_lineage.lineage.core.periods import format_period, parse_period
 from segment_lineage.lineage.core.schema import Schema
 
 MAX_REASON_BYTES = 4096  # UTF-8: a thousand characters of any script
@@ -181,6 +181,76 @@ class TableConfig:
             time_unit=unit,
             versions_kept=check_versions_kept(versions_kept),
             time_granularity=_granularity(time_granularity, time_column),
+        )
+
+
+NONE = "none"  # a setting's value that turns it off (time retention, time granularity) or back to default
+
+
+@dataclass(frozen=True)
+class SettingsChange:
+    """What ``table alter`` changes: None leaves a setting as it is; ``none``
+    turns time retention or time granularity off, and versions kept back to
+    the store's default. The table's name, root, type, time column and
+    schema are not settings."""
+
+    replaced_segments_retention: str | None = None
+    lineage_entry_cleanup_retention: str | None = None
+    max_snapshots: int | None = None
+    exclusive_delete: bool | None = None
+    time_retention: str | None = None
+    versions_kept: int | str | None = None
+    time_granularity: str | None = None
+
+    def empty(self) -> bool:
+        return all(getattr(self, f.name) is None for f in dataclasses.fields(self))
+
+    def applied(self, config: TableConfig) -> TableConfig:
+        """``config`` with these changes, validated as at creation."""
+
+        def given(value: str | None, current: int | None) -> str | None:
+            if value is None:
+                return None if current is None else format_period(current)
+            return None if value.strip().lower() == NONE else value
+
+        kept = self.versions_kept
+        if isinstance(kept, str):
+            if kept.strip().lower() != NONE:
+                raise InvalidInputError(
+                    f"invalid versions kept {kept!r}: a whole number, or 'none' for the default"
+                )
+            kept_value = None
+        else:
+            kept_value = config.versions_kept if kept is None else kept
+        granularity = self.time_granularity
+        built = TableConfig.build(
+            config.name,
+            config.root,
+            config.table_type,
+            time_column=config.time_column,
+            time_unit=config.time_unit,
+            replaced_segments_retention=given(
+                self.replaced_segments_retention, config.replaced_segments_retention_ms
+            ),
+            lineage_entry_cleanup_retention=given(
+                self.lineage_entry_cleanup_retention, config.lineage_entry_cleanup_retention_ms
+            ),
+            max_snapshots=config.max_snapshots if self.max_snapshots is None else self.max_snapshots,
+            exclusive_delete=config.exclusive_delete
+            if self.exclusive_delete is None
+            else self.exclusive_delete,
+            time_retention=given(self.time_retention, config.time_retention_ms),
+            versions_kept=kept_value,
+            time_granularity=(
+                config.time_granularity
+                if granularity is None
+                else None
+                if granularity.strip().lower() == NONE
+                else granularity
+            ),
+        )
+        return dataclasses.replace(
+            built, root=config.root, schema=config.schema, schema_replaced_at=config.schema_replaced_at
         )
 
 

@@ -10,6 +10,7 @@ import uuid
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.config import state_dir
+from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
     AuthError,
     ConflictError,
@@ -21,11 +22,11 @@ from segment_lineage.lineage.core.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from segment_lineage.lineage.core.model import EntryState, TableConfig, TableState
+from segment_lineage.lineage.core.model import EntryState, SettingsChange, TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.core.roots import canonical_root
-from segment_lineage.lineage.manager.commit import ManagerBase
+from segment_lineage.lineage.manager.commit import Committed, ManagerBase
 from segment_lineage.lineage.storage.claims import (
     Claim,
     check_claim,
@@ -62,6 +63,15 @@ class TableOps(ManagerBase):
             raise
         self._check_claimed(config.name, config.root)
         return state
+
+    def alter_table(self, table: str, change: SettingsChange, reason: str | None = None) -> Committed:
+        """Change a table's settings in one commit, applied to the config the
+        commit reads (another alter meanwhile is kept, unless it set the
+        same setting); InvalidInputError, changing nothing, for a bad value."""
+        if change.empty():
+            raise InvalidInputError("nothing to alter: give at least one setting")
+        change.applied(self.table(table).config)  # a bad value fails before the commit
+        return self.commit(table, lambda s, now: transitions.alter_table(s, change), reason)
 
     def _claim(self, table: str, root: str) -> bool:
         """Check ``root`` and write its marker naming ``table``; True when no

@@ -183,7 +183,7 @@ class MemoryStore:
             self._tables[table] = state
             kept = self._versions.setdefault(table, {})
             kept[state.version] = state
-            for old in sorted(kept)[:-MAX_VERSIONS]:
+            for old in sorted(kept)[: -(state.config.versions_kept or MAX_VERSIONS)]:
                 del kept[old]
             records = self._history[table]
             records.append(HistoryRecord.of(state.version, commit_id, now_ms, change, audit))

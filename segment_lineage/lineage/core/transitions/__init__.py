@@ -23,7 +23,7 @@ Differences from Pinot, on purpose:
 
 One module per family: ``segments`` (register, delete), ``replace`` (start,
 end, revert, and a push's register-and-end), ``deletions`` (file queues and
-retention's marks), ``rollback``.
+retention's marks), ``rollback``, ``settings`` (a table's settings altered).
 Preconditions are data: small frozen objects whose ``check(state)`` raises
 the error naming the rule, with what it expected and what it found where it
 knows both (``start_requirements`` for a replacement's start,
@@ -49,9 +49,11 @@ from segment_lineage.lineage.core.transitions.replace import (
 )
 from segment_lineage.lineage.core.transitions.rollback import rollback
 from segment_lineage.lineage.core.transitions.segments import delete_segments, register_segments
+from segment_lineage.lineage.core.transitions.settings import alter_table
 
 __all__ = [
     "abandon_push",
+    "alter_table",
     "clear_pending",
     "complete_replace",
     "delete_segments",

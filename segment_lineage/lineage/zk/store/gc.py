@@ -100,7 +100,8 @@ class MetadataGc:
             refused=f"ZooKeeper refused collecting garbage of {table!r}: not authorised",
         ):
             now = self.nodes.now_ms()
-            self.versions.prune(table)
+            head, _ = self.heads.read_head(table)
+            self.versions.prune(table, head.config.versions_kept)
             keep, head_zversion = self.referenced(table)
             children = self.zk.get_children(self.paths.blobs(table), doing="listing blobs")
             unreferenced = [b for b in children if b not in keep]

@@ -1,7 +1,8 @@
 """Retained versions: each commit records its version (its blob ids) under
 ``versions``; a past version is rebuilt from those blobs, and the oldest
-records beyond MAX_VERSIONS are pruned. A reader's lease is the same record,
-so reading records (and skipping a reader's malformed lease) lives here too."""
+records beyond the table's versions kept (MAX_VERSIONS by default) are
+pruned. A reader's lease is the same record, so reading records (and
+skipping a reader's malformed lease) lives here too."""
 
 from __future__ import annotations
 
@@ -189,9 +190,10 @@ class Versions:
         self.heads.remember_state(table, record.buckets, state)
         return state
 
-    def prune(self, table: str) -> None:
-        """Keep the newest MAX_VERSIONS version records; the rest go (they are
-        immutable, so deleting at data version 0 is the compare-and-set)."""
-        for version in self.versions(table)[:-MAX_VERSIONS]:
+    def prune(self, table: str, kept: int | None = None) -> None:
+        """Keep the newest ``kept`` version records (the table's setting;
+        None: MAX_VERSIONS); the rest go (they are immutable, so deleting at
+        data version 0 is the compare-and-set)."""
+        for version in self.versions(table)[: -(kept or MAX_VERSIONS)]:
             with contextlib.suppress(NoNodeError, BadVersionError):
                 self.zk.delete(self.paths.version(table, version), version=0)

@@ -1,0 +1,110 @@
+"""A table's settings after creation: ``table alter`` (one commit, recorded
+with old and new values), and the number of versions a table keeps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from segment_lineage.cli import app
+from segment_lineage.lineage.core.errors import InvalidInputError, VersionGoneError
+from segment_lineage.lineage.core.model import Segment, SettingsChange, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.zk.store import ZkStore
+
+runner = CliRunner()
+
+
+def run(zk: str, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["--zk", zk, *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_alter_changes_settings_in_one_recorded_commit(zk_hosts: str, tmp_path: Path) -> None:
+    root = str(tmp_path / "events")
+    create = ("table", "create", "events", "--root", root, "--type", "APPEND", "--time-column", "ts")
+    assert run(zk_hosts, *create)[0] == 0
+    code, out, err = run(
+        zk_hosts, "--json", "table", "alter", "events", "--max-snapshots", "5", "--versions-kept", "200",
+        "--time-retention", "30d", "--time-granularity", "month", "--reason", "keep more",
+    )  # fmt: skip
+    assert code == 0, err
+    view = json.loads(out)
+    assert view["max_snapshots"] == 5 and view["versions_kept"] == 200
+    assert view["time_retention"] == "30d" and view["time_granularity"] == "month"
+    assert view["changed"] == (
+        "max_snapshots 2 -> 5; time_retention none -> 30d; versions_kept default -> 200; "
+        "time_granularity none -> month"
+    )
+    code, _, err = run(zk_hosts, "table", "alter", "events", "--time-granularity", "week")
+    assert code == 2 and "invalid time granularity 'week': use hour, day, month" in err
+    _, out, _ = run(zk_hosts, "--json", "history", "events", "--limit", "1")
+    record = json.loads(out)[0]
+    assert record["operation"] == "ALTER_TABLE" and record["reason"] == "keep more"
+    assert record["settings"] == view["changed"]
+    code, out, _ = run(zk_hosts, "table", "alter", "events", "--max-snapshots", "5")
+    assert code == 0 and "already has these settings" in out
+    code, _, _ = run(
+        zk_hosts, "table", "alter", "events", "--time-retention", "none", "--versions-kept", "none"
+    )
+    _, out, _ = run(zk_hosts, "--json", "table", "show", "events")
+    shown = json.loads(out)
+    assert code == 0 and shown["time_retention"] is None and shown["versions_kept"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "nothing to alter"),
+        (("--max-snapshots", "0"), "invalid max snapshots 0"),
+        (("--versions-kept", "1"), "invalid versions kept 1"),
+        (("--versions-kept", "many"), "invalid versions kept 'many'"),
+        (("--replaced-retention", "soon"), "invalid period 'soon'"),
+        (("--time-granularity", "day"), "time granularity 'day' needs a time column"),
+        (("--time-retention", "7d"), "applies to APPEND tables only"),
+    ],
+)
+def test_a_bad_alter_is_refused_naming_the_setting_and_changes_nothing(
+    zk_hosts: str, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    assert run(zk_hosts, "table", "create", "dims", "--root", str(tmp_path / "dims"))[0] == 0
+    _, before, _ = run(zk_hosts, "--json", "table", "show", "dims")
+    code, _, err = run(zk_hosts, "table", "alter", "dims", *args)
+    assert code == 2 and message in err, err
+    assert run(zk_hosts, "--json", "table", "show", "dims")[1] == before
+
+
+def test_two_alters_at_once_keep_each_others_settings(zk_manager: LineageManager, tmp_path: Path) -> None:
+    """Each alter applies its change to the config its own commit reads."""
+    m = zk_manager
+    m.create_table(TableConfig.build("both", str(tmp_path / "both")))
+    original = m.commit
+
+    def interleaved(table: str, update: object, reason: str | None = None) -> object:
+        m.commit = original  # type: ignore[method-assign]
+        m.alter_table("both", SettingsChange(versions_kept=10))  # lands between the check and the commit
+        return original(table, update, reason)  # type: ignore[arg-type]
+
+    m.commit = interleaved  # type: ignore[method-assign]
+    m.alter_table("both", SettingsChange(max_snapshots=4))
+    config = m.table("both").config
+    assert config.max_snapshots == 4 and config.versions_kept == 10
+
+
+def test_a_table_keeps_as_many_versions_as_it_says(zk_manager: LineageManager, tmp_path: Path) -> None:
+    m = zk_manager
+    m.create_table(TableConfig.build("few", str(tmp_path / "few"), versions_kept=3))
+    for i in range(8):
+        m.register_segments("few", [Segment(f"s{i}", f"f/s{i}.parquet")])
+    store = m.store
+    assert isinstance(store, ZkStore)
+    store.collect_garbage("few", grace_ms=0)
+    newest = m.table("few").version
+    assert store.versions("few") == [newest - 2, newest - 1, newest]
+    with pytest.raises(VersionGoneError):
+        m.table_as_of("few", newest - 3)
+    with pytest.raises(InvalidInputError, match="invalid versions kept"):
+        TableConfig.build("x", "/x", versions_kept=100_001)
