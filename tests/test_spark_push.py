@@ -424,3 +424,30 @@ def test_spark_and_arrow_pushes_share_one_schema(
     assert rows == [(1, "a", None), (2, "b", None), (3, "c", None), (5, "e", 1.5)]
     for seg in m.visible_segments("shared"):
         assert pq.read_schema(tmp_path / "shared" / seg.location).field("n").type == pa.int64(), seg.name
+
+
+def test_time_chunks_keep_every_segment_inside_one_month(
+    spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """A push of three months (into one segment, if it could) writes a
+    segment per month, so replacing one month afterwards works."""
+    m = zk_manager
+    config = TableConfig.build(
+        "monthly", str(tmp_path / "monthly"), "APPEND", time_column="ts", time_granularity="month"
+    )
+    m.create_table(config)
+    days = [dt.datetime(2013, month, day, 12, tzinfo=dt.UTC) for month in (1, 2, 3) for day in (1, 15, 28)]
+    df = spark.createDataFrame(list(enumerate(days)), "n long, ts timestamp")
+    push_dataframe(m, "monthly", df, mode="append", segments=1)
+    spans = sorted((s.min_time, s.max_time, s.rows) for s in m.visible_segments("monthly"))
+    month_ms = [int(dt.datetime(2013, mo, 1, tzinfo=dt.UTC).timestamp() * 1000) for mo in (1, 2, 3, 4)]
+    assert [(lo >= month_ms[i] and hi < month_ms[i + 1], n) for i, (lo, hi, n) in enumerate(spans)] == [
+        (True, 3),
+        (True, 3),
+        (True, 3),
+    ]
+    feb = spark.createDataFrame([(100, dt.datetime(2013, 2, 2, tzinfo=dt.UTC))], "n long, ts timestamp")
+    push_dataframe(m, "monthly", feb, mode="replace-range", interval=(month_ms[1], month_ms[2]))
+    with SnapshotReader(m, "monthly") as reader:
+        numbers = sorted(reader.to_arrow().column("n").to_pylist())
+    assert numbers == [0, 1, 2, 6, 7, 8, 100]

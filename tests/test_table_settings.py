@@ -108,3 +108,56 @@ def test_a_table_keeps_as_many_versions_as_it_says(zk_manager: LineageManager, t
         m.table_as_of("few", newest - 3)
     with pytest.raises(InvalidInputError, match="invalid versions kept"):
         TableConfig.build("x", "/x", versions_kept=100_001)
+
+
+def test_a_push_splits_its_output_by_the_tables_time_chunks(zk_hosts: str, tmp_path: Path) -> None:
+    """Through the CLI (Arrow engine): days of three months in one file
+    become a segment per month (hours of one day, a segment per hour once
+    the granularity is altered), and replacing February afterwards works."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def at(month: int, day: int, hour: int = 12) -> dt.datetime:
+        return dt.datetime(2013, month, day, hour, tzinfo=dt.UTC)
+
+    stamps = [at(mo, d) for mo in (1, 2, 3) for d in (1, 28)]
+    pq.write_table(pa.table({"n": list(range(6)), "ts": stamps}), tmp_path / "q1.parquet")
+    pq.write_table(pa.table({"n": [10], "ts": [at(2, 3)]}), tmp_path / "feb.parquet")
+    pq.write_table(
+        pa.table({"n": [20, 21, 22], "ts": [at(4, 1, 0), at(4, 1, 1), None]}), tmp_path / "apr.parquet"
+    )
+    create = (
+        "table",
+        "create",
+        "fl",
+        "--root",
+        str(tmp_path / "fl"),
+        "--type",
+        "APPEND",
+        "--time-column",
+        "ts",
+    )
+    assert run(zk_hosts, *create, "--time-granularity", "month")[0] == 0
+    code, _, err = run(zk_hosts, "push", "fl", "--input", str(tmp_path / "q1.parquet"), "--mode", "append")
+    assert code == 0, err
+    _, out, _ = run(zk_hosts, "--json", "segments", "fl")
+    months = sorted(
+        (dt.datetime.fromtimestamp(s["min_time"] / 1000, dt.UTC).month, s["rows"]) for s in json.loads(out)
+    )
+    assert months == [(1, 2), (2, 2), (3, 2)]
+    feb = ("--mode", "replace-range", "--interval", "2013-02-01/2013-03-01")
+    code, _, err = run(zk_hosts, "push", "fl", "--input", str(tmp_path / "feb.parquet"), *feb)
+    assert code == 0, err
+    assert run(zk_hosts, "table", "alter", "fl", "--time-granularity", "hour")[0] == 0
+    code, _, err = run(zk_hosts, "push", "fl", "--input", str(tmp_path / "apr.parquet"), "--mode", "append")
+    assert code == 0, err
+    _, out, _ = run(zk_hosts, "--json", "segments", "fl")
+    april = sorted(
+        (s["min_time"], s["rows"]) for s in json.loads(out) if (s["min_time"] or 0) >= 1364774400000
+    )
+    untimed = [s["rows"] for s in json.loads(out) if s["min_time"] is None]
+    assert [rows for _, rows in april] == [1, 1] and untimed == [1]
+    _, out, _ = run(zk_hosts, "--json", "read", "fl", "--limit", "100")
+    assert sorted(r["n"] for r in json.loads(out)["rows"]) == [0, 1, 4, 5, 10, 20, 21, 22]

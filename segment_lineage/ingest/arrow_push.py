@@ -22,7 +22,13 @@ from segment_lineage.ingest.push import (
 )
 from segment_lineage.ingest.push_plan import INPUT_FORMATS
 from segment_lineage.ingest.schemas import conform, plan_schema, schema_of
-from segment_lineage.ingest.segments import check_time_type, integer_bounds, time_as_ms, write_segment
+from segment_lineage.ingest.segments import (
+    check_time_type,
+    integer_bounds,
+    split_by_chunk,
+    time_as_ms,
+    write_segment,
+)
 from segment_lineage.ingest.time_units import resolve_time_unit
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Segment, TimeUnit
@@ -88,6 +94,9 @@ def push_arrow(
             time_unit = resolve_time_unit(time_column, *bounds, time_unit, progress)
     if PushMode.parse(mode) is PushMode.REPLACE_RANGE and interval is not None and time_column:
         check_rows_in_interval(parts, time_column, interval, time_unit)
+    granularity = state.config.time_granularity
+    if granularity is not None and time_column is not None:
+        parts = split_by_chunk(parts, time_column, time_unit, granularity)
     policy = SchemaPolicy(schema_policy)
     written_columns = plan_schema(
         state.config.schema, given, policy, table, full_refresh=PushMode.parse(mode) is PushMode.REFRESH

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from segment_lineage.ingest.errors import PushRefusedError
 from segment_lineage.ingest.time_units import PER_SECOND
-from segment_lineage.lineage.core.model import TimeUnit
+from segment_lineage.lineage.core.model import TimeGranularity, TimeUnit
 from segment_lineage.lineage.storage.deep import DeepStore
 
 
@@ -103,3 +103,32 @@ def write_segment(
         min_time=tmin,
         max_time=tmax,
     )
+
+
+def chunk_keys(
+    column: pa.ChunkedArray, unit: TimeUnit | None, granularity: TimeGranularity
+) -> pa.ChunkedArray:
+    """The start (epoch ms, UTC) of the time chunk each value lies in; null for a null time."""
+    moments = time_as_ms(column, unit).cast(pa.timestamp("ms", tz="UTC"))
+    return pc.floor_temporal(moments, unit=granularity.value).cast(pa.int64())
+
+
+def split_by_chunk(
+    parts: Sequence[pa.Table], time_column: str, unit: TimeUnit | None, granularity: TimeGranularity
+) -> list[pa.Table]:
+    """``parts`` cut so that no part holds rows of two time chunks (rows
+    without a time go in a part of their own): a later replace-range on
+    chunk bounds then finds segments that lie inside it."""
+    out: list[pa.Table] = []
+    for part in parts:
+        if part.num_rows == 0:
+            continue
+        keys = chunk_keys(part.column(time_column), unit, granularity)
+        distinct = pc.unique(keys)
+        if len(distinct) <= 1:
+            out.append(part)
+            continue
+        for key in sorted(distinct.to_pylist(), key=lambda k: (k is None, k or 0)):
+            mask = pc.is_null(keys) if key is None else pc.fill_null(pc.equal(keys, key), False)
+            out.append(part.filter(mask))
+    return out or list(parts[:1])

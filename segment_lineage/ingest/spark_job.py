@@ -50,7 +50,7 @@ from segment_lineage.ingest.spark_writers import arrow_write, native_write, task
 from segment_lineage.ingest.time_units import resolve_time_unit, to_ms
 from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.failpoints import ENV as FAILPOINT_ENV
-from segment_lineage.lineage.core.model import TimeUnit
+from segment_lineage.lineage.core.model import TimeGranularity, TimeUnit
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
@@ -185,6 +185,81 @@ def plan_partitions(df: DataFrame, segments: int | None, target_mb: float | None
     return df
 
 
+_KEY, _PID = "__lineage_chunk", "__lineage_partition"
+MAX_CHUNKED_PARTITIONS = 10_000
+
+
+def millis(df: DataFrame, time_column: str, unit: TimeUnit | None) -> Column:
+    """The time column as epoch milliseconds, as the writers compute a segment's times."""
+    kind = df.schema[time_column].dataType
+    column = F.col(_quoted(time_column))
+    if isinstance(kind, TimestampType | TimestampNTZType):
+        return F.unix_millis(column.cast("timestamp"))
+    if isinstance(kind, DateType):
+        return F.unix_date(column).cast("long") * 86_400_000
+    if isinstance(kind, IntegralType) and unit is not None:
+        raw = column.cast("long")
+        if unit is TimeUnit.S:
+            return raw * 1_000
+        if unit is TimeUnit.MS:
+            return raw
+        per_ms = 1_000 if unit is TimeUnit.US else 1_000_000
+        return F.when(raw < 0, -F.floor(-raw / per_ms)).otherwise(F.floor(raw / per_ms)).cast("long")
+    raise PushRefusedError(f"time column {time_column!r} of type {kind.simpleString()} is not a time")
+
+
+def plan_chunked(
+    df: DataFrame,
+    time_column: str,
+    unit: TimeUnit | None,
+    granularity: TimeGranularity,
+    segments: int | None,
+    target_mb: float | None,
+) -> DataFrame:
+    """Shape the output so that no partition holds rows of two time chunks
+    (UTC hours, days or months; rows without a time apart): each chunk gets
+    a share of the partitions that ``segments``, ``target_mb`` or the
+    input's partitioning asks for (one at least), by its rows.
+
+    One job counts the rows per chunk. Spark places a row by the hash of
+    its partition key, so each partition is given a key value known (by a
+    second, tiny job) to hash to it: a chunk's rows go to its own partitions only."""
+    spark = df.sparkSession
+    key = F.coalesce(
+        F.unix_millis(F.date_trunc(granularity.value, F.timestamp_millis(millis(df, time_column, unit)))),
+        F.lit(-(2**63)),  # rows without a time: a chunk of their own
+    )
+    keyed = df.withColumn(_KEY, key)
+    counts = {row[_KEY]: row["count"] for row in keyed.groupBy(_KEY).count().collect()}
+    if not counts:
+        return df
+    wanted = plan_partitions(df, segments, target_mb).rdd.getNumPartitions()
+    total = sum(counts.values())
+    shares = {k: max(1, round(wanted * n / total)) for k, n in sorted(counts.items())}
+    slots = sum(shares.values())
+    if slots > MAX_CHUNKED_PARTITIONS:
+        raise PushRefusedError(
+            f"the input spans {len(counts)} time chunks, {slots} segments in all (at most "
+            f"{MAX_CHUNKED_PARTITIONS}): use a coarser --time-granularity, or fewer --segments"
+        )
+    probe = spark.range(slots * 64).select(F.col("id"), F.pmod(F.hash("id"), F.lit(slots)).alias("p"))
+    landing = {row["p"]: row["id"] for row in probe.groupBy("p").agg(F.min("id").alias("id")).collect()}
+    if len(landing) < slots:  # 64 tries per partition leave one unreached with odds below 2**-90
+        raise PushRefusedError(f"no partition key found for {slots - len(landing)} of {slots} partitions")
+    first: dict[int, int] = {}
+    at = 0
+    for k, share in shares.items():
+        first[k] = at
+        at += share
+    offsets = F.create_map(*[F.lit(x).cast("long") for k in shares for x in (k, first[k])])
+    sizes = F.create_map(*[F.lit(x).cast("long") for k, share in shares.items() for x in (k, share)])
+    values = F.array(*[F.lit(landing[p]).cast("long") for p in range(slots)])
+    spread = F.pmod(F.xxhash64(*[F.col(_quoted(c)) for c in df.columns]), F.element_at(sizes, F.col(_KEY)))
+    slot = F.element_at(offsets, F.col(_KEY)) + spread
+    placed = keyed.withColumn(_PID, F.element_at(values, (slot + 1).cast("int")))
+    return placed.repartition(slots, F.col(_PID)).drop(_KEY, _PID)
+
+
 def _input_size(uri: str) -> int:
     path = uri.removeprefix("file:")
     try:
@@ -288,7 +363,11 @@ def push_dataframe(
         time_unit = resolve_integer_unit(df, time_column, state.config.time_unit, progress)
         if mode is PushMode.REPLACE_RANGE and interval is not None:
             check_interval_rows(df, time_column, interval, time_unit)
-    shaped = plan_partitions(df, segments, target_mb)
+    granularity = state.config.time_granularity
+    if granularity is not None and time_column is not None:
+        shaped = plan_chunked(df, time_column, time_unit, granularity, segments, target_mb)
+    else:
+        shaped = plan_partitions(df, segments, target_mb)
     partitions = shaped.rdd.getNumPartitions()
     failpoint = os.environ.get(FAILPOINT_ENV)
     if writer not in WRITERS:
