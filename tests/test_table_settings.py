@@ -161,3 +161,37 @@ def test_a_push_splits_its_output_by_the_tables_time_chunks(zk_hosts: str, tmp_p
     assert [rows for _, rows in april] == [1, 1] and untimed == [1]
     _, out, _ = run(zk_hosts, "--json", "read", "fl", "--limit", "100")
     assert sorted(r["n"] for r in json.loads(out)["rows"]) == [0, 1, 4, 5, 10, 20, 21, 22]
+
+
+def test_entry_ids_are_taken_by_a_unique_prefix(zk_hosts: str, tmp_path: Path) -> None:
+    """The 8 digits the tool prints in segment names name the entry; too
+    short, not hexadecimal, unknown or shared prefixes are refused by name."""
+    assert run(zk_hosts, "table", "create", "pre", "--root", str(tmp_path / "pre"))[0] == 0
+    assert run(zk_hosts, "segment", "add", "pre", "a", "--no-check")[0] == 0
+    _, out, _ = run(zk_hosts, "--json", "start-replace", "pre", "--from", "a", "--to", "b")
+    entry = json.loads(out)["entry"]
+    assert run(zk_hosts, "segment", "add", "pre", "b", "--no-check", "--entry", entry[:8])[0] == 0
+    code, out, err = run(zk_hosts, "--json", "end-replace", "pre", entry[:8].upper())
+    assert code == 0 and json.loads(out)["entry"] == entry, err
+    code, _, err = run(zk_hosts, "--json", "rollback", "pre", "--entry", entry[:6], "--dry-run")
+    assert code == 0, err
+    for prefix, code_wanted, message in (
+        ("ab", 2, "at least 4"),
+        ("zzzzzzzz", 2, "hexadecimal"),
+        ("0000000", 1, "no entry of table 'pre' starts with '0000000'"),
+    ):
+        code, _, err = run(zk_hosts, "revert", "pre", prefix)
+        assert code == code_wanted and message in err, (prefix, err)
+
+
+def test_a_prefix_shared_by_two_entries_is_refused_naming_both(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    m = zk_manager
+    m.create_table(TableConfig.build("twins", str(tmp_path / "twins")))
+    first = m.start_replace("twins", [], ["x"], entry_id="abcd0000-0000-4000-8000-000000000001")
+    second = m.start_replace("twins", [], ["y"], entry_id="abcd0000-0000-4000-8000-000000000002")
+    with pytest.raises(InvalidInputError, match="matches 2 entries") as caught:
+        m.resolve_entry("twins", "abcd0000")
+    assert first in caught.value.message and second in caught.value.message
+    assert m.resolve_entry("twins", second) == second

@@ -71,6 +71,7 @@ def end_replace(
 ) -> None:
     """Complete a replacement: the new segments appear and the old ones hide, at once."""
     with manager() as m:
+        entry = m.resolve_entry(table, entry)
         done = m.end_replace(table, entry, None if subset is None else split_names(subset), reason=reason)
     word = "completed" if done.applied else "was already completed"
     emit(
@@ -87,6 +88,7 @@ def revert(
 ) -> None:
     """Revert a replacement (Pinot's rules): the replaced segments show again."""
     with manager() as m:
+        entry = m.resolve_entry(table, entry)
         done = m.revert_replace(table, entry, force=force, reason=reason)
     emit({"entry": entry, "version": done.state.version}, f"entry {entry} reverted")
 
@@ -112,6 +114,8 @@ def rollback(
     With no target, undo the newest completed push. Nothing is deleted: roll
     forward to a later version to undo a rollback."""
     with manager() as m:
+        if entry is not None:
+            entry = m.resolve_entry(table, entry, in_history=True)
         target = m.resolve_version(
             table, version=to_version, at_ms=None if to_time is None else parse_time(to_time), entry_id=entry
         )

@@ -96,6 +96,8 @@ def segment_add(
     if not segments:
         raise InvalidInputError("name at least one segment, or pass --file")
     with manager() as m:
+        if entry is not None:
+            entry = m.resolve_entry(table, entry)
         if check:
             segments = _with_checked_files(m, table, segments, entry)
         done = m.register_segments(table, segments, entry_id=entry, reason=reason)

@@ -31,6 +31,10 @@ from segment_lineage.lineage.store.contract import Lease
 PIN_ATTEMPTS = 5
 
 
+MIN_ENTRY_PREFIX = 4
+MAX_PREFIX_SEARCH = 100_000  # history records a prefix is looked for in
+
+
 class Reads(ManagerBase):
     """Reading tables: the visible set, entries, history, past versions and pins."""
 
@@ -94,6 +98,36 @@ class Reads(ManagerBase):
             if record.entry_id in landed:
                 return record.version - 1
         raise RefusedError(f"table {table!r} has no completed push to undo", table=table)
+
+    def resolve_entry(self, table: str, text: str, *, in_history: bool = False) -> str:
+        """The entry id ``text`` names: a whole id, or a unique prefix of one
+        (as the tool prints them: segment names carry the first 8 digits)
+        among the table's entries, and with ``in_history`` among those its
+        history names too. NotFoundError when none matches, InvalidInputError
+        when the prefix is not hexadecimal or matches several."""
+        raw = text.strip().lower()
+        if len(raw) == 36:
+            return check_entry_id(raw)
+        if len(raw) < MIN_ENTRY_PREFIX or any(c not in "0123456789abcdef-" for c in raw):
+            raise InvalidInputError(
+                f"invalid entry id {text!r}: a whole id, or at least {MIN_ENTRY_PREFIX} of its first "
+                "hexadecimal digits"
+            )
+        found = {e for e in self._read(table).entries if e.startswith(raw)}
+        if not found and in_history:
+            for count, record in enumerate(self.store.iter_history(table)):
+                if count >= MAX_PREFIX_SEARCH:
+                    break
+                if record.entry_id is not None and record.entry_id.startswith(raw):
+                    found.add(record.entry_id)
+        if not found:
+            raise NotFoundError(f"no entry of table {table!r} starts with {text!r}")
+        if len(found) > 1:
+            shown = ", ".join(sorted(found)[:5])
+            raise InvalidInputError(
+                f"entry prefix {text!r} matches {len(found)} entries ({shown}): give more digits"
+            )
+        return found.pop()
 
     def table_as_of(self, table: str, version: int) -> TableState:
         """Version ``version`` itself, or VersionGoneError: never another one,
