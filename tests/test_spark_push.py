@@ -438,6 +438,8 @@ def test_time_chunks_keep_every_segment_inside_one_month(
     m.create_table(config)
     days = [dt.datetime(2013, month, day, 12, tzinfo=dt.UTC) for month in (1, 2, 3) for day in (1, 15, 28)]
     df = spark.createDataFrame(list(enumerate(days)), "n long, ts timestamp")
+    plan = push_dataframe(m, "monthly", df, mode="append", segments=1, dry_run=True)
+    assert plan.dry_run and (plan.segments, plan.rows) == (3, 9) and m.visible_segments("monthly") == []
     push_dataframe(m, "monthly", df, mode="append", segments=1)
     spans = sorted((s.min_time, s.max_time, s.rows) for s in m.visible_segments("monthly"))
     month_ms = [int(dt.datetime(2013, mo, 1, tzinfo=dt.UTC).timestamp() * 1000) for mo in (1, 2, 3, 4)]

@@ -195,3 +195,42 @@ def test_a_prefix_shared_by_two_entries_is_refused_naming_both(
         m.resolve_entry("twins", "abcd0000")
     assert first in caught.value.message and second in caught.value.message
     assert m.resolve_entry("twins", second) == second
+
+
+def test_dry_runs_of_push_and_revert_say_what_would_change_and_change_nothing(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "dry"
+    pq.write_table(pa.table({"k": [1, 2, 3]}), tmp_path / "three.parquet")
+    pq.write_table(pa.table({"k": [4, 5], "extra": ["a", "b"]}), tmp_path / "wider.parquet")
+    assert run(zk_hosts, "table", "create", "dry", "--root", str(root))[0] == 0
+    code, out, err = run(
+        zk_hosts, "--json", "push", "dry", "--input", str(tmp_path / "three.parquet"), "--dry-run"
+    )
+    plan = json.loads(out)
+    assert code == 0 and plan["dry_run"] and plan["rows"] == 3 and plan["segments"] == 1, err
+    assert plan["schema"] == "schema recorded: 1 columns" and plan["replaced"] == 0
+    assert history(zk_hosts, "dry")[0]["operation"] == "CREATE_TABLE"
+    assert not [p for p in root.rglob("*") if not p.name.startswith(".segment-lineage-root")]
+    assert run(zk_hosts, "push", "dry", "--input", str(tmp_path / "three.parquet"))[0] == 0
+    before = history(zk_hosts, "dry")
+    wider = ("push", "dry", "--input", str(tmp_path / "wider.parquet"), "--dry-run")
+    code, _, err = run(zk_hosts, *wider)
+    assert code == 1 and "column 'extra' (string) is new" in err
+    code, out, _ = run(zk_hosts, *wider, "--evolve-schema")
+    assert (
+        code == 0 and "replacing 1 segment(s) of 3 rows; schema: schema evolved: added extra (string)" in out
+    )
+    entry = str(before[0]["entry"])
+    code, out, err = run(zk_hosts, "revert", "dry", entry[:8], "--dry-run")
+    assert code == 0 and "would show 0 segment(s) (0 rows) and hide 1 (3 rows)" in out, err
+    assert history(zk_hosts, "dry") == before
+
+
+def history(zk: str, table: str) -> list[dict[str, object]]:
+    code, out, _ = run(zk, "--json", "history", table)
+    assert code == 0
+    return list(json.loads(out))

@@ -79,6 +79,10 @@ def push(
             "--evolve-schema", help="Add the input's new columns to the table's schema (recorded in history)."
         ),
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Check everything and print what the push would do; write nothing."),
+    ] = False,
     replace_schema: Annotated[
         bool,
         typer.Option(
@@ -130,12 +134,12 @@ def push(
             parts = split_parts(read_input_arrow(input_path, fmt), segments_n, target_mb)
             result = push_arrow(
                 m, table, parts, mode=chosen, interval=span, reason=reason, progress=say, job_id=job_id,
-                schema_policy=policy,
+                schema_policy=policy, dry_run=dry_run,
             )  # fmt: skip
         else:
             result = _push_with_spark(
                 m, table, input_path, fmt, chosen, span, master, spark_conf, segments_n, target_mb, reason,
-                writer, job_id, policy,
+                writer, job_id, policy, dry_run,
             )  # fmt: skip
     _emit_push(result, used)
 
@@ -174,6 +178,7 @@ def _push_with_spark(
     writer: str,
     job_id: str | None,
     policy: SchemaPolicy,
+    dry_run: bool,
 ) -> PushResult:
     from segment_lineage.ingest.spark_job import push_dataframe, read_input, spark_session
 
@@ -194,6 +199,7 @@ def _push_with_spark(
             writer=writer,
             job_id=job_id,
             schema_policy=policy,
+            dry_run=dry_run,
         )
     finally:
         spark.stop()
@@ -263,6 +269,12 @@ def _emit_push(result: PushResult, engine: str | None) -> None:
             "cleaned": list(result.cleaned),
             "job_id": result.job_id,
             "repeated": result.repeated,
+            "dry_run": result.dry_run,
+            **(
+                {"replaced_rows": result.replaced_rows, "schema": result.schema_note}
+                if result.dry_run
+                else {}
+            ),
             "seconds": round(result.seconds, 3),
         },
         result.summary(),

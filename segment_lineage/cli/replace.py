@@ -84,11 +84,23 @@ def revert(
     table: str,
     entry: str,
     force: Annotated[bool, typer.Option("--force", help="Revert an IN_PROGRESS entry.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would change; change nothing.")
+    ] = False,
     reason: Annotated[str | None, typer.Option("--reason")] = None,
 ) -> None:
     """Revert a replacement (Pinot's rules): the replaced segments show again."""
     with manager() as m:
         entry = m.resolve_entry(table, entry)
+        if dry_run:
+            plan = m.revert_plan(table, entry, force=force)
+            emit(
+                {"entry": entry, "dry_run": True, **dataclasses.asdict(plan)},
+                f"dry run: reverting entry {entry} would show {len(plan.appear)} segment(s) "
+                f"({plan.rows_appearing} rows) and hide {len(plan.disappear)} "
+                f"({plan.rows_disappearing} rows)",
+            )
+            return
         done = m.revert_replace(table, entry, force=force, reason=reason)
     emit({"entry": entry, "version": done.state.version}, f"entry {entry} reverted")
 

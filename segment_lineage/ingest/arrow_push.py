@@ -19,6 +19,7 @@ from segment_lineage.ingest.push import (
     Written,
     check_rows_within,
     consistent_push,
+    plan_push,
 )
 from segment_lineage.ingest.push_plan import INPUT_FORMATS
 from segment_lineage.ingest.schemas import conform, plan_schema, schema_of
@@ -65,13 +66,15 @@ def push_arrow(
     sleep: Callable[[float], None] | None = None,
     wall: Callable[[], float] | None = None,
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
+    dry_run: bool = False,
 ) -> PushResult:
     """Push ``parts`` (one segment each, all with the same columns) into
     ``table``; ``job_id`` makes a retried job return its completed push's
     result instead of pushing again; ``clock``, ``sleep`` and ``wall`` are
     the push's clocks (all three: see :func:`segment_lineage.ingest.push.consistent_push`).
     The columns must fit the table's recorded schema under ``schema_policy``
-    (``evolve`` adds new columns, ``replace`` with a refresh replaces it)."""
+    (``evolve`` adds new columns, ``replace`` with a refresh replaces it).
+    ``dry_run``: every check, then what the push would do; nothing written."""
     if not parts:
         raise PushRefusedError("nothing to push: no tables given")
     if not any(p.num_rows for p in parts):
@@ -102,6 +105,17 @@ def push_arrow(
         state.config.schema, given, policy, table, full_refresh=PushMode.parse(mode) is PushMode.REFRESH
     )
     parts = [conform(part, written_columns) for part in parts]
+    if dry_run:
+        return plan_push(
+            manager,
+            table,
+            partitions=sum(1 for p in parts if p.num_rows),
+            rows=sum(p.num_rows for p in parts),
+            mode=mode,
+            interval=interval,
+            schema=written_columns,
+            schema_policy=policy,
+        )
 
     def write(target: PushTarget) -> Written:
         store = DeepStore.for_root(target.root)

@@ -58,6 +58,7 @@ __all__ = [  # what callers take from here; the pure half lives in push_plan
     "completed_job",
     "consistent_push",
     "parse_interval",
+    "plan_push",
 ]
 
 log = logging.getLogger(__name__)
@@ -378,6 +379,45 @@ def consistent_push(
         seconds=clock() - began,
         cleaned=cleaned,
         job_id=job_id,
+    )
+
+
+def plan_push(
+    manager: LineageManager,
+    table: str,
+    *,
+    partitions: int,
+    rows: int,
+    mode: PushMode | str = PushMode.REFRESH,
+    interval: tuple[int, int] | None = None,
+    schema: Schema | None = None,
+    schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
+) -> PushResult:
+    """What a push of ``rows`` rows in ``partitions`` segments would do now
+    (a dry run): the segments it would replace, what it would do to the
+    schema; refused as the push would be. Nothing is written or committed."""
+    began = time.monotonic()
+    mode = PushMode.parse(mode)
+    state = manager.table(table)
+    check_mode(state, mode, interval)
+    note = None
+    if schema is not None:
+        _, note = resolve(
+            state.config.schema, schema, _policy(schema_policy), table, full_refresh=mode is PushMode.REFRESH
+        )
+    replaced = plan_from(state, mode, interval)
+    return PushResult(
+        table=table,
+        entry_id="",
+        mode=mode,
+        segments=partitions,
+        rows=rows,
+        size_bytes=0,
+        replaced=len(replaced),
+        seconds=time.monotonic() - began,
+        dry_run=True,
+        replaced_rows=sum(state.segments[n].rows for n in replaced),
+        schema_note=note,
     )
 
 

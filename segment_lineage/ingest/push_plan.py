@@ -74,8 +74,17 @@ class PushResult:
     cleaned: tuple[str, ...] = ()  # stale entries this push's force cleanup reverted
     job_id: str | None = None
     repeated: bool = False  # the job had already completed: this is that push's result, nothing was pushed
+    dry_run: bool = False  # what the push would do: nothing was written (size_bytes unknown: 0)
+    replaced_rows: int | None = None  # a dry run's: rows of the segments it would replace
+    schema_note: str | None = None  # a dry run's: what it would do to the schema (None: nothing)
 
     def summary(self) -> str:
+        if self.dry_run:
+            return (
+                f"dry run: pushing {self.table} ({self.mode.value}) would write {self.segments} segment(s) "
+                f"of {self.rows} rows, replacing {self.replaced} segment(s) of {self.replaced_rows} rows; "
+                f"schema: {self.schema_note or 'unchanged'}; nothing was written"
+            )
         if self.repeated:
             return (
                 f"job {self.job_id!r} already pushed {self.table}: entry {self.entry_id}, "

@@ -42,6 +42,7 @@ from segment_lineage.ingest.push import (
     Written,
     check_rows_within,
     consistent_push,
+    plan_push,
 )
 from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS
 from segment_lineage.ingest.readers import SnapshotReader
@@ -334,6 +335,7 @@ def push_dataframe(
     progress_every_s: float = 5.0,
     job_id: str | None = None,
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
+    dry_run: bool = False,
 ) -> PushResult:
     """Consistent push of ``df`` into ``table``: all of it appears at once, or none.
 
@@ -347,6 +349,8 @@ def push_dataframe(
     The columns must fit the table's recorded schema under ``schema_policy``
     (``evolve`` adds new columns, ``replace`` with a refresh replaces it);
     narrower integers and floats are widened to the recorded types.
+    ``dry_run``: every check, then what the push would do (one job counts
+    the rows); nothing written.
     """
     state = manager.table(table)
     mode = PushMode.parse(mode)
@@ -369,6 +373,17 @@ def push_dataframe(
     else:
         shaped = plan_partitions(df, segments, target_mb)
     partitions = shaped.rdd.getNumPartitions()
+    if dry_run:
+        return plan_push(
+            manager,
+            table,
+            partitions=partitions,
+            rows=df.count(),
+            mode=mode,
+            interval=interval,
+            schema=columns,
+            schema_policy=policy,
+        )
     failpoint = os.environ.get(FAILPOINT_ENV)
     if writer not in WRITERS:
         raise PushRefusedError(f"unknown writer {writer!r}: use {', '.join(WRITERS)}")

@@ -37,6 +37,16 @@ class RollbackPlan:
     rows_after: int | None = None
 
 
+@dataclass(frozen=True)
+class VisibleChange:
+    """What a change would do to the visible set (a dry run)."""
+
+    appear: tuple[str, ...]
+    disappear: tuple[str, ...]
+    rows_appearing: int
+    rows_disappearing: int
+
+
 class ReplaceOps(Reads):
     """Replacements and rollback (a rollback reads past versions, hence :class:`Reads`)."""
 
@@ -156,6 +166,19 @@ class ReplaceOps(Reads):
         self, table: str, entry_id: str, *, force: bool = False, reason: str | None = None
     ) -> Committed:
         return self.commit(table, lambda s, now: transitions.revert_replace(s, entry_id, now, force), reason)
+
+    def revert_plan(self, table: str, entry_id: str, *, force: bool = False) -> VisibleChange:
+        """What reverting ``entry_id`` would show and hide now (refused, as the
+        revert would be, when a rule forbids it); nothing is committed."""
+        state = self._read(table)
+        after = transitions.revert_replace(state, entry_id, self.store.now_ms(), force).state
+        appear, disappear = visibility_delta(state, after)
+        return VisibleChange(
+            appear=tuple(sorted(appear)),
+            disappear=tuple(sorted(disappear)),
+            rows_appearing=sum(after.segments[n].rows for n in appear),
+            rows_disappearing=sum(state.segments[n].rows for n in disappear),
+        )
 
     def rollback(
         self, table: str, target_version: int, *, dry_run: bool = False, reason: str | None = None
