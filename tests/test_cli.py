@@ -354,7 +354,7 @@ def test_refusals_exit_1_with_the_reason_and_a_hint(zk_hosts: str, tmp_path: Pat
         (["table", "create", "t", "--root", "/d", "--replaced-retention", "5"], "invalid period '5'"),
         (["table", "create", "t", "--root", "/d", "--type", "MERGE"], "invalid table type"),
         (["start-replace", "events", "--from", "", "--to", ""], "cannot both be empty"),
-        (["end-replace", "events", "nope"], "is not a UUID"),
+        (["end-replace", "events", "nope"], "invalid entry id 'nope'"),
         (["export", "events", "--format", "delta"], "unknown export format"),
         (["history", "events", "--limit", "0"], "invalid limit"),
     ],

@@ -234,3 +234,30 @@ def history(zk: str, table: str) -> list[dict[str, object]]:
     code, out, _ = run(zk, "--json", "history", table)
     assert code == 0
     return list(json.loads(out))
+
+
+def test_the_retention_dry_run_names_each_file_it_would_delete_or_keep_and_why(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"k": [1]}), tmp_path / "one.parquet")
+    assert run(zk_hosts, "table", "create", "kept", "--root", str(tmp_path / "kept"))[0] == 0
+    for _ in range(2):
+        assert run(zk_hosts, "push", "kept", "--input", str(tmp_path / "one.parquet"))[0] == 0
+    _, out, _ = run(zk_hosts, "--json", "segment", "list", "kept")
+    replaced = next(s for s in json.loads(out) if not s["visible"])
+    newest = history(zk_hosts, "kept")[0]
+    code, out, err = run(zk_hosts, "retention", "run", "--table", "kept")
+    tag = str(newest["entry"])[:8]
+    assert (
+        code == 0
+        and f"keep    {replaced['location']}: replaced by push {tag}: kept for rollback until " in out
+    )
+    assert run(zk_hosts, "table", "alter", "kept", "--replaced-retention", "0s")[0] == 0
+    code, out, err = run(zk_hosts, "retention", "run", "--table", "kept", "--min-grace", "0s")
+    assert code == 0 and f"delete  REPLACED          {replaced['location']}" in out, out + err
+    code, out, _ = run(zk_hosts, "--json", "retention", "run", "--table", "kept", "--min-grace", "0s")
+    assert json.loads(out)[0]["planned"][0]["location"] == replaced["location"]
+    assert (tmp_path / "kept" / replaced["location"]).exists()  # a dry run: nothing deleted

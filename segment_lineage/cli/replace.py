@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from segment_lineage.cli.context import emit, manager, split_names
+from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.periods import parse_time
 from segment_lineage.lineage.core.views import entry_view, render_table
 
@@ -126,6 +127,8 @@ def rollback(
     With no target, undo the newest completed push. Nothing is deleted: roll
     forward to a later version to undo a rollback."""
     with manager() as m:
+        if entry is not None and (to_version is not None or to_time is not None):
+            raise InvalidInputError("give at most one of a version, a time and an entry")
         if entry is not None:
             entry = m.resolve_entry(table, entry, in_history=True)
         target = m.resolve_version(

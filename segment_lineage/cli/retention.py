@@ -127,7 +127,9 @@ def run(
             typer.echo(report.line())
             if options.dry_run:
                 for item in report.planned:
-                    typer.echo(f"  {item.reason.value:<18} {item.location}")
+                    typer.echo(f"  delete  {item.reason.value:<17} {item.location}")
+                for kept in report.kept_items:
+                    typer.echo(f"  keep    {kept.what}: {kept.why}")
             for why in report.leases_ignored:
                 typer.echo(f"  warning: ignored {why}", err=True)
             for error in report.errors:

@@ -44,6 +44,7 @@ from segment_lineage.retention.planner import (
     DEFAULT_MIN_GRACE_MS,
     DEFAULT_ORPHAN_GRACE_MS,
     Deletion,
+    Kept,
     Plan,
     Policy,
     plan,
@@ -96,6 +97,7 @@ class TableReport:
     leases_ignored: list[str] = field(default_factory=list)  # malformed leases skipped, and why
     unreadable: bool = False  # skipped: its metadata cannot be decoded (fails closed, deletes nothing)
     planned: tuple[Deletion, ...] = ()  # as planned: kept as the plan's own objects, shaped on output
+    kept_items: tuple[Kept, ...] = ()  # what the plan keeps, and why
 
     def line(self) -> str:
         if self.unreadable:
@@ -118,6 +120,7 @@ class TableReport:
             {"location": d.location, "segment": d.segment, "reason": d.reason.value, "bytes": d.size_bytes}
             for d in self.planned
         ]
+        out["kept_items"] = [{"what": k.what, "why": k.why} for k in self.kept_items]
         return out
 
 
@@ -332,6 +335,7 @@ def _fill(report: TableReport, current: Plan) -> None:
     report.entries_removed = len(current.remove_entries)
     report.kept += len(current.kept)
     report.planned = current.deletions
+    report.kept_items = current.kept
     if report.dry_run:
         report.bytes_deleted = sum(d.size_bytes for d in current.deletions)
 

@@ -30,6 +30,7 @@ takes from ZooKeeper's clock.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -78,6 +79,10 @@ class Plan:
     orphans: tuple[str, ...] = ()  # unknown files first seen now: recorded as ORPHAN_SEEN, not deleted
     convict: tuple[str, ...] = ()  # ORPHAN_SEEN a grace ago, still unreferenced: condemned and deleted
     forget: tuple[str, ...] = ()  # ORPHAN_SEEN whose file is gone
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def held_names(
@@ -132,23 +137,34 @@ def plan(
         ]
         take(expired, DeletionReason.EXPIRED, held)
 
+    def waiting(names: Iterable[str], why: str) -> None:
+        kept.extend(Kept(state.segments[n].location, why) for n in names if n in state.segments)
+
     for entry in state.entries.values():
+        tag = entry.entry_id[:8]
         if entry.state is EntryState.COMPLETED:
             remaining = [n for n in entry.segments_from if n in state.segments]
+            due = entry.timestamp_ms + config.replaced_segments_retention_ms
             if not remaining:
                 remove.append(entry.entry_id)
-            elif entry.timestamp_ms <= now - config.replaced_segments_retention_ms:
+            elif due <= now:
                 take(remaining, DeletionReason.REPLACED)
+            else:
+                waiting(remaining, f"replaced by push {tag}: kept for rollback until {_iso(due)}")
             continue
-        old = entry.timestamp_ms <= now - config.lineage_entry_cleanup_retention_ms
+        due = entry.timestamp_ms + config.lineage_entry_cleanup_retention_ms
+        old = due <= now
         if entry.state is EntryState.IN_PROGRESS and (
             not old or entry.entry_id in live_owners or entry.held(now)
         ):
+            waiting(entry.segments_to, f"written by push {tag}, still running")
             continue
         remaining = [n for n in entry.segments_to if n in state.segments]
         if not remaining:
             if entry.state is EntryState.REVERTED or old:
                 remove.append(entry.entry_id)
+        elif not old:
+            waiting(remaining, f"written by reverted push {tag}: kept for rollback until {_iso(due)}")
         elif old:
             reason = (
                 DeletionReason.REVERTED_OUTPUT
