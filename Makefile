@@ -55,6 +55,11 @@ docs: $(STAMP)
 	  echo "\`lineage [--zk HOSTS[/chroot]] [--json] [--verbose] [--config PATH] COMMAND ...\`, or"; \
 	  echo "\`lineage COMMAND ... --json\` (a command's own option of the same name, as \`retention run --json\`, and"; \
 	  echo "anything after \`--\`, stay the command's). \`lineage --version\` prints the version."; echo; \
+	  echo "Times: every time argument (\`--interval\`, \`--as-of\`, \`--to-time\`) takes an ISO-8601 date (\`2013-02-01\`),"; \
+	  echo "month (\`2013-02\`, its first day) or date-time, in UTC unless it names its zone"; \
+	  echo "(\`2013-02-01T00:00:00-05:00\`), or \`ms:\` and epoch milliseconds; a bare number is refused as a time"; \
+	  echo "(for \`--as-of\` it is a version). Every time the tool prints is ISO-8601 in UTC, and time chunks"; \
+	  echo "(\`--time-granularity\`) are UTC hours, days and months."; echo; \
 	  echo "Settings and their precedence (flag, environment, config file, default): [operations.md](operations.md)."; echo; \
 	  echo "Environment: \`LINEAGE_ZK\` (hosts, when --zk is not given), \`LINEAGE_ZK_AUTH\` (user:password digest"; \
 	  echo "identity), \`LINEAGE_ZK_SESSION_TIMEOUT\` (seconds, default 10), \`LINEAGE_HOME\` (state directory of the"; \

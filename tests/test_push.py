@@ -342,12 +342,23 @@ def test_a_reader_keeps_its_snapshot_and_detects_reclaimed_files(
 
 
 def test_intervals_parse() -> None:
-    assert parse_interval("0/86400000") == (0, DAY)
+    assert parse_interval("ms:0/ms:86400000") == (0, DAY)
     assert parse_interval("2026-11-01/2026-11-02") == (
         parse_time("2026-11-01T00:00:00Z"),
         parse_time("2026-11-02T00:00:00+00:00"),
     )
-    for bad in ["", "2026-11-01", "b/a", "2026-11-02/2026-11-01", "x/y"]:
+    assert parse_interval("2013-02/2013-03") == (parse_time("2013-02-01"), parse_time("2013-03-01"))
+    new_york = parse_interval("2013-02-01T00:00:00-05:00/2013-03-01T00:00:00-05:00")
+    assert new_york[0] - parse_time("2013-02-01") == 5 * 3_600_000
+    for bad in [
+        "",
+        "2026-11-01",
+        "b/a",
+        "2026-11-02/2026-11-01",
+        "x/y",
+        "0/86400000",
+        "\uff12\uff10\uff11\uff13-02-01/2013-03",
+    ]:
         with pytest.raises(InvalidInputError, match="invalid interval"):
             parse_interval(bad)
 

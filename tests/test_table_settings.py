@@ -261,3 +261,49 @@ def test_the_retention_dry_run_names_each_file_it_would_delete_or_keep_and_why(
     code, out, _ = run(zk_hosts, "--json", "retention", "run", "--table", "kept", "--min-grace", "0s")
     assert json.loads(out)[0]["planned"][0]["location"] == replaced["location"]
     assert (tmp_path / "kept" / replaced["location"]).exists()  # a dry run: nothing deleted
+
+
+def test_every_time_argument_takes_one_form_and_every_message_prints_iso_utc(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    stamps = [dt.datetime(2013, 2, 10, tzinfo=dt.UTC), dt.datetime(2013, 3, 1, 4, tzinfo=dt.UTC)]
+    pq.write_table(pa.table({"ts": stamps}), tmp_path / "feb.parquet")
+    create = (
+        "table",
+        "create",
+        "zoned",
+        "--root",
+        str(tmp_path / "z"),
+        "--type",
+        "APPEND",
+        "--time-column",
+        "ts",
+    )
+    assert run(zk_hosts, *create)[0] == 0
+    push = (
+        "push",
+        "zoned",
+        "--input",
+        str(tmp_path / "feb.parquet"),
+        "--mode",
+        "replace-range",
+        "--interval",
+    )
+    code, _, err = run(zk_hosts, *push, "2013-02/2013-03")
+    assert code == 1 and "rows from 2013-02-10T00:00:00Z to 2013-03-01T04:00:00Z, outside the interval" in err
+    assert "[2013-02-01T00:00:00Z, 2013-03-01T00:00:00Z)" in err
+    code, _, err = run(zk_hosts, *push, "2013-02-01T00:00:00-05:00/2013-03-01T00:00:00-05:00")
+    assert code == 0, err  # February in New York ends at 05:00 UTC on March 1st
+    code, _, err = run(zk_hosts, *push, "1359676800000/1362096000000")
+    assert code == 2 and "write ms:1359676800000 for epoch milliseconds" in err
+    code, _, err = run(zk_hosts, *push, "ms:1359676800000/ms:1362200000000")
+    assert code == 0, err
+    code, _, err = run(zk_hosts, "rollback", "zoned", "--to-time", "2001-01-01", "--dry-run")
+    assert code == 2 and "did not exist at 2001-01-01T00:00:00Z" in err
+    code, _, err = run(zk_hosts, "rollback", "zoned", "--to-time", "978307200000", "--dry-run")
+    assert code == 2 and "ms:978307200000" in err

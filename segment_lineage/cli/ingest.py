@@ -41,7 +41,12 @@ def push(
     fmt: Annotated[str, typer.Option("--format", help="parquet, csv or json.")] = "parquet",
     mode: Annotated[str, typer.Option("--mode", help="refresh, append or replace-range.")] = "refresh",
     interval: Annotated[
-        str | None, typer.Option("--interval", help="START/END for replace-range (ISO or epoch ms).")
+        str | None,
+        typer.Option(
+            "--interval",
+            help="START/END for replace-range: ISO-8601 dates, months or times (UTC unless zoned), "
+            "or ms:EPOCH_MS.",
+        ),
     ] = None,
     master: Annotated[
         str | None, typer.Option("--master", help="Spark master URL; default local[2].")

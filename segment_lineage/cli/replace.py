@@ -112,7 +112,11 @@ def rollback(
         int | None, typer.Option("--to-version", help="Roll back (or forward) to it.")
     ] = None,
     to_time: Annotated[
-        str | None, typer.Option("--to-time", help="To the version current then (ISO-8601 or epoch ms).")
+        str | None,
+        typer.Option(
+            "--to-time",
+            help="To the version current then: ISO-8601 (UTC unless zoned), or ms:EPOCH_MS.",
+        ),
     ] = None,
     entry: Annotated[
         str | None, typer.Option("--entry", help="Undo this push (and every push completed after it).")

@@ -16,7 +16,7 @@ from segment_lineage.ingest.errors import PushInputError, PushRefusedError
 from segment_lineage.lineage.core.errors import InvalidInputError, RunningEntryConflict
 from segment_lineage.lineage.core.model import EntryState, Segment, TableState, TableType
 from segment_lineage.lineage.core.names import check_text, push_tag
-from segment_lineage.lineage.core.periods import parse_time
+from segment_lineage.lineage.core.periods import format_time, parse_time
 from segment_lineage.lineage.core.visibility import visible_segments
 
 INPUT_FORMATS = ("parquet", "csv", "json")  # what a push reads, with Spark or with Arrow
@@ -149,8 +149,8 @@ def check_rows_within(time_column: str, lo: int | None, hi: int | None, interval
         raise PushRefusedError(f"the time column {time_column!r} holds no values")
     if lo < interval[0] or hi >= interval[1]:
         raise PushRefusedError(
-            f"the input has rows from {lo} to {hi} (ms), outside the interval "
-            f"[{interval[0]}, {interval[1]}); nothing was written"
+            f"the input has rows from {format_time(lo)} to {format_time(hi)}, outside the interval "
+            f"[{format_time(interval[0])}, {format_time(interval[1])}); nothing was written"
         )
 
 
@@ -172,7 +172,9 @@ def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | No
         if interval is None:
             raise PushRefusedError("replace-range needs --interval START/END")
         if interval[0] >= interval[1]:
-            raise PushRefusedError(f"the interval [{interval[0]}, {interval[1]}) is empty")
+            raise PushRefusedError(
+                f"the interval [{format_time(interval[0])}, {format_time(interval[1])}) is empty"
+            )
     elif interval is not None:
         raise PushRefusedError(f"--interval only goes with --mode replace-range, not {mode.value}")
 

@@ -30,13 +30,13 @@ takes from ZooKeeper's clock.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from segment_lineage.lineage.core.model import DeletionReason, EntryState, TableState, TableType
 from segment_lineage.lineage.core.names import push_dir_owner, push_tag
+from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.visibility import visible_names
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class Plan:
 
 
 def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(ms)
 
 
 def held_names(

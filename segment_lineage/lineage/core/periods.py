@@ -1,5 +1,6 @@
-"""Periods (``0s``, ``30m``, ``12h``, ``7d``, ``1d12h``) and moments (epoch
-milliseconds or ISO-8601) as users write them."""
+"""Periods (``0s``, ``30m``, ``12h``, ``7d``, ``1d12h``) and moments
+(ISO-8601, or ``ms:`` epoch milliseconds) as users write them, and the one
+way a moment is printed."""
 
 from __future__ import annotations
 
@@ -42,30 +43,61 @@ def format_period(ms: int) -> str:
     return "".join(parts)
 
 
+_MONTH = re.compile(r"(\d{4})-(\d{2})")
+TIME_FORMS = (
+    "ISO-8601 such as 2013-02-01, 2013-02 or 2013-02-01T05:00:00-05:00 (UTC when no zone is given), "
+    "or ms:EPOCH_MS"
+)
+
+
 def parse_time(text: str) -> int:
-    """Epoch milliseconds, or an ISO-8601 date or date-time (UTC when no zone)."""
-    raw = text.strip()
+    """The one parser of every time a user gives (``--interval``, ``--as-of``,
+    ``--to-time``): an ISO-8601 date, month (``2013-02``: its first day) or
+    date-time, in UTC unless it names its zone; or ``ms:`` and epoch
+    milliseconds. A bare number is refused: a version, or seconds, or
+    milliseconds? ``ms:`` says."""
+    raw = text.strip() if isinstance(text, str) else ""
+    if not raw or not raw.isascii() or not raw.isprintable():
+        raise InvalidInputError(f"invalid time {text!r}: use {TIME_FORMS}")
+    if raw.startswith("ms:"):
+        digits = raw[3:].strip()
+        if not digits.lstrip("-").isdigit() or len(digits) > 16:
+            raise InvalidInputError(f"invalid time {text!r}: ms: takes whole epoch milliseconds")
+        return int(digits)
     if raw.lstrip("-").isdigit():
-        return int(raw)
-    try:
-        moment = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
         raise InvalidInputError(
-            f"invalid time {text!r}: use epoch milliseconds or ISO-8601 such as 2026-11-22T00:00:00Z"
-        ) from None
+            f"ambiguous time {text!r}: write ms:{raw} for epoch milliseconds, or a date such as 2013-02-01"
+        )
+    month = _MONTH.fullmatch(raw)
+    try:
+        if month:
+            moment = dt.datetime(int(month[1]), int(month[2]), 1, tzinfo=dt.UTC)
+        else:
+            moment = dt.datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise InvalidInputError(f"invalid time {text!r}: use {TIME_FORMS}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
-    return int(moment.timestamp() * 1000)
+    return round(moment.timestamp() * 1000)
+
+
+def format_time(ms: int) -> str:
+    """The one formatter of a time in every message and view: ISO-8601 in UTC
+    (``2013-02-01T00:00:00Z``; milliseconds only when there are some)."""
+    try:
+        moment = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
+    except OverflowError:
+        return f"ms:{ms}"  # outside the years a calendar can print
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    return text + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")
 
 
 def parse_version_or_time(text: str) -> tuple[int | None, int | None]:
     """``--as-of`` and friends: a bare number up to 10 digits is a table
-    version; anything else is a time (ISO-8601, or ``ms:<epoch ms>``)."""
+    version; anything else is a time (:func:`parse_time`)."""
     raw = text.strip()
     if raw.isdigit() and len(raw) <= 10:
         return int(raw), None
-    if raw.startswith("ms:"):
-        return None, parse_time(raw[3:])
     if raw.isdigit():
         raise InvalidInputError(
             f"ambiguous {text!r}: a version has at most 10 digits; write ms:{raw} for epoch milliseconds"

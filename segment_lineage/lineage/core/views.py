@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
 from segment_lineage.lineage.core.model import HistoryRecord, LineageEntry, Segment, TableState
-from segment_lineage.lineage.core.periods import format_period
+from segment_lineage.lineage.core.periods import format_period, format_time
 from segment_lineage.lineage.core.roots import file_uri
 from segment_lineage.lineage.core.schema import render
 from segment_lineage.lineage.core.visibility import hidden_segments
 
 
 def iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    return format_time(ms)
 
 
 def table_view(state: TableState) -> dict[str, Any]:

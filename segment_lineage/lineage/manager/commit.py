@@ -10,7 +10,6 @@ budget, who commits); the operations are mixins over it (see
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import getpass
 import socket
 import uuid
@@ -28,6 +27,7 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, Operation, TableState
 from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
 from segment_lineage.lineage.manager.floor import StuckTickets, _FloorUse, _QueueUse
 from segment_lineage.lineage.storage.claims import ClaimFiles
@@ -63,7 +63,7 @@ class Committed:
 
 
 def _utc(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(timespec="seconds")
+    return format_time(ms)
 
 
 def commit_step(operation: Operation) -> str:

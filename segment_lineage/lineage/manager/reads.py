@@ -21,7 +21,7 @@ from segment_lineage.lineage.core.model import (
     TableState,
 )
 from segment_lineage.lineage.core.names import check_entry_id, check_table_name
-from segment_lineage.lineage.core.periods import parse_version_or_time
+from segment_lineage.lineage.core.periods import format_time, parse_version_or_time
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.commit import ManagerBase
 from segment_lineage.lineage.store.contract import Lease
@@ -74,7 +74,7 @@ class Reads(ManagerBase):
             for record in history:
                 if record.at_ms <= at_ms:
                     return record.version
-            raise InvalidInputError(f"table {table!r} did not exist at {at_ms} (epoch ms)")
+            raise InvalidInputError(f"table {table!r} did not exist at {format_time(at_ms)}")
         ends = (r for r in history if r.operation is Operation.END_REPLACE)
         if entry_id is not None:
             check_entry_id(entry_id)

@@ -7,7 +7,6 @@ The underscored helpers are private to the transitions package.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -24,6 +23,7 @@ from segment_lineage.lineage.core.model import (
 from segment_lineage.lineage.core.names import (
     check_entry_id,
 )
+from segment_lineage.lineage.core.periods import format_time
 
 
 class Requirement(Protocol):
@@ -52,7 +52,7 @@ def _shown(names: Iterable[str], limit: int = 5) -> str:
 
 
 def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat().replace("+00:00", "Z")
+    return format_time(ms)
 
 
 def _span(interval: tuple[int, int]) -> str:
