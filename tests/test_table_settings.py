@@ -307,3 +307,78 @@ def test_every_time_argument_takes_one_form_and_every_message_prints_iso_utc(
     assert code == 2 and "did not exist at 2001-01-01T00:00:00Z" in err
     code, _, err = run(zk_hosts, "rollback", "zoned", "--to-time", "978307200000", "--dry-run")
     assert code == 2 and "ms:978307200000" in err
+
+
+def test_the_history_picture_tells_what_became_of_each_push(zk_hosts: str, tmp_path: Path) -> None:
+    """A push whose data was replaced is not drawn live; an APPEND push whose
+    entry retention removed is not drawn reclaimed while its rows show; the
+    readable band holds exactly the versions ``read --as-of`` can read; the
+    legend fits the canvas; every lane's state agrees with history."""
+    import datetime as dt
+    import re
+    import xml.etree.ElementTree as ET
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def month(mo: int, n: int, name: str) -> Path:
+        path = tmp_path / f"{name}.parquet"
+        stamps = [dt.datetime(2013, mo, 1 + i, tzinfo=dt.UTC) for i in range(n)]
+        pq.write_table(pa.table({"ts": stamps, "n": list(range(n))}), path)
+        return path
+
+    create = (
+        "table",
+        "create",
+        "pic",
+        "--root",
+        str(tmp_path / "pic"),
+        "--type",
+        "APPEND",
+        "--time-column",
+        "ts",
+    )
+    assert run(zk_hosts, *create)[0] == 0
+
+    def push(path: Path, *args: str) -> str:
+        code, out, err = run(zk_hosts, "--json", "push", "pic", "--input", str(path), *args)
+        assert code == 0, err
+        return str(json.loads(out)["entry"])
+
+    jan = push(month(1, 3, "jan"), "--mode", "append", "--reason", "January")
+    feb = push(month(2, 2, "feb"), "--mode", "append")
+    fix = push(
+        month(2, 4, "fix"), "--mode", "replace-range", "--interval", "2013-02/2013-03", "--reason", "fix Feb"
+    )
+    mar = push(month(3, 5, "mar"), "--mode", "append")
+    assert run(zk_hosts, "rollback", "pic")[0] == 0  # undoes March
+    assert run(zk_hosts, "table", "alter", "pic", "--replaced-retention", "0s")[0] == 0
+    code, _, err = run(
+        zk_hosts, "retention", "run", "--table", "pic", "--yes", "--min-grace", "0s", "--force"
+    )
+    assert code == 0, err
+    graph = tmp_path / "pic.svg"
+    code, out, err = run(zk_hosts, "--json", "history", "pic", "--graph", str(graph))
+    assert code == 0, err
+    records = json.loads(out)
+    svg = graph.read_text()
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    titles = [t.text or "" for t in root.iter(f"{ns}title")]
+    drawn = {m[1]: m[2] for t in titles if (m := re.match(r"entry (\S+): versions \d+ to \S+, (\w+)", t))}
+    _, out, _ = run(zk_hosts, "--json", "segment", "list", "pic")
+    showing = {s["entry"] for s in json.loads(out) if s["visible"]}
+    rolled_back = (
+        {r["entry"] for r in records if r["operation"] == "START_REPLACE"} - showing - {jan, feb, fix}
+    )
+    assert drawn == {jan: "live", feb: "reclaimed", fix: "live", mar: "reverted"}
+    assert {e for e, kind in drawn.items() if kind == "live"} == showing and rolled_back == {mar}
+    assert "append 3 rows January" in svg and "replace-range 4 rows fix Feb" in svg
+    band = [(int(a), int(b)) for t in titles for a, b in re.findall(r"readable versions (\d+) to (\d+)", t)]
+    readable = {v for lo, hi in band for v in range(lo, hi + 1)}
+    for record in records:
+        version = int(record["version"])
+        code, _, _ = run(zk_hosts, "read", "pic", "--as-of", str(version), "--limit", "1")
+        assert (code == 0) == (version in readable), (version, readable)
+    width = int(root.get("width") or 0)
+    assert all(float(t.get("x") or 0) + 6 * len(t.text or "") <= width for t in root.iter(f"{ns}text"))

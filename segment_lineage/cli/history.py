@@ -33,7 +33,7 @@ def history(
     with manager() as m:
         records = m.history(table, limit)
         if graph is not None:
-            picture = history_svg(records, m.table(table), m.store.versions(table))
+            picture = history_svg(records, m.table(table), m.readable_versions(table))
         rows = [history_view(h) for h in records]
         details = [detail_text(h) for h in records]
     if graph is not None:

@@ -1,11 +1,13 @@
 """A picture of a table's history: versions on a timeline, one lane per push.
 
-Pure: history records, the current state and the retained versions in, SVG
-text out. Each push is a bar from its start to its end (or revert); its
-colour says what it is now: live (COMPLETED), rolled back or reverted,
-still running, or reclaimed (its entry is gone). Rollbacks are marked on the
-version axis; the band under the axis shows which versions are still
-readable (time travel, rollback targets).
+Pure: history records, the current state and the readable versions in, SVG
+text out. Each push is a bar from its start to its end (or revert),
+labelled with its mode, rows and reason; its colour says what its data is
+now (:func:`push_kind`): live (some of its segments are visible), replaced
+(none visible, still kept for rollback), rolled back or reverted, still
+running, or reclaimed (its files are gone). Rollbacks are marked on the
+version axis; the band under the axis shows which versions a reader can
+still read (time travel, rollback targets).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
 from segment_lineage.lineage.core.model import EntryState, HistoryRecord, Operation, TableState
+from segment_lineage.lineage.core.visibility import visible_names
 
 COLOURS = {
     "live": "#2e7d32",
+    "replaced": "#81c784",
     "reverted": "#c62828",
     "running": "#ef6c00",
     "reclaimed": "#9e9e9e",
@@ -24,12 +28,42 @@ COLOURS = {
     "retained": "#bbdefb",
 }
 LANE = 22
-LEFT = 150
+LEFT = 260
 TOP = 60
+LEGEND = (
+    ("live", "live"),
+    ("replaced", "replaced (kept for rollback)"),
+    ("reverted", "rolled back / reverted"),
+    ("running", "running"),
+    ("reclaimed", "reclaimed"),
+    ("rollback", "rollback"),
+    ("retained", "readable versions"),
+)
+LEGEND_ITEM = 200
 
 
-def history_svg(records: Sequence[HistoryRecord], state: TableState, retained: Sequence[int]) -> str:
-    """``records`` in any order; drawn oldest to newest."""
+def push_kind(state: TableState, entry_id: str, visible: set[str], made: dict[str, list[str]]) -> str:
+    """What a push's data is now: running, reverted (or rolled back), live
+    (a segment it wrote is visible), replaced (none visible, some still
+    registered), reclaimed (none left). ``made``: each entry's segments by
+    the entry they name (an APPEND push's entry goes once it completed;
+    its segments still name it)."""
+    entry = state.entries.get(entry_id)
+    if entry is not None and entry.state is EntryState.IN_PROGRESS:
+        return "running"
+    if entry is not None and entry.state is EntryState.REVERTED:
+        return "reverted"
+    wrote = made.get(entry_id, [])
+    if entry is not None:
+        wrote = [*wrote, *(n for n in entry.segments_to if n in state.segments)]
+    if any(name in visible for name in wrote):
+        return "live"
+    return "replaced" if wrote else "reclaimed"
+
+
+def history_svg(records: Sequence[HistoryRecord], state: TableState, readable: Sequence[int]) -> str:
+    """``records`` in any order; drawn oldest to newest. ``readable``: the
+    versions a reader can still read."""
     ordered = sorted(records, key=lambda r: r.version)
     if not ordered:
         return _svg(400, 80, [_text(10, 40, f"table {state.config.name}: no history")])
@@ -42,6 +76,7 @@ def history_svg(records: Sequence[HistoryRecord], state: TableState, retained: S
         return LEFT + (version - first) * step
 
     lanes: dict[str, tuple[int, int | None]] = {}  # entry -> its start and end (or revert)
+    labels: dict[str, str] = {}
     rollbacks = []
     for record in ordered:
         entry = record.entry_id
@@ -51,19 +86,28 @@ def history_svg(records: Sequence[HistoryRecord], state: TableState, retained: S
             continue
         if record.operation is Operation.START_REPLACE:
             lanes[entry] = (record.version, None)
+            labels[entry] = record.reason or ""
         elif record.operation in (Operation.END_REPLACE, Operation.REVERT_REPLACE) and entry in lanes:
             lanes[entry] = (lanes[entry][0], record.version)
-    height = TOP + LANE * (len(lanes) + 1) + 90
+            if record.operation is Operation.END_REPLACE:
+                mode = record.detail.mode if record.detail is not None and record.detail.mode else "push"
+                labels[entry] = " ".join(x for x in (mode, _rows(record.rows), labels[entry]) if x)
+    visible = visible_names(state)
+    made: dict[str, list[str]] = {}
+    for name, seg in state.segments.items():
+        if seg.entry_id is not None:
+            made.setdefault(seg.entry_id, []).append(name)
+    legend_rows = -(-len(LEGEND) // max(1, (width - 10) // LEGEND_ITEM))
+    height = TOP + LANE * (len(lanes) + 1) + 60 + 20 * legend_rows
     out = [
         _text(10, 20, f"table {state.config.name}: versions {first} to {last}", size=14, weight="bold"),
         _line(LEFT, TOP - 10, width - 40, TOP - 10, "#424242"),
     ]
-    kept = [v for v in retained if first <= v <= last]
-    if kept:
+    for lo, hi in _runs([v for v in readable if first <= v <= last]):
         out.append(
-            f'<rect x="{x(kept[0]) - 3:.1f}" y="{TOP - 16}" width="{x(kept[-1]) - x(kept[0]) + 6:.1f}" '
-            f'height="12" fill="{COLOURS["retained"]}"><title>readable versions {kept[0]} to '
-            f"{kept[-1]}</title></rect>"
+            f'<rect x="{x(lo) - 3:.1f}" y="{TOP - 16}" width="{x(hi) - x(lo) + 6:.1f}" '
+            f'height="12" fill="{COLOURS["retained"]}"><title>readable versions {lo} to '
+            f"{hi}</title></rect>"
         )
     for version in range(first, last + 1, max(1, span // 20 or 1)):
         out.append(_text(x(version) - 6, TOP - 22, str(version), size=10))
@@ -76,10 +120,12 @@ def history_svg(records: Sequence[HistoryRecord], state: TableState, retained: S
         )
     for row, (entry_id, (start, end)) in enumerate(lanes.items()):
         y = TOP + row * LANE
-        kind = _kind(state, entry_id)
+        kind = push_kind(state, entry_id, visible, made)
         stop = end if end is not None else last
+        label = labels.get(entry_id, "")
         title = f"entry {entry_id}: versions {start} to {end if end is not None else 'now'}, {kind}"
-        out.append(_text(10, y + 13, entry_id[:8] + "…", size=11))
+        title += f": {label}" if label else ""
+        out.append(_text(10, y + 13, _cut(f"{entry_id[:8]} {label}".strip(), 40), size=11))
         out.append(
             f'<rect x="{x(start):.1f}" y="{y + 3}" width="{max(4.0, x(stop) - x(start)):.1f}" height="14" '
             f'rx="3" fill="{COLOURS[kind]}"><title>{escape(title)}</title></rect>'
@@ -87,32 +133,36 @@ def history_svg(records: Sequence[HistoryRecord], state: TableState, retained: S
     live_x = x(state.version) if first <= state.version <= last else x(last)
     out.append(_line(live_x, TOP - 10, live_x, TOP + LANE * max(1, len(lanes)), "#000000", dash=True))
     legend_y = TOP + LANE * (len(lanes) + 1) + 20
-    for i, (kind, label) in enumerate(
-        (
-            ("live", "live"),
-            ("reverted", "rolled back / reverted"),
-            ("running", "running"),
-            ("reclaimed", "reclaimed"),
-            ("rollback", "rollback"),
-            ("retained", "readable versions"),
-        )
-    ):
-        lx = 10 + i * 150
-        out.append(f'<rect x="{lx}" y="{legend_y}" width="12" height="12" fill="{COLOURS[kind]}"/>')
-        out.append(_text(lx + 18, legend_y + 11, label, size=11))
+    per_row = max(1, (int(width) - 10) // LEGEND_ITEM)
+    for i, (kind, label) in enumerate(LEGEND):
+        lx = 10 + (i % per_row) * LEGEND_ITEM
+        ly = legend_y + (i // per_row) * 20
+        out.append(f'<rect x="{lx}" y="{ly}" width="12" height="12" fill="{COLOURS[kind]}"/>')
+        out.append(_text(lx + 18, ly + 11, label, size=11))
+    legend_y += 20 * (legend_rows - 1)
     out.append(_text(10, legend_y + 40, f"dashed line: the current version ({state.version})", size=11))
     return _svg(int(width), height, out)
 
 
-def _kind(state: TableState, entry_id: str) -> str:
-    entry = state.entries.get(entry_id)
-    if entry is None:
-        return "reclaimed"
-    if entry.state is EntryState.COMPLETED:
-        return "live"
-    if entry.state is EntryState.IN_PROGRESS:
-        return "running"
-    return "reverted"
+def _rows(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f}M rows"
+    return f"{count / 1000:.1f}k rows" if count >= 10_000 else f"{count} rows"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _runs(versions: Sequence[int]) -> list[tuple[int, int]]:
+    """Consecutive versions as (first, last) runs."""
+    runs: list[tuple[int, int]] = []
+    for v in sorted(versions):
+        if runs and v == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], v)
+        else:
+            runs.append((v, v))
+    return runs
 
 
 def _svg(width: int, height: int, parts: list[str]) -> str:

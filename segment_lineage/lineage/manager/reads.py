@@ -196,6 +196,21 @@ class Reads(ManagerBase):
             table, PIN_ATTEMPTS, self.retry.clock() - started, doing="pinning a version retention left alone"
         )
 
+    def readable_versions(self, table: str) -> list[int]:
+        """The retained versions a reader can still read now (``read --as-of``,
+        rollback targets): those every segment of which is still registered
+        where it was. Loads each retained version: for pictures and reports."""
+        current = self._read(table)
+        out = []
+        for version in self.store.versions(table):
+            try:
+                then = current if version == current.version else self._as_of(table, version)
+            except VersionGoneError:
+                continue
+            if self._gone(then, current) is None:
+                out.append(version)
+        return out
+
     def check_readable(self, then: TableState, current: TableState) -> None:
         """Refuse a past version whose files retention took or is taking:
         every segment it shows must still be registered in ``current`` (a
