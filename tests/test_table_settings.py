@@ -382,3 +382,11 @@ def test_the_history_picture_tells_what_became_of_each_push(zk_hosts: str, tmp_p
         assert (code == 0) == (version in readable), (version, readable)
     width = int(root.get("width") or 0)
     assert all(float(t.get("x") or 0) + 6 * len(t.text or "") <= width for t in root.iter(f"{ns}text"))
+
+
+def test_the_demo_data_option_refuses_what_it_cannot_write(zk_hosts: str, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    code, _, err = run(zk_hosts, "demo", "--data", "weather")
+    assert code == 2 and "unknown demo data 'weather': use flights" in err
+    code, _, err = run(zk_hosts, "demo", "--data", "flights", "--out", str(tmp_path / "file"))
+    assert code == 2 and "is a file, not a directory" in err
