@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -453,3 +454,18 @@ def test_time_chunks_keep_every_segment_inside_one_month(
     with SnapshotReader(m, "monthly") as reader:
         numbers = sorted(reader.to_arrow().column("n").to_pylist())
     assert numbers == [0, 1, 2, 6, 7, 8, 100]
+
+
+def test_the_demo_prints_no_jvm_or_spark_chatter(zk_hosts: str, tmp_path: Path) -> None:
+    """``make demo`` as a user sees it: the story, without the JVM's
+    incubator warning or Spark's start-up lines."""
+    env = dict(os.environ, LINEAGE_ZK=zk_hosts, LINEAGE_HOME=str(tmp_path / "home"))
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "lineage"), "demo"],
+        capture_output=True, text=True, timeout=600, env=env, check=False,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "demo finished" in done.stdout
+    noise = ("WARNING", "log4j", "incubator modules", "NativeCodeLoader", "setLogLevel", "SparkContext")
+    assert not [line for line in output.splitlines() if any(word in line for word in noise)], output

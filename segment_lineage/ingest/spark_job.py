@@ -47,6 +47,7 @@ from segment_lineage.ingest.push import (
 from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.ingest.schemas import plan_schema, schema_of, to_arrow
+from segment_lineage.ingest.spark_jvm import start_quiet_jvm
 from segment_lineage.ingest.spark_writers import arrow_write, native_write, task_progress
 from segment_lineage.ingest.time_units import resolve_time_unit, to_ms
 from segment_lineage.lineage.config import Settings
@@ -78,32 +79,32 @@ def spark_session(
     chosen = master or (Settings.from_env() if settings is None else settings).spark_master
     if chosen.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # keep local mode on loopback
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(chosen)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    options = {
+        "spark.app.name": app_name,
+        "spark.master": chosen,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Standard Parquet timestamps, adjusted to UTC, not the legacy INT96
         # (which other readers take as naive times); the session's zone UTC.
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .config("spark.sql.session.timeZone", "UTC")
-    )
-    # A push directory holds segments only: no _SUCCESS marker, no .crc side files.
-    builder = builder.config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-    builder = builder.config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.session.timeZone": "UTC",
+        # A push directory holds segments only: no _SUCCESS marker, no .crc side files.
+        "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    }
     if chosen.startswith("local"):
-        builder = builder.config("spark.driver.host", "127.0.0.1").config(
-            "spark.driver.bindAddress", "127.0.0.1"
-        )
+        options.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     given = conf or {}
     if quiet_logs and "spark.driver.extraJavaOptions" not in given:
         # The driver's log4j: errors only (local mode runs the executors in it too).
-        builder = builder.config(
-            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}"
-        )
-    for key, value in given.items():
+        options["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}"
+    options.update(given)
+    if quiet_logs:
+        start_quiet_jvm(options)  # the JVM's own start-up warning dropped too
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
