@@ -390,3 +390,39 @@ def test_the_demo_data_option_refuses_what_it_cannot_write(zk_hosts: str, tmp_pa
     assert code == 2 and "unknown demo data 'weather': use flights" in err
     code, _, err = run(zk_hosts, "demo", "--data", "flights", "--out", str(tmp_path / "file"))
     assert code == 2 and "is a file, not a directory" in err
+
+
+def test_progress_is_a_live_line_on_a_terminal_and_plain_lines_otherwise(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"k": [1, 2]}), tmp_path / "two.parquet")
+    assert run(zk_hosts, "table", "create", "tty", "--root", str(tmp_path / "tty"))[0] == 0
+    command = [sys.executable, "-m", "segment_lineage", "--zk", zk_hosts, "push", "tty", "--input",
+               str(tmp_path / "two.parquet")]  # fmt: skip
+    piped = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert piped.returncode == 0 and "\x1b[" not in piped.stderr
+    assert "wrote 1 segment(s), 2 rows" in piped.stderr.splitlines()[-1]
+    leader, follower = pty.openpty()
+    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=follower, timeout=120, check=False)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    text = seen.decode("utf-8", "replace")
+    assert done.returncode == 0
+    assert "wrote 1 segment(s), 2 rows" in text and "\x1b[" in text  # kept lines, and the live status

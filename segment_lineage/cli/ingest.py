@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from segment_lineage.cli.context import current, emit, manager
+from segment_lineage.cli.progress import progress
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.redact import mask_assignment
 from segment_lineage.lineage.core.views import render_table
@@ -118,10 +120,7 @@ def push(
     if fmt not in INPUT_FORMATS:
         raise InvalidInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
 
-    def say(message: str) -> None:
-        typer.echo(message, err=True)
-
-    with manager() as m:
+    with manager() as m, progress(f"pushing {table}") as say:
         check_mode(m.table(table), chosen, span)  # fail fast, before any data is read
         if job_id is not None:
             earlier = completed_job(m, table, job_id, chosen)
@@ -144,7 +143,7 @@ def push(
         else:
             result = _push_with_spark(
                 m, table, input_path, fmt, chosen, span, master, spark_conf, segments_n, target_mb, reason,
-                writer, job_id, policy, dry_run,
+                writer, job_id, policy, dry_run, say,
             )  # fmt: skip
     _emit_push(result, used)
 
@@ -184,6 +183,7 @@ def _push_with_spark(
     job_id: str | None,
     policy: SchemaPolicy,
     dry_run: bool,
+    say: Callable[[str], None],
 ) -> PushResult:
     from segment_lineage.ingest.spark_job import push_dataframe, read_input, spark_session
 
@@ -200,7 +200,7 @@ def _push_with_spark(
             segments=segments_n,
             target_mb=target_mb,
             reason=reason,
-            progress=lambda msg: typer.echo(msg, err=True),
+            progress=say,
             writer=writer,
             job_id=job_id,
             schema_policy=policy,

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from segment_lineage.cli.context import connection, current, emit, manager_on
+from segment_lineage.cli.progress import progress
 from segment_lineage.lineage.config import BY_KEY
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.periods import format_period, parse_period
@@ -109,16 +110,18 @@ def run(
         min_grace_ms=grace_ms,
         orphans=orphans,
         orphan_grace_ms=orphan_grace_ms,
-        progress=_say,
     )
-    with connection() as store:  # ZooKeeper: its session fences the deletes
+    doing = "retention dry run" if options.dry_run else "retention pass"
+    with connection() as store, progress(doing) as say:  # ZooKeeper: its session fences the deletes
         m = manager_on(store)
         store.require_role(RETENTION, doing="a retention pass")
         fence = session_fence(
             SessionCheck(store),
             "the ZooKeeper session was suspended or lost during the pass: deleting nothing more",
         )
-        options = dataclasses.replace(options, fence=fence)  # a later pass redoes what it leaves
+        options = dataclasses.replace(
+            options, fence=fence, progress=say
+        )  # a later pass redoes what it leaves
         reports = run_pass(m, [table] if table else None, options)
     if as_json or current().json:
         typer.echo(json.dumps([r.as_dict() for r in reports], indent=2))

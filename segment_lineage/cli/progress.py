@@ -1,0 +1,40 @@
+"""How a long command says how it is going: on a terminal, a live status line
+(rich) that each progress message replaces, with the messages that mark a
+step kept as lines above it; otherwise (a pipe, a file, ``--json``) each
+message as a plain line on stderr."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import typer
+
+from segment_lineage.cli.context import current
+
+# Messages that only say how far a step is: shown in the status line, not kept.
+TRANSIENT = ("writing:",)
+
+
+@contextmanager
+def progress(doing: str) -> Iterator[Callable[[str], None]]:
+    """A callback for ``doing``'s progress messages, live while the block runs."""
+    if current().json or not sys.stderr.isatty():
+
+        def plain(message: str) -> None:
+            typer.echo(message, err=True)
+
+        yield plain
+        return
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False)
+    with console.status(doing) as status:
+
+        def live(message: str) -> None:
+            if not message.startswith(TRANSIENT):
+                console.print(message, markup=False)
+            status.update(f"{doing}: {message}")
+
+        yield live
