@@ -13,9 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
-from segment_lineage.cli import app
 from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.ingest.schemas import arrow_schema, from_arrow, schema_of
 from segment_lineage.lineage import codec
@@ -31,8 +29,8 @@ from segment_lineage.lineage.core.schema import (
     resolve,
 )
 from segment_lineage.lineage.manager import LineageManager
-
-runner = CliRunner()
+from tests.helpers.run import cli as run
+from tests.helpers.run import cli_history as history
 
 INT64, INT32, DOUBLE, STRING = DataType("int64"), DataType("int32"), DataType("double"), DataType("string")
 BASE = (Field("carrier", STRING), Field("dep_delay", DOUBLE), Field("flight", INT64))
@@ -201,17 +199,6 @@ def test_reads_see_an_added_column_as_null_in_older_files(zk_manager: LineageMan
     assert rows == [{"a": 1, "b": None}, {"a": 2, "b": "x"}]
     assert zk_manager.table("grow").config.schema == (Field("a", INT64), Field("b", STRING))
     assert {str(f.field("a").type) for f in files} == {"int64"}
-
-
-def run(zk: str, *args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, ["--zk", zk, *args])
-    return result.exit_code, result.stdout, result.stderr
-
-
-def history(zk: str, table: str) -> list[dict[str, object]]:
-    code, out, _ = run(zk, "--json", "history", table)
-    assert code == 0
-    return list(json.loads(out))
 
 
 def test_the_first_weeks_schema_surprises_are_refused_and_change_nothing(

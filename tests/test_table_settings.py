@@ -7,20 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from segment_lineage.cli import app
 from segment_lineage.lineage.core.errors import InvalidInputError, VersionGoneError
 from segment_lineage.lineage.core.model import Segment, SettingsChange, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.zk.store import ZkStore
-
-runner = CliRunner()
-
-
-def run(zk: str, *args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, ["--zk", zk, *args])
-    return result.exit_code, result.stdout, result.stderr
+from tests.helpers.run import cli as run
+from tests.helpers.run import cli_history as history
 
 
 def test_alter_changes_settings_in_one_recorded_commit(zk_hosts: str, tmp_path: Path) -> None:
@@ -228,12 +221,6 @@ def test_dry_runs_of_push_and_revert_say_what_would_change_and_change_nothing(
     code, out, err = run(zk_hosts, "revert", "dry", entry[:8], "--dry-run")
     assert code == 0 and "would show 0 segment(s) (0 rows) and hide 1 (3 rows)" in out, err
     assert history(zk_hosts, "dry") == before
-
-
-def history(zk: str, table: str) -> list[dict[str, object]]:
-    code, out, _ = run(zk, "--json", "history", table)
-    assert code == 0
-    return list(json.loads(out))
 
 
 def test_the_retention_dry_run_names_each_file_it_would_delete_or_keep_and_why(

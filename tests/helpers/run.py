@@ -55,3 +55,22 @@ def python_module(
 def lineage_process(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
     """``lineage ARGS`` in a new process with exactly ``env``."""
     return python_module("segment_lineage", *args, env=env)
+
+
+def cli(zk: str, *args: str) -> tuple[int, str, str]:
+    """``lineage --zk ZK ARGS...`` in this process: exit code, stdout, stderr."""
+    from typer.testing import CliRunner
+
+    from segment_lineage.cli import app
+
+    result = CliRunner().invoke(app, ["--zk", zk, *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def cli_history(zk: str, table: str) -> list[dict[str, object]]:
+    """``lineage history TABLE --json``, newest first."""
+    import json
+
+    code, out, err = cli(zk, "--json", "history", table)
+    assert code == 0, err
+    return list(json.loads(out))

@@ -4,6 +4,7 @@ immutable ``history`` chunks.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,18 +54,12 @@ def history_to_dict(h: HistoryRecord) -> dict[str, object]:
 
 
 def _detail_to_dict(d: Detail) -> dict[str, object]:
-    out: dict[str, object] = {}
-    if d.mode is not None:
-        out["mode"] = d.mode
-    if d.interval is not None:
-        out["interval"] = list(d.interval)
-    if d.target is not None:
-        out["target"] = d.target
-    if d.schema is not None:
-        out["schema"] = d.schema
-    if d.settings is not None:
-        out["settings"] = d.settings
-    return out
+    """The fields that say something (an interval as a list)."""
+    return {
+        f.name: list(value) if isinstance(value, tuple) else value
+        for f in dataclasses.fields(d)
+        if (value := getattr(d, f.name)) is not None
+    }
 
 
 def _detail_from_dict(d: Mapping[str, Any]) -> Detail:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,18 +104,10 @@ def detail_view(record: HistoryRecord) -> dict[str, Any]:
     d = record.detail
     if d is None:
         return {}
-    out: dict[str, Any] = {}
-    if d.mode is not None:
-        out["mode"] = d.mode
+    out: dict[str, Any] = {f.name: getattr(d, f.name) for f in dataclasses.fields(d)}
     if d.interval is not None:
         out["interval"] = [iso(d.interval[0]), iso(d.interval[1])]
-    if d.target is not None:
-        out["target"] = d.target
-    if d.schema is not None:
-        out["schema"] = d.schema
-    if d.settings is not None:
-        out["settings"] = d.settings
-    return out
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def detail_text(record: HistoryRecord) -> str | None:
