@@ -665,3 +665,19 @@ def test_loading_the_command_line_loads_no_pyarrow() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_the_runbook_clears_a_stuck_push_by_its_prefix(zk_hosts: str, tmp_path: Path) -> None:
+    """docs/operations.md, "A push is stuck IN_PROGRESS": the commands it shows."""
+    assert run(zk_hosts, "table", "create", "stuck", "--root", str(tmp_path / "stuck"))[0] == 0
+    assert run(zk_hosts, "segment", "add", "stuck", "old", "--rows", "2", "--no-check")[0] == 0
+    _, out, _ = run(zk_hosts, "--json", "start-replace", "stuck", "--from", "old", "--to", "new")
+    entry = json.loads(out)["entry"]
+    _, out, _ = run(zk_hosts, "--json", "entries", "stuck")
+    assert json.loads(out)[-1]["held_until"] is not None  # opened by hand: held
+    code, out, err = run(zk_hosts, "revert", "stuck", entry[:8], "--force", "--dry-run")
+    assert code == 0 and "would show 0 segment(s) (0 rows) and hide 0 (0 rows)" in out, err
+    code, out, err = run(zk_hosts, "revert", "stuck", entry[:8], "--force", "--reason", "pusher died")
+    assert code == 0 and f"entry {entry} reverted" in out, err
+    _, out, _ = run(zk_hosts, "--json", "entries", "stuck")
+    assert json.loads(out)[-1]["state"] == "REVERTED"
