@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from segment_lineage.cli import app
 from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.ingest.segments import time_as_ms
 from segment_lineage.ingest.time_units import plausible_units, to_ms
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.errors import CorruptRecordError, InvalidInputError
@@ -144,7 +145,9 @@ def test_a_timestamp_column_keeps_its_own_unit(zk_manager: LineageManager, tmp_p
 def test_units_and_windows() -> None:
     assert to_ms(1_700_000_000, TimeUnit.S) == 1_700_000_000_000
     assert to_ms(1_700_000_000_123_999, TimeUnit.US) == 1_700_000_000_123
-    assert to_ms(-1_500_000, TimeUnit.NS) == -1  # truncated toward zero, as pyarrow divides
+    assert to_ms(-1_500_000, TimeUnit.NS) == -2  # rounded down, as Spark's unix_millis
+    arrow = time_as_ms(pa.chunked_array([pa.array([-1_500_000, -1_000_000, 1_500_000])]), TimeUnit.NS)
+    assert arrow.to_pylist() == [-2, -1, 1]  # and Arrow's segment times alike
     assert plausible_units(1_700_000_000, 1_800_000_000) == (TimeUnit.S,)
     assert plausible_units(1_700_000_000_000_000_000, 1_700_000_000_000_000_001) == (TimeUnit.NS,)
     assert plausible_units(1, 100) == ()

@@ -33,7 +33,9 @@ def history(
     with manager() as m:
         records = m.history(table, limit)
         if graph is not None:
-            picture = history_svg(records, m.table(table), m.readable_versions(table))
+            span = [r.version for r in records] or [0]
+            readable = m.readable_versions(table, min(span), max(span))
+            picture = history_svg(records, m.table(table), readable)
         rows = [history_view(h) for h in records]
         details = [detail_text(h) for h in records]
     if graph is not None:

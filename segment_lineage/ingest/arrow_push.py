@@ -24,6 +24,7 @@ from segment_lineage.ingest.push import (
 from segment_lineage.ingest.push_plan import INPUT_FORMATS
 from segment_lineage.ingest.schemas import conform, plan_schema, schema_of
 from segment_lineage.ingest.segments import (
+    check_one_chunk,
     check_time_type,
     integer_bounds,
     split_by_chunk,
@@ -100,7 +101,7 @@ def push_arrow(
     granularity = state.config.time_granularity
     if granularity is not None and time_column is not None:
         parts = split_by_chunk(parts, time_column, time_unit, granularity)
-    policy = SchemaPolicy(schema_policy)
+    policy = SchemaPolicy.parse(schema_policy)
     written_columns = plan_schema(
         state.config.schema, given, policy, table, full_refresh=PushMode.parse(mode) is PushMode.REFRESH
     )
@@ -139,6 +140,8 @@ def push_arrow(
             )
             if index == 0:
                 failpoint("push.mid-write")
+        if granularity is not None:
+            check_one_chunk(out, granularity)
         return Written(tuple(out))
 
     return consistent_push(

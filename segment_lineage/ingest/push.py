@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from segment_lineage.ingest.errors import PushError, PushInputError, PushInterrupted, PushRefusedError
+from segment_lineage.ingest.errors import PushError, PushInterrupted, PushRefusedError
 from segment_lineage.ingest.push_plan import (
     PushMode,
     PushResult,
@@ -295,7 +295,7 @@ def consistent_push(
         job_checked = 0
     state = manager.table(table)
     check_mode(state, mode, interval)
-    policy = _policy(schema_policy)
+    policy = SchemaPolicy.parse(schema_policy)
     if schema is not None:
         resolve(state.config.schema, schema, policy, table, full_refresh=mode is PushMode.REFRESH)
     if partitions < 1:
@@ -403,7 +403,11 @@ def plan_push(
     note = None
     if schema is not None:
         _, note = resolve(
-            state.config.schema, schema, _policy(schema_policy), table, full_refresh=mode is PushMode.REFRESH
+            state.config.schema,
+            schema,
+            SchemaPolicy.parse(schema_policy),
+            table,
+            full_refresh=mode is PushMode.REFRESH,
         )
     replaced = plan_from(state, mode, interval)
     return PushResult(
@@ -419,13 +423,6 @@ def plan_push(
         replaced_rows=sum(state.segments[n].rows for n in replaced),
         schema_note=note,
     )
-
-
-def _policy(value: SchemaPolicy | str) -> SchemaPolicy:
-    try:
-        return SchemaPolicy(value)
-    except ValueError:
-        raise PushInputError(f"unknown schema policy {value!r}: use enforce, evolve or replace") from None
 
 
 def _abandon(

@@ -81,6 +81,11 @@ class SnapshotReader:
             return data.head(limit) if limit is not None else data.to_table()
         except FileNotFoundError as exc:
             raise self.too_old(str(exc)) from None
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise StorageError(
+                f"reading table {self.table!r} failed: a file does not fit its schema: {first}"
+            ) from None
         except OSError as exc:
             if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
                 raise self.too_old(str(exc)) from None

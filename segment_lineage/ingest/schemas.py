@@ -25,11 +25,6 @@ _FROM_ARROW_ID = {
     pa.int16(): "int16",
     pa.int32(): "int32",
     pa.int64(): "int64",
-    pa.uint8(): "uint8",
-    pa.uint16(): "uint16",
-    pa.uint32(): "uint32",
-    pa.uint64(): "uint64",
-    pa.float16(): "float16",
     pa.float32(): "float",
     pa.float64(): "double",
     pa.string(): "string",
@@ -38,7 +33,6 @@ _FROM_ARROW_ID = {
     pa.large_binary(): "binary",
     pa.date32(): "date",
     pa.date64(): "date",
-    pa.month_day_nano_interval(): "interval",
 }
 _TO_ARROW = {
     "null": pa.null(),
@@ -47,11 +41,6 @@ _TO_ARROW = {
     "int16": pa.int16(),
     "int32": pa.int32(),
     "int64": pa.int64(),
-    "uint8": pa.uint8(),
-    "uint16": pa.uint16(),
-    "uint32": pa.uint32(),
-    "uint64": pa.uint64(),
-    "float16": pa.float16(),
     "float": pa.float32(),
     "double": pa.float64(),
     "string": pa.string(),
@@ -60,13 +49,28 @@ _TO_ARROW = {
     "time": pa.time64("us"),
     "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"),
-    "interval": pa.month_day_nano_interval(),
+}
+
+
+# Arrow types Spark (and so every reader of the table) cannot read, and what to use instead.
+_UNREADABLE = {
+    "uint": "a signed integer (int64 holds every uint32)",
+    "halffloat": "float or double",
+    "month_day_nano_interval": "a duration in an integer column",
 }
 
 
 def from_arrow(kind: pa.DataType, where: str = "") -> DataType:
     """The logical type of an Arrow type; PushRefusedError for one a table
-    cannot record (a union, a duration, an extension type)."""
+    cannot hold (unsigned integers, half floats, intervals, decimals over 38
+    digits, a union, a duration, an extension type), before anything is written."""
+    for prefix, instead in _UNREADABLE.items():
+        if str(kind).startswith(prefix):
+            raise PushRefusedError(
+                f"column {where!r} has type {kind}, which Spark cannot read: cast it to {instead}"
+            )
+    if pa.types.is_decimal(kind) and kind.precision > 38:
+        raise PushRefusedError(f"column {where!r} has type {kind}: a decimal holds at most 38 digits here")
     if kind in _FROM_ARROW_ID:
         return DataType(_FROM_ARROW_ID[kind])
     if pa.types.is_string_view(kind):

@@ -10,9 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.ingest.errors import PushError, PushRefusedError
 from segment_lineage.ingest.time_units import PER_SECOND
-from segment_lineage.lineage.core.model import TimeGranularity, TimeUnit
+from segment_lineage.lineage.core.model import Segment, TimeGranularity, TimeUnit
+from segment_lineage.lineage.core.periods import chunk_start, format_time
 from segment_lineage.lineage.storage.deep import DeepStore
 
 
@@ -40,13 +41,13 @@ def time_as_ms(column: pa.ChunkedArray, unit: TimeUnit | None = None) -> pa.Chun
     """
     kind = column.type
     if pa.types.is_timestamp(kind):
-        # Integer division, so sub-millisecond precision (Spark writes ns) is
-        # truncated instead of refused as a lossy cast.
+        # Floor division, so sub-millisecond precision (Spark writes ns) is
+        # dropped instead of refused as a lossy cast, before 1970 as after.
         per_ms = {"s": None, "ms": 1, "us": 1_000, "ns": 1_000_000}[kind.unit]
         raw = pc.cast(column, pa.int64())
         if per_ms is None:
             return pc.multiply(raw, 1_000)
-        return raw if per_ms == 1 else pc.divide(raw, per_ms)
+        return raw if per_ms == 1 else _floor_div(raw, per_ms)
     if pa.types.is_date(kind):
         days = pc.cast(pc.cast(column, pa.date32()), pa.int32())  # date32 -> int64 is no direct cast
         return pc.multiply(pc.cast(days, pa.int64()), 86_400_000)
@@ -56,9 +57,17 @@ def time_as_ms(column: pa.ChunkedArray, unit: TimeUnit | None = None) -> pa.Chun
         raw = pc.cast(column, pa.int64())
         if unit is TimeUnit.S:
             return pc.multiply_checked(raw, 1_000)
-        return raw if unit is TimeUnit.MS else pc.divide(raw, PER_SECOND[unit] // 1_000)
+        return raw if unit is TimeUnit.MS else _floor_div(raw, PER_SECOND[unit] // 1_000)
     check_time_type(kind)
     raise AssertionError(kind)  # check_time_type refused it
+
+
+def _floor_div(values: pa.ChunkedArray, divisor: int) -> pa.ChunkedArray:
+    """Integer division rounding down (Arrow's rounds toward zero), as Spark's
+    ``unix_millis`` and :func:`segment_lineage.ingest.time_units.to_ms` do."""
+    quotient = pc.divide(values, divisor)
+    inexact = pc.and_(pc.less(values, 0), pc.not_equal(pc.multiply(quotient, divisor), values))
+    return pc.if_else(inexact, pc.subtract(quotient, 1), quotient)
 
 
 def integer_bounds(columns: Sequence[pa.ChunkedArray]) -> tuple[int | None, int | None] | None:
@@ -113,6 +122,22 @@ def chunk_keys(
     return pc.floor_temporal(moments, unit=granularity.value).cast(pa.int64())
 
 
+MAX_CHUNKED_SEGMENTS = 10_000  # segments one push may split into by time chunk
+
+
+def check_one_chunk(segments: Sequence[Segment], granularity: TimeGranularity) -> None:
+    """PushError when a written segment holds rows of two time chunks (the
+    split is checked, not trusted): the push is reverted, nothing lands."""
+    for seg in segments:
+        if seg.min_time is None or seg.max_time is None:
+            continue
+        if chunk_start(seg.min_time, granularity.value) != chunk_start(seg.max_time, granularity.value):
+            raise PushError(
+                f"segment {seg.name} holds rows from {format_time(seg.min_time)} to "
+                f"{format_time(seg.max_time)}, more than one {granularity.value}"
+            )
+
+
 def split_by_chunk(
     parts: Sequence[pa.Table], time_column: str, unit: TimeUnit | None, granularity: TimeGranularity
 ) -> list[pa.Table]:
@@ -121,6 +146,8 @@ def split_by_chunk(
     chunk bounds then finds segments that lie inside it."""
     out: list[pa.Table] = []
     for part in parts:
+        if len(out) > MAX_CHUNKED_SEGMENTS:
+            break
         if part.num_rows == 0:
             continue
         keys = chunk_keys(part.column(time_column), unit, granularity)
@@ -131,4 +158,9 @@ def split_by_chunk(
         for key in sorted(distinct.to_pylist(), key=lambda k: (k is None, k or 0)):
             mask = pc.is_null(keys) if key is None else pc.fill_null(pc.equal(keys, key), False)
             out.append(part.filter(mask))
+    if len(out) > MAX_CHUNKED_SEGMENTS:
+        raise PushRefusedError(
+            f"the input spans more than {MAX_CHUNKED_SEGMENTS} time chunks of a {granularity.value} "
+            "(a segment each): use a coarser --time-granularity, or push it in parts"
+        )
     return out or list(parts[:1])

@@ -29,9 +29,11 @@ from pyspark.sql.types import (
     DateType,
     IntegerType,
     IntegralType,
+    MapType,
     StructType,
     TimestampNTZType,
     TimestampType,
+    VariantType,
 )
 
 from segment_lineage.ingest.errors import PushRefusedError
@@ -47,6 +49,7 @@ from segment_lineage.ingest.push import (
 from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.ingest.schemas import plan_schema, schema_of, to_arrow
+from segment_lineage.ingest.segments import MAX_CHUNKED_SEGMENTS, check_one_chunk
 from segment_lineage.ingest.spark_jvm import start_quiet_jvm
 from segment_lineage.ingest.spark_writers import arrow_write, native_write, task_progress
 from segment_lineage.ingest.time_units import resolve_time_unit, to_ms
@@ -188,7 +191,6 @@ def plan_partitions(df: DataFrame, segments: int | None, target_mb: float | None
 
 
 _KEY, _PID = "__lineage_chunk", "__lineage_partition"
-MAX_CHUNKED_PARTITIONS = 10_000
 
 
 def millis(df: DataFrame, time_column: str, unit: TimeUnit | None) -> Column:
@@ -206,7 +208,9 @@ def millis(df: DataFrame, time_column: str, unit: TimeUnit | None) -> Column:
         if unit is TimeUnit.MS:
             return raw
         per_ms = 1_000 if unit is TimeUnit.US else 1_000_000
-        return F.when(raw < 0, -F.floor(-raw / per_ms)).otherwise(F.floor(raw / per_ms)).cast("long")
+        # Rounding down, in decimals: a double would round nanoseconds since 1970.
+        floored = (raw - F.pmod(raw, F.lit(per_ms))).cast("decimal(38,0)") / F.lit(per_ms)
+        return floored.cast("long")
     raise PushRefusedError(f"time column {time_column!r} of type {kind.simpleString()} is not a time")
 
 
@@ -236,13 +240,12 @@ def plan_chunked(
     if not counts:
         return df
     wanted = plan_partitions(df, segments, target_mb).rdd.getNumPartitions()
-    total = sum(counts.values())
-    shares = {k: max(1, round(wanted * n / total)) for k, n in sorted(counts.items())}
+    shares = chunk_shares(counts, wanted)
     slots = sum(shares.values())
-    if slots > MAX_CHUNKED_PARTITIONS:
+    if slots > MAX_CHUNKED_SEGMENTS:
         raise PushRefusedError(
             f"the input spans {len(counts)} time chunks, {slots} segments in all (at most "
-            f"{MAX_CHUNKED_PARTITIONS}): use a coarser --time-granularity, or fewer --segments"
+            f"{MAX_CHUNKED_SEGMENTS}): use a coarser --time-granularity, or fewer --segments"
         )
     probe = spark.range(slots * 64).select(F.col("id"), F.pmod(F.hash("id"), F.lit(slots)).alias("p"))
     landing = {row["p"]: row["id"] for row in probe.groupBy("p").agg(F.min("id").alias("id")).collect()}
@@ -256,10 +259,29 @@ def plan_chunked(
     offsets = F.create_map(*[F.lit(x).cast("long") for k in shares for x in (k, first[k])])
     sizes = F.create_map(*[F.lit(x).cast("long") for k, share in shares.items() for x in (k, share)])
     values = F.array(*[F.lit(landing[p]).cast("long") for p in range(slots)])
-    spread = F.pmod(F.xxhash64(*[F.col(_quoted(c)) for c in df.columns]), F.element_at(sizes, F.col(_KEY)))
+    hashable = [
+        F.col(_quoted(f.name)) for f in df.schema if not isinstance(f.dataType, MapType | VariantType)
+    ]
+    row_hash = F.xxhash64(*hashable) if hashable else F.lit(0)  # Spark hashes no map
+    spread = F.pmod(row_hash, F.element_at(sizes, F.col(_KEY)))
     slot = F.element_at(offsets, F.col(_KEY)) + spread
     placed = keyed.withColumn(_PID, F.element_at(values, (slot + 1).cast("int")))
     return placed.repartition(slots, F.col(_PID)).drop(_KEY, _PID)
+
+
+def chunk_shares(counts: dict[int, int], wanted: int) -> dict[int, int]:
+    """Partitions per chunk: ``wanted`` in all (one per chunk at least, none
+    beyond a chunk's rows), shared by rows, the remainders to the largest."""
+    total = sum(counts.values())
+    budget = max(wanted, len(counts))
+    exact = {k: budget * n / total for k, n in counts.items()}
+    shares = {k: max(1, min(counts[k], int(share))) for k, share in exact.items()}
+    for k in sorted(exact, key=lambda k: exact[k] - int(exact[k]), reverse=True):
+        if sum(shares.values()) >= budget:
+            break
+        if shares[k] < counts[k]:
+            shares[k] += 1
+    return dict(sorted(shares.items()))
 
 
 def _input_size(uri: str) -> int:
@@ -355,7 +377,7 @@ def push_dataframe(
     """
     state = manager.table(table)
     mode = PushMode.parse(mode)
-    policy = SchemaPolicy(schema_policy)
+    policy = SchemaPolicy.parse(schema_policy)
     columns = plan_schema(
         state.config.schema, frame_schema(df), policy, table, full_refresh=mode is PushMode.REFRESH
     )
@@ -398,8 +420,12 @@ def push_dataframe(
             raise PushRefusedError(f"the native writer cannot write to {store.scheme}://; use --writer arrow")
         with task_progress(shaped.sparkSession, progress, progress_every_s):
             if native:
-                return native_write(shaped, store, target, time_unit)
-            return arrow_write(shaped, store, target, time_unit, failpoint)
+                written = native_write(shaped, store, target, time_unit)
+            else:
+                written = arrow_write(shaped, store, target, time_unit, failpoint)
+        if granularity is not None and time_column is not None:
+            check_one_chunk(written.segments, granularity)
+        return written
 
     return consistent_push(
         manager,

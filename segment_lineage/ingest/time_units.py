@@ -35,13 +35,13 @@ _HI_S = int(dt.datetime(END_YEAR, 1, 1, tzinfo=dt.UTC).timestamp())
 
 def to_ms(value: int, unit: TimeUnit) -> int:
     """``value`` in ``unit`` as epoch milliseconds, sub-millisecond digits
-    truncated toward zero (as for timestamp columns)."""
+    dropped rounding down (as for timestamp columns, and as Spark does)."""
     if unit is TimeUnit.S:
         return value * 1_000
     if unit is TimeUnit.MS:
         return value
     per_ms = PER_SECOND[unit] // 1_000
-    return -(-value // per_ms) if value < 0 else value // per_ms
+    return value // per_ms
 
 
 def plausible_units(lo: int, hi: int) -> tuple[TimeUnit, ...]:

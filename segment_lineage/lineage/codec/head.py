@@ -15,6 +15,7 @@ from segment_lineage.lineage.codec.envelope import (
     _decoding,
     _enum,
     _envelope,
+    _envelope_at,
     _get,
     _opt,
     _str_list,
@@ -57,6 +58,8 @@ def config_to_dict(config: TableConfig) -> dict[str, object]:
         d["schema"] = [[f.name, _type_to_json(f.type)] for f in config.schema]
     if config.schema_replaced_at is not None:
         d["schema_replaced_at"] = config.schema_replaced_at
+    if config.schema_replaced_by is not None:
+        d["schema_replaced_by"] = config.schema_replaced_by
     if config.versions_kept is not None:
         d["versions_kept"] = config.versions_kept
     if config.time_granularity is not None:
@@ -113,6 +116,7 @@ def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
         time_unit=None if d.get("time_unit") is None else _enum(TimeUnit, d["time_unit"], "time unit"),
         schema=_schema_from_json(d.get("schema")),
         schema_replaced_at=_opt(d, "schema_replaced_at", int),
+        schema_replaced_by=_opt(d, "schema_replaced_by", str),
         versions_kept=_opt(d, "versions_kept", int),
         time_granularity=None
         if d.get("time_granularity") is None
@@ -153,25 +157,33 @@ class Head:
         return bucket_ids(self.buckets)
 
 
+# Format 2: a head whose table holds what format 1 has no field for (a schema,
+# versions kept, a time granularity). A build that reads format 1 only refuses
+# it instead of reading it and writing the table back without those fields.
+HEAD_V2 = 2
+_V2_FIELDS = ("schema", "schema_replaced_at", "schema_replaced_by", "versions_kept", "time_granularity")
+
+
 def encode_head(head: Head) -> bytes:
-    return dumps(
-        _envelope(
-            HEAD,
-            table=config_to_dict(head.config),
-            version=head.version,
-            commit=head.commit_id,
-            buckets={k: list(v) for k, v in head.buckets.items()},
-            history={
-                "last": head.history_last,
-                "tail": [history_to_dict(r) for r in head.history_tail],
-            },
-            dropping=head.dropping,
-        )
-    )
+    table = config_to_dict(head.config)
+    body = {
+        "table": table,
+        "version": head.version,
+        "commit": head.commit_id,
+        "buckets": {k: list(v) for k, v in head.buckets.items()},
+        "history": {
+            "last": head.history_last,
+            "tail": [history_to_dict(r) for r in head.history_tail],
+        },
+        "dropping": head.dropping,
+    }
+    if any(field in table for field in _V2_FIELDS):
+        return dumps(_envelope_at(HEAD, HEAD_V2, body))
+    return dumps(_envelope(HEAD, **body))
 
 
 def decode_head(raw: bytes, where: str) -> Head:
-    doc = parse(raw, HEAD, where)
+    doc = parse(raw, HEAD, where, (1, HEAD_V2))
     with _decoding(where):
         buckets_doc = _get(doc, "buckets", dict)
         buckets: dict[str, tuple[str, ...]] = {}

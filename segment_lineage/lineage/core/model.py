@@ -103,6 +103,7 @@ class TableConfig:
     time_unit: TimeUnit | None = None  # an integer time column's unit; None: inferred per push
     schema: Schema | None = None  # recorded at the first push (core.schema); None: none yet
     schema_replaced_at: int | None = None  # the version whose push last replaced the schema
+    schema_replaced_by: str | None = None  # that push's entry (never reverted: its data has those columns)
     versions_kept: int | None = None  # past versions kept readable; None: the store's default
     time_granularity: TimeGranularity | None = None  # pushes split their output by it; None: no split
 
@@ -137,6 +138,8 @@ class TableConfig:
         ):
             raise InvalidInputError(f"invalid time column {time_column!r}: letters, digits and '_' only")
         unit = _time_unit(time_unit, time_column)
+        if not isinstance(exclusive_delete, bool):
+            raise InvalidInputError(f"invalid exclusive delete {exclusive_delete!r}: true or false")
         if (
             isinstance(max_snapshots, bool)
             or not isinstance(max_snapshots, int)
@@ -205,8 +208,29 @@ class SettingsChange:
     def empty(self) -> bool:
         return all(getattr(self, f.name) is None for f in dataclasses.fields(self))
 
+    def _check_types(self) -> None:
+        """InvalidInputError for a value of the wrong kind, and for 'none'
+        where it means nothing (a retention period has no 'off')."""
+        for name in ("replaced_segments_retention", "lineage_entry_cleanup_retention"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or value.strip().lower() == NONE):
+                raise InvalidInputError(
+                    f"invalid {name.replace('_', ' ')} {value!r}: a period such as 12h or 7d"
+                )
+        for name in ("time_retention", "time_granularity"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidInputError(f"invalid {name.replace('_', ' ')} {value!r}: text, or 'none'")
+        if self.exclusive_delete is not None and not isinstance(self.exclusive_delete, bool):
+            raise InvalidInputError(f"invalid exclusive delete {self.exclusive_delete!r}: true or false")
+        if self.versions_kept is not None and not isinstance(self.versions_kept, int | str):
+            raise InvalidInputError(
+                f"invalid versions kept {self.versions_kept!r}: a whole number, or 'none'"
+            )
+
     def applied(self, config: TableConfig) -> TableConfig:
         """``config`` with these changes, validated as at creation."""
+        self._check_types()
 
         def given(value: str | None, current: int | None) -> str | None:
             if value is None:
@@ -250,7 +274,11 @@ class SettingsChange:
             ),
         )
         return dataclasses.replace(
-            built, root=config.root, schema=config.schema, schema_replaced_at=config.schema_replaced_at
+            built,
+            root=config.root,
+            schema=config.schema,
+            schema_replaced_at=config.schema_replaced_at,
+            schema_replaced_by=config.schema_replaced_by,
         )
 
 

@@ -81,6 +81,20 @@ def parse_time(text: str) -> int:
     return round(moment.timestamp() * 1000)
 
 
+def chunk_start(ms: int, granularity: str) -> int:
+    """The start (epoch ms) of the UTC hour, day or month ``ms`` lies in."""
+    moment = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
+    if granularity == "hour":
+        start = moment.replace(minute=0, second=0, microsecond=0)
+    elif granularity == "day":
+        start = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    elif granularity == "month":
+        start = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    else:
+        raise InvalidInputError(f"invalid time granularity {granularity!r}: use hour, day or month")
+    return (start - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
+
+
 def format_time(ms: int) -> str:
     """The one formatter of a time in every message and view: ISO-8601 in UTC
     (``2013-02-01T00:00:00Z``; milliseconds only when there are some)."""
@@ -88,7 +102,7 @@ def format_time(ms: int) -> str:
         moment = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
     except OverflowError:
         return f"ms:{ms}"  # outside the years a calendar can print
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    text = f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}"
     return text + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")
 
 

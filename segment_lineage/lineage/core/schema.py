@@ -33,11 +33,6 @@ PRIMITIVES = frozenset(
         "int16",
         "int32",
         "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float16",
         "float",
         "double",
         "string",
@@ -46,7 +41,6 @@ PRIMITIVES = frozenset(
         "time",
         "timestamp",
         "timestamp_ntz",
-        "interval",
     }
 )
 PARAMETRIC = {"decimal": 2, "fixed_binary": 1}  # name -> number of parameters
@@ -58,15 +52,13 @@ MAX_DEPTH = 32
 
 # A narrower type the writer widens into the recorded one, losslessly.
 _WIDENS_TO = {
-    "int64": {"int8", "int16", "int32", "uint8", "uint16", "uint32"},
-    "int32": {"int8", "int16", "uint8", "uint16"},
-    "int16": {"int8", "uint8"},
-    "uint64": {"uint8", "uint16", "uint32"},
-    "uint32": {"uint8", "uint16"},
-    "uint16": {"uint8"},
-    "double": {"float16", "float"},
-    "float": {"float16"},
+    "int64": {"int8", "int16", "int32"},
+    "int32": {"int8", "int16"},
+    "int16": {"int8"},
+    "double": {"float"},
 }
+MAX_DECIMAL_PRECISION = 38  # Spark's, and Parquet readers'
+MAX_SCHEMA_BYTES = 64 * 1024  # a schema lives in the table's head, beside everything else
 
 
 @dataclass(frozen=True)
@@ -104,6 +96,15 @@ class SchemaPolicy(StrEnum):
     EVOLVE = "evolve"  # and it may add columns
     REPLACE = "replace"  # its schema becomes the table's (a full refresh only)
 
+    @staticmethod
+    def parse(value: SchemaPolicy | str) -> SchemaPolicy:
+        try:
+            return SchemaPolicy(value.lower() if isinstance(value, str) else value)
+        except ValueError:
+            raise InvalidInputError(
+                f"unknown schema policy {value!r}: use enforce, evolve or replace"
+            ) from None
+
 
 class SchemaMismatchError(RefusedError):
     """A push's columns do not fit the table's recorded schema. Nothing changed."""
@@ -134,10 +135,18 @@ def check_type(kind: DataType, depth: int = 0) -> DataType:
 
 def check_fields(fields: Sequence[Field], what: str = "column", depth: int = 0) -> Schema:
     """``fields`` as a schema, or InvalidInputError: names non-empty text of
-    at most MAX_NAME_BYTES, unique, at most MAX_COLUMNS of them."""
+    at most MAX_NAME_BYTES, unique even ignoring case (Spark and SQL engines
+    do), at most MAX_COLUMNS of them, MAX_SCHEMA_BYTES in all."""
     if len(fields) > MAX_COLUMNS:
         raise InvalidInputError(f"{len(fields)} {what}s: at most {MAX_COLUMNS} are recorded")
-    seen: set[str] = set()
+    if depth == 0:
+        size = sum(len(f.name.encode("utf-8", "replace")) + len(str(f.type)) + 8 for f in fields)
+        if size > MAX_SCHEMA_BYTES:
+            raise InvalidInputError(
+                f"the columns take {size // 1024} KB to record, at most {MAX_SCHEMA_BYTES // 1024} KB: "
+                "shorter names, or fewer columns"
+            )
+    seen: dict[str, str] = {}
     for field in fields:
         name = field.name
         size = len(name.encode("utf-8", "replace")) if isinstance(name, str) else 0
@@ -147,7 +156,13 @@ def check_fields(fields: Sequence[Field], what: str = "column", depth: int = 0) 
             )
         if name in seen:
             raise InvalidInputError(f"{what} {name!r} appears twice")
-        seen.add(name)
+        if name.casefold() in seen.values():
+            other = next(k for k, v in seen.items() if v == name.casefold())
+            raise InvalidInputError(
+                f"{what}s {other!r} and {name!r} differ only in case, "
+                "which Spark and SQL engines do not tell apart"
+            )
+        seen[name] = name.casefold()
         check_type(field.type, depth)
     return tuple(fields)
 
@@ -160,10 +175,14 @@ def _utf8(text: str) -> bool:
     return True
 
 
+NULL = DataType("null")
+
+
 def widens(recorded: DataType, given: DataType) -> bool:
     """Whether a column of type ``given`` may be written as ``recorded``: the
-    same type, or a narrower integer or float."""
-    return recorded == given or given.name in _WIDENS_TO.get(recorded.name, ())
+    same type, a narrower integer or float, or no values at all (``null``);
+    a column recorded ``null`` (no values yet) takes any type."""
+    return recorded == given or NULL in (given, recorded) or given.name in _WIDENS_TO.get(recorded.name, ())
 
 
 @dataclass(frozen=True)
@@ -201,8 +220,22 @@ def written_schema(recorded: Schema | None, given: Schema) -> Schema:
         return given
     have = {f.name: f.type for f in recorded}
     return tuple(
-        Field(f.name, have[f.name]) if f.name in have and widens(have[f.name], f.type) else f for f in given
+        Field(f.name, have[f.name])
+        if f.name in have and have[f.name] != NULL and widens(have[f.name], f.type)
+        else f
+        for f in given
     )
+
+
+def typed(recorded: Schema, given: Schema) -> tuple[Schema, tuple[Field, ...]]:
+    """``recorded`` with each column it holds as ``null`` (no values seen
+    yet) given the type ``given`` brings, and those columns."""
+    got = {f.name: f.type for f in given}
+    filled = tuple(
+        Field(f.name, got[f.name]) for f in recorded if f.type == NULL and got.get(f.name, NULL) != NULL
+    )
+    names = {f.name: f for f in filled}
+    return tuple(names.get(f.name, f) for f in recorded), filled
 
 
 def resolve(
@@ -235,12 +268,14 @@ def _resolve(
             return recorded, None
         return written, f"schema replaced: {compare(recorded, written).describe(4)}"
     diff = compare(recorded, given)
+    after, filled = typed(recorded, given)
+    note = "schema typed: " + ", ".join(f"{f.name} ({f.type})" for f in filled[:8]) if filled else None
     if not diff.missing and not diff.changed and not diff.added:
-        return recorded, None
+        return after, note
     if diff.added and not diff.missing and not diff.changed and policy is SchemaPolicy.EVOLVE:
         added = ", ".join(f"{f.name} ({f.type})" for f in diff.added[:8])
         more = f" and {len(diff.added) - 8} more" if len(diff.added) > 8 else ""
-        return (*recorded, *diff.added), f"schema evolved: added {added}{more}"
+        return (*after, *diff.added), f"schema evolved: added {added}{more}" + (f"; {note}" if note else "")
     hint = (
         "push with --evolve-schema to add the new columns"
         if diff.added and not diff.missing and not diff.changed

@@ -33,6 +33,7 @@ PIN_ATTEMPTS = 5
 
 MIN_ENTRY_PREFIX = 4
 MAX_PREFIX_SEARCH = 100_000  # history records a prefix is looked for in
+MAX_EXAMINED = 512  # retained versions readable_versions loads
 
 
 class Reads(ManagerBase):
@@ -114,7 +115,7 @@ class Reads(ManagerBase):
                 "hexadecimal digits"
             )
         found = {e for e in self._read(table).entries if e.startswith(raw)}
-        if not found and in_history:
+        if in_history:  # both: a prefix naming a live entry and a past one is ambiguous
             for count, record in enumerate(self.store.iter_history(table)):
                 if count >= MAX_PREFIX_SEARCH:
                     break
@@ -196,18 +197,21 @@ class Reads(ManagerBase):
             table, PIN_ATTEMPTS, self.retry.clock() - started, doing="pinning a version retention left alone"
         )
 
-    def readable_versions(self, table: str) -> list[int]:
-        """The retained versions a reader can still read now (``read --as-of``,
-        rollback targets): those every segment of which is still registered
-        where it was. Loads each retained version: for pictures and reports."""
+    def readable_versions(self, table: str, lo: int = 0, hi: int | None = None) -> list[int]:
+        """The retained versions from ``lo`` to ``hi`` a reader can still read
+        now (``read --as-of``, rollback targets): those every segment of which
+        is still registered where it was. Loads each (the newest
+        MAX_EXAMINED of them at most): for pictures and reports."""
         current = self._read(table)
         out = []
-        for version in self.store.versions(table):
+        wanted = [v for v in self.store.versions(table) if lo <= v and (hi is None or v <= hi)]
+        for version in wanted[-MAX_EXAMINED:]:
             try:
                 then = current if version == current.version else self._as_of(table, version)
             except VersionGoneError:
                 continue
-            if self._gone(then, current) is None:
+            replaced_at = current.config.schema_replaced_at
+            if (replaced_at is None or version >= replaced_at) and self._gone(then, current) is None:
                 out.append(version)
         return out
 
@@ -217,6 +221,14 @@ class Reads(ManagerBase):
         head read after the reader's lease exists) at the same location; one
         queued in ``pending`` is condemned, so not readable. Names the oldest
         readable version after it."""
+        replaced_at = current.config.schema_replaced_at
+        if replaced_at is not None and then.version < replaced_at:
+            raise VersionGoneError(
+                then.config.name,
+                then.version,
+                replaced_at,
+                why=f"has the columns the schema had before version {replaced_at} replaced it",
+            )
         gone = self._gone(then, current)
         if gone is None:
             return

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from segment_lineage.lineage.core.buckets import editable
+from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import (
     Audit,
     Change,
@@ -28,7 +29,14 @@ from segment_lineage.lineage.core.names import (
     check_entry_id,
     check_segment_names,
 )
-from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
+from segment_lineage.lineage.core.schema import (
+    Schema,
+    SchemaMismatchError,
+    SchemaPolicy,
+    compare,
+    resolve,
+    written_schema,
+)
 from segment_lineage.lineage.core.transitions.common import (
     _entry,
     _queue_for_deletion,
@@ -318,6 +326,16 @@ def complete_replace(
     if entry.state is EntryState.COMPLETED and _completed_with(state, entry, uploads):
         return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
     config, note = state.config, None
+    if schema is not None and config.schema is not None and written_schema(config.schema, schema) != schema:
+        # Planned on an older schema (another push recorded one meanwhile):
+        # the files hold other types than the table's. Refused; nothing lands.
+        raise SchemaMismatchError(
+            f"table {config.name!r} recorded other column types while this push ran: "
+            f"{compare(config.schema, schema).describe() or 'narrower types written'}",
+            table=config.name,
+            entry_id=entry_id,
+            remedy="push again: the push then writes the table's types",
+        )
     if schema is not None:
         recorded, note = resolve(config.schema, schema, policy, config.name, full_refresh=mode == "refresh")
         if note is not None:
@@ -326,6 +344,7 @@ def complete_replace(
                 config,
                 schema=recorded,
                 schema_replaced_at=state.version + 1 if replaced else config.schema_replaced_at,
+                schema_replaced_by=entry_id if replaced else config.schema_replaced_by,
             )
     registered = register_segments(state, uploads, now_ms, entry_id).state if uploads else state
     if strays:
@@ -355,6 +374,14 @@ def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = 
     chain can be reverted.
     """
     entry = _entry(state, entry_id)
+    if entry_id == state.config.schema_replaced_by:
+        raise RefusedError(
+            f"cannot revert entry {entry_id}: its push replaced the table's schema, and the data it "
+            "hid has the old columns",
+            table=state.config.name,
+            entry_id=entry_id,
+            remedy="push the old data again with a refresh and --replace-schema",
+        )
     require(
         state,
         [

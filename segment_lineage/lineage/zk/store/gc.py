@@ -83,6 +83,16 @@ class MetadataGc:
                 batch = [b for b, r in zip(batch, results[1:], strict=True) if not isinstance(r, NoNodeError)]
         return deleted
 
+    def _prune(self, table: str) -> None:
+        """Prune the table's version records to its versions kept; nothing
+        when its head cannot be read (being dropped, or undecodable: the
+        setting is unknown, and the rest of the pass says what is wrong)."""
+        try:
+            head, _ = self.heads.read_head(table)
+        except LineageError:
+            return
+        self.versions.prune(table, head.config.versions_kept)
+
     def collect(self, table: str, grace_ms: int = METADATA_GRACE_MS) -> int:
         """One mark-and-sweep pass over a table's unreferenced blobs.
 
@@ -100,8 +110,7 @@ class MetadataGc:
             refused=f"ZooKeeper refused collecting garbage of {table!r}: not authorised",
         ):
             now = self.nodes.now_ms()
-            head, _ = self.heads.read_head(table)
-            self.versions.prune(table, head.config.versions_kept)
+            self._prune(table)
             keep, head_zversion = self.referenced(table)
             children = self.zk.get_children(self.paths.blobs(table), doing="listing blobs")
             unreferenced = [b for b in children if b not in keep]
