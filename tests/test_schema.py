@@ -311,3 +311,84 @@ def test_a_rollback_records_its_target(zk_manager: LineageManager, tmp_path: Pat
     zk_manager.rollback("rb", target)
     record = zk_manager.history("rb", 1)[0]
     assert record.detail is not None and record.detail.target == target
+
+
+def test_a_schema_replacement_is_not_undone_by_revert_nor_read_across(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    from segment_lineage.ingest.readers import SnapshotReader
+    from segment_lineage.lineage.core.errors import RefusedError, VersionGoneError
+
+    m = zk_manager
+    m.create_table(TableConfig.build("swap", str(tmp_path / "swap")))
+    push_arrow(m, "swap", [pa.table({"a": ["x", "y"]})])
+    old = m.table("swap").version
+    done = push_arrow(m, "swap", [pa.table({"a": [1, 2]})], schema_policy="replace")
+    with pytest.raises(RefusedError, match="replaced the table's schema"):
+        m.revert_replace("swap", done.entry_id)
+    with pytest.raises(VersionGoneError, match="before version"), SnapshotReader(m, "swap", old):
+        pass
+    with SnapshotReader(m, "swap") as reader:
+        assert reader.to_arrow().column("a").to_pylist() == [1, 2]
+    assert old not in m.readable_versions("swap")
+
+
+def test_an_append_landing_during_a_schema_replacement_refuses_the_replacement(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """A refresh that replaces the schema must leave no segment of the old
+    columns visible: an append committed while it ran makes it refuse."""
+    m = zk_manager
+    m.create_table(TableConfig.build("race", str(tmp_path / "race"), "APPEND"))
+    push_arrow(m, "race", [pa.table({"v": ["a"]})], mode="append")
+    entry = str(uuid.uuid4())
+    m.start_replace("race", [s.name for s in m.visible_segments("race")], ["new0"], entry_id=entry)
+    push_arrow(m, "race", [pa.table({"v": ["late"]})], mode="append")  # lands meanwhile
+    with pytest.raises(SchemaMismatchError, match="old columns"):
+        m.complete_replace(
+            "race",
+            entry,
+            [Segment("new0", "p/new0.parquet", rows=1)],
+            schema=(Field("b", INT64),),
+            schema_policy=SchemaPolicy.REPLACE,
+            mode="refresh",
+        )
+    assert m.table("race").config.schema == (Field("v", STRING),)
+
+
+def test_old_builds_refuse_a_head_they_would_write_back_without_its_schema() -> None:
+    from segment_lineage.lineage.codec.envelope import parse
+    from segment_lineage.lineage.core.errors import CorruptRecordError
+
+    plain = TableConfig.build("t", "/r")
+    head = codec.Head(plain, 3, "c", {k: ("b",) for k in codec.KINDS}, None, ())
+    assert json.loads(codec.encode_head(head))["v"] == 1  # nothing new: readable by older builds
+    with_schema = codec.Head(
+        TableConfig(**{**plain.__dict__, "schema": BASE}), 3, "c", {k: ("b",) for k in codec.KINDS}, None, ()
+    )
+    raw = codec.encode_head(with_schema)
+    with pytest.raises(CorruptRecordError, match="unknown format version 2"):
+        parse(raw, codec.head.HEAD, "/h")  # what a build reading format 1 only does
+    assert codec.decode_head(raw, "/h").config.schema == BASE
+
+
+def test_columns_spark_cannot_read_are_refused_and_a_null_column_takes_a_type() -> None:
+    from segment_lineage.ingest.errors import PushRefusedError
+
+    for kind, word in (
+        (pa.uint32(), "uint32"),
+        (pa.float16(), "halffloat"),
+        (pa.decimal256(50, 2), "38 digits"),
+    ):
+        with pytest.raises(PushRefusedError, match=word):
+            schema_of(pa.schema([("c", kind)]))
+    with pytest.raises(PushRefusedError, match="differ only in case"):
+        schema_of(pa.schema([("v", pa.int64()), ("V", pa.int64())]))
+    nulls = (Field("a", INT64), Field("b", DataType("null")))
+    after, note = resolve(
+        nulls, (Field("a", INT64), Field("b", STRING)), SchemaPolicy.ENFORCE, "t", full_refresh=False
+    )
+    assert after == (Field("a", INT64), Field("b", STRING)) and note == "schema typed: b (string)"
+    assert resolve(after, nulls, SchemaPolicy.ENFORCE, "t", full_refresh=False) == (after, None)
+    with pytest.raises(InvalidInputError, match="unknown schema policy"):
+        SchemaPolicy.parse("Evolves")

@@ -413,3 +413,38 @@ def test_progress_is_a_live_line_on_a_terminal_and_plain_lines_otherwise(
     text = seen.decode("utf-8", "replace")
     assert done.returncode == 0
     assert "wrote 1 segment(s), 2 rows" in text and "\x1b[" in text  # kept lines, and the live status
+
+
+def test_alter_refuses_values_of_the_wrong_kind_before_they_reach_the_head(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    m = zk_manager
+    m.create_table(TableConfig.build("kinds", str(tmp_path / "kinds"), "APPEND", time_column="ts"))
+    for change, message in (
+        (SettingsChange(exclusive_delete="no"), "invalid exclusive delete 'no'"),  # type: ignore[arg-type]
+        (SettingsChange(time_granularity=5), "invalid time granularity 5"),  # type: ignore[arg-type]
+        (SettingsChange(replaced_segments_retention="none"), "invalid replaced segments retention 'none'"),
+        (SettingsChange(lineage_entry_cleanup_retention="none"), "invalid lineage entry cleanup retention"),
+    ):
+        with pytest.raises(InvalidInputError, match=message):
+            m.alter_table("kinds", change)
+    assert m.table("kinds").version == 1
+
+
+def test_a_prefix_naming_a_live_entry_and_a_past_one_is_ambiguous(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    m = zk_manager
+    m.create_table(TableConfig.build("past", str(tmp_path / "past"), "APPEND"))
+    first = "abcd0000-0000-4000-8000-000000000001"
+    m.start_replace("past", [], ["x"], entry_id=first)
+    m.revert_replace("past", first, force=True)
+    m.alter_table("past", SettingsChange(lineage_entry_cleanup_retention="0s"))
+    from segment_lineage.retention.executor import PassOptions, run_pass
+
+    run_pass(m, ["past"], PassOptions(min_grace_ms=0))  # the reverted entry goes: history still names it
+    assert first not in m.table("past").entries
+    m.start_replace("past", [], ["y"], entry_id="abcd0000-0000-4000-8000-000000000002")
+    with pytest.raises(InvalidInputError, match="matches 2 entries"):
+        m.resolve_entry("past", "abcd", in_history=True)
+    assert m.resolve_entry("past", "abcd") == "abcd0000-0000-4000-8000-000000000002"

@@ -71,6 +71,7 @@ from segment_lineage.lineage.core.transitions.start_requirements import (
     ToUnregistered,
     overlap_rules,
 )
+from segment_lineage.lineage.core.visibility import visible_names
 
 
 def _snapshot_chain(entries: Mapping[str, LineageEntry], current: frozenset[str]) -> list[LineageEntry]:
@@ -352,6 +353,18 @@ def complete_replace(
     if config is not state.config:
         registered = registered.replace(config=config)
     ended = end_replace(registered, entry_id, now_ms, to_subset)
+    if config.schema_replaced_by == entry_id and config is not state.config:
+        # Every segment left visible must be this push's: one pushed while it
+        # ran (an append) has the old columns, which the new schema misreads.
+        left = visible_names(ended.state) - set(ended.state.entries[entry_id].segments_to)
+        if left:
+            raise SchemaMismatchError(
+                f"cannot replace the schema of table {config.name!r}: {len(left)} segment(s) pushed while "
+                f"this refresh ran would stay visible with the old columns ({', '.join(sorted(left)[:3])})",
+                table=config.name,
+                entry_id=entry_id,
+                remedy="run the refresh with --replace-schema again: it then replaces those too",
+            )
     if mode is None and entry.interval is None and note is None:
         return ended
     return dataclasses.replace(ended, detail=Detail(mode=mode, interval=entry.interval, schema=note))
