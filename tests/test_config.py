@@ -57,7 +57,9 @@ def test_flags_beat_the_environment_which_beats_the_file(tmp_path: Path) -> None
 
 def test_the_file_alone_drives_the_commands(zk_hosts: str, tmp_path: Path) -> None:
     config = write(tmp_path / "c.toml", f'[zookeeper]\nhosts = "{zk_hosts}"\nsession_timeout = 5\n')
-    code, out, err = cli({}, "--config", str(config), "table", "create", "events", "--root", str(tmp_path))
+    code, out, err = cli(
+        {}, "--config", str(config), "table", "create", "events", "--root", str(tmp_path / "events")
+    )
     assert code == 0 and "created table events" in out, err
     code, out, _ = cli({}, "--config", str(config), "table", "list")
     assert "events" in out

@@ -448,3 +448,17 @@ def test_a_prefix_naming_a_live_entry_and_a_past_one_is_ambiguous(
     with pytest.raises(InvalidInputError, match="matches 2 entries"):
         m.resolve_entry("past", "abcd", in_history=True)
     assert m.resolve_entry("past", "abcd") == "abcd0000-0000-4000-8000-000000000002"
+
+
+def test_a_root_that_already_holds_files_is_refused_unless_asked(zk_hosts: str, tmp_path: Path) -> None:
+    """Retention takes every unreferenced file under a root: a user's own
+    files there would go a day later, so creating over them is refused."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.docx").write_text("precious")
+    code, _, err = run(zk_hosts, "table", "create", "over", "--root", str(mine))
+    assert code == 1 and "already holds 'report.docx'" in err and "--existing-files" in err
+    code, out, _ = run(zk_hosts, "table", "list")
+    assert "over" not in out.split() and not (mine / ".segment-lineage-root.json").exists()
+    assert run(zk_hosts, "table", "create", "over", "--root", str(mine), "--existing-files")[0] == 0
+    assert run(zk_hosts, "table", "create", "fresh", "--root", str(tmp_path / "new" / "dir"))[0] == 0

@@ -131,7 +131,7 @@ def test_a_server_that_requires_a_client_certificate(servers: Servers, pki: Pki,
         "LINEAGE_ZK_TLS_CERT": str(pki.client.cert),
         "LINEAGE_ZK_TLS_KEY": str(pki.client.key),
     }
-    code, _, err = cli(zk, env, "table", "create", "events", "--root", str(tmp_path))
+    code, _, err = cli(zk, env, "table", "create", "events", "--root", str(tmp_path / "events"))
     assert code == 0, err
 
 

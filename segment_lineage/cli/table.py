@@ -66,6 +66,14 @@ def table_create(
             "--versions-kept", help="Past versions kept readable (time travel, rollback); default 64."
         ),
     ] = None,
+    existing_files: Annotated[
+        bool,
+        typer.Option(
+            "--existing-files",
+            help="Create it over a root that already holds files: retention then deletes, a day after "
+            "first seeing them, those no segment references.",
+        ),
+    ] = False,
     time_granularity: Annotated[
         str | None,
         typer.Option(
@@ -90,7 +98,7 @@ def table_create(
         time_granularity=time_granularity,
     )
     with manager() as m:
-        state = m.create_table(config)
+        state = m.create_table(config, existing_files=existing_files)
     view = table_view(state)
     emit(view, f"created table {name}\n" + render_pairs(view))
 

@@ -40,11 +40,26 @@ from segment_lineage.lineage.store.contract import TableListing, VersionConflict
 class TableOps(ManagerBase):
     """Creating, dropping, claiming and listing tables."""
 
-    def create_table(self, config: TableConfig, reason: str | None = None) -> TableState:
+    def create_table(
+        self, config: TableConfig, reason: str | None = None, *, existing_files: bool = False
+    ) -> TableState:
         """Create a table. Its root is made canonical first (absolute, links
         resolved, never a protected place) and must not overlap another
-        table's root: InvalidInputError, RefusedError."""
+        table's root: InvalidInputError, RefusedError. A root that already
+        holds files is refused unless ``existing_files``: retention takes
+        every file under a table's root that no segment references (after
+        the orphan grace), so a user's files there would go."""
         config = dataclasses.replace(config, root=resolve_root(config.root, state_dir()))
+        if self.claims is not None and not existing_files:
+            found = self.claims.first_entry(config.root)
+            if found is not None:
+                raise RefusedError(
+                    f"root {config.root!r} already holds {found!r}: retention deletes every file under a "
+                    "table's root that no segment references, a day after it first sees it",
+                    table=config.name,
+                    remedy="use an empty or new directory, or pass --existing-files if those files "
+                    "are the table's to register or reclaim",
+                )
         if self.claims is None:
             return self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
         # Claimed first, then created, then checked: of two stores creating

@@ -66,6 +66,11 @@ class ClaimFiles(Protocol):
         ``root`` or below it (another table's root, perhaps of another store)."""
         ...
 
+    def first_entry(self, root: str) -> str | None:
+        """A file or folder directly under ``root`` other than the marker (None: it
+        holds nothing else, or does not exist): one listing, not a walk."""
+        ...
+
 
 @dataclass(frozen=True)
 class Claim:

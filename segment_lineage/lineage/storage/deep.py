@@ -447,6 +447,18 @@ class RootClaimFiles:
     def remove_claim(self, root: str) -> None:
         DeepStore.for_root(root, self.settings).remove_claim()
 
+    def first_entry(self, root: str) -> str | None:
+        import pyarrow.fs as pafs
+
+        store = DeepStore.for_root(root, self.settings)
+        selector = pafs.FileSelector(store.base, recursive=False, allow_not_found=True)
+        try:
+            infos = store.filesystem().get_file_info(selector)
+        except OSError as exc:
+            raise StorageError(f"listing {root!r} failed: {exc}") from None
+        names = sorted(posixpath.basename(i.path.rstrip("/")) for i in infos)
+        return next((n for n in names if n != CLAIM_FILE), None)
+
     def claims_around(self, root: str) -> list[str]:
         try:
             return DeepStore.for_root(root, self.settings).claims_around()
