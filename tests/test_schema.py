@@ -392,3 +392,21 @@ def test_columns_spark_cannot_read_are_refused_and_a_null_column_takes_a_type() 
     assert resolve(after, nulls, SchemaPolicy.ENFORCE, "t", full_refresh=False) == (after, None)
     with pytest.raises(InvalidInputError, match="unknown schema policy"):
         SchemaPolicy.parse("Evolves")
+
+
+def test_an_input_whose_files_have_different_columns_is_refused(zk_hosts: str, tmp_path: Path) -> None:
+    """A reader takes the first file's columns: the other file's would be
+    dropped or converted. Refused, by either engine's path, before anything."""
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    pq.write_table(pa.table({"id": [1], "v": ["a"]}), mixed / "a.parquet")
+    pq.write_table(pa.table({"id": [2], "v": ["b"], "extra": [1.5]}), mixed / "b.parquet")
+    assert (
+        run(zk_hosts, "table", "create", "mix", "--root", str(tmp_path / "mix"), "--type", "APPEND")[0] == 0
+    )
+    for engine in ("arrow", "spark"):  # spark: refused from the footers, before a JVM starts
+        code, _, err = run(
+            zk_hosts, "push", "mix", "--input", str(mixed), "--mode", "append", "--engine", engine
+        )
+        assert code == 1 and "have different columns" in err and "column 'extra' (double) is new" in err, err
+    assert history(zk_hosts, "mix")[0]["operation"] == "CREATE_TABLE"

@@ -232,7 +232,7 @@ def _check_parquet_schema(
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from segment_lineage.ingest.arrow_push import local_path
+    from segment_lineage.ingest.arrow_push import check_same_columns, local_path
     from segment_lineage.ingest.push import PushMode
     from segment_lineage.ingest.schemas import plan_schema, schema_of
 
@@ -240,9 +240,11 @@ def _check_parquet_schema(
     if local is None:
         return
     try:
-        columns = ds.dataset(local, format="parquet", ignore_prefixes=[".", "_"]).schema
+        dataset = ds.dataset(local, format="parquet", ignore_prefixes=[".", "_"])
+        columns = dataset.schema
     except (OSError, ValueError, pa.ArrowException):
         return  # a glob, or unreadable: Spark says what is wrong with it
+    check_same_columns(dataset, input_path)
     state = m.table(table)
     plan_schema(state.config.schema, schema_of(columns), policy, table, full_refresh=mode is PushMode.REFRESH)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from segment_lineage.ingest.errors import PushRefusedError
 from segment_lineage.ingest.push import (
@@ -34,7 +35,7 @@ from segment_lineage.ingest.segments import (
 from segment_lineage.ingest.time_units import resolve_time_unit
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Segment, TimeUnit
-from segment_lineage.lineage.core.schema import SchemaPolicy
+from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, compare
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
@@ -212,12 +213,13 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
     """A local input read with pyarrow, as Spark reads it: Parquet; CSV with a
     header, types inferred; JSON lines. Files whose names start with '.' or
     '_' (markers, checksums) are skipped, as Spark skips them."""
-    import pyarrow.dataset as ds
-
     if fmt not in INPUT_FORMATS:
         raise PushRefusedError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
     try:
-        data = ds.dataset(path, format=fmt, ignore_prefixes=[".", "_"]).to_table()
+        dataset = ds.dataset(path, format=fmt, ignore_prefixes=[".", "_"])
+        if fmt == "parquet":
+            check_same_columns(dataset, path)
+        data = dataset.to_table()
     except (OSError, ValueError, pa.ArrowException) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise PushRefusedError(f"cannot read input {path!r} as {fmt}: {first}") from None
@@ -229,6 +231,27 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
             column = pc.assume_timezone(data.column(index), "UTC")
             data = data.set_column(index, pa.field(field.name, column.type), column)
     return data
+
+
+MAX_FOOTERS = 10_000  # input files whose columns are compared
+
+
+def check_same_columns(dataset: ds.Dataset, path: str) -> None:
+    """PushRefusedError when the Parquet files of one input hold different
+    columns: a reader takes the first file's and drops or converts the rest."""
+    first: tuple[str, Schema] | None = None
+    for index, fragment in enumerate(dataset.get_fragments()):
+        if index >= MAX_FOOTERS:
+            return
+        columns = schema_of(fragment.physical_schema)
+        if first is None:
+            first = (fragment.path, columns)
+        elif columns != first[1]:
+            diff = compare(first[1], columns).describe(4)
+            raise PushRefusedError(
+                f"the files of input {path!r} have different columns: {fragment.path} against "
+                f"{first[0]}: {diff}; push them separately (--evolve-schema adds columns)"
+            )
 
 
 def split_parts(data: pa.Table, segments: int | None, target_mb: float | None) -> list[pa.Table]:
