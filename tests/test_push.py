@@ -416,7 +416,7 @@ def test_a_push_starting_meanwhile_is_not_mistaken_for_a_dead_one(
 
 
 def test_nulls_do_not_hide_rows_outside_the_interval(manager: LineageManager, timed: str) -> None:
-    with pytest.raises(PushRefusedError, match="outside the interval"):
+    with pytest.raises(PushRefusedError, match="1 row\\(s\\) of the input have no 'ts'"):
         push_arrow(
             manager,
             timed,

@@ -118,9 +118,7 @@ def test_a_push_splits_its_output_by_the_tables_time_chunks(zk_hosts: str, tmp_p
     stamps = [at(mo, d) for mo in (1, 2, 3) for d in (1, 28)]
     pq.write_table(pa.table({"n": list(range(6)), "ts": stamps}), tmp_path / "q1.parquet")
     pq.write_table(pa.table({"n": [10], "ts": [at(2, 3)]}), tmp_path / "feb.parquet")
-    pq.write_table(
-        pa.table({"n": [20, 21, 22], "ts": [at(4, 1, 0), at(4, 1, 1), None]}), tmp_path / "apr.parquet"
-    )
+    pq.write_table(pa.table({"n": [20, 21], "ts": [at(4, 1, 0), at(4, 1, 1)]}), tmp_path / "apr.parquet")
     create = (
         "table",
         "create",
@@ -150,10 +148,9 @@ def test_a_push_splits_its_output_by_the_tables_time_chunks(zk_hosts: str, tmp_p
     april = sorted(
         (s["min_time"], s["rows"]) for s in json.loads(out) if (s["min_time"] or 0) >= 1364774400000
     )
-    untimed = [s["rows"] for s in json.loads(out) if s["min_time"] is None]
-    assert [rows for _, rows in april] == [1, 1] and untimed == [1]
+    assert [rows for _, rows in april] == [1, 1]
     _, out, _ = run(zk_hosts, "--json", "read", "fl", "--limit", "100")
-    assert sorted(r["n"] for r in json.loads(out)["rows"]) == [0, 1, 4, 5, 10, 20, 21, 22]
+    assert sorted(r["n"] for r in json.loads(out)["rows"]) == [0, 1, 4, 5, 10, 20, 21]
 
 
 def test_entry_ids_are_taken_by_a_unique_prefix(zk_hosts: str, tmp_path: Path) -> None:
@@ -462,3 +459,34 @@ def test_a_root_that_already_holds_files_is_refused_unless_asked(zk_hosts: str, 
     assert "over" not in out.split() and not (mine / ".segment-lineage-root.json").exists()
     assert run(zk_hosts, "table", "create", "over", "--root", str(mine), "--existing-files")[0] == 0
     assert run(zk_hosts, "table", "create", "fresh", "--root", str(tmp_path / "new" / "dir"))[0] == 0
+
+
+def test_rows_without_a_time_are_refused_where_the_table_has_a_time_column(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """A row without a time could never be judged by replace-range, time
+    chunks or time retention: one such segment blocked every replace-range."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    stamps = [dt.datetime(2024, 1, 2, 1, tzinfo=dt.UTC), None]
+    pq.write_table(
+        pa.table({"ts": pa.array(stamps, pa.timestamp("us", tz="UTC")), "v": [1, 2]}), tmp_path / "n.parquet"
+    )
+    create = (
+        "table",
+        "create",
+        "nt",
+        "--root",
+        str(tmp_path / "nt"),
+        "--type",
+        "APPEND",
+        "--time-column",
+        "ts",
+    )
+    assert run(zk_hosts, *create)[0] == 0
+    code, _, err = run(zk_hosts, "push", "nt", "--input", str(tmp_path / "n.parquet"), "--mode", "append")
+    assert code == 1 and "1 row(s) of the input have no 'ts'" in err
+    assert history(zk_hosts, "nt")[0]["operation"] == "CREATE_TABLE"

@@ -27,6 +27,7 @@ from segment_lineage.ingest.schemas import conform, plan_schema, schema_of
 from segment_lineage.ingest.segments import (
     check_one_chunk,
     check_time_type,
+    check_times_present,
     integer_bounds,
     split_by_chunk,
     time_as_ms,
@@ -94,6 +95,7 @@ def push_arrow(
             raise PushRefusedError(f"the input has no time column {time_column!r}; nothing was pushed")
         for part in present:
             check_time_type(part.schema.field(time_column).type)
+        check_times_present(time_column, sum(p.column(time_column).null_count for p in present))
         bounds = integer_bounds([p.column(time_column) for p in present])
         if bounds is not None:
             time_unit = resolve_time_unit(time_column, *bounds, time_unit, progress)

@@ -33,6 +33,17 @@ def check_time_type(kind: pa.DataType) -> None:
         raise PushRefusedError(f"the time column is of type {kind}: use a timestamp, a date or an integer")
 
 
+def check_times_present(time_column: str, missing: int) -> None:
+    """Refuse rows without a time: a table with a time column judges every
+    row by it (replace-range, time chunks, time retention)."""
+    if missing:
+        raise PushRefusedError(
+            f"{missing} row(s) of the input have no {time_column!r}: a table with a time column needs "
+            "one on every row (replace-range, time chunks and time retention judge rows by it); "
+            "nothing was written"
+        )
+
+
 def time_as_ms(column: pa.ChunkedArray, unit: TimeUnit | None = None) -> pa.ChunkedArray:
     """Timestamps, dates or integers in ``unit`` as epoch milliseconds.
 

@@ -49,7 +49,7 @@ from segment_lineage.ingest.push import (
 from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.ingest.schemas import plan_schema, schema_of, to_arrow
-from segment_lineage.ingest.segments import MAX_CHUNKED_SEGMENTS, check_one_chunk
+from segment_lineage.ingest.segments import MAX_CHUNKED_SEGMENTS, check_one_chunk, check_times_present
 from segment_lineage.ingest.spark_jvm import start_quiet_jvm
 from segment_lineage.ingest.spark_writers import arrow_write, native_write, task_progress
 from segment_lineage.ingest.time_units import resolve_time_unit, to_ms
@@ -387,6 +387,7 @@ def push_dataframe(
     if time_column is not None:
         if time_column not in df.columns:
             raise PushRefusedError(f"the input has no time column {time_column!r}")
+        check_times_present(time_column, df.filter(F.col(_quoted(time_column)).isNull()).limit(1000).count())
         time_unit = resolve_integer_unit(df, time_column, state.config.time_unit, progress)
         if mode is PushMode.REPLACE_RANGE and interval is not None:
             check_interval_rows(df, time_column, interval, time_unit)
