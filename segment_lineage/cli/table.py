@@ -127,6 +127,12 @@ def table_alter(
         str | None,
         typer.Option("--time-granularity", help="hour, day or month; 'none': pushes do not split by time."),
     ] = None,
+    time_unit: Annotated[
+        str | None,
+        typer.Option(
+            "--time-unit", help="Unit of an integer time column (s, ms, us, ns): while none is set."
+        ),
+    ] = None,
     exclusive_delete: Annotated[
         bool | None,
         typer.Option(
@@ -148,6 +154,7 @@ def table_alter(
         time_retention=time_retention,
         versions_kept=kept,
         time_granularity=time_granularity,
+        time_unit=time_unit,
     )
     with manager() as m:
         done = m.alter_table(name, change, reason)

@@ -163,6 +163,7 @@ def push_arrow(
         wall=wall,
         schema=written_columns,
         schema_policy=policy,
+        time_unit=time_unit,
     )
 
 

@@ -43,7 +43,7 @@ from segment_lineage.ingest.push_plan import (
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import LineageError, OutcomeUnknownError, RunningEntryConflict
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import Change, HistoryRecord, Operation, TableState
+from segment_lineage.lineage.core.model import Change, HistoryRecord, Operation, TableState, TimeUnit
 from segment_lineage.lineage.core.names import push_dir
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
 from segment_lineage.lineage.manager import LineageManager
@@ -251,6 +251,7 @@ def consistent_push(
     wall: Callable[[], float] | None = None,
     schema: Schema | None = None,
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
+    time_unit: TimeUnit | None = None,
 ) -> PushResult:
     """Run ``write`` inside a consistent push of ``table``.
 
@@ -258,7 +259,9 @@ def consistent_push(
     table's recorded schema under ``schema_policy`` before the push starts,
     and again in its last commit, which records it at the table's first push
     (see :mod:`segment_lineage.lineage.core.schema`). None: no check (files
-    whose columns the caller vouches for).
+    whose columns the caller vouches for). ``time_unit``: the unit the writer
+    read an integer time column in, recorded by the last commit when the
+    table has none (refused there when it has another).
 
     ``job_id`` makes the push idempotent (as delta-rs's application
     transactions): when a push of that job already completed on the table
@@ -350,6 +353,7 @@ def consistent_push(
                 schema=schema,
                 schema_policy=policy,
                 mode=mode.value,
+                time_unit=time_unit,
             )
             failpoint("push.after-end")
     except OutcomeUnknownError:

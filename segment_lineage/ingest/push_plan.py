@@ -128,7 +128,8 @@ def plan_from(state: TableState, mode: PushMode, interval: tuple[int, int] | Non
         if seg.min_time is None or seg.max_time is None:
             raise PushRefusedError(
                 f"segment {seg.name!r} has no time range, so replace-range cannot tell whether it "
-                "lies in the interval",
+                "lies in the interval (it was added without times, or pushed before rows without a "
+                "time were refused): delete it ('lineage segment delete') or replace the whole table",
             )
         if seg.max_time < start or seg.min_time >= end:
             continue
@@ -137,7 +138,8 @@ def plan_from(state: TableState, mode: PushMode, interval: tuple[int, int] | Non
             continue
         raise PushRefusedError(
             f"segment {seg.name!r} straddles the interval's edge (its rows span "
-            f"{seg.min_time}..{seg.max_time}, the interval is [{start}, {end}))",
+            f"{format_time(seg.min_time)} to {format_time(seg.max_time)}, the interval is "
+            f"[{format_time(start)}, {format_time(end)}))",
             remedy="widen the interval to cover it, or rewrite that segment first",
         )
     return tuple(inside)
@@ -170,13 +172,13 @@ def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | No
                 + ("" if state.config.time_column else " without a time column")
             )
         if interval is None:
-            raise PushRefusedError("replace-range needs --interval START/END")
+            raise PushInputError("replace-range needs --interval START/END")
         if interval[0] >= interval[1]:
-            raise PushRefusedError(
+            raise PushInputError(
                 f"the interval [{format_time(interval[0])}, {format_time(interval[1])}) is empty"
             )
     elif interval is not None:
-        raise PushRefusedError(f"--interval only goes with --mode replace-range, not {mode.value}")
+        raise PushInputError(f"--interval only goes with --mode replace-range, not {mode.value}")
 
 
 def check_job(state: TableState, job_id: str, live_owners: frozenset[str]) -> str | None:

@@ -307,9 +307,9 @@ def resolve_integer_unit(
     timestamps and dates, which carry their own."""
     if time_column not in df.columns or not isinstance(df.schema[time_column].dataType, IntegralType):
         return None
-    if declared is not None:
-        return declared
-    return resolve_time_unit(time_column, *_bounds(df, F.col(time_column).cast("long")), None, say)
+    return resolve_time_unit(
+        time_column, *_bounds(df, F.col(_quoted(time_column)).cast("long")), declared, say
+    )
 
 
 def check_interval_rows(
@@ -441,6 +441,7 @@ def push_dataframe(
         job_id=job_id,
         schema=columns,
         schema_policy=policy,
+        time_unit=time_unit,
     )
 
 

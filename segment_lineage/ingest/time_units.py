@@ -60,11 +60,24 @@ def resolve_time_unit(
     """The unit to read an integer time column in, for a push whose values
     span ``lo``..``hi`` (None: the column holds no values).
 
-    A declared unit is used as declared. Otherwise the unit is inferred and
-    reported (a log line, and ``say``); PushRefusedError when the values fit
-    no unit's window or more than one (nothing has been written then).
+    A declared unit is used as declared, unless the values read after the
+    plausible window in it while they fit it in another unit (milliseconds
+    pushed into a table of seconds): PushRefusedError. Otherwise the unit is
+    inferred and reported (a log line, and ``say``); PushRefusedError when
+    the values fit no unit's window or more than one (nothing has been
+    written then). The push's last commit records an inferred unit in the
+    table, so later pushes read their values in the same one.
     """
     if declared is not None:
+        # Past the window is refused (milliseconds pushed as seconds read as
+        # the year 50,000); before it is trusted: it may be old data.
+        fits = () if lo is None or hi is None else plausible_units(lo, hi)
+        if fits and declared not in fits and hi is not None and hi >= _HI_S * PER_SECOND[declared]:
+            raise PushRefusedError(
+                f"the integer time column {column!r} holds values up to {hi}, which the table's unit "
+                f"({NAMES[declared]}) reads after {END_YEAR}, and {NAMES[fits[0]]} reads inside "
+                f"{FIRST_YEAR} to {END_YEAR}: convert them to {NAMES[declared]}; nothing was written"
+            )
         return declared
     if lo is None or hi is None:
         return TimeUnit.MS  # no values: every unit reads the same nothing
@@ -74,8 +87,8 @@ def resolve_time_unit(
         raise PushRefusedError(
             f"cannot tell the unit of the integer time column {column!r}: its values run from {lo} to "
             f"{hi}, which read as instants from {FIRST_YEAR} to {END_YEAR} in {found}; declare the "
-            "unit with --time-unit s|ms|us|ns when creating the table; nothing was written",
-            remedy="a table's unit is fixed when it is created (TableConfig.build(..., time_unit=...)); "
+            "unit with 'lineage table alter TABLE --time-unit s|ms|us|ns'; nothing was written",
+            remedy="lineage table alter TABLE --time-unit s|ms|us|ns (while none is set); "
             "timestamp-typed values carry their own",
         )
     unit = fits[0]

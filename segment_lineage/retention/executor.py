@@ -102,13 +102,19 @@ class TableReport:
     def line(self) -> str:
         if self.unreadable:
             return f"{self.table}: skipped, metadata unreadable (nothing deleted), 1 error(s)"
-        verb = "would delete" if self.dry_run else "deleted"
         files = len(self.planned) if self.dry_run else self.files_deleted
-        text = (
-            f"{self.table}: {verb} {files} file(s) ({self.bytes_deleted} bytes), "
-            f"{self.condemned} segment(s) condemned, {self.orphans} orphan(s), "
-            f"{self.entries_removed} entr(ies) removed, {self.kept} kept, {self.pending_left} pending"
-        )
+        if self.dry_run:
+            text = (
+                f"{self.table}: would delete {files} file(s) ({self.bytes_deleted} bytes), condemn "
+                f"{self.condemned} segment(s), see {self.orphans} orphan(s), remove "
+                f"{self.entries_removed} entr(ies); {self.kept} kept, {self.pending_left} pending"
+            )
+        else:
+            text = (
+                f"{self.table}: deleted {files} file(s) ({self.bytes_deleted} bytes), "
+                f"{self.condemned} segment(s) condemned, {self.orphans} orphan(s), "
+                f"{self.entries_removed} entr(ies) removed, {self.kept} kept, {self.pending_left} pending"
+            )
         text += f", {len(self.leases_ignored)} malformed lease(s) ignored" if self.leases_ignored else ""
         return text + (f", {len(self.errors)} error(s)" if self.errors else "")
 

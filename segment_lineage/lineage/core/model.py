@@ -204,6 +204,7 @@ class SettingsChange:
     time_retention: str | None = None
     versions_kept: int | str | None = None
     time_granularity: str | None = None
+    time_unit: str | None = None  # only while the table has none: values already pushed were read in it
 
     def empty(self) -> bool:
         return all(getattr(self, f.name) is None for f in dataclasses.fields(self))
@@ -217,7 +218,7 @@ class SettingsChange:
                 raise InvalidInputError(
                     f"invalid {name.replace('_', ' ')} {value!r}: a period such as 12h or 7d"
                 )
-        for name in ("time_retention", "time_granularity"):
+        for name in ("time_retention", "time_granularity", "time_unit"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise InvalidInputError(f"invalid {name.replace('_', ' ')} {value!r}: text, or 'none'")
@@ -247,12 +248,20 @@ class SettingsChange:
         else:
             kept_value = config.versions_kept if kept is None else kept
         granularity = self.time_granularity
+        unit: TimeUnit | str | None = config.time_unit
+        if self.time_unit is not None:
+            if config.time_unit is not None and self.time_unit.strip().lower() != config.time_unit.value:
+                raise InvalidInputError(
+                    f"table {config.name!r} reads its time column in {config.time_unit.value}: "
+                    "its segments' times were computed in it, so it cannot change"
+                )
+            unit = self.time_unit
         built = TableConfig.build(
             config.name,
             config.root,
             config.table_type,
             time_column=config.time_column,
-            time_unit=config.time_unit,
+            time_unit=unit,
             replaced_segments_retention=given(
                 self.replaced_segments_retention, config.replaced_segments_retention_ms
             ),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import ConflictError
-from segment_lineage.lineage.core.model import Change, EntryState, Segment, TableState
+from segment_lineage.lineage.core.model import Change, EntryState, Segment, TableState, TimeUnit
 from segment_lineage.lineage.core.periods import parse_period
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
 from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
@@ -145,6 +145,7 @@ class ReplaceOps(Reads):
         schema: Schema | None = None,
         schema_policy: SchemaPolicy = SchemaPolicy.ENFORCE,
         mode: str | None = None,
+        time_unit: TimeUnit | None = None,
     ) -> Committed:
         """Register ``uploads`` into the IN_PROGRESS entry, queue ``strays``
         and end the entry, in one commit (what a push does once its files
@@ -157,7 +158,16 @@ class ReplaceOps(Reads):
         return self.commit(
             table,
             lambda s, now: transitions.complete_replace(
-                s, entry_id, batch, now, queued, subset, schema=schema, policy=schema_policy, mode=mode
+                s,
+                entry_id,
+                batch,
+                now,
+                queued,
+                subset,
+                schema=schema,
+                policy=schema_policy,
+                mode=mode,
+                time_unit=time_unit,
             ),
             reason,
         )

@@ -24,6 +24,7 @@ from segment_lineage.lineage.core.model import (
     Segment,
     TableState,
     TableType,
+    TimeUnit,
 )
 from segment_lineage.lineage.core.names import (
     check_entry_id,
@@ -302,6 +303,7 @@ def complete_replace(
     schema: Schema | None = None,
     policy: SchemaPolicy = SchemaPolicy.ENFORCE,
     mode: str | None = None,
+    time_unit: TimeUnit | None = None,
 ) -> Change:
     """A push's last step as one change: register ``uploads`` bound to the
     IN_PROGRESS entry, queue ``strays`` (files no segment references) for
@@ -347,6 +349,16 @@ def complete_replace(
                 schema_replaced_at=state.version + 1 if replaced else config.schema_replaced_at,
                 schema_replaced_by=entry_id if replaced else config.schema_replaced_by,
             )
+    if time_unit is not None and config.time_unit is not time_unit:
+        if config.time_unit is not None:  # declared (or recorded) while this push ran
+            raise RefusedError(
+                f"table {config.name!r} reads its time column in {config.time_unit.value}, and this push "
+                f"wrote times read in {time_unit.value}; nothing of it lands",
+                table=config.name,
+                entry_id=entry_id,
+                remedy="push again: it then reads the values in the table's unit",
+            )
+        config = dataclasses.replace(config, time_unit=time_unit)  # inferred at the first push: kept
     registered = register_segments(state, uploads, now_ms, entry_id).state if uploads else state
     if strays:
         registered = queue_files(registered, strays, now_ms, entry_id).state

@@ -26,7 +26,7 @@ from segment_lineage.lineage.core.model import (
     TableState,
 )
 from segment_lineage.lineage.core.names import check_location, check_segment_name, check_text
-from segment_lineage.lineage.core.transitions.common import Requirement, _entry, _live_from, _span
+from segment_lineage.lineage.core.transitions.common import Requirement, _entry, _iso, _live_from, _span
 
 # ---- the batch -------------------------------------------------------------------
 
@@ -50,7 +50,7 @@ class WellFormed:
             raise InvalidInputError(f"segment {seg.name!r}: give both min and max time, or neither")
         if seg.min_time is not None and seg.max_time is not None and seg.min_time > seg.max_time:
             raise InvalidInputError(
-                f"segment {seg.name!r}: min time {seg.min_time} > max time {seg.max_time}"
+                f"segment {seg.name!r}: min time {_iso(seg.min_time)} is after max time {_iso(seg.max_time)}"
             )
         if state.config.time_column is None and seg.min_time is not None:
             raise InvalidInputError(f"segment {seg.name!r} has a time range but the table has no time column")
@@ -265,7 +265,11 @@ class WithinEntryInterval:
             return
         start, end = entry.interval
         if seg.min_time is None or seg.max_time is None or seg.min_time < start or seg.max_time >= end:
-            rows = "no time range" if seg.min_time is None else f"times {seg.min_time} to {seg.max_time}"
+            rows = (
+                "no time range"
+                if seg.min_time is None or seg.max_time is None
+                else f"times {_iso(seg.min_time)} to {_iso(seg.max_time)}"
+            )
             raise RefusedError(
                 f"segment {seg.name!r} holds rows outside the interval {_span(entry.interval)} "
                 f"of entry {entry.entry_id}",

@@ -23,6 +23,7 @@ _SHOWN: dict[str, Callable[[TableConfig], str]] = {
     "time_retention": lambda c: "none" if c.time_retention_ms is None else format_period(c.time_retention_ms),
     "versions_kept": lambda c: "default" if c.versions_kept is None else str(c.versions_kept),
     "time_granularity": lambda c: "none" if c.time_granularity is None else c.time_granularity.value,
+    "time_unit": lambda c: "none" if c.time_unit is None else c.time_unit.value,
 }
 
 
