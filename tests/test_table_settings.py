@@ -490,3 +490,21 @@ def test_rows_without_a_time_are_refused_where_the_table_has_a_time_column(
     code, _, err = run(zk_hosts, "push", "nt", "--input", str(tmp_path / "n.parquet"), "--mode", "append")
     assert code == 1 and "1 row(s) of the input have no 'ts'" in err
     assert history(zk_hosts, "nt")[0]["operation"] == "CREATE_TABLE"
+
+
+def test_a_repeated_job_says_when_its_push_was_rolled_back_since(zk_hosts: str, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"k": [1, 2]}), tmp_path / "two.parquet")
+    assert run(zk_hosts, "table", "create", "jobs", "--root", str(tmp_path / "jobs"))[0] == 0
+    push = ("push", "jobs", "--input", str(tmp_path / "two.parquet"), "--job-id", "nightly-1")
+    assert run(zk_hosts, *push)[0] == 0
+    code, out, _ = run(zk_hosts, *push)
+    assert code == 0 and "nothing pushed again" in out and "rolled back since" not in out
+    assert run(zk_hosts, "rollback", "jobs")[0] == 0
+    code, out, _ = run(zk_hosts, "--json", *push)
+    result = json.loads(out)
+    assert code == 0 and result["repeated"] and result["undone"]
+    code, out, _ = run(zk_hosts, *push)
+    assert "reverted or rolled back since, so its rows are hidden" in out

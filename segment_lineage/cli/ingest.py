@@ -280,6 +280,7 @@ def _emit_push(result: PushResult, engine: str | None) -> None:
             "cleaned": list(result.cleaned),
             "job_id": result.job_id,
             "repeated": result.repeated,
+            "undone": result.undone,
             "dry_run": result.dry_run,
             **(
                 {"replaced_rows": result.replaced_rows, "schema": result.schema_note}

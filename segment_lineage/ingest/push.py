@@ -43,7 +43,14 @@ from segment_lineage.ingest.push_plan import (
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import LineageError, OutcomeUnknownError, RunningEntryConflict
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import Change, HistoryRecord, Operation, TableState, TimeUnit
+from segment_lineage.lineage.core.model import (
+    Change,
+    EntryState,
+    HistoryRecord,
+    Operation,
+    TableState,
+    TimeUnit,
+)
 from segment_lineage.lineage.core.names import push_dir
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
 from segment_lineage.lineage.manager import LineageManager
@@ -103,6 +110,7 @@ def _earlier_result(
     record, _ = _job_end(manager, table, None, entry_id, 0)
     state = manager.table(table)
     entry = state.entries.get(entry_id)
+    undone = entry is not None and entry.state is EntryState.REVERTED  # reverted or rolled back since
     if entry is None and record is not None:
         with contextlib.suppress(LineageError):  # the version before its end, while retained
             entry = manager.table_as_of(table, record.version - 1).entries.get(entry_id)
@@ -123,6 +131,7 @@ def _earlier_result(
         seconds=clock() - began,
         job_id=job_id,
         repeated=True,
+        undone=undone,
     )
 
 

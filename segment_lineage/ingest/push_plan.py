@@ -75,6 +75,7 @@ class PushResult:
     job_id: str | None = None
     repeated: bool = False  # the job had already completed: this is that push's result, nothing was pushed
     dry_run: bool = False  # what the push would do: nothing was written (size_bytes unknown: 0)
+    undone: bool = False  # a repeated job's push was reverted or rolled back since: its rows are hidden
     replaced_rows: int | None = None  # a dry run's: rows of the segments it would replace
     schema_note: str | None = None  # a dry run's: what it would do to the schema (None: nothing)
 
@@ -86,10 +87,16 @@ class PushResult:
                 f"schema: {self.schema_note or 'unchanged'}; nothing was written"
             )
         if self.repeated:
-            return (
+            text = (
                 f"job {self.job_id!r} already pushed {self.table}: entry {self.entry_id}, "
                 f"{self.segments} segment(s), {self.rows} rows, {self.size_bytes} bytes; nothing pushed again"
             )
+            if self.undone:
+                text += (
+                    "; that push was reverted or rolled back since, so its rows are hidden: push "
+                    "with another --job-id to push them again"
+                )
+            return text
         text = (
             f"pushed {self.table}: entry {self.entry_id}, {self.segments} segment(s), "
             f"{self.rows} rows, {self.size_bytes} bytes, replaced {self.replaced} segment(s), "
