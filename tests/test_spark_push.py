@@ -438,7 +438,8 @@ def test_time_chunks_keep_every_segment_inside_one_month(
     )
     m.create_table(config)
     days = [dt.datetime(2013, month, day, 12, tzinfo=dt.UTC) for month in (1, 2, 3) for day in (1, 15, 28)]
-    df = spark.createDataFrame(list(enumerate(days)), "n long, ts timestamp")
+    rows = [(n, t, {"k": n}) for n, t in enumerate(days)]  # a map column: Spark hashes none
+    df = spark.createDataFrame(rows, "n long, ts timestamp, tags map<string, long>")
     plan = push_dataframe(m, "monthly", df, mode="append", segments=1, dry_run=True)
     assert plan.dry_run and (plan.segments, plan.rows) == (3, 9) and m.visible_segments("monthly") == []
     push_dataframe(m, "monthly", df, mode="append", segments=1)
@@ -449,7 +450,10 @@ def test_time_chunks_keep_every_segment_inside_one_month(
         (True, 3),
         (True, 3),
     ]
-    feb = spark.createDataFrame([(100, dt.datetime(2013, 2, 2, tzinfo=dt.UTC))], "n long, ts timestamp")
+    feb = spark.createDataFrame(
+        [(100, dt.datetime(2013, 2, 2, tzinfo=dt.UTC), {"k": 100})],
+        "n long, ts timestamp, tags map<string, long>",
+    )
     push_dataframe(m, "monthly", feb, mode="replace-range", interval=(month_ms[1], month_ms[2]))
     with SnapshotReader(m, "monthly") as reader:
         numbers = sorted(reader.to_arrow().column("n").to_pylist())

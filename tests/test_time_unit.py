@@ -228,3 +228,15 @@ def test_a_declared_unit_refuses_values_it_reads_far_in_the_future_and_an_inferr
     assert manager.table("infer").config.time_unit is TimeUnit.S
     with pytest.raises(PushRefusedError, match="reads after 2200"):
         push_arrow(manager, "infer", [millis], mode="append")
+
+
+def test_each_time_chunk_gets_its_share_of_the_partitions_asked_for() -> None:
+    """Spark's chunk split: as many partitions as asked (one per chunk at
+    least, never more than a chunk's rows), shared by rows."""
+    from segment_lineage.ingest.spark_job import chunk_shares
+
+    assert chunk_shares({1: 3, 2: 3, 3: 3}, 8) == {1: 3, 2: 3, 3: 2}
+    assert chunk_shares({1: 1, 2: 1, 3: 1}, 50) == {1: 1, 2: 1, 3: 1}
+    assert chunk_shares({1: 1000, 2: 10}, 4) == {1: 3, 2: 1}
+    assert chunk_shares({1: 5}, 1) == {1: 1}
+    assert sum(chunk_shares({k: 100 + k for k in range(12)}, 30).values()) == 30
