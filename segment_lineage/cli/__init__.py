@@ -7,12 +7,24 @@ options and the settings built from them) is in :mod:`segment_lineage.cli.contex
 
 from __future__ import annotations
 
-from segment_lineage.cli import acl, config, demo, history, ingest, replace, retention, segment, table, zk
+from segment_lineage.cli import (
+    acl,
+    config,
+    demo,
+    history,
+    ingest,
+    mirror,
+    replace,
+    retention,
+    segment,
+    table,
+    zk,
+)
 from segment_lineage.cli.context import app
 
 __all__ = ["app", "main"]
 
-for group in (zk, table, segment, replace, history, acl, config, demo, ingest, retention):
+for group in (zk, table, segment, replace, history, acl, config, demo, ingest, retention, mirror):
     group.register(app)
 
 

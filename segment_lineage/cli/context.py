@@ -234,8 +234,14 @@ def connection() -> Iterator[ZkStore]:
 
 
 def manager_on(store: ZkStore) -> LineageManager:
-    """A manager on ``store`` that claims roots on deep storage."""
-    return LineageManager(store, claims=current().claims)
+    """A manager on ``store`` that claims roots on deep storage, and publishes
+    each commit of a mirrored table to its mirror (best effort: a failure is
+    a warning on stderr; the commit stands)."""
+    from segment_lineage.mirror.hook import publish_after
+
+    made = LineageManager(store, claims=current().claims)
+    made.after_commit = publish_after(lambda text: typer.echo(f"warning: {text}", err=True))
+    return made
 
 
 @contextmanager

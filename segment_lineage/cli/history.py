@@ -38,6 +38,13 @@ def history(
             picture = history_svg(records, m.table(table), readable)
         rows = [history_view(h) for h in records]
         details = [detail_text(h) for h in records]
+        mirrored = m.table(table).config.mirror is not None
+        if mirrored:
+            from segment_lineage.mirror.publisher import mirror_commits, published_as
+
+            delta = published_as(mirror_commits(m, table))
+            for row in rows:
+                row["delta_version"] = delta.get(row["version"])
     if graph is not None:
         try:
             graph.write_text(picture)
@@ -51,6 +58,7 @@ def history(
             shown,
             [
                 "version",
+                *(["delta_version"] if mirrored else []),
                 "at",
                 "operation",
                 "entry",

@@ -81,6 +81,20 @@ def table_create(
             help="hour, day or month: pushes split their output so no segment straddles one (UTC).",
         ),
     ] = None,
+    mirror: Annotated[
+        str | None,
+        typer.Option(
+            "--mirror",
+            help="delta: publish every version as a Delta Lake version under the root, for other engines "
+            "(docs/engines.md).",
+        ),
+    ] = None,
+    mirror_retention: Annotated[
+        str | None,
+        typer.Option(
+            "--mirror-retention", help="How far back engines may time-travel in the mirror (default 7d)."
+        ),
+    ] = None,
 ) -> None:
     """Create a table."""
     config = TableConfig.build(
@@ -96,8 +110,14 @@ def table_create(
         time_retention=time_retention,
         versions_kept=versions_kept,
         time_granularity=time_granularity,
+        mirror=mirror,
+        mirror_retention=mirror_retention,
     )
     with manager() as m:
+        if config.mirror is not None:
+            from segment_lineage.mirror.publisher import check_root
+
+            check_root(config.root)
         state = m.create_table(config, existing_files=existing_files)
     view = table_view(state)
     emit(view, f"created table {name}\n" + render_pairs(view))
@@ -139,6 +159,12 @@ def table_alter(
             "--exclusive-delete/--no-exclusive-delete", help="Refuse deleting lineage-locked segments."
         ),
     ] = None,
+    mirror_retention: Annotated[
+        str | None,
+        typer.Option(
+            "--mirror-retention", help="How far back engines may time-travel in the mirror; 'none': 7d."
+        ),
+    ] = None,
     reason: Annotated[str | None, typer.Option("--reason")] = None,
 ) -> None:
     """Change a table's settings (one commit, recorded in history with the old
@@ -155,6 +181,7 @@ def table_alter(
         versions_kept=kept,
         time_granularity=time_granularity,
         time_unit=time_unit,
+        mirror_retention=mirror_retention,
     )
     with manager() as m:
         done = m.alter_table(name, change, reason)

@@ -14,6 +14,7 @@ file-not-found.
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -74,8 +75,8 @@ class SnapshotReader:
             raise self.too_old(str(exc)) from None
 
     def to_arrow(self, limit: int | None = None) -> pa.Table:
-        if not self.segments:
-            return pa.table({})
+        if not self.segments:  # no rows, with the table's columns (none before its first push)
+            return (self.arrow_schema() or pa.schema([])).empty_table()
         try:
             data = self.dataset()
             return data.head(limit) if limit is not None else data.to_table()
@@ -91,6 +92,29 @@ class SnapshotReader:
                 raise self.too_old(str(exc)) from None
             raise StorageError(f"reading table {self.table!r} failed: {exc}") from None
 
+    def duckdb(self, connection: Any = None) -> Any:
+        """A DuckDB relation over this snapshot (on ``connection``, or on
+        DuckDB's default one), scanned lazily with filters pushed down. It
+        reads the pinned files: use it while this reader is open."""
+        import duckdb
+
+        con = duckdb.default_connection() if connection is None else connection
+        return con.from_arrow(self._scannable())
+
+    def polars(self) -> Any:
+        """A Polars LazyFrame over this snapshot, read while this reader is open."""
+        import polars as pl
+
+        source = self._scannable()
+        if isinstance(source, pa.Table):
+            return pl.from_arrow(source).lazy()  # type: ignore[union-attr]
+        return pl.scan_pyarrow_dataset(source)
+
+    def _scannable(self) -> pads.Dataset | pa.Table:
+        if not self.segments:
+            return (self.arrow_schema() or pa.schema([])).empty_table()
+        return self.dataset()
+
     def too_old(self, detail: str) -> Exception:
         """SnapshotTooOldError if the snapshot's segments were reclaimed, else StorageError."""
         current = self.manager.table(self.table)
@@ -104,6 +128,42 @@ class SnapshotReader:
         return StorageError(
             f"a file of table {self.table!r} is missing although its segment is registered: {detail}"
         )
+
+
+def delta_extension_path() -> str:
+    """The DuckDB delta extension shipped by the ``duckdb-extension-delta``
+    package for the installed DuckDB: loaded from there, nothing is
+    downloaded. StorageError when the two versions do not match."""
+    from pathlib import Path
+
+    import duckdb
+
+    try:
+        import duckdb_extension_delta  # type: ignore[import-untyped]
+    except ImportError:
+        raise StorageError(
+            "DuckDB's delta extension is not installed: pip install duckdb-extension-delta "
+            "(the version of the installed duckdb)"
+        ) from None
+    folder = Path(duckdb_extension_delta.__file__).parent / "extensions"
+    found = folder / f"v{duckdb.__version__}" / "delta.duckdb_extension"
+    if not found.is_file():
+        shipped = sorted(p.name for p in folder.glob("v*")) if folder.is_dir() else []
+        raise StorageError(
+            f"duckdb-extension-delta ships the extension for DuckDB {', '.join(shipped) or 'none'}, "
+            f"not for the installed v{duckdb.__version__}: install matching versions"
+        )
+    return str(found)
+
+
+def duckdb_connection(database: str = ":memory:") -> Any:
+    """A DuckDB connection with the delta extension loaded (``delta_scan``
+    reads a table's mirror: docs/engines.md)."""
+    import duckdb
+
+    con = duckdb.connect(database)
+    con.execute(f"LOAD '{delta_extension_path()}'")
+    return con
 
 
 def arrow_dataset(

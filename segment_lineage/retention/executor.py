@@ -33,6 +33,7 @@ from segment_lineage.lineage.core.errors import (
 )
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Change, TableState
+from segment_lineage.lineage.core.names import MIRROR_LOG_DIR
 from segment_lineage.lineage.core.roots import inside
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
@@ -190,7 +191,8 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
         # it is applied to, after it: a push holds its owner node before its
         # entry exists and a reader its lease before it verifies, so whatever
         # this head shows as running or pinned is in these reads too.
-        return plan(state, policy(now), store.pinned_states(table), store.live_owners(table), files)
+        pinned, owners = store.pinned_states(table), store.live_owners(table)
+        return plan(state, policy(now), pinned, owners, files, mirrored(state, now))
 
     def mark(state: TableState, now: int) -> Change:
         current = planned(state, now)
@@ -229,7 +231,9 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     # location registered now (read after the pins, with the pass held).
     _holding(manager, table)
     keep = {seg.location for version in store.pinned_states(table) for seg in version.segments.values()}
-    keep.update(seg.location for seg in manager.table(table).segments.values())
+    now_state = manager.table(table)
+    keep.update(seg.location for seg in now_state.segments.values())
+    keep.update(mirrored(now_state, store.now_ms()))  # a publish that landed meanwhile
     todo = not_kept(root, current.deletions, keep)
     report.kept += len(current.deletions) - len(todo)
     deleted: list[str] = []
@@ -273,6 +277,19 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     return report
 
 
+def mirrored(state: TableState, now_ms: int) -> frozenset[str]:
+    """The files a version of the table's mirror that engines may still
+    time-travel to references (those of every version committed within the
+    mirror's retention, and of the one current when it began), read now
+    from the mirror's log. None without a mirror. A log that cannot be read
+    fails the pass for this table: nothing is deleted on a guess."""
+    if state.config.mirror is None:
+        return frozenset()
+    from segment_lineage.mirror.delta import DeltaLog
+
+    return DeltaLog.open(state.config.root).referenced_since(now_ms - state.config.mirror_window_ms)
+
+
 def _listing(
     manager: LineageManager, table: str, root: DeepStore, report: TableReport
 ) -> list[FileInfo] | None:
@@ -297,6 +314,9 @@ def _listing(
     for info in listed:
         if others and any(info.location.startswith(prefix) for prefix in others):
             continue
+        if info.location.startswith(MIRROR_LOG_DIR + "/"):
+            continue  # the mirror's log: its files are the mirror's, never a segment's or an orphan
+
         try:
             root.path(info.location, resolved_dirs)
         except InvalidInputError:

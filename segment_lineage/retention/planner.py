@@ -106,17 +106,22 @@ def plan(
     pinned: Iterable[TableState] = (),
     live_owners: frozenset[str] = frozenset(),
     files: Iterable[FileInfo] | None = None,
+    mirrored: frozenset[str] = frozenset(),
 ) -> Plan:
     """``files`` is a listing of the table's root, taken before ``state`` was
-    read; None skips the orphan scan."""
+    read; None skips the orphan scan. ``mirrored``: the locations a version
+    of the table's mirror that engines may still read references (read after
+    ``state``), kept as a reader's pin keeps its version's."""
     pinned = list(pinned)
     config = state.config
     now = policy.now_ms
     held = held_names(state, pinned, live_owners, now)
+    held |= {seg.name for seg in state.segments.values() if seg.location in mirrored}
     protected = visible_names(state) | held
     pinned_locations = {
         seg.location for version in pinned for seg in version.segments.values() if seg.name in held
     }
+    pinned_locations |= mirrored
     condemn: dict[str, DeletionReason] = {}
     remove: list[str] = []
     kept: list[Kept] = []
@@ -126,7 +131,9 @@ def plan(
             if name not in state.segments:
                 continue
             if name in keep:
-                kept.append(Kept(name, "visible, pinned by a reader, or part of a running push"))
+                kept.append(
+                    Kept(name, "visible, pinned by a reader or the Delta mirror, or part of a running push")
+                )
             else:
                 condemn.setdefault(name, reason)
 
@@ -184,7 +191,9 @@ def plan(
     for location, queued in state.pending.items():
         if queued.reason is DeletionReason.ORPHAN_SEEN:
             continue  # judged with the listing below
-        if location in pinned_locations:
+        if location in mirrored:
+            kept.append(Kept(location, "referenced by a Delta mirror version engines may still read"))
+        elif location in pinned_locations:
             kept.append(Kept(location, "pinned by a reader"))
         elif policy.force or queued.marked_ms <= young:
             deletions.append(
@@ -202,6 +211,7 @@ def plan(
         # (when its storage time is known) that old by the file system too.
         known = {seg.location for seg in state.segments.values()} | set(state.pending)
         known |= {seg.location for version in pinned for seg in version.segments.values()}
+        known |= mirrored
         running = {push_tag(owner) for owner in live_owners}
         seen = {loc: p for loc, p in state.pending.items() if p.reason is DeletionReason.ORPHAN_SEEN}
         listed = {info.location: info for info in files}

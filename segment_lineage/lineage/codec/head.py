@@ -25,6 +25,7 @@ from segment_lineage.lineage.codec.envelope import (
 from segment_lineage.lineage.codec.history import history_from_dict, history_to_dict
 from segment_lineage.lineage.core.model import (
     HistoryRecord,
+    MirrorFormat,
     TableConfig,
     TableType,
     TimeGranularity,
@@ -64,6 +65,10 @@ def config_to_dict(config: TableConfig) -> dict[str, object]:
         d["versions_kept"] = config.versions_kept
     if config.time_granularity is not None:
         d["time_granularity"] = config.time_granularity.value
+    if config.mirror is not None:
+        d["mirror"] = config.mirror.value
+    if config.mirror_retention_ms is not None:
+        d["mirror_retention_ms"] = config.mirror_retention_ms
     return d
 
 
@@ -121,6 +126,8 @@ def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
         time_granularity=None
         if d.get("time_granularity") is None
         else _enum(TimeGranularity, d["time_granularity"], "time granularity"),
+        mirror=None if d.get("mirror") is None else _enum(MirrorFormat, d["mirror"], "mirror format"),
+        mirror_retention_ms=_opt(d, "mirror_retention_ms", int),
     )
 
 
@@ -158,10 +165,18 @@ class Head:
 
 
 # Format 2: a head whose table holds what format 1 has no field for (a schema,
-# versions kept, a time granularity). A build that reads format 1 only refuses
+# versions kept, a time granularity, a mirror). A build that reads format 1 only refuses
 # it instead of reading it and writing the table back without those fields.
 HEAD_V2 = 2
-_V2_FIELDS = ("schema", "schema_replaced_at", "schema_replaced_by", "versions_kept", "time_granularity")
+_V2_FIELDS = (
+    "schema",
+    "schema_replaced_at",
+    "schema_replaced_by",
+    "versions_kept",
+    "time_granularity",
+    "mirror",
+    "mirror_retention_ms",
+)
 
 
 def encode_head(head: Head) -> bytes:

@@ -19,6 +19,7 @@ DEFAULT_REFRESH_RETENTION = "1d"
 DEFAULT_APPEND_RETENTION = "4h"
 DEFAULT_ENTRY_CLEANUP_RETENTION = "1d"
 DEFAULT_MAX_SNAPSHOTS = 2
+DEFAULT_MIRROR_RETENTION = "7d"  # Delta's own default for deleted files an engine may time-travel to
 
 
 class TableType(StrEnum):
@@ -48,6 +49,12 @@ class TimeGranularity(StrEnum):
 
 MIN_VERSIONS_KEPT = 2
 MAX_VERSIONS_KEPT = 100_000
+
+
+class MirrorFormat(StrEnum):
+    """An open table format a table's versions are published in (``mirror``)."""
+
+    DELTA = "delta"
 
 
 class EntryState(StrEnum):
@@ -106,6 +113,15 @@ class TableConfig:
     schema_replaced_by: str | None = None  # that push's entry (never reverted: its data has those columns)
     versions_kept: int | None = None  # past versions kept readable; None: the store's default
     time_granularity: TimeGranularity | None = None  # pushes split their output by it; None: no split
+    mirror: MirrorFormat | None = None  # each version published in this format under the root; None: not
+    mirror_retention_ms: int | None = None  # how far back the mirror's readers may time-travel; None: default
+
+    @property
+    def mirror_window_ms(self) -> int:
+        """How long files a mirror version references stay after it is superseded."""
+        if self.mirror_retention_ms is not None:
+            return self.mirror_retention_ms
+        return parse_period(DEFAULT_MIRROR_RETENTION)
 
     @staticmethod
     def build(
@@ -122,6 +138,8 @@ class TableConfig:
         time_unit: TimeUnit | str | None = None,
         versions_kept: int | None = None,
         time_granularity: TimeGranularity | str | None = None,
+        mirror: MirrorFormat | str | None = None,
+        mirror_retention: str | None = None,
     ) -> TableConfig:
         """Validate user input and apply Pinot's defaults per table type."""
         check_table_name(name)
@@ -184,6 +202,8 @@ class TableConfig:
             time_unit=unit,
             versions_kept=check_versions_kept(versions_kept),
             time_granularity=_granularity(time_granularity, time_column),
+            mirror=_mirror(mirror),
+            mirror_retention_ms=_mirror_retention(mirror_retention),
         )
 
 
@@ -205,6 +225,8 @@ class SettingsChange:
     versions_kept: int | str | None = None
     time_granularity: str | None = None
     time_unit: str | None = None  # only while the table has none: values already pushed were read in it
+    mirror: str | None = None  # a format ('delta'), or 'none' to stop publishing
+    mirror_retention: str | None = None  # a period; 'none': the default
 
     def empty(self) -> bool:
         return all(getattr(self, f.name) is None for f in dataclasses.fields(self))
@@ -218,7 +240,7 @@ class SettingsChange:
                 raise InvalidInputError(
                     f"invalid {name.replace('_', ' ')} {value!r}: a period such as 12h or 7d"
                 )
-        for name in ("time_retention", "time_granularity", "time_unit"):
+        for name in ("time_retention", "time_granularity", "time_unit", "mirror", "mirror_retention"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise InvalidInputError(f"invalid {name.replace('_', ' ')} {value!r}: text, or 'none'")
@@ -281,6 +303,14 @@ class SettingsChange:
                 if granularity.strip().lower() == NONE
                 else granularity
             ),
+            mirror=(
+                config.mirror
+                if self.mirror is None
+                else None
+                if self.mirror.strip().lower() == NONE
+                else self.mirror
+            ),
+            mirror_retention=given(self.mirror_retention, config.mirror_retention_ms),
         )
         return dataclasses.replace(
             built,
@@ -316,6 +346,28 @@ def _granularity(value: TimeGranularity | str | None, time_column: str | None) -
     except ValueError:
         names = ", ".join(g.value for g in TimeGranularity)
         raise InvalidInputError(f"invalid time granularity {value!r}: use {names}") from None
+
+
+def _mirror(value: MirrorFormat | str | None) -> MirrorFormat | None:
+    if value is None:
+        return None
+    try:
+        return MirrorFormat(value.strip().lower() if isinstance(value, str) else value)
+    except ValueError:
+        formats = ", ".join(f.value for f in MirrorFormat)
+        raise InvalidInputError(f"invalid mirror format {value!r}: use {formats}") from None
+
+
+def _mirror_retention(value: str | None) -> int | None:
+    if value is None:
+        return None
+    ms = parse_period(value)
+    if ms == 0:
+        raise InvalidInputError(
+            f"invalid mirror retention {value!r}: engines reading the mirror need its files for a while; "
+            "give a period longer than zero"
+        )
+    return ms
 
 
 def _time_unit(value: TimeUnit | str | None, time_column: str | None) -> TimeUnit | None:

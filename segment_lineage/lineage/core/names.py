@@ -29,10 +29,11 @@ _PART = re.compile(r"[A-Za-z0-9_.\-=]+")
 # checks, which say what is wrong.
 _GOOD_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.\-]*(?<!\.)")
 _GOOD_PART = r"[A-Za-z0-9_=](?:[A-Za-z0-9_.\-=]{0,253}[A-Za-z0-9_\-=])?"
-_GOOD_LOCATION = re.compile(rf"{_GOOD_PART}(?:/{_GOOD_PART})*")
+_NOT_MIRROR_LOG = r"(?!_delta_log(?:/|\n|$))"  # MIRROR_LOG_DIR, below, is no location's first part
+_GOOD_LOCATION = re.compile(rf"{_NOT_MIRROR_LOG}{_GOOD_PART}(?:/{_GOOD_PART})*")
 # The same, for many at once: one per line.
 _GOOD_NAME_LINES = re.compile(r"(?:(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.\-]*(?<!\.)\n)*")
-_GOOD_LOCATION_LINES = re.compile(rf"(?:{_GOOD_PART}(?:/{_GOOD_PART})*\n)*")
+_GOOD_LOCATION_LINES = re.compile(rf"(?:{_NOT_MIRROR_LOG}{_GOOD_PART}(?:/{_GOOD_PART})*\n)*")
 
 
 def _check(kind: str, name: object, limit: int) -> str:
@@ -127,12 +128,15 @@ def check_entry_id(entry_id: object) -> str:
     return entry_id
 
 
+MIRROR_LOG_DIR = "_delta_log"  # the Delta mirror's log under a table's root: never a segment's
+
+
 def check_location(location: object) -> str:
     """A segment location: a relative path inside the table's root.
 
     Locations are stored relative to the root so that no record can point
     outside it: no scheme, no leading '/', no '..' or '.' part, no empty part,
-    no backslash, no '%' escapes.
+    no backslash, no '%' escapes; and not inside the mirror's log directory.
     """
     if isinstance(location, str) and len(location) <= MAX_LOCATION and _GOOD_LOCATION.fullmatch(location):
         return location
@@ -142,6 +146,10 @@ def check_location(location: object) -> str:
         raise InvalidInputError(f"invalid segment location: longer than {MAX_LOCATION} characters")
     if "://" in location or location.startswith("/"):
         raise InvalidInputError(f"invalid segment location {location!r}: must be relative to the table root")
+    if location.split("/", 1)[0] == MIRROR_LOG_DIR:
+        raise InvalidInputError(
+            f"invalid segment location {location!r}: {MIRROR_LOG_DIR}/ holds the table's Delta mirror"
+        )
     for part in location.split("/"):
         if part in ("", ".", ".."):
             raise InvalidInputError(f"invalid segment location {location!r}: empty, '.' or '..' path part")

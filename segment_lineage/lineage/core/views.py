@@ -38,6 +38,8 @@ def table_view(state: TableState) -> dict[str, Any]:
         "versions_kept": c.versions_kept,
         "time_granularity": None if c.time_granularity is None else c.time_granularity.value,
         "schema": None if c.schema is None else render(c.schema),
+        "mirror": None if c.mirror is None else c.mirror.value,
+        "mirror_retention": None if c.mirror is None else format_period(c.mirror_window_ms),
         "version": state.version,
         "segments_registered": len(state.segments),
         "segments_visible": len(visible),

@@ -41,6 +41,8 @@ from segment_lineage.lineage.store.contract import (
 )
 
 Update = Callable[[TableState, int], Change]
+# Called after each commit that changed a table (the mirror's publisher): (manager, table, result).
+AfterCommit = Callable[["ManagerBase", str, "Committed"], None]
 READ_AGAIN_MAX = 2  # a version losing a bucket before it loads is read again this often, then reported
 
 
@@ -96,6 +98,7 @@ class ManagerBase:
         self.actor = actor or default_actor()
         self.job_id = job_id
         self._stuck = StuckTickets()  # queue tickets seen standing still, shared by this manager's commits
+        self.after_commit: AfterCommit | None = None
 
     def for_job(self, job_id: str | None) -> Self:
         """This manager, recording ``job_id`` in the audit of every commit."""
@@ -127,10 +130,13 @@ class ManagerBase:
         floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
         queue = _QueueUse(self.store, table, commit_id, self.retry.sleep, self.retry.clock, self._stuck)
         try:
-            return self._commit(table, update, audit, commit_id, floor, queue, load)
+            done = self._commit(table, update, audit, commit_id, floor, queue, load)
         finally:
             queue.leave()
             floor.leave()
+        if self.after_commit is not None and done.applied:
+            self.after_commit(self, table, done)
+        return done
 
     def _commit(
         self,

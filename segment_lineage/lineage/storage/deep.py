@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from segment_lineage.lineage.config import Settings
-from segment_lineage.lineage.core.names import check_location
+from segment_lineage.lineage.core.names import MIRROR_LOG_DIR, check_location
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.lineage.storage.errors import StorageError
 
@@ -162,6 +162,43 @@ class DeepStore:
                     out.write(data)
         except OSError as exc:
             raise StorageError(f"writing {location!r} under {self.root!r} failed: {exc}") from None
+
+    # ---- the mirror's log (names.MIRROR_LOG_DIR: never a segment's location) -----------
+
+    def mirror_log_path(self, name: str = "") -> str:
+        """The path of the mirror's log directory, or of ``name`` inside it."""
+        if name and (not name.replace("_", "a").replace(".", "a").replace("-", "a").isalnum()):
+            raise StorageError(f"invalid name {name!r} in the mirror's log")
+        folder = posixpath.join(self.base, MIRROR_LOG_DIR)
+        return posixpath.join(folder, name) if name else folder
+
+    def read_mirror_log(self, name: str) -> bytes | None:
+        """A file of the mirror's log, or None when it does not exist."""
+        import pyarrow.fs as pafs
+
+        fs = self.filesystem()
+        path = self.mirror_log_path(name)
+        try:
+            if fs.get_file_info(path).type != pafs.FileType.File:
+                return None
+            with fs.open_input_stream(path) as stream:
+                return bytes(stream.read())
+        except OSError as exc:
+            raise StorageError(f"reading {MIRROR_LOG_DIR}/{name} under {self.root!r} failed: {exc}") from None
+
+    def remove_mirror_log(self) -> bool:
+        """Delete the mirror's log directory; False when there was none."""
+        import pyarrow.fs as pafs
+
+        fs = self.filesystem()
+        path = self.mirror_log_path()
+        try:
+            if fs.get_file_info(path).type == pafs.FileType.NotFound:
+                return False
+            fs.delete_dir(path)
+        except OSError as exc:
+            raise StorageError(f"removing {MIRROR_LOG_DIR}/ under {self.root!r} failed: {exc}") from None
+        return True
 
     def file_sizes(self, locations: Sequence[str]) -> dict[str, int | None]:
         """Each location's file size; None where no regular file is (nothing,

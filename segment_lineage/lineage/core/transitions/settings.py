@@ -24,6 +24,8 @@ _SHOWN: dict[str, Callable[[TableConfig], str]] = {
     "versions_kept": lambda c: "default" if c.versions_kept is None else str(c.versions_kept),
     "time_granularity": lambda c: "none" if c.time_granularity is None else c.time_granularity.value,
     "time_unit": lambda c: "none" if c.time_unit is None else c.time_unit.value,
+    "mirror": lambda c: "none" if c.mirror is None else c.mirror.value,
+    "mirror_retention": lambda c: format_period(c.mirror_window_ms),
 }
 
 

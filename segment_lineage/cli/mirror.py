@@ -1,0 +1,164 @@
+"""``lineage mirror``: publish a table's versions as Delta Lake versions, for other engines."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from segment_lineage.cli.context import emit, manager
+from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.model import MirrorFormat, SettingsChange
+from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.views import iso, render_pairs, render_table
+
+mirror_app = typer.Typer(
+    help="Publish each version as a Delta Lake version under the table's root (docs/engines.md).",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(mirror_app, name="mirror")
+
+
+@mirror_app.command("enable")
+def enable(
+    table: Annotated[str, typer.Argument(help="Table name.")],
+    retention: Annotated[
+        str | None,
+        typer.Option("--retention", help="How far back engines may time-travel in the mirror (default 7d)."),
+    ] = None,
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Start publishing the table: its current version becomes the mirror's
+    first, and every later version is published as it commits."""
+    from segment_lineage.mirror.delta import DeltaLog
+    from segment_lineage.mirror.errors import MirrorRefusedError
+    from segment_lineage.mirror.publisher import check_root, sync
+
+    check_table_name(table)
+    with manager() as m:
+        m.after_commit = None  # published below, where a failure is an error
+        config = m.table(table).config
+        check_root(config.root)
+        if config.mirror is None and DeltaLog.open(config.root).exists():
+            raise MirrorRefusedError(
+                f"a Delta log from an earlier mirror remains under the root of table {table!r}",
+                table=table,
+                remedy=f"remove it with: lineage mirror disable {table}",
+            )
+        change = SettingsChange(mirror=MirrorFormat.DELTA.value, mirror_retention=retention)
+        m.alter_table(table, change, reason)
+        report = sync(m, table)
+    emit(_report(report), f"mirror of {table} enabled (delta)\n{report.line()}")
+
+
+@mirror_app.command("disable")
+def disable(
+    table: Annotated[str, typer.Argument(help="Table name.")],
+    reason: Annotated[str | None, typer.Option("--reason")] = None,
+) -> None:
+    """Stop publishing the table and remove its Delta log (engines then find no
+    table there, rather than a stale one). The segments' files stay."""
+    from segment_lineage.mirror.delta import DeltaLog
+
+    check_table_name(table)
+    with manager() as m:
+        m.after_commit = None
+        config = m.table(table).config
+        if config.mirror is not None:
+            m.alter_table(table, SettingsChange(mirror="none"), reason)
+        removed = DeltaLog(config.root).remove()
+    word = "removed its Delta log" if removed else "no Delta log was there"
+    emit({"table": table, "log_removed": removed}, f"mirror of {table} disabled; {word}")
+
+
+@mirror_app.command("sync")
+def sync_command(
+    tables: Annotated[list[str] | None, typer.Argument(help="Tables to publish.")] = None,
+    all_tables: Annotated[bool, typer.Option("--all", help="Every mirrored table.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say which versions would be published; publish nothing.")
+    ] = False,
+) -> None:
+    """Publish every version not yet published, oldest first (a push does it
+    right after its commit; this catches up after a failure)."""
+    from segment_lineage.mirror.publisher import sync
+
+    if bool(tables) == all_tables:
+        raise InvalidInputError("name the tables to publish, or give --all")
+    with manager() as m:
+        m.after_commit = None
+        names = [t for t in m.list_tables() if m.table(t).config.mirror is not None] if all_tables else tables
+        reports = [sync(m, check_table_name(t), dry_run=dry_run) for t in names or []]
+    emit([_report(r) for r in reports], "\n".join(r.line() for r in reports) or "(no mirrored tables)")
+
+
+@mirror_app.command("status")
+def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) -> None:
+    """What the mirror publishes and how far behind the table it is."""
+    from segment_lineage.mirror.publisher import status
+
+    with manager() as m:
+        m.after_commit = None
+        found = status(m, check_table_name(table))
+    view: dict[str, Any] = {
+        "table": found.table,
+        "mirror": found.mirror,
+        "retention": found.retention,
+        "version": found.head,
+        "delta_version": found.delta_version,
+        "published_version": found.lineage_version,
+        "behind_versions": len(found.behind),
+        "lag_seconds": round(found.lag_ms / 1000, 3),
+        "problem": found.problem,
+    }
+    if found.foreign is not None:
+        view["foreign_commit"] = f"Delta version {found.foreign.delta_version}: {found.foreign.operation}"
+    if found.log_left:
+        view["problem"] = f"the mirror is disabled but its Delta log remains: lineage mirror disable {table}"
+    emit(view, render_pairs(view))
+    if found.foreign is not None:
+        typer.echo(
+            f"warning: another writer committed to the Delta log ({found.foreign.operation}); the mirror "
+            "publishes nothing more until it is rebuilt (disable, then enable)",
+            err=True,
+        )
+
+
+@mirror_app.command("versions")
+def versions(table: Annotated[str, typer.Argument(help="Table name.")]) -> None:
+    """The mirror's Delta versions, oldest first, each with the lineage version
+    it shows: a Delta time-travel version maps back to the table's history."""
+    from segment_lineage.mirror.publisher import mirror_commits
+
+    with manager() as m:
+        m.after_commit = None
+        commits = mirror_commits(m, check_table_name(table))
+    rows = [
+        {
+            "delta_version": c.delta_version,
+            "lineage_version": c.lineage_version,
+            "at": iso(c.at_ms),
+            "operation": c.operation,
+            "columns_only": c.columns_only,
+        }
+        for c in commits
+    ]
+    text = render_table(rows, ["delta_version", "lineage_version", "at", "operation"])
+    emit(rows, text if rows else "(no mirror log)")
+
+
+def _report(report: Any) -> dict[str, Any]:
+    return {
+        "table": report.table,
+        "version": report.head,
+        "published": [{"version": lv, "delta_version": dv} for lv, dv in report.published],
+        "unchanged": list(report.unchanged),
+        "gone": list(report.gone),
+        "published_version": report.lineage_version,
+        "delta_version": report.delta_version,
+        "waiting": report.waiting,
+        "to_publish": [v for v, _ in report.pending],
+    }

@@ -1,0 +1,328 @@
+"""The Delta Lake log of a table's mirror, through ``deltalake``: the only
+module that imports it.
+
+The log lives under the table's root (``_delta_log/``) and references the
+segments' files where they are. Every commit the publisher makes names the
+lineage version it publishes twice: in its commit metadata (for people and
+for mapping versions both ways) and as the version of a Delta application
+transaction (``txn``), which the log's snapshot carries, so the newest
+published lineage version is read without reading the history. A commit is
+made against the log version the publisher read, never rebased onto a newer
+one (``max_commit_retries=0``): two publishers racing, one lands, the other
+reads again. The log's expired-entry cleanup is off (retention reads old
+commits to know which files a reader may still time-travel to), and vacuum
+is never ours to run: retention deletes files, and knows which the mirror
+references.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+
+from segment_lineage.ingest.schemas import arrow_schema
+from segment_lineage.lineage.core.schema import Schema
+from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
+from segment_lineage.mirror.plan import Columns, Shown, Step, after, lineage_of
+
+APP_ID = "segment-lineage"
+LOG_SETTINGS = {
+    "delta.enableExpiredLogCleanup": "false",  # old commits tell retention what readers may still read
+    "delta.logRetentionDuration": "interval 3650 days",
+}
+MAX_HISTORY = 1_000_000  # mirror commits read for a version map, newest first
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of the log, as ``lineage mirror versions`` and history show it."""
+
+    delta_version: int
+    lineage_version: int | None  # None: not the publisher's (another writer's, or vacuum's)
+    at_ms: int
+    operation: str
+    columns_only: bool = False  # columns added, no file changed (it shows the version before)
+
+
+def location(root: str) -> tuple[str, dict[str, str]]:
+    """The URI deltalake opens for a table root, and its storage options."""
+    store = DeepStore.for_root(root)
+    if store.scheme == "file":
+        return store.base, {}
+    if store.scheme == "s3":
+        options: dict[str, str] = {}
+        if store.s3_endpoint:
+            options["AWS_ENDPOINT_URL"] = store.s3_endpoint
+            options["AWS_ALLOW_HTTP"] = "true"
+        if store.aws_region:
+            options["AWS_REGION"] = store.aws_region
+        return f"s3://{store.base}", options
+    if store.scheme == "gs":
+        return f"gs://{store.base}", {}
+    raise MirrorRefusedError(
+        f"a Delta mirror needs a local, s3:// or gs:// root; {root!r} is {store.scheme}://",
+        remedy="keep this table without a mirror, and read it with the project's readers",
+    )
+
+
+def encode_fields(schema: Schema) -> tuple[tuple[str, ...], Any]:
+    """Each column as the log records it (sorted-key JSON), and the deltalake schema."""
+    from deltalake import Schema as DeltaSchema
+
+    try:
+        delta = DeltaSchema.from_arrow(arrow_schema(schema))
+    except Exception as exc:  # noqa: BLE001  deltalake raises bare Exception for a type it lacks
+        raise MirrorRefusedError(f"the table's columns have no Delta Lake schema: {_first(exc)}") from None
+    return _fields(delta.to_json()), delta
+
+
+def _fields(schema_json: str) -> tuple[str, ...]:
+    doc = json.loads(schema_json)
+    return tuple(json.dumps(field, sort_keys=True) for field in doc.get("fields", []))
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class DeltaLog:
+    """The log of one table's mirror, as read once (``open``); ``commit``
+    moves it one version on. A commit another writer made after our read
+    fails with :class:`MirrorConflict`: open the log again."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.uri, self.options = location(root)
+        self.store = DeepStore.for_root(root)
+        self._table: Any = None
+        self.shown = Shown(None, 0, frozenset(), ())
+        self.newest: Commit | None = None
+
+    @staticmethod
+    def open(root: str) -> DeltaLog:
+        log = DeltaLog(root)
+        log._read()
+        return log
+
+    def exists(self) -> bool:
+        return self.shown.version is not None
+
+    def _read(self) -> None:
+        from deltalake import DeltaTable
+
+        try:
+            if not DeltaTable.is_deltatable(self.uri, self.options):
+                self._table, self.shown, self.newest = None, Shown(None, 0, frozenset(), ()), None
+                return
+            table = DeltaTable(self.uri, storage_options=self.options)
+            self._table = table
+            self.shown = self._shown(table)
+            newest = table.history(1)
+        except MirrorError:
+            raise
+        except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
+            raise MirrorError(f"reading the Delta log under {self.root!r} failed: {_first(exc)}") from None
+        self.newest = _commit(newest[0]) if newest else None
+
+    @staticmethod
+    def _shown(table: Any) -> Shown:
+        paths = pa.table(table.get_add_actions(flatten=False)).column("path").to_pylist()
+        published = table.transaction_version(APP_ID)
+        return Shown(
+            int(table.version()),
+            int(published or 0),
+            frozenset(unquote(p) for p in paths),
+            _fields(table.schema().to_json()),
+        )
+
+    def foreign(self) -> Commit | None:
+        """The newest commit, when another writer than the publisher made it."""
+        if self.newest is not None and self.newest.lineage_version is None:
+            return self.newest
+        return None
+
+    def commit(self, step: Step, delta_schema: Any) -> int:
+        """Write ``step`` as the next version of the log read; its version.
+        MirrorConflict when another commit took that version first."""
+        from deltalake import DeltaTable
+        from deltalake.transaction import (
+            AddAction,
+            CommitProperties,
+            PostCommitHookProperties,
+            RemoveAction,
+            Transaction,
+            create_table_with_add_actions,
+        )
+
+        props = CommitProperties(
+            custom_metadata=step.metadata(),
+            max_commit_retries=0,
+            app_transactions=[Transaction(APP_ID, step.version)],
+        )
+        hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+        sizes = self._sizes(step)
+        adds = [
+            AddAction(
+                seg.location,
+                sizes[seg.location],
+                {},
+                seg.created_ms,
+                True,
+                json.dumps({"numRecords": seg.rows}) if seg.rows > 0 else "",
+            )
+            for seg in step.adds
+        ]
+        now_ms = _now_ms()
+        expected = 0 if self.shown.version is None else self.shown.version + 1
+        try:
+            if self.shown.version is None:
+                create_table_with_add_actions(
+                    self.uri,
+                    delta_schema,
+                    adds,
+                    mode="error",
+                    configuration=LOG_SETTINGS,
+                    storage_options=self.options,
+                    commit_properties=props,
+                    post_commithook_properties=hooks,
+                )
+            else:
+                table = self._table
+                if step.columns is Columns.ADDED:
+                    new = [f for f in delta_schema.fields if f.name not in _names(table.schema())]
+                    table.alter.add_columns(
+                        new,
+                        commit_properties=CommitProperties(
+                            # it shows the files published before, with the new columns null
+                            custom_metadata={
+                                **step.metadata(),
+                                "segment_lineage.version": str(self.shown.lineage_version),
+                                "segment_lineage.kind": "columns",
+                            },
+                            max_commit_retries=0,
+                        ),
+                        post_commithook_properties=hooks,
+                    )
+                    expected += 1
+                removes = [RemoveAction(loc, True, now_ms, None) for loc in step.removes]
+                table.create_write_transaction(
+                    [*adds, *removes] if step.columns is not Columns.REPLACED else adds,
+                    mode="overwrite" if step.columns is Columns.REPLACED else "append",
+                    schema=delta_schema,
+                    commit_properties=props,
+                    post_commithook_properties=hooks,
+                )
+        except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
+            text = _first(exc)
+            if type(exc).__name__ in ("CommitFailedError", "TableAlreadyExistsError") or "exists" in text:
+                raise MirrorConflict(f"another commit reached the Delta log first: {text}") from None
+            raise MirrorError(f"writing the Delta log under {self.root!r} failed: {text}") from None
+        self.shown = after(self.shown, step, expected)
+        # Exactly the version written: a later one (another publisher's) is not
+        # what ``shown`` says, and the next commit must conflict with it.
+        if self._table is None:
+            self._table = DeltaTable(self.uri, version=expected, storage_options=self.options)
+        else:
+            self._table.load_as_version(expected)
+        self.newest = Commit(expected, step.version, now_ms, "WRITE")
+        return expected
+
+    def _sizes(self, step: Step) -> dict[str, int]:
+        """Each added file's size: the recorded one, or the file's own when
+        none was recorded (a segment registered by hand)."""
+        sizes = {seg.location: seg.size_bytes for seg in step.adds if seg.size_bytes > 0}
+        unknown = [seg.location for seg in step.adds if seg.size_bytes <= 0]
+        if unknown:
+            found = self.store.file_sizes(unknown)
+            missing = [loc for loc, size in found.items() if size is None]
+            if missing:
+                raise MirrorError(
+                    f"segment file {missing[0]!r} of version {step.version} is missing: "
+                    "the mirror references only files that exist"
+                )
+            sizes.update({loc: int(size) for loc, size in found.items() if size is not None})
+        return sizes
+
+    def history(self, limit: int | None = None) -> list[Commit]:
+        """The log's commits, newest first."""
+        if self._table is None:
+            return []
+        try:
+            return [_commit(info) for info in self._table.history(limit)]
+        except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
+            raise MirrorError(
+                f"reading the Delta log's history under {self.root!r} failed: {_first(exc)}"
+            ) from None
+
+    def referenced_since(self, horizon_ms: int) -> frozenset[str]:
+        """Every file a version of the log an engine may still read references:
+        those of the newest version committed at or before ``horizon_ms`` (the
+        oldest, when none was), and every file a later commit adds. Read from
+        the log's own commits."""
+        from deltalake import DeltaTable
+
+        if self._table is None or self.shown.version is None:
+            return frozenset()
+        commits = self.history()
+        start = min((c.delta_version for c in commits), default=0)
+        for commit in commits:  # newest first
+            if commit.at_ms <= horizon_ms:
+                start = commit.delta_version
+                break
+        try:
+            then = DeltaTable(self.uri, version=start, storage_options=self.options)
+            paths = pa.table(then.get_add_actions(flatten=False)).column("path").to_pylist()
+        except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
+            raise MirrorError(f"reading version {start} of the Delta log failed: {_first(exc)}") from None
+        found = {unquote(p) for p in paths}
+        for version in range(start + 1, self.shown.version + 1):
+            found.update(self._added(version))
+        return frozenset(found)
+
+    def _added(self, version: int) -> Iterable[str]:
+        raw = self.store.read_mirror_log(f"{version:020d}.json")
+        if raw is None:
+            raise MirrorError(f"commit {version} of the Delta log under {self.root!r} is missing")
+        for line in raw.splitlines():
+            if line.strip():
+                action = json.loads(line)
+                add = action.get("add")
+                if isinstance(add, dict) and isinstance(add.get("path"), str):
+                    yield unquote(add["path"])
+
+    def remove(self) -> bool:
+        """Delete the whole log; False when there was none."""
+        gone = self.store.remove_mirror_log()
+        self._table, self.shown, self.newest = None, Shown(None, 0, frozenset(), ()), None
+        return gone
+
+
+class MirrorConflict(MirrorError):
+    """Another commit reached the log between our read and our write."""
+
+
+def _now_ms() -> int:
+    """The time a remove action records (the log's own clock: the writer's)."""
+    return time.time_ns() // 1_000_000
+
+
+def _commit(info: dict[str, Any]) -> Commit:
+    return Commit(
+        delta_version=int(info.get("version", -1)),
+        lineage_version=lineage_of(info),
+        at_ms=int(info.get("timestamp", 0)),
+        operation=str(info.get("operation", "")),
+        columns_only=info.get("segment_lineage.kind") == "columns",
+    )
+
+
+def _names(schema: Any) -> set[str]:
+    return {field.name for field in schema.fields}

@@ -1,0 +1,16 @@
+"""Errors of the mirror package: one root under the lineage root, so the CLI's
+single handler covers them."""
+
+from __future__ import annotations
+
+from segment_lineage.lineage.core.errors import LineageError, RefusedError
+
+
+class MirrorError(LineageError):
+    """Root of every error the mirror package raises on purpose: publishing
+    failed (the lineage commit stands; a later sync publishes it)."""
+
+
+class MirrorRefusedError(MirrorError, RefusedError):
+    """The mirror cannot publish this table as it is (a column type the format
+    lacks, a log another writer changed). Nothing was written to the log."""

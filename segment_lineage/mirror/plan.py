@@ -1,0 +1,151 @@
+"""What one lineage version changes in the mirror: pure, no I/O.
+
+The publisher compares what the mirror shows (its newest version's files
+and columns) with what a lineage version shows (its visible segments and
+recorded schema) and turns the difference into one step: files to add,
+files to remove, and what happens to the columns (nothing; columns added,
+as the table's schema evolved; or the schema replaced, with every file).
+A version that changes neither files nor columns is no step at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from segment_lineage.lineage.core.model import HistoryRecord, Segment, TableState
+from segment_lineage.lineage.core.schema import DataType, Schema
+from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.mirror.errors import MirrorRefusedError
+
+# Logical types (core.schema) with no Delta Lake type: a table holding one
+# cannot be mirrored. A column still typed null (no value pushed yet) is
+# left out of the mirror until a push gives it a type.
+UNPUBLISHABLE = frozenset({"time"})
+
+
+class Columns(StrEnum):
+    SAME = "same"
+    ADDED = "added"  # the table gained columns: a metadata update before the files
+    REPLACED = "replaced"  # another schema: every file is replaced with it
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the mirror's newest version shows, as the publisher needs it."""
+
+    version: int | None  # the mirror's own version; None: no log yet
+    lineage_version: int  # the newest lineage version published; 0: none
+    files: frozenset[str]  # segment locations, relative to the root
+    fields: tuple[str, ...]  # the published columns, each encoded by the format (name, type, ...)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One mirror commit: lineage version ``version`` as the mirror shows it."""
+
+    version: int
+    adds: tuple[Segment, ...]
+    removes: tuple[str, ...]  # locations
+    schema: Schema  # the columns the mirror publishes (null-typed ones left out)
+    fields: tuple[str, ...]  # the same, encoded as the format records them
+    columns: Columns
+    record: HistoryRecord | None  # the commit that made the version (None: no longer in history)
+
+    def metadata(self) -> dict[str, str]:
+        """What the mirror's commit records of the lineage commit it publishes."""
+        out = {"segment_lineage.version": str(self.version)}
+        if self.record is not None:
+            out["segment_lineage.operation"] = self.record.operation.value
+            out["segment_lineage.actor"] = self.record.actor
+            if self.record.entry_id is not None:
+                out["segment_lineage.entry"] = self.record.entry_id
+            if self.record.reason is not None:
+                out["segment_lineage.reason"] = self.record.reason
+            if self.record.job_id is not None:
+                out["segment_lineage.job_id"] = self.record.job_id
+        return out
+
+
+def published_schema(schema: Schema | None, table: str) -> Schema:
+    """The columns a mirror publishes for a recorded schema: every column but
+    those typed null; MirrorRefusedError for a type the format has none for."""
+    if schema is None:
+        return ()
+    out = []
+    for column in schema:
+        if column.type.name == "null":
+            continue
+        bad = _unpublishable(column.type)
+        if bad is not None:
+            raise MirrorRefusedError(
+                f"column {column.name!r} of table {table!r} has type {bad}, which Delta Lake cannot hold",
+                table=table,
+                remedy="a mirrored table cannot have this column; disable the mirror, or push without it",
+            )
+        out.append(column)
+    return tuple(out)
+
+
+def _unpublishable(kind: DataType) -> DataType | None:
+    if kind.name in UNPUBLISHABLE or (kind.name == "null"):
+        return kind
+    for child in kind.children:
+        bad = _unpublishable(child.type)
+        if bad is not None:
+            return bad
+    return None
+
+
+def plan_step(
+    shown: Shown,
+    state: TableState,
+    schema: Schema,
+    fields: tuple[str, ...],
+    record: HistoryRecord | None,
+) -> Step | None:
+    """The step that makes the mirror show ``state``, or None when it already
+    does. ``schema`` is ``published_schema`` of the state's, and ``fields``
+    its columns encoded as the format records them (compared with
+    ``shown.fields``)."""
+    visible = visible_segments(state)
+    target = {seg.location: seg for seg in visible}
+    if shown.version is None:
+        columns = Columns.REPLACED  # the first version creates the log
+    elif fields == shown.fields:
+        columns = Columns.SAME
+    elif len(fields) > len(shown.fields) and fields[: len(shown.fields)] == shown.fields:
+        columns = Columns.ADDED
+    else:
+        columns = Columns.REPLACED
+    if columns is Columns.REPLACED:
+        adds = tuple(target[loc] for loc in sorted(target))
+        removes = tuple(sorted(shown.files))
+        if shown.version is None:
+            removes = ()
+    else:
+        adds = tuple(target[loc] for loc in sorted(target) if loc not in shown.files)
+        removes = tuple(sorted(loc for loc in shown.files if loc not in target))
+        if columns is Columns.SAME and not adds and not removes:
+            return None
+    return Step(state.version, adds, removes, schema, fields, columns, record)
+
+
+def after(shown: Shown, step: Step, version: int) -> Shown:
+    """What the mirror shows once ``step`` committed as its ``version``."""
+    if step.columns is Columns.REPLACED:
+        files = frozenset(seg.location for seg in step.adds)
+    else:
+        files = (shown.files - set(step.removes)) | {seg.location for seg in step.adds}
+    return Shown(version, step.version, files, step.fields)
+
+
+def lineage_of(metadata: Mapping[str, object]) -> int | None:
+    """The lineage version a mirror commit's metadata names, or None (not ours)."""
+    raw = metadata.get("segment_lineage.version")
+    if isinstance(raw, str) and raw.isdigit():
+        return int(raw)
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    return None

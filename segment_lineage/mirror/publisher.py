@@ -1,0 +1,235 @@
+"""Publishing a table's lineage versions to its mirror, in order, idempotently.
+
+One sync: read the log (what it shows, and the newest lineage version it
+published), then the table's head, after it; then, for every retained
+lineage version after the published one, oldest first: pin it (a lease, so
+retention cannot take its files while it is being published, and a version
+retention already took is skipped), plan the step that makes the log show
+it, and commit that step against the log version read. A commit another
+publisher made first fails ours (no rebase): the sync reads the log again
+and recomputes everything, at most ``SYNC_ATTEMPTS`` times. A retried
+publish finds its own earlier commit through the log's application
+transaction: nothing is published twice.
+
+With no log yet, the first sync publishes the current version only: the
+mirror's history starts when it was enabled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from segment_lineage.lineage.core.errors import ContentionError, VersionGoneError
+from segment_lineage.lineage.core.model import HistoryRecord, TableState
+from segment_lineage.lineage.core.periods import format_period
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.mirror.delta import Commit, DeltaLog, MirrorConflict, encode_fields, location
+from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
+from segment_lineage.mirror.plan import after, plan_step, published_schema
+
+SYNC_ATTEMPTS = 5
+MAX_RECORDS = 100_000  # history records read to describe the versions published
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    table: str
+    head: int  # the table's version when the sync read it
+    published: tuple[tuple[int, int], ...] = ()  # (lineage version, Delta version) committed now
+    unchanged: tuple[int, ...] = ()  # versions that changed nothing the mirror shows
+    gone: tuple[int, ...] = ()  # versions retention took before they could be published
+    lineage_version: int = 0  # the newest lineage version the log shows now
+    delta_version: int | None = None
+    waiting: str | None = None  # why nothing could be published yet
+    pending: tuple[tuple[int, int], ...] = field(default=())  # dry run: (version, its commit time)
+
+    def line(self) -> str:
+        if self.waiting is not None:
+            return f"{self.table}: nothing published: {self.waiting}"
+        if self.pending:
+            return f"{self.table}: {len(self.pending)} version(s) to publish, the oldest {self.pending[0][0]}"
+        if not self.published:
+            return (
+                f"{self.table}: up to date (version {self.lineage_version} is Delta version "
+                f"{self.delta_version})"
+            )
+        pairs = ", ".join(f"{lv} as Delta {dv}" for lv, dv in self.published)
+        return f"{self.table}: published {pairs}"
+
+
+def sync(manager: LineageManager, table: str, *, dry_run: bool = False) -> SyncReport:
+    """Publish every retained version after the newest published one; with
+    ``dry_run``, only say which would be. MirrorRefusedError when the table
+    has no mirror or another writer changed its log."""
+    root = manager.table(table).config.root
+    for _ in range(SYNC_ATTEMPTS):
+        log = DeltaLog.open(root)
+        state = manager.table(table)  # read after the log: whatever it published, this is newer
+        check_log(state, log)
+        try:
+            return _publish(manager, table, log, state, dry_run)
+        except MirrorConflict:
+            continue  # another publisher's commit landed: read both again
+    raise ContentionError(table, SYNC_ATTEMPTS, 0.0, doing="publishing to the Delta mirror")
+
+
+def check_log(state: TableState, log: DeltaLog) -> None:
+    """Refuse a table without a mirror, or a log another writer changed."""
+    name = state.config.name
+    if state.config.mirror is None:
+        raise MirrorRefusedError(
+            f"table {name!r} has no mirror",
+            table=name,
+            remedy=f"enable one with: lineage mirror enable {name}",
+        )
+    foreign = log.foreign()
+    if foreign is not None:
+        raise MirrorRefusedError(
+            f"the Delta log of table {name!r} has a commit another writer made: version "
+            f"{foreign.delta_version} ({foreign.operation or 'unknown operation'}); the mirror is "
+            "written only by this tool (a VACUUM there deletes files retention still keeps for readers)",
+            table=name,
+            remedy=f"rebuild the mirror: lineage mirror disable {name}, then lineage mirror enable {name}",
+        )
+
+
+def _publish(
+    manager: LineageManager, table: str, log: DeltaLog, state: TableState, dry_run: bool
+) -> SyncReport:
+    shown = log.shown
+    if shown.version is None:
+        versions = [state.version]
+    else:
+        versions = [v for v in manager.store.versions(table) if shown.lineage_version < v <= state.version]
+        if state.version > shown.lineage_version and state.version not in versions:
+            versions.append(state.version)
+    records = _records(manager, table, versions)
+    published: list[tuple[int, int]] = []
+    unchanged: list[int] = []
+    gone: list[int] = []
+    pending: list[tuple[int, int]] = []
+    waiting = None
+    for version in versions:
+        try:
+            lease = manager.pin_readable(table, version)
+        except VersionGoneError:
+            gone.append(version)
+            continue
+        try:
+            then = lease.state
+            schema = published_schema(then.config.schema, table)
+            if not schema:
+                waiting = "the table has no columns yet (its first push records them)"
+                continue
+            fields, delta_schema = encode_fields(schema)
+            step = plan_step(shown, then, schema, fields, records.get(version))
+            if step is None:
+                unchanged.append(version)
+                continue
+            if dry_run:
+                record = records.get(version)
+                pending.append((version, 0 if record is None else record.at_ms))
+                shown = after(shown, step, (shown.version or 0) + 1)
+                continue
+            delta_version = log.commit(step, delta_schema)
+            shown = log.shown
+            published.append((version, delta_version))
+        finally:
+            manager.store.release(lease)
+    return SyncReport(
+        table,
+        state.version,
+        tuple(published),
+        tuple(unchanged),
+        tuple(gone),
+        log.shown.lineage_version,
+        log.shown.version,
+        waiting if not published and log.shown.version is None else None,
+        tuple(pending),
+    )
+
+
+def _records(manager: LineageManager, table: str, versions: list[int]) -> dict[int, HistoryRecord]:
+    """The history records of ``versions`` (newest first, read only as far as needed)."""
+    if not versions:
+        return {}
+    wanted = set(versions)
+    oldest = min(versions)
+    out: dict[int, HistoryRecord] = {}
+    for count, record in enumerate(manager.store.iter_history(table)):
+        if record.version < oldest or count >= MAX_RECORDS:
+            break
+        if record.version in wanted:
+            out[record.version] = record
+    return out
+
+
+@dataclass(frozen=True)
+class Status:
+    table: str
+    mirror: str | None
+    retention: str
+    head: int
+    delta_version: int | None
+    lineage_version: int  # the newest lineage version published
+    behind: tuple[tuple[int, int], ...]  # versions to publish, with their commit times
+    lag_ms: int  # since the oldest version still to publish was committed; 0 when none
+    foreign: Commit | None
+    log_left: bool  # a log remains although the mirror is disabled
+    problem: str | None = None
+
+
+def status(manager: LineageManager, table: str) -> Status:
+    """Where a table's mirror stands: what it publishes, how far behind it is."""
+    state = manager.table(table)
+    config = state.config
+    log = DeltaLog.open(config.root)
+    retention = format_period(config.mirror_window_ms)
+    if config.mirror is None:
+        return Status(table, None, retention, state.version, log.shown.version, log.shown.lineage_version,
+                      (), 0, log.foreign(), log.exists())  # fmt: skip
+    problem = None
+    behind: tuple[tuple[int, int], ...] = ()
+    try:
+        report = sync(manager, table, dry_run=True)
+        behind = report.pending
+        problem = report.waiting
+    except MirrorError as exc:
+        problem = exc.message
+    now = manager.store.now_ms()
+    lag = max(0, now - behind[0][1]) if behind else 0
+    return Status(
+        table,
+        config.mirror.value,
+        retention,
+        state.version,
+        log.shown.version,
+        log.shown.lineage_version,
+        behind,
+        lag,
+        log.foreign(),
+        False,
+        problem,
+    )
+
+
+def mirror_commits(manager: LineageManager, table: str) -> list[Commit]:
+    """The commits of a table's mirror log, oldest first (none without a log).
+    Each names the lineage version it shows (None: another writer's)."""
+    log = DeltaLog.open(manager.table(table).config.root)
+    return sorted(log.history(), key=lambda c: c.delta_version)
+
+
+def published_as(commits: list[Commit]) -> dict[int, int]:
+    """Lineage version -> the Delta version that published its files. A
+    version that changed nothing the mirror shows has none of its own."""
+    return {
+        c.lineage_version: c.delta_version
+        for c in commits
+        if c.lineage_version is not None and not c.columns_only
+    }
+
+
+def check_root(root: str) -> None:
+    """MirrorRefusedError for a root the mirror cannot live under."""
+    location(root)
