@@ -2,8 +2,9 @@
 
 The layers, bottom up (docs/design.md, "Where the code lives"):
 ``lineage/core`` (pure) < ``lineage/codec`` < ``lineage/store`` and
-``lineage/storage`` < ``lineage/zk`` and ``lineage/manager`` < ``ingest`` and
-``retention`` < ``cli`` and the composition at the top of ``segment_lineage``.
+``lineage/storage`` < ``lineage/zk`` and ``lineage/manager`` < ``ingest`` <
+``mirror`` < ``retention`` < ``cli`` and the composition at the top of
+``segment_lineage``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,18 @@ import pytest
 ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / "segment_lineage"
 NS = "segment_lineage."
-OUTSIDE = ("kazoo", "pyspark", "pyarrow", "apscheduler", "typer", "prometheus_client", "cachetools")
+OUTSIDE = (
+    "kazoo",
+    "pyspark",
+    "pyarrow",
+    "apscheduler",
+    "typer",
+    "prometheus_client",
+    "cachetools",
+    "deltalake",
+    "duckdb",
+    "polars",
+)
 
 # What each place may import of the project, besides itself.
 MAY_IMPORT: dict[str, set[str]] = {
@@ -35,7 +47,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "lineage.config": {"lineage.core"},
     "ingest": {"lineage", "ingest"},
-    "retention": {"lineage", "retention"},
+    "mirror": {"lineage", "ingest", "mirror"},
+    "retention": {"lineage", "mirror", "retention"},
 }
 
 
@@ -97,6 +110,13 @@ def test_only_the_cli_imports_typer(path: Path) -> None:
     if place(path) == "cli":
         return
     assert not {m for m in imports(path) if m.split(".")[0] == "typer"}, path
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_mirror_log_module_imports_deltalake(path: Path) -> None:
+    if path == PACKAGE / "mirror" / "delta.py":
+        return
+    assert not {m for m in imports(path) if m.split(".")[0] == "deltalake"}, path
 
 
 def test_the_places_are_what_the_layers_name() -> None:

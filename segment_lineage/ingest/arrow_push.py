@@ -106,7 +106,12 @@ def push_arrow(
         parts = split_by_chunk(parts, time_column, time_unit, granularity)
     policy = SchemaPolicy.parse(schema_policy)
     written_columns = plan_schema(
-        state.config.schema, given, policy, table, full_refresh=PushMode.parse(mode) is PushMode.REFRESH
+        state.config.schema,
+        given,
+        policy,
+        table,
+        full_refresh=PushMode.parse(mode) is PushMode.REFRESH,
+        mirrored=state.config.mirror is not None,
     )
     parts = [conform(part, written_columns) for part in parts]
     if dry_run:

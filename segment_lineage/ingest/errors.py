@@ -8,6 +8,7 @@ from segment_lineage.lineage.storage.errors import StorageError
 
 __all__ = [
     "IngestError",
+    "NoColumnsError",
     "PushError",
     "PushInputError",
     "PushInterrupted",
@@ -34,6 +35,10 @@ class PushRefusedError(IngestError, RefusedError):
 
 class PushInputError(IngestError, InvalidInputError):
     """A push's arguments are malformed (an unknown mode, say). Nothing was written."""
+
+
+class NoColumnsError(IngestError, RefusedError):
+    """A table read before its first push recorded any column."""
 
 
 class SnapshotTooOldError(IngestError):

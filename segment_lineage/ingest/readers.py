@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as pads
 
-from segment_lineage.ingest.errors import SnapshotTooOldError, StorageError
+from segment_lineage.ingest.errors import NoColumnsError, SnapshotTooOldError, StorageError
 from segment_lineage.ingest.schemas import arrow_schema
 from segment_lineage.lineage.core.model import Segment
 from segment_lineage.lineage.core.visibility import visible_segments
@@ -99,7 +99,13 @@ class SnapshotReader:
         import duckdb
 
         con = duckdb.default_connection() if connection is None else connection
-        return con.from_arrow(self._scannable())
+        source = self._scannable()
+        if not source.schema.names:
+            raise NoColumnsError(
+                f"table {self.table!r} has no columns yet (its first push records them): DuckDB holds "
+                "no relation without columns"
+            )
+        return con.from_arrow(source)
 
     def polars(self) -> Any:
         """A Polars LazyFrame over this snapshot, read while this reader is open."""

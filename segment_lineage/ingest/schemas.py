@@ -137,13 +137,19 @@ def arrow_schema(schema: Schema) -> pa.Schema:
 
 
 def plan_schema(
-    recorded: Schema | None, given: Schema, policy: SchemaPolicy, table: str, *, full_refresh: bool
+    recorded: Schema | None,
+    given: Schema,
+    policy: SchemaPolicy,
+    table: str,
+    *,
+    full_refresh: bool,
+    mirrored: bool = False,
 ) -> Schema:
     """The columns a push writes (``given``, narrower integers and floats
     widened to the recorded types), once they were found to fit the table
     under ``policy``: SchemaMismatchError before anything is written if they
     do not. The commit checks again, on the state it commits to."""
-    resolve(recorded, given, policy, table, full_refresh=full_refresh)
+    resolve(recorded, given, policy, table, full_refresh=full_refresh, mirrored=mirrored)
     return written_schema(recorded, given)
 
 

@@ -379,7 +379,12 @@ def push_dataframe(
     mode = PushMode.parse(mode)
     policy = SchemaPolicy.parse(schema_policy)
     columns = plan_schema(
-        state.config.schema, frame_schema(df), policy, table, full_refresh=mode is PushMode.REFRESH
+        state.config.schema,
+        frame_schema(df),
+        policy,
+        table,
+        full_refresh=mode is PushMode.REFRESH,
+        mirrored=state.config.mirror is not None,
     )
     df = conform_frame(df, columns)
     time_column = state.config.time_column

@@ -15,14 +15,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from segment_lineage.lineage.core.model import HistoryRecord, Segment, TableState
-from segment_lineage.lineage.core.schema import DataType, Schema
+from segment_lineage.lineage.core.schema import Schema, SchemaMismatchError, mirror_columns
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.mirror.errors import MirrorRefusedError
-
-# Logical types (core.schema) with no Delta Lake type: a table holding one
-# cannot be mirrored. A column still typed null (no value pushed yet) is
-# left out of the mirror until a push gives it a type.
-UNPUBLISHABLE = frozenset({"time"})
 
 
 class Columns(StrEnum):
@@ -69,33 +64,13 @@ class Step:
 
 
 def published_schema(schema: Schema | None, table: str) -> Schema:
-    """The columns a mirror publishes for a recorded schema: every column but
-    those typed null; MirrorRefusedError for a type the format has none for."""
-    if schema is None:
-        return ()
-    out = []
-    for column in schema:
-        if column.type.name == "null":
-            continue
-        bad = _unpublishable(column.type)
-        if bad is not None:
-            raise MirrorRefusedError(
-                f"column {column.name!r} of table {table!r} has type {bad}, which Delta Lake cannot hold",
-                table=table,
-                remedy="a mirrored table cannot have this column; disable the mirror, or push without it",
-            )
-        out.append(column)
-    return tuple(out)
-
-
-def _unpublishable(kind: DataType) -> DataType | None:
-    if kind.name in UNPUBLISHABLE or (kind.name == "null"):
-        return kind
-    for child in kind.children:
-        bad = _unpublishable(child.type)
-        if bad is not None:
-            return bad
-    return None
+    """The columns a mirror publishes for a recorded schema (those typed null
+    left out until a push types them); MirrorRefusedError for a type Delta
+    Lake has none for."""
+    try:
+        return mirror_columns(schema, table)
+    except SchemaMismatchError as exc:
+        raise MirrorRefusedError(exc.message, table=table, remedy=exc.remedy) from None
 
 
 def plan_step(

@@ -11,7 +11,7 @@ from segment_lineage.lineage.core.buckets import BucketMap
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.names import check_root_has_no_secret, check_table_name, check_text
 from segment_lineage.lineage.core.periods import format_period, parse_period
-from segment_lineage.lineage.core.schema import Schema
+from segment_lineage.lineage.core.schema import Schema, mirror_columns
 
 MAX_REASON_BYTES = 4096  # UTF-8: a thousand characters of any script
 
@@ -312,6 +312,8 @@ class SettingsChange:
             ),
             mirror_retention=given(self.mirror_retention, config.mirror_retention_ms),
         )
+        if built.mirror is not None:
+            mirror_columns(config.schema, config.name)  # a column Delta lacks: refused, naming it
         return dataclasses.replace(
             built,
             root=config.root,

@@ -239,14 +239,59 @@ def typed(recorded: Schema, given: Schema) -> tuple[Schema, tuple[Field, ...]]:
 
 
 def resolve(
-    recorded: Schema | None, given: Schema, policy: SchemaPolicy, table: str, *, full_refresh: bool
+    recorded: Schema | None,
+    given: Schema,
+    policy: SchemaPolicy,
+    table: str,
+    *,
+    full_refresh: bool,
+    mirrored: bool = False,
 ) -> tuple[Schema, str | None]:
     """The table's schema after a push of ``given`` columns, and what the
     history records of it (None: unchanged). SchemaMismatchError when the
-    push does not fit under ``policy``; InvalidInputError for a malformed
-    schema or a replace that is not a full refresh."""
+    push does not fit under ``policy``, or (``mirrored``) brings a column
+    the table's Delta mirror could not publish; InvalidInputError for a
+    malformed schema or a replace that is not a full refresh."""
     recorded_after, note = _resolve(recorded, given, policy, table, full_refresh)
+    if mirrored:
+        mirror_columns(recorded_after, table)
     return recorded_after, None if note is None else note[:MAX_NOTE]
+
+
+# Logical types Delta Lake has no type for: a table with a mirror cannot hold them.
+NOT_IN_DELTA = frozenset({"time"})
+
+
+def mirror_columns(schema: Schema | None, table: str) -> Schema:
+    """The columns a Delta mirror publishes for a recorded schema: every one
+    but those still typed null (no value pushed yet). SchemaMismatchError
+    naming a column of a type Delta Lake lacks."""
+    if schema is None:
+        return ()
+    out = []
+    for column in schema:
+        if column.type.name == "null":
+            continue
+        bad = _not_in_delta(column.type)
+        if bad is not None:
+            raise SchemaMismatchError(
+                f"column {column.name!r} of table {table!r} has type {bad}, which Delta Lake cannot hold",
+                table=table,
+                remedy="a table with a Delta mirror cannot have this column: push without it, or "
+                "keep the table without a mirror",
+            )
+        out.append(column)
+    return tuple(out)
+
+
+def _not_in_delta(kind: DataType) -> DataType | None:
+    if kind.name in NOT_IN_DELTA or kind.name == "null":
+        return kind
+    for child in kind.children:
+        bad = _not_in_delta(child.type)
+        if bad is not None:
+            return bad
+    return None
 
 
 MAX_NOTE = 1000  # characters of a history record's schema note

@@ -340,7 +340,14 @@ def complete_replace(
             remedy="push again: the push then writes the table's types",
         )
     if schema is not None:
-        recorded, note = resolve(config.schema, schema, policy, config.name, full_refresh=mode == "refresh")
+        recorded, note = resolve(
+            config.schema,
+            schema,
+            policy,
+            config.name,
+            full_refresh=mode == "refresh",
+            mirrored=config.mirror is not None,
+        )
         if note is not None:
             replaced = policy is SchemaPolicy.REPLACE and config.schema is not None
             config = dataclasses.replace(

@@ -1,0 +1,342 @@
+"""The Delta mirror through the CLI on real ZooKeeper, and its pure planning:
+enable, publish after every commit, sync, status, versions both ways,
+disable; what it refuses (another writer's commit, a leftover log, a type
+Delta lacks, a root deltalake cannot open); two publishers at once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.errors import NoColumnsError
+from segment_lineage.ingest.readers import SnapshotReader, duckdb_connection
+from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.model import (
+    Audit,
+    EntryState,
+    LineageEntry,
+    Segment,
+    TableConfig,
+    TableState,
+)
+from segment_lineage.lineage.core.names import check_location, good_locations
+from segment_lineage.lineage.core.schema import DataType, Field
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.mirror.errors import MirrorRefusedError
+from segment_lineage.mirror.plan import Columns, Shown, plan_step, published_schema
+from segment_lineage.mirror.publisher import mirror_commits, sync
+from tests.helpers.run import cli as run
+
+UTC = dt.UTC
+
+
+def write_month(path: Path, month: int, values: list[int], extra: bool = False) -> str:
+    data: dict[str, object] = {
+        "ts": pa.array(
+            [dt.datetime(2024, month, 1 + i, tzinfo=UTC) for i in range(len(values))],
+            pa.timestamp("us", tz="UTC"),
+        ),
+        "value": pa.array(values, pa.int64()),
+    }
+    if extra:
+        data["note"] = pa.array([f"n{v}" for v in values])
+    pq.write_table(pa.table(data), path)
+    return str(path)
+
+
+def duck_rows(root: str, version: int | None = None) -> list[tuple[object, ...]]:
+    con = duckdb_connection()
+    if version is None:
+        query = "SELECT value FROM delta_scan(?) ORDER BY value"
+        return [tuple(r) for r in con.execute(query, [root]).fetchall()]
+    query = "SELECT value FROM delta_scan(?, version => ?) ORDER BY value"
+    return [tuple(r) for r in con.execute(query, [root, version]).fetchall()]
+
+
+# ---- planning (pure) ----------------------------------------------------------------------------
+
+
+def state_with(*segments: Segment, schema: tuple[Field, ...] | None = None, version: int = 5) -> TableState:
+    config = TableConfig.build("t", "/data/t", "APPEND", time_column="ts")
+    config = TableConfig(**{**config.__dict__, "schema": schema})
+    return TableState(config, version, {s.name: s for s in segments})
+
+
+COLS = (Field("ts", DataType("timestamp")), Field("value", DataType("int64")))
+
+
+def test_a_version_that_changes_nothing_shown_is_no_step() -> None:
+    a = Segment("a", "p/a.parquet", rows=3, size_bytes=10)
+    state = state_with(a, schema=COLS)
+    shown = Shown(4, 4, frozenset({"p/a.parquet"}), ("ts", "value"))
+    assert plan_step(shown, state, COLS, ("ts", "value"), None) is None
+    b = Segment("b", "p/b.parquet", rows=1, size_bytes=10)
+    step = plan_step(shown, state_with(b, schema=COLS), COLS, ("ts", "value"), None)
+    assert step is not None and step.columns is Columns.SAME
+    assert [s.location for s in step.adds] == ["p/b.parquet"] and step.removes == ("p/a.parquet",)
+
+
+def test_hidden_segments_are_not_published() -> None:
+    a = Segment("a", "p/a.parquet", rows=3)
+    b = Segment("b", "p/b.parquet", rows=1)
+    entry = LineageEntry(
+        "e" * 8 + "-0000-4000-8000-" + "0" * 12, ("a",), ("b",), EntryState.IN_PROGRESS, 1, 1, Audit("x")
+    )
+    state = TableState(state_with(a, b, schema=COLS).config, 5, {"a": a, "b": b}, {entry.entry_id: entry})
+    step = plan_step(Shown(None, 0, frozenset(), ()), state, COLS, ("ts", "value"), None)
+    assert step is not None and [s.name for s in step.adds] == ["a"]  # b waits for its push to end
+
+
+def test_columns_added_or_replaced() -> None:
+    a = Segment("a", "p/a.parquet", rows=3)
+    shown = Shown(2, 4, frozenset({"p/a.parquet"}), ("ts", "value"))
+    grown = plan_step(shown, state_with(a), COLS, ("ts", "value", "note"), None)
+    assert grown is not None and grown.columns is Columns.ADDED and not grown.adds
+    other = plan_step(shown, state_with(a), COLS, ("ts", "amount"), None)
+    assert other is not None and other.columns is Columns.REPLACED
+    assert [s.location for s in other.adds] == ["p/a.parquet"] and other.removes == ("p/a.parquet",)
+
+
+def test_published_schema_leaves_null_columns_out_and_refuses_a_time_of_day() -> None:
+    schema = (*COLS, Field("later", DataType("null")))
+    assert published_schema(schema, "t") == COLS
+    with pytest.raises(MirrorRefusedError, match="column 'at' of table 't' has type time"):
+        published_schema((*COLS, Field("at", DataType("time"))), "t")
+    nested = DataType("list", (), (Field("element", DataType("time")),))
+    with pytest.raises(MirrorRefusedError, match="type time"):
+        published_schema((Field("times", nested),), "t")
+
+
+def test_no_segment_lives_in_the_mirror_log() -> None:
+    for bad in ("_delta_log/00000000000000000000.json", "_delta_log"):
+        with pytest.raises(InvalidInputError, match="holds the table's Delta mirror"):
+            check_location(bad)
+        assert not good_locations([bad]) and not good_locations(["a.parquet", bad])
+    assert check_location("x/_delta_log/a.parquet") and check_location("_delta_logs/a.parquet")
+
+
+def test_mirror_settings_are_validated() -> None:
+    with pytest.raises(InvalidInputError, match="invalid mirror format 'iceberg': use delta"):
+        TableConfig.build("t", "/data/t", mirror="iceberg")
+    with pytest.raises(InvalidInputError, match="invalid mirror retention '0s'"):
+        TableConfig.build("t", "/data/t", mirror="delta", mirror_retention="0s")
+    assert (
+        TableConfig.build("t", "/data/t", mirror="DELTA", mirror_retention="2d").mirror_window_ms
+        == 172_800_000
+    )
+
+
+# ---- through the CLI, on real ZooKeeper ---------------------------------------------------------
+
+pytestmark_zk = pytest.mark.zk
+
+
+@pytest.mark.zk
+def test_a_mirrored_table_through_the_cli(zk_hosts: str, tmp_path: Path) -> None:
+    root = str(tmp_path / "events")
+    create = (
+        "table",
+        "create",
+        "events",
+        "--root",
+        root,
+        "--type",
+        "APPEND",
+        "--time-column",
+        "ts",
+        "--time-granularity",
+        "month",
+        "--mirror",
+        "delta",
+    )
+    code, out, err = run(zk_hosts, "--json", *create)
+    assert code == 0, err
+    assert json.loads(out)["mirror"] == "delta" and json.loads(out)["mirror_retention"] == "7d"
+    code, out, _ = run(zk_hosts, "mirror", "status", "events")
+    assert code == 0 and "no columns yet" in out  # nothing to publish before the first push
+    for month, values in ((1, [1, 2]), (2, [3]), (3, [4, 5])):
+        code, _, err = run(
+            zk_hosts,
+            "push",
+            "events",
+            "--input",
+            write_month(tmp_path / f"m{month}.parquet", month, values),
+            "--mode",
+            "append",
+        )
+        assert code == 0 and "warning" not in err, err
+    fix = write_month(tmp_path / "fix.parquet", 2, [30])
+    code, _, err = run(
+        zk_hosts, "push", "events", "--input", fix, "--mode", "replace-range", "--interval", "2024-02/2024-03"
+    )
+    assert code == 0, err
+    assert duck_rows(root) == [(1,), (2,), (4,), (5,), (30,)]
+    code, out, err = run(zk_hosts, "rollback", "events")
+    assert code == 0, err
+    assert duck_rows(root) == [(1,), (2,), (3,), (4,), (5,)]
+    # Versions both ways: the history names each version's Delta version, and back.
+    code, out, _ = run(zk_hosts, "--json", "mirror", "versions", "events")
+    versions = json.loads(out)
+    assert [v["delta_version"] for v in versions] == [0, 1, 2, 3, 4]
+    _, out, _ = run(zk_hosts, "--json", "history", "events")
+    history = json.loads(out)
+    by_lineage = {r["version"]: r["delta_version"] for r in history}
+    for v in versions:
+        assert by_lineage[v["lineage_version"]] == v["delta_version"]
+        code, out, _ = run(zk_hosts, "--json", "read", "events", "--as-of", str(v["lineage_version"]))
+        ours = sorted(row["value"] for row in json.loads(out)["rows"])
+        assert [(x,) for x in ours] == duck_rows(root, v["delta_version"])
+    assert by_lineage[1] is None  # the table's creation changed nothing a reader sees
+    code, out, _ = run(zk_hosts, "--json", "mirror", "status", "events")
+    status = json.loads(out)
+    assert status["behind_versions"] == 0 and status["delta_version"] == 4 and status["problem"] is None
+    code, out, _ = run(zk_hosts, "mirror", "sync", "events")
+    assert code == 0 and "up to date" in out
+    code, out, _ = run(zk_hosts, "mirror", "disable", "events")
+    assert code == 0 and "removed its Delta log" in out and not (Path(root) / "_delta_log").exists()
+    code, _, err = run(zk_hosts, "mirror", "sync", "events")
+    assert code == 1 and "has no mirror" in err and "lineage mirror enable events" in err
+    code, out, err = run(zk_hosts, "mirror", "enable", "events", "--retention", "2d")
+    assert code == 0 and "published" in out, err
+    assert duck_rows(root) == [(1,), (2,), (3,), (4,), (5,)] and duck_rows(root, 0) == duck_rows(root)
+    _, out, _ = run(zk_hosts, "--json", "table", "show", "events")
+    assert json.loads(out)["mirror_retention"] == "2d"
+
+
+@pytest.mark.zk
+def test_the_mirror_refuses_a_log_another_writer_changed(
+    zk_manager: LineageManager, tmp_path: Path, zk_hosts: str
+) -> None:
+    from deltalake import write_deltalake
+
+    root = str(tmp_path / "t")
+    zk_manager.create_table(TableConfig.build("t", root, "APPEND", time_column="ts", mirror="delta"))
+    push_arrow(zk_manager, "t", [pq.read_table(write_month(tmp_path / "a.parquet", 1, [1]))], mode="append")
+    sync(zk_manager, "t")
+    write_deltalake(root, pq.read_table(tmp_path / "a.parquet"), mode="append")  # another writer's commit
+    code, _, err = run(zk_hosts, "mirror", "sync", "t")
+    assert code == 1 and "another writer made" in err and "lineage mirror disable t" in err
+    code, _, err = run(zk_hosts, "mirror", "status", "t")
+    assert code == 0 and "another writer" in err
+    assert run(zk_hosts, "mirror", "disable", "t")[0] == 0
+    assert run(zk_hosts, "mirror", "enable", "t")[0] == 0
+    assert [c.lineage_version for c in mirror_commits(zk_manager, "t")] == [zk_manager.table("t").version]
+
+
+@pytest.mark.zk
+def test_a_leftover_log_is_refused_until_removed(zk_hosts: str, tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    assert run(zk_hosts, "table", "create", "t", "--root", str(root), "--mirror", "delta")[0] == 0
+    assert run(zk_hosts, "push", "t", "--input", write_month(tmp_path / "a.parquet", 1, [1]))[0] == 0
+    assert (root / "_delta_log").is_dir()
+    # A crash of disable between its commit and the log's removal leaves the log behind.
+    assert run(zk_hosts, "table", "alter", "t", "--mirror-retention", "1d")[0] == 0
+    from segment_lineage.lineage.core.model import SettingsChange
+    from segment_lineage.lineage.zk.connect import open_store
+
+    store = open_store(zk_hosts)
+    try:
+        LineageManager(store).alter_table("t", SettingsChange(mirror="none"))
+    finally:
+        store.close()
+    code, _, err = run(zk_hosts, "mirror", "enable", "t")
+    assert code == 1 and "a Delta log from an earlier mirror remains" in err
+    code, out, _ = run(zk_hosts, "--json", "mirror", "status", "t")
+    assert "lineage mirror disable t" in json.loads(out)["problem"]
+    assert run(zk_hosts, "mirror", "disable", "t")[0] == 0
+    assert run(zk_hosts, "mirror", "enable", "t")[0] == 0
+
+
+@pytest.mark.zk
+def test_bad_mirror_input_changes_nothing(zk_hosts: str, tmp_path: Path) -> None:
+    code, _, err = run(
+        zk_hosts, "table", "create", "h", "--root", "hdfs://nn:8020/data/h", "--mirror", "delta"
+    )
+    assert code == 1 and "needs a local, s3:// or gs:// root" in err
+    assert run(zk_hosts, "table", "show", "h")[0] == 1
+    code, _, err = run(zk_hosts, "table", "create", "d", "--root", str(tmp_path / "d"), "--mirror", "hudi")
+    assert code == 2 and "invalid mirror format 'hudi'" in err
+    root = str(tmp_path / "times")
+    assert run(zk_hosts, "table", "create", "times", "--root", root, "--mirror", "delta")[0] == 0
+    data = tmp_path / "times.parquet"
+    pq.write_table(pa.table({"at": pa.array([dt.time(1, 2)], pa.time64("us")), "v": [1]}), data)
+    code, _, err = run(zk_hosts, "push", "times", "--input", str(data))
+    assert code == 1 and "type time, which Delta Lake cannot hold" in err
+    assert run(zk_hosts, "--json", "segments", "times")[1].strip() == "[]"
+    assert not list(Path(root).rglob("*.parquet"))  # refused before writing
+    _, out, _ = run(zk_hosts, "--json", "history", "times")
+    assert [r["operation"] for r in json.loads(out)] == ["CREATE_TABLE"]
+    listing = tmp_path / "segments.json"
+    listing.write_text(json.dumps([{"name": "s1", "location": "_delta_log/x.parquet"}]))
+    code, _, err = run(zk_hosts, "segment", "add", "times", "--file", str(listing), "--no-check")
+    assert code == 2 and "holds the table's Delta mirror" in err
+
+
+@pytest.mark.zk
+def test_two_publishers_at_once_publish_each_version_once(
+    zk_manager: LineageManager, other: LineageManager, tmp_path: Path
+) -> None:
+    root = str(tmp_path / "t")
+    zk_manager.create_table(TableConfig.build("t", root, "APPEND", time_column="ts", mirror="delta"))
+    for month in range(1, 7):
+        push_arrow(
+            zk_manager,
+            "t",
+            [pq.read_table(write_month(tmp_path / f"{month}.parquet", month, [month]))],
+            mode="append",
+        )
+    errors: list[BaseException] = []
+
+    def publish(manager: LineageManager) -> None:
+        try:
+            sync(manager, "t")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=publish, args=(m,)) for m in (zk_manager, other, zk_manager)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    commits = mirror_commits(zk_manager, "t")
+    published = [c.lineage_version for c in commits]
+    assert published == sorted(set(published))  # each once, in order
+    with SnapshotReader(zk_manager, "t") as reader:
+        assert sorted(reader.to_arrow().column("value").to_pylist()) == [v for (v,) in duck_rows(root)]
+
+
+@pytest.mark.zk
+def test_pinned_snapshot_readers_for_duckdb_and_polars(zk_manager: LineageManager, tmp_path: Path) -> None:
+    import duckdb
+
+    zk_manager.create_table(TableConfig.build("plain", str(tmp_path / "plain"), "APPEND", time_column="ts"))
+    with SnapshotReader(zk_manager, "plain") as snap:  # no push yet: no rows, no columns
+        assert snap.polars().collect().height == 0
+        with pytest.raises(NoColumnsError, match="has no columns yet"):
+            snap.duckdb()
+    push_arrow(
+        zk_manager, "plain", [pq.read_table(write_month(tmp_path / "a.parquet", 1, [1, 2]))], mode="append"
+    )
+    push_arrow(
+        zk_manager,
+        "plain",
+        [pq.read_table(write_month(tmp_path / "b.parquet", 2, [3], extra=True))],
+        mode="append",
+        schema_policy="evolve",
+    )
+    with SnapshotReader(zk_manager, "plain") as snap:
+        con = duckdb.connect()
+        rows = snap.duckdb(con).filter("value > 1").order("value").fetchall()
+        assert [(r[1], r[2]) for r in rows] == [(2, None), (3, "n3")]
+        frame = snap.polars().collect()
+        assert sorted(frame["value"].to_list()) == [1, 2, 3] and frame["note"].null_count() == 2
+    with SnapshotReader(zk_manager, "plain", as_of=zk_manager.table("plain").version - 2) as old:
+        assert sorted(old.polars().collect()["value"].to_list()) == [1, 2]
