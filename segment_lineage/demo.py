@@ -1,21 +1,26 @@
 """The end-to-end demo on the embedded defaults: Spark pushes, consistent reads,
-a rollback and its undo, and a retention pass that reclaims the replaced
-snapshots."""
+a rollback and its undo, DuckDB reading the table's Delta mirror (now, and
+time-travelling to the version before the rollback), and a retention pass
+that reclaims the replaced snapshots."""
 
 from __future__ import annotations
 
 import contextlib
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.config import state_dir
-from segment_lineage.lineage.core.errors import TableNotFoundError
+from segment_lineage.lineage.core.errors import LineageError, TableNotFoundError
 from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.mirror.hook import publish_after
+from segment_lineage.mirror.publisher import mirror_commits, published_as
 from segment_lineage.retention.executor import PassOptions, run_pass
 
 if TYPE_CHECKING:
@@ -23,6 +28,7 @@ if TYPE_CHECKING:
 
 DEMO_TABLE = "demo_events"
 SNAPSHOTS = (("v1", 1000), ("v2", 1500), ("v3", 800))
+MIRROR_WINDOW_S = 1
 
 
 def _read(m: LineageManager) -> tuple[int, dict[str, int]]:
@@ -30,6 +36,29 @@ def _read(m: LineageManager) -> tuple[int, dict[str, int]]:
         data = reader.to_arrow()
         labels = Counter(data.column("label").to_pylist()) if data.num_rows else Counter()
         return reader.version, dict(sorted(labels.items()))
+
+
+def _engines(m: LineageManager, root: Path, echo: Callable[[str], None]) -> None:
+    """DuckDB reads the table through its Delta mirror: the same rows as our
+    reader now, and the version before the last rollback by time travel."""
+    try:
+        from segment_lineage.ingest.readers import duckdb_connection
+
+        con = duckdb_connection()
+    except (ImportError, LineageError) as exc:
+        echo(f"   (DuckDB skipped: {exc}; pip install 'segment-lineage[engines]')")
+        return
+    query = "SELECT label, count(*) FROM delta_scan(?{}) GROUP BY label ORDER BY label"
+    version, seen = _read(m)
+    published = published_as(mirror_commits(m, DEMO_TABLE))
+    now = dict(con.execute(query.format(""), [str(root)]).fetchall())
+    echo(f"   DuckDB over the Delta mirror (Delta version {published.get(version)}): {now}")
+    assert now == seen, "DuckDB must read through the mirror what our reader reads"
+    before = version - 1  # the version the last rollback replaced
+    delta = published.get(before)
+    then = dict(con.execute(query.format(", version => ?"), [str(root), delta]).fetchall())
+    echo(f"   DuckDB time travel to version {before}, before the rollback (Delta version {delta}): {then}")
+    assert then == {"v3": 800}, "time travel must show the version before the rollback whole"
 
 
 def run_demo(
@@ -48,15 +77,19 @@ def run_demo(
             m.drop_table(DEMO_TABLE, force=True, reason="demo restart")
         root = state_dir() / "deep-store" / DEMO_TABLE
         shutil.rmtree(root, ignore_errors=True)
-        # Zero retention, so that the demo's retention pass can reclaim at once.
+        # Zero retention, so that the demo's retention pass can reclaim at once;
+        # the mirror keeps what engines may time-travel to for a second only.
         config = TableConfig.build(
             DEMO_TABLE,
             str(root),
             "REFRESH",
             replaced_segments_retention="0s",
             lineage_entry_cleanup_retention="0s",
+            mirror="delta",
+            mirror_retention=f"{MIRROR_WINDOW_S}s",
         )
         m.create_table(config, reason="demo")
+        m.after_commit = publish_after(lambda text: echo(f"warning: {text}"))
         echo("starting Spark (local mode) ...")
         spark = spark_session(settings=settings)
 
@@ -90,6 +123,7 @@ def run_demo(
         version, seen = _read(m)
         echo(f"   and back for good: version {version}: {seen}")
 
+        _engines(m, root, echo)
         echo("5. lineage entries")
         for e in m.entries(DEMO_TABLE):
             moved = f"{len(e.segments_from)} -> {len(e.segments_to)}"
@@ -101,13 +135,17 @@ def run_demo(
                 f"{h.reason or ''}"
             )
         before = sum(1 for _ in root.rglob("*.parquet"))
+        time.sleep(MIRROR_WINDOW_S)  # past the mirror's retention: its old versions pin nothing more
         reports = run_pass(m, [DEMO_TABLE], PassOptions(min_grace_ms=0))
         after = sum(1 for _ in root.rglob("*.parquet"))
         version, seen = _read(m)
         echo(f"7. retention pass: {reports[0].line()}")
         echo(f"   parquet files on disk: {before} -> {after}; read: version {version}: {seen}")
         assert not reports[0].errors and after < before and seen == {"v2": 1500}
-        echo("demo finished: try 'lineage read demo_events' or 'lineage entries demo_events'")
+        echo(
+            "demo finished: try 'lineage read demo_events', 'lineage history demo_events' or "
+            "'lineage mirror versions demo_events' (docs/engines.md: DuckDB, Polars, Spark, Trino)"
+        )
     finally:
         if spark is not None:
             spark.stop()

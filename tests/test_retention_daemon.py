@@ -361,3 +361,37 @@ def test_a_daemon_given_no_clocks_reads_the_time_of_its_module_at_each_call(
     assert daemon.clock() == 7.0 and daemon.wall() == 4321.0
     daemon.tick()
     assert daemon.status.last_success_ms == 4_321_000
+
+
+def test_the_leader_publishes_what_the_commits_did_not_and_reports_the_lag(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """A mirrored table pushed to by a manager without the publish hook (as
+    after a publish that failed): its mirror lags, and the lag gauges say so;
+    the leader's tick publishes, and they fall to zero."""
+    import datetime as dt
+
+    from segment_lineage.mirror.publisher import status, sync
+
+    root = str(tmp_path / "t")
+    zk_manager.create_table(TableConfig.build("t", root, "APPEND", time_column="ts", mirror="delta"))
+    rows = pa.table({"ts": pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.UTC)]), "v": [1]})
+    push_arrow(zk_manager, "t", [rows], mode="append")
+    sync(zk_manager, "t")
+    push_arrow(zk_manager, "t", [rows], mode="append")
+    push_arrow(zk_manager, "t", [rows], mode="append")
+    assert len(status(zk_manager, "t").behind) == 2
+    daemon = Daemon(zk_manager, AlwaysLeading(), Schedule(interval_ms=1000), PassOptions())
+    sample = daemon.metrics.registry.get_sample_value
+    daemon.publish()
+    assert status(zk_manager, "t").behind == ()
+    assert sample("lineage_mirror_lag_versions", {"table": "t"}) == 0
+    assert sample("lineage_mirror_lag_seconds", {"table": "t"}) == 0
+    push_arrow(zk_manager, "t", [rows], mode="append")
+    from deltalake import write_deltalake
+
+    write_deltalake(root, rows, mode="append")  # another writer's commit
+    daemon.tick()
+    assert sample("lineage_mirror_publish_failures_total") == 1
+    assert (sample("lineage_mirror_lag_versions", {"table": "t"}) or 0) >= 1
+    assert daemon.status.passes == 1

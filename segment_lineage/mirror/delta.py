@@ -176,7 +176,7 @@ class DeltaLog:
                 {},
                 seg.created_ms,
                 True,
-                json.dumps({"numRecords": seg.rows}) if seg.rows > 0 else "",
+                "",  # no statistics: a row count registered by hand is the caller's word, not the file's
             )
             for seg in step.adds
         ]

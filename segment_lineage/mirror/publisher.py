@@ -196,6 +196,10 @@ def status(manager: LineageManager, table: str) -> Status:
         problem = report.waiting
     except MirrorError as exc:
         problem = exc.message
+        # Nothing can be published: every version after the last published one is behind.
+        later = [v for v in manager.store.versions(table) if v > log.shown.lineage_version]
+        records = _records(manager, table, later)
+        behind = tuple((v, records[v].at_ms if v in records else 0) for v in later)
     now = manager.store.now_ms()
     lag = max(0, now - behind[0][1]) if behind else 0
     return Status(

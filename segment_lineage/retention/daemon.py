@@ -19,6 +19,7 @@ served on ``--metrics-port``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -135,6 +136,21 @@ class Metrics:
             "Tables the last pass skipped because their metadata cannot be decoded.",
             registry=r,
         )
+        self.mirror_lag_versions = Gauge(
+            "lineage_mirror_lag_versions",
+            "Versions of a mirrored table not yet published to its mirror (after the last publish).",
+            ["table"],
+            registry=r,
+        )
+        self.mirror_lag_seconds = Gauge(
+            "lineage_mirror_lag_seconds",
+            "Age of the oldest version of a mirrored table not yet published (0 when none).",
+            ["table"],
+            registry=r,
+        )
+        self.mirror_failures = Counter(
+            "lineage_mirror_publish_failures", "Publishes to a table's mirror that failed.", registry=r
+        )
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))
@@ -235,6 +251,45 @@ class Daemon:
             self._failed(f"pass failed: {type(exc).__name__}: {exc}", began)
             return
         self._finished(reports, began)
+        self.publish()
+
+    def publish(self) -> None:
+        """Publish every mirrored table's versions not yet published (as the
+        leader, after each pass: a commit publishes right after itself, best
+        effort; this catches up whatever that missed), and set the lag
+        gauges to what is left. Never raises."""
+        from segment_lineage.mirror.publisher import status, sync
+
+        try:
+            tables = self.tables or self.manager.list_tables()
+        except LineageError as exc:
+            log.warning("mirror publish skipped: %s", exc.message)
+            return
+        for table in tables:
+            if self._stopping.is_set():
+                return
+            try:
+                if self.manager.table(table).config.mirror is None:
+                    self._forget_lag(table)
+                    continue
+                report = sync(self.manager, table)
+                if report.published:
+                    log.info("mirror: %s", report.line())
+            except LineageError as exc:
+                self.metrics.mirror_failures.inc()
+                log.warning("mirror of %s: publish failed: %s", table, exc.message)
+            try:
+                found = status(self.manager, table)
+            except LineageError:
+                continue
+            self.metrics.mirror_lag_versions.labels(table).set(len(found.behind))
+            self.metrics.mirror_lag_seconds.labels(table).set(found.lag_ms / 1000)
+
+    def _forget_lag(self, table: str) -> None:
+        """No lag gauges for a table without a mirror (any more)."""
+        for gauge in (self.metrics.mirror_lag_versions, self.metrics.mirror_lag_seconds):
+            with contextlib.suppress(KeyError):
+                gauge.remove(table)
 
     def _record_failure(self, error: str) -> None:
         self.metrics.failures.inc()
