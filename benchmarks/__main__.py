@@ -26,8 +26,8 @@ from benchmarks import report
 from benchmarks.common import Context, Suite, scratch_zookeeper
 from benchmarks.measure import Meter, resident_mb
 
-SUITES = ("push", "ops", "tables", "retention")
-PACKAGES = ("pyspark", "kazoo", "pyarrow", "deltalake", "pyiceberg")
+SUITES = ("push", "ops", "tables", "retention", "mirror")
+PACKAGES = ("pyspark", "kazoo", "pyarrow", "deltalake", "pyiceberg", "duckdb")
 
 
 def machine() -> dict[str, Any]:

@@ -1,0 +1,184 @@
+"""The Delta mirror: publishing a version after its commit, catching up, and
+reading through it.
+
+For each N (segments of the table), in the same run and on the same disk:
+
+* publish: one segment replaced (a commit), then ``sync`` publishes that
+  version as one Delta commit (read the log, pin the version, plan, commit);
+  beside it, deltalake's ``write_deltalake`` appending one file to a Delta
+  table of the same N files (the same change, written by the format's own
+  writer);
+* catch-up: the mirror is ``BEHIND`` versions behind (commits made without
+  the publish hook); one ``sync`` publishes them all, in order; the report
+  gives versions per second;
+* read: DuckDB's ``delta_scan`` over the mirror beside DuckDB's
+  ``read_parquet`` over the same files listed by hand (what a reader without
+  the mirror would have to do), ``count(*)`` and a sum over every row.
+
+Each segment is a real one-row Parquet file, so every read is real.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from benchmarks.common import OURS, Context, Suite, close_and_drop, fresh_manager, register_many
+from benchmarks.measure import case, measure
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.mirror.publisher import status, sync
+
+BEHIND = 20
+DELTA_WRITER = "deltalake write_deltalake"
+BY_HAND = "DuckDB read_parquet, files listed by hand"
+
+
+def one_row_file() -> bytes:
+    out = io.BytesIO()
+    pq.write_table(pa.table({"k": pa.array([1], pa.int64()), "v": pa.array([1], pa.int64())}), out)
+    return out.getvalue()
+
+
+class Mirrored:
+    """A mirrored table of N one-row segment files, published once."""
+
+    def __init__(self, ctx: Context, n: int) -> None:
+        self.m: LineageManager = fresh_manager(ctx.hosts)
+        self.root = ctx.work / f"mirror-{n}-{uuid.uuid4().hex[:8]}"
+        self.n = n
+        self.payload = one_row_file()
+        self.m.create_table(TableConfig.build("bench", str(self.root), "APPEND", mirror="delta"))
+        first = pa.table({"k": pa.array([0], pa.int64()), "v": pa.array([1], pa.int64())})
+        push_arrow(self.m, "bench", [first], mode="append")  # records the schema
+        segments = [self._segment(f"seg_{i:07d}") for i in range(n - 1)]
+        register_many(self.m, "bench", segments)
+        sync(self.m, "bench")
+        self.turn = 0
+
+    def _segment(self, name: str) -> Segment:
+        location = f"data/{name[-3:]}/{name}.parquet"
+        path = self.root / location
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(self.payload)
+        return Segment(name, location, rows=1, size_bytes=len(self.payload))
+
+    def replace_one(self) -> None:
+        """One commit that replaces a segment by a new one (no publish)."""
+        self.turn += 1
+        old = f"seg_{self.turn % (self.n - 1):07d}" if self.turn < self.n else None
+        new = self._segment(f"new_{self.turn:07d}")
+        gone = [old] if old is not None and old in self.m.table("bench").segments else []
+        entry = self.m.start_replace("bench", gone, [new.name])
+        self.m.register_segments("bench", [new], entry_id=entry)
+        self.m.end_replace("bench", entry)
+
+    def files(self) -> list[str]:
+        return [str(self.root / s.location) for s in self.m.visible_segments("bench")]
+
+    def close(self) -> None:
+        close_and_drop(self.m)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def publish(table: Mirrored) -> Callable[[], Callable[[], Any]]:
+    def prepare() -> Callable[[], Any]:
+        table.replace_one()
+        return lambda: sync(table.m, "bench")
+
+    return prepare
+
+
+def published_one(report: Any) -> None:
+    assert len(report.published) == 1, report.line()
+
+
+def delta_writer(ctx: Context, table: Mirrored) -> Callable[[], Callable[[], Any]]:
+    """A Delta table referencing the same N files, and one append to it."""
+    from deltalake import write_deltalake
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    from segment_lineage.mirror.delta import encode_fields
+    from segment_lineage.mirror.plan import published_schema
+
+    path = ctx.work / f"delta-{table.n}-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(table.root / "data", path / "data")
+    adds = [
+        AddAction(str(p.relative_to(path)), len(table.payload), {}, 0, True, "")
+        for p in sorted((path / "data").rglob("*.parquet"))
+    ]
+    schema = published_schema(table.m.table("bench").config.schema, "bench")
+    create_table_with_add_actions(str(path), encode_fields(schema)[1], adds, mode="error")
+    row = pa.table({"k": pa.array([2], pa.int64()), "v": pa.array([1], pa.int64())})
+    return lambda: lambda: write_deltalake(str(path), row, mode="append")
+
+
+def catch_up(table: Mirrored) -> Callable[[], Callable[[], Any]]:
+    def prepare() -> Callable[[], Any]:
+        for _ in range(BEHIND):
+            table.replace_one()
+        assert len(status(table.m, "bench").behind) == BEHIND
+        return lambda: sync(table.m, "bench")
+
+    return prepare
+
+
+def caught_up(report: Any) -> None:
+    assert len(report.published) == BEHIND, report.line()
+
+
+def duck_reads(table: Mirrored) -> tuple[Callable[[], Callable[[], Any]], Callable[[], Callable[[], Any]]]:
+    from segment_lineage.ingest.readers import duckdb_connection
+
+    con = duckdb_connection()
+    files = table.files()
+    mirror = "SELECT count(*), sum(v) FROM delta_scan(?)"
+    by_hand = "SELECT count(*), sum(v) FROM read_parquet(?)"
+    return (
+        lambda: lambda: con.execute(mirror, [str(table.root)]).fetchone(),
+        lambda: lambda: con.execute(by_hand, [files]).fetchone(),
+    )
+
+
+def run(ctx: Context) -> list[Suite]:
+    suite = Suite(
+        "mirror", "Mirror: publishing to Delta Lake, and reading through it", "segments", __doc__ or ""
+    )
+    sizes = [200, 1_000] if ctx.quick else [1_000, 10_000, 100_000]
+    for n in sizes:
+        table = Mirrored(ctx, n)
+        try:
+            rounds = 5 if n >= 100_000 else 10
+            suite.add(case("publish", n, OURS, measure(publish(table), rounds, published_one)))
+            suite.add(case("publish", n, DELTA_WRITER, measure(delta_writer(ctx, table), rounds)))
+            if n <= 10_000:
+                made = case("catch-up", n, OURS, measure(catch_up(table), 1, caught_up))
+                suite.add(made)
+                suite.notes.append(
+                    f"catch-up at {n:,} segments: {BEHIND} versions in {made.median_s:.2f} s, "
+                    f"{BEHIND / made.median_s:.1f} versions/s"
+                )
+                expected = (len(table.files()), len(table.files()))
+                mirror, by_hand = duck_reads(table)
+
+                def same(found: Any, expected: tuple[int, int] = expected) -> None:
+                    assert tuple(found) == expected, found
+
+                suite.add(case("read", n, f"{OURS} (DuckDB delta_scan)", measure(mirror, 3, same)))
+                suite.add(case("read", n, BY_HAND, measure(by_hand, 3, same)))
+        finally:
+            table.close()
+            for leftover in ctx.work.glob(f"delta-{n}-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
+    suite.notes.append(
+        "publish: p50 and p99 over the rounds, each after one commit replacing one segment; "
+        "the Delta peer appends one file to a Delta table of the same files with write_deltalake."
+    )
+    return [suite]
