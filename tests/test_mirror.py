@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -340,3 +341,27 @@ def test_pinned_snapshot_readers_for_duckdb_and_polars(zk_manager: LineageManage
         assert sorted(frame["value"].to_list()) == [1, 2, 3] and frame["note"].null_count() == 2
     with SnapshotReader(zk_manager, "plain", as_of=zk_manager.table("plain").version - 2) as old:
         assert sorted(old.polars().collect()["value"].to_list()) == [1, 2]
+
+
+@pytest.mark.zk
+def test_a_publish_that_fails_warns_and_the_commit_stands(zk_hosts: str, tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    create = ("table", "create", "t", "--root", str(root), "--type", "APPEND", "--mirror", "delta")
+    assert run(zk_hosts, *create)[0] == 0
+    assert run(zk_hosts, "push", "t", "--input", write_month(tmp_path / "a.parquet", 1, [1]))[0] == 0
+    log = root / "_delta_log"
+    shutil.move(log, tmp_path / "moved")
+    log.write_text("not a directory")  # the log cannot be read
+    second = write_month(tmp_path / "b.parquet", 2, [2])
+    code, out, err = run(zk_hosts, "push", "t", "--input", second, "--mode", "append")
+    assert code == 0 and "pushed t" in out, err
+    assert "the Delta mirror of table 't' was not updated" in err and "lineage mirror sync t" in err
+    code, out, _ = run(zk_hosts, "--json", "read", "t")
+    assert sorted(r["value"] for r in json.loads(out)["rows"]) == [1, 2]  # the push stands
+    log.unlink()
+    shutil.move(tmp_path / "moved", log)
+    code, out, _ = run(zk_hosts, "--json", "mirror", "status", "t")
+    assert json.loads(out)["behind_versions"] == 1
+    code, out, err = run(zk_hosts, "mirror", "sync", "t")
+    assert code == 0 and "published" in out, err
+    assert duck_rows(str(root)) == [(1,), (2,)]

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from segment_lineage.lineage.core.errors import ContentionError
-from segment_lineage.lineage.core.model import Operation
+from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.manager.commit import AfterCommit, Committed, ManagerBase
-from segment_lineage.mirror.errors import MirrorError
+from segment_lineage.mirror.plan import shows_nothing_new
 
 
 def publish_after(warn: Callable[[str], None]) -> AfterCommit:
@@ -20,16 +19,21 @@ def publish_after(warn: Callable[[str], None]) -> AfterCommit:
     def hook(manager: ManagerBase, table: str, done: Committed) -> None:
         if done.state.config.mirror is None or not isinstance(manager, LineageManager):
             return
-        if done.change.operation is Operation.START_REPLACE:
-            return  # an entry opened: nothing a reader sees changed
+        if shows_nothing_new(done.change.operation, done.change.entry_id):
+            return  # nothing a reader sees changed: nothing to publish
         from segment_lineage.mirror.publisher import sync
 
         try:
             sync(manager, table)
-        except (MirrorError, ContentionError) as exc:
-            warn(
-                f"the Delta mirror of table {table!r} was not updated: {exc.message}; "
-                f"`lineage mirror sync {table}` publishes it"
-            )
+        except LineageError as exc:
+            problem = exc.message
+        except Exception as exc:  # noqa: BLE001  the commit landed: no publish failure may undo its success
+            problem = f"{type(exc).__name__}: {exc}"
+        else:
+            return
+        warn(
+            f"the Delta mirror of table {table!r} was not updated: {problem}; "
+            f"`lineage mirror sync {table}` publishes it"
+        )
 
     return hook

@@ -14,10 +14,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from segment_lineage.lineage.core.model import HistoryRecord, Segment, TableState
+from segment_lineage.lineage.core.model import HistoryRecord, Operation, Segment, TableState
 from segment_lineage.lineage.core.schema import Schema, SchemaMismatchError, mirror_columns
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.mirror.errors import MirrorRefusedError
+
+# Commits that never change what a reader sees or the columns: an entry
+# opened or abandoned (its uploads stay hidden), files queued or cleared, a
+# setting changed, the table created.
+SHOWS_NOTHING_NEW = frozenset(
+    {
+        Operation.CREATE_TABLE,
+        Operation.START_REPLACE,
+        Operation.ABANDON_PUSH,
+        Operation.QUEUE_FILES,
+        Operation.RETENTION_CLEAR,
+        Operation.ALTER_TABLE,
+    }
+)
+
+
+def shows_nothing_new(operation: Operation, entry_id: str | None) -> bool:
+    """Whether a commit certainly changed nothing the mirror shows: one of
+    SHOWS_NOTHING_NEW, or a registration bound to a running entry (its
+    segments stay hidden until the entry completes). The publisher skips
+    such a version without reading it."""
+    return operation in SHOWS_NOTHING_NEW or (operation is Operation.REGISTER and entry_id is not None)
 
 
 class Columns(StrEnum):

@@ -25,7 +25,7 @@ from segment_lineage.lineage.core.periods import format_period
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.mirror.delta import Commit, DeltaLog, MirrorConflict, encode_fields, location
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
-from segment_lineage.mirror.plan import after, plan_step, published_schema
+from segment_lineage.mirror.plan import after, plan_step, published_schema, shows_nothing_new
 
 SYNC_ATTEMPTS = 5
 MAX_RECORDS = 100_000  # history records read to describe the versions published
@@ -110,6 +110,14 @@ def _publish(
     pending: list[tuple[int, int]] = []
     waiting = None
     for version in versions:
+        record = records.get(version)
+        if (
+            shown.version is not None
+            and record is not None
+            and shows_nothing_new(record.operation, record.entry_id)
+        ):
+            unchanged.append(version)
+            continue
         try:
             lease = manager.pin_readable(table, version)
         except VersionGoneError:
