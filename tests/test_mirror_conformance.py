@@ -232,3 +232,34 @@ def test_retention_keeps_what_the_mirror_still_references(
     assert not any((Path(root) / loc).exists() for loc in first)
     assert (Path(root) / "_delta_log").is_dir()  # the log is never an orphan
     assert not warnings
+
+
+def test_time_retention_expires_data_a_mirror_shows(zk_manager: LineageManager, tmp_path: Path) -> None:
+    """The mirror's current version shows every visible segment, expired ones
+    too: retention condemns them all the same, the mirror publishes the
+    version without them, and their files go once no mirror version within
+    the mirror's retention references them."""
+    import time
+
+    warnings: list[str] = []
+    zk_manager.after_commit = publish_after(warnings.append)
+    root = str(tmp_path / "old")
+    config = TableConfig.build(
+        "old", root, "APPEND", time_column="ts", time_retention="1d", mirror="delta", mirror_retention="1s"
+    )
+    zk_manager.create_table(config)
+    stamps = pa.array([dt.datetime(2020, 1, 1, tzinfo=dt.UTC)], pa.timestamp("us", tz="UTC"))
+    push_arrow(zk_manager, "old", [pa.table({"ts": stamps, "value": [1]})], mode="append")
+    files = {s.location for s in zk_manager.visible_segments("old")}
+    engines = Engines(zk_manager, "old", root)
+    report = run_table(zk_manager, "old", PassOptions(force=True, min_grace_ms=0))
+    assert not report.errors and report.condemned == 1 and report.files_deleted == 0
+    assert zk_manager.visible_segments("old") == []
+    assert rows_of(engines.delta_rs(max(c.delta_version for c in mirror_commits(zk_manager, "old")))) == (
+        engines.ours(zk_manager.table("old").version)
+    )
+    assert all((Path(root) / loc).exists() for loc in files)  # an older mirror version still reads them
+    time.sleep(1.2)
+    report = run_table(zk_manager, "old", PassOptions(force=True, min_grace_ms=0))
+    assert not report.errors and report.files_deleted == 1, report
+    assert not warnings

@@ -115,8 +115,8 @@ def plan(
     pinned = list(pinned)
     config = state.config
     now = policy.now_ms
-    held = held_names(state, pinned, live_owners, now)
-    held |= {seg.name for seg in state.segments.values() if seg.location in mirrored}
+    readers = held_names(state, pinned, live_owners, now)
+    held = readers | {seg.name for seg in state.segments.values() if seg.location in mirrored}
     protected = visible_names(state) | held
     pinned_locations = {
         seg.location for version in pinned for seg in version.segments.values() if seg.name in held
@@ -142,7 +142,11 @@ def plan(
         expired = [
             seg.name for seg in state.segments.values() if seg.max_time is not None and seg.max_time < horizon
         ]
-        take(expired, DeletionReason.EXPIRED, held)
+        # The mirror shows every visible segment, expired ones too, until the
+        # version without them is published: they are condemned all the same
+        # (so that version exists), and their files wait in pending while a
+        # mirror version engines may read references them.
+        take(expired, DeletionReason.EXPIRED, readers)
 
     def waiting(names: Iterable[str], why: str) -> None:
         kept.extend(Kept(state.segments[n].location, why) for n in names if n in state.segments)
@@ -184,7 +188,9 @@ def plan(
     young = now - policy.min_grace_ms
     for name, reason in condemn.items():
         seg = state.segments[name]
-        if policy.force or seg.created_ms <= young:
+        if seg.location in mirrored:  # unregistered now; its file waits in pending for the mirror
+            kept.append(Kept(seg.location, "referenced by a Delta mirror version engines may still read"))
+        elif policy.force or seg.created_ms <= young:
             deletions.append(Deletion(seg.location, name, reason, seg.size_bytes, seg.entry_id))
         else:  # unregistered now; its file waits in pending for the minimum grace
             kept.append(Kept(seg.location, "younger than the minimum grace"))
