@@ -29,7 +29,7 @@ from simulation.world import World
 
 Body = Callable[[Actor], None]
 FS_KINDS = frozenset(
-    {"push", "retention", "daemon", "readd", "upload", "create", "symlink", "janitor", "saboteur"}
+    {"push", "retention", "daemon", "readd", "upload", "create", "symlink", "janitor", "saboteur", "mirror"}
 )
 HOUR_MS = 3_600_000
 
@@ -349,6 +349,26 @@ def daemon(ctx: Ctx, ops: int) -> None:
             leadership.resign()
 
 
+def publisher(ctx: Ctx, ops: int) -> None:
+    """``lineage mirror sync``: publishes what the commits' own publishes
+    missed (a publish that failed, or lost a race), while pushes, passes and
+    rollbacks go on."""
+    try:
+        from segment_lineage.mirror.publisher import sync
+    except ImportError:  # this version of the code has no mirror
+        return
+    for _ in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        try:
+            if ctx.manager.table(table).config.mirror is not None:
+                ctx.note(f"mirror sync: {sync(ctx.manager, table).line()}")
+        except LineageError as exc:
+            ctx.failed(f"mirror sync {table}", exc)
+        ctx.world.sleep(ctx.rng.uniform(0, 1))
+
+
 def sweeper(ctx: Ctx, ops: int) -> None:
     for _ in range(ops):
         table = ctx.table()
@@ -460,6 +480,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "retention": keeper,
     "daemon": daemon,
     "gc": sweeper,
+    "mirror": publisher,
     "create": creator,
     "symlink": linker,
     "janitor": janitor,
@@ -482,7 +503,9 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
     """The cast of a run: its kinds and how many operations each performs."""
     rng = Random(f"cast/{seed}")
     kinds = ["push"] * rng.randint(2, 4) + ["read"] * rng.randint(1, 3) + ["retention"] * rng.randint(1, 3)
-    optional_kinds = ("rollback", "revert", "readd", "gc", "create", "symlink", "retention", "read", "upload")
+    optional_kinds = (
+        "rollback", "revert", "readd", "gc", "create", "symlink", "retention", "read", "upload", "mirror",
+    )  # fmt: skip
     for optional in optional_kinds:
         if rng.random() < 0.5:
             kinds.append(optional)

@@ -13,6 +13,10 @@
     version, and the versions form an unbroken chain.
 (d) After the run, with faults off, quiescent passes and pushes converge: no
     IN_PROGRESS entry whose owner is gone, nothing left pending.
+(e) A mirrored table's Delta log (its retention outlasts the run) keeps every
+    file any of its versions references (a protected file, as in (a)), and
+    its newest version shows exactly the files the lineage version it names
+    shows.
 
 Deletions are seen on the file system (a file there before a step and gone
 after it) and judged by the state before that step; retention's
@@ -21,9 +25,12 @@ after it) and judged by the state before that step; retention's
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,6 +59,28 @@ HOLES = {
 
 QUEUED_AT_ACCEPT = " accepted while its files were queued"
 RECLAIMED_AT_ACCEPT = " accepted after its files were reclaimed"
+
+
+@dataclass(frozen=True)
+class MirrorCommit:
+    """One commit of a mirror's Delta log, as the checker reads it."""
+
+    lineage_version: int | None  # the lineage version it names; None: not the publisher's
+    adds: tuple[str, ...]
+    removes: tuple[str, ...]
+    overwrite: bool
+
+    @staticmethod
+    def of(actions: list[dict[str, Any]]) -> MirrorCommit:
+        info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        named = info.get("segment_lineage.version")
+        mode = (info.get("operationParameters") or {}).get("mode")
+        return MirrorCommit(
+            int(named) if isinstance(named, str) and named.isdigit() else None,
+            tuple(unquote(a["add"]["path"]) for a in actions if "add" in a),
+            tuple(unquote(a["remove"]["path"]) for a in actions if "remove" in a),
+            mode == "Overwrite",
+        )
 
 
 @dataclass(frozen=True)
@@ -87,6 +116,7 @@ class Checker:
         self.deleted: dict[str, str] = {}  # path -> how it went
         self.protected_now: dict[str, str] = {}
         self.accepted_how: dict[tuple[str, str], str] = {}  # (table, lease) -> what the head showed then
+        self.mirror_logs: dict[str, list[MirrorCommit]] = {}  # a root -> its Delta log's commits read
 
     # ---- reporting ------------------------------------------------------------------
 
@@ -241,6 +271,8 @@ class Checker:
                     protected[path] = (
                         f"queued, of running push {pend.entry_id[:8]} of {table} ({pend.reason.value})"
                     )
+            if getattr(state.config, "mirror", None) is not None:
+                self._mirror(table, info.path, state, protected)
             tags = {push_tag(e) for e in running}
             if tags:
                 for path in self.files:
@@ -260,6 +292,45 @@ class Checker:
                 )
         self.protected = protected
         self.queued = queued
+
+    def _mirror(self, table: str, root: str, state: TableState, protected: dict[str, str]) -> None:
+        """(e): read the log's new commits (plain JSON, independent of the
+        publisher's code); protect what each references; check the newest."""
+        commits = self.mirror_logs.setdefault(root, [])
+        folder = os.path.join(root, "_delta_log")
+        while True:
+            path = os.path.join(folder, f"{len(commits):020d}.json")
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    lines = [json.loads(line) for line in handle if line.strip()]
+            except FileNotFoundError:
+                break
+            commits.append(MirrorCommit.of(lines))
+        join = root.rstrip("/") + "/"
+        shown: set[str] = set()
+        for number, commit in enumerate(commits):
+            if commit.lineage_version is None:
+                self.flag("mirror-foreign", f"commit {number} of {table}'s Delta log is not the publisher's")
+            for location in commit.adds:
+                protected[join + location] = f"referenced by Delta version {number} of {table}'s mirror"
+            if commit.overwrite:
+                shown = set()
+            shown = (shown - set(commit.removes)) | set(commit.adds)
+        if not commits or commits[-1].lineage_version is None:
+            return
+        named = commits[-1].lineage_version
+        try:
+            then = state if named == state.version else self.world.store.read_version(table, named)
+        except LineageError:
+            return  # no longer retained: nothing to compare with
+        expected = {seg.location for seg in visible_segments(then)}
+        if shown != expected:
+            extra, lacking = sorted(shown - expected)[:3], sorted(expected - shown)[:3]
+            self.flag(
+                "mirror-wrong",
+                f"Delta version {len(commits) - 1} of {table} names lineage v{named} but shows "
+                f"{len(shown)} file(s), v{named} {len(expected)}: extra {extra}, lacking {lacking}",
+            )
 
     def _missing_hole(self, path: str) -> int | None:
         table = self._deepest_root(path)
@@ -520,14 +591,18 @@ class Checker:
                     "not-converged",
                     f"{table}: IN_PROGRESS entries with no owner after quiescent passes: {stale}",
                 )
-            if state.pending:
+            # A file a mirror version references waits while engines may read
+            # it: the run's mirrors keep every version for longer than the run.
+            mirrored = {a for c in self.mirror_logs.get(info.path, []) for a in c.adds}
+            pending = [p for p in state.pending.values() if p.location not in mirrored]
+            if pending:
                 self.flag(
                     "not-converged",
-                    f"{table}: {len(state.pending)} file(s) still pending after quiescent passes: "
+                    f"{table}: {len(pending)} file(s) still pending after quiescent passes: "
                     + ", ".join(
                         f"{p.location} ({p.reason.value}, entry {(p.entry_id or '-')[:8]}, "
                         f"registered: {any(s.location == p.location for s in state.segments.values())}, "
                         f"exists: {os.path.exists(info.path.rstrip('/') + '/' + p.location)})"
-                        for p in list(state.pending.values())[:3]
+                        for p in pending[:3]
                     ),
                 )

@@ -39,7 +39,8 @@ SERIAL_DELETES = "simulation.serial-deletes:raise"  # armed, never reached: rete
 # between two deletes or before its clear while a second pass, a re-add or a
 # reader acts; a reader between its look at the head and its lease; an upload not
 # yet registered while passes list the root; a ZooKeeper version read
-# between two of its requests while others commit.
+# between two of its requests while others commit; a pass between its plan
+# and its mark while a lagging mirror publishes a version the plan condemns.
 AIMED_PAUSES: tuple[tuple[str, str, float], ...] = (
     ("retention.after-mark", "", 0.35),
     ("retention.mid-delete", "", 0.2),
@@ -49,6 +50,7 @@ AIMED_PAUSES: tuple[tuple[str, str, float], ...] = (
     ("upload.written", "", 0.6),
     ("readd.uploaded", "", 0.2),
     ("*store.read_version/zk.", "", 0.5),  # not before its first request: between two
+    ("store.write", "retention", 0.1),  # a pass planned, its mark not sent: a mirror publishes meanwhile
 )
 AIMED_STEPS = (40, 260)  # an aimed pause lasts this many steps
 # Calls whose answer may be lost (applied, or not): commits, and joining an
@@ -108,6 +110,7 @@ class RunResult:
 
 def failpoint_names() -> list[str]:
     names = [*failpoints.PUSH_POINTS, *failpoints.STORE_POINTS, *failpoints.RETENTION_POINTS]
+    names += getattr(failpoints, "MIRROR_POINTS", ())  # where this version of the code has a mirror
     for op in Operation:
         names += [f"{commit_step(op)}.before-commit", f"{commit_step(op)}.after-commit"]
     return names

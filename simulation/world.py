@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from random import Random
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from simulation.checker import Checker
 
 TIME_RETENTION_MS = 2 * DAY_MS
+# A mirror's retention longer than the run: every file any of its Delta
+# versions references is one engines may still read (the checker's rule).
+MIRROR_WINDOW_MS = 3650 * DAY_MS
 
 
 @dataclass
@@ -74,6 +77,7 @@ class World:
         self.daemons: dict[int, Daemon] = {}  # actor -> its retention daemon
         self.daemon_errors: list[str] = []  # what a daemon logged as an unexpected failure
         self.step = 0
+        self.mirror_warnings: list[tuple[str, str]] = []  # (actor, warning) of publishes after commits
 
     # ---- actors -----------------------------------------------------------------------
 
@@ -95,7 +99,21 @@ class World:
             clock=self.clock.monotonic,
             rng=Random(rng.random()),
         )
-        return LineageManager(store, retry=retry, actor=actor, **self._deep_storage())
+        made = LineageManager(store, retry=retry, actor=actor, **self._deep_storage())
+        # Half the processes publish after each of their commits, as the CLI's
+        # do; the others (a library user's) leave it to a sync, so logs lag.
+        hook = self._mirror_hook(actor) if rng.random() < 0.5 else None
+        if hook is not None:
+            made.after_commit = hook
+        return made
+
+    def _mirror_hook(self, actor: str) -> Any:
+        """The CLI's publish-after-commit hook (where this version of the code has a mirror)."""
+        try:
+            from segment_lineage.mirror.hook import publish_after
+        except ImportError:
+            return None
+        return publish_after(lambda text: self.mirror_warnings.append((actor, text)))
 
     @staticmethod
     def _deep_storage() -> dict[str, Any]:
@@ -135,7 +153,7 @@ class World:
                 lineage_entry_cleanup_retention_ms=rng.choice(small),
                 max_snapshots=rng.randint(1, 3),
             )
-        return TableConfig(
+        config = TableConfig(
             name=name,
             root=root,
             table_type=TableType.APPEND,
@@ -144,6 +162,12 @@ class World:
             lineage_entry_cleanup_retention_ms=rng.choice(small),
             time_retention_ms=TIME_RETENTION_MS,
         )
+        mirrored = rng.random() < 0.5  # drawn always: a seed's draws do not depend on the code's version
+        if mirrored and "mirror" in TableConfig.__dataclass_fields__:
+            from segment_lineage.lineage.core.model import MirrorFormat
+
+            return replace(config, mirror=MirrorFormat.DELTA, mirror_retention_ms=MIRROR_WINDOW_MS)
+        return config
 
     def abs_path(self, table: str, location: str) -> str | None:
         info = self.tables.get(table)

@@ -25,6 +25,7 @@ from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.ingest.readers import SnapshotReader, duckdb_connection
 from segment_lineage.lineage.core.errors import LineageError, VersionGoneError
 from segment_lineage.lineage.core.model import EntryState, TableConfig
+from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.mirror.hook import publish_after
 from segment_lineage.mirror.publisher import mirror_commits, status
@@ -263,3 +264,43 @@ def test_time_retention_expires_data_a_mirror_shows(zk_manager: LineageManager, 
     report = run_table(zk_manager, "old", PassOptions(force=True, min_grace_ms=0))
     assert not report.errors and report.files_deleted == 1, report
     assert not warnings
+
+
+def test_a_publish_between_a_pass_plan_and_its_mark_keeps_its_files(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """A lagging mirror publishes, between a retention pass's plan and its
+    mark, a version showing a file the plan condemned (replaced before any
+    publish saw it): the pass reads the log again after its mark and keeps
+    the file, which that mirror version references."""
+    from segment_lineage.lineage.core import failpoints
+    from segment_lineage.mirror.publisher import sync
+
+    root = str(tmp_path / "lag")
+    config = TableConfig.build(
+        "lag", root, "APPEND", time_column="ts", mirror="delta", replaced_segments_retention="0s"
+    )
+    zk_manager.create_table(config)  # no publish hook: the log lags behind the commits
+    rng = random.Random(3)
+    push_arrow(zk_manager, "lag", [month_rows(rng, 1, 1, False)], mode="append")
+    sync(zk_manager, "lag")
+    push_arrow(zk_manager, "lag", [month_rows(rng, 2, 2, False)], mode="append")
+    added = zk_manager.table("lag").version
+    condemned = {s.location for s in zk_manager.visible_segments("lag")} - {
+        s.location for s in zk_manager.table_as_of("lag", added - 2).segments.values()
+    }
+    push_arrow(
+        zk_manager, "lag", [month_rows(rng, 2, 3, False)], mode="replace-range", interval=month_span(2)
+    )
+    published: list[object] = []
+    failpoints.set_hook("retention-mark.before-commit", lambda: published.append(sync(zk_manager, "lag")))
+    try:
+        report = run_table(zk_manager, "lag", PassOptions(force=True, min_grace_ms=0))
+    finally:
+        failpoints.set_hook("retention-mark.before-commit", None)
+    assert published and not report.errors
+    assert all((Path(root) / loc).exists() for loc in condemned), report
+    delta = {c.lineage_version: c.delta_version for c in mirror_commits(zk_manager, "lag")}[added]
+    data = Engines(zk_manager, "lag", root).delta_rs(delta)  # that mirror version reads: its files are there
+    then = zk_manager.table_as_of("lag", added)  # (our readers refuse it: its segment waits in pending)
+    assert data.num_rows == sum(s.rows for s in visible_segments(then)) > 0

@@ -141,7 +141,7 @@ def test_a_seed_on_real_zookeeper_holds(zk_server: ZkServer) -> None:
 
 
 def test_daemons_elect_one_leader_whose_passes_delete_and_replay_exactly() -> None:
-    config = RunConfig(4, steps=300)  # a cast with retention daemons (plan_actors) whose leader deletes
+    config = RunConfig(3, steps=300)  # a cast with retention daemons (plan_actors) whose leader deletes
     first = run_seed(config)
     assert first.ok, describe(first)
     ticks = [n for n in first.notes if ":daemon:" in n]
@@ -162,5 +162,5 @@ def test_the_checker_catches_two_daemons_leading_at_once(monkeypatch: pytest.Mon
         return self._member
 
     monkeypatch.setattr(Leadership, "_check", always_leads)
-    result = run_seed(RunConfig(4, steps=300))
+    result = run_seed(RunConfig(3, steps=300))
     assert [v.kind for v in result.violations] == ["two-leaders"], describe(result)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from segment_lineage.lineage.core.errors import ContentionError, VersionGoneError
+from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import HistoryRecord, TableState
 from segment_lineage.lineage.core.periods import format_period
 from segment_lineage.lineage.manager import LineageManager
@@ -64,6 +65,7 @@ def sync(manager: LineageManager, table: str, *, dry_run: bool = False) -> SyncR
     root = manager.table(table).config.root
     for _ in range(SYNC_ATTEMPTS):
         log = DeltaLog.open(root)
+        failpoint("mirror.after-log-read")
         state = manager.table(table)  # read after the log: whatever it published, this is newer
         check_log(state, log)
         try:
@@ -139,7 +141,9 @@ def _publish(
                 pending.append((version, 0 if record is None else record.at_ms))
                 shown = after(shown, step, (shown.version or 0) + 1)
                 continue
+            failpoint("mirror.before-commit")
             delta_version = log.commit(step, delta_schema)
+            failpoint("mirror.after-commit")
             shown = log.shown
             published.append((version, delta_version))
         finally:

@@ -29,6 +29,7 @@ PUSH_POINTS = (
 )
 STORE_POINTS = ("store.before-head-swap",)  # every commit, right before the one multi that swaps the head
 RETENTION_POINTS = ("retention.after-mark", "retention.mid-delete", "retention.before-clear")
+MIRROR_POINTS = ("mirror.after-log-read", "mirror.before-commit", "mirror.after-commit")
 
 
 class FailpointError(RuntimeError):
