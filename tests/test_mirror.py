@@ -100,9 +100,26 @@ def test_columns_added_or_replaced() -> None:
     shown = Shown(2, 4, frozenset({"p/a.parquet"}), ("ts", "value"))
     grown = plan_step(shown, state_with(a), COLS, ("ts", "value", "note"), None)
     assert grown is not None and grown.columns is Columns.ADDED and not grown.adds
-    other = plan_step(shown, state_with(a), COLS, ("ts", "amount"), None)
+    # A column typed null (left out) typed later, before the others: added all the same.
+    typed = plan_step(shown, state_with(a), COLS, ("early", "ts", "value"), None)
+    assert typed is not None and typed.columns is Columns.ADDED
+    assert (
+        plan_step(
+            Shown(3, 5, frozenset({"p/a.parquet"}), ("ts", "value", "early")),
+            state_with(a),
+            COLS,
+            ("early", "ts", "value"),
+            None,
+        )
+        is None
+    )  # the same columns, in another order
+    b = Segment("b", "p/b.parquet", rows=1)
+    other = plan_step(shown, state_with(b), COLS, ("ts", "amount"), None)  # a refresh replaced the schema
     assert other is not None and other.columns is Columns.REPLACED
-    assert [s.location for s in other.adds] == ["p/a.parquet"] and other.removes == ("p/a.parquet",)
+    assert [s.location for s in other.adds] == ["p/b.parquet"] and other.removes == ("p/a.parquet",)
+    # A file that stays cannot change its columns' types: one commit may not add and remove it.
+    with pytest.raises(MirrorRefusedError, match=r"file 'p/a\.parquet' stays"):
+        plan_step(shown, state_with(a), COLS, ("ts", "amount"), None)
 
 
 def test_published_schema_leaves_null_columns_out_and_refuses_a_time_of_day() -> None:
@@ -365,3 +382,138 @@ def test_a_publish_that_fails_warns_and_the_commit_stands(zk_hosts: str, tmp_pat
     code, out, err = run(zk_hosts, "mirror", "sync", "t")
     assert code == 0 and "published" in out, err
     assert duck_rows(str(root)) == [(1,), (2,)]
+
+
+# ---- from an adversarial review ------------------------------------------------------------------
+
+
+@pytest.mark.zk
+def test_a_publisher_clock_behind_never_shortens_the_mirror_retention(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """Retention measures the mirror's window on the times the log records
+    (ZooKeeper's, at publish), made monotonic: a commit stamped two hours
+    early (a publisher whose clock is behind) does not free the files of the
+    version it superseded seconds ago."""
+    from segment_lineage.retention.executor import PassOptions, run_table
+
+    root = tmp_path / "skew"
+    config = TableConfig.build("skew", str(root), "APPEND", time_column="ts", mirror="delta",
+                               mirror_retention="1h", replaced_segments_retention="0s")  # fmt: skip
+    zk_manager.create_table(config)
+    push_arrow(
+        zk_manager, "skew", [pq.read_table(write_month(tmp_path / "a.parquet", 1, [1]))], mode="append"
+    )
+    sync(zk_manager, "skew")
+    first = {s.location for s in zk_manager.visible_segments("skew")}
+    push_arrow(zk_manager, "skew", [pq.read_table(write_month(tmp_path / "b.parquet", 1, [2]))],
+               mode="replace-range", interval=(1704067200000, 1706745600000))  # fmt: skip
+    sync(zk_manager, "skew")
+    commit = root / "_delta_log" / "00000000000000000001.json"
+    lines = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+    for action in lines:
+        info = action.get("commitInfo")
+        if info is not None:  # two hours early
+            info["timestamp"] -= 7_200_000
+            info["segment_lineage.published_ms"] = str(int(info["segment_lineage.published_ms"]) - 7_200_000)
+    commit.write_text("\n".join(json.dumps(a) for a in lines) + "\n")
+    report = run_table(zk_manager, "skew", PassOptions(force=True, min_grace_ms=0))
+    assert not report.errors and report.files_deleted == 0
+    assert all((root / loc).exists() for loc in first)
+    assert duck_rows(str(root), 0) == [(1,)]
+
+
+@pytest.mark.zk
+def test_a_size_registered_by_hand_is_not_what_the_mirror_records(zk_hosts: str, tmp_path: Path) -> None:
+    root = tmp_path / "hand"
+    assert run(zk_hosts, "table", "create", "hand", "--root", str(root), "--mirror", "delta")[0] == 0
+    assert run(zk_hosts, "push", "hand", "--input", write_month(tmp_path / "a.parquet", 1, [1]))[0] == 0
+    write_month(root / "extra.parquet", 2, [7])
+    code, _, err = run(zk_hosts, "segment", "add", "hand", "extra", "--bytes", "12345", "--no-check")
+    assert code == 0, err
+    from deltalake import DeltaTable
+
+    assert sorted(DeltaTable(str(root)).to_pyarrow_table().column("value").to_pylist()) == [1, 7]
+
+
+@pytest.mark.zk
+def test_a_log_left_by_another_table_is_never_taken_as_this_ones(
+    zk_hosts: str, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    from segment_lineage.lineage.core.model import SettingsChange
+
+    root = str(tmp_path / "ev")
+    assert run(zk_hosts, "table", "create", "ev", "--root", root, "--mirror", "delta")[0] == 0
+    for month in (1, 2, 3):
+        data = write_month(tmp_path / f"{month}.parquet", month, [month])
+        assert run(zk_hosts, "push", "ev", "--input", data, "--mode", "refresh")[0] == 0
+    assert run(zk_hosts, "table", "drop", "ev", "--force")[0] == 0
+    again = ("table", "create", "ev2", "--root", root, "--existing-files", "--mirror", "delta")
+    code, _, err = run(zk_hosts, *again)
+    assert code == 1 and "a Delta log is already under" in err
+    assert run(zk_hosts, "table", "create", "ev", "--root", root, "--existing-files")[0] == 0
+    assert run(zk_hosts, "push", "ev", "--input", write_month(tmp_path / "n.parquet", 5, [50]))[0] == 0
+    zk_manager.alter_table("ev", SettingsChange(mirror="delta"))  # as a script might, past the CLI's check
+    code, _, err = run(zk_hosts, "mirror", "sync", "ev")
+    assert code == 1 and "was not written for this table" in err and "lineage mirror disable ev" in err
+    assert run(zk_hosts, "mirror", "disable", "ev")[0] == 0
+    assert run(zk_hosts, "mirror", "enable", "ev")[0] == 0
+    assert duck_rows(root) == [(50,)]
+
+
+@pytest.mark.zk
+def test_odd_mirror_inputs_are_refused_and_change_nothing(zk_hosts: str, tmp_path: Path) -> None:
+    code, _, err = run(
+        zk_hosts, "table", "create", "pct", "--root", str(tmp_path / "a%41"), "--mirror", "delta"
+    )
+    assert code == 1 and "cannot live under" in err and "'%'" in err
+    assert run(zk_hosts, "table", "show", "pct")[0] == 1
+    root = tmp_path / "nulls"
+    assert run(zk_hosts, "table", "create", "nulls", "--root", str(root), "--mirror", "delta")[0] == 0
+    pq.write_table(pa.table({"x": pa.array([None, None], pa.null())}), tmp_path / "nulls.parquet")
+    code, _, err = run(zk_hosts, "push", "nulls", "--input", str(tmp_path / "nulls.parquet"))
+    assert code == 1 and "every column of table 'nulls' is typed null" in err
+    assert not list(root.rglob("*.parquet"))
+    # A mirror that cannot publish its first version is not left on.
+    assert run(zk_hosts, "table", "create", "gone", "--root", str(tmp_path / "gone"))[0] == 0
+    assert run(zk_hosts, "push", "gone", "--input", write_month(tmp_path / "g.parquet", 1, [1]))[0] == 0
+    listing = tmp_path / "missing.json"
+    listing.write_text(json.dumps([{"name": "lost", "location": "lost.parquet", "rows": 1, "bytes": 10}]))
+    assert run(zk_hosts, "segment", "add", "gone", "--file", str(listing), "--no-check")[0] == 0
+    code, _, err = run(zk_hosts, "mirror", "enable", "gone")
+    assert code == 1 and "'lost.parquet'" in err and "is missing" in err
+    _, out, _ = run(zk_hosts, "--json", "table", "show", "gone")
+    assert json.loads(out)["mirror"] is None and not (tmp_path / "gone" / "_delta_log").exists()
+
+
+@pytest.mark.zk
+def test_sync_all_goes_on_past_a_table_that_fails_and_history_past_a_bad_log(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    from deltalake import write_deltalake
+
+    for name in ("a", "b"):
+        assert (
+            run(zk_hosts, "table", "create", name, "--root", str(tmp_path / name), "--mirror", "delta")[0]
+            == 0
+        )
+        assert (
+            run(zk_hosts, "push", name, "--input", write_month(tmp_path / f"{name}.parquet", 1, [1]))[0] == 0
+        )
+    write_deltalake(str(tmp_path / "a"), pq.read_table(tmp_path / "a.parquet"), mode="append")  # foreign
+    from segment_lineage.lineage.zk.connect import open_store
+
+    store = open_store(zk_hosts)
+    try:
+        later = pq.read_table(write_month(tmp_path / "b2.parquet", 2, [2]))
+        push_arrow(LineageManager(store), "b", [later], mode="refresh")  # no publish hook: b lags
+    finally:
+        store.close()
+    code, out, err = run(zk_hosts, "mirror", "sync", "--all")
+    assert code == 1 and "a: failed: " in out and "b: published" in out and "for 1 table(s): a" in err
+    commit = tmp_path / "b" / "_delta_log" / "00000000000000000001.json"
+    commit.write_text(commit.read_text()[:40])  # a torn commit
+    code, out, err = run(zk_hosts, "history", "b")
+    assert code == 0 and "END_REPLACE" in out and "Delta versions are not shown" in err
+    code, out, _ = run(zk_hosts, "--json", "mirror", "status", "b")
+    assert code == 0 and json.loads(out)["problem"]

@@ -10,7 +10,7 @@ import typer
 
 from segment_lineage.cli.context import emit, manager
 from segment_lineage.lineage.codec.export import to_pinot_znrecord
-from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
 from segment_lineage.lineage.core.graph import history_svg
 from segment_lineage.lineage.core.views import detail_text, history_view, render_table
 
@@ -42,7 +42,11 @@ def history(
         if mirrored:
             from segment_lineage.mirror.publisher import mirror_commits, published_as
 
-            delta = published_as(mirror_commits(m, table))
+            try:
+                delta = published_as(mirror_commits(m, table))
+            except LineageError as exc:  # the history stands without the mirror's versions
+                typer.echo(f"warning: the mirror's Delta versions are not shown: {exc.message}", err=True)
+                delta = {}
             for row in rows:
                 row["delta_version"] = delta.get(row["version"])
     if graph is not None:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from segment_lineage.cli.context import emit, manager
-from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
 from segment_lineage.lineage.core.model import MirrorFormat, SettingsChange
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.views import iso, render_pairs, render_table
@@ -49,8 +49,16 @@ def enable(
                 remedy=f"remove it with: lineage mirror disable {table}",
             )
         change = SettingsChange(mirror=MirrorFormat.DELTA.value, mirror_retention=retention)
-        m.alter_table(table, change, reason)
-        report = sync(m, table)
+        done = m.alter_table(table, change, reason)
+        try:
+            report = sync(m, table)
+        except LineageError:
+            # Nothing published: the table goes back to no mirror (when this
+            # command turned it on), and a log this command began goes too.
+            if config.mirror is None and done.applied:
+                m.alter_table(table, SettingsChange(mirror="none"), "mirror enable failed")
+                DeltaLog(config.root).remove()
+            raise
     emit(_report(report), f"mirror of {table} enabled (delta)\n{report.line()}")
 
 
@@ -84,6 +92,7 @@ def sync_command(
 ) -> None:
     """Publish every version not yet published, oldest first (a push does it
     right after its commit; this catches up after a failure)."""
+    from segment_lineage.mirror.errors import MirrorError
     from segment_lineage.mirror.publisher import sync
 
     if bool(tables) == all_tables:
@@ -91,8 +100,24 @@ def sync_command(
     with manager() as m:
         m.after_commit = None
         names = [t for t in m.list_tables() if m.table(t).config.mirror is not None] if all_tables else tables
-        reports = [sync(m, check_table_name(t), dry_run=dry_run) for t in names or []]
-    emit([_report(r) for r in reports], "\n".join(r.line() for r in reports) or "(no mirrored tables)")
+        reports: list[dict[str, Any]] = []
+        lines: list[str] = []
+        failed: list[str] = []
+        for name in names or []:  # one table failing does not stop the others
+            try:
+                report = sync(m, check_table_name(name), dry_run=dry_run)
+            except LineageError as exc:
+                if len(names or []) == 1:
+                    raise  # one table: its own error, and what to do about it
+                failed.append(name)
+                reports.append({"table": name, "error": exc.message})
+                lines.append(f"{name}: failed: {exc.message}")
+                continue
+            reports.append(_report(report))
+            lines.append(report.line())
+    emit(reports, "\n".join(lines) or "(no mirrored tables)")
+    if failed:
+        raise MirrorError(f"publishing failed for {len(failed)} table(s): {', '.join(failed)}")
 
 
 @mirror_app.command("status")

@@ -117,7 +117,7 @@ def table_create(
         if config.mirror is not None:
             from segment_lineage.mirror.publisher import check_root
 
-            check_root(config.root)
+            check_root(config.root, fresh=True)
         state = m.create_table(config, existing_files=existing_files)
     view = table_view(state)
     emit(view, f"created table {name}\n" + render_pairs(view))

@@ -18,7 +18,6 @@ references.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,7 @@ from segment_lineage.ingest.schemas import arrow_schema
 from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
-from segment_lineage.mirror.plan import Columns, Shown, Step, after, lineage_of
+from segment_lineage.mirror.plan import Columns, Shown, Step, after, lineage_of, published_ms_of
 
 APP_ID = "segment-lineage"
 LOG_SETTINGS = {
@@ -46,14 +45,20 @@ class Commit:
 
     delta_version: int
     lineage_version: int | None  # None: not the publisher's (another writer's, or vacuum's)
-    at_ms: int
+    at_ms: int  # when it was published: ZooKeeper's time where recorded, else the writer's clock
     operation: str
     columns_only: bool = False  # columns added, no file changed (it shows the version before)
+    commit_id: str | None = None  # the lineage commit it publishes
 
 
 def location(root: str) -> tuple[str, dict[str, str]]:
     """The URI deltalake opens for a table root, and its storage options."""
     store = DeepStore.for_root(root)
+    if "%" in store.base:
+        raise MirrorRefusedError(
+            f"a Delta mirror cannot live under {root!r}: Delta reads '%' in a table's path as an escape",
+            remedy="keep this table without a mirror, or give it a root without '%'",
+        )
     if store.scheme == "file":
         return store.base, {}
     if store.scheme == "s3":
@@ -149,9 +154,10 @@ class DeltaLog:
             return self.newest
         return None
 
-    def commit(self, step: Step, delta_schema: Any) -> int:
-        """Write ``step`` as the next version of the log read; its version.
-        MirrorConflict when another commit took that version first."""
+    def commit(self, step: Step, delta_schema: Any, now_ms: int) -> int:
+        """Write ``step`` as the next version of the log read, at ``now_ms``
+        (ZooKeeper's time); its version. MirrorConflict when another commit
+        took that version first."""
         from deltalake import DeltaTable
         from deltalake.transaction import (
             AddAction,
@@ -163,7 +169,7 @@ class DeltaLog:
         )
 
         props = CommitProperties(
-            custom_metadata=step.metadata(),
+            custom_metadata=step.metadata(now_ms),
             max_commit_retries=0,
             app_transactions=[Transaction(APP_ID, step.version)],
         )
@@ -180,7 +186,6 @@ class DeltaLog:
             )
             for seg in step.adds
         ]
-        now_ms = _now_ms()
         expected = 0 if self.shown.version is None else self.shown.version + 1
         try:
             if self.shown.version is None:
@@ -203,8 +208,9 @@ class DeltaLog:
                         commit_properties=CommitProperties(
                             # it shows the files published before, with the new columns null
                             custom_metadata={
-                                **step.metadata(),
+                                **step.metadata(now_ms),
                                 "segment_lineage.version": str(self.shown.lineage_version),
+                                "segment_lineage.commit": "",
                                 "segment_lineage.kind": "columns",
                             },
                             max_commit_retries=0,
@@ -232,24 +238,22 @@ class DeltaLog:
             self._table = DeltaTable(self.uri, version=expected, storage_options=self.options)
         else:
             self._table.load_as_version(expected)
-        self.newest = Commit(expected, step.version, now_ms, "WRITE")
+        commit_id = step.record.commit_id if step.record is not None else None
+        self.newest = Commit(expected, step.version, now_ms, "WRITE", commit_id=commit_id)
         return expected
 
     def _sizes(self, step: Step) -> dict[str, int]:
-        """Each added file's size: the recorded one, or the file's own when
-        none was recorded (a segment registered by hand)."""
-        sizes = {seg.location: seg.size_bytes for seg in step.adds if seg.size_bytes > 0}
-        unknown = [seg.location for seg in step.adds if seg.size_bytes <= 0]
-        if unknown:
-            found = self.store.file_sizes(unknown)
-            missing = [loc for loc, size in found.items() if size is None]
-            if missing:
-                raise MirrorError(
-                    f"segment file {missing[0]!r} of version {step.version} is missing: "
-                    "the mirror references only files that exist"
-                )
-            sizes.update({loc: int(size) for loc, size in found.items() if size is not None})
-        return sizes
+        """Each added file's own size, as deep storage has it: engines read a
+        Parquet footer at the offset the size gives, and a size registered by
+        hand (``segment add --no-check``) is only the caller's word."""
+        found = self.store.file_sizes([seg.location for seg in step.adds]) if step.adds else {}
+        missing = [loc for loc, size in found.items() if size is None]
+        if missing:
+            raise MirrorError(
+                f"segment file {missing[0]!r} of version {step.version} is missing: "
+                "the mirror references only files that exist"
+            )
+        return {loc: int(size) for loc, size in found.items() if size is not None}
 
     def history(self, limit: int | None = None) -> list[Commit]:
         """The log's commits, newest first."""
@@ -271,12 +275,16 @@ class DeltaLog:
 
         if self._table is None or self.shown.version is None:
             return frozenset()
-        commits = self.history()
-        start = min((c.delta_version for c in commits), default=0)
-        for commit in commits:  # newest first
-            if commit.at_ms <= horizon_ms:
+        # Times as published, made monotonic: a commit stamped earlier than
+        # one before it (another publisher's clock) counts as late as that one,
+        # so a clock behind never moves the start of the window forward.
+        commits = sorted(self.history(), key=lambda c: c.delta_version)
+        start = commits[0].delta_version if commits else 0
+        latest = 0
+        for commit in commits:
+            latest = max(latest, commit.at_ms)
+            if latest <= horizon_ms:
                 start = commit.delta_version
-                break
         try:
             then = DeltaTable(self.uri, version=start, storage_options=self.options)
             paths = pa.table(then.get_add_actions(flatten=False)).column("path").to_pylist()
@@ -309,18 +317,14 @@ class MirrorConflict(MirrorError):
     """Another commit reached the log between our read and our write."""
 
 
-def _now_ms() -> int:
-    """The time a remove action records (the log's own clock: the writer's)."""
-    return time.time_ns() // 1_000_000
-
-
 def _commit(info: dict[str, Any]) -> Commit:
     return Commit(
         delta_version=int(info.get("version", -1)),
         lineage_version=lineage_of(info),
-        at_ms=int(info.get("timestamp", 0)),
+        at_ms=published_ms_of(info) or int(info.get("timestamp", 0)),
         operation=str(info.get("operation", "")),
         columns_only=info.get("segment_lineage.kind") == "columns",
+        commit_id=str(info.get("segment_lineage.commit") or "") or None,
     )
 
 

@@ -70,10 +70,17 @@ class Step:
     columns: Columns
     record: HistoryRecord | None  # the commit that made the version (None: no longer in history)
 
-    def metadata(self) -> dict[str, str]:
-        """What the mirror's commit records of the lineage commit it publishes."""
-        out = {"segment_lineage.version": str(self.version)}
+    def metadata(self, published_ms: int) -> dict[str, str]:
+        """What the mirror's commit records of the lineage commit it publishes,
+        and when it was published by ZooKeeper's clock (``published_ms``):
+        retention measures the mirror's retention on it, never on the
+        publishing host's own clock."""
+        out = {
+            "segment_lineage.version": str(self.version),
+            "segment_lineage.published_ms": str(published_ms),
+        }
         if self.record is not None:
+            out["segment_lineage.commit"] = self.record.commit_id
             out["segment_lineage.operation"] = self.record.operation.value
             out["segment_lineage.actor"] = self.record.actor
             if self.record.entry_id is not None:
@@ -108,11 +115,14 @@ def plan_step(
     ``shown.fields``)."""
     visible = visible_segments(state)
     target = {seg.location: seg for seg in visible}
+    # Columns compare as sets: Delta appends added columns at the end, where
+    # the table may have them elsewhere (a column typed null, left out of the
+    # mirror, that a later push types).
     if shown.version is None:
         columns = Columns.REPLACED  # the first version creates the log
-    elif fields == shown.fields:
+    elif set(fields) == set(shown.fields):
         columns = Columns.SAME
-    elif len(fields) > len(shown.fields) and fields[: len(shown.fields)] == shown.fields:
+    elif set(shown.fields) < set(fields):
         columns = Columns.ADDED
     else:
         columns = Columns.REPLACED
@@ -121,6 +131,16 @@ def plan_step(
         removes = tuple(sorted(shown.files))
         if shown.version is None:
             removes = ()
+        kept = sorted(set(target) & shown.files)
+        if shown.version is not None and kept:
+            # One Delta commit may not add and remove one path: the schema of
+            # files that stay cannot change (only a refresh replaces a schema).
+            raise MirrorRefusedError(
+                f"version {state.version} of table {state.config.name!r} changes the type of columns "
+                f"the mirror shows while file {kept[0]!r} stays: the mirror cannot publish it",
+                table=state.config.name,
+                remedy=f"rebuild the mirror: lineage mirror disable {state.config.name}, then enable",
+            )
     else:
         adds = tuple(target[loc] for loc in sorted(target) if loc not in shown.files)
         removes = tuple(sorted(loc for loc in shown.files if loc not in target))
@@ -136,6 +156,12 @@ def after(shown: Shown, step: Step, version: int) -> Shown:
     else:
         files = (shown.files - set(step.removes)) | {seg.location for seg in step.adds}
     return Shown(version, step.version, files, step.fields)
+
+
+def published_ms_of(metadata: Mapping[str, object]) -> int | None:
+    """When a mirror commit was published by ZooKeeper's clock (None: not recorded)."""
+    raw = metadata.get("segment_lineage.published_ms")
+    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
 
 
 def lineage_of(metadata: Mapping[str, object]) -> int | None:

@@ -68,6 +68,7 @@ def sync(manager: LineageManager, table: str, *, dry_run: bool = False) -> SyncR
         failpoint("mirror.after-log-read")
         state = manager.table(table)  # read after the log: whatever it published, this is newer
         check_log(state, log)
+        check_owner(manager, state, log)
         try:
             return _publish(manager, table, log, state, dry_run)
         except MirrorConflict:
@@ -92,6 +93,29 @@ def check_log(state: TableState, log: DeltaLog) -> None:
             "written only by this tool (a VACUUM there deletes files retention still keeps for readers)",
             table=name,
             remedy=f"rebuild the mirror: lineage mirror disable {name}, then lineage mirror enable {name}",
+        )
+
+
+def check_owner(manager: LineageManager, state: TableState, log: DeltaLog) -> None:
+    """Refuse a log this table did not write: one that names a version the
+    table has not reached, or whose newest commit names another commit than
+    the table's history has at that version (a dropped table's log, under a
+    table created again at its root)."""
+    name = state.config.name
+    newest = log.newest
+    published = log.shown.lineage_version
+    other = published > state.version
+    if not other and newest is not None and newest.commit_id is not None and newest.lineage_version:
+        record = _records(manager, name, [newest.lineage_version]).get(newest.lineage_version)
+        other = record is not None and record.commit_id != newest.commit_id
+    if other:
+        raise MirrorRefusedError(
+            f"the Delta log under the root of table {name!r} was not written for this table: it "
+            f"publishes version {published} (commit {newest.commit_id if newest else '?'}), which "
+            f"this table's history does not have (the table is at version {state.version})",
+            table=name,
+            remedy=f"remove it and publish again: lineage mirror disable {name}, then lineage mirror "
+            f"enable {name}",
         )
 
 
@@ -128,9 +152,15 @@ def _publish(
         try:
             then = lease.state
             schema = published_schema(then.config.schema, table)
-            if not schema:
+            if not schema:  # (core.schema refuses a push leaving a mirrored table none)
                 waiting = "the table has no columns yet (its first push records them)"
-                continue
+                if shown.version is None:
+                    continue
+                raise MirrorRefusedError(
+                    f"version {version} of table {table!r} has no column Delta Lake can hold "
+                    "(every column is still typed null): the mirror cannot publish it",
+                    table=table,
+                )
             fields, delta_schema = encode_fields(schema)
             step = plan_step(shown, then, schema, fields, records.get(version))
             if step is None:
@@ -142,7 +172,7 @@ def _publish(
                 shown = after(shown, step, (shown.version or 0) + 1)
                 continue
             failpoint("mirror.before-commit")
-            delta_version = log.commit(step, delta_schema)
+            delta_version = log.commit(step, delta_schema, manager.store.now_ms())
             failpoint("mirror.after-commit")
             shown = log.shown
             published.append((version, delta_version))
@@ -195,8 +225,12 @@ def status(manager: LineageManager, table: str) -> Status:
     """Where a table's mirror stands: what it publishes, how far behind it is."""
     state = manager.table(table)
     config = state.config
-    log = DeltaLog.open(config.root)
     retention = format_period(config.mirror_window_ms)
+    try:
+        log = DeltaLog.open(config.root)
+    except MirrorError as exc:
+        return Status(table, None if config.mirror is None else config.mirror.value, retention,
+                      state.version, None, 0, (), 0, None, False, exc.message)  # fmt: skip
     if config.mirror is None:
         return Status(table, None, retention, state.version, log.shown.version, log.shown.lineage_version,
                       (), 0, log.foreign(), log.exists())  # fmt: skip
@@ -246,6 +280,12 @@ def published_as(commits: list[Commit]) -> dict[int, int]:
     }
 
 
-def check_root(root: str) -> None:
-    """MirrorRefusedError for a root the mirror cannot live under."""
+def check_root(root: str, *, fresh: bool = False) -> None:
+    """MirrorRefusedError for a root the mirror cannot live under; with
+    ``fresh`` (a new table), for one that already holds a Delta log."""
     location(root)
+    if fresh and DeltaLog.open(root).exists():
+        raise MirrorRefusedError(
+            f"a Delta log is already under {root!r}: a new table's mirror would take it for its own",
+            remedy="give the table another root, or remove that _delta_log/ directory first",
+        )

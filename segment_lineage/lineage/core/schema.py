@@ -281,6 +281,13 @@ def mirror_columns(schema: Schema | None, table: str) -> Schema:
                 "keep the table without a mirror",
             )
         out.append(column)
+    if schema and not out:
+        raise SchemaMismatchError(
+            f"every column of table {table!r} is typed null (no value in any row): a Delta mirror "
+            "needs at least one column with a type",
+            table=table,
+            remedy="push at least one column with values",
+        )
     return tuple(out)
 
 
