@@ -517,3 +517,15 @@ def test_sync_all_goes_on_past_a_table_that_fails_and_history_past_a_bad_log(
     assert code == 0 and "END_REPLACE" in out and "Delta versions are not shown" in err
     code, out, _ = run(zk_hosts, "--json", "mirror", "status", "b")
     assert code == 0 and json.loads(out)["problem"]
+
+
+@pytest.mark.zk
+def test_status_says_when_files_the_mirror_shows_are_gone(zk_hosts: str, tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    assert run(zk_hosts, "table", "create", "v", "--root", str(root), "--mirror", "delta")[0] == 0
+    assert run(zk_hosts, "push", "v", "--input", write_month(tmp_path / "a.parquet", 1, [1]))[0] == 0
+    for path in root.rglob("*.parquet"):
+        path.unlink()  # a vacuum that wrote no commit of its own
+    code, out, _ = run(zk_hosts, "--json", "mirror", "status", "v")
+    problem = json.loads(out)["problem"]
+    assert code == 0 and "1 file(s) the mirror's Delta version 0 references are missing" in problem

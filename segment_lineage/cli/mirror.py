@@ -122,12 +122,13 @@ def sync_command(
 
 @mirror_app.command("status")
 def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) -> None:
-    """What the mirror publishes and how far behind the table it is."""
+    """What the mirror publishes, how far behind the table it is, and whether
+    every file its newest version references is there."""
     from segment_lineage.mirror.publisher import status
 
     with manager() as m:
         m.after_commit = None
-        found = status(m, check_table_name(table))
+        found = status(m, check_table_name(table), check_files=True)
     view: dict[str, Any] = {
         "table": found.table,
         "mirror": found.mirror,

@@ -24,6 +24,7 @@ from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import HistoryRecord, TableState
 from segment_lineage.lineage.core.periods import format_period
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import Commit, DeltaLog, MirrorConflict, encode_fields, location
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
 from segment_lineage.mirror.plan import after, plan_step, published_schema, shows_nothing_new
@@ -221,8 +222,10 @@ class Status:
     problem: str | None = None
 
 
-def status(manager: LineageManager, table: str) -> Status:
-    """Where a table's mirror stands: what it publishes, how far behind it is."""
+def status(manager: LineageManager, table: str, *, check_files: bool = False) -> Status:
+    """Where a table's mirror stands: what it publishes, how far behind it is;
+    with ``check_files``, also whether every file its newest version
+    references exists (a VACUUM that wrote no commit of its own shows here)."""
     state = manager.table(table)
     config = state.config
     retention = format_period(config.mirror_window_ms)
@@ -248,6 +251,15 @@ def status(manager: LineageManager, table: str) -> Status:
         behind = tuple((v, records[v].at_ms if v in records else 0) for v in later)
     now = manager.store.now_ms()
     lag = max(0, now - behind[0][1]) if behind else 0
+    if check_files and log.shown.files:
+        sizes = DeepStore.for_root(config.root).file_sizes(sorted(log.shown.files))
+        missing = sorted(loc for loc, size in sizes.items() if size is None)
+        if missing:
+            problem = (
+                f"{len(missing)} file(s) the mirror's Delta version {log.shown.version} references are "
+                f"missing (first: {missing[0]}): engines reading it fail; was the mirror vacuumed? Rebuild "
+                f"it: lineage mirror disable {table}, then lineage mirror enable {table}"
+            )
     return Status(
         table,
         config.mirror.value,
