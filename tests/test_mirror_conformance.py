@@ -304,3 +304,40 @@ def test_a_publish_between_a_pass_plan_and_its_mark_keeps_its_files(
     data = Engines(zk_manager, "lag", root).delta_rs(delta)  # that mirror version reads: its files are there
     then = zk_manager.table_as_of("lag", added)  # (our readers refuse it: its segment waits in pending)
     assert data.num_rows == sum(s.rows for s in visible_segments(then)) > 0
+
+
+def test_the_log_keeps_what_the_window_needs_and_sheds_the_rest(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """``mirror sync`` removes commits older than the newest checkpoint at or
+    before the version current when the mirror's retention began: every
+    version from there still reads in every engine, and retention still
+    keeps what they reference."""
+    import time
+
+    from deltalake import DeltaTable
+
+    from segment_lineage.mirror.publisher import clean_log, sync
+
+    warnings: list[str] = []
+    zk_manager.after_commit = publish_after(warnings.append)
+    root = str(tmp_path / "log")
+    config = TableConfig.build("log", root, "APPEND", time_column="ts", mirror="delta", mirror_retention="1s")
+    zk_manager.create_table(config)
+    rng = random.Random(5)
+    for tag in range(1, 6):
+        push_arrow(zk_manager, "log", [month_rows(rng, tag, tag, False)], mode="append")
+    DeltaTable(root, version=3).create_checkpoint()  # as delta-rs makes one every 100 commits
+    assert clean_log(zk_manager, "log") == 0  # every version is within the window yet
+    time.sleep(1.2)
+    push_arrow(zk_manager, "log", [month_rows(rng, 6, 6, False)], mode="append")
+    assert clean_log(zk_manager, "log") == 3  # commits 0, 1 and 2: the checkpoint at 3 stands for them
+    names = sorted(p.name for p in (Path(root) / "_delta_log").iterdir())
+    assert "00000000000000000000.json" not in names and "00000000000000000003.checkpoint.parquet" in names
+    engines = Engines(zk_manager, "log", root)
+    assert engines.check() == 3  # Delta versions 3, 4 and 5, each as the lineage reads it
+    with pytest.raises(Exception, match=r"(?i)version|not found|no files in log"):
+        DeltaTable(root, version=1)  # before the window: gone, as after Delta's own log cleanup
+    report = run_table(zk_manager, "log", PassOptions(force=True, min_grace_ms=0))
+    assert not report.errors
+    assert sync(zk_manager, "log").published == () and not warnings

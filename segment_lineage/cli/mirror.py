@@ -91,9 +91,10 @@ def sync_command(
     ] = False,
 ) -> None:
     """Publish every version not yet published, oldest first (a push does it
-    right after its commit; this catches up after a failure)."""
+    right after its commit; this catches up after a failure), then remove log
+    files no version within the mirror's retention needs."""
     from segment_lineage.mirror.errors import MirrorError
-    from segment_lineage.mirror.publisher import sync
+    from segment_lineage.mirror.publisher import clean_log, sync
 
     if bool(tables) == all_tables:
         raise InvalidInputError("name the tables to publish, or give --all")
@@ -113,6 +114,10 @@ def sync_command(
                 reports.append({"table": name, "error": exc.message})
                 lines.append(f"{name}: failed: {exc.message}")
                 continue
+            if not dry_run:
+                cleaned = clean_log(m, name)
+                if cleaned:
+                    lines.append(f"{name}: removed {cleaned} log file(s) older than the mirror's retention")
             reports.append(_report(report))
             lines.append(report.line())
     emit(reports, "\n".join(lines) or "(no mirrored tables)")

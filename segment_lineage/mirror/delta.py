@@ -275,16 +275,7 @@ class DeltaLog:
 
         if self._table is None or self.shown.version is None:
             return frozenset()
-        # Times as published, made monotonic: a commit stamped earlier than
-        # one before it (another publisher's clock) counts as late as that one,
-        # so a clock behind never moves the start of the window forward.
-        commits = sorted(self.history(), key=lambda c: c.delta_version)
-        start = commits[0].delta_version if commits else 0
-        latest = 0
-        for commit in commits:
-            latest = max(latest, commit.at_ms)
-            if latest <= horizon_ms:
-                start = commit.delta_version
+        start = self.window_start(horizon_ms)
         try:
             then = DeltaTable(self.uri, version=start, storage_options=self.options)
             paths = pa.table(then.get_add_actions(flatten=False)).column("path").to_pylist()
@@ -294,6 +285,47 @@ class DeltaLog:
         for version in range(start + 1, self.shown.version + 1):
             found.update(self._added(version))
         return frozenset(found)
+
+    def window_start(self, horizon_ms: int) -> int:
+        """The version current at ``horizon_ms``: the newest committed at or
+        before it (the oldest there is, when none was). Times as published,
+        made monotonic: a commit stamped earlier than one before it (another
+        publisher's clock) counts as late as that one, so a clock behind
+        never moves the start of the window forward."""
+        commits = sorted(self.history(), key=lambda c: c.delta_version)
+        start = commits[0].delta_version if commits else 0
+        latest = 0
+        for commit in commits:
+            latest = max(latest, commit.at_ms)
+            if latest <= horizon_ms:
+                start = commit.delta_version
+        return start
+
+    def clean(self, horizon_ms: int) -> int:
+        """Delete the log's commits and checkpoints older than its newest
+        checkpoint at or before the version current at ``horizon_ms`` (how
+        many files): every version from there on still loads, and versions
+        before the window are not ones engines may still read. Delta's own
+        log cleanup is off; this is ours."""
+        if self._table is None or self.shown.version is None:
+            return 0
+        start = self.window_start(horizon_ms)
+        names = self.store.list_mirror_log()
+
+        def version_of(name: str) -> int | None:
+            head = name[:20]
+            return int(head) if len(name) > 20 and head.isdigit() and name[20] == "." else None
+
+        checkpoints = [
+            v for n in names if ".checkpoint." in n and (v := version_of(n)) is not None and v <= start
+        ]
+        if not checkpoints:
+            return 0
+        keep_from = max(checkpoints)
+        old = [n for n in names if (v := version_of(n)) is not None and v < keep_from]
+        for name in old:
+            self.store.delete_mirror_log_file(name)
+        return len(old)
 
     def _added(self, version: int) -> Iterable[str]:
         raw = self.store.read_mirror_log(f"{version:020d}.json")

@@ -275,6 +275,16 @@ def status(manager: LineageManager, table: str, *, check_files: bool = False) ->
     )
 
 
+def clean_log(manager: LineageManager, table: str) -> int:
+    """Delete the mirror log's files no version engines may still read
+    needs (:meth:`DeltaLog.clean`, measured on ZooKeeper's clock); how many."""
+    config = manager.table(table).config
+    if config.mirror is None:
+        return 0
+    log = DeltaLog.open(config.root)
+    return log.clean(manager.store.now_ms() - config.mirror_window_ms)
+
+
 def mirror_commits(manager: LineageManager, table: str) -> list[Commit]:
     """The commits of a table's mirror log, oldest first (none without a log).
     Each names the lineage version it shows (None: another writer's)."""

@@ -258,7 +258,7 @@ class Daemon:
         leader, after each pass: a commit publishes right after itself, best
         effort; this catches up whatever that missed), and set the lag
         gauges to what is left. Never raises."""
-        from segment_lineage.mirror.publisher import status, sync
+        from segment_lineage.mirror.publisher import clean_log, status, sync
 
         try:
             tables = self.tables or self.manager.list_tables()
@@ -275,6 +275,9 @@ class Daemon:
                 report = sync(self.manager, table)
                 if report.published:
                     log.info("mirror: %s", report.line())
+                cleaned = clean_log(self.manager, table)
+                if cleaned:
+                    log.info("mirror of %s: %d old log file(s) removed", table, cleaned)
             except LineageError as exc:
                 self.metrics.mirror_failures.inc()
                 log.warning("mirror of %s: publish failed: %s", table, exc.message)

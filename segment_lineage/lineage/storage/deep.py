@@ -186,6 +186,28 @@ class DeepStore:
         except OSError as exc:
             raise StorageError(f"reading {MIRROR_LOG_DIR}/{name} under {self.root!r} failed: {exc}") from None
 
+    def list_mirror_log(self) -> list[str]:
+        """The names of the files directly in the mirror's log directory."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(self.mirror_log_path(), recursive=False, allow_not_found=True)
+        try:
+            infos = self.filesystem().get_file_info(selector)
+        except OSError as exc:
+            raise StorageError(f"listing {MIRROR_LOG_DIR}/ under {self.root!r} failed: {exc}") from None
+        return sorted(posixpath.basename(i.path) for i in infos if i.type == pafs.FileType.File)
+
+    def delete_mirror_log_file(self, name: str) -> None:
+        """Delete one file of the mirror's log (gone already is fine)."""
+        try:
+            self.filesystem().delete_file(self.mirror_log_path(name))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StorageError(
+                f"deleting {MIRROR_LOG_DIR}/{name} under {self.root!r} failed: {exc}"
+            ) from None
+
     def remove_mirror_log(self) -> bool:
         """Delete the mirror's log directory; False when there was none."""
         import pyarrow.fs as pafs
