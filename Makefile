@@ -48,7 +48,7 @@ CLI_DOC_COMMANDS := "" "zk start" "zk stop" "zk status" "table create" "table al
 	"table drop" "segment add" "segment list" "segment delete" "segments" "start-replace" "end-replace" \
 	"revert" "rollback" "entries" "history" "export" "push" "read" "retention run" \
 	"retention daemon" "retention health" "mirror enable" "mirror disable" "mirror sync" "mirror status" \
-	"mirror versions" "acl digest" "acl apply" "acl show" "config show" "demo"
+	"mirror versions" "mirror repair" "acl digest" "acl apply" "acl show" "config show" "demo"
 
 docs: $(STAMP)
 	@{ echo "# Command reference"; echo; \

@@ -240,12 +240,16 @@ def test_the_mirror_refuses_a_log_another_writer_changed(
     sync(zk_manager, "t")
     write_deltalake(root, pq.read_table(tmp_path / "a.parquet"), mode="append")  # another writer's commit
     code, _, err = run(zk_hosts, "mirror", "sync", "t")
-    assert code == 1 and "another writer made" in err and "lineage mirror disable t" in err
+    assert code == 1 and "another writer made" in err and "lineage mirror repair t" in err
     code, _, err = run(zk_hosts, "mirror", "status", "t")
     assert code == 0 and "another writer" in err
-    assert run(zk_hosts, "mirror", "disable", "t")[0] == 0
-    assert run(zk_hosts, "mirror", "enable", "t")[0] == 0
-    assert [c.lineage_version for c in mirror_commits(zk_manager, "t")] == [zk_manager.table("t").version]
+    before = duck_rows(root, 0)
+    code, out, err = run(zk_hosts, "mirror", "repair", "t")
+    assert code == 0 and "repaired" in out, err
+    commits = mirror_commits(zk_manager, "t")  # the numbers go on: version 0 still reads as it did
+    assert [c.delta_version for c in commits] == [0, 1, 2] and commits[-1].lineage_version is not None
+    assert duck_rows(root) == [(1,)] and duck_rows(root, 0) == before
+    assert run(zk_hosts, "mirror", "sync", "t")[0] == 0
 
 
 @pytest.mark.zk
@@ -447,7 +451,12 @@ def test_a_log_left_by_another_table_is_never_taken_as_this_ones(
     for month in (1, 2, 3):
         data = write_month(tmp_path / f"{month}.parquet", month, [month])
         assert run(zk_hosts, "push", "ev", "--input", data, "--mode", "refresh")[0] == 0
-    assert run(zk_hosts, "table", "drop", "ev", "--force")[0] == 0
+    kept = tmp_path / "kept_log"
+    shutil.copytree(Path(root) / "_delta_log", kept)
+    code, out, _ = run(zk_hosts, "table", "drop", "ev", "--force")
+    assert code == 0 and "removed its Delta mirror's log" in out  # engines find no table there
+    assert not (Path(root) / "_delta_log").exists()
+    shutil.copytree(kept, Path(root) / "_delta_log")  # as a drop by an older build leaves it
     again = ("table", "create", "ev2", "--root", root, "--existing-files", "--mirror", "delta")
     code, _, err = run(zk_hosts, *again)
     assert code == 1 and "a Delta log is already under" in err
@@ -455,10 +464,10 @@ def test_a_log_left_by_another_table_is_never_taken_as_this_ones(
     assert run(zk_hosts, "push", "ev", "--input", write_month(tmp_path / "n.parquet", 5, [50]))[0] == 0
     zk_manager.alter_table("ev", SettingsChange(mirror="delta"))  # as a script might, past the CLI's check
     code, _, err = run(zk_hosts, "mirror", "sync", "ev")
-    assert code == 1 and "was not written for this table" in err and "lineage mirror disable ev" in err
-    assert run(zk_hosts, "mirror", "disable", "ev")[0] == 0
-    assert run(zk_hosts, "mirror", "enable", "ev")[0] == 0
+    assert code == 1 and "was not written for this table" in err and "lineage mirror repair ev" in err
+    assert run(zk_hosts, "mirror", "repair", "ev")[0] == 0
     assert duck_rows(root) == [(50,)]
+    assert run(zk_hosts, "mirror", "sync", "ev")[0] == 0
 
 
 @pytest.mark.zk
@@ -529,3 +538,38 @@ def test_status_says_when_files_the_mirror_shows_are_gone(zk_hosts: str, tmp_pat
     code, out, _ = run(zk_hosts, "--json", "mirror", "status", "v")
     problem = json.loads(out)["problem"]
     assert code == 0 and "1 file(s) the mirror's Delta version 0 references are missing" in problem
+
+
+@pytest.mark.zk
+def test_columns_appear_in_the_mirror_with_the_version_that_added_them(zk_hosts: str, tmp_path: Path) -> None:
+    """Versions published late (a push without the publish hook) are read
+    with the table's current columns: a column added by a later push is
+    published with that push's version, not with the earlier ones."""
+    from segment_lineage.lineage.zk.connect import open_store
+
+    root = tmp_path / "e"
+    create = ("table", "create", "e", "--root", str(root), "--type", "APPEND", "--time-column", "ts",
+              "--mirror", "delta")  # fmt: skip
+    assert run(zk_hosts, *create)[0] == 0
+    assert (
+        run(
+            zk_hosts, "push", "e", "--input", write_month(tmp_path / "a.parquet", 1, [1]), "--mode", "append"
+        )[0]
+        == 0
+    )
+    store = open_store(zk_hosts)
+    try:  # no publish hook: this version waits for the next publish
+        push_arrow(LineageManager(store), "e", [pq.read_table(write_month(tmp_path / "b.parquet", 2, [2]))],
+                   mode="append")  # fmt: skip
+    finally:
+        store.close()
+    evolved = write_month(tmp_path / "c.parquet", 3, [3], extra=True)
+    code, _, err = run(zk_hosts, "push", "e", "--input", evolved, "--mode", "append", "--evolve-schema")
+    assert code == 0 and "warning" not in err, err
+    from deltalake import DeltaTable
+
+    names = [DeltaTable(str(root), version=v).schema().to_arrow().names for v in range(4)]
+    assert names == [["ts", "value"], ["ts", "value"], ["ts", "value", "note"], ["ts", "value", "note"]]
+    _, out, _ = run(zk_hosts, "--json", "mirror", "versions", "e")
+    kinds = [(v["operation"], v["columns_only"]) for v in json.loads(out)]
+    assert kinds == [("CREATE TABLE", False), ("WRITE", False), ("ADD COLUMN", True), ("WRITE", False)]

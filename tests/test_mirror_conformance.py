@@ -61,6 +61,7 @@ def month_rows(rng: random.Random, month: int, tag: int, extra: bool) -> pa.Tabl
             [dt.datetime(2024, month, d, tzinfo=dt.UTC) for d in days], pa.timestamp("us", tz="UTC")
         ),
         "value": pa.array([tag * 100 + i for i in range(n)], pa.int64()),
+        "flag": pa.array([(tag + i) % 2 == 0 for i in range(n)], pa.bool_()),  # (stats "" broke booleans)
     }
     if extra:
         data["note"] = pa.array([f"n{tag}-{i}" for i in range(n)])

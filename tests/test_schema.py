@@ -410,3 +410,26 @@ def test_an_input_whose_files_have_different_columns_is_refused(zk_hosts: str, t
         )
         assert code == 1 and "have different columns" in err and "column 'extra' (double) is new" in err, err
     assert history(zk_hosts, "mix")[0]["operation"] == "CREATE_TABLE"
+
+
+def test_a_push_missing_a_column_is_told_to_add_it_not_to_replace_the_table() -> None:
+    """An append without a column the table gained is refused with the fix
+    that keeps the table: add the column (as nulls); replacing the schema is
+    named only as a refresh's, which replaces every segment."""
+    from segment_lineage.lineage.core.schema import (
+        DataType,
+        Field,
+        SchemaMismatchError,
+        SchemaPolicy,
+        resolve,
+    )
+
+    recorded = (
+        Field("ts", DataType("timestamp")),
+        Field("v", DataType("int64")),
+        Field("region", DataType("string")),
+    )
+    given = recorded[:2]
+    with pytest.raises(SchemaMismatchError) as caught:
+        resolve(recorded, given, SchemaPolicy.ENFORCE, "t", full_refresh=False)
+    assert caught.value.remedy is not None and caught.value.remedy.startswith("add the missing columns")

@@ -59,7 +59,9 @@ def enable(
                 m.alter_table(table, SettingsChange(mirror="none"), "mirror enable failed")
                 DeltaLog(config.root).remove()
             raise
-    emit(_report(report), f"mirror of {table} enabled (delta)\n{report.line()}")
+    changed = done.change.detail.settings if done.applied and done.change.detail is not None else None
+    said = f"mirror of {table} enabled (delta)" + (f": {changed}" if changed else "")
+    emit({**_report(report), "changed": changed}, f"{said}\n{report.line()}")
 
 
 @mirror_app.command("disable")
@@ -125,6 +127,21 @@ def sync_command(
         raise MirrorError(f"publishing failed for {len(failed)} table(s): {', '.join(failed)}")
 
 
+@mirror_app.command("repair")
+def repair(
+    table: Annotated[str, typer.Argument(help="Table name.")],
+) -> None:
+    """Publish the table's current version over a log another writer committed
+    to (a VACUUM, an OPTIMIZE, a Spark write) or another table left: the
+    mirror's version numbers go on, and publishing resumes."""
+    from segment_lineage.mirror.publisher import sync
+
+    with manager() as m:
+        m.after_commit = None
+        report = sync(m, check_table_name(table), repair=True)
+    emit(_report(report), f"mirror of {table} repaired\n{report.line()}")
+
+
 @mirror_app.command("status")
 def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) -> None:
     """What the mirror publishes, how far behind the table it is, and whether
@@ -150,10 +167,12 @@ def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) ->
     if found.log_left:
         view["problem"] = f"the mirror is disabled but its Delta log remains: lineage mirror disable {table}"
     emit(view, render_pairs(view))
+    if view["problem"]:
+        typer.echo(f"problem: {view['problem']}", err=True)
     if found.foreign is not None:
         typer.echo(
             f"warning: another writer committed to the Delta log ({found.foreign.operation}); the mirror "
-            "publishes nothing more until it is rebuilt (disable, then enable)",
+            f"publishes nothing more until it is repaired (lineage mirror repair {table})",
             err=True,
         )
 

@@ -245,5 +245,12 @@ def table_drop(
 ) -> None:
     """Drop a table's metadata (refused while it has segments, unless --force)."""
     with manager() as m:
+        config = m.table(check_table_name(name)).config
         m.drop_table(name, force=force, reason=reason)
-    emit({"dropped": name}, f"dropped table {name}")
+        removed = False
+        if config.mirror is not None:  # engines would read the dropped table as current
+            from segment_lineage.mirror.delta import DeltaLog
+
+            removed = DeltaLog(config.root).remove()
+    word = "; removed its Delta mirror's log" if removed else ""
+    emit({"dropped": name, "mirror_log_removed": removed}, f"dropped table {name}{word}")

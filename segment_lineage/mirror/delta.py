@@ -148,6 +148,10 @@ class DeltaLog:
             _fields(table.schema().to_json()),
         )
 
+    def schema(self) -> Any:
+        """The log's newest schema, as deltalake has it (None without a log)."""
+        return None if self._table is None else self._table.schema()
+
     def foreign(self) -> Commit | None:
         """The newest commit, when another writer than the publisher made it."""
         if self.newest is not None and self.newest.lineage_version is None:
@@ -182,7 +186,7 @@ class DeltaLog:
                 {},
                 seg.created_ms,
                 True,
-                "",  # no statistics: a row count registered by hand is the caller's word, not the file's
+                None,  # type: ignore[arg-type]  # no statistics: a count registered by hand is only its caller's
             )
             for seg in step.adds
         ]

@@ -27,6 +27,9 @@ def publish_after(warn: Callable[[str], None]) -> AfterCommit:
             sync(manager, table)
         except LineageError as exc:
             problem = exc.message
+            if exc.remedy:  # refused: a sync would be refused too; say what helps
+                warn(f"the Delta mirror of table {table!r} was not updated: {problem}; {exc.remedy}")
+                return
         except Exception as exc:  # noqa: BLE001  the commit landed: no publish failure may undo its success
             problem = f"{type(exc).__name__}: {exc}"
         else:

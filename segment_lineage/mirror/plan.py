@@ -139,7 +139,8 @@ def plan_step(
                 f"version {state.version} of table {state.config.name!r} changes the type of columns "
                 f"the mirror shows while file {kept[0]!r} stays: the mirror cannot publish it",
                 table=state.config.name,
-                remedy=f"rebuild the mirror: lineage mirror disable {state.config.name}, then enable",
+                remedy=f"rebuild the mirror (its version numbers start again at 0): lineage mirror disable "
+                f"{state.config.name}, then lineage mirror enable {state.config.name}",
             )
     else:
         adds = tuple(target[loc] for loc in sorted(target) if loc not in shown.files)

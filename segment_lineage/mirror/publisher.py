@@ -27,7 +27,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import Commit, DeltaLog, MirrorConflict, encode_fields, location
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
-from segment_lineage.mirror.plan import after, plan_step, published_schema, shows_nothing_new
+from segment_lineage.mirror.plan import Columns, Step, after, plan_step, published_schema, shows_nothing_new
 
 SYNC_ATTEMPTS = 5
 MAX_RECORDS = 100_000  # history records read to describe the versions published
@@ -59,25 +59,31 @@ class SyncReport:
         return f"{self.table}: published {pairs}"
 
 
-def sync(manager: LineageManager, table: str, *, dry_run: bool = False) -> SyncReport:
+def sync(manager: LineageManager, table: str, *, dry_run: bool = False, repair: bool = False) -> SyncReport:
     """Publish every retained version after the newest published one; with
     ``dry_run``, only say which would be. MirrorRefusedError when the table
-    has no mirror or another writer changed its log."""
+    has no mirror or another writer changed its log. With ``repair`` (a log
+    another writer committed to, or another table left), the current
+    version is published on top of the log as it stands: its version
+    numbers go on, and what the other writer added or removed is undone."""
     root = manager.table(table).config.root
     for _ in range(SYNC_ATTEMPTS):
         log = DeltaLog.open(root)
         failpoint("mirror.after-log-read")
         state = manager.table(table)  # read after the log: whatever it published, this is newer
-        check_log(state, log)
-        check_owner(manager, state, log)
+        if repair:
+            check_log(state, log, foreign_too=False)
+        else:
+            check_log(state, log)
+            check_owner(manager, state, log)
         try:
-            return _publish(manager, table, log, state, dry_run)
+            return _publish(manager, table, log, state, dry_run, repair)
         except MirrorConflict:
             continue  # another publisher's commit landed: read both again
     raise ContentionError(table, SYNC_ATTEMPTS, 0.0, doing="publishing to the Delta mirror")
 
 
-def check_log(state: TableState, log: DeltaLog) -> None:
+def check_log(state: TableState, log: DeltaLog, *, foreign_too: bool = True) -> None:
     """Refuse a table without a mirror, or a log another writer changed."""
     name = state.config.name
     if state.config.mirror is None:
@@ -86,14 +92,14 @@ def check_log(state: TableState, log: DeltaLog) -> None:
             table=name,
             remedy=f"enable one with: lineage mirror enable {name}",
         )
-    foreign = log.foreign()
+    foreign = log.foreign() if foreign_too else None
     if foreign is not None:
         raise MirrorRefusedError(
             f"the Delta log of table {name!r} has a commit another writer made: version "
             f"{foreign.delta_version} ({foreign.operation or 'unknown operation'}); the mirror is "
             "written only by this tool (a VACUUM there deletes files retention still keeps for readers)",
             table=name,
-            remedy=f"rebuild the mirror: lineage mirror disable {name}, then lineage mirror enable {name}",
+            remedy=f"publish the table's current version over it: lineage mirror repair {name}",
         )
 
 
@@ -115,16 +121,15 @@ def check_owner(manager: LineageManager, state: TableState, log: DeltaLog) -> No
             f"publishes version {published} (commit {newest.commit_id if newest else '?'}), which "
             f"this table's history does not have (the table is at version {state.version})",
             table=name,
-            remedy=f"remove it and publish again: lineage mirror disable {name}, then lineage mirror "
-            f"enable {name}",
+            remedy=f"publish this table's current version over it: lineage mirror repair {name}",
         )
 
 
 def _publish(
-    manager: LineageManager, table: str, log: DeltaLog, state: TableState, dry_run: bool
+    manager: LineageManager, table: str, log: DeltaLog, state: TableState, dry_run: bool, repair: bool = False
 ) -> SyncReport:
     shown = log.shown
-    if shown.version is None:
+    if shown.version is None or repair:
         versions = [state.version]
     else:
         versions = [v for v in manager.store.versions(table) if shown.lineage_version < v <= state.version]
@@ -140,6 +145,7 @@ def _publish(
         record = records.get(version)
         if (
             shown.version is not None
+            and not repair
             and record is not None
             and shows_nothing_new(record.operation, record.entry_id)
         ):
@@ -163,7 +169,20 @@ def _publish(
                     table=table,
                 )
             fields, delta_schema = encode_fields(schema)
+            replaced_at = then.config.schema_replaced_at
+            if (
+                version != state.version
+                and shown.version is not None
+                and not (replaced_at is not None and version >= replaced_at)
+            ):
+                # A past version is read with the table's current columns (its
+                # record keeps no schema of its own): columns added since are
+                # published with the newest version, not with this one. (From a
+                # schema replacement on, every file has the new columns.)
+                fields, delta_schema = shown.fields, log.schema()
             step = plan_step(shown, then, schema, fields, records.get(version))
+            if step is None and repair:  # the newest commit must be ours: one with nothing else
+                step = Step(version, (), (), schema, fields, Columns.SAME, records.get(version))
             if step is None:
                 unchanged.append(version)
                 continue
@@ -257,8 +276,8 @@ def status(manager: LineageManager, table: str, *, check_files: bool = False) ->
         if missing:
             problem = (
                 f"{len(missing)} file(s) the mirror's Delta version {log.shown.version} references are "
-                f"missing (first: {missing[0]}): engines reading it fail; was the mirror vacuumed? Rebuild "
-                f"it: lineage mirror disable {table}, then lineage mirror enable {table}"
+                f"missing (first: {missing[0]}): engines reading it fail. Files were deleted outside "
+                "retention (a VACUUM?); what the table still shows of them is lost to every reader"
             )
     return Status(
         table,

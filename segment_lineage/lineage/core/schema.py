@@ -328,11 +328,15 @@ def _resolve(
         added = ", ".join(f"{f.name} ({f.type})" for f in diff.added[:8])
         more = f" and {len(diff.added) - 8} more" if len(diff.added) > 8 else ""
         return (*after, *diff.added), f"schema evolved: added {added}{more}" + (f"; {note}" if note else "")
-    hint = (
-        "push with --evolve-schema to add the new columns"
-        if diff.added and not diff.missing and not diff.changed
-        else "fix the input's columns, or replace the schema with a refresh push and --replace-schema"
-    )
+    if diff.added and not diff.missing and not diff.changed:
+        hint = "push with --evolve-schema to add the new columns"
+    elif diff.missing and not diff.changed and not diff.added:
+        hint = (
+            "add the missing columns to the input (as nulls, where it has no values); only a refresh "
+            "push, which replaces every segment, may replace the schema (--replace-schema)"
+        )
+    else:
+        hint = "fix the input's columns, or replace the schema with a refresh push and --replace-schema"
     raise SchemaMismatchError(
         f"the input does not fit table {table!r}: {diff.describe()}",
         table=table,

@@ -39,7 +39,7 @@ def table_view(state: TableState) -> dict[str, Any]:
         "time_granularity": None if c.time_granularity is None else c.time_granularity.value,
         "schema": None if c.schema is None else render(c.schema),
         "mirror": None if c.mirror is None else c.mirror.value,
-        "mirror_retention": None if c.mirror is None else format_period(c.mirror_window_ms),
+        "mirror_retention": format_period(c.mirror_window_ms),
         "version": state.version,
         "segments_registered": len(state.segments),
         "segments_visible": len(visible),
