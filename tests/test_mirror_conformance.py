@@ -30,6 +30,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.mirror.hook import publish_after
 from segment_lineage.mirror.publisher import mirror_commits, status
 from segment_lineage.retention.executor import PassOptions, run_table
+from tests.helpers.delta_reads import read_delta
 
 pytestmark = [pytest.mark.zk, pytest.mark.slow]
 
@@ -95,9 +96,7 @@ class Engines:
         return rows_of(data)
 
     def delta_rs(self, delta_version: int) -> pa.Table:
-        from deltalake import DeltaTable
-
-        return DeltaTable(self.root, version=delta_version).to_pyarrow_table()
+        return read_delta(self.root, delta_version)  # deltalake, in a worker (tests/helpers/delta_reads.py)
 
     def polars(self, delta_version: int) -> pa.Table:
         import polars as pl

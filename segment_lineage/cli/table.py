@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from segment_lineage.cli.context import emit, manager
-from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
 from segment_lineage.lineage.core.model import SettingsChange, TableConfig
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.views import iso, render_pairs, table_view
@@ -245,10 +245,13 @@ def table_drop(
 ) -> None:
     """Drop a table's metadata (refused while it has segments, unless --force)."""
     with manager() as m:
-        config = m.table(check_table_name(name)).config
+        try:
+            config = m.table(check_table_name(name)).config
+        except LineageError:
+            config = None  # an unreadable table is dropped all the same (its mirror, if any, stays)
         m.drop_table(name, force=force, reason=reason)
         removed = False
-        if config.mirror is not None:  # engines would read the dropped table as current
+        if config is not None and config.mirror is not None:  # engines would read the dropped table
             from segment_lineage.mirror.delta import DeltaLog
 
             removed = DeltaLog(config.root).remove()

@@ -1,0 +1,32 @@
+"""deltalake's reads, in a process of their own.
+
+deltalake 1.6.6 reading data (``to_pyarrow_table``, ``to_pyarrow_dataset``)
+leaves threads behind that make about one interpreter exit in four abort
+(``terminate called without an active exception``, exit 134), whatever the
+table. The tests read through it in one worker process, so a test session's
+own exit status stays its verdict. The project itself only reads and writes
+the log through deltalake, which does not abort."""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+
+_POOL: list[ProcessPoolExecutor] = []  # the one worker, made on first use
+
+
+def _read(root: str, version: int | None) -> pa.Table:
+    from deltalake import DeltaTable
+
+    return DeltaTable(root, version=version).to_pyarrow_table()
+
+
+def read_delta(root: str, version: int | None = None) -> pa.Table:
+    """``DeltaTable(root, version=version).to_pyarrow_table()``, in the worker."""
+    if not _POOL:
+        _POOL.append(ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")))
+    result: Any = _POOL[0].submit(_read, root, version).result(timeout=120)
+    return result
