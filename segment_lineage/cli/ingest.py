@@ -250,14 +250,7 @@ def _check_parquet_schema(
         return  # a glob, or unreadable: Spark says what is wrong with it
     check_same_columns(dataset, input_path)
     state = m.table(table)
-    plan_schema(
-        state.config.schema,
-        schema_of(columns),
-        policy,
-        table,
-        full_refresh=mode is PushMode.REFRESH,
-        mirrored=state.config.mirror is not None,
-    )
+    plan_schema(state.config, schema_of(columns), policy, full_refresh=mode is PushMode.REFRESH)
 
 
 def _check_local_input(input_path: str) -> None:

@@ -96,35 +96,31 @@ def sync_command(
     right after its commit; this catches up after a failure), then remove log
     files no version within the mirror's retention needs."""
     from segment_lineage.mirror.errors import MirrorError
-    from segment_lineage.mirror.publisher import clean_log, sync
+    from segment_lineage.mirror.publisher import mirrored_tables, sync_many
 
     if bool(tables) == all_tables:
         raise InvalidInputError("name the tables to publish, or give --all")
     with manager() as m:
         m.after_commit = None
-        names = [t for t in m.list_tables() if m.table(t).config.mirror is not None] if all_tables else tables
-        reports: list[dict[str, Any]] = []
-        lines: list[str] = []
-        failed: list[str] = []
-        for name in names or []:  # one table failing does not stop the others
-            try:
-                report = sync(m, check_table_name(name), dry_run=dry_run)
-            except LineageError as exc:
-                if len(names or []) == 1:
-                    raise  # one table: its own error, and what to do about it
-                failed.append(name)
-                reports.append({"table": name, "error": exc.message})
-                lines.append(f"{name}: failed: {exc.message}")
-                continue
-            if not dry_run:
-                cleaned = clean_log(m, name)
-                if cleaned:
-                    lines.append(f"{name}: removed {cleaned} log file(s) older than the mirror's retention")
-            reports.append(_report(report))
-            lines.append(report.line())
+        names = mirrored_tables(m) if all_tables else [check_table_name(t) for t in tables or []]
+        results = sync_many(m, names, dry_run=dry_run, clean=True)
+    failed = [(name, result) for name, result in results if isinstance(result, LineageError)]
+    if len(names) == 1 and failed:
+        raise failed[0][1]  # one table: its own error, and what to do about it
+    reports: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for name, result in results:
+        if isinstance(result, LineageError):
+            reports.append({"table": name, "error": result.message})
+            lines.append(f"{name}: failed: {result.message}")
+            continue
+        if result.cleaned:
+            lines.append(f"{name}: removed {result.cleaned} log file(s) older than the mirror's retention")
+        reports.append(_report(result))
+        lines.append(result.line())
     emit(reports, "\n".join(lines) or "(no mirrored tables)")
     if failed:
-        raise MirrorError(f"publishing failed for {len(failed)} table(s): {', '.join(failed)}")
+        raise MirrorError(f"publishing failed for {len(failed)} table(s): {', '.join(n for n, _ in failed)}")
 
 
 @mirror_app.command("repair")

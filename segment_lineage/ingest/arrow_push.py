@@ -106,12 +106,7 @@ def push_arrow(
         parts = split_by_chunk(parts, time_column, time_unit, granularity)
     policy = SchemaPolicy.parse(schema_policy)
     written_columns = plan_schema(
-        state.config.schema,
-        given,
-        policy,
-        table,
-        full_refresh=PushMode.parse(mode) is PushMode.REFRESH,
-        mirrored=state.config.mirror is not None,
+        state.config, given, policy, full_refresh=PushMode.parse(mode) is PushMode.REFRESH
     )
     parts = [conform(part, written_columns) for part in parts]
     if dry_run:

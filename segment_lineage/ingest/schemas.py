@@ -8,6 +8,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.core.schema import (
     DataType,
     Field,
@@ -136,20 +137,15 @@ def arrow_schema(schema: Schema) -> pa.Schema:
     return pa.schema([pa.field(f.name, to_arrow(f.type)) for f in schema])
 
 
-def plan_schema(
-    recorded: Schema | None,
-    given: Schema,
-    policy: SchemaPolicy,
-    table: str,
-    *,
-    full_refresh: bool,
-    mirrored: bool = False,
-) -> Schema:
-    """The columns a push writes (``given``, narrower integers and floats
-    widened to the recorded types), once they were found to fit the table
-    under ``policy``: SchemaMismatchError before anything is written if they
-    do not. The commit checks again, on the state it commits to."""
-    resolve(recorded, given, policy, table, full_refresh=full_refresh, mirrored=mirrored)
+def plan_schema(config: TableConfig, given: Schema, policy: SchemaPolicy, *, full_refresh: bool) -> Schema:
+    """The columns a push into the table of ``config`` writes (``given``,
+    narrower integers and floats widened to the recorded types), once they
+    were found to fit it under ``policy`` (and its mirror, if it has one):
+    SchemaMismatchError before anything is written if they do not. The
+    commit checks again, on the state it commits to."""
+    recorded = config.schema
+    mirrored = config.mirror is not None
+    resolve(recorded, given, policy, config.name, full_refresh=full_refresh, mirrored=mirrored)
     return written_schema(recorded, given)
 
 

@@ -378,14 +378,7 @@ def push_dataframe(
     state = manager.table(table)
     mode = PushMode.parse(mode)
     policy = SchemaPolicy.parse(schema_policy)
-    columns = plan_schema(
-        state.config.schema,
-        frame_schema(df),
-        policy,
-        table,
-        full_refresh=mode is PushMode.REFRESH,
-        mirrored=state.config.mirror is not None,
-    )
+    columns = plan_schema(state.config, frame_schema(df), policy, full_refresh=mode is PushMode.REFRESH)
     df = conform_frame(df, columns)
     time_column = state.config.time_column
     time_unit: TimeUnit | None = None

@@ -51,9 +51,9 @@ class Commit:
     commit_id: str | None = None  # the lineage commit it publishes
 
 
-def location(root: str) -> tuple[str, dict[str, str]]:
+def location(store: DeepStore) -> tuple[str, dict[str, str]]:
     """The URI deltalake opens for a table root, and its storage options."""
-    store = DeepStore.for_root(root)
+    root = store.root
     if "%" in store.base:
         raise MirrorRefusedError(
             f"a Delta mirror cannot live under {root!r}: Delta reads '%' in a table's path as an escape",
@@ -105,8 +105,8 @@ class DeltaLog:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        self.uri, self.options = location(root)
         self.store = DeepStore.for_root(root)
+        self.uri, self.options = location(self.store)
         self._table: Any = None
         self.shown = Shown(None, 0, frozenset(), ())
         self.newest: Commit | None = None

@@ -17,9 +17,12 @@ mirror's history starts when it was enabled.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from segment_lineage.lineage.core.errors import ContentionError, VersionGoneError
+from segment_lineage.lineage.core.errors import ContentionError, LineageError, VersionGoneError
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import HistoryRecord, TableState
 from segment_lineage.lineage.core.periods import format_period
@@ -44,6 +47,7 @@ class SyncReport:
     delta_version: int | None = None
     waiting: str | None = None  # why nothing could be published yet
     pending: tuple[tuple[int, int], ...] = field(default=())  # dry run: (version, its commit time)
+    cleaned: int = 0  # log files removed after publishing (``clean``)
 
     def line(self) -> str:
         if self.waiting is not None:
@@ -59,13 +63,17 @@ class SyncReport:
         return f"{self.table}: published {pairs}"
 
 
-def sync(manager: LineageManager, table: str, *, dry_run: bool = False, repair: bool = False) -> SyncReport:
+def sync(
+    manager: LineageManager, table: str, *, dry_run: bool = False, repair: bool = False, clean: bool = False
+) -> SyncReport:
     """Publish every retained version after the newest published one; with
     ``dry_run``, only say which would be. MirrorRefusedError when the table
     has no mirror or another writer changed its log. With ``repair`` (a log
     another writer committed to, or another table left), the current
     version is published on top of the log as it stands: its version
-    numbers go on, and what the other writer added or removed is undone."""
+    numbers go on, and what the other writer added or removed is undone.
+    With ``clean``, the log's files no version within the mirror's retention
+    needs are removed afterwards (:meth:`DeltaLog.clean`), on the log read."""
     root = manager.table(table).config.root
     for _ in range(SYNC_ATTEMPTS):
         log = DeltaLog.open(root)
@@ -77,9 +85,13 @@ def sync(manager: LineageManager, table: str, *, dry_run: bool = False, repair: 
             check_log(state, log)
             check_owner(manager, state, log)
         try:
-            return _publish(manager, table, log, state, dry_run, repair)
+            report = _publish(manager, table, log, state, dry_run, repair)
         except MirrorConflict:
             continue  # another publisher's commit landed: read both again
+        if clean and not dry_run:
+            horizon = manager.store.now_ms() - state.config.mirror_window_ms
+            report = dataclasses.replace(report, cleaned=log.clean(horizon))
+        return report
     raise ContentionError(table, SYNC_ATTEMPTS, 0.0, doing="publishing to the Delta mirror")
 
 
@@ -294,6 +306,38 @@ def status(manager: LineageManager, table: str, *, check_files: bool = False) ->
     )
 
 
+def mirrored_tables(manager: LineageManager, tables: list[str] | None = None) -> list[str]:
+    """Of ``tables`` (default: every table), those with a mirror; a table
+    whose metadata cannot be read is left out (retention reports it)."""
+    out = []
+    for table in manager.list_tables() if tables is None else tables:
+        with contextlib.suppress(LineageError):
+            if manager.table(table).config.mirror is not None:
+                out.append(table)
+    return out
+
+
+def sync_many(
+    manager: LineageManager,
+    tables: list[str],
+    *,
+    dry_run: bool = False,
+    clean: bool = False,
+    stopping: Callable[[], bool] = lambda: False,
+) -> list[tuple[str, SyncReport | LineageError]]:
+    """Each table synced in turn: a table's failure is its result, and the
+    others go on (until ``stopping``)."""
+    out: list[tuple[str, SyncReport | LineageError]] = []
+    for table in tables:
+        if stopping():
+            break
+        try:
+            out.append((table, sync(manager, table, dry_run=dry_run, clean=clean)))
+        except LineageError as exc:
+            out.append((table, exc))
+    return out
+
+
 def clean_log(manager: LineageManager, table: str) -> int:
     """Delete the mirror log's files no version engines may still read
     needs (:meth:`DeltaLog.clean`, measured on ZooKeeper's clock); how many."""
@@ -324,7 +368,7 @@ def published_as(commits: list[Commit]) -> dict[int, int]:
 def check_root(root: str, *, fresh: bool = False) -> None:
     """MirrorRefusedError for a root the mirror cannot live under; with
     ``fresh`` (a new table), for one that already holds a Delta log."""
-    location(root)
+    location(DeepStore.for_root(root))
     if fresh and DeltaLog.open(root).exists():
         raise MirrorRefusedError(
             f"a Delta log is already under {root!r}: a new table's mirror would take it for its own",

@@ -192,6 +192,7 @@ class Daemon:
         self._lock = threading.Lock()
         self._clock = clock
         self._wall = wall
+        self._lagging: set[str] = set()  # tables the mirror lag gauges name
 
     def clock(self) -> float:
         """The pass clock: the one given, else ``time.monotonic`` looked up
@@ -258,41 +259,32 @@ class Daemon:
         leader, after each pass: a commit publishes right after itself, best
         effort; this catches up whatever that missed), and set the lag
         gauges to what is left. Never raises."""
-        from segment_lineage.mirror.publisher import clean_log, status, sync
+        from segment_lineage.mirror.publisher import mirrored_tables, status, sync_many
 
         try:
-            tables = self.tables or self.manager.list_tables()
+            tables = mirrored_tables(self.manager, self.tables)
         except LineageError as exc:
             log.warning("mirror publish skipped: %s", exc.message)
             return
-        for table in tables:
-            if self._stopping.is_set():
-                return
-            try:
-                if self.manager.table(table).config.mirror is None:
-                    self._forget_lag(table)
-                    continue
-                report = sync(self.manager, table)
-                if report.published:
-                    log.info("mirror: %s", report.line())
-                cleaned = clean_log(self.manager, table)
-                if cleaned:
-                    log.info("mirror of %s: %d old log file(s) removed", table, cleaned)
-            except LineageError as exc:
+        for gone in self._lagging - set(tables):  # no gauges for a table without a mirror (any more)
+            for gauge in (self.metrics.mirror_lag_versions, self.metrics.mirror_lag_seconds):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(gone)
+        self._lagging = set(tables)
+        for table, result in sync_many(self.manager, tables, clean=True, stopping=self._stopping.is_set):
+            behind, lag_ms = 0, 0  # published up to the head the sync read
+            if isinstance(result, LineageError):
                 self.metrics.mirror_failures.inc()
-                log.warning("mirror of %s: publish failed: %s", table, exc.message)
-            try:
-                found = status(self.manager, table)
-            except LineageError:
-                continue
-            self.metrics.mirror_lag_versions.labels(table).set(len(found.behind))
-            self.metrics.mirror_lag_seconds.labels(table).set(found.lag_ms / 1000)
-
-    def _forget_lag(self, table: str) -> None:
-        """No lag gauges for a table without a mirror (any more)."""
-        for gauge in (self.metrics.mirror_lag_versions, self.metrics.mirror_lag_seconds):
-            with contextlib.suppress(KeyError):
-                gauge.remove(table)
+                log.warning("mirror of %s: publish failed: %s", table, result.message)
+                try:
+                    found = status(self.manager, table)
+                except LineageError:
+                    continue
+                behind, lag_ms = len(found.behind), found.lag_ms
+            elif result.published or result.cleaned:
+                log.info("mirror: %s; %d old log file(s) removed", result.line(), result.cleaned)
+            self.metrics.mirror_lag_versions.labels(table).set(behind)
+            self.metrics.mirror_lag_seconds.labels(table).set(lag_ms / 1000)
 
     def _record_failure(self, error: str) -> None:
         self.metrics.failures.inc()
