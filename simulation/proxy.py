@@ -32,6 +32,7 @@ class Session:
     owners: set[tuple[str, str]] = field(default_factory=set)
     leases: dict[str, Lease] = field(default_factory=dict)
     passes: set[str] = field(default_factory=set)
+    mirrors: set[str] = field(default_factory=set)  # tables whose mirror it holds
     members: set[tuple[str, str]] = field(default_factory=set)  # (role, member) of elections
     tickets: set[tuple[str, str]] = field(default_factory=set)  # (table, ticket) in commit queues
     alive: bool = True
@@ -42,6 +43,7 @@ class Sessions:
     """The sessions of one run; which one holds each table's retention pass."""
 
     passes: dict[str, Session] = field(default_factory=dict)
+    mirrors: dict[str, Session] = field(default_factory=dict)  # table -> who holds its mirror
     count: int = 0
     pins: dict[tuple[str, int], str] = field(default_factory=dict)  # (table, version) -> "current"/"as-of"
     members: dict[str, Session] = field(default_factory=dict)  # election member -> its session
@@ -99,6 +101,9 @@ class StoreProxy:
         for table in old.passes:
             if self._sessions.passes.get(table) is old:
                 del self._sessions.passes[table]
+        for table in old.mirrors:
+            if self._sessions.mirrors.get(table) is old:
+                del self._sessions.mirrors[table]
         self.session = self._sessions.new()
 
     def crash(self) -> None:
@@ -213,6 +218,28 @@ class StoreProxy:
         if self._sessions.passes.get(table) is self.session:
             del self._sessions.passes[table]
         self.session.passes.discard(table)
+
+    def _mem_hold_mirror(self, _fn: Callable[..., Any], table: str) -> None:
+        self.inner.read(table)
+        holder = self._sessions.mirrors.get(table)
+        if holder is not None or table in self.session.mirrors:
+            raise lineage_errors.MirrorHeldError(table)
+        self._sessions.mirrors[table] = self.session
+        self.session.mirrors.add(table)
+
+    def _mem_holds_mirror(self, _fn: Callable[..., Any], table: str) -> bool:
+        return self._sessions.mirrors.get(table) is self.session
+
+    def _mem_release_mirror(self, _fn: Callable[..., Any], table: str) -> None:
+        if self._sessions.mirrors.get(table) is self.session:
+            del self._sessions.mirrors[table]
+        self.session.mirrors.discard(table)
+
+    def _mem_drop_table(self, fn: Callable[..., Any], table: str, *args: Any, **kwargs: Any) -> None:
+        fn(table, *args, **kwargs)
+        holder = self._sessions.mirrors.pop(table, None)  # on ZooKeeper the hold's node goes with the table
+        if holder is not None:
+            holder.mirrors.discard(table)
 
     def _mem_connected(self, _fn: Callable[..., Any]) -> bool:
         return not self.dead

@@ -17,6 +17,7 @@ from segment_lineage.lineage.core.errors import (
     ConflictError,
     EntryNotFoundError,
     InvalidInputError,
+    MirrorHeldError,
     RefusedError,
     SegmentNotFoundError,
     StoreUnavailableError,
@@ -595,6 +596,24 @@ def test_leases_pin_a_version_until_released(manager: LineageManager, table: str
     assert [(i.lease_id, i.version) for i in infos] == [(lease.lease_id, lease.state.version)]
     manager.store.release(lease)
     assert manager.store.leases(T) == []
+
+
+def test_a_mirror_hold_is_one_holders_until_released_and_goes_with_the_table(
+    manager: LineageManager, table: str
+) -> None:
+    store = manager.store
+    with pytest.raises(TableNotFoundError):
+        store.hold_mirror("nope")
+    store.hold_mirror(T)
+    assert store.holds_mirror(T)
+    with pytest.raises(MirrorHeldError):
+        store.hold_mirror(T)  # held: not again, not even by its own holder
+    store.release_mirror(T)
+    assert not store.holds_mirror(T)
+    store.hold_mirror(T)
+    manager.drop_table(T, force=True)
+    assert not store.holds_mirror(T)  # dropped with the table
+    store.release_mirror(T)  # and releasing what is gone is no error
 
 
 def test_queue_files_refuses_registered_segments(manager: LineageManager, table: str) -> None:

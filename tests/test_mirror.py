@@ -467,6 +467,10 @@ def test_a_log_left_by_another_table_is_never_taken_as_this_ones(
     assert code == 1 and "was not written for this table" in err and "lineage mirror repair ev" in err
     assert run(zk_hosts, "mirror", "repair", "ev")[0] == 0
     assert duck_rows(root) == [(50,)]
+    code, out, _ = run(zk_hosts, "--json", "mirror", "versions", "ev")
+    shown = [(v["lineage_version"], "another table's" in v["operation"]) for v in json.loads(out)]
+    assert shown[:3] == [(None, True)] * 3  # the dropped table's versions are not this table's
+    assert shown[3][0] is not None and not shown[3][1]
     assert run(zk_hosts, "mirror", "sync", "ev")[0] == 0
 
 

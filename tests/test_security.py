@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
@@ -79,8 +80,9 @@ def secured(zk_hosts: str, tmp_path: Path) -> Iterator[str]:
     args = ["--pusher", digests["pusher"], "--retention", digests["retention"], "--reader", digests["reader"]]
     code, out, err = cli(zk_hosts, IDENTITIES[ADMIN_ROLE], "acl", "apply", *args)
     assert code == 0, err
-    # the table's owners, its pusher's and its reader's own folders, leaders, leaders/retention
-    assert "5 folder(s) created" in out
+    # the table's owners, its pusher's owners and leases, its reader's and
+    # retention's leases, leaders, leaders/retention
+    assert "7 folder(s) created" in out
     return zk_hosts
 
 
@@ -180,6 +182,36 @@ def test_each_role_does_its_work_and_nothing_else(secured: str, tmp_path: Path) 
     assert content(LineageManager(store_as(zk, IDENTITIES["admin"]))) == ["new"] * 4
 
 
+def test_a_pusher_publishes_to_the_mirror_after_its_push_once_the_folder_is_there(
+    secured: str, tmp_path: Path
+) -> None:
+    """The mirror lock's folder: made with the table, or by ``acl apply`` for
+    a table made before it; a pusher's publish after its push holds it."""
+    zk = secured
+    data = tmp_path / "in.parquet"
+    pa.parquet.write_table(rows("a", 2), data)
+    code, _, err = cli(zk, IDENTITIES["pusher"], "push", T, "--input", str(data))
+    assert code == 0, err
+    code, out, err = cli(zk, IDENTITIES["admin"], "mirror", "enable", T)
+    assert code == 0 and "as Delta 0" in out, err
+    admin = store_as(zk, IDENTITIES["admin"])
+    try:
+        admin.client.delete(f"{ROOT}/tables/{T}/mirror")  # as tables made before the folder existed
+    finally:
+        admin.close()
+    code, _, err = cli(zk, IDENTITIES["pusher"], "push", T, "--input", str(data))
+    assert code == 0 and "was not updated" in err and "lineage acl apply" in err, err  # the push stands
+    args = ["--pusher", ident("pusher"), "--retention", ident("retention"), "--reader", ident("reader")]
+    code, out, err = cli(zk, IDENTITIES["admin"], "acl", "apply", *args)
+    assert code == 0 and "1 folder(s) created" in out, err
+    code, _, err = cli(zk, IDENTITIES["pusher"], "push", T, "--input", str(data))
+    assert code == 0 and "warning" not in err, err
+    code, out, err = cli(zk, IDENTITIES["reader"], "--json", "mirror", "status", T)
+    assert code == 0 and json.loads(out)["behind_versions"] == 0, err
+    code, out, err = cli(zk, IDENTITIES["retention"], "mirror", "sync", T)
+    assert code == 0 and "up to date" in out, err
+
+
 def seg(name: str) -> Segment:
     return Segment(name, f"{name}.parquet", rows=1)
 
@@ -242,6 +274,8 @@ def test_every_place_is_known_and_no_role_deletes_what_it_does_not_own() -> None
         "/tables/events/leases/lease-0000000001/x": None,
         "/tables/events/passes": Place.RETENTION_HOLDS,
         "/tables/events/passes/lock": Place.RETENTION_HOLD,
+        "/tables/events/mirror": Place.MIRROR_HOLDS,
+        "/tables/events/mirror/lock": Place.MIRROR_HOLD,
         "/tables/events/queue": Place.QUEUE,
         "/tables/events/queue/t-0000000001": Place.TICKET,
         "/leaders/retention": Place.ELECTION,
@@ -264,6 +298,11 @@ def test_every_place_is_known_and_no_role_deletes_what_it_does_not_own() -> None
         # whose ticket another deletes only takes a new one (liveness, as the floor).
         (Place.QUEUE, "pusher"),
         (Place.QUEUE, "retention"),
+        # Both publish to a table's mirror after their commits, one at a time.
+        # A hold another deletes only stops that publish before its next
+        # commit (a publisher asks for its hold first): nothing is lost.
+        (Place.MIRROR_HOLDS, "pusher"),
+        (Place.MIRROR_HOLDS, "retention"),
     }
     # A pusher's claims and a reader's leases: only in the folder of that one identity.
     policy = AclPolicy.build([ident(ADMIN_ROLE)], [ident("pusher")], [ident("retention")], [ident("reader")])

@@ -8,7 +8,6 @@ import typer
 
 from segment_lineage.cli.context import emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
-from segment_lineage.lineage.core.model import MirrorFormat, SettingsChange
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.views import iso, render_pairs, render_table
 
@@ -33,32 +32,13 @@ def enable(
 ) -> None:
     """Start publishing the table: its current version becomes the mirror's
     first, and every later version is published as it commits."""
-    from segment_lineage.mirror.delta import DeltaLog
-    from segment_lineage.mirror.errors import MirrorRefusedError
-    from segment_lineage.mirror.publisher import check_root, sync
+    from segment_lineage.mirror.admin import enable as enable_mirror
 
     check_table_name(table)
     with manager() as m:
         m.after_commit = None  # published below, where a failure is an error
-        config = m.table(table).config
-        check_root(config.root)
-        if config.mirror is None and DeltaLog.open(config.root).exists():
-            raise MirrorRefusedError(
-                f"a Delta log from an earlier mirror remains under the root of table {table!r}",
-                table=table,
-                remedy=f"remove it with: lineage mirror disable {table}",
-            )
-        change = SettingsChange(mirror=MirrorFormat.DELTA.value, mirror_retention=retention)
-        done = m.alter_table(table, change, reason)
-        try:
-            report = sync(m, table)
-        except LineageError:
-            # Nothing published: the table goes back to no mirror (when this
-            # command turned it on), and a log this command began goes too.
-            if config.mirror is None and done.applied:
-                m.alter_table(table, SettingsChange(mirror="none"), "mirror enable failed")
-                DeltaLog(config.root).remove()
-            raise
+        enabled = enable_mirror(m, table, retention, reason)
+    done, report = enabled.done, enabled.report
     changed = done.change.detail.settings if done.applied and done.change.detail is not None else None
     said = f"mirror of {table} enabled (delta)" + (f": {changed}" if changed else "")
     emit({**_report(report), "changed": changed}, f"{said}\n{report.line()}")
@@ -71,15 +51,12 @@ def disable(
 ) -> None:
     """Stop publishing the table and remove its Delta log (engines then find no
     table there, rather than a stale one). The segments' files stay."""
-    from segment_lineage.mirror.delta import DeltaLog
+    from segment_lineage.mirror.admin import disable as disable_mirror
 
     check_table_name(table)
     with manager() as m:
         m.after_commit = None
-        config = m.table(table).config
-        if config.mirror is not None:
-            m.alter_table(table, SettingsChange(mirror="none"), reason)
-        removed = DeltaLog(config.root).remove()
+        removed = disable_mirror(m, table, reason)
     word = "removed its Delta log" if removed else "no Delta log was there"
     emit({"table": table, "log_removed": removed}, f"mirror of {table} disabled; {word}")
 
@@ -103,9 +80,9 @@ def sync_command(
     with manager() as m:
         m.after_commit = None
         names = mirrored_tables(m) if all_tables else [check_table_name(t) for t in tables or []]
-        results = sync_many(m, names, dry_run=dry_run, clean=True)
+        results = sync_many(m, names, listed=all_tables, dry_run=dry_run, clean=True)
     failed = [(name, result) for name, result in results if isinstance(result, LineageError)]
-    if len(names) == 1 and failed:
+    if not all_tables and len(names) == 1 and failed:
         raise failed[0][1]  # one table: its own error, and what to do about it
     reports: list[dict[str, Any]] = []
     lines: list[str] = []

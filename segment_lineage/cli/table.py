@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from segment_lineage.cli.context import emit, manager
-from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
+from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.model import SettingsChange, TableConfig
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.views import iso, render_pairs, table_view
@@ -244,16 +244,9 @@ def table_drop(
     reason: Annotated[str | None, typer.Option("--reason")] = None,
 ) -> None:
     """Drop a table's metadata (refused while it has segments, unless --force)."""
-    with manager() as m:
-        try:
-            config = m.table(check_table_name(name)).config
-        except LineageError:
-            config = None  # an unreadable table is dropped all the same (its mirror, if any, stays)
-        m.drop_table(name, force=force, reason=reason)
-        removed = False
-        if config is not None and config.mirror is not None:  # engines would read the dropped table
-            from segment_lineage.mirror.delta import DeltaLog
+    from segment_lineage.mirror.admin import drop_table
 
-            removed = DeltaLog(config.root).remove()
+    with manager() as m:
+        removed = drop_table(m, check_table_name(name), force=force, reason=reason)
     word = "; removed its Delta mirror's log" if removed else ""
     emit({"dropped": name, "mirror_log_removed": removed}, f"dropped table {name}{word}")

@@ -13,19 +13,36 @@ transaction: nothing is published twice.
 
 With no log yet, the first sync publishes the current version only: the
 mirror's history starts when it was enabled.
+
+A sync holds the table's mirror (:func:`held`, an ephemeral node in
+ZooKeeper) from its read of the log to its last commit, and so do the drop
+and the disable that remove the log (:mod:`segment_lineage.mirror.admin`):
+a publish under way when the table is dropped finishes before its log is
+removed, and never lands in the log of a table created at the root after
+it. Before each commit and after it, the sync asks ZooKeeper whether it
+still holds the mirror (a session that lapsed lost it): a publisher paused
+past its session commits nothing, or says that what it committed may have
+landed in a log another process changed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from segment_lineage.lineage.core.errors import ContentionError, LineageError, VersionGoneError
+from segment_lineage.lineage.core.errors import (
+    ContentionError,
+    LineageError,
+    MirrorHeldError,
+    TableNotFoundError,
+    VersionGoneError,
+)
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import HistoryRecord, TableState
 from segment_lineage.lineage.core.periods import format_period
+from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import Commit, DeltaLog, MirrorConflict, encode_fields, location
@@ -63,6 +80,27 @@ class SyncReport:
         return f"{self.table}: published {pairs}"
 
 
+@contextlib.contextmanager
+def held(manager: LineageManager, table: str) -> Iterator[None]:
+    """Hold ``table``'s mirror for the block: wait while another process
+    holds it (bounded by the manager's retry policy; then MirrorHeldError).
+    TableNotFoundError for a table that is not there."""
+    attempts = Attempts(manager.retry)
+    while True:
+        try:
+            manager.store.hold_mirror(table)
+            break
+        except MirrorHeldError:
+            if not attempts.next():
+                raise
+            attempts.backoff()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(LineageError):  # it goes with the session anyway
+            manager.store.release_mirror(table)
+
+
 def sync(
     manager: LineageManager, table: str, *, dry_run: bool = False, repair: bool = False, clean: bool = False
 ) -> SyncReport:
@@ -73,16 +111,31 @@ def sync(
     version is published on top of the log as it stands: its version
     numbers go on, and what the other writer added or removed is undone.
     With ``clean``, the log's files no version within the mirror's retention
-    needs are removed afterwards (:meth:`DeltaLog.clean`), on the log read."""
+    needs are removed afterwards (:meth:`DeltaLog.clean`), on the log read.
+    All but a dry run hold the table's mirror (:func:`held`) throughout."""
+    if dry_run:
+        return _attempts(manager, table, dry_run=True, repair=repair, clean=False)
+    with held(manager, table):
+        return sync_holding(manager, table, repair=repair, clean=clean)
+
+
+def sync_holding(
+    manager: LineageManager, table: str, *, repair: bool = False, clean: bool = False
+) -> SyncReport:
+    """:func:`sync`, by a caller that holds the table's mirror (:func:`held`)."""
+    return _attempts(manager, table, dry_run=False, repair=repair, clean=clean)
+
+
+def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: bool, clean: bool) -> SyncReport:
     root = manager.table(table).config.root
     for _ in range(SYNC_ATTEMPTS):
         log = DeltaLog.open(root)
         failpoint("mirror.after-log-read")
         state = manager.table(table)  # read after the log: whatever it published, this is newer
-        if repair:
-            check_log(state, log, foreign_too=False)
-        else:
-            check_log(state, log)
+        check_log(state, log, foreign_too=not repair)
+        if repair and log.foreign() is None and _owned(manager, state, log):
+            repair = False  # nothing to repair: a plain sync, and no empty commit
+        if not repair:
             check_owner(manager, state, log)
         try:
             report = _publish(manager, table, log, state, dry_run, repair)
@@ -90,9 +143,20 @@ def sync(
             continue  # another publisher's commit landed: read both again
         if clean and not dry_run:
             horizon = manager.store.now_ms() - state.config.mirror_window_ms
+            _still_held(manager, table, "removing old log files")
             report = dataclasses.replace(report, cleaned=log.clean(horizon))
         return report
     raise ContentionError(table, SYNC_ATTEMPTS, 0.0, doing="publishing to the Delta mirror")
+
+
+def _still_held(manager: LineageManager, table: str, doing: str) -> None:
+    """MirrorError unless this process still holds the table's mirror (its
+    ZooKeeper session lapsed: a drop or another publisher may have taken it)."""
+    if not manager.store.holds_mirror(table):
+        raise MirrorError(
+            f"the hold on the Delta mirror of table {table!r} lapsed (the ZooKeeper session ended) "
+            f"before {doing}; nothing more was written"
+        )
 
 
 def check_log(state: TableState, log: DeltaLog, *, foreign_too: bool = True) -> None:
@@ -115,19 +179,26 @@ def check_log(state: TableState, log: DeltaLog, *, foreign_too: bool = True) -> 
         )
 
 
+def _owned(manager: LineageManager, state: TableState, log: DeltaLog) -> bool:
+    """Whether this table wrote the log's newest commit (or there is no log):
+    it names no version the table has not reached, and the commit it names
+    is the one the table's history has at that version."""
+    newest = log.newest
+    if log.shown.lineage_version > state.version:
+        return False
+    if newest is not None and newest.commit_id is not None and newest.lineage_version:
+        record = _records(manager, state.config.name, [newest.lineage_version]).get(newest.lineage_version)
+        return record is None or record.commit_id == newest.commit_id
+    return True
+
+
 def check_owner(manager: LineageManager, state: TableState, log: DeltaLog) -> None:
-    """Refuse a log this table did not write: one that names a version the
-    table has not reached, or whose newest commit names another commit than
-    the table's history has at that version (a dropped table's log, under a
-    table created again at its root)."""
+    """Refuse a log this table did not write (:func:`_owned`): a dropped
+    table's log, under a table created again at its root."""
     name = state.config.name
     newest = log.newest
     published = log.shown.lineage_version
-    other = published > state.version
-    if not other and newest is not None and newest.commit_id is not None and newest.lineage_version:
-        record = _records(manager, name, [newest.lineage_version]).get(newest.lineage_version)
-        other = record is not None and record.commit_id != newest.commit_id
-    if other:
+    if not _owned(manager, state, log):
         raise MirrorRefusedError(
             f"the Delta log under the root of table {name!r} was not written for this table: it "
             f"publishes version {published} (commit {newest.commit_id if newest else '?'}), which "
@@ -204,8 +275,16 @@ def _publish(
                 shown = after(shown, step, (shown.version or 0) + 1)
                 continue
             failpoint("mirror.before-commit")
+            _still_held(manager, table, f"publishing version {version}")
             delta_version = log.commit(step, delta_schema, manager.store.now_ms())
             failpoint("mirror.after-commit")
+            if not manager.store.holds_mirror(table):
+                raise MirrorError(
+                    f"published version {version} of table {table!r} as Delta version {delta_version}, "
+                    "but the hold on its mirror lapsed meanwhile (the ZooKeeper session ended): "
+                    f"if the table was dropped or its mirror removed, that commit may be in a log "
+                    f"another process changed; check with: lineage mirror status {table}"
+                )
             shown = log.shown
             published.append((version, delta_version))
         finally:
@@ -321,18 +400,23 @@ def sync_many(
     manager: LineageManager,
     tables: list[str],
     *,
+    listed: bool = False,
     dry_run: bool = False,
     clean: bool = False,
     stopping: Callable[[], bool] = lambda: False,
 ) -> list[tuple[str, SyncReport | LineageError]]:
     """Each table synced in turn: a table's failure is its result, and the
-    others go on (until ``stopping``)."""
+    others go on (until ``stopping``). With ``listed`` (the tables were
+    listed, not named), a table dropped since is left out."""
     out: list[tuple[str, SyncReport | LineageError]] = []
     for table in tables:
         if stopping():
             break
         try:
             out.append((table, sync(manager, table, dry_run=dry_run, clean=clean)))
+        except TableNotFoundError as exc:
+            if not listed:
+                out.append((table, exc))
         except LineageError as exc:
             out.append((table, exc))
     return out
@@ -340,19 +424,39 @@ def sync_many(
 
 def clean_log(manager: LineageManager, table: str) -> int:
     """Delete the mirror log's files no version engines may still read
-    needs (:meth:`DeltaLog.clean`, measured on ZooKeeper's clock); how many."""
-    config = manager.table(table).config
-    if config.mirror is None:
-        return 0
-    log = DeltaLog.open(config.root)
-    return log.clean(manager.store.now_ms() - config.mirror_window_ms)
+    needs (:meth:`DeltaLog.clean`, measured on ZooKeeper's clock), holding
+    the table's mirror; how many."""
+    with held(manager, table):
+        config = manager.table(table).config
+        if config.mirror is None:
+            return 0
+        log = DeltaLog.open(config.root)
+        return log.clean(manager.store.now_ms() - config.mirror_window_ms)
 
 
 def mirror_commits(manager: LineageManager, table: str) -> list[Commit]:
     """The commits of a table's mirror log, oldest first (none without a log).
-    Each names the lineage version it shows (None: another writer's)."""
-    log = DeltaLog.open(manager.table(table).config.root)
-    return sorted(log.history(), key=lambda c: c.delta_version)
+    Each names the lineage version it shows; None for another writer's, and
+    for another table's (a log this table took over with ``repair``: the
+    commit it names is not the one its history has at that version)."""
+    state = manager.table(table)
+    log = DeltaLog.open(state.config.root)
+    commits = sorted(log.history(), key=lambda c: c.delta_version)
+    named = {c.lineage_version for c in commits if c.lineage_version and c.commit_id is not None}
+    records = _records(manager, table, sorted(v for v in named if v <= state.version))
+
+    def ours(commit: Commit) -> Commit:
+        version = commit.lineage_version or 0
+        record = records.get(version)
+        if commit.commit_id is None or version == 0:
+            return commit
+        if version <= state.version and (record is None or record.commit_id == commit.commit_id):
+            return commit  # (a record no longer kept cannot tell: taken as ours)
+        return dataclasses.replace(
+            commit, lineage_version=None, operation=f"{commit.operation} (another table's)"
+        )
+
+    return [ours(c) for c in commits]
 
 
 def published_as(commits: list[Commit]) -> dict[int, int]:

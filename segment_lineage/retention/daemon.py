@@ -271,7 +271,9 @@ class Daemon:
                 with contextlib.suppress(KeyError):
                     gauge.remove(gone)
         self._lagging = set(tables)
-        for table, result in sync_many(self.manager, tables, clean=True, stopping=self._stopping.is_set):
+        for table, result in sync_many(
+            self.manager, tables, listed=True, clean=True, stopping=self._stopping.is_set
+        ):
             behind, lag_ms = 0, 0  # published up to the head the sync read
             if isinstance(result, LineageError):
                 self.metrics.mirror_failures.inc()

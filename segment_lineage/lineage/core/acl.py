@@ -13,10 +13,14 @@ role gets only what its work needs.
 - **reader**: reads everything and takes snapshot leases; it changes
   nothing else.
 
+Pushers and retention both hold a table's mirror (``mirror/lock``) while
+they publish to its Delta log after their commits.
+
 A reader's leases and a pusher's owner claims are ephemeral nodes, and in
 ZooKeeper deleting a node takes ``DELETE`` on its *parent*. So each identity
 of those roles gets its own folder, ``leases/by-<user>`` or
-``owners/by-<user>``, made by an admin (``acl apply``, ``table create``):
+``owners/by-<user>`` (pushers and retention get a leases folder too: they pin
+the versions they publish to a mirror), made by an admin (``acl apply``, ``table create``):
 that identity alone may create and delete in it. Nobody else of its role can
 delete its leases or claims, and nobody can squat its folder.
 
@@ -73,6 +77,8 @@ class Place(Enum):
     LEASE = "lease"
     RETENTION_HOLDS = "passes"  # tables/<t>/passes: where a retention pass holds the table
     RETENTION_HOLD = "hold"
+    MIRROR_HOLDS = "mirror"  # tables/<t>/mirror: where a publisher (or a drop) holds the table's mirror
+    MIRROR_HOLD = "mirror hold"
     ELECTION = "election"  # leaders/<name>
     MEMBER = "member"  # leaders/<name>/<member>
 
@@ -101,15 +107,19 @@ RIGHTS: Mapping[Place, Mapping[str, int]] = {
     Place.LEASE: {PUSHER: R, RETENTION: R, READER: R},
     Place.RETENTION_HOLDS: {PUSHER: R, RETENTION: RCD, READER: R},
     Place.RETENTION_HOLD: {PUSHER: R, RETENTION: R, READER: R},
+    Place.MIRROR_HOLDS: {PUSHER: RCD, RETENTION: RCD, READER: R},  # both publish after their commits
+    Place.MIRROR_HOLD: {PUSHER: R, RETENTION: R, READER: R},
     Place.ELECTION: {PUSHER: R, RETENTION: RCD, READER: R},
     Place.MEMBER: {PUSHER: R, RETENTION: R, READER: R},
 }
 
-# A folder of one identity: the role whose identities get one, and what that
-# identity alone holds on it (the rest of its role gets RIGHTS above).
-OWN_RIGHTS: Mapping[Place, tuple[str, int]] = {
-    Place.OWN_OWNERS: (PUSHER, RCD),
-    Place.OWN_LEASES: (READER, RCD),
+# A folder of one identity: the roles whose identities get one, and what that
+# identity alone holds on it (the rest of its role gets RIGHTS above). Pushers
+# and retention take leases too: they pin the versions they publish to a
+# table's mirror after their commits.
+OWN_RIGHTS: Mapping[Place, tuple[tuple[str, ...], int]] = {
+    Place.OWN_OWNERS: ((PUSHER,), RCD),
+    Place.OWN_LEASES: ((READER, PUSHER, RETENTION), RCD),
 }
 OWN_FOLDER_OF: Mapping[Place, Place] = {Place.OWNERS: Place.OWN_OWNERS, Place.LEASES: Place.OWN_LEASES}
 OWN_PREFIX = "by-"  # no entry id (a UUID) and no flat lease (lease-N) starts so
@@ -123,6 +133,7 @@ TABLE_FOLDERS: Mapping[str, Place] = {
     "owners": Place.OWNERS,
     "leases": Place.LEASES,
     "passes": Place.RETENTION_HOLDS,
+    "mirror": Place.MIRROR_HOLDS,
 }
 _CHILD_OF = {
     Place.BLOBS: Place.BLOB,
@@ -132,6 +143,7 @@ _CHILD_OF = {
     Place.LEASES: Place.LEASE,
     Place.OWN_LEASES: Place.LEASE,
     Place.RETENTION_HOLDS: Place.RETENTION_HOLD,
+    Place.MIRROR_HOLDS: Place.MIRROR_HOLD,
     Place.QUEUE: Place.TICKET,
 }
 
@@ -251,19 +263,21 @@ class AclPolicy:
     def grants(self, place: Place, owner: str | None = None) -> list[tuple[str, int]]:
         """(digest id, rights) pairs for a place, admins first. ``owner`` is
         the identity whose own folder it is (for the places of OWN_RIGHTS)."""
-        own_role, own_rights = OWN_RIGHTS.get(place, ("", 0))
+        own_roles, own_rights = OWN_RIGHTS.get(place, ((), 0))
         out = [(ident, ALL) for ident in self.admin]
         for role, rights in RIGHTS[place].items():
             for ident in self.ids(role):
-                out.append((ident, own_rights if role == own_role and ident == owner else rights))
+                out.append((ident, own_rights if role in own_roles and ident == owner else rights))
         return out
+
+    def own_folder_ids(self, place: Place) -> tuple[str, ...]:
+        """The identities that get an own folder of ``place`` (OWN_RIGHTS)."""
+        roles, _ = OWN_RIGHTS.get(place, ((), 0))
+        return tuple(ident for role in roles for ident in self.ids(role))
 
     def owner_of(self, place: Place, folder: str) -> str | None:
         """The identity whose own folder ``folder`` is; None for one the policy does not name."""
-        own_role, _ = OWN_RIGHTS.get(place, ("", 0))
-        if not own_role:
-            return None
-        return next((i for i in self.ids(own_role) if own_folder(i) == folder), None)
+        return next((i for i in self.own_folder_ids(place) if own_folder(i) == folder), None)
 
 
 def rights_text(rights: int) -> str:

@@ -212,6 +212,19 @@ class ServerError(LineageError):
     """Starting or stopping the embedded ZooKeeper server failed."""
 
 
+class MirrorHeldError(RefusedError):
+    """Another process holds the table's mirror: one publishes to its log,
+    or removes it (a drop, a disable), at a time."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(
+            f"another process holds the Delta mirror of table {table!r} (publishing to it, or "
+            "removing it); nothing was changed",
+            table=table,
+            remedy="wait for it to finish, then retry",
+        )
+
+
 class PassRunningError(RefusedError):
     """Another retention pass holds the table: passes over one table never overlap."""
 

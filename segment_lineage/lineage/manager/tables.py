@@ -185,17 +185,8 @@ class TableOps(ManagerBase):
                     raise
                 self.store.drop_table(table, audit, None)
                 return
-            if not force:
-                live = [e.entry_id for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
-                if state.segments or state.pending or live:
-                    raise RefusedError(
-                        f"table {table!r} still has {len(state.segments)} segment(s), "
-                        f"{len(state.pending)} file(s) awaiting deletion and {len(live)} push(es) "
-                        "in progress",
-                        table=table,
-                        remedy="delete its segments and run retention first, or pass --force "
-                        "(files in deep storage are then left behind)",
-                    )
+            if not force and (refused := drop_refusal(state)) is not None:
+                raise refused
             try:
                 self.store.drop_table(table, audit, state.version)
                 self._unclaim(table, state.config.root)
@@ -203,6 +194,21 @@ class TableOps(ManagerBase):
             except VersionConflict:
                 attempts.backoff()
         raise ContentionError(table, attempts.count, attempts.elapsed)
+
+
+def drop_refusal(state: TableState) -> RefusedError | None:
+    """Why a drop without ``force`` is refused: the table still has
+    segments, files awaiting deletion or pushes in progress (None: it may go)."""
+    live = [e.entry_id for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
+    if not (state.segments or state.pending or live):
+        return None
+    return RefusedError(
+        f"table {state.config.name!r} still has {len(state.segments)} segment(s), "
+        f"{len(state.pending)} file(s) awaiting deletion and {len(live)} push(es) in progress",
+        table=state.config.name,
+        remedy="delete its segments and run retention first, or pass --force "
+        "(files in deep storage are then left behind)",
+    )
 
 
 def _same_root(registered: str | None, root: str) -> bool:

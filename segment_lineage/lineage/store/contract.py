@@ -229,6 +229,19 @@ class Store(Protocol):
 
     def release_pass(self, table: str) -> None: ...
 
+    def hold_mirror(self, table: str) -> None:
+        """Hold ``table``'s mirror (its Delta log) for one publish, drop or
+        disable, for as long as this client's session lives (ZooKeeper: an
+        ephemeral node). MirrorHeldError when another client holds it, or
+        this one already does (two holders of one process never overlap)."""
+        ...
+
+    def holds_mirror(self, table: str) -> bool:
+        """Whether this client still holds ``table``'s mirror (asks the server)."""
+        ...
+
+    def release_mirror(self, table: str) -> None: ...
+
     def versions(self, table: str) -> list[int]:
         """The versions still readable (time travel, rollback targets), oldest first."""
         ...

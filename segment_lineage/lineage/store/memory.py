@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from segment_lineage.lineage.core.errors import (
+    MirrorHeldError,
     PassRunningError,
     TableExistsError,
     TableNotFoundError,
@@ -58,6 +59,7 @@ class MemoryStore:
         self._next_lease = 0
         self._versions: dict[str, dict[int, TableState]] = {}
         self._passes: dict[str, object] = {}  # table -> the session holding its retention pass
+        self._mirror_holds: set[str] = set()  # tables whose mirror this store's client holds
         self._floors: dict[str, Floor] = {}
         self._queues: dict[str, dict[str, str]] = {}  # table -> ticket -> commit id, oldest first
         self._tickets = 0
@@ -222,6 +224,7 @@ class MemoryStore:
             self._history.pop(table, None)
             self._floors.pop(table, None)
             self._queues.pop(table, None)
+            self._mirror_holds.discard(table)  # its node goes with the table's on ZooKeeper
 
     def hold_owner(self, table: str, entry_id: str) -> None:
         self.read(table)
@@ -251,6 +254,21 @@ class MemoryStore:
         with self._lock:
             if self._passes.get(table) == self._session:
                 del self._passes[table]
+
+    def hold_mirror(self, table: str) -> None:
+        self.read(table)
+        with self._lock:
+            if table in self._mirror_holds:
+                raise MirrorHeldError(table)
+            self._mirror_holds.add(table)
+
+    def holds_mirror(self, table: str) -> bool:
+        with self._lock:
+            return table in self._mirror_holds
+
+    def release_mirror(self, table: str) -> None:
+        with self._lock:
+            self._mirror_holds.discard(table)
 
     def versions(self, table: str) -> list[int]:
         self.read(table)

@@ -19,7 +19,6 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.acl import (
     ADMIN_ROLE,
     OWN_FOLDER_OF,
-    OWN_RIGHTS,
     POLICY_NODE,
     TABLE_FOLDERS,
     AclPolicy,
@@ -85,7 +84,7 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
             own = OWN_FOLDER_OF.get(place)
             if own is None:
                 continue
-            for ident in policy.ids(OWN_RIGHTS[own][0]):
+            for ident in policy.own_folder_ids(own):
                 own_path = f"{path}/{own_folder(ident)}"
                 if store.ensure_node(own_path, own, owner=ident):
                     created.append(own_path)

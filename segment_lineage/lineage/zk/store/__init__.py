@@ -11,6 +11,8 @@ Layout under the project root (``/segment-lineage`` below any chroot)::
     /tables/<table>/floor         which commit holds the commits a while (a big change)
     /tables/<table>/owners/<id>   ephemeral: a running push's claim
     /tables/<table>/leases/...    ephemeral: a reader's pinned version
+    /tables/<table>/passes/lock   ephemeral: the retention pass running on the table
+    /tables/<table>/mirror/lock   ephemeral: the publisher (or drop) at work on its mirror
     /names/<casefolded table>     create-if-absent guard against case twins
     /clock                        scratch node; its mtime is the single clock
     /leaders/<name>/...           leader elections (the retention daemon)
@@ -36,7 +38,7 @@ shared nodes (:mod:`.nodes`), blobs and their cache (:mod:`.blobs`), reading
 (:mod:`.heads`), the commit (:mod:`.commit`), tables (:mod:`.tables`), history
 (:mod:`.history`), retained versions (:mod:`.versions`), metadata garbage
 (:mod:`.gc`), ephemeral nodes (:mod:`.ephemerals`), owners and leases
-(:mod:`.leases`), and the floor, pass holds and elections (:mod:`.locks`).
+(:mod:`.leases`), and the floor, table holds and elections (:mod:`.locks`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from kazoo.client import KazooClient
 from kazoo.security import ACL
 
 from segment_lineage.lineage.core.acl import AclPolicy, Place
+from segment_lineage.lineage.core.errors import MirrorHeldError, PassRunningError
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableConfig, TableState
 from segment_lineage.lineage.store.contract import Floor, Lease, LeaseInfo, Member, Snapshot, TableListing
 from segment_lineage.lineage.zk.connection import ZkConnection
@@ -57,7 +60,7 @@ from segment_lineage.lineage.zk.store.gc import METADATA_GRACE_MS, MetadataGc
 from segment_lineage.lineage.zk.store.heads import Heads
 from segment_lineage.lineage.zk.store.history import History
 from segment_lineage.lineage.zk.store.leases import Leases, Owners
-from segment_lineage.lineage.zk.store.locks import Elections, Floors, PassHolds, Queues
+from segment_lineage.lineage.zk.store.locks import Elections, Floors, Queues, TableHolds
 from segment_lineage.lineage.zk.store.nodes import Nodes
 from segment_lineage.lineage.zk.store.paths import ROOT, Paths
 from segment_lineage.lineage.zk.store.tables import Tables
@@ -98,7 +101,8 @@ class ZkStore:
         self.tables = Tables(self.zk, self.paths, self.nodes, self.heads)
         self.owners = Owners(self.zk, self.ephemerals)
         self.leases_ = Leases(self.paths, self.heads, self.versions_, self.ephemerals)
-        self.passes = PassHolds(self.zk, self.paths, self.ephemerals)
+        self.passes = TableHolds(self.zk, self.paths, self.ephemerals, "passes", PassRunningError)
+        self.mirror_holds = TableHolds(self.zk, self.paths, self.ephemerals, "mirror", MirrorHeldError)
         self.elections = Elections(self.zk, self.paths, self.nodes, self.ephemerals)
 
     # ---- paths -------------------------------------------------------------------
@@ -280,6 +284,15 @@ class ZkStore:
 
     def release_pass(self, table: str) -> None:
         self.passes.release(table)
+
+    def hold_mirror(self, table: str) -> None:
+        self.mirror_holds.hold(table)
+
+    def holds_mirror(self, table: str) -> bool:
+        return self.mirror_holds.holds(table)
+
+    def release_mirror(self, table: str) -> None:
+        self.mirror_holds.release(table)
 
     # ---- the session, and elections bound to it ----------------------------------------------
 

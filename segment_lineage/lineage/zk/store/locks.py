@@ -11,6 +11,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -21,7 +22,6 @@ from segment_lineage.lineage.core.errors import (
     AuthError,
     CorruptRecordError,
     LineageError,
-    PassRunningError,
     StoreUnavailableError,
     TableNotFoundError,
 )
@@ -229,21 +229,39 @@ class Floors:
                 return  # gone with the table, or taken after it lapsed
 
 
-class PassHolds:
-    def __init__(self, zk: ZkConnection, paths: Paths, ephemerals: Ephemerals) -> None:
+class TableHolds:
+    """One kind of exclusive hold on a table: an ephemeral node
+    ``<folder>/lock`` that lives as long as the holder's session. Retention
+    passes hold ``passes``; mirror publishers, and the drop or disable that
+    removes a mirror's log, hold ``mirror``."""
+
+    def __init__(
+        self,
+        zk: ZkConnection,
+        paths: Paths,
+        ephemerals: Ephemerals,
+        folder: str,
+        busy: Callable[[str], LineageError],
+    ) -> None:
         self.zk = zk
         self.paths = paths
         self.ephemerals = ephemerals
+        self.folder = folder
+        self.busy = busy
+        self._doing = f"{folder} lock"
         self._lock = threading.Lock()
-        self._held: set[str] = set()  # tables whose retention pass this store holds
+        self._held: set[str] = set()  # tables this store holds
+
+    def path(self, table: str) -> str:
+        return self.paths.lock(table, self.folder)
 
     def hold(self, table: str) -> None:
         with self._lock:
-            if table in self._held:  # two passes of one process never overlap either
-                raise PassRunningError(table)
+            if table in self._held:  # two holders in one process never overlap either
+                raise self.busy(table)
             self._held.add(table)
         try:
-            self._hold(table, self.paths.pass_lock(table))
+            self._hold(table, self.path(table))
         except BaseException:
             with self._lock:
                 self._held.discard(table)
@@ -251,37 +269,37 @@ class PassHolds:
 
     def _hold(self, table: str, path: str) -> None:
         try:
-            self.ephemerals.create(table, "passes", "lock", b"", sequence=False)
+            self.ephemerals.create(table, self.folder, "lock", b"", sequence=False)
             return
         except (NodeExistsError, StoreUnavailableError) as exc:
-            # Taken already (by another pass, or by this session before a lost
-            # answer), or ZooKeeper is away: the node's owner tells which.
+            # Taken already (by another holder, or by this session before a
+            # lost answer), or ZooKeeper is away: the node's owner tells which.
             try:
-                stat = self.zk.exists(path, doing="retention pass lock")
+                stat = self.zk.exists(path, doing=self._doing)
             except NoNodeError:
                 stat = None
             if stat is None:
-                if isinstance(exc, NodeExistsError):  # released meanwhile: the next pass takes it
-                    raise PassRunningError(table) from None
+                if isinstance(exc, NodeExistsError):  # released meanwhile: the next try takes it
+                    raise self.busy(table) from None
                 raise
         if stat.ephemeralOwner != self.zk.session_id():
-            raise PassRunningError(table)
+            raise self.busy(table)
 
     def holds(self, table: str) -> bool:
         try:
-            stat = self.zk.exists(self.paths.pass_lock(table), doing="retention pass lock")
+            stat = self.zk.exists(self.path(table), doing=self._doing)
         except (NoNodeError, StoreUnavailableError):
             return False
         return stat is not None and stat.ephemeralOwner == self.zk.session_id()
 
     def release(self, table: str) -> None:
-        """Release the hold, if it is still this session's: a pass whose
-        session lapsed must not take away the hold of the pass after it."""
+        """Release the hold, if it is still this session's: a holder whose
+        session lapsed must not take away the hold of the one after it."""
         with self._lock:
             self._held.discard(table)
-        path = self.paths.pass_lock(table)
+        path = self.path(table)
         try:
-            stat = self.zk.exists(path, doing="retention pass lock")
+            stat = self.zk.exists(path, doing=self._doing)
         except NoNodeError:
             return
         if stat is None or stat.ephemeralOwner != self.zk.session_id():

@@ -15,7 +15,6 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.acl import (
     ADMIN_ROLE,
     OWN_FOLDER_OF,
-    OWN_RIGHTS,
     POLICY_NODE,
     RETENTION,
     AclPolicy,
@@ -135,7 +134,7 @@ class Nodes:
         out: list[tuple[str, Place, str]] = []
         for folder, place in (("owners", Place.OWNERS), ("leases", Place.LEASES)):
             own = OWN_FOLDER_OF[place]
-            out.extend((folder, own, ident) for ident in policy.ids(OWN_RIGHTS[own][0]))
+            out.extend((folder, own, ident) for ident in policy.own_folder_ids(own))
         return out
 
     def holder(self, folder: str) -> str | None:

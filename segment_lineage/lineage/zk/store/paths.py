@@ -36,8 +36,12 @@ class Paths:
     def floor(self, table: str) -> str:
         return f"{self.head(table)}/floor"
 
+    def lock(self, table: str, folder: str) -> str:
+        """A table's exclusive hold of one kind (``passes``, ``mirror``)."""
+        return f"{self.head(table)}/{folder}/lock"
+
     def pass_lock(self, table: str) -> str:
-        return f"{self.head(table)}/passes/lock"
+        return self.lock(table, "passes")
 
     def guard(self, table: str) -> str:
         """The create-if-absent guard against case twins."""

@@ -1,0 +1,214 @@
+"""A publish under way while its table is dropped or its mirror disabled, on
+real ZooKeeper with real files: each holds the table's mirror, so the publish
+finishes before the log is removed and never lands in the log of a table
+created at the same root afterwards. A publisher whose hold lapsed commits
+nothing. And the smaller findings: a repair of a healthy log, ``sync --all``
+past a table dropped after the listing, versions of another table's log."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.lineage.core import failpoints
+from segment_lineage.lineage.core.errors import LineageError, MirrorHeldError
+from segment_lineage.lineage.core.model import TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.mirror import admin
+from segment_lineage.mirror.delta import DeltaLog
+from segment_lineage.mirror.errors import MirrorError
+from segment_lineage.mirror.publisher import mirror_commits, sync, sync_many
+from tests.helpers.run import cli as run
+from tests.test_mirror import duck_rows, write_month
+
+pytestmark = pytest.mark.zk
+
+
+class Paused:
+    """Stops the thread named ``who`` at failpoint ``name`` until released."""
+
+    def __init__(self, name: str, who: str) -> None:
+        self.name, self.who = name, who
+        self.reached, self.go = threading.Event(), threading.Event()
+
+    def __enter__(self) -> Paused:
+        def hook() -> None:
+            if threading.current_thread().name == self.who:
+                self.reached.set()
+                self.go.wait(60)
+
+        failpoints.set_hook(self.name, hook)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.go.set()
+        failpoints.set_hook(self.name, None)
+
+
+class Running:
+    """A call in a thread of its own: its result, or what it raised."""
+
+    def __init__(self, name: str, call: Callable[[], object]) -> None:
+        self.result: object = None
+        self.error: BaseException | None = None
+
+        def body() -> None:
+            try:
+                self.result = call()
+            except BaseException as exc:  # the test inspects it
+                self.error = exc
+
+        self.thread = threading.Thread(target=body, name=name, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: float = 60) -> bool:
+        """Whether it finished within ``timeout``."""
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+
+def push(manager: LineageManager, table: str, path: Path, month: int, value: int) -> None:
+    data = pq.read_table(write_month(path / f"{table}-{month}-{value}.parquet", month, [value]))
+    push_arrow(manager, table, [data], mode="append")
+
+
+@pytest.fixture
+def mirrored(zk_manager: LineageManager, tmp_path: Path) -> Iterator[str]:
+    root = str(tmp_path / "w")
+    zk_manager.create_table(TableConfig.build("w1", root, "APPEND", time_column="ts", mirror="delta"))
+    yield root
+    failpoints.set_hook("mirror.before-commit", None)
+
+
+def test_a_publish_under_way_when_its_table_is_dropped_never_lands_in_the_next_tables_log(
+    zk_manager: LineageManager, other: LineageManager, mirrored: str, tmp_path: Path
+) -> None:
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    sync(zk_manager, "w1")  # Delta version 0
+    push(zk_manager, "w1", tmp_path, 2, 2)  # not published yet
+
+    made: list[str] = []
+
+    def second_table() -> None:
+        made.append("w2")
+        config = TableConfig.build("w2", mirrored, "APPEND", time_column="ts", mirror="delta")
+        zk_manager.create_table(config, existing_files=True)
+        push(zk_manager, "w2", tmp_path, 3, 3)
+        sync(zk_manager, "w2")
+
+    with Paused("mirror.before-commit", "stale") as paused:
+        stale = Running("stale", lambda: sync(other, "w1"))
+        assert paused.reached.wait(30)
+        drop = Running("drop", lambda: admin.drop_table(zk_manager, "w1", force=True))
+        if drop.join(1.0):  # the drop did not wait for the publish under way
+            assert drop.error is None, drop.error
+            second_table()
+    assert stale.join() and drop.join()
+    assert drop.error is None, drop.error
+    assert drop.result is True  # the log it removed was the dropped table's, with the publish in it
+    if not made:
+        second_table()
+    # The new table's log holds only what the new table wrote.
+    assert duck_rows(mirrored) == [(3,)]
+    commits = mirror_commits(zk_manager, "w2")
+    assert [c.lineage_version is not None for c in commits] == [True] * len(commits)
+    assert sync(zk_manager, "w2").waiting is None  # no refusal: the log is its own
+
+
+@pytest.mark.parametrize("how", ["disable", "drop"])
+def test_a_first_publish_under_way_when_the_mirror_goes_leaves_no_log(
+    zk_manager: LineageManager, other: LineageManager, mirrored: str, tmp_path: Path, how: str
+) -> None:
+    push(zk_manager, "w1", tmp_path, 1, 1)  # no log yet: the publish below writes the first commit
+    with Paused("mirror.before-commit", "late") as paused:
+        late = Running("late", lambda: sync(other, "w1"))
+        assert paused.reached.wait(30)
+        if how == "disable":
+            going = Running("going", lambda: admin.disable(zk_manager, "w1"))
+        else:
+            going = Running("going", lambda: admin.drop_table(zk_manager, "w1", force=True))
+        going.join(1.0)
+    assert late.join() and going.join()
+    assert going.error is None, going.error
+    assert not (Path(mirrored) / "_delta_log").exists()  # engines find no table there
+    if how == "disable":
+        assert zk_manager.table("w1").config.mirror is None
+
+
+def test_a_publisher_whose_hold_lapsed_commits_nothing(
+    zk_manager: LineageManager, other: LineageManager, mirrored: str, tmp_path: Path
+) -> None:
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    sync(zk_manager, "w1")
+    push(zk_manager, "w1", tmp_path, 2, 2)
+    hold = other.store.mirror_holds.path("w1")
+    with Paused("mirror.before-commit", "lapsing") as paused:
+        lapsing = Running("lapsing", lambda: sync(other, "w1"))
+        assert paused.reached.wait(30)
+        assert other.store.client.exists(hold) is not None  # held while it publishes
+        zk_manager.store.client.delete(hold)  # as when its session lapses
+    assert lapsing.join()
+    assert isinstance(lapsing.error, MirrorError) and "lapsed" in lapsing.error.message
+    assert DeltaLog.open(mirrored).shown.version == 0  # nothing committed
+    assert duck_rows(mirrored) == [(1,)]
+    assert sync(zk_manager, "w1").published  # the next sync publishes it
+
+
+def test_the_hold_is_exclusive_waited_for_and_released(
+    zk_manager: LineageManager, other: LineageManager, mirrored: str
+) -> None:
+    zk_manager.store.hold_mirror("w1")
+    with pytest.raises(MirrorHeldError):
+        other.store.hold_mirror("w1")
+    with pytest.raises(MirrorHeldError):
+        zk_manager.store.hold_mirror("w1")  # two holders of one process never overlap either
+    waiting = Running("waiting", lambda: admin.disable(other, "w1"))
+    assert not waiting.join(0.5)  # it waits for the hold
+    zk_manager.store.release_mirror("w1")
+    assert waiting.join() and waiting.error is None, waiting.error
+    assert other.table("w1").config.mirror is None
+    assert not zk_manager.store.holds_mirror("w1") and not other.store.holds_mirror("w1")
+
+
+def test_a_refused_drop_leaves_the_log(
+    zk_hosts: str, zk_manager: LineageManager, mirrored: str, tmp_path: Path
+) -> None:
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    sync(zk_manager, "w1")
+    code, _, err = run(zk_hosts, "table", "drop", "w1")
+    assert code == 1 and "still has 1 segment(s)" in err, err
+    assert duck_rows(mirrored) == [(1,)]  # refused before the log was touched
+    code, out, _ = run(zk_hosts, "table", "drop", "w1", "--force")
+    assert code == 0 and "removed its Delta mirror's log" in out
+    assert not (Path(mirrored) / "_delta_log").exists()
+
+
+def test_repair_of_a_healthy_log_commits_nothing(
+    zk_hosts: str, zk_manager: LineageManager, mirrored: str, tmp_path: Path
+) -> None:
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    sync(zk_manager, "w1")
+    before = DeltaLog.open(mirrored).shown.version
+    for _ in range(2):
+        code, out, err = run(zk_hosts, "mirror", "repair", "w1")
+        assert code == 0 and "up to date" in out, err
+    assert DeltaLog.open(mirrored).shown.version == before
+
+
+def test_sync_all_passes_over_a_table_dropped_after_the_listing(
+    zk_manager: LineageManager, mirrored: str, tmp_path: Path
+) -> None:
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    zk_manager.create_table(
+        TableConfig.build("w9", str(tmp_path / "w9"), "APPEND", time_column="ts", mirror="delta")
+    )
+    admin.drop_table(zk_manager, "w9", force=True)
+    results = sync_many(zk_manager, ["w1", "w9"], listed=True)
+    assert [name for name, _ in results] == ["w1"] and not isinstance(results[0][1], LineageError)
+    named = sync_many(zk_manager, ["w9"])  # named, not listed: its absence is an error
+    assert isinstance(named[0][1], LineageError)
