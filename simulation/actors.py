@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from random import Random
 
@@ -30,6 +31,7 @@ from simulation.world import World
 Body = Callable[[Actor], None]
 FS_KINDS = frozenset(
     {"push", "retention", "daemon", "readd", "upload", "create", "symlink", "janitor", "saboteur", "mirror"}
+    | {"remirror"}
 )
 HOUR_MS = 3_600_000
 
@@ -74,6 +76,7 @@ class Ctx:
         except LineageError as exc:
             self.failed(f"push {table}", exc)
             return
+        self.world.publishing[self.actor.aid] = table  # its publish after the commit, if it has one
         for run in range(runs):
             try:
                 result = push_arrow(
@@ -363,10 +366,96 @@ def publisher(ctx: Ctx, ops: int) -> None:
             return
         try:
             if ctx.manager.table(table).config.mirror is not None:
+                ctx.world.publishing[ctx.actor.aid] = table
                 ctx.note(f"mirror sync: {sync(ctx.manager, table).line()}")
         except LineageError as exc:
             ctx.failed(f"mirror sync {table}", exc)
         ctx.world.sleep(ctx.rng.uniform(0, 1))
+
+
+def remirror(ctx: Ctx, ops: int) -> None:
+    """An operator turns a mirrored table's mirror off and on again, or drops
+    it and creates a new mirrored table at its root, while publishes are
+    under way (a publish must never land in the new table's log, nor leave a
+    log behind a disabled mirror)."""
+    try:
+        from segment_lineage.mirror import admin
+        from segment_lineage.mirror.publisher import sync
+    except ImportError:  # this version of the code has no mirror
+        return
+    world = ctx.world
+    for k in range(ops):
+        table = _publishing_now(ctx)
+        if table is None:
+            return
+        info = world.tables[table]
+        try:
+            config = ctx.manager.table(table).config
+            if getattr(config, "mirror", None) is None:
+                continue
+            if ctx.rng.random() < 0.4:
+                admin.disable(ctx.manager, table, "simulated")
+                ctx.note(f"mirror of {table} disabled")
+                world.sleep(ctx.rng.uniform(0, 0.5))
+                admin.enable(ctx.manager, table, None, "simulated")
+                ctx.note(f"mirror of {table} enabled again")
+                continue
+            admin.drop_table(ctx.manager, table, force=True, reason="simulated")
+        except LineageError as exc:
+            ctx.failed(f"remirror {table}", exc)
+            continue
+        world.dropped_table(table)
+        ctx.note(f"dropped {table}")
+        if ctx.rng.random() < 0.5:  # the new table comes later: after a publish under way went on
+            for _ in range(40):
+                if table not in _paused_publishes(world):
+                    break
+                world.sleep(ctx.rng.uniform(0.05, 0.3))
+        name = f"r{ctx.actor.aid}x{k}"
+        world.intend_table(name, info.path, ctx.actor.cwd, info.data, info.flags & {"symlink"})
+        made = replace(
+            world.config(name, info.path, info.data, ctx.rng),
+            mirror=config.mirror,
+            mirror_retention_ms=config.mirror_retention_ms,
+        )
+        try:
+            ctx.manager.create_table(made, existing_files=True)
+            ctx.note(f"created {name} at the root of {table}")
+        except LineageError as exc:
+            ctx.failed(f"create {name} at the root of {table}", exc)
+            continue
+        for _ in range(ctx.rng.randint(0, 2)):  # none: the table has no log yet
+            ctx.push(name)
+        try:  # as the command line's push would
+            ctx.note(f"mirror sync: {sync(ctx.manager, name).line()}")
+        except LineageError as exc:
+            ctx.failed(f"mirror sync {name}", exc)
+
+
+def _paused_publishes(world: World) -> list[str]:
+    """The tables publishes are stopped at for a while (an aimed pause), about to commit."""
+    return sorted(
+        world.publishing[a.aid]
+        for a in world.actors
+        if not a.done
+        and a.label == "mirror.before-commit"
+        and a.paused_until > world.step
+        and a.aid in world.publishing
+    )
+
+
+def _publishing_now(ctx: Ctx, waits: int = 150) -> str | None:
+    """A table a publish is about to commit to (an actor stopped there), if
+    one comes along while this actor waits a while; else any known table."""
+    world = ctx.world
+    for _ in range(waits):
+        about = _paused_publishes(world)
+        live = set(ctx.manager.list_tables())
+        about = [t for t in about if t in live and t in world.tables]
+        if about:
+            return ctx.rng.choice(about)
+        world.sleep(ctx.rng.uniform(0.05, 0.3))
+    return ctx.table()
 
 
 def sweeper(ctx: Ctx, ops: int) -> None:
@@ -481,6 +570,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "daemon": daemon,
     "gc": sweeper,
     "mirror": publisher,
+    "remirror": remirror,
     "create": creator,
     "symlink": linker,
     "janitor": janitor,
@@ -511,4 +601,8 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
             kinds.append(optional)
     if rng.random() < 0.5:
         kinds += ["daemon"] * rng.randint(2, 3)  # candidates of one election
-    return [(kind, rng.randint(1, 3) + (kind == "retention")) for kind in kinds]
+    cast = [(kind, rng.randint(1, 3) + (kind == "retention")) for kind in kinds]
+    if rng.random() < 0.5:  # drawn last: the casts of earlier versions are this one's beginnings
+        # an operator dropping tables while a `mirror sync` runs
+        cast += [("remirror", rng.randint(1, 3)), ("mirror", rng.randint(2, 3))]
+    return cast

@@ -16,7 +16,9 @@
 (e) A mirrored table's Delta log (its retention outlasts the run) keeps every
     file any of its versions references (a protected file, as in (a)), and
     its newest version shows exactly the files the lineage version it names
-    shows.
+    shows. Every commit of it publishes a commit of this table's own history
+    (never a dropped table's, at the same root), and a table without a
+    mirror has no log.
 
 Deletions are seen on the file system (a file there before a step and gone
 after it) and judged by the state before that step; retention's
@@ -40,6 +42,7 @@ from segment_lineage.lineage.core.errors import LineageError, VersionGoneError
 from segment_lineage.lineage.core.model import EntryState, Operation, Segment, TableState
 from segment_lineage.lineage.core.names import push_dir_owner, push_tag
 from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from simulation.world import World
 
 # Each violation's likely hole (the outside tester's list, fault-matrix 21-30).
@@ -69,17 +72,20 @@ class MirrorCommit:
     adds: tuple[str, ...]
     removes: tuple[str, ...]
     overwrite: bool
+    commit_id: str | None = None  # the lineage commit it publishes (None: columns only)
 
     @staticmethod
     def of(actions: list[dict[str, Any]]) -> MirrorCommit:
         info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
         named = info.get("segment_lineage.version")
         mode = (info.get("operationParameters") or {}).get("mode")
+        commit = info.get("segment_lineage.commit")
         return MirrorCommit(
             int(named) if isinstance(named, str) and named.isdigit() else None,
             tuple(unquote(a["add"]["path"]) for a in actions if "add" in a),
             tuple(unquote(a["remove"]["path"]) for a in actions if "remove" in a),
             mode == "Overwrite",
+            commit if isinstance(commit, str) and commit else None,
         )
 
 
@@ -117,6 +123,7 @@ class Checker:
         self.protected_now: dict[str, str] = {}
         self.accepted_how: dict[tuple[str, str], str] = {}  # (table, lease) -> what the head showed then
         self.mirror_logs: dict[str, list[MirrorCommit]] = {}  # a root -> its Delta log's commits read
+        self.mirror_firsts: dict[str, bytes] = {}  # a root -> its log's first commit, as read
 
     # ---- reporting ------------------------------------------------------------------
 
@@ -164,6 +171,11 @@ class Checker:
         reasons = {q.reason for q in queued}
         owner = self.owner.get(path)
         self.deleted[path] = f"step {self.world.step} by {actor} ({', '.join(sorted(reasons)) or 'unqueued'})"
+        if "/_delta_log/" in path or os.path.basename(path) == CLAIM_FILE:
+            # A mirror's log, a root's claim: only a drop (or a disable) removes them in a run.
+            if not actor.endswith(":remirror"):
+                self.flag("deleted-metadata", f"{rel} deleted by {actor}")
+            return
         if why is not None:
             self.flag(
                 "deleted-protected", f"{rel} deleted by {actor} while {why}", self._hole(path, why, queued)
@@ -185,9 +197,16 @@ class Checker:
                 if self.world.tables[inner].path not in roots:
                     self.flag("deleted-foreign", f"{rel} under table {inner}'s root deleted by {actor}", 1)
 
+    def forget(self, table: str) -> None:
+        """``table`` was dropped: the files it registered are no table's now."""
+        for path in [p for p, owner in self.owner.items() if owner == table]:
+            del self.owner[path]
+
     def _deepest_root(self, path: str) -> str | None:
         best: tuple[int, str] | None = None
         for name, info in self.world.tables.items():
+            if name in self.world.dropped:
+                continue
             if path.startswith(info.path.rstrip("/") + "/") and (best is None or len(info.path) > best[0]):
                 best = (len(info.path), name)
         return best[1] if best else None
@@ -273,6 +292,8 @@ class Checker:
                     )
             if getattr(state.config, "mirror", None) is not None:
                 self._mirror(table, info.path, state, protected)
+            elif hasattr(state.config, "mirror"):
+                self._no_mirror(table, info.path)
             tags = {push_tag(e) for e in running}
             if tags:
                 for path in self.files:
@@ -280,6 +301,11 @@ class Checker:
                         top = path[len(join) :].split("/", 1)[0]
                         if push_dir_owner(top) in tags:
                             protected.setdefault(path, f"under a running push's directory in {table}")
+        live = {self.world.tables[t].path for t in store.list_tables() if t in self.world.tables}
+        for gone in sorted(self.world.dropped):
+            root = self.world.tables[gone].path
+            if root not in live:
+                self._no_mirror(gone, root, "was dropped")
         self.protected_now = protected
         for path, why in protected.items():
             if path not in self.missing and not os.path.exists(path):
@@ -296,8 +322,17 @@ class Checker:
     def _mirror(self, table: str, root: str, state: TableState, protected: dict[str, str]) -> None:
         """(e): read the log's new commits (plain JSON, independent of the
         publisher's code); protect what each references; check the newest."""
-        commits = self.mirror_logs.setdefault(root, [])
         folder = os.path.join(root, "_delta_log")
+        try:
+            with open(os.path.join(folder, f"{0:020d}.json"), "rb") as handle:
+                first = handle.read()
+        except FileNotFoundError:
+            first = b""
+        if self.mirror_firsts.get(root) != first:  # removed, or written again: a new log
+            self.mirror_firsts[root] = first
+            self.mirror_logs[root] = []
+        commits = self.mirror_logs.setdefault(root, [])
+        checked = len(commits)
         while True:
             path = os.path.join(folder, f"{len(commits):020d}.json")
             try:
@@ -306,6 +341,18 @@ class Checker:
             except FileNotFoundError:
                 break
             commits.append(MirrorCommit.of(lines))
+        for number in range(checked, len(commits)):
+            self._mirror_owned(table, number, commits[number])
+        try:
+            numbered = [n[:20] for n in os.listdir(folder) if n.endswith(".json") and n[:20].isdigit()]
+        except FileNotFoundError:
+            numbered = []
+        strays = sorted(int(n) for n in numbered if int(n) >= len(commits))
+        if strays:  # a commit past a gap: no reader's log, a stale publisher's
+            key = f"mirror-gap:{root}:{strays[0]}"
+            if key not in self.missing:
+                self.missing.add(key)
+                self.flag("mirror-stranger", f"{table}'s Delta log has commit {strays[0]} after a gap")
         join = root.rstrip("/") + "/"
         shown: set[str] = set()
         for number, commit in enumerate(commits):
@@ -331,6 +378,35 @@ class Checker:
                 f"Delta version {len(commits) - 1} of {table} names lineage v{named} but shows "
                 f"{len(shown)} file(s), v{named} {len(expected)}: extra {extra}, lacking {lacking}",
             )
+
+    def _mirror_owned(self, table: str, number: int, commit: MirrorCommit) -> None:
+        """A commit of ``table``'s log publishes a commit of its own history."""
+        if commit.commit_id is None or commit.lineage_version is None:
+            return
+        try:
+            found = self.world.store.find_commit(table, commit.commit_id, commit.lineage_version - 1)
+        except LineageError:
+            return
+        if found is None or found.version != commit.lineage_version:
+            self.flag(
+                "mirror-stranger",
+                f"Delta version {number} of {table}'s log publishes commit {commit.commit_id[:8]} as "
+                f"v{commit.lineage_version}, which is not in {table}'s history (a dropped table's?)",
+            )
+
+    def _no_mirror(self, table: str, root: str, why: str = "has no mirror") -> None:
+        """A table without a mirror (or dropped) leaves engines no log to read."""
+        folder = os.path.join(root, "_delta_log")
+        try:
+            names = [n for n in os.listdir(folder) if n.endswith(".json")]
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        if names:
+            key = f"mirror-left:{root}:{min(names)}"
+            if key not in self.missing:  # reported once per log
+                self.missing.add(key)
+                found = min(names)
+                self.flag("mirror-left", f"{table} {why}, but a Delta log is under its root: {found}")
 
     def _missing_hole(self, path: str) -> int | None:
         table = self._deepest_root(path)

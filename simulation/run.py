@@ -40,7 +40,9 @@ SERIAL_DELETES = "simulation.serial-deletes:raise"  # armed, never reached: rete
 # reader acts; a reader between its look at the head and its lease; an upload not
 # yet registered while passes list the root; a ZooKeeper version read
 # between two of its requests while others commit; a pass between its plan
-# and its mark while a lagging mirror publishes a version the plan condemns.
+# and its mark while a lagging mirror publishes a version the plan condemns;
+# a publish about to commit while an operator drops the table or disables
+# its mirror.
 AIMED_PAUSES: tuple[tuple[str, str, float], ...] = (
     ("retention.after-mark", "", 0.35),
     ("retention.mid-delete", "", 0.2),
@@ -51,8 +53,16 @@ AIMED_PAUSES: tuple[tuple[str, str, float], ...] = (
     ("readd.uploaded", "", 0.2),
     ("*store.read_version/zk.", "", 0.5),  # not before its first request: between two
     ("store.write", "retention", 0.1),  # a pass planned, its mark not sent: a mirror publishes meanwhile
+    ("mirror.before-commit", "", 0.6),  # a publish about to commit while its table is dropped or disabled
 )
 AIMED_STEPS = (40, 260)  # an aimed pause lasts this many steps
+# Longer at a publish about to commit: an operator's drop, a create at the
+# same root and a push take many requests while it waits.
+AIMED_STEPS_AT = {"mirror.before-commit": (600, 2000)}
+# Aimed pauses that go on after the faults, while the actors finish: most
+# publishes come late in a run (a push takes many steps), and one about to
+# commit while its table is dropped is the race the mirror's hold closes.
+LATE_AIMED = {"mirror.before-commit": 0.6}
 # Calls whose answer may be lost (applied, or not): commits, and joining an
 # election (memory store; on ZooKeeper only commits).
 ANSWERED_CALLS = ("store.write", "store.join_election")
@@ -214,7 +224,7 @@ class _Run:
         self.result = result
         self.rng = Random(f"schedule/{config.seed}")
         self.faults_rng = Random(f"faults/{config.seed}")
-        self.actors: list[Actor] = []
+        self.actors: list[Actor] = world.actors
         self.proxies: dict[int, StoreProxy] = {}
         self.fault_number = 0
         self.aimed_now: set[int] = set()  # actors whose aimed pause has not yet run on
@@ -241,7 +251,7 @@ class _Run:
             self._spawn(index, kind, ops)
         try:
             self._loop(self.config.steps, faults=self.config.faults)
-            self._loop(DRAIN_STEPS, faults=False)  # the rest, quietly
+            self._loop(DRAIN_STEPS, faults=False, late_pauses=True)  # the rest, quietly
             if self._clean():
                 undone = [a.name for a in self.actors if not a.done]
                 if undone:
@@ -294,7 +304,7 @@ class _Run:
         world.scheduler.spawn(actor)
         return actor
 
-    def _loop(self, budget: int, *, faults: bool) -> None:
+    def _loop(self, budget: int, *, faults: bool, late_pauses: bool = False) -> None:
         world, checker = self.world, self.world.checker
         spent = 0
         while spent < budget and self._clean():
@@ -305,6 +315,8 @@ class _Run:
             actor = self.rng.choice(eligible)
             draws = (self.faults_rng.random(), self.faults_rng.random(), self.faults_rng.random())
             if faults and self._fault(actor, draws):
+                continue
+            if late_pauses and self._late_pause(actor, draws):
                 continue
             before = actor.label
             os.chdir(actor.cwd)
@@ -359,7 +371,7 @@ class _Run:
             actor.paused_until = self.world.step + 5 + int(r2 * 60)
             detail = f" until step {actor.paused_until}"
         elif kind == "aimed-pause":
-            low, high = AIMED_STEPS
+            low, high = AIMED_STEPS_AT.get(actor.label, AIMED_STEPS)
             actor.paused_until = self.world.step + low + int(r2 * (high - low))
             detail = f" until step {actor.paused_until}"
         elif kind == "clock-jump":
@@ -377,6 +389,16 @@ class _Run:
             detail = " (applied)" if r2 < 0.5 else " (not applied)"
         self.result.trace.append(f"fault #{self.fault_number} {kind} {actor.name} at {actor.label}{detail}")
         return kind in ("pause", "aimed-pause", "crash")
+
+    def _late_pause(self, actor: Actor, draws: tuple[float, float, float]) -> bool:
+        """Maybe an aimed pause after the faults (LATE_AIMED); True when it pauses."""
+        if actor.aid in self.aimed_now or draws[0] >= LATE_AIMED.get(actor.label, 0.0):
+            return False
+        self.aimed_now.add(actor.aid)
+        low, high = AIMED_STEPS_AT.get(actor.label, AIMED_STEPS)
+        actor.paused_until = self.world.step + low + int(draws[1] * (high - low))
+        self.result.trace.append(f"late pause {actor.name} at {actor.label} until step {actor.paused_until}")
+        return True
 
     def _quiesce(self) -> None:
         """Faults off, time moves on three days (the clocks agree again), and

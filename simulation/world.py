@@ -78,6 +78,9 @@ class World:
         self.daemon_errors: list[str] = []  # what a daemon logged as an unexpected failure
         self.step = 0
         self.mirror_warnings: list[tuple[str, str]] = []  # (actor, warning) of publishes after commits
+        self.dropped: set[str] = set()  # tables an actor dropped (a new one may hold the root since)
+        self.actors: list[Actor] = []  # the run's, as spawned
+        self.publishing: dict[int, str] = {}  # actor -> the table it publishes to (or may, after a commit)
 
     # ---- actors -----------------------------------------------------------------------
 
@@ -135,6 +138,12 @@ class World:
         return note
 
     # ---- tables -------------------------------------------------------------------------
+
+    def dropped_table(self, name: str) -> None:
+        """An actor dropped ``name``: its files are no table's any more (a
+        table created at its root next may take them as orphans)."""
+        self.dropped.add(name)
+        self.checker.forget(name)
 
     def intend_table(self, name: str, root: str, cwd: str, data: str, flags: set[str]) -> None:
         """Known before the create is sent, so a creator that dies after it

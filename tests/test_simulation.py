@@ -164,3 +164,27 @@ def test_the_checker_catches_two_daemons_leading_at_once(monkeypatch: pytest.Mon
     monkeypatch.setattr(Leadership, "_check", always_leads)
     result = run_seed(RunConfig(3, steps=300))
     assert [v.kind for v in result.violations] == ["two-leaders"], describe(result)
+
+
+@pytest.mark.parametrize(("seed", "kind"), [(27, "mirror-stranger"), (4, "mirror-left")])
+def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
+    monkeypatch: pytest.MonkeyPatch, seed: int, kind: str
+) -> None:
+    """Without the mirror's hold, a publish stopped before its commit while
+    an operator drops the table lands in the log of a new table at its root
+    (mirror-stranger), or writes a log for the dropped table (mirror-left):
+    the outside trial's races. The checker must say so."""
+    import contextlib
+
+    import segment_lineage.mirror.admin as admin
+    import segment_lineage.mirror.publisher as publisher
+
+    @contextlib.contextmanager
+    def no_hold(_manager: object, _table: str) -> Iterator[None]:
+        yield
+
+    monkeypatch.setattr(publisher, "held", no_hold)
+    monkeypatch.setattr(admin, "held", no_hold)
+    monkeypatch.setattr(publisher, "_still_held", lambda *_: None)
+    result = run_seed(RunConfig(seed, steps=400))  # casts with an operator dropping mirrored tables
+    assert [v.kind for v in result.violations] == [kind], describe(result)

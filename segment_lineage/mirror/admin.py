@@ -6,7 +6,10 @@ first, and none starts until the change is done.
 A drop removes the log before the table: once the table is gone, nothing
 would stop a table created at the same root from writing a log of its own,
 which a late removal would take. A drop refused (segments left, without
-``force``) is refused before the log is touched.
+``force``) is refused before the log is touched. A disable removes the log
+before it turns the mirror off, so a table without a mirror never has one
+(a disable cut short leaves a mirrored table without a log: its next
+publish begins a new one).
 """
 
 from __future__ import annotations
@@ -52,9 +55,9 @@ def enable(
         try:
             report = sync_holding(manager, table)
         except LineageError:
-            if config.mirror is None and done.applied:
-                manager.alter_table(table, SettingsChange(mirror="none"), "mirror enable failed")
+            if config.mirror is None and done.applied:  # the log first: no mirror means no log
                 DeltaLog(config.root).remove()
+                manager.alter_table(table, SettingsChange(mirror="none"), "mirror enable failed")
             raise
     return Enabled(done, report)
 
@@ -67,9 +70,10 @@ def disable(manager: LineageManager, table: str, reason: str | None = None) -> b
 
     with held(manager, table):
         config = manager.table(table).config
+        removed = DeltaLog(config.root).remove()  # first: a table without a mirror has no log
         if config.mirror is not None:
             manager.alter_table(table, SettingsChange(mirror="none"), reason)
-        return DeltaLog(config.root).remove()
+        return removed
 
 
 def drop_table(
