@@ -212,3 +212,26 @@ def test_sync_all_passes_over_a_table_dropped_after_the_listing(
     assert [name for name, _ in results] == ["w1"] and not isinstance(results[0][1], LineageError)
     named = sync_many(zk_manager, ["w9"])  # named, not listed: its absence is an error
     assert isinstance(named[0][1], LineageError)
+
+
+def test_a_publish_after_a_commit_waits_a_while_for_the_hold_then_warns(
+    zk_manager: LineageManager,
+    other: LineageManager,
+    mirrored: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from segment_lineage.mirror import hook
+
+    monkeypatch.setattr(hook, "HOLD_WAIT_S", 0.3)
+    warnings: list[str] = []
+    zk_manager.after_commit = hook.publish_after(warnings.append)
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    assert not warnings and duck_rows(mirrored) == [(1,)]
+    other.store.hold_mirror("w1")  # a long sync elsewhere
+    push(zk_manager, "w1", tmp_path, 2, 2)  # the push stands
+    assert len(warnings) == 1 and "another process held it" in warnings[0], warnings
+    assert "lineage mirror sync w1" in warnings[0]
+    other.store.release_mirror("w1")
+    assert sync(zk_manager, "w1").published
+    assert duck_rows(mirrored) == [(1,), (2,)]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.errors import LineageError, MirrorHeldError
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.manager.commit import AfterCommit, Committed, ManagerBase
 from segment_lineage.mirror.plan import shows_nothing_new
+
+HOLD_WAIT_S = 10.0  # for another publisher (or a drop) to let go of the mirror: then a warning
 
 
 def publish_after(warn: Callable[[str], None]) -> AfterCommit:
@@ -24,7 +26,9 @@ def publish_after(warn: Callable[[str], None]) -> AfterCommit:
         from segment_lineage.mirror.publisher import sync
 
         try:
-            sync(manager, table)
+            sync(manager, table, wait_s=HOLD_WAIT_S)
+        except MirrorHeldError:
+            problem = f"another process held it (publishing, or removing it) for {HOLD_WAIT_S:g} s"
         except LineageError as exc:
             problem = exc.message
             if exc.remedy:  # refused: a sync would be refused too; say what helps

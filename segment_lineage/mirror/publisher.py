@@ -81,11 +81,12 @@ class SyncReport:
 
 
 @contextlib.contextmanager
-def held(manager: LineageManager, table: str) -> Iterator[None]:
+def held(manager: LineageManager, table: str, wait_s: float | None = None) -> Iterator[None]:
     """Hold ``table``'s mirror for the block: wait while another process
-    holds it (bounded by the manager's retry policy; then MirrorHeldError).
-    TableNotFoundError for a table that is not there."""
-    attempts = Attempts(manager.retry)
+    holds it (bounded by the manager's retry policy, or ``wait_s``; then
+    MirrorHeldError). TableNotFoundError for a table that is not there."""
+    policy = manager.retry if wait_s is None else dataclasses.replace(manager.retry, deadline_s=wait_s)
+    attempts = Attempts(policy)
     while True:
         try:
             manager.store.hold_mirror(table)
@@ -102,7 +103,13 @@ def held(manager: LineageManager, table: str) -> Iterator[None]:
 
 
 def sync(
-    manager: LineageManager, table: str, *, dry_run: bool = False, repair: bool = False, clean: bool = False
+    manager: LineageManager,
+    table: str,
+    *,
+    dry_run: bool = False,
+    repair: bool = False,
+    clean: bool = False,
+    wait_s: float | None = None,
 ) -> SyncReport:
     """Publish every retained version after the newest published one; with
     ``dry_run``, only say which would be. MirrorRefusedError when the table
@@ -112,10 +119,11 @@ def sync(
     numbers go on, and what the other writer added or removed is undone.
     With ``clean``, the log's files no version within the mirror's retention
     needs are removed afterwards (:meth:`DeltaLog.clean`), on the log read.
-    All but a dry run hold the table's mirror (:func:`held`) throughout."""
+    All but a dry run hold the table's mirror (:func:`held`, waiting at most
+    ``wait_s`` for it) throughout."""
     if dry_run:
         return _attempts(manager, table, dry_run=True, repair=repair, clean=False)
-    with held(manager, table):
+    with held(manager, table, wait_s):
         return sync_holding(manager, table, repair=repair, clean=clean)
 
 
