@@ -34,7 +34,8 @@ from benchmarks.measure import case, measure
 from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.mirror.publisher import status, sync
+from segment_lineage.mirror.publisher import sync
+from segment_lineage.mirror.views import status
 
 BEHIND = 20
 DELTA_WRITER = "deltalake write_deltalake"

@@ -20,7 +20,7 @@ from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import RootClaimFiles
 from segment_lineage.mirror.hook import publish_after
-from segment_lineage.mirror.publisher import mirror_commits, published_as
+from segment_lineage.mirror.views import mirror_commits, published_as
 from segment_lineage.retention.executor import PassOptions, run_pass
 
 if TYPE_CHECKING:

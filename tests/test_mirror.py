@@ -32,7 +32,8 @@ from segment_lineage.lineage.core.schema import DataType, Field
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.mirror.errors import MirrorRefusedError
 from segment_lineage.mirror.plan import Columns, Shown, plan_step, published_schema
-from segment_lineage.mirror.publisher import mirror_commits, sync
+from segment_lineage.mirror.publisher import sync
+from segment_lineage.mirror.views import mirror_commits
 from tests.helpers.delta_reads import read_delta
 from tests.helpers.run import cli as run
 

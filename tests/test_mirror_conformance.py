@@ -28,7 +28,7 @@ from segment_lineage.lineage.core.model import EntryState, TableConfig
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.mirror.hook import publish_after
-from segment_lineage.mirror.publisher import mirror_commits, status
+from segment_lineage.mirror.views import mirror_commits, status
 from segment_lineage.retention.executor import PassOptions, run_table
 from tests.helpers.delta_reads import read_delta
 

@@ -22,7 +22,8 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.mirror import admin
 from segment_lineage.mirror.delta import DeltaLog
 from segment_lineage.mirror.errors import MirrorError
-from segment_lineage.mirror.publisher import mirror_commits, sync, sync_many
+from segment_lineage.mirror.publisher import sync, sync_many
+from segment_lineage.mirror.views import mirror_commits
 from tests.helpers.run import cli as run
 from tests.test_mirror import duck_rows, write_month
 

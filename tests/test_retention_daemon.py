@@ -371,7 +371,8 @@ def test_the_leader_publishes_what_the_commits_did_not_and_reports_the_lag(
     the leader's tick publishes, and they fall to zero."""
     import datetime as dt
 
-    from segment_lineage.mirror.publisher import status, sync
+    from segment_lineage.mirror.publisher import sync
+    from segment_lineage.mirror.views import status
 
     root = str(tmp_path / "t")
     zk_manager.create_table(TableConfig.build("t", root, "APPEND", time_column="ts", mirror="delta"))

@@ -40,7 +40,7 @@ def history(
         details = [detail_text(h) for h in records]
         mirrored = m.table(table).config.mirror is not None
         if mirrored:
-            from segment_lineage.mirror.publisher import mirror_commits, published_as
+            from segment_lineage.mirror.views import mirror_commits, published_as
 
             try:
                 delta = published_as(mirror_commits(m, table))

@@ -119,7 +119,7 @@ def repair(
 def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) -> None:
     """What the mirror publishes, how far behind the table it is, and whether
     every file its newest version references is there."""
-    from segment_lineage.mirror.publisher import status
+    from segment_lineage.mirror.views import status
 
     with manager() as m:
         m.after_commit = None
@@ -154,7 +154,7 @@ def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) ->
 def versions(table: Annotated[str, typer.Argument(help="Table name.")]) -> None:
     """The mirror's Delta versions, oldest first, each with the lineage version
     it shows: a Delta time-travel version maps back to the table's history."""
-    from segment_lineage.mirror.publisher import mirror_commits
+    from segment_lineage.mirror.views import mirror_commits
 
     with manager() as m:
         m.after_commit = None

@@ -259,7 +259,8 @@ class Daemon:
         leader, after each pass: a commit publishes right after itself, best
         effort; this catches up whatever that missed), and set the lag
         gauges to what is left. Never raises."""
-        from segment_lineage.mirror.publisher import mirrored_tables, status, sync_many
+        from segment_lineage.mirror.publisher import mirrored_tables, sync_many
+        from segment_lineage.mirror.views import status
 
         try:
             tables = mirrored_tables(self.manager, self.tables)

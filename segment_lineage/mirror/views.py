@@ -1,0 +1,117 @@
+"""What a table's mirror shows, read only: where it stands against the
+table (``status``), and its commits mapped to lineage versions."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from segment_lineage.lineage.core.periods import format_period
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.mirror.delta import Commit, DeltaLog
+from segment_lineage.mirror.errors import MirrorError
+from segment_lineage.mirror.publisher import records_of, sync
+
+
+@dataclass(frozen=True)
+class Status:
+    table: str
+    mirror: str | None
+    retention: str
+    head: int
+    delta_version: int | None
+    lineage_version: int  # the newest lineage version published
+    behind: tuple[tuple[int, int], ...]  # versions to publish, with their commit times
+    lag_ms: int  # since the oldest version still to publish was committed; 0 when none
+    foreign: Commit | None
+    log_left: bool  # a log remains although the mirror is disabled
+    problem: str | None = None
+
+
+def status(manager: LineageManager, table: str, *, check_files: bool = False) -> Status:
+    """Where a table's mirror stands: what it publishes, how far behind it is;
+    with ``check_files``, also whether every file its newest version
+    references exists (a VACUUM that wrote no commit of its own shows here)."""
+    state = manager.table(table)
+    config = state.config
+    retention = format_period(config.mirror_window_ms)
+    try:
+        log = DeltaLog.open(config.root)
+    except MirrorError as exc:
+        return Status(table, None if config.mirror is None else config.mirror.value, retention,
+                      state.version, None, 0, (), 0, None, False, exc.message)  # fmt: skip
+    if config.mirror is None:
+        return Status(table, None, retention, state.version, log.shown.version, log.shown.lineage_version,
+                      (), 0, log.foreign(), log.exists())  # fmt: skip
+    problem = None
+    behind: tuple[tuple[int, int], ...] = ()
+    try:
+        report = sync(manager, table, dry_run=True)
+        behind = report.pending
+        problem = report.waiting
+    except MirrorError as exc:
+        problem = exc.message
+        # Nothing can be published: every version after the last published one is behind.
+        later = [v for v in manager.store.versions(table) if v > log.shown.lineage_version]
+        records = records_of(manager, table, later)
+        behind = tuple((v, records[v].at_ms if v in records else 0) for v in later)
+    now = manager.store.now_ms()
+    lag = max(0, now - behind[0][1]) if behind else 0
+    if check_files and log.shown.files:
+        sizes = DeepStore.for_root(config.root).file_sizes(sorted(log.shown.files))
+        missing = sorted(loc for loc, size in sizes.items() if size is None)
+        if missing:
+            problem = (
+                f"{len(missing)} file(s) the mirror's Delta version {log.shown.version} references are "
+                f"missing (first: {missing[0]}): engines reading it fail. Files were deleted outside "
+                "retention (a VACUUM?); what the table still shows of them is lost to every reader"
+            )
+    return Status(
+        table,
+        config.mirror.value,
+        retention,
+        state.version,
+        log.shown.version,
+        log.shown.lineage_version,
+        behind,
+        lag,
+        log.foreign(),
+        False,
+        problem,
+    )
+
+
+def mirror_commits(manager: LineageManager, table: str) -> list[Commit]:
+    """The commits of a table's mirror log, oldest first (none without a log).
+    Each names the lineage version it shows; None for another writer's, and
+    for another table's (a log this table took over with ``repair``: the
+    commit it names is not the one its history has at that version)."""
+    state = manager.table(table)
+    log = DeltaLog.open(state.config.root)
+    commits = sorted(log.history(), key=lambda c: c.delta_version)
+    named = {c.lineage_version for c in commits if c.lineage_version and c.commit_id is not None}
+    records = records_of(manager, table, sorted(v for v in named if v <= state.version))
+
+    def ours(commit: Commit) -> Commit:
+        version = commit.lineage_version or 0
+        record = records.get(version)
+        if commit.commit_id is None or version == 0:
+            return commit
+        if version <= state.version and (record is None or record.commit_id == commit.commit_id):
+            return commit  # (a record no longer kept cannot tell: taken as ours)
+        return dataclasses.replace(
+            commit, lineage_version=None, operation=f"{commit.operation} (another table's)"
+        )
+
+    return [ours(c) for c in commits]
+
+
+def published_as(commits: list[Commit]) -> dict[int, int]:
+    """Lineage version -> the Delta version that published its files. A
+    version that changed nothing the mirror shows has none of its own."""
+    return {
+        c.lineage_version: c.delta_version
+        for c in commits
+        if c.lineage_version is not None and not c.columns_only
+    }
