@@ -85,6 +85,7 @@ class Stage:
         table_type: str = "REFRESH",
         zero_retention: bool = True,
         max_snapshots: int = 2,
+        mirror: str | None = None,
     ) -> None:
         self.ctx = ctx
         self.table = f"{name}_{uuid.uuid4().hex[:6]}"
@@ -102,6 +103,7 @@ class Stage:
                 replaced_segments_retention=zero,
                 lineage_entry_cleanup_retention=zero,
                 max_snapshots=max_snapshots,
+                mirror=mirror,
             )
         )
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -125,14 +127,16 @@ class Stage:
         failpoint: str | None = None,
         clock: str | None = None,
         log: str | None = None,
+        table: str | None = None,
+        session_s: str | None = None,
     ) -> subprocess.Popen[bytes]:
         events = self.events_dir / f"{log or role}-{len(self._procs)}.jsonl"
         env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
-        env["LINEAGE_ZK_SESSION_TIMEOUT"] = str(SESSION_S)
+        env["LINEAGE_ZK_SESSION_TIMEOUT"] = session_s or str(SESSION_S)
         if failpoint:
             env[failpoints.ENV] = failpoint
         command = [sys.executable, "-m", "faults.worker", role, hosts or self.ctx.cluster.direct_hosts]
-        command += [self.table, str(events), *args]
+        command += [table or self.table, str(events), *args]
         if clock:
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
             command = ["faketime", "-f", clock, *command]
@@ -157,6 +161,10 @@ class Stage:
             lambda: (events.exists() and '"kind": "read"' in events.read_text()) or proc.poll() is not None,
         )
         return proc
+
+    def publish(self, table: str | None = None, **kw: str | None) -> subprocess.Popen[bytes]:
+        """A ``mirror sync`` process (of ``table``, default the stage's)."""
+        return self.spawn("publish", table=table, **kw)
 
     def retain(self, passes: int = 1, **kw: str | None) -> int:
         return wait(self.spawn("retain", str(passes), **kw))
@@ -449,6 +457,107 @@ def crash_mid_delete(stage: Stage, checks: Checks) -> None:
         checks.add("the pass died halfway", [f"exit {code}"])
 
 
+def _mirror_matches(stage: Stage, table: str) -> list[str]:
+    """The mirror's log shows exactly the table's current files, and each of
+    its commits publishes a commit of this table's own history."""
+    from segment_lineage.mirror.delta import DeltaLog
+    from segment_lineage.mirror.views import mirror_commits
+
+    state = stage.m.table(table)
+    shown = DeltaLog.open(state.config.root).shown.files
+    want = {s.location for s in stage.m.visible_segments(table)}
+    bad = [f"{table}: the log shows {len(shown)} file(s), the table {len(want)}"] if shown != want else []
+    strangers = [c.delta_version for c in mirror_commits(stage.m, table) if c.lineage_version is None]
+    if strangers:
+        bad.append(f"{table}: Delta versions {strangers} are not this table's commits")
+    return bad
+
+
+def mirror_publishers(stage: Stage, checks: Checks) -> None:
+    """31. Mirror publishers SIGKILLed before and after their Delta commit;
+    then, twice, a publisher stopped (SIGSTOP) before its commit while its
+    table is dropped and a new mirrored table made at its root: once within
+    its session (the drop waits for it), once past it (it commits nothing)."""
+    stage.push("base")
+    stage.reader()
+    for step in ("mirror.before-commit", "mirror.after-commit"):
+        stage.push(f"m{step[7:13]}")
+        code = wait(stage.publish(failpoint=step))
+        if code != -signal.SIGKILL:
+            checks.add("the publisher died at the failpoint", [f"{step}: exit {code}"])
+        if wait(stage.publish()) != 0:  # it waits for the dead one's hold to lapse
+            checks.add("a sync after the crash publishes", [f"after {step}"])
+        checks.add("the mirror shows the table's version", _mirror_matches(stage, stage.table))
+    for lapses in (False, True):
+        _drop_beside_a_stopped_publish(stage, checks, lapses)
+
+
+def _drop_beside_a_stopped_publish(stage: Stage, checks: Checks, lapses: bool) -> None:
+    """A table of its own at a root of its own: a publish of it stopped
+    before its commit, the table dropped (in a thread: it may wait for the
+    publish) and a new mirrored table made at the root and published."""
+    from segment_lineage.mirror import admin
+    from segment_lineage.mirror.publisher import sync
+
+    word = "late" if lapses else "live"
+    old, new = f"{stage.table}_{word}", f"{stage.table}_{word}2"
+    root = str(stage.ctx.work / f"{stage.table}-{word}")
+    stage.m.create_table(TableConfig.build(old, root, "REFRESH", mirror="delta"))
+    parts = [pa.table({"label": ["x"] * ROWS, "i": list(range(ROWS))}) for _ in range(PARTS)]
+    for _ in range(3):
+        push_arrow(stage.m, old, parts)
+        sync(stage.m, old)
+    push_arrow(stage.m, old, parts)  # not yet published
+    # Within its session (20 s) its hold stands; past it (2 s), the hold lapses.
+    session = "2" if lapses else "20"
+    stale = stage.publish(old, failpoint="mirror.before-commit:sleep=1", log=word, session_s=session)
+    wait_for("the stale publisher's commit", lambda: _count(stage, "before-commit", word) > 0)
+    stale.send_signal(signal.SIGSTOP)
+    made: list[str] = []
+
+    def new_table() -> None:
+        config = TableConfig.build(new, root, "REFRESH", mirror="delta")
+        stage.m.create_table(config, existing_files=True)
+        push_arrow(stage.m, new, parts)
+        sync(stage.m, new)
+        made.append(new)
+
+    dropped: list[BaseException | None] = []
+
+    def drop() -> None:
+        try:
+            admin.drop_table(stage.m, old, force=True)
+            dropped.append(None)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            dropped.append(exc)
+
+    try:
+        dropping = threading.Thread(target=drop, daemon=True)
+        dropping.start()
+        dropping.join(SESSION_S * 3)  # past a lapsing session; within a live one
+        if dropped and dropped[0] is None:
+            new_table()  # the stale publish is still stopped
+        if not lapses and dropped:
+            checks.add("a drop waits for a publish under way", ["it went ahead"])
+        if lapses and not dropped:
+            checks.add("a drop goes on once a stopped publisher's session lapsed", ["it waited on"])
+    finally:
+        stale.send_signal(signal.SIGCONT)
+    code = wait(stale)
+    dropping.join(60)
+    if not dropped or dropped[0] is not None:
+        checks.add("the drop succeeded", [f"{dropped}"])
+        return
+    if not made:
+        new_table()
+    if lapses and code == 0:
+        checks.add("a publisher whose session lapsed commits nothing", ["it exited 0"])
+    if not lapses and code != 0:
+        checks.add("a publish the drop waited for finishes", [f"exit {code}"])
+    checks.add("the new table's mirror is its own", _mirror_matches(stage, new))
+    admin.drop_table(stage.m, new, force=True)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A scenario: ``once`` runs on a fresh table (made with ``table``), then
@@ -529,6 +638,18 @@ SCENARIOS: Sequence[Scenario] = (
         table={"zero_retention": False, "max_snapshots": 10},
         converge=False,
         needs="faketime",
+    ),
+    Scenario(
+        31,
+        "mirror publishers killed, and one stopped past its session beside a drop",
+        mirror_publishers,
+        _said(
+            "SIGKILL of a mirror publisher before and after its Delta commit; a publisher "
+            f"SIGSTOPped before its commit for {SESSION_S * 3:.0f}s (within its session of 20s, and "
+            f"past one of {SESSION_S:.0f}s) while its table was dropped and a new mirrored table made "
+            "at its root"
+        ),
+        table={"mirror": "delta"},
     ),
     Scenario(
         20,

@@ -3,11 +3,14 @@
     python -m faults.worker push HOSTS TABLE EVENTS LABEL [MODE]
     python -m faults.worker read HOSTS TABLE EVENTS SECONDS [HOLD_S]
     python -m faults.worker retain HOSTS TABLE EVENTS PASSES [PAUSE_S [defaults]]
+    python -m faults.worker publish HOSTS TABLE EVENTS
 
 Each appends one JSON line per event to EVENTS (its own file), flushed at
 once, so a SIGKILL loses nothing already said: ``ack`` (a push returned),
 ``read`` (a whole snapshot read: its version and rows per label),
-``deleted`` (a file retention deleted), and ``error`` (what failed, by class).
+``deleted`` (a file retention deleted), ``before-commit`` and ``published``
+(a mirror publish about to commit, and done), and ``error`` (what failed, by
+class).
 The failpoints (``LINEAGE_FAILPOINT``) and the session timeout
 (``LINEAGE_ZK_SESSION_TIMEOUT``) come from the environment.
 """
@@ -120,6 +123,24 @@ def retain(hosts: str, table: str, events: Events, passes: int, pause_s: float, 
     return 1 if failed == passes else 0
 
 
+def publish(hosts: str, table: str, events: Events) -> int:
+    """One ``lineage mirror sync``: it says when it is about to commit to the
+    Delta log (the harness may stop it there) and what it published."""
+    from segment_lineage.lineage.core import failpoints
+    from segment_lineage.mirror.publisher import sync
+
+    failpoints.set_hook("mirror.before-commit", lambda: events.say("before-commit"))
+    m = open_manager(hosts)
+    try:
+        report = sync(m, table)
+    except LineageError as exc:
+        events.error(exc)
+        return 1
+    events.say("published", versions=[list(p) for p in report.published])
+    m.store.close()
+    return 0
+
+
 def main(argv: list[str]) -> int:
     role, hosts, table, path = argv[0], argv[1], argv[2], argv[3]
     events = Events(path)
@@ -131,6 +152,8 @@ def main(argv: list[str]) -> int:
         if role == "retain":
             pause = float(argv[5]) if len(argv) > 5 else 0.0
             return retain(hosts, table, events, int(argv[4]), pause, argv[6:7] == ["defaults"])
+        if role == "publish":
+            return publish(hosts, table, events)
         raise SystemExit(f"unknown role {role!r}")
     finally:
         events.close()

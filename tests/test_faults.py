@@ -36,7 +36,7 @@ def test_scenario_holds(cluster: Cluster, tmp_path: Path, scenario: Scenario) ->
 
 def test_every_matrix_scenario_is_covered() -> None:
     covered = {s.number for s in SCENARIOS} | {t.number for t in TESTED}
-    assert covered == set(range(1, 21))
+    assert covered >= set(range(1, 21))  # and the project's own rows past the matrix (31: the mirror)
     nodes = {node.split("::")[0] for t in TESTED for node in t.nodes}
     for node in nodes:
         assert (Path(__file__).parent.parent / node).exists(), node
