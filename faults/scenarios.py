@@ -641,7 +641,7 @@ SCENARIOS: Sequence[Scenario] = (
     ),
     Scenario(
         31,
-        "mirror publishers killed, and one stopped past its session beside a drop",
+        "mirror publishers killed; one stopped beside a drop, within and past its session",
         mirror_publishers,
         _said(
             "SIGKILL of a mirror publisher before and after its Delta commit; a publisher "
