@@ -19,6 +19,7 @@ from segment_lineage.lineage.core.errors import LineageError, TableNotFoundError
 from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.mirror.admin import drop_table
 from segment_lineage.mirror.hook import publish_after
 from segment_lineage.mirror.views import mirror_commits, published_as
 from segment_lineage.retention.executor import PassOptions, run_pass
@@ -74,7 +75,7 @@ def run_demo(
         m = LineageManager(store, job_id="demo", claims=RootClaimFiles(settings))
         echo(f"ZooKeeper ready; table {DEMO_TABLE!r}")
         with contextlib.suppress(TableNotFoundError):
-            m.drop_table(DEMO_TABLE, force=True, reason="demo restart")
+            drop_table(m, DEMO_TABLE, force=True, reason="demo restart")  # and its mirror's log
         root = state_dir() / "deep-store" / DEMO_TABLE
         shutil.rmtree(root, ignore_errors=True)
         # Zero retention, so that the demo's retention pass can reclaim at once;

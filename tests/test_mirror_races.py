@@ -111,7 +111,9 @@ def test_a_publish_under_way_when_its_table_is_dropped_never_lands_in_the_next_t
             second_table()
     assert stale.join() and drop.join()
     assert drop.error is None, drop.error
-    assert drop.result is True  # the log it removed was the dropped table's, with the publish in it
+    assert (
+        isinstance(drop.result, admin.Dropped) and drop.result.log_removed
+    )  # the log it removed was the dropped table's, with the publish in it
     if not made:
         second_table()
     # The new table's log holds only what the new table wrote.
@@ -164,8 +166,8 @@ def test_the_hold_is_exclusive_waited_for_and_released(
     zk_manager: LineageManager, other: LineageManager, mirrored: str
 ) -> None:
     zk_manager.store.hold_mirror("w1")
-    with pytest.raises(MirrorHeldError):
-        other.store.hold_mirror("w1")
+    with pytest.raises(MirrorHeldError, match=r"another process \(.+ pid \d+\) holds"):
+        other.store.hold_mirror("w1")  # says who holds it
     with pytest.raises(MirrorHeldError):
         zk_manager.store.hold_mirror("w1")  # two holders of one process never overlap either
     waiting = Running("waiting", lambda: admin.disable(other, "w1"))
@@ -185,7 +187,7 @@ def test_a_refused_drop_leaves_the_log(
     assert code == 1 and "still has 1 segment(s)" in err, err
     assert duck_rows(mirrored) == [(1,)]  # refused before the log was touched
     code, out, _ = run(zk_hosts, "table", "drop", "w1", "--force")
-    assert code == 0 and "removed its Delta mirror's log" in out
+    assert code == 0 and "removed the Delta log under its root" in out
     assert not (Path(mirrored) / "_delta_log").exists()
 
 
@@ -236,3 +238,62 @@ def test_a_publish_after_a_commit_waits_a_while_for_the_hold_then_warns(
     other.store.release_mirror("w1")
     assert sync(zk_manager, "w1").published
     assert duck_rows(mirrored) == [(1,), (2,)]
+
+
+def test_a_drop_removes_any_log_under_the_root_even_an_earlier_mirrors(
+    zk_hosts: str, zk_manager: LineageManager, mirrored: str, tmp_path: Path
+) -> None:
+    from segment_lineage.lineage.core.model import SettingsChange
+
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    sync(zk_manager, "w1")
+    zk_manager.alter_table("w1", SettingsChange(mirror="none"))  # as a script might: the log stays
+    code, out, err = run(zk_hosts, "table", "drop", "w1", "--force")
+    assert code == 0 and "removed the Delta log under its root" in out, err
+    assert not (Path(mirrored) / "_delta_log").exists()
+
+
+def test_a_drop_of_a_table_whose_metadata_cannot_be_read_removes_its_log(
+    zk_hosts: str, zk_manager: LineageManager, mirrored: str, tmp_path: Path
+) -> None:
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    sync(zk_manager, "w1")
+    zk_manager.store.client.set(zk_manager.store.paths.head("w1"), b"garbage")
+    code, _, err = run(zk_hosts, "table", "drop", "w1")
+    assert code == 1 and duck_rows(mirrored) == [(1,)], err  # refused: nothing changed
+    code, out, err = run(zk_hosts, "table", "drop", "w1", "--force")
+    assert code == 0 and "removed the Delta log under its root" in out, err  # its root, as registered
+    assert not (Path(mirrored) / "_delta_log").exists()
+
+
+def test_an_interrupted_drop_removes_the_log_when_run_again(
+    zk_hosts: str, zk_manager: LineageManager, mirrored: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from segment_lineage.lineage.core.errors import StoreUnavailableError
+    from segment_lineage.lineage.storage.deep import DeepStore
+
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    sync(zk_manager, "w1")
+
+    def unreachable(_self: DeepStore) -> bool:
+        raise StoreUnavailableError("deep storage unreachable (simulated)")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(DeepStore, "remove_mirror_log", unreachable)
+        with pytest.raises(StoreUnavailableError):
+            admin.drop_table(zk_manager, "w1", force=True)
+    assert duck_rows(mirrored) == [(1,)]  # the log stays while the drop is unfinished
+    code, out, err = run(zk_hosts, "table", "drop", "w1", "--force")  # run again
+    assert code == 0 and "removed the Delta log under its root" in out, err
+    assert not (Path(mirrored) / "_delta_log").exists()
+    assert run(zk_hosts, "table", "show", "w1")[0] == 1
+
+
+def test_sync_all_passes_over_a_table_whose_mirror_was_turned_off_after_the_listing(
+    zk_manager: LineageManager, mirrored: str, tmp_path: Path
+) -> None:
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    admin.disable(zk_manager, "w1")
+    assert sync_many(zk_manager, ["w1"], listed=True) == []
+    named = sync_many(zk_manager, ["w1"])
+    assert isinstance(named[0][1], LineageError) and "has no mirror" in named[0][1].message

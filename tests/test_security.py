@@ -210,6 +210,13 @@ def test_a_pusher_publishes_to_the_mirror_after_its_push_once_the_folder_is_ther
     assert code == 0 and json.loads(out)["behind_versions"] == 0, err
     code, out, err = cli(zk, IDENTITIES["retention"], "mirror", "sync", T)
     assert code == 0 and "up to date" in out, err
+    code, _, err = cli(zk, IDENTITIES["reader"], "mirror", "sync", T)
+    assert code == 1 and "needs the pusher or retention role" in err, err  # a sync writes the log
+    log = tmp_path / T / "_delta_log"
+    code, _, err = cli(zk, IDENTITIES["pusher"], "table", "drop", T, "--force")
+    assert code == 1 and "not authorised" in err and log.is_dir(), err  # refused: the log stays
+    code, out, err = cli(zk, IDENTITIES["admin"], "table", "drop", T, "--force")
+    assert code == 0 and "removed the Delta log" in out and not log.exists(), err
 
 
 def seg(name: str) -> Segment:

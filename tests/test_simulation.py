@@ -180,7 +180,7 @@ def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     import segment_lineage.mirror.publisher as publisher
 
     @contextlib.contextmanager
-    def no_hold(_manager: object, _table: str) -> Iterator[None]:
+    def no_hold(*_: object) -> Iterator[None]:
         yield
 
     monkeypatch.setattr(publisher, "held", no_hold)

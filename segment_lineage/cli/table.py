@@ -247,6 +247,9 @@ def table_drop(
     from segment_lineage.mirror.admin import drop_table
 
     with manager() as m:
-        removed = drop_table(m, check_table_name(name), force=force, reason=reason)
-    word = "; removed its Delta mirror's log" if removed else ""
-    emit({"dropped": name, "mirror_log_removed": removed}, f"dropped table {name}{word}")
+        dropped = drop_table(m, check_table_name(name), force=force, reason=reason)
+    word = "; removed the Delta log under its root" if dropped.log_removed else ""
+    view = {"dropped": name, "mirror_log_removed": dropped.log_removed, "problem": dropped.problem}
+    emit(view, f"dropped table {name}{word}")
+    if dropped.problem:
+        typer.echo(f"warning: {dropped.problem}", err=True)

@@ -14,3 +14,7 @@ class MirrorError(LineageError):
 class MirrorRefusedError(MirrorError, RefusedError):
     """The mirror cannot publish this table as it is (a column type the format
     lacks, a log another writer changed). Nothing was written to the log."""
+
+
+class NoMirrorError(MirrorRefusedError):
+    """The table has no mirror (any more) to publish to."""

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from segment_lineage.lineage.core.errors import (
+    AuthError,
     ContentionError,
     LineageError,
     MirrorHeldError,
@@ -45,10 +46,11 @@ from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import DeltaLog, MirrorConflict, encode_fields, location
-from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
+from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError, NoMirrorError
 from segment_lineage.mirror.plan import Columns, Step, after, plan_step, published_schema, shows_nothing_new
 
 SYNC_ATTEMPTS = 5
+HOLD_TRIES = 10_000  # looks at a mirror another holds, within the wait's deadline
 MAX_RECORDS = 100_000  # history records read to describe the versions published
 
 
@@ -82,10 +84,11 @@ class SyncReport:
 @contextlib.contextmanager
 def held(manager: LineageManager, table: str, wait_s: float | None = None) -> Iterator[None]:
     """Hold ``table``'s mirror for the block: wait while another process
-    holds it (bounded by the manager's retry policy, or ``wait_s``; then
+    holds it (for the manager's retry deadline, or ``wait_s``; then
     MirrorHeldError). TableNotFoundError for a table that is not there."""
-    policy = manager.retry if wait_s is None else dataclasses.replace(manager.retry, deadline_s=wait_s)
-    attempts = Attempts(policy)
+    deadline = manager.retry.deadline_s if wait_s is None else wait_s
+    # Bounded by time: a publish may hold the mirror for a while.
+    attempts = Attempts(dataclasses.replace(manager.retry, max_attempts=HOLD_TRIES, deadline_s=deadline))
     while True:
         try:
             manager.store.hold_mirror(table)
@@ -94,6 +97,12 @@ def held(manager: LineageManager, table: str, wait_s: float | None = None) -> It
             if not attempts.next():
                 raise
             attempts.backoff()
+        except AuthError as exc:
+            raise AuthError(
+                f"holding the Delta mirror of table {table!r} was refused: {exc.message} (publishing to "
+                "a mirror, and turning it on or off, needs the pusher or retention role, or an admin)",
+                remedy=exc.remedy,
+            ) from None
     try:
         yield
     finally:
@@ -170,7 +179,7 @@ def check_log(state: TableState, log: DeltaLog, *, foreign_too: bool = True) -> 
     """Refuse a table without a mirror, or a log another writer changed."""
     name = state.config.name
     if state.config.mirror is None:
-        raise MirrorRefusedError(
+        raise NoMirrorError(
             f"table {name!r} has no mirror",
             table=name,
             remedy=f"enable one with: lineage mirror enable {name}",
@@ -353,8 +362,8 @@ def sync_many(
             break
         try:
             out.append((table, sync(manager, table, dry_run=dry_run, clean=clean)))
-        except TableNotFoundError as exc:
-            if not listed:
+        except (TableNotFoundError, NoMirrorError) as exc:
+            if not listed:  # listed: dropped, or its mirror turned off, since
                 out.append((table, exc))
         except LineageError as exc:
             out.append((table, exc))

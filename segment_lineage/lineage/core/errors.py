@@ -216,12 +216,14 @@ class MirrorHeldError(RefusedError):
     """Another process holds the table's mirror: one publishes to its log,
     or removes it (a drop, a disable), at a time."""
 
-    def __init__(self, table: str) -> None:
+    def __init__(self, table: str, holder: str | None = None) -> None:
+        who = f"another process ({holder})" if holder else "another process"
         super().__init__(
-            f"another process holds the Delta mirror of table {table!r} (publishing to it, or "
-            "removing it); nothing was changed",
+            f"{who} holds the Delta mirror of table {table!r} (publishing to it, or removing it); "
+            "nothing was changed",
             table=table,
-            remedy="wait for it to finish, then retry",
+            remedy="wait for it to finish, then retry (a holder that was killed lets go when its "
+            "ZooKeeper session times out; one that hangs, when it is stopped)",
         )
 
 

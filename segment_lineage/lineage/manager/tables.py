@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import os
 import uuid
+from collections.abc import Callable
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.config import state_dir
@@ -163,13 +164,22 @@ class TableOps(ManagerBase):
         """Every table, with those whose metadata cannot be decoded named apart."""
         return self.store.table_listing()
 
-    def drop_table(self, table: str, *, force: bool = False, reason: str | None = None) -> None:
+    def drop_table(
+        self,
+        table: str,
+        *,
+        force: bool = False,
+        reason: str | None = None,
+        on_marked: Callable[[str | None], None] | None = None,
+    ) -> None:
         """Remove a table's metadata. Refused while it has segments, unless forced.
 
         Files in deep storage are not touched: delete the segments and run
         retention first to reclaim them. The check and the drop are one
         compare-and-set, so a concurrent write makes the drop re-check. An
-        interrupted drop is finished by running it again.
+        interrupted drop is finished by running it again. ``on_marked`` (the
+        store's): called with the table's root once the drop can no longer
+        be refused, before the table's metadata and root claim go.
         """
         check_table_name(table)
         audit = self.audit(reason)
@@ -178,17 +188,17 @@ class TableOps(ManagerBase):
             try:
                 state = self.store.read(table).state
             except TableNotFoundError:
-                self.store.drop_table(table, audit, None, resume_only=True)
+                self.store.drop_table(table, audit, None, resume_only=True, on_marked=on_marked)
                 return
             except CorruptRecordError:
                 if not force:
                     raise
-                self.store.drop_table(table, audit, None)
+                self.store.drop_table(table, audit, None, on_marked=on_marked)
                 return
             if not force and (refused := drop_refusal(state)) is not None:
                 raise refused
             try:
-                self.store.drop_table(table, audit, state.version)
+                self.store.drop_table(table, audit, state.version, on_marked=on_marked)
                 self._unclaim(table, state.config.root)
                 return
             except VersionConflict:

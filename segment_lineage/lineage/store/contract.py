@@ -7,7 +7,7 @@ Two implementations share it, and one contract test suite runs on both:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -197,12 +197,22 @@ class Store(Protocol):
         ...
 
     def drop_table(
-        self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False
+        self,
+        table: str,
+        audit: Audit,
+        expected_version: int | None,
+        *,
+        resume_only: bool = False,
+        on_marked: Callable[[str | None], None] | None = None,
     ) -> None:
         """Remove a table's metadata, if it is still at ``expected_version``.
 
         VersionConflict when it moved on (re-check and retry); None skips the
         check. ``resume_only`` finishes an interrupted drop and nothing else.
+        ``on_marked`` is called with the table's root (None: not known) once
+        the drop can no longer be refused and no one reads or writes the
+        table any more, before its metadata (and its root's registration)
+        goes; an error it raises leaves the drop to be run again.
         """
         ...
 

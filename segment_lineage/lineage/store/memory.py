@@ -212,7 +212,13 @@ class MemoryStore:
         return iter(self.history(table))
 
     def drop_table(
-        self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False
+        self,
+        table: str,
+        audit: Audit,
+        expected_version: int | None,
+        *,
+        resume_only: bool = False,
+        on_marked: Callable[[str | None], None] | None = None,
     ) -> None:
         with self._lock:
             current = self._tables.get(table)
@@ -220,6 +226,11 @@ class MemoryStore:
                 raise TableNotFoundError(table)
             if expected_version is not None and current.version != expected_version:
                 raise VersionConflict(f"table {table} changed since version {expected_version}")
+        if on_marked is not None:  # outside the lock: it works on deep storage
+            on_marked(current.config.root)
+        with self._lock:
+            if self._tables.get(table) is not current:
+                raise VersionConflict(f"table {table} changed while dropping")
             del self._tables[table]
             self._history.pop(table, None)
             self._floors.pop(table, None)

@@ -43,7 +43,7 @@ shared nodes (:mod:`.nodes`), blobs and their cache (:mod:`.blobs`), reading
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.security import ACL
@@ -101,7 +101,9 @@ class ZkStore:
         self.tables = Tables(self.zk, self.paths, self.nodes, self.heads)
         self.owners = Owners(self.zk, self.ephemerals)
         self.leases_ = Leases(self.paths, self.heads, self.versions_, self.ephemerals)
-        self.passes = TableHolds(self.zk, self.paths, self.ephemerals, "passes", PassRunningError)
+        self.passes = TableHolds(
+            self.zk, self.paths, self.ephemerals, "passes", lambda t, _: PassRunningError(t)
+        )
         self.mirror_holds = TableHolds(self.zk, self.paths, self.ephemerals, "mirror", MirrorHeldError)
         self.elections = Elections(self.zk, self.paths, self.nodes, self.ephemerals)
 
@@ -177,10 +179,16 @@ class ZkStore:
         return self.tables.create_table(config, audit, commit_id)
 
     def drop_table(
-        self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False
+        self,
+        table: str,
+        audit: Audit,
+        expected_version: int | None,
+        *,
+        resume_only: bool = False,
+        on_marked: Callable[[str | None], None] | None = None,
     ) -> None:
         """Mark the head dropping (compare-and-set), delete the blobs, then the head."""
-        self.tables.drop_table(table, audit, expected_version, resume_only=resume_only)
+        self.tables.drop_table(table, audit, expected_version, resume_only=resume_only, on_marked=on_marked)
 
     def roots(self) -> dict[str, str]:
         return self.tables.roots()

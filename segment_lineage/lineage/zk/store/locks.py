@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -241,7 +243,7 @@ class TableHolds:
         paths: Paths,
         ephemerals: Ephemerals,
         folder: str,
-        busy: Callable[[str], LineageError],
+        busy: Callable[[str, str | None], LineageError],
     ) -> None:
         self.zk = zk
         self.paths = paths
@@ -251,6 +253,7 @@ class TableHolds:
         self._doing = f"{folder} lock"
         self._lock = threading.Lock()
         self._held: set[str] = set()  # tables this store holds
+        self._who = f"{socket.gethostname()} pid {os.getpid()}".encode()[:200]  # said to those who wait
 
     def path(self, table: str) -> str:
         return self.paths.lock(table, self.folder)
@@ -258,7 +261,7 @@ class TableHolds:
     def hold(self, table: str) -> None:
         with self._lock:
             if table in self._held:  # two holders in one process never overlap either
-                raise self.busy(table)
+                raise self.busy(table, f"this one, pid {os.getpid()}")
             self._held.add(table)
         try:
             self._hold(table, self.path(table))
@@ -269,7 +272,7 @@ class TableHolds:
 
     def _hold(self, table: str, path: str) -> None:
         try:
-            self.ephemerals.create(table, self.folder, "lock", b"", sequence=False)
+            self.ephemerals.create(table, self.folder, "lock", self._who, sequence=False)
             return
         except (NodeExistsError, StoreUnavailableError) as exc:
             # Taken already (by another holder, or by this session before a
@@ -280,10 +283,18 @@ class TableHolds:
                 stat = None
             if stat is None:
                 if isinstance(exc, NodeExistsError):  # released meanwhile: the next try takes it
-                    raise self.busy(table) from None
+                    raise self.busy(table, None) from None
                 raise
         if stat.ephemeralOwner != self.zk.session_id():
-            raise self.busy(table)
+            raise self.busy(table, self._holder(path))
+
+    def _holder(self, path: str) -> str | None:
+        """Who holds it, as its holder said (None: gone, or not said)."""
+        try:
+            raw, _ = self.zk.get(path, doing=self._doing)
+        except (NoNodeError, StoreUnavailableError):
+            return None
+        return raw.decode("utf-8", "replace")[:200] or None
 
     def holds(self, table: str) -> bool:
         try:

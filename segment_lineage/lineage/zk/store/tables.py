@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -205,7 +206,13 @@ class Tables:
         return TableListing(tuple(readable), unreadable)
 
     def drop_table(
-        self, table: str, audit: Audit, expected_version: int | None, *, resume_only: bool = False
+        self,
+        table: str,
+        audit: Audit,
+        expected_version: int | None,
+        *,
+        resume_only: bool = False,
+        on_marked: Callable[[str | None], None] | None = None,
     ) -> None:
         """Mark the head dropping (compare-and-set), delete the blobs, then the head.
 
@@ -213,6 +220,8 @@ class Tables:
         when the table moved on. None skips the check (a forced drop of an
         unreadable table). ``resume_only`` finishes an interrupted drop and
         nothing else. A drop cut short is finished by running it again.
+        ``on_marked`` runs once the head is marked (or found marked), with the
+        table's root (from the head, else the root registry).
         """
         path = self.paths.head(table)
         guard = self.paths.guard(table)
@@ -268,6 +277,9 @@ class Tables:
                     if isinstance(head_result, Exception):
                         raise head_result
                     stat = head_result
+                if on_marked is not None:
+                    on_marked(head.config.root if head is not None else self.roots().get(table))
+                    on_marked = None  # once: a sweep again after a late writer does not call it
                 for child in self.zk.get_children(path, doing="listing"):
                     for grandchild in self.zk.get_children(f"{path}/{child}", doing="listing"):
                         node = f"{path}/{child}/{grandchild}"
