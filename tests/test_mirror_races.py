@@ -297,3 +297,14 @@ def test_sync_all_passes_over_a_table_whose_mirror_was_turned_off_after_the_list
     assert sync_many(zk_manager, ["w1"], listed=True) == []
     named = sync_many(zk_manager, ["w1"])
     assert isinstance(named[0][1], LineageError) and "has no mirror" in named[0][1].message
+
+
+def test_a_lasting_lock_node_is_no_ones_hold(
+    zk_manager: LineageManager, other: LineageManager, mirrored: str
+) -> None:
+    """A node at the hold's place that no session owns (made by hand, or by
+    an identity that may create there) would hold the table for ever."""
+    path = zk_manager.store.mirror_holds.path("w1")
+    other.store.client.create(path, b"stuck")
+    assert admin.disable(zk_manager, "w1") is False  # waited a moment, took the hold, and worked
+    assert zk_manager.table("w1").config.mirror is None

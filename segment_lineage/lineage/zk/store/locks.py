@@ -285,6 +285,13 @@ class TableHolds:
                 if isinstance(exc, NodeExistsError):  # released meanwhile: the next try takes it
                     raise self.busy(table, None) from None
                 raise
+        if stat.ephemeralOwner == 0:
+            # A lasting node is no one's hold (made by hand, or by a client that
+            # may create there): it would hold the table for ever. It goes; the
+            # next try takes the hold.
+            with contextlib.suppress(NoNodeError, BadVersionError):
+                self.zk.delete(path, version=stat.version)
+            raise self.busy(table, "a node that was no session's, now removed")
         if stat.ephemeralOwner != self.zk.session_id():
             raise self.busy(table, self._holder(path))
 
