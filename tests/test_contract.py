@@ -598,6 +598,37 @@ def test_leases_pin_a_version_until_released(manager: LineageManager, table: str
     assert manager.store.leases(T) == []
 
 
+def test_a_drop_calls_back_once_the_table_is_marked_and_again_when_finished_later(
+    manager: LineageManager, table: str
+) -> None:
+    """While a drop's call back runs, the table is gone to readers and
+    writers but its name and root stay taken; a call back that fails leaves
+    the drop to be run again, which calls it again and finishes."""
+    seen: list[tuple[str | None, str | None]] = []
+
+    def fails(root: str | None, config: TableConfig | None) -> None:
+        seen.append((root, None if config is None else config.name))
+        with pytest.raises(TableNotFoundError):
+            manager.table(T)
+        with pytest.raises((TableExistsError, RefusedError)):
+            manager.create_table(TableConfig.build(T, "/data/elsewhere"))
+        with pytest.raises(RefusedError):
+            manager.create_table(TableConfig.build("other", "/data/events"))  # its root: still taken
+        raise OSError("deep storage unreachable")
+
+    with pytest.raises(OSError):
+        manager.drop_table(T, force=True, on_marked=fails)
+    assert seen == [("/data/events", T)]
+    with pytest.raises(TableNotFoundError, match="is being dropped") as left:
+        manager.table(T)
+    assert left.value.remedy == f"finish the drop: lineage table drop {T} --force"
+    manager.drop_table(T, force=True, on_marked=lambda root, config: seen.append((root, None)))
+    assert seen[1] == ("/data/events", None)  # called again, with the root
+    with pytest.raises(TableNotFoundError):
+        manager.drop_table(T)
+    manager.create_table(TableConfig.build(T, "/data/events"))  # free again
+
+
 def test_a_mirror_hold_is_one_holders_until_released_and_goes_with_the_table(
     manager: LineageManager, table: str
 ) -> None:

@@ -112,7 +112,7 @@ def test_a_publish_under_way_when_its_table_is_dropped_never_lands_in_the_next_t
     assert stale.join() and drop.join()
     assert drop.error is None, drop.error
     assert (
-        isinstance(drop.result, admin.Dropped) and drop.result.log_removed
+        isinstance(drop.result, admin.Removal) and drop.result.removed
     )  # the log it removed was the dropped table's, with the publish in it
     if not made:
         second_table()
@@ -280,13 +280,89 @@ def test_an_interrupted_drop_removes_the_log_when_run_again(
 
     with monkeypatch.context() as patched:
         patched.setattr(DeepStore, "remove_mirror_log", unreachable)
-        with pytest.raises(StoreUnavailableError):
-            admin.drop_table(zk_manager, "w1", force=True)
+        for _ in range(2):  # run again while deep storage is still away: still unfinished
+            with pytest.raises(StoreUnavailableError):
+                admin.drop_table(zk_manager, "w1", force=True)
     assert duck_rows(mirrored) == [(1,)]  # the log stays while the drop is unfinished
     code, out, err = run(zk_hosts, "table", "drop", "w1", "--force")  # run again
     assert code == 0 and "removed the Delta log under its root" in out, err
     assert not (Path(mirrored) / "_delta_log").exists()
     assert run(zk_hosts, "table", "show", "w1")[0] == 1
+
+
+def test_a_drop_on_a_root_no_mirror_can_live_under_finishes(zk_manager: LineageManager) -> None:
+    bare = LineageManager(zk_manager.store)  # no root claims: the root is not looked at
+    bare.create_table(TableConfig.build("far", "hdfs://127.0.0.1:1/far"))
+    assert admin.drop_table(bare, "far", force=True) == admin.Removal(False, None)
+    assert "far" not in bare.list_tables()
+
+
+def test_a_drop_that_finds_another_tables_log_leaves_it(
+    zk_manager: LineageManager,
+    other: LineageManager,
+    mirrored: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A drop stopped before it opens the log, its hold lapsed; meanwhile
+    the drop is finished by another process and a new mirrored table made at
+    the root: the first drop must not remove the new table's log."""
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    sync(zk_manager, "w1")
+    reached, go = threading.Event(), threading.Event()
+    opened = DeltaLog.open
+    calls: list[str] = []
+
+    def slow_open(root: str) -> DeltaLog:
+        if threading.current_thread().name == "first":
+            calls.append(root)
+            if len(calls) == 2:  # the one when the table is marked dropping
+                reached.set()
+                go.wait(60)
+        return opened(root)
+
+    monkeypatch.setattr(DeltaLog, "open", staticmethod(slow_open))
+    first = Running("first", lambda: admin.drop_table(zk_manager, "w1", force=True))
+    assert reached.wait(30)
+    zk_manager.store.client.delete(zk_manager.store.mirror_holds.path("w1"))  # as when its session lapses
+    admin.drop_table(other, "w1", force=True)  # finishes the drop
+    other.create_table(
+        TableConfig.build("w2", mirrored, "APPEND", time_column="ts", mirror="delta"), existing_files=True
+    )
+    push(other, "w2", tmp_path, 2, 2)
+    sync(other, "w2")
+    go.set()
+    assert first.join()
+    assert duck_rows(mirrored) == [(2,)]  # the new table's log stands
+
+
+def test_a_drop_leaves_a_log_that_is_not_the_tables(
+    zk_hosts: str, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    # Another writer's Delta table under the root (no commit of it is ours).
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    root = tmp_path / "theirs"
+    write_deltalake(str(root), pa.table({"x": [1, 2]}))
+    zk_manager.create_table(TableConfig.build("t1", str(root)), existing_files=True)
+    code, out, err = run(zk_hosts, "mirror", "status", "t1")
+    assert code == 0 and "remains" not in out + err and "warning" not in err, (out, err)  # not ours to judge
+    code, out, err = run(zk_hosts, "table", "drop", "t1")
+    assert code == 0 and "removed" not in out and "another writer's Delta table" in err, (out, err)
+    assert (root / "_delta_log").is_dir()
+    # A root that now leads to another table's (moved away, linked): that log is the other's.
+    for name in ("sx", "sy"):
+        zk_manager.create_table(
+            TableConfig.build(name, str(tmp_path / name), "APPEND", time_column="ts", mirror="delta")
+        )
+        push(zk_manager, name, tmp_path, 1, 1 if name == "sx" else 9)
+        sync(zk_manager, name)
+    (tmp_path / "sx").rename(tmp_path / "sx.moved")
+    (tmp_path / "sx").symlink_to(tmp_path / "sy")
+    code, out, err = run(zk_hosts, "table", "drop", "sx", "--force")
+    assert code == 0 and "another table's versions" in err, (out, err)
+    assert duck_rows(str(tmp_path / "sy")) == [(9,)]
 
 
 def test_sync_all_passes_over_a_table_whose_mirror_was_turned_off_after_the_listing(
@@ -306,5 +382,5 @@ def test_a_lasting_lock_node_is_no_ones_hold(
     an identity that may create there) would hold the table for ever."""
     path = zk_manager.store.mirror_holds.path("w1")
     other.store.client.create(path, b"stuck")
-    assert admin.disable(zk_manager, "w1") is False  # waited a moment, took the hold, and worked
+    assert admin.disable(zk_manager, "w1").removed is False  # waited a moment, took the hold, and worked
     assert zk_manager.table("w1").config.mirror is None

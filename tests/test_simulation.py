@@ -166,7 +166,7 @@ def test_the_checker_catches_two_daemons_leading_at_once(monkeypatch: pytest.Mon
     assert [v.kind for v in result.violations] == ["two-leaders"], describe(result)
 
 
-@pytest.mark.parametrize(("seed", "kind"), [(27, "mirror-stranger"), (4, "mirror-left")])
+@pytest.mark.parametrize(("seed", "kind"), [(31, "mirror-stranger"), (4, "mirror-left")])
 def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     monkeypatch: pytest.MonkeyPatch, seed: int, kind: str
 ) -> None:

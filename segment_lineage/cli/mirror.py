@@ -56,9 +56,14 @@ def disable(
     check_table_name(table)
     with manager() as m:
         m.after_commit = None
-        removed = disable_mirror(m, table, reason)
-    word = "removed its Delta log" if removed else "no Delta log was there"
-    emit({"table": table, "log_removed": removed}, f"mirror of {table} disabled; {word}")
+        done = disable_mirror(m, table, reason)
+    word = "removed its Delta log" if done.removed else "no Delta log of it was there"
+    emit(
+        {"table": table, "log_removed": done.removed, "problem": done.problem},
+        f"mirror of {table} disabled; {word}",
+    )
+    if done.problem:
+        typer.echo(f"warning: {done.problem}", err=True)
 
 
 @mirror_app.command("sync")
@@ -135,14 +140,14 @@ def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) ->
         "lag_seconds": round(found.lag_ms / 1000, 3),
         "problem": found.problem,
     }
-    if found.foreign is not None:
+    if found.foreign is not None and found.mirror is not None:
         view["foreign_commit"] = f"Delta version {found.foreign.delta_version}: {found.foreign.operation}"
     if found.log_left:
         view["problem"] = f"the mirror is disabled but its Delta log remains: lineage mirror disable {table}"
     emit(view, render_pairs(view))
     if view["problem"]:
         typer.echo(f"problem: {view['problem']}", err=True)
-    if found.foreign is not None:
+    if found.foreign is not None and found.mirror is not None:
         typer.echo(
             f"warning: another writer committed to the Delta log ({found.foreign.operation}); the mirror "
             f"publishes nothing more until it is repaired (lineage mirror repair {table})",

@@ -248,8 +248,8 @@ def table_drop(
 
     with manager() as m:
         dropped = drop_table(m, check_table_name(name), force=force, reason=reason)
-    word = "; removed the Delta log under its root" if dropped.log_removed else ""
-    view = {"dropped": name, "mirror_log_removed": dropped.log_removed, "problem": dropped.problem}
+    word = "; removed the Delta log under its root" if dropped.removed else ""
+    view = {"dropped": name, "mirror_log_removed": dropped.removed, "problem": dropped.problem}
     emit(view, f"dropped table {name}{word}")
     if dropped.problem:
         typer.echo(f"warning: {dropped.problem}", err=True)

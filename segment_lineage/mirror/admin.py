@@ -20,12 +20,12 @@ import contextlib
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core.errors import LineageError, TableNotFoundError
-from segment_lineage.lineage.core.model import MirrorFormat, SettingsChange
+from segment_lineage.lineage.core.model import MirrorFormat, SettingsChange, TableConfig, TableState
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.manager.commit import Committed
-from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.mirror.delta import DeltaLog
 from segment_lineage.mirror.errors import MirrorRefusedError
-from segment_lineage.mirror.publisher import SyncReport, check_root, held, sync_holding
+from segment_lineage.mirror.publisher import SyncReport, check_root, held, owned, sync_holding
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,6 @@ def enable(
     Refused over a log an earlier mirror left. When nothing can be
     published, the table goes back to no mirror (if this call turned it on)
     and a log it began is removed."""
-    from segment_lineage.mirror.delta import DeltaLog
-
     with held(manager, table):
         config = manager.table(table).config
         check_root(config.root)
@@ -64,55 +62,89 @@ def enable(
     return Enabled(done, report)
 
 
-def disable(manager: LineageManager, table: str, reason: str | None = None) -> bool:
-    """Turn the mirror off and remove its log (engines then find no table
-    there, rather than a stale one); whether there was a log. The segments'
-    files stay."""
-    from segment_lineage.mirror.delta import DeltaLog
-
-    with held(manager, table):
-        config = manager.table(table).config
-        removed = DeltaLog(config.root).remove()
-        if config.mirror is not None:
-            manager.alter_table(table, SettingsChange(mirror="none"), reason)
-            if not manager.store.holds_mirror(table):  # lapsed: a publish may have begun a log since
-                DeltaLog(config.root).remove()
-        return removed
-
-
 @dataclass(frozen=True)
-class Dropped:
-    log_removed: bool  # a Delta log was under the table's root, and is gone
-    problem: str | None = None  # why a log under its root may remain
+class Removal:
+    removed: bool  # a Delta log of the table was under its root, and is gone
+    problem: str | None = None  # why a log under its root remains
+
+
+def not_the_tables(manager: LineageManager, state: TableState | None, log: DeltaLog) -> str | None:
+    """Why the log under a table's root is not to be removed as the table's
+    mirror (None: it is): no commit of it is the publisher's (another
+    writer's Delta table), or it publishes another table's versions (a root
+    that now leads to another table's). ``state`` None: the table's history
+    cannot be read; only the first is checked."""
+    if not any(c.lineage_version is not None for c in log.history()):
+        return "no commit of it is this project's (another writer's Delta table)"
+    if state is not None and not owned(manager, state, log):
+        return "it publishes another table's versions"
+    return None
+
+
+def disable(manager: LineageManager, table: str, reason: str | None = None) -> Removal:
+    """Turn the mirror off and remove its log (engines then find no table
+    there, rather than a stale one). A log that is not the table's mirror
+    (:func:`not_the_tables`) stays. The segments' files stay."""
+    with held(manager, table):
+        state = manager.table(table)
+        root = state.config.root
+        log = DeltaLog.open(root)
+        there = log.exists()
+        why = not_the_tables(manager, state, log) if there else None
+        if why is None:
+            log.remove()
+        if state.config.mirror is not None:
+            manager.alter_table(table, SettingsChange(mirror="none"), reason)
+            if why is None and not manager.store.holds_mirror(table):
+                DeltaLog(root).remove()  # lapsed: a publish may have begun a log since
+    problem = f"the Delta log under {root!r} stays: {why}" if why else None
+    return Removal(there and why is None, problem)
 
 
 def drop_table(
     manager: LineageManager, table: str, *, force: bool = False, reason: str | None = None
-) -> Dropped:
+) -> Removal:
     """Drop a table (:meth:`LineageManager.drop_table`) and the Delta log
-    under its root, holding its mirror. A table whose mirror is off may
-    still have a log there (an earlier mirror's): it goes too; one that
-    cannot be removed is then only reported. A mirrored table's log that
-    cannot be removed leaves the drop to be run again."""
+    under its root, holding its mirror. The log goes once the table is
+    marked dropping (the store calls back), if the hold still stands and
+    the log is the table's (:func:`not_the_tables`): a log an earlier
+    mirror left goes too. A mirrored table's log that cannot be
+    removed (deep storage unreachable) leaves the drop to be run again;
+    otherwise what remains is only reported."""
     removed: list[bool] = []
     problems: list[str] = []
-    mirrored = False
+    whys: list[str | None] = []  # why the log is not the table's, as read before the drop
+    holding = False
 
-    def remove_log(root: str | None) -> None:
+    def remove_log(root: str | None, config: TableConfig | None) -> None:
         if root is None:
-            problems.append("its root is not known: a Delta log under it, if any, remains")
+            problems.append("the table's root is not known: a Delta log under it, if any, remains")
             return
         try:
-            removed.append(DeepStore.for_root(root).remove_mirror_log())
-        except LineageError as exc:
-            if mirrored:
-                raise
-            problems.append(f"the Delta log under {root!r} could not be removed: {exc.message}")
+            log = DeltaLog.open(root)
+            if not log.exists():
+                return
+            why = whys[0] if whys else not_the_tables(manager, None, log)
+            if holding and not manager.store.holds_mirror(table):
+                why = "the hold on the table's mirror lapsed (its ZooKeeper session ended)"
+            if why is not None:
+                problems.append(f"the Delta log under {root!r} stays: {why}")
+                return
+            removed.append(log.remove())
+        except MirrorRefusedError:
+            return  # a root no mirror can live under
+        except (LineageError, OSError) as exc:
+            if config is not None and config.mirror is not None:
+                raise  # the drop stays to be run again
+            problems.append(f"the Delta log under {root!r}, if any, remains: {exc}")
 
     with contextlib.ExitStack() as stack:
         with contextlib.suppress(TableNotFoundError):  # (an interrupted drop: finished below)
             stack.enter_context(held(manager, table))
-            with contextlib.suppress(LineageError):
-                mirrored = manager.table(table).config.mirror is not None
+            holding = True
+            with contextlib.suppress(LineageError, OSError):  # else judged when it goes
+                state = manager.table(table)
+                log = DeltaLog.open(state.config.root)
+                whys.append(not_the_tables(manager, state, log) if log.exists() else None)
         manager.drop_table(table, force=force, reason=reason, on_marked=remove_log)
-    return Dropped(any(removed), problems[0] if problems else None)
+    return Removal(any(removed), problems[0] if problems else None)

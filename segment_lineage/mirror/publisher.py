@@ -149,7 +149,7 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
         failpoint("mirror.after-log-read")
         state = manager.table(table)  # read after the log: whatever it published, this is newer
         check_log(state, log, foreign_too=not repair)
-        if repair and log.foreign() is None and _owned(manager, state, log):
+        if repair and log.foreign() is None and owned(manager, state, log):
             repair = False  # nothing to repair: a plain sync, and no empty commit
         if not repair:
             check_owner(manager, state, log)
@@ -195,7 +195,7 @@ def check_log(state: TableState, log: DeltaLog, *, foreign_too: bool = True) -> 
         )
 
 
-def _owned(manager: LineageManager, state: TableState, log: DeltaLog) -> bool:
+def owned(manager: LineageManager, state: TableState, log: DeltaLog) -> bool:
     """Whether this table wrote the log's newest commit (or there is no log):
     it names no version the table has not reached, and the commit it names
     is the one the table's history has at that version."""
@@ -209,12 +209,12 @@ def _owned(manager: LineageManager, state: TableState, log: DeltaLog) -> bool:
 
 
 def check_owner(manager: LineageManager, state: TableState, log: DeltaLog) -> None:
-    """Refuse a log this table did not write (:func:`_owned`): a dropped
+    """Refuse a log this table did not write (:func:`owned`): a dropped
     table's log, under a table created again at its root."""
     name = state.config.name
     newest = log.newest
     published = log.shown.lineage_version
-    if not _owned(manager, state, log):
+    if not owned(manager, state, log):
         raise MirrorRefusedError(
             f"the Delta log under the root of table {name!r} was not written for this table: it "
             f"publishes version {published} (commit {newest.commit_id if newest else '?'}), which "

@@ -59,8 +59,15 @@ class NotFoundError(LineageError, LookupError):
 
 
 class TableNotFoundError(NotFoundError):
-    def __init__(self, table: str) -> None:
-        super().__init__(f"table {table!r} does not exist", remedy="create it with 'lineage table create'")
+    def __init__(self, table: str, *, dropping: bool = False) -> None:
+        if dropping:  # marked dropping by a drop that did not finish: its name and root stay taken
+            super().__init__(
+                f"table {table!r} is being dropped (a drop of it did not finish)",
+                remedy=f"finish the drop: lineage table drop {table} --force",
+            )
+        else:
+            remedy = "create it with 'lineage table create'"
+            super().__init__(f"table {table!r} does not exist", remedy=remedy)
         self.table = table
 
 

@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.config import state_dir
@@ -35,7 +34,7 @@ from segment_lineage.lineage.storage.claims import (
     read_claim,
     resolve_root,
 )
-from segment_lineage.lineage.store.contract import TableListing, VersionConflict
+from segment_lineage.lineage.store.contract import OnMarked, TableListing, VersionConflict
 
 
 class TableOps(ManagerBase):
@@ -170,7 +169,7 @@ class TableOps(ManagerBase):
         *,
         force: bool = False,
         reason: str | None = None,
-        on_marked: Callable[[str | None], None] | None = None,
+        on_marked: OnMarked | None = None,
     ) -> None:
         """Remove a table's metadata. Refused while it has segments, unless forced.
 
@@ -178,22 +177,34 @@ class TableOps(ManagerBase):
         retention first to reclaim them. The check and the drop are one
         compare-and-set, so a concurrent write makes the drop re-check. An
         interrupted drop is finished by running it again. ``on_marked`` (the
-        store's): called with the table's root once the drop can no longer
-        be refused, before the table's metadata and root claim go.
+        store's): called with the table's root and config once the drop can
+        no longer be refused, before the table's metadata and root claim go.
         """
         check_table_name(table)
         audit = self.audit(reason)
+        roots: list[str] = []
+
+        def marked(root: str | None, config: TableConfig | None) -> None:
+            if root is not None:
+                roots.append(root)  # a drop finished again, or of an unreadable head: its claim goes too
+            if on_marked is not None:
+                on_marked(root, config)
+
         attempts = Attempts(self.retry)
         while attempts.next():
             try:
                 state = self.store.read(table).state
             except TableNotFoundError:
-                self.store.drop_table(table, audit, None, resume_only=True, on_marked=on_marked)
+                self.store.drop_table(table, audit, None, resume_only=True, on_marked=marked)
+                if roots:
+                    self._unclaim(table, roots[0])
                 return
             except CorruptRecordError:
                 if not force:
                     raise
-                self.store.drop_table(table, audit, None, on_marked=on_marked)
+                self.store.drop_table(table, audit, None, on_marked=marked)
+                if roots:
+                    self._unclaim(table, roots[0])
                 return
             if not force and (refused := drop_refusal(state)) is not None:
                 raise refused

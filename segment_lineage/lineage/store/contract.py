@@ -19,6 +19,10 @@ MAX_HISTORY = 10_240  # history records each store keeps (older ones are compact
 MEMBER_PREFIX = "member-"  # an election member's name: this, then its join order
 
 
+# A drop's call back once the table is marked dropping: (its root, its config).
+OnMarked = Callable[[str | None, TableConfig | None], None]
+
+
 class VersionConflict(LineageError):
     """Internal: the table moved on since it was read. Re-read and recompute."""
 
@@ -203,16 +207,17 @@ class Store(Protocol):
         expected_version: int | None,
         *,
         resume_only: bool = False,
-        on_marked: Callable[[str | None], None] | None = None,
+        on_marked: OnMarked | None = None,
     ) -> None:
         """Remove a table's metadata, if it is still at ``expected_version``.
 
         VersionConflict when it moved on (re-check and retry); None skips the
         check. ``resume_only`` finishes an interrupted drop and nothing else.
-        ``on_marked`` is called with the table's root (None: not known) once
-        the drop can no longer be refused and no one reads or writes the
-        table any more, before its metadata (and its root's registration)
-        goes; an error it raises leaves the drop to be run again.
+        ``on_marked`` is called with the table's root (None: not known) and
+        config (None: unreadable) once the drop can no longer be refused and
+        no one reads or writes the table any more (it is marked dropping),
+        before its metadata (and its root's registration) goes; an error it
+        raises leaves the drop to be run again (which calls it again).
         """
         ...
 

@@ -37,6 +37,7 @@ from segment_lineage.lineage.store.contract import (
     Lease,
     LeaseInfo,
     Member,
+    OnMarked,
     Snapshot,
     TableListing,
     VersionConflict,
@@ -60,6 +61,7 @@ class MemoryStore:
         self._versions: dict[str, dict[int, TableState]] = {}
         self._passes: dict[str, object] = {}  # table -> the session holding its retention pass
         self._mirror_holds: set[str] = set()  # tables whose mirror this store's client holds
+        self._dropping: dict[str, TableState] = {}  # marked dropping, their metadata not yet gone
         self._floors: dict[str, Floor] = {}
         self._queues: dict[str, dict[str, str]] = {}  # table -> ticket -> commit id, oldest first
         self._tickets = 0
@@ -80,7 +82,7 @@ class MemoryStore:
     def create_table(self, config: TableConfig, audit: Audit, commit_id: str) -> TableState:
         check_table_name(config.name)
         with self._lock:
-            for name in self._tables:
+            for name in [*self._tables, *self._dropping]:  # a dropping table's name and root stay taken
                 if name.casefold() == config.name.casefold():
                     raise TableExistsError(config.name, name)
             check_no_overlap(config.name, config.root, self._roots())
@@ -107,7 +109,8 @@ class MemoryStore:
         return self._id
 
     def _roots(self) -> dict[str, str]:
-        return {name: state.config.root for name, state in self._tables.items()}
+        tables = {**self._dropping, **self._tables}  # as on ZooKeeper: registered until the drop ends
+        return {name: state.config.root for name, state in tables.items()}
 
     def roots(self) -> dict[str, str]:
         with self._lock:
@@ -147,8 +150,9 @@ class MemoryStore:
         with self._lock:
             state = self._tables.get(table)
             floor = self._floors.get(table, FREE)
+            dropping = table in self._dropping
         if state is None:
-            raise TableNotFoundError(table)
+            raise TableNotFoundError(table, dropping=dropping)
         return Snapshot(state, state.version, floor)
 
     def take_floor(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
@@ -218,20 +222,25 @@ class MemoryStore:
         expected_version: int | None,
         *,
         resume_only: bool = False,
-        on_marked: Callable[[str | None], None] | None = None,
+        on_marked: OnMarked | None = None,
     ) -> None:
         with self._lock:
             current = self._tables.get(table)
-            if current is None or resume_only:
+            if current is None:
+                current = self._dropping.get(table)
+                if current is None:
+                    raise TableNotFoundError(table)
+            elif resume_only:
                 raise TableNotFoundError(table)
-            if expected_version is not None and current.version != expected_version:
+            elif expected_version is not None and current.version != expected_version:
                 raise VersionConflict(f"table {table} changed since version {expected_version}")
+            else:  # marked: no one reads or writes it from here on
+                del self._tables[table]
+                self._dropping[table] = current
         if on_marked is not None:  # outside the lock: it works on deep storage
-            on_marked(current.config.root)
+            on_marked(current.config.root, current.config)
         with self._lock:
-            if self._tables.get(table) is not current:
-                raise VersionConflict(f"table {table} changed while dropping")
-            del self._tables[table]
+            self._dropping.pop(table, None)
             self._history.pop(table, None)
             self._floors.pop(table, None)
             self._queues.pop(table, None)

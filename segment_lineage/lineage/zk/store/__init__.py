@@ -43,7 +43,7 @@ shared nodes (:mod:`.nodes`), blobs and their cache (:mod:`.blobs`), reading
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.security import ACL
@@ -51,7 +51,15 @@ from kazoo.security import ACL
 from segment_lineage.lineage.core.acl import AclPolicy, Place
 from segment_lineage.lineage.core.errors import MirrorHeldError, PassRunningError
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableConfig, TableState
-from segment_lineage.lineage.store.contract import Floor, Lease, LeaseInfo, Member, Snapshot, TableListing
+from segment_lineage.lineage.store.contract import (
+    Floor,
+    Lease,
+    LeaseInfo,
+    Member,
+    OnMarked,
+    Snapshot,
+    TableListing,
+)
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.blobs import BlobStore
 from segment_lineage.lineage.zk.store.commit import Commits
@@ -185,7 +193,7 @@ class ZkStore:
         expected_version: int | None,
         *,
         resume_only: bool = False,
-        on_marked: Callable[[str | None], None] | None = None,
+        on_marked: OnMarked | None = None,
     ) -> None:
         """Mark the head dropping (compare-and-set), delete the blobs, then the head."""
         self.tables.drop_table(table, audit, expected_version, resume_only=resume_only, on_marked=on_marked)

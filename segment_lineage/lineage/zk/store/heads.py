@@ -112,7 +112,7 @@ class Heads:
             return last[0].head, zversion  # unchanged: decoded already
         head = codec.decode_head(raw, path)
         if head.dropping:
-            raise TableNotFoundError(table)
+            raise TableNotFoundError(table, dropping=True)
         if head.config.name != table:
             raise CorruptRecordError(path, f"head names table {head.config.name!r}")
         return head, zversion

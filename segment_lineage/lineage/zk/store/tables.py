@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -25,7 +24,7 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.model import Audit, HistoryRecord, Operation, TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.roots import check_no_overlap, overlaps
-from segment_lineage.lineage.store.contract import TableListing, VersionConflict
+from segment_lineage.lineage.store.contract import OnMarked, TableListing, VersionConflict
 from segment_lineage.lineage.zk.connection import UNKNOWN, ZkConnection, translated
 from segment_lineage.lineage.zk.store.blobs import new_blob_id
 from segment_lineage.lineage.zk.store.heads import READ_ATTEMPTS, Heads
@@ -212,7 +211,7 @@ class Tables:
         expected_version: int | None,
         *,
         resume_only: bool = False,
-        on_marked: Callable[[str | None], None] | None = None,
+        on_marked: OnMarked | None = None,
     ) -> None:
         """Mark the head dropping (compare-and-set), delete the blobs, then the head.
 
@@ -221,7 +220,7 @@ class Tables:
         unreadable table). ``resume_only`` finishes an interrupted drop and
         nothing else. A drop cut short is finished by running it again.
         ``on_marked`` runs once the head is marked (or found marked), with the
-        table's root (from the head, else the root registry).
+        table's root (from the head, else the root registry) and config.
         """
         path = self.paths.head(table)
         guard = self.paths.guard(table)
@@ -278,7 +277,10 @@ class Tables:
                         raise head_result
                     stat = head_result
                 if on_marked is not None:
-                    on_marked(head.config.root if head is not None else self.roots().get(table))
+                    if head is not None:
+                        on_marked(head.config.root, head.config)
+                    else:
+                        on_marked(self.roots().get(table), None)
                     on_marked = None  # once: a sweep again after a late writer does not call it
                 for child in self.zk.get_children(path, doing="listing"):
                     for grandchild in self.zk.get_children(f"{path}/{child}", doing="listing"):
