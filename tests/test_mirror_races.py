@@ -7,6 +7,7 @@ past a table dropped after the listing, versions of another table's log."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -281,8 +282,9 @@ def test_an_interrupted_drop_removes_the_log_when_run_again(
     with monkeypatch.context() as patched:
         patched.setattr(DeepStore, "remove_mirror_log", unreachable)
         for _ in range(2):  # run again while deep storage is still away: still unfinished
-            with pytest.raises(StoreUnavailableError):
+            with pytest.raises(MirrorError, match="did not finish") as unfinished:
                 admin.drop_table(zk_manager, "w1", force=True)
+            assert unfinished.value.remedy is not None and "lineage table drop w1" in unfinished.value.remedy
     assert duck_rows(mirrored) == [(1,)]  # the log stays while the drop is unfinished
     code, _, err = run(zk_hosts, "table", "show", "w1")
     assert code == 1 and "is being dropped" in err and "lineage table drop w1 --force" in err, err
@@ -387,3 +389,73 @@ def test_a_lasting_lock_node_is_no_ones_hold(
     other.store.client.create(path, b"stuck")
     assert admin.disable(zk_manager, "w1").removed is False  # waited a moment, took the hold, and worked
     assert zk_manager.table("w1").config.mirror is None
+
+
+@pytest.mark.parametrize("left", ["a broken hint", "checkpoints only"])
+def test_a_drop_removes_what_a_removal_cut_short_left(
+    zk_hosts: str, zk_manager: LineageManager, mirrored: str, tmp_path: Path, left: str
+) -> None:
+    """Object stores delete a directory file by file: a removal cut short
+    leaves a log no engine reads (only a checkpoint hint), or one that reads
+    from a checkpoint with no commits left (still the publisher's, by its
+    application transaction). The drop run again removes either."""
+    for month in (1, 2):
+        push(zk_manager, "w1", tmp_path, month, month)
+        sync(zk_manager, "w1")
+    from deltalake import DeltaTable
+
+    DeltaTable(mirrored).create_checkpoint()
+    folder = Path(mirrored) / "_delta_log"
+    for path in folder.iterdir():
+        keep = path.name == "_last_checkpoint" or (left == "checkpoints only" and ".checkpoint." in path.name)
+        if path.is_file() and not keep:
+            path.unlink()
+    if left == "a broken hint":
+        (folder / "_last_checkpoint").write_text('{"version": 7, "size": 1}')
+    code, out, err = run(zk_hosts, "table", "drop", "w1", "--force")
+    assert code == 0 and "removed the Delta log under its root" in out and "warning" not in err, (out, err)
+    assert not folder.exists()
+
+
+def test_a_drop_whose_hold_lapsed_does_not_finish_until_run_again(
+    zk_hosts: str, zk_manager: LineageManager, mirrored: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    sync(zk_manager, "w1")
+    opened = DeltaLog.open
+    calls: list[str] = []
+
+    def lapsing(root: str) -> DeltaLog:
+        calls.append(root)
+        if len(calls) == 2:  # when the table is marked dropping: its session lapsed meanwhile
+            zk_manager.store.client.delete(zk_manager.store.mirror_holds.path("w1"))
+        return opened(root)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(DeltaLog, "open", staticmethod(lapsing))
+        with pytest.raises(MirrorError, match=r"did not finish.*lapsed"):
+            admin.drop_table(zk_manager, "w1", force=True)
+    assert duck_rows(mirrored) == [(1,)]
+    code, out, err = run(zk_hosts, "table", "drop", "w1", "--force")
+    assert code == 0 and "removed the Delta log" in out and not (Path(mirrored) / "_delta_log").exists(), err
+
+
+def test_another_tables_log_with_a_foreign_commit_on_top_is_still_another_tables(
+    zk_hosts: str, zk_manager: LineageManager, mirrored: str, tmp_path: Path
+) -> None:
+    from deltalake import DeltaTable
+
+    for month in (1, 2, 3):
+        push(zk_manager, "w1", tmp_path, month, month)
+        sync(zk_manager, "w1")
+    theirs = tmp_path / "theirs"
+    zk_manager.create_table(TableConfig.build("b", str(theirs), "APPEND", time_column="ts"))
+    for month in range(1, 9):  # past the version w1's log names
+        push(zk_manager, "b", tmp_path, month, 10 + month)
+    shutil.copytree(Path(mirrored) / "_delta_log", theirs / "_delta_log")  # an earlier table's, left
+    DeltaTable(str(theirs)).alter.set_table_properties({"delta.appendOnly": "false"})  # another writer's
+    code, _, err = run(zk_hosts, "mirror", "enable", "b")
+    assert code == 1 and "not this table's mirror" in err and "another table's versions" in err, err
+    code, out, err = run(zk_hosts, "table", "drop", "b", "--force")
+    assert code == 0 and "another table's versions" in err and "removed" not in out, (out, err)
+    assert (theirs / "_delta_log").is_dir()

@@ -20,12 +20,13 @@ import contextlib
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core.errors import LineageError, TableNotFoundError
-from segment_lineage.lineage.core.model import MirrorFormat, SettingsChange, TableConfig, TableState
+from segment_lineage.lineage.core.model import MirrorFormat, SettingsChange, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.manager.commit import Committed
-from segment_lineage.mirror.delta import DeltaLog
-from segment_lineage.mirror.errors import MirrorRefusedError
-from segment_lineage.mirror.publisher import SyncReport, check_root, held, owned, sync_holding
+from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.mirror.delta import DeltaLog, location
+from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
+from segment_lineage.mirror.publisher import SyncReport, check_root, held, not_the_tables, sync_holding
 
 
 @dataclass(frozen=True)
@@ -44,11 +45,20 @@ def enable(
     with held(manager, table):
         config = manager.table(table).config
         check_root(config.root)
-        if config.mirror is None and DeltaLog.open(config.root).exists():
+        log = DeltaLog.open(config.root)
+        if config.mirror is None and log.exists():
+            why = not_the_tables(manager, manager.table(table), log)
+            if why is None:
+                raise MirrorRefusedError(
+                    f"a Delta log from an earlier mirror remains under the root of table {table!r}",
+                    table=table,
+                    remedy=f"remove it with: lineage mirror disable {table}",
+                )
             raise MirrorRefusedError(
-                f"a Delta log from an earlier mirror remains under the root of table {table!r}",
+                f"a Delta log that is not this table's mirror is under the root of table {table!r}: {why}",
                 table=table,
-                remedy=f"remove it with: lineage mirror disable {table}",
+                remedy=f"a mirror cannot live there; if that log is not needed, remove "
+                f"{config.root.rstrip('/')}/_delta_log/ by hand",
             )
         change = SettingsChange(mirror=MirrorFormat.DELTA.value, mirror_retention=retention)
         done = manager.alter_table(table, change, reason)
@@ -66,19 +76,6 @@ def enable(
 class Removal:
     removed: bool  # a Delta log of the table was under its root, and is gone
     problem: str | None = None  # why a log under its root remains
-
-
-def not_the_tables(manager: LineageManager, state: TableState | None, log: DeltaLog) -> str | None:
-    """Why the log under a table's root is not to be removed as the table's
-    mirror (None: it is): no commit of it is the publisher's (another
-    writer's Delta table), or it publishes another table's versions (a root
-    that now leads to another table's). ``state`` None: the table's history
-    cannot be read; only the first is checked."""
-    if not any(c.lineage_version is not None for c in log.history()):
-        return "no commit of it is this project's (another writer's Delta table)"
-    if state is not None and not owned(manager, state, log):
-        return "it publishes another table's versions"
-    return None
 
 
 def disable(manager: LineageManager, table: str, reason: str | None = None) -> Removal:
@@ -120,12 +117,23 @@ def drop_table(
         if root is None:
             problems.append("the table's root is not known: a Delta log under it, if any, remains")
             return
+        mirrored = config is not None and config.mirror is not None
         try:
-            log = DeltaLog.open(root)
-            if not log.exists():
+            store = DeepStore.for_root(root)
+            location(store)  # MirrorRefusedError: a root no mirror can live under
+            if not store.list_mirror_log():
+                return
+            try:
+                log = DeltaLog.open(root)
+            except MirrorError:
+                log = None
+            if log is None or not log.exists():  # what a removal cut short left: no engine reads it
+                removed.append(store.remove_mirror_log())
                 return
             why = whys[0] if whys else not_the_tables(manager, None, log)
-            if holding and not manager.store.holds_mirror(table):
+            if why is None and holding and not manager.store.holds_mirror(table):
+                if mirrored:  # it stays to be run again, with a hold of its own
+                    raise MirrorError(f"the hold on the Delta mirror of table {table!r} lapsed")
                 why = "the hold on the table's mirror lapsed (its ZooKeeper session ended)"
             if why is not None:
                 problems.append(f"the Delta log under {root!r} stays: {why}")
@@ -134,9 +142,15 @@ def drop_table(
         except MirrorRefusedError:
             return  # a root no mirror can live under
         except (LineageError, OSError) as exc:
-            if config is not None and config.mirror is not None:
-                raise  # the drop stays to be run again
-            problems.append(f"the Delta log under {root!r}, if any, remains: {exc}")
+            if not mirrored:
+                problems.append(f"the Delta log under {root!r}, if any, remains: {exc}")
+                return
+            text = exc.message if isinstance(exc, LineageError) else str(exc)
+            raise MirrorError(
+                f"the drop of table {table!r} did not finish: removing the Delta log under {root!r} "
+                f"failed: {text}",
+                remedy=f"run it again once that is mended: lineage table drop {table} --force",
+            ) from None
 
     with contextlib.ExitStack() as stack:
         with contextlib.suppress(TableNotFoundError):  # (an interrupted drop: finished below)

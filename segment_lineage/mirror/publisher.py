@@ -196,16 +196,33 @@ def check_log(state: TableState, log: DeltaLog, *, foreign_too: bool = True) -> 
 
 
 def owned(manager: LineageManager, state: TableState, log: DeltaLog) -> bool:
-    """Whether this table wrote the log's newest commit (or there is no log):
-    it names no version the table has not reached, and the commit it names
-    is the one the table's history has at that version."""
-    newest = log.newest
+    """Whether this table wrote the log's newest commit of the publisher's
+    (or there is none): it names no version the table has not reached, and
+    the commit it names is the one the table's history has at that version.
+    Another writer's commit on top (a VACUUM, a property set) changes nothing."""
     if log.shown.lineage_version > state.version:
         return False
+    newest = log.newest
+    if newest is not None and newest.lineage_version is None:  # another writer's on top: look past it
+        newest = next((c for c in log.history() if c.lineage_version and c.commit_id), None)
     if newest is not None and newest.commit_id is not None and newest.lineage_version:
         record = records_of(manager, state.config.name, [newest.lineage_version]).get(newest.lineage_version)
         return record is None or record.commit_id == newest.commit_id
     return True
+
+
+def not_the_tables(manager: LineageManager, state: TableState | None, log: DeltaLog) -> str | None:
+    """Why the log under a table's root is not the table's mirror (None: it
+    is): none of it is the publisher's (another writer's Delta table), or it
+    publishes another table's versions (an earlier table's left at the root,
+    or a root that now leads to another table's). ``state`` None: the
+    table's history cannot be read; only the first is checked."""
+    ours = log.shown.lineage_version > 0 or any(c.lineage_version is not None for c in log.history())
+    if not ours:  # (a checkpoint carries the publisher's application transaction too)
+        return "none of it is this project's (another writer's Delta table)"
+    if state is not None and not owned(manager, state, log):
+        return "it publishes another table's versions"
+    return None
 
 
 def check_owner(manager: LineageManager, state: TableState, log: DeltaLog) -> None:

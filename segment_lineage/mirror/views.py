@@ -11,7 +11,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import Commit, DeltaLog
 from segment_lineage.mirror.errors import MirrorError
-from segment_lineage.mirror.publisher import records_of, sync
+from segment_lineage.mirror.publisher import not_the_tables, records_of, sync
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def status(manager: LineageManager, table: str, *, check_files: bool = False) ->
                       state.version, None, 0, (), 0, None, False, exc.message)  # fmt: skip
     if config.mirror is None:
         return Status(table, None, retention, state.version, log.shown.version, log.shown.lineage_version,
-                      (), 0, log.foreign(), _publishers(log))  # fmt: skip
+                      (), 0, None, log.exists() and not_the_tables(manager, state, log) is None)  # fmt: skip
     problem = None
     behind: tuple[tuple[int, int], ...] = ()
     try:
@@ -115,9 +115,3 @@ def published_as(commits: list[Commit]) -> dict[int, int]:
         for c in commits
         if c.lineage_version is not None and not c.columns_only
     }
-
-
-def _publishers(log: DeltaLog) -> bool:
-    """Whether a log is there that this project's publisher wrote (a disabled
-    mirror's, left behind), not another writer's Delta table."""
-    return log.exists() and any(c.lineage_version is not None for c in log.history())
