@@ -4,8 +4,10 @@ changes the table and its log, so a publish under way finishes first, and
 none starts until the change is done.
 
 A drop removes the log under the table's root (whether or not its mirror is
-on: a log an earlier mirror left goes too) once the drop can no longer be
-refused and before the table's root is free again: a refused drop leaves
+on: a log an earlier mirror of it left goes too; one that is not the
+table's, :func:`~segment_lineage.mirror.publisher.not_the_tables`, stays and
+is reported) once the drop can no longer be refused and before the table's
+root is free again: a refused drop leaves
 the log as it was, and no table created at the root afterwards can have
 written a log of its own that a late removal would take. A disable removes
 the log and then turns the mirror off, so one cut short (a crash, a refused
@@ -43,11 +45,12 @@ def enable(
     published, the table goes back to no mirror (if this call turned it on)
     and a log it began is removed."""
     with held(manager, table):
-        config = manager.table(table).config
+        state = manager.table(table)
+        config = state.config
         check_root(config.root)
         log = DeltaLog.open(config.root)
         if config.mirror is None and log.exists():
-            why = not_the_tables(manager, manager.table(table), log)
+            why = not_the_tables(manager, state, log)
             if why is None:
                 raise MirrorRefusedError(
                     f"a Delta log from an earlier mirror remains under the root of table {table!r}",
