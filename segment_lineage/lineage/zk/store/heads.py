@@ -23,7 +23,7 @@ from kazoo.exceptions import NoNodeError
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, StoredEntry
 from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, placed
-from segment_lineage.lineage.core.errors import CorruptRecordError, TableNotFoundError
+from segment_lineage.lineage.core.errors import CorruptRecordError, StoreUnavailableError, TableNotFoundError
 from segment_lineage.lineage.core.model import LineageEntry, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.store.contract import ReadAgainError, Snapshot
@@ -148,7 +148,12 @@ class Heads:
             except NoNodeError:
                 raise TableNotFoundError(table) from None
             head, zversion = self._head(table, raw, int(stat.version))
-            floor = self.floors.answer(pending_floor, table)
+            try:
+                floor = self.floors.answer(pending_floor, table)
+            except StoreUnavailableError:
+                # Sent before the head's read, on a connection that was lost and
+                # made again (the head's read was retried on the new one): ask again.
+                floor = self.floors.answer(self.floors.send_read(table), table)
             queue = self.queues.answer(sent[0], table) if sent else ()
             now = self._clock(sent[1]) if sent else None
             last = self.last(table, head, zversion)
