@@ -110,6 +110,7 @@ class DeltaLog:
         self._table: Any = None
         self.shown = Shown(None, 0, frozenset(), ())
         self.newest: Commit | None = None
+        self._all: list[Commit] | None = None  # the whole history, once read (until the log moves)
 
     @staticmethod
     def open(root: str) -> DeltaLog:
@@ -121,6 +122,7 @@ class DeltaLog:
         return self.shown.version is not None
 
     def _read(self) -> None:
+        self._all = None
         from deltalake import DeltaTable
 
         try:
@@ -244,6 +246,7 @@ class DeltaLog:
             self._table.load_as_version(expected)
         commit_id = step.record.commit_id if step.record is not None else None
         self.newest = Commit(expected, step.version, now_ms, "WRITE", commit_id=commit_id)
+        self._all = None
         return expected
 
     def _sizes(self, step: Step) -> dict[str, int]:
@@ -260,15 +263,21 @@ class DeltaLog:
         return {loc: int(size) for loc, size in found.items() if size is not None}
 
     def history(self, limit: int | None = None) -> list[Commit]:
-        """The log's commits, newest first."""
+        """The log's commits, newest first (the whole history is read once:
+        ownership checks, the version map and the retention window share it)."""
         if self._table is None:
             return []
+        if limit is None and self._all is not None:
+            return list(self._all)
         try:
-            return [_commit(info) for info in self._table.history(limit)]
+            found = [_commit(info) for info in self._table.history(limit)]
         except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
             raise MirrorError(
                 f"reading the Delta log's history under {self.root!r} failed: {_first(exc)}"
             ) from None
+        if limit is None:
+            self._all = found
+        return list(found)
 
     def referenced_since(self, horizon_ms: int) -> frozenset[str]:
         """Every file a version of the log an engine may still read references:
@@ -345,7 +354,7 @@ class DeltaLog:
     def remove(self) -> bool:
         """Delete the whole log; False when there was none."""
         gone = self.store.remove_mirror_log()
-        self._table, self.shown, self.newest = None, Shown(None, 0, frozenset(), ()), None
+        self._table, self.shown, self.newest, self._all = None, Shown(None, 0, frozenset(), ()), None, None
         return gone
 
 

@@ -159,19 +159,21 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
             continue  # another publisher's commit landed: read both again
         if clean and not dry_run:
             horizon = manager.store.now_ms() - state.config.mirror_window_ms
-            _still_held(manager, table, "removing old log files")
+            _still_held(manager, table, "before removing old log files,")
             report = dataclasses.replace(report, cleaned=log.clean(horizon))
         return report
     raise ContentionError(table, SYNC_ATTEMPTS, 0.0, doing="publishing to the Delta mirror")
 
 
-def _still_held(manager: LineageManager, table: str, doing: str) -> None:
+def _still_held(
+    manager: LineageManager, table: str, before: str, then: str = "nothing more was written"
+) -> None:
     """MirrorError unless this process still holds the table's mirror (its
     ZooKeeper session lapsed: a drop or another publisher may have taken it)."""
     if not manager.store.holds_mirror(table):
         raise MirrorError(
-            f"the hold on the Delta mirror of table {table!r} lapsed (the ZooKeeper session ended) "
-            f"before {doing}; nothing more was written"
+            f"{before} the hold on the Delta mirror of table {table!r} lapsed (the ZooKeeper session "
+            f"ended); {then}"
         )
 
 
@@ -308,16 +310,16 @@ def _publish(
                 shown = after(shown, step, (shown.version or 0) + 1)
                 continue
             failpoint("mirror.before-commit")
-            _still_held(manager, table, f"publishing version {version}")
+            _still_held(manager, table, f"before publishing version {version},")
             delta_version = log.commit(step, delta_schema, manager.store.now_ms())
             failpoint("mirror.after-commit")
-            if not manager.store.holds_mirror(table):
-                raise MirrorError(
-                    f"published version {version} of table {table!r} as Delta version {delta_version}, "
-                    "but the hold on its mirror lapsed meanwhile (the ZooKeeper session ended): "
-                    f"if the table was dropped or its mirror removed, that commit may be in a log "
-                    f"another process changed; check with: lineage mirror status {table}"
-                )
+            _still_held(
+                manager,
+                table,
+                f"published version {version} of table {table!r} as Delta version {delta_version}, but",
+                f"if the table was dropped or its mirror removed, that commit may be in a log another "
+                f"process changed; check with: lineage mirror status {table}",
+            )
             shown = log.shown
             published.append((version, delta_version))
         finally:
