@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from random import Random
+from typing import Any
 
 from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.ingest.errors import StorageError
@@ -77,21 +78,45 @@ class Ctx:
             self.failed(f"push {table}", exc)
             return
         self.world.publishing[self.actor.aid] = table  # its publish after the commit, if it has one
-        for run in range(runs):
-            try:
-                result = push_arrow(
-                    self.manager,
-                    table,
-                    parts,
-                    mode=mode,
-                    interval=interval,
-                    owner_wait_s=self.rng.choice([0.0, 1.0, 3.0]),
-                    job_id=job,
-                )
-                again = " (job already done)" if result.repeated else ""
-                self.note(f"pushed {table} {result.entry_id[:8]} ({mode}){again}")
-            except LineageError as exc:
-                self.failed(f"push {table}" + (f" (job run {run + 1})" if job else ""), exc)
+        arguments = {"parts": parts, "mode": mode, "interval": interval}
+        if job is not None:
+            self.world.jobs[job] = (self.actor.aid, table, arguments)
+        try:
+            for run in range(runs):
+                self._push_job(table, job, arguments, f" (job run {run + 1})" if job else "")
+        finally:
+            if job is not None and self.world.jobs.get(job, (None,))[0] == self.actor.aid:
+                del self.world.jobs[job]
+
+    def _push_job(self, table: str, job: str | None, arguments: dict[str, Any], what: str) -> None:
+        try:
+            result = push_arrow(
+                self.manager,
+                table,
+                arguments["parts"],
+                mode=arguments["mode"],
+                interval=arguments["interval"],
+                owner_wait_s=self.rng.choice([0.0, 1.0, 3.0]),
+                job_id=job,
+            )
+            again = " (job already done)" if result.repeated else ""
+            self.note(f"pushed {table} {result.entry_id[:8]} ({arguments['mode']}){again}{what}")
+        except LineageError as exc:
+            self.failed(f"push {table}{what}", exc)
+
+    def rerun_stalled_job(self) -> bool:
+        """A job's scheduler that judged a stalled attempt dead (its process
+        stopped, its session gone) runs the job again from this process;
+        the stalled attempt may resume later. True when it did."""
+        world = self.world
+        stopped = {a.aid for a in world.actors if a.paused_until > world.step} - {self.actor.aid}
+        stalled = sorted(job for job, (aid, _t, _a) in world.jobs.items() if aid in stopped)
+        if not stalled:
+            return False
+        job = self.rng.choice(stalled)
+        _aid, table, arguments = world.jobs[job]
+        self._push_job(table, job, arguments, " (job rerun elsewhere)")
+        return True
 
     def retention(self, *, force: bool | None = None, orphan_grace_ms: int | None = None) -> None:
         options = PassOptions(
@@ -124,6 +149,8 @@ class Ctx:
 
 def pusher(ctx: Ctx, ops: int) -> None:
     for _ in range(ops):
+        if ctx.rng.random() < 0.3 and ctx.rerun_stalled_job():
+            continue
         table = ctx.table()
         if table is not None:
             ctx.push(table)
@@ -432,6 +459,17 @@ def remirror(ctx: Ctx, ops: int) -> None:
             ctx.failed(f"mirror sync {name}", exc)
 
 
+def rerunner(ctx: Ctx, ops: int) -> None:
+    """A batch scheduler: it runs a job again when its attempt looks dead
+    (stopped past its session), as an operator's retry or a scheduler's
+    failover would; the stalled attempt may resume after the rerun landed."""
+    for _ in range(ops):
+        for _wait in range(200):
+            if ctx.rerun_stalled_job():
+                break
+            ctx.world.sleep(ctx.rng.uniform(0.05, 0.3))
+
+
 def _paused_publishes(world: World) -> list[str]:
     """The tables publishes are stopped at for a while (an aimed pause), about to commit."""
     return sorted(
@@ -571,6 +609,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "gc": sweeper,
     "mirror": publisher,
     "remirror": remirror,
+    "rerun": rerunner,
     "create": creator,
     "symlink": linker,
     "janitor": janitor,
@@ -605,4 +644,6 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
     if rng.random() < 0.5:  # drawn last: the casts of earlier versions are this one's beginnings
         # an operator dropping tables while a `mirror sync` runs
         cast += [("remirror", rng.randint(1, 3)), ("mirror", rng.randint(2, 3))]
+    if rng.random() < 0.5:  # a job scheduler that reruns a stalled attempt's job elsewhere
+        cast.append(("rerun", rng.randint(1, 2)))
     return cast

@@ -57,6 +57,7 @@ HOLES = {
     9: "a reader accepted while its version's files are queued for deletion",
     10: "a current reader's pin not re-checked",
     11: "as_of(V) answered with V+1",
+    12: "a push paused past its session commits late (after its rerun, or its cleanup)",
 }
 
 
@@ -615,7 +616,7 @@ class Checker:
             ends = Counter(r.job_id for r in records if r.operation is Operation.END_REPLACE and r.job_id)
             for job, count in sorted(ends.items()):
                 if count > 1:
-                    self.flag("job-twice", f"{table}: job {job} completed {count} pushes (landed twice)")
+                    self.flag("job-twice", f"{table}: job {job} completed {count} pushes (landed twice)", 12)
             by_version = {r.version: r.commit_id for r in records}
             for ack in self.world.acks:
                 if ack.table != table or ack.version < (versions[0] if versions else 0):

@@ -17,6 +17,7 @@ from typing import Any
 
 from segment_lineage.lineage.core import errors as lineage_errors
 from segment_lineage.lineage.core.errors import StoreUnavailableError
+from segment_lineage.lineage.core.model import Operation
 from segment_lineage.lineage.store.contract import Lease, Member, Store, WriteOutcomeUnknown
 from segment_lineage.retention.errors import FencedError
 
@@ -78,6 +79,10 @@ class StoreProxy:
         self.dead = False
         self.calling: str | None = None  # the store call under way (ZooKeeper: its requests' labels)
         self.requests = 0  # requests that call sent so far
+        # Push entries whose owner claim went with an ended session; a start or
+        # end of one landing afterwards is a late commit (on_late reports it).
+        self.lapsed: set[tuple[str, str]] = set()
+        self.on_late: Callable[[str], None] | None = None
 
     # ---- faults, from the scheduler's thread ------------------------------------
 
@@ -85,6 +90,7 @@ class StoreProxy:
         """The session ends (expiry or the process's death): its ephemerals go."""
         old = self.session
         old.alive = False
+        self.lapsed |= old.owners
         if self.zookeeper:
             if self._expire_zk is not None:
                 self._expire_zk()
@@ -154,6 +160,8 @@ class StoreProxy:
             self._sessions.pins[(args[0], result.state.version)] = "as-of" if asked else "current"
         if name == "find_commit" and result is not None:
             self._on_ack(args[0], args[1], result.version)
+        if self.zookeeper and name == "hold_owner":  # the memory backend's own does this
+            self.session.owners.add((args[0], args[1]))
         self._switch(f"store.{name}.done")
         return result
 
@@ -162,11 +170,19 @@ class StoreProxy:
         if landed is False:
             raise WriteOutcomeUnknown("simulated: the request was lost before it was applied")
         state = fn(*args, **kwargs)
+        self._late(args[0], args[2] if len(args) > 2 else kwargs["change"])
         if landed:
             raise WriteOutcomeUnknown("simulated: applied, but the answer was lost")
         table, commit_id = args[0], args[4] if len(args) > 4 else kwargs["commit_id"]
         self._on_ack(table, commit_id, state.version)
         return state
+
+    def _late(self, table: str, change: Any) -> None:
+        """A push's start or end landed for an entry whose claim its process lost."""
+        late = change.operation in (Operation.START_REPLACE, Operation.END_REPLACE)
+        if late and (table, change.entry_id) in self.lapsed and self.on_late is not None:
+            what = f"{change.operation.value} of entry {change.entry_id}"
+            self.on_late(f"{table}: {what} landed after its owner's session ended")
 
     # ---- the memory backend's sessions --------------------------------------------
 

@@ -63,6 +63,17 @@ AIMED_STEPS_AT = {"mirror.before-commit": (600, 2000)}
 # publishes come late in a run (a push takes many steps), and one about to
 # commit while its table is dropped is the race the mirror's hold closes.
 LATE_AIMED = {"mirror.before-commit": 0.6}
+# Stalls aimed where a late landing would hurt: a process stopped (SIGSTOP, a
+# long GC pause, a frozen VM) past its ZooKeeper session, so its claims go
+# while it waits, and it resumes later. (label, actor kind, chance at each
+# visit.) A push that wrote its files, or is about to send its last commit,
+# while its job is rerun elsewhere or retention cleans its entry up.
+AIMED_STALLS: tuple[tuple[str, str, float], ...] = (
+    ("push.after-write", "push", 0.25),
+    ("end.before-commit", "push", 0.15),
+    ("store.write", "push", 0.05),
+)
+STALL_STEPS = (150, 900)  # a stall lasts this many steps (well past any session)
 # Calls whose answer may be lost (applied, or not): commits, and joining an
 # election (memory store; on ZooKeeper only commits).
 ANSWERED_CALLS = ("store.write", "store.join_election")
@@ -75,6 +86,13 @@ def aimed(label: str, kind: str) -> float:
         if label == name or (
             name.startswith("*") and label.startswith(name[1:]) and not label.endswith("#1")
         ):
+            return chance
+    return 0.0
+
+
+def stalled(label: str, kind: str) -> float:
+    for name, kinds, chance in AIMED_STALLS:
+        if label == name and kind == kinds:
             return chance
     return 0.0
 
@@ -240,6 +258,7 @@ class _Run:
 
         def new_store(me: Actor) -> StoreProxy:
             proxy = self.proxies[me.aid] = original(me)
+            proxy.on_late = lambda detail: checker.flag("late-commit", f"{me.name}: {detail}", 12)
             return proxy
 
         world.new_store = new_store
@@ -342,6 +361,11 @@ class _Run:
             kind = "crash"
         elif r < 0.008 and proxy is not None:
             kind = "expire"
+        elif r < 0.011 and proxy is not None:
+            kind = "stall"  # at any switch point of any actor
+        elif proxy is not None and actor.aid not in self.aimed_now and r < stalled(actor.label, actor.kind):
+            kind = "stall"
+            self.aimed_now.add(actor.aid)
         elif r < 0.02:
             kind = "pause"
         elif actor.aid not in self.aimed_now and r < aimed(actor.label, actor.kind):
@@ -367,6 +391,11 @@ class _Run:
             proxy.crash()
         elif kind == "expire" and proxy is not None:
             proxy.end_session()
+        elif kind == "stall" and proxy is not None:
+            low, high = STALL_STEPS
+            actor.paused_until = self.world.step + low + int(r2 * (high - low))
+            proxy.end_session()  # its session times out while it is stopped
+            detail = f" until step {actor.paused_until}, its session ended"
         elif kind == "pause":
             actor.paused_until = self.world.step + 5 + int(r2 * 60)
             detail = f" until step {actor.paused_until}"
@@ -388,7 +417,7 @@ class _Run:
             proxy.lose_next_write = r2 < 0.5
             detail = " (applied)" if r2 < 0.5 else " (not applied)"
         self.result.trace.append(f"fault #{self.fault_number} {kind} {actor.name} at {actor.label}{detail}")
-        return kind in ("pause", "aimed-pause", "crash")
+        return kind in ("pause", "aimed-pause", "crash", "stall")
 
     def _late_pause(self, actor: Actor, draws: tuple[float, float, float]) -> bool:
         """Maybe an aimed pause after the faults (LATE_AIMED); True when it pauses."""

@@ -81,6 +81,9 @@ class World:
         self.dropped: set[str] = set()  # tables an actor dropped (a new one may hold the root since)
         self.actors: list[Actor] = []  # the run's, as spawned
         self.publishing: dict[int, str] = {}  # actor -> the table it publishes to (or may, after a commit)
+        # Batch jobs under way: job id -> (the actor running it, table, its push's arguments). A
+        # scheduler that judged a stalled attempt dead runs the job again from another process.
+        self.jobs: dict[str, tuple[int, str, dict[str, Any]]] = {}
 
     # ---- actors -----------------------------------------------------------------------
 

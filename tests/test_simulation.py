@@ -189,3 +189,23 @@ def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     monkeypatch.setattr(StoreProxy, "_mem_holds_mirror", lambda *_: True)
     result = run_seed(RunConfig(seed, steps=400))  # casts with an operator dropping mirrored tables
     assert [v.kind for v in result.violations] == [kind], describe(result)
+
+
+@pytest.mark.parametrize("seed", [1, 6])
+def test_the_checker_catches_a_push_landing_after_its_session_without_the_owner_fence(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Without the owner fence in the commit, a push stalled past its session
+    (its process stopped, its claim gone) still starts or ends its entry when
+    it resumes (late-commit): the outside trial's job applied twice. The
+    checker must say so."""
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    write = MemoryStore.write
+
+    def unfenced(self: MemoryStore, *args: object, owner: object = None) -> object:
+        return write(self, *args[:6])  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MemoryStore, "write", unfenced)
+    result = run_seed(RunConfig(seed, steps=400))
+    assert [v.kind for v in result.violations] == ["late-commit"], describe(result)

@@ -41,7 +41,13 @@ from segment_lineage.ingest.push_plan import (
     segment_names,
 )
 from segment_lineage.lineage.core import transitions
-from segment_lineage.lineage.core.errors import LineageError, OutcomeUnknownError, RunningEntryConflict
+from segment_lineage.lineage.core.errors import (
+    ClaimLostError,
+    ConflictError,
+    LineageError,
+    OutcomeUnknownError,
+    RunningEntryConflict,
+)
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import (
     Change,
@@ -178,6 +184,36 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
+def _job_still_open(
+    manager: LineageManager, table: str, job_id: str | None, entry_id: str, checked: int
+) -> Callable[[TableState], None] | None:
+    """The last commit's check that no other attempt of ``job_id`` completed
+    (its history searched up to version ``checked``): an end among the
+    versions since refuses the commit. Entries the table still holds are
+    checked by the end itself; this finds an attempt whose entry retention
+    removed since."""
+    if job_id is None:
+        return None
+    seen = [checked]
+
+    def check(state: TableState) -> None:
+        if state.version <= seen[0]:
+            return
+        record, seen[0] = _job_end(manager, table, job_id, None, seen[0])
+        if record is not None and record.entry_id != entry_id:
+            if entry_id not in manager.store.live_owners(table):  # the reason it was not waited for
+                raise ClaimLostError(table, entry_id)
+            raise ConflictError(
+                f"job {job_id!r} already completed on table {table!r} as entry {record.entry_id} "
+                f"(version {record.version}); this attempt's entry {entry_id} does not end",
+                table=table,
+                entry_id=entry_id,
+                remedy="nothing to do: the job's data is there once",
+            )
+
+    return check
+
+
 def _start(
     manager: LineageManager,
     table: str,
@@ -234,7 +270,7 @@ def _start(
     deadline = clock() + owner_wait_s
     while True:
         try:
-            done = manager.commit(table, update, reason)
+            done = manager.commit(table, update, reason, owner=target.entry_id)
             return planned[-1], done.change.cleaned
         except RunningEntryConflict as exc:
             if clock() >= deadline:
@@ -352,6 +388,7 @@ def consistent_push(
             say(f"wrote {len(written.segments)} segment(s), {rows} rows, {size} bytes")
             names = [s.name for s in written.segments]
             subset = names if len(names) < len(target.names) else None
+            job_check = _job_still_open(manager, table, job_id, entry_id, job_checked)
             manager.complete_replace(
                 table,
                 entry_id,
@@ -363,12 +400,16 @@ def consistent_push(
                 schema_policy=policy,
                 mode=mode.value,
                 time_unit=time_unit,
+                owned=True,
+                check=job_check,
             )
             failpoint("push.after-end")
     except OutcomeUnknownError:
         raise  # never clean up after an unknown outcome
     except BaseException as exc:
         cleanup = _abandon(manager, table, target, written, exc) if started else "nothing"
+        if isinstance(exc, ClaimLostError):  # one line: what it did not do, and what became of its files
+            raise ClaimLostError(table, entry_id, CLAIM_CLEANUP_SAID[cleanup]) from None
         if isinstance(exc, LineageError):
             raise
         if isinstance(exc, KeyboardInterrupt):
@@ -470,6 +511,13 @@ def _abandon(
         return "left"
     return "reverted" if done.applied else "completed"
 
+
+CLAIM_CLEANUP_SAID = {  # after "... it committed nothing; "
+    "nothing": "nothing was written",
+    "reverted": "its entry was reverted and its files queued for retention",
+    "completed": "its entry had completed",
+    "left": "its entry and files are left for the next push's cleanup and retention",
+}
 
 CLEANUP_SAID = {  # after "push to T failed "
     "nothing": "before it started: nothing to undo",

@@ -243,3 +243,21 @@ class PassRunningError(RefusedError):
             table=table,
             remedy="wait for it to finish (the daemon's passes hold the table while they run), then retry",
         )
+
+
+class ClaimLostError(RefusedError):
+    """A commit made on behalf of a push's entry found the push's claim gone:
+    its ZooKeeper session ended (the process paused past its session timeout,
+    or was cut off), so another process may have judged it dead and acted.
+    Checked in the same request as the commit: nothing was committed."""
+
+    def __init__(self, table: str, entry_id: str, done: str = "") -> None:
+        super().__init__(
+            f"the push to table {table!r} lost its claim on entry {entry_id} (its ZooKeeper session "
+            f"ended while it ran, so another process may have taken over); it committed nothing"
+            + (f"; {done}" if done else ""),
+            table=table,
+            entry_id=entry_id,
+            remedy="look at 'lineage history' and push again if the data is not there "
+            "(a push with --job-id pushes nothing twice)",
+        )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from segment_lineage.lineage.core.errors import (
+    ClaimLostError,
     ContentionError,
     LineageError,
     NotFoundError,
@@ -111,16 +112,29 @@ class ManagerBase:
 
     # ---- the commit loop ----------------------------------------------------
 
-    def commit(self, table: str, update: Update, reason: str | None = None) -> Committed:
+    def commit(
+        self, table: str, update: Update, reason: str | None = None, *, owner: str | None = None
+    ) -> Committed:
         """Read, apply ``update`` (pure), compare-and-swap; bounded retries.
         The committed state comes loaded: it needs no store afterwards. It is
         loaded before the write, so a store that fails while loading it fails
         a commit that wrote nothing (after the write, it would report a
-        commit that landed as failed)."""
-        return self._commit_lazy(table, update, reason, load=True)
+        commit that landed as failed).
+
+        ``owner``: the entry whose claim this process holds (a push's,
+        ``store.hold_owner``): the commit lands only while that claim stands,
+        checked in the same request as the swap; ClaimLostError (nothing
+        committed) once it is gone."""
+        return self._commit_lazy(table, update, reason, load=True, owner=owner)
 
     def _commit_lazy(
-        self, table: str, update: Update, reason: str | None = None, *, load: bool = False
+        self,
+        table: str,
+        update: Update,
+        reason: str | None = None,
+        *,
+        load: bool = False,
+        owner: str | None = None,
     ) -> Committed:
         """:meth:`commit`, its state as the store read it (buckets loaded when
         first wanted) unless ``load``: for callers that look at what changed only."""
@@ -130,7 +144,7 @@ class ManagerBase:
         floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
         queue = _QueueUse(self.store, table, commit_id, self.retry.sleep, self.retry.clock, self._stuck)
         try:
-            done = self._commit(table, update, audit, commit_id, floor, queue, load)
+            done = self._commit(table, update, audit, commit_id, floor, queue, load, owner)
         finally:
             queue.leave()
             floor.leave()
@@ -147,6 +161,7 @@ class ManagerBase:
         floor: _FloorUse,
         queue: _QueueUse,
         load: bool,
+        owner: str | None = None,
     ) -> Committed:
         attempts = Attempts(self.retry)
         unknown_since: int | None = None  # version read before an unknown outcome
@@ -193,7 +208,14 @@ class ManagerBase:
             step = commit_step(change.operation)
             failpoint(f"{step}.before-commit")
             try:
-                state = self.store.write(table, snap, change, audit, commit_id, now)
+                if owner is None:
+                    state = self.store.write(table, snap, change, audit, commit_id, now)
+                else:
+                    state = self.store.write(table, snap, change, audit, commit_id, now, owner)
+            except ClaimLostError as exc:
+                if unknown_since is not None:  # an earlier attempt may have landed before the claim went
+                    raise OutcomeUnknownError(table, commit_id, exc.message) from None
+                raise
             except VersionConflict:
                 floor.lost()
                 if queue.queued:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import transitions
@@ -146,18 +146,28 @@ class ReplaceOps(Reads):
         schema_policy: SchemaPolicy = SchemaPolicy.ENFORCE,
         mode: str | None = None,
         time_unit: TimeUnit | None = None,
+        owned: bool = False,
+        check: Callable[[TableState], None] | None = None,
     ) -> Committed:
         """Register ``uploads`` into the IN_PROGRESS entry, queue ``strays``
         and end the entry, in one commit (what a push does once its files
         are written): one round of reads and writes instead of two or three,
         and no moment where the uploads are registered but the entry runs.
         ``schema`` (the columns written), ``schema_policy`` and ``mode``: see
-        :func:`segment_lineage.lineage.core.transitions.complete_replace`."""
+        :func:`segment_lineage.lineage.core.transitions.complete_replace`.
+
+        ``owned``: this process holds the entry's owner claim
+        (``store.hold_owner``), and the commit lands only while it stands
+        (ClaimLostError, nothing committed, once it is gone). ``check`` is
+        called with the version the commit applies to, before the change:
+        what it raises refuses the commit."""
         batch, queued = list(uploads), list(strays)
         subset = None if to_subset is None else list(to_subset)
-        return self.commit(
-            table,
-            lambda s, now: transitions.complete_replace(
+
+        def update(s: TableState, now: int) -> Change:
+            if check is not None:
+                check(s)
+            return transitions.complete_replace(
                 s,
                 entry_id,
                 batch,
@@ -168,9 +178,9 @@ class ReplaceOps(Reads):
                 policy=schema_policy,
                 mode=mode,
                 time_unit=time_unit,
-            ),
-            reason,
-        )
+            )
+
+        return self.commit(table, update, reason, owner=entry_id if owned else None)
 
     def revert_replace(
         self, table: str, entry_id: str, *, force: bool = False, reason: str | None = None

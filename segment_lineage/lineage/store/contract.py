@@ -170,12 +170,18 @@ class Store(Protocol):
         audit: Audit,
         commit_id: str,
         now_ms: int,
+        owner: str | None = None,
     ) -> TableState:
         """Swap ``base`` for ``change.state`` at version ``base.version + 1``.
 
+        ``owner``: the entry this commit is made for by the push that holds
+        it (:meth:`hold_owner`): the swap lands only while that claim stands,
+        checked in the same request (ZooKeeper: a ``check`` of the owner node
+        in the multi), so a push paused past its session never lands late.
+
         Raises VersionConflict (nothing written), WriteOutcomeUnknown (maybe
         written), RetryableStoreError (nothing written), TooLargeError (never
-        retry).
+        retry), ClaimLostError (``owner``'s claim is gone: nothing written).
         """
         ...
 

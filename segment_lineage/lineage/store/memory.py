@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from segment_lineage.lineage.core.errors import (
+    ClaimLostError,
     MirrorHeldError,
     PassRunningError,
     TableExistsError,
@@ -172,12 +173,21 @@ class MemoryStore:
                 self._floors[table] = Floor(None, 0, current.version + 1)
 
     def write(
-        self, table: str, base: Snapshot, change: Change, audit: Audit, commit_id: str, now_ms: int
+        self,
+        table: str,
+        base: Snapshot,
+        change: Change,
+        audit: Audit,
+        commit_id: str,
+        now_ms: int,
+        owner: str | None = None,
     ) -> TableState:
         with self._lock:
             current = self._tables.get(table)
             if current is None:
                 raise TableNotFoundError(table)
+            if owner is not None and owner not in self._owners.get(table, set()):
+                raise ClaimLostError(table, owner)
             if current.version != base.token:
                 raise VersionConflict(f"table {table} is at version {current.version}")
             if base.floor is not None and self._floors.get(table, FREE).version != base.floor.version:

@@ -105,9 +105,11 @@ class ZkStore:
         self.history_ = History(self.zk, self.paths, self.heads, self.blobs)
         self.versions_ = Versions(self.zk, self.paths, self.nodes, self.heads, self.ephemerals)
         self.gc = MetadataGc(self.zk, self.paths, self.nodes, self.heads, self.history_, self.versions_)
-        self.commits = Commits(self.zk, self.paths, self.nodes, self.blobs, self.versions_, self.gc)
-        self.tables = Tables(self.zk, self.paths, self.nodes, self.heads)
         self.owners = Owners(self.zk, self.ephemerals)
+        self.commits = Commits(
+            self.zk, self.paths, self.nodes, self.blobs, self.versions_, self.gc, self.owners.path
+        )
+        self.tables = Tables(self.zk, self.paths, self.nodes, self.heads)
         self.leases_ = Leases(self.paths, self.heads, self.versions_, self.ephemerals)
         self.passes = TableHolds(
             self.zk, self.paths, self.ephemerals, "passes", lambda t, _: PassRunningError(t)
@@ -218,9 +220,16 @@ class ZkStore:
         return snap, self.nodes.now_ms() if now is None else now  # the clock node was missing: made again
 
     def write(
-        self, table: str, base: Snapshot, change: Change, audit: Audit, commit_id: str, now_ms: int
+        self,
+        table: str,
+        base: Snapshot,
+        change: Change,
+        audit: Audit,
+        commit_id: str,
+        now_ms: int,
+        owner: str | None = None,
     ) -> TableState:
-        return self.commits.write(table, base, change, audit, commit_id, now_ms)
+        return self.commits.write(table, base, change, audit, commit_id, now_ms, owner)
 
     def take_floor(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
         return self.floors.take(table, seen, commit_id, until_ms)

@@ -7,7 +7,7 @@ still there instead."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError, RolledBackError
@@ -16,7 +16,7 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList
 from segment_lineage.lineage.core import buckets as layout
 from segment_lineage.lineage.core.acl import Place
-from segment_lineage.lineage.core.errors import AuthError, TableNotFoundError, TooLargeError
+from segment_lineage.lineage.core.errors import AuthError, ClaimLostError, TableNotFoundError, TooLargeError
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, LineageEntry, TableState
 from segment_lineage.lineage.store.contract import (
@@ -87,6 +87,7 @@ class Commits:
         blobs: BlobStore,
         versions: Versions,
         gc: MetadataGc,
+        owner_path: Callable[[str, str], str],
     ) -> None:
         self.zk = zk
         self.paths = paths
@@ -94,6 +95,7 @@ class Commits:
         self.blobs = blobs
         self.versions = versions
         self.gc = gc
+        self.owner_path = owner_path  # (table, entry) -> the push's owner node
 
     def _buckets(
         self,
@@ -126,7 +128,14 @@ class Commits:
         return tuple(ids)
 
     def write(
-        self, table: str, base: Snapshot, change: Change, audit: Audit, commit_id: str, now_ms: int
+        self,
+        table: str,
+        base: Snapshot,
+        change: Change,
+        audit: Audit,
+        commit_id: str,
+        now_ms: int,
+        owner: str | None = None,
     ) -> TableState:
         loaded = base.token
         if not isinstance(loaded, Loaded):
@@ -185,6 +194,8 @@ class Commits:
         txn.create(self.paths.version(table, version), version_record, acl=self.nodes.acl_at(Place.VERSION))
         if base.floor is not None:  # nobody took the floor since the read
             txn.check(self.paths.floor(table), base.floor.version)
+        if owner is not None:  # the push's claim stands: its session did not end since it took it
+            txn.check(self.owner_path(table, owner), -1)
         failpoint("store.before-head-swap")
         with translated(
             "head swap",
@@ -193,24 +204,34 @@ class Commits:
         ):
             results = self.zk.commit(txn)
         head_result = results[0]
+        claim: object = None
+        if owner is not None:  # failed on its own (the ops after a failed one fail as "inconsistent")
+            claim, results = results[-1], results[:-1]
+        claim_lost = isinstance(claim, NoNodeError)
         floor_taken = base.floor is not None and refused(results[-1])
         checks = results[1:-1] if base.floor is not None else results[1:]
         failed = [r for r in checks if refused(r)]
         if not inline and (
-            isinstance(head_result, (BadVersionError, NoNodeError, NoAuthError)) or failed or floor_taken
+            isinstance(head_result, (BadVersionError, NoNodeError, NoAuthError))
+            or failed
+            or floor_taken
+            or claim_lost
         ):
             # The multi was refused as a whole: no head, version or lease
             # references this attempt's blobs. Take them away now rather than
             # leave them to the sweep: under contention a big commit's
             # attempts would otherwise fill the server's memory.
             self.blobs.discard(table, blobs)
+        if claim_lost and not isinstance(head_result, NoNodeError):
+            assert owner is not None
+            raise ClaimLostError(table, owner)
         if isinstance(head_result, BadVersionError):
             raise VersionConflict(f"table {table} changed since version {loaded.head.version}")
         if floor_taken and not failed and isinstance(head_result, RolledBackError):
             raise VersionConflict(f"table {table}: a writer took the floor since v{loaded.head.version}")
         if isinstance(head_result, NoNodeError):
             raise TableNotFoundError(table)
-        if isinstance(head_result, NoAuthError) or any(isinstance(r, NoAuthError) for r in failed):
+        if isinstance(head_result, NoAuthError) or any(isinstance(r, NoAuthError) for r in (*failed, claim)):
             raise AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
         if failed and inline:  # a create of this multi failed: nothing was applied
             raise RetryableStoreError(f"creating a new blob failed ({type(failed[0]).__name__})")

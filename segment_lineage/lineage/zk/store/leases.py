@@ -34,10 +34,12 @@ class Owners:
                     f"entry {entry_id} is already owned by another push", table=table
                 ) from None
 
+    def path(self, table: str, entry_id: str) -> str:
+        """The owner node a push of ``entry_id`` holds (its commits check it)."""
+        return self.ephemerals.own_path(table, "owners", check_entry_id(entry_id))
+
     def release(self, table: str, entry_id: str) -> None:
-        self.ephemerals.delete_quietly(
-            self.ephemerals.own_path(table, "owners", check_entry_id(entry_id)), "owner"
-        )
+        self.ephemerals.delete_quietly(self.path(table, entry_id), "owner")
 
     def live(self, table: str) -> frozenset[str]:
         return frozenset(i.rsplit("/", 1)[-1] for i in self.ephemerals.listing(table, "owners"))

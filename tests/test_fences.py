@@ -1,0 +1,188 @@
+"""Fences: a commit a process decided under a claim lands only while the
+claim stands, checked in the same ZooKeeper multi as the head's swap.
+
+The reproduction runs the way it was found: the command line, a real
+ZooKeeper, a push SIGSTOPped past its session while a rerun of its job lands.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import ClaimLostError, ConflictError
+from segment_lineage.lineage.core.model import EntryState, Operation, Segment, TableConfig, TableType
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.store.contract import Store
+from segment_lineage.lineage.store.memory import MemoryStore
+from tests.conftest import fast_retry
+from tests.helpers.run import ROOT, wait_for
+
+pytestmark = pytest.mark.zk
+
+E1 = "00000000-0000-4000-8000-000000000001"
+
+
+def _input(path: Path, rows: int, start: int) -> Path:
+    ts = pa.array([1_700_000_000_000 + 1000 * (start + i) for i in range(rows)], pa.timestamp("ms", tz="UTC"))
+    pq.write_table(pa.table({"ts": ts, "v": pa.array(range(start, start + rows), pa.int64())}), path)
+    return path
+
+
+def _env(zk: str, home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGE_")}
+    env.update(LINEAGE_ZK=zk, LINEAGE_HOME=str(home), LINEAGE_ZK_SESSION_TIMEOUT="2", **extra)
+    return env
+
+
+def _lineage(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "segment_lineage", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job", ["nightly-1", None])
+def test_a_push_paused_past_its_session_never_lands_after_its_rerun(
+    zk_hosts: str, zk_manager: LineageManager, tmp_path: Path, job: str | None
+) -> None:
+    """The issue's reproduction: an APPEND push with --job-id is SIGSTOPped
+    after writing its file, past its ZooKeeper session; a rerun of the job
+    lands; the first attempt resumes. It must commit nothing, say so in one
+    line, and leave its files to retention: the job's rows land once. Without
+    a job id the rerun is just another push: the late one lands nothing either."""
+    root = tmp_path / "events"
+    zk_manager.create_table(
+        TableConfig.build("events", str(root), table_type=TableType.APPEND, time_column="ts")
+    )
+    data = _input(tmp_path / "day.parquet", 50, 0)
+    env = _env(zk_hosts, tmp_path / "home")
+    args: tuple[str, ...] = ("push", "events", "--input", str(data), "--mode", "append")
+    if job is not None:
+        args += ("--job-id", job)
+
+    first = _lineage(*args, env={**env, "LINEAGE_FAILPOINT": "push.after-write:sleep=12"})
+    try:
+
+        def written() -> bool:
+            running = [
+                e for e in zk_manager.table("events").entries.values() if e.state is EntryState.IN_PROGRESS
+            ]
+            return bool(running) and any(root.rglob("*.parquet"))
+
+        wait_for("the first attempt to write its file", written, timeout=60)
+        time.sleep(1.0)  # its file closed; it sleeps at push.after-write
+        os.kill(first.pid, signal.SIGSTOP)
+        wait_for("the paused attempt's claim to lapse", lambda: not zk_manager.store.live_owners("events"))
+
+        rerun = _lineage(*args, env=env)
+        out, err = rerun.communicate(timeout=120)
+        assert rerun.returncode == 0, err
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode != 0, out
+    said = [line for line in err.splitlines() if "lost its claim" in line]
+    assert len(said) == 1, err
+    assert "committed nothing" in said[0] and "queued for retention" in said[0], said[0]
+
+    state = zk_manager.table("events")
+    assert sum(s.rows for s in zk_manager.visible_segments("events")) == 50  # once, not twice
+    assert len([r for r in zk_manager.history("events") if r.operation is Operation.END_REPLACE]) == 1
+    late = [e for e in state.entries.values() if e.state is not EntryState.COMPLETED]
+    assert [e.state for e in late] == [EntryState.REVERTED]
+    queued = {p.location for p in state.pending.values()}
+    assert queued, "the late attempt's files go to retention"
+
+
+def _segment(name: str, _root: str = "") -> Segment:
+    return Segment(name=name, location=f"uploads/{name}.parquet", rows=1, size_bytes=1)
+
+
+@pytest.mark.parametrize("backend", ["memory", "zookeeper"])
+def test_a_commit_for_an_entry_lands_only_while_its_owner_claim_stands(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The store's fence: write(owner=E) is refused, whole, once E's owner
+    claim is gone, and lands while it stands."""
+    store: Store = MemoryStore() if backend == "memory" else request.getfixturevalue("zk_store")
+    m = LineageManager(store, retry=fast_retry())
+    m.create_table(TableConfig.build("t", str(tmp_path / "t"), table_type=TableType.APPEND))
+    store.hold_owner("t", E1)
+    m.commit(
+        "t",
+        lambda s, now: transitions.start_replace(s, [], ["a"], entry_id=E1, audit=m.audit(), now_ms=now),
+        owner=E1,
+    )
+    store.release_owner("t", E1)  # what the session's end does
+    before = m.table("t").version
+    with pytest.raises(ClaimLostError) as lost:
+        m.complete_replace("t", E1, [_segment("a", str(tmp_path / "t"))], owned=True)
+    assert "committed nothing" in lost.value.message
+    assert m.table("t").version == before
+    assert m.table("t").entries[E1].state is EntryState.IN_PROGRESS
+
+    store.hold_owner("t", E1)
+    done = m.complete_replace("t", E1, [_segment("a", str(tmp_path / "t"))], owned=True)
+    assert done.applied and done.state.entries[E1].state is EntryState.COMPLETED
+
+
+def test_a_job_ends_once_whichever_attempt_ends_first() -> None:
+    """The job-id rule inside the final commit: an entry of a job another entry
+    of which completed does not end (also by hand)."""
+    m = LineageManager(MemoryStore(), retry=fast_retry())
+    m.create_table(TableConfig.build("t", "/tmp/fences-t", table_type=TableType.APPEND))
+    job = m.for_job("nightly-1")
+    first = job.start_replace("t", [], ["a"])
+    second = job.start_replace("t", [], ["b"])
+    job.complete_replace("t", second, [_segment("b", "/tmp/fences-t")])
+    with pytest.raises(ConflictError) as refused:
+        job.complete_replace("t", first, [_segment("a", "/tmp/fences-t")])
+    assert "already completed" in refused.value.message
+    with pytest.raises(ConflictError):
+        m.end_replace("t", first)
+    assert [s.name for s in m.visible_segments("t")] == ["b"]
+
+
+def test_a_push_whose_claim_lapsed_before_its_end_reports_it_in_one_line(tmp_path: Path) -> None:
+    """push_arrow, with the claim taken away right before the last commit:
+    ClaimLostError, the entry reverted, its file queued for retention."""
+    from segment_lineage.lineage.core import failpoints
+
+    store = MemoryStore()
+    m = LineageManager(store, retry=fast_retry())
+    m.create_table(TableConfig.build("t", str(tmp_path / "t"), table_type=TableType.APPEND))
+    table = pa.table({"v": pa.array([1, 2, 3], pa.int64())})
+
+    def lapse() -> None:
+        for entry in store.live_owners("t"):
+            store.release_owner("t", entry)
+
+    failpoints.set_hook("push.after-write", lapse)
+    try:
+        with pytest.raises(ClaimLostError) as lost:
+            push_arrow(m, "t", [table], mode="append", job_id="j")
+    finally:
+        failpoints.set_hook("push.after-write", None)
+    assert "queued for retention" in lost.value.message
+    state = m.table("t")
+    assert not m.visible_segments("t")
+    assert [e.state for e in state.entries.values()] == [EntryState.REVERTED]
+    assert state.pending
+    again = push_arrow(m, "t", [table], mode="append", job_id="j")  # the rerun pushes it, once
+    assert again.rows == 3 and not again.repeated
