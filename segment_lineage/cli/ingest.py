@@ -96,6 +96,14 @@ def push(
             "--replace-schema", help="A refresh only: the input's columns become the table's schema."
         ),
     ] = False,
+    truncate_timestamps: Annotated[
+        bool,
+        typer.Option(
+            "--truncate-timestamps",
+            help="Store nanosecond timestamps truncated to microseconds (segments hold microseconds); "
+            "without it, a value that would lose its nanoseconds is refused.",
+        ),
+    ] = False,
 ) -> None:
     """Consistent push: the new data appears all at once, or not at all.
     Written by Spark, or for a small local input by Arrow in this process
@@ -142,7 +150,7 @@ def push(
             parts = split_parts(read_input_arrow(input_path, fmt), segments_n, target_mb)
             result = push_arrow(
                 m, table, parts, mode=chosen, interval=span, reason=reason, progress=say, job_id=job_id,
-                schema_policy=policy, dry_run=dry_run,
+                schema_policy=policy, dry_run=dry_run, truncate_timestamps=truncate_timestamps,
             )  # fmt: skip
         else:
             result = _push_with_spark(
@@ -237,6 +245,7 @@ def _check_parquet_schema(
     import pyarrow.dataset as ds
 
     from segment_lineage.ingest.arrow_push import check_same_columns, local_path
+    from segment_lineage.ingest.errors import PushRefusedError
     from segment_lineage.ingest.push import PushMode
     from segment_lineage.ingest.schemas import plan_schema, schema_of
 
@@ -249,6 +258,14 @@ def _check_parquet_schema(
     except (OSError, ValueError, pa.ArrowException):
         return  # a glob, or unreadable: Spark says what is wrong with it
     check_same_columns(dataset, input_path)
+    nanos = [f.name for f in columns if pa.types.is_timestamp(f.type) and f.type.unit == "ns"]
+    if nanos:
+        raise PushRefusedError(
+            f"column {nanos[0]!r} of input {input_path!r} holds nanosecond timestamps, which Spark "
+            "cannot read; nothing was pushed",
+            remedy="push it with --engine arrow (values that are not whole microseconds are refused "
+            "there unless --truncate-timestamps), or write the input in microseconds",
+        )
     state = m.table(table)
     plan_schema(state.config, schema_of(columns), policy, full_refresh=mode is PushMode.REFRESH)
 

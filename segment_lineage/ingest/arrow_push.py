@@ -25,6 +25,7 @@ from segment_lineage.ingest.push import (
 from segment_lineage.ingest.push_plan import INPUT_FORMATS
 from segment_lineage.ingest.schemas import conform, plan_schema, schema_of
 from segment_lineage.ingest.segments import (
+    check_lossless_timestamps,
     check_one_chunk,
     check_time_type,
     check_times_present,
@@ -70,6 +71,7 @@ def push_arrow(
     wall: Callable[[], float] | None = None,
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
     dry_run: bool = False,
+    truncate_timestamps: bool = False,
 ) -> PushResult:
     """Push ``parts`` (one segment each, all with the same columns) into
     ``table``; ``job_id`` makes a retried job return its completed push's
@@ -77,7 +79,9 @@ def push_arrow(
     the push's clocks (all three: see :func:`segment_lineage.ingest.push.consistent_push`).
     The columns must fit the table's recorded schema under ``schema_policy``
     (``evolve`` adds new columns, ``replace`` with a refresh replaces it).
-    ``dry_run``: every check, then what the push would do; nothing written."""
+    ``dry_run``: every check, then what the push would do; nothing written.
+    Nanosecond timestamps that are not whole microseconds are refused (segments
+    store microseconds) unless ``truncate_timestamps``."""
     if not parts:
         raise PushRefusedError("nothing to push: no tables given")
     if not any(p.num_rows for p in parts):
@@ -109,6 +113,7 @@ def push_arrow(
         state.config, given, policy, full_refresh=PushMode.parse(mode) is PushMode.REFRESH
     )
     parts = [conform(part, written_columns) for part in parts]
+    check_lossless_timestamps(parts, truncate_timestamps)
     if dry_run:
         return plan_push(
             manager,

@@ -413,9 +413,10 @@ def _job_not_done_elsewhere(state: TableState, entry: LineageEntry) -> None:
 
 def _completed_with(state: TableState, entry: LineageEntry, uploads: Sequence[Segment]) -> bool:
     """Whether ``entry`` completed with each of ``uploads``, registered where it says."""
+    listed = frozenset(entry.segments_to)
     for upload in uploads:
         seg = state.segments.get(upload.name)
-        if upload.name not in entry.segments_to or seg is None or seg.location != upload.location:
+        if upload.name not in listed or seg is None or seg.location != upload.location:
             return False
     return True
 

@@ -100,6 +100,7 @@ class Taken:
     """What a batch's names and locations are checked against, indexed once."""
 
     bound: LineageEntry | None  # the entry the batch is bound to, if any
+    bound_to: frozenset[str]  # its `to`, as a set (looked up once per segment)
     folded: Mapping[str, str]  # casefolded registered name -> name
     locations: Mapping[str, str]  # casefolded location of a registered segment -> its name
     queued: Mapping[str, PendingDeletion]  # casefolded location queued for deletion -> why
@@ -122,6 +123,7 @@ class Taken:
                     target.setdefault(name, entry.entry_id)
         return cls(
             bound=bound,
+            bound_to=frozenset(bound.segments_to) if bound is not None else frozenset(),
             folded={name.casefold(): name for name in state.segments},
             locations={seg.location.casefold(): seg.name for seg in state.segments.values()},
             queued={loc.casefold(): p for loc, p in state.pending.items()},
@@ -137,12 +139,11 @@ class Taken:
         if existing != name:
             return False
         holder = state.entries.get(state.segments[existing].entry_id or "")
-        return (
-            holder is not None
-            and holder.state is EntryState.IN_PROGRESS
-            and name in holder.segments_to
-            and (self.bound is None or self.bound.entry_id == holder.entry_id)
-        )
+        if holder is None or holder.state is not EntryState.IN_PROGRESS:
+            return False
+        if self.bound is not None:
+            return self.bound.entry_id == holder.entry_id and name in self.bound_to
+        return self.running_to.get(name) == holder.entry_id or name in holder.segments_to
 
     def owner(self, name: str) -> str | None:
         """The entry a segment of this name is registered for."""
@@ -289,7 +290,7 @@ class ListedByBoundEntry:
 
     def check(self, state: TableState) -> None:
         bound = self.taken.bound
-        if bound is not None and self.seg.name not in bound.segments_to:
+        if bound is not None and self.seg.name not in self.taken.bound_to:
             raise RefusedError(
                 f"segment {self.seg.name!r} is not in segmentsTo of entry {bound.entry_id}",
                 table=state.config.name,
