@@ -302,7 +302,8 @@ class Checker:
                         top = path[len(join) :].split("/", 1)[0]
                         if push_dir_owner(top) in tags:
                             protected.setdefault(path, f"under a running push's directory in {table}")
-        live = {self.world.tables[t].path for t in store.list_tables() if t in self.world.tables}
+        # A table being dropped still holds its root (its drop removes the log, then the table).
+        live = {self.world.tables[t].path for t in store.roots() if t in self.world.tables}
         for gone in sorted(self.world.dropped):
             root = self.world.tables[gone].path
             if root not in live:

@@ -186,3 +186,38 @@ def test_a_push_whose_claim_lapsed_before_its_end_reports_it_in_one_line(tmp_pat
     assert state.pending
     again = push_arrow(m, "t", [table], mode="append", job_id="j")  # the rerun pushes it, once
     assert again.rows == 3 and not again.repeated
+
+
+def _month(month: int) -> pa.Table:
+    ts = pa.array([1_704_067_200_000 + month * 2_678_400_000], pa.timestamp("ms", tz="UTC"))
+    return pa.table({"ts": ts, "v": pa.array([month], pa.int64())})
+
+
+def test_delta_version_numbers_hold_while_a_publish_lands(zk_manager: LineageManager, tmp_path: Path) -> None:
+    """A log read before another publish landed numbers its commits as they
+    are (by their files' names), not counting down from the version it read:
+    the version map and retention's window agree with a fresh read."""
+    from segment_lineage.mirror.delta import DeltaLog
+    from segment_lineage.mirror.publisher import sync
+    from segment_lineage.mirror.views import mirror_commits
+
+    root = str(tmp_path / "m")
+    zk_manager.create_table(TableConfig.build("m", root, "APPEND", time_column="ts", mirror="delta"))
+    for month in range(3):
+        push_arrow(zk_manager, "m", [_month(month)], mode="append")
+        sync(zk_manager, "m")
+    read_before = DeltaLog.open(root)
+    push_arrow(zk_manager, "m", [_month(3)], mode="append")
+    sync(zk_manager, "m")  # lands after the read
+    fresh = DeltaLog.open(root)
+    assert fresh.shown.version == read_before.shown.version + 1
+
+    def numbered(log: DeltaLog) -> dict[int, int | None]:
+        return {c.delta_version: c.lineage_version for c in log.history()}
+
+    before = numbered(read_before)
+    assert before == {v: n for v, n in numbered(fresh).items() if v <= read_before.shown.version}
+    assert min(before) >= 0
+    assert read_before.referenced_since(0) <= fresh.referenced_since(0)  # no version -1 read
+    shown = {c.delta_version: c.lineage_version for c in mirror_commits(zk_manager, "m")}
+    assert shown == numbered(fresh)

@@ -26,6 +26,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from segment_lineage.ingest.schemas import arrow_schema
+from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
@@ -132,12 +133,12 @@ class DeltaLog:
             table = DeltaTable(self.uri, storage_options=self.options)
             self._table = table
             self.shown = self._shown(table)
-            newest = table.history(1)
         except MirrorError:
             raise
         except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
             raise MirrorError(f"reading the Delta log under {self.root!r} failed: {_first(exc)}") from None
-        self.newest = _commit(newest[0]) if newest else None
+        newest = self.history(1)  # the loaded version's own commit, by its file's name
+        self.newest = newest[0] if newest else None
 
     @staticmethod
     def _shown(table: Any) -> Shown:
@@ -263,21 +264,51 @@ class DeltaLog:
         return {loc: int(size) for loc, size in found.items() if size is not None}
 
     def history(self, limit: int | None = None) -> list[Commit]:
-        """The log's commits, newest first (the whole history is read once:
-        ownership checks, the version map and the retention window share it)."""
-        if self._table is None:
+        """The log's commits up to the version read, newest first (the whole
+        history is read once: ownership checks, the version map and the
+        retention window share it). Each commit's number is its file's name:
+        a commit another publisher lands meanwhile shifts no number (a loaded
+        table's own history counts down from the version it loaded, whatever
+        the files it then lists)."""
+        if self._table is None or self.shown.version is None:
             return []
         if limit is None and self._all is not None:
             return list(self._all)
         try:
-            found = [_commit(info) for info in self._table.history(limit)]
-        except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
+            versions = sorted(
+                (v for n in self.store.list_mirror_log() if (v := _commit_version(n)) is not None),
+                reverse=True,
+            )
+            found: list[Commit] = []
+            for version in versions:
+                if version > self.shown.version:
+                    continue  # landed after the read: not part of the log as read
+                if limit is not None and len(found) >= limit:
+                    break
+                commit = self._commit_at(version)
+                if commit is not None:  # cleaned up meanwhile: gone for every reader too
+                    found.append(commit)
+        except (LineageError, ValueError) as exc:
             raise MirrorError(
                 f"reading the Delta log's history under {self.root!r} failed: {_first(exc)}"
             ) from None
         if limit is None:
             self._all = found
         return list(found)
+
+    def _commit_at(self, version: int) -> Commit | None:
+        """Commit ``version`` as its file says (None: no such file)."""
+        raw = self.store.read_mirror_log(f"{version:020d}.json")
+        if raw is None:
+            return None
+        info: dict[str, Any] = {}
+        for line in raw.splitlines():
+            if line.strip():
+                action = json.loads(line)
+                if isinstance(action, dict) and isinstance(action.get("commitInfo"), dict):
+                    info = action["commitInfo"]
+                    break
+        return _commit(info, version)
 
     def referenced_since(self, horizon_ms: int) -> frozenset[str]:
         """Every file a version of the log an engine may still read references:
@@ -362,9 +393,15 @@ class MirrorConflict(MirrorError):
     """Another commit reached the log between our read and our write."""
 
 
-def _commit(info: dict[str, Any]) -> Commit:
+def _commit_version(name: str) -> int | None:
+    """The version of a commit file's name (``00000000000000000007.json``)."""
+    stem, dot, ext = name.partition(".")
+    return int(stem) if dot and ext == "json" and len(stem) == 20 and stem.isdigit() else None
+
+
+def _commit(info: dict[str, Any], version: int) -> Commit:
     return Commit(
-        delta_version=int(info.get("version", -1)),
+        delta_version=version,
         lineage_version=lineage_of(info),
         at_ms=published_ms_of(info) or int(info.get("timestamp", 0)),
         operation=str(info.get("operation", "")),
