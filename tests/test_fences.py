@@ -221,3 +221,44 @@ def test_delta_version_numbers_hold_while_a_publish_lands(zk_manager: LineageMan
     assert read_before.referenced_since(0) <= fresh.referenced_since(0)  # no version -1 read
     shown = {c.delta_version: c.lineage_version for c in mirror_commits(zk_manager, "m")}
     assert shown == numbered(fresh)
+
+
+@pytest.mark.slow
+def test_retention_never_deletes_a_live_zookeepers_data_under_a_root(
+    zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ZooKeeper server whose data lies under a table's root (its home set
+    there by mistake) keeps every file through passes run under another
+    LINEAGE_HOME, forced, with no orphan grace: its data directory is marked
+    on disk, and the pass is refused. A table cannot be made over it either."""
+    from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
+    from segment_lineage.lineage.zk.server import ZkServer, free_port
+    from segment_lineage.retention.executor import PassOptions, run_table
+
+    root = tmp_path / "lake" / "t"
+    zk_manager.create_table(TableConfig.build("t", str(root), table_type=TableType.APPEND))
+    push_arrow(zk_manager, "t", [pa.table({"v": pa.array([1], pa.int64())})], mode="append")
+    server = ZkServer(root / "home" / "zookeeper", free_port())
+    server.start()
+    try:
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=server.hosts)
+        client.start(timeout=30)
+        client.create("/live", b"data")  # a transaction log to lose
+        client.stop()
+        kept = sorted(p for p in (root / "home").rglob("*") if p.is_file())
+        assert any("version-2" in str(p) for p in kept) and any(p.name.endswith(".pid") for p in kept), kept
+        monkeypatch.setenv("LINEAGE_HOME", str(tmp_path / "elsewhere"))
+        options = PassOptions(force=True, min_grace_ms=0, orphan_grace_ms=0)
+        for _ in range(2):  # an orphan goes at its second sighting
+            with pytest.raises(RefusedError) as refused:
+                run_table(zk_manager, "t", options)
+            assert "data directory" in refused.value.message
+        assert all(p.exists() for p in kept)
+        assert server.is_serving()
+        for bad in (root / "home" / "zookeeper" / "inside", tmp_path / "lake"):
+            with pytest.raises(InvalidInputError, match="data directory"):
+                zk_manager.create_table(TableConfig.build("u", str(bad)))
+    finally:
+        server.stop()

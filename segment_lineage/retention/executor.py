@@ -161,7 +161,7 @@ def check_root_claim(manager: LineageManager, table: str, root: str) -> None:
     table of this very store (the marker a table create writes): another
     lineage's table, or files nobody claimed, may live there."""
     # A root create would refuse (relative, a home, the system's) is never scanned.
-    resolve_root(root, state_dir())
+    resolve_root(root, state_dir(), walk=False)  # the listing and each delete look below it
     claim = read_claim(RootClaimFiles(), root)
     if claim is None:
         raise RefusedError(
@@ -306,6 +306,8 @@ def _listing(
             if other != table and (place := inside(root.root, theirs)) is not None
         ]
         listed = root.list()
+    except RefusedError:
+        raise  # a ZooKeeper server's data under the root: the pass is refused, nothing done
     except LineageError as exc:
         report.errors.append(f"listing the root for orphans: {exc.message}")
         return None

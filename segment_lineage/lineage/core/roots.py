@@ -31,6 +31,14 @@ from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
 URI_SCHEMES = {"file": "file", "s3": "s3", "gs": "gs", "gcs": "gs", "hdfs": "hdfs"}
 
 
+# A file every ZooKeeper server this project starts writes in its data
+# directory: that directory (its transaction log, snapshots, config and pid
+# file) serves a store. No root may hold one or lie inside one, and nothing
+# under a folder holding one is ever listed or deleted, whichever process
+# runs retention and whatever its environment says (LINEAGE_HOME).
+STATE_MARKER = ".segment-lineage-state"
+
+
 def _invalid(root: str, problem: str) -> InvalidInputError:
     return InvalidInputError(f"invalid deep-store root {root!r}: {problem}")
 

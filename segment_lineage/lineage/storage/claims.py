@@ -18,14 +18,22 @@ from typing import Protocol
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.errors import CorruptRecordError, RefusedError
-from segment_lineage.lineage.core.roots import _invalid, _key, canonical_root, check_not_dangerous
+from segment_lineage.lineage.core.roots import (
+    STATE_MARKER,
+    _invalid,
+    _key,
+    canonical_root,
+    check_not_dangerous,
+)
 
 
-def resolve_root(root: str, state_dir: str | os.PathLike[str]) -> str:
+def resolve_root(root: str, state_dir: str | os.PathLike[str], *, walk: bool = True) -> str:
     """:func:`canonical_root`, then, for a local root, symbolic links resolved
     and protected places refused: a home directory, and ``state_dir`` (the
     project's state directory, :func:`segment_lineage.lineage.config.state_dir`)
-    with the embedded ZooKeeper's data inside. Runs where the table is created."""
+    with the embedded ZooKeeper's data inside, and any ZooKeeper server's data
+    directory (marked on disk: inside one, or holding one, with ``walk``).
+    Runs where the table is created."""
     canonical = canonical_root(root)
     if "://" in canonical:
         return canonical
@@ -39,7 +47,58 @@ def resolve_root(root: str, state_dir: str | os.PathLike[str]) -> str:
     )
     if resolved == "/":
         raise _invalid(root, "it resolves to the file system root")
+    problem = state_dir_problem(resolved, walk=walk)
+    if problem is not None:
+        raise _invalid(root, problem)
     return resolved
+
+
+# ---- state directories: marked on disk, never scanned ---------------------------
+
+# STATE_MARKER (lineage.core.roots): a ZooKeeper server's data directory.
+
+
+def marked_above(path: str) -> str | None:
+    """The nearest folder at or above local ``path`` that holds the state
+    marker (None: none does). A few stats, one per level."""
+    current = os.path.realpath(path)
+    while True:
+        if os.path.isfile(os.path.join(current, STATE_MARKER)):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def state_dir_problem(root: str, *, walk: bool) -> str | None:
+    """Why local ``root`` may not be a table's root: it lies inside a marked
+    state directory or (``walk``: its tree is walked) holds one. None: fine."""
+    where = marked_above(root)
+    if where is None and walk and os.path.isdir(root):
+        for folder, dirs, names in os.walk(root, followlinks=False):
+            if STATE_MARKER in names:
+                where = folder
+                break
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+    if where is None:
+        return None
+    how = "lies inside" if _key(os.path.realpath(root)).startswith(_key(where)) else "holds"
+    return (
+        f"it {how} {where!r}, a ZooKeeper server's data directory (its {STATE_MARKER}), which "
+        "retention must never scan"
+    )
+
+
+def check_no_state_dir(root: str, table: str, *, walk: bool) -> None:
+    """RefusedError when :func:`state_dir_problem` finds one (nothing done)."""
+    problem = state_dir_problem(root, walk=walk)
+    if problem is not None:
+        raise RefusedError(
+            f"deep-store root {root!r} of table {table!r}: {problem}; nothing under it is touched",
+            table=table,
+            remedy="move the table's data to a root of its own, away from every ZooKeeper server's data",
+        )
 
 
 # ---- claims: whose a root is, written where the root lives ---------------------

@@ -28,7 +28,8 @@ from urllib.parse import urlparse
 
 from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.names import MIRROR_LOG_DIR, check_location
-from segment_lineage.lineage.storage.claims import CLAIM_FILE
+from segment_lineage.lineage.core.roots import STATE_MARKER
+from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_no_state_dir
 from segment_lineage.lineage.storage.errors import StorageError
 
 if TYPE_CHECKING:  # imported where used: pyarrow takes ~150 ms to load, and most commands never need it
@@ -248,9 +249,15 @@ class DeepStore:
         directory resolved once (see :meth:`path`). Thread-safe."""
         fs = self.filesystem()
         resolved_dirs: dict[str, str] = {}
+        unmarked: set[str] = set()  # local folders seen without a state marker above them
 
         def delete(location: str) -> bool:
             target = self.path(location, resolved_dirs)
+            if self.scheme == "file":
+                folder = os.path.dirname(target)
+                if folder not in unmarked:  # never a file of a ZooKeeper server's data
+                    check_no_state_dir(folder, self.root, walk=False)
+                    unmarked.add(folder)
             try:
                 fs.delete_file(target)
                 return True
@@ -439,6 +446,8 @@ class DeepStore:
         registered, and a delete through it would unlink the real file."""
         out = []
         for folder, dirs, names in os.walk(base, followlinks=False):
+            if STATE_MARKER in names:  # a ZooKeeper server's data: the whole root is refused
+                check_no_state_dir(folder, self.root, walk=False)
             if folder != self.base and CLAIM_FILE in names:
                 dirs[:] = []  # another table's root: none of its files are ours to list
                 continue

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from segment_lineage.lineage.config import Settings, state_dir
 from segment_lineage.lineage.core.errors import InvalidInputError, ServerError
+from segment_lineage.lineage.core.roots import STATE_MARKER
 
 ENV_PORT = "LINEAGE_ZK_PORT"
 START_TIMEOUT_S = 60.0
@@ -250,7 +251,13 @@ class ZkServer:
         ]
 
     def start(self, wait: bool = True) -> None:
-        """Start the process; idempotent when it is already running."""
+        """Start the process; idempotent when it is already running. Its data
+        directory is marked (:data:`STATE_MARKER`): no table root may hold or
+        lie inside it, whatever the environment of the process that asks."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        marker = self.directory / STATE_MARKER
+        if not marker.exists():
+            marker.write_text("A ZooKeeper server's data (segment-lineage): never a table's root.\n")
         if self.pid() is not None:
             if wait:
                 self.wait_serving()
