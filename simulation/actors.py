@@ -470,6 +470,28 @@ def rerunner(ctx: Ctx, ops: int) -> None:
             ctx.world.sleep(ctx.rng.uniform(0.05, 0.3))
 
 
+def hog(ctx: Ctx, ops: int) -> None:
+    """A client with the pusher's rights that keeps re-taking a table's floor
+    under new holder ids (a broken or hostile one): other writers may be
+    slowed by the floor budget, never stopped (a push that gives up waiting
+    on a floor is flagged)."""
+    from segment_lineage.lineage.manager.floor import FLOOR_MS
+
+    for k in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        for n in range(ctx.rng.randint(10, 40)):
+            try:
+                seen, holder = ctx.store.read(table).floor, f"hog{ctx.actor.aid}x{k}x{n}"
+                ctx.store.take_floor(table, seen, holder, ctx.store.now_ms() + FLOOR_MS)
+            except LineageError as exc:
+                ctx.failed(f"hog {table}", exc)
+                break
+            ctx.world.sleep(ctx.rng.uniform(0.2, 2.0))
+        ctx.note(f"hogged the floor of {table}")
+
+
 def _paused_publishes(world: World) -> list[str]:
     """The tables publishes are stopped at for a while (an aimed pause), about to commit."""
     return sorted(
@@ -610,6 +632,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "mirror": publisher,
     "remirror": remirror,
     "rerun": rerunner,
+    "hog": hog,
     "create": creator,
     "symlink": linker,
     "janitor": janitor,
@@ -646,4 +669,6 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
         cast += [("remirror", rng.randint(1, 3)), ("mirror", rng.randint(2, 3))]
     if rng.random() < 0.5:  # a job scheduler that reruns a stalled attempt's job elsewhere
         cast.append(("rerun", rng.randint(1, 2)))
+    if rng.random() < 0.3:  # a client re-taking tables' floors under new holder ids
+        cast.append(("hog", rng.randint(1, 2)))
     return cast

@@ -38,10 +38,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from segment_lineage.ingest.errors import SnapshotTooOldError, StorageError
-from segment_lineage.lineage.core.errors import LineageError, VersionGoneError
+from segment_lineage.lineage.core.errors import ContentionError, LineageError, VersionGoneError
 from segment_lineage.lineage.core.model import EntryState, Operation, Segment, TableState
 from segment_lineage.lineage.core.names import push_dir_owner, push_tag
 from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S, FLOOR_POLL_S
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from simulation.world import World
 
@@ -58,6 +59,7 @@ HOLES = {
     10: "a current reader's pin not re-checked",
     11: "as_of(V) answered with V+1",
     12: "a push paused past its session commits late (after its rerun, or its cleanup)",
+    13: "a client re-taking the floor under new holder ids stalls every writer",
 }
 
 
@@ -513,6 +515,10 @@ class Checker:
         text = str(error)
         if "the store answered version" in text or ("pinned version" in text and "instead of" in text):
             self.flag("store-wrong-version", f"{actor}: {text}", 11)
+        if isinstance(error, ContentionError) and error.floor_wait_s > FLOOR_BUDGET_S + FLOOR_POLL_S:
+            # The floors one commit meets hold it a few seconds at most: a writer
+            # never spends its deadline waiting on floors (a hog's, say).
+            self.flag("floor-starved", f"{actor}: waited {error.floor_wait_s:.1f}s on floors: {text}", 13)
 
     def check_metadata(self, actor: str, table: str, asked: int, state: TableState) -> None:
         """A look at a past version's metadata: that version, showing what it showed."""

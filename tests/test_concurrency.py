@@ -238,11 +238,12 @@ class VirtualTime:
 
 
 def test_a_floor_is_waited_on_no_longer_than_its_limit_and_polled_gently() -> None:
-    """A floor whose holder is gone holds a writer for FLOOR_MS at most,
-    looked at every half second or so, and the give-up message names it; a
-    floor stamped further ahead than any take asks for (a clock that ran
-    fast, a bad writer) is ignored."""
+    """A floor whose holder is gone holds a writer for FLOOR_BUDGET_S at most
+    (all the floors one commit meets, together), looked at every half second
+    or so, and the give-up message names it; a floor stamped further ahead
+    than any take asks for (a clock that ran fast, a bad writer) is ignored."""
     from segment_lineage.lineage.manager import FLOOR_MS
+    from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S
     from segment_lineage.lineage.store.memory import MemoryStore
 
     time = VirtualTime()
@@ -256,9 +257,11 @@ def test_a_floor_is_waited_on_no_longer_than_its_limit_and_polled_gently() -> No
     began = time.s
     assert store.take_floor("t", store.read("t").floor, "ghost-commit", time.ms() + FLOOR_MS)
     m.register_segments("t", [Segment("a", "a.parquet", rows=1, size_bytes=1)])
-    assert FLOOR_MS / 1000 - 1 <= time.s - began <= FLOOR_MS / 1000 + 2
+    assert FLOOR_BUDGET_S - 1 <= time.s - began <= FLOOR_BUDGET_S + 2
     assert time.sleeps <= 80  # not a busy loop
-    short = LineageManager(store, retry=RetryPolicy(deadline_s=5, sleep=time.sleep, clock=lambda: time.s))
+    short = LineageManager(
+        store, retry=RetryPolicy(deadline_s=FLOOR_BUDGET_S / 2, sleep=time.sleep, clock=lambda: time.s)
+    )
     assert store.take_floor("t", store.read("t").floor, "ghost-commit-2", time.ms() + FLOOR_MS)
     with pytest.raises(ContentionError, match="commit ghost-co held the table's floor until 20"):
         short.register_segments("t", [Segment("b", "b.parquet", rows=1, size_bytes=1)])

@@ -262,3 +262,47 @@ def test_retention_never_deletes_a_live_zookeepers_data_under_a_root(
                 zk_manager.create_table(TableConfig.build("u", str(bad)))
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_a_floor_hog_delays_a_push_by_the_floor_budget_at_most(
+    zk_hosts: str, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """A client that re-takes the table's floor again and again under new
+    holder ids (what a pusher identity may do) never holds a writer past the
+    floor budget: the push lands long before its deadline."""
+    import threading
+    import uuid
+
+    from segment_lineage.lineage.core.retry import RetryPolicy
+    from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S, FLOOR_MS
+    from segment_lineage.lineage.zk.client import ZkSettings, connect
+    from segment_lineage.lineage.zk.store import ZkStore
+
+    zk_manager.create_table(TableConfig.build("t", str(tmp_path / "t"), table_type=TableType.APPEND))
+    push_arrow(zk_manager, "t", [pa.table({"v": pa.array([0], pa.int64())})], mode="append")
+    hog = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    stop = threading.Event()
+    taken: list[str] = []
+
+    def hogging() -> None:
+        while not stop.is_set() and len(taken) < 400:
+            holder = uuid.uuid4().hex
+            if hog.take_floor("t", hog.read("t").floor, holder, hog.now_ms() + FLOOR_MS):
+                taken.append(holder)
+            stop.wait(0.2)
+
+    thread = threading.Thread(target=hogging)
+    thread.start()
+    try:
+        wait_for("the hog to hold the floor", lambda: len(taken) >= 2)
+        writer = LineageManager(
+            zk_manager.store, retry=RetryPolicy(max_attempts=50, deadline_s=4 * FLOOR_BUDGET_S)
+        )
+        result = push_arrow(writer, "t", [pa.table({"v": pa.array([1], pa.int64())})], mode="append")
+        assert result.rows == 1
+        assert len(taken) > 2  # the hog kept at it while the push waited, and went past it
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        hog.close()

@@ -168,6 +168,7 @@ class ContentionError(LineageError):
         *,
         doing: str = "applying the change",
         waiting: str = "",
+        floor_wait_s: float = 0.0,
     ) -> None:
         waited = f" (waiting while {waiting})" if waiting else ""
         super().__init__(
@@ -177,6 +178,7 @@ class ContentionError(LineageError):
         )
         self.table = table
         self.attempts = attempts
+        self.floor_wait_s = floor_wait_s  # of the time, how long it waited on other writers' floors
 
 
 class OutcomeUnknownError(LineageError):

@@ -10,6 +10,7 @@ budget, who commits); the operations are mixins over it (see
 from __future__ import annotations
 
 import copy
+import dataclasses
 import getpass
 import socket
 import uuid
@@ -180,6 +181,8 @@ class ManagerBase:
                     attempts.refund()  # waited for the floor, or took it: not a lost race
                     self.retry.sleep(pause)
                     continue
+                if floor.ignored and snap.floor is not None:
+                    snap = dataclasses.replace(snap, floor=None)  # the write checks no floor either
                 if queue.wait(snap, floor.lost_races, self.retry.deadline_s - attempts.elapsed):
                     attempts.refund()  # waited for its turn: not a lost race
                     continue
@@ -252,6 +255,7 @@ class ManagerBase:
             waiting=f"commit {held.holder[:8]} held the table's floor until {_utc(held.until_ms)}"
             if held is not None and held.holder is not None
             else queue.waiting,
+            floor_wait_s=floor.waited_s,
         )
 
     def _landed(self, snap: Snapshot, record: HistoryRecord, commit_id: str, load: bool) -> Committed:

@@ -18,6 +18,11 @@ from segment_lineage.lineage.store.contract import Floor, Snapshot, Store
 FLOOR_AFTER = 3  # races lost in a row before a writer takes the table's floor
 FLOOR_MS = 30_000  # how long a floor holds the other writers at most (ZooKeeper's clock)
 FLOOR_POLL_S = 0.5  # a waiting writer looks again at least this often
+# All the floors one commit waits on, together, hold it at most this long
+# (its own clock, from the first wait): a writer that keeps re-taking the
+# floor under new holder ids (a broken or hostile client) delays the others
+# this much, never longer; a real holder has the table this long to itself.
+FLOOR_BUDGET_S = 3.0
 QUEUE_WAIT_S = 1.0  # a queued writer looks again at least this often (its turn is watched)
 QUEUE_POLL_S = 0.05  # ... and at most this much later where the store cannot watch
 QUEUE_REJOINS = 3  # tickets taken away (or never listed) before this commit stops queueing
@@ -155,7 +160,9 @@ class _FloorUse:
     compares-and-sets the head. A floor is never waited on for longer than
     FLOOR_MS from when this writer first saw it (on its own monotonic clock),
     whatever its deadline says; a take that fails or is refused only means
-    going on without it."""
+    going on without it. All the floors of one commit together hold it at
+    most FLOOR_BUDGET_S: floors re-taken one after the other (a hog) never
+    hold a writer past that, whatever their holders."""
 
     def __init__(self, store: Store, table: str, commit_id: str, clock: Callable[[], float]) -> None:
         self.store = store
@@ -167,6 +174,8 @@ class _FloorUse:
         self.tried = False  # a take was sent (it may have landed even when its answer was lost)
         self.waits = 0
         self.first_seen: tuple[tuple[str | None, int], float] | None = None
+        self.first_wait: float | None = None  # when this commit first waited on any floor
+        self.waited_s = 0.0  # the pauses it took for floors, added up
         self.waited_on: Floor | None = None  # the last floor this writer waited on
 
     def wait_or_take(self, snap: Snapshot, now_ms: int) -> float | None:
@@ -177,11 +186,14 @@ class _FloorUse:
             seen is not None
             and seen.held_against(self.commit_id, now_ms, FLOOR_MS)
             and not self._lapsed(seen)
+            and not self._spent()
         ):
             self.waits += 1
             self.waited_on = seen
             step: float = min(FLOOR_POLL_S, 0.01 * 2.0 ** min(self.waits, 10))
-            return min(step, max(0.0, (seen.until_ms - now_ms) / 1000))
+            pause = min(step, max(0.0, (seen.until_ms - now_ms) / 1000))
+            self.waited_s += pause
+            return pause
         ours = seen is not None and seen.holder == self.commit_id and now_ms < seen.until_ms
         if self.losses < FLOOR_AFTER or ours:  # a floor of ours that lapsed is taken again
             return None
@@ -192,6 +204,19 @@ class _FloorUse:
         except LineageError:
             return None  # refused (no right to create it) or no answer: go on without it
         return 0.0  # read again: under the floor if this writer holds it now
+
+    def _spent(self) -> bool:
+        """This commit has waited on floors for its whole budget."""
+        now = self.clock()
+        if self.first_wait is None:
+            self.first_wait = now
+        return now - self.first_wait > FLOOR_BUDGET_S
+
+    @property
+    def ignored(self) -> bool:
+        """Floors no longer hold this commit (its budget is spent): nor does a
+        floor taken between its read and its write fail it."""
+        return self.first_wait is not None and self.clock() - self.first_wait > FLOOR_BUDGET_S
 
     def _lapsed(self, seen: Floor) -> bool:
         key = (seen.holder, seen.version)
