@@ -43,7 +43,8 @@ def enable(
     """Turn the mirror on and publish the current version as its first.
     Refused over a log an earlier mirror left. When nothing can be
     published, the table goes back to no mirror (if this call turned it on)
-    and a log it began is removed."""
+    and a log it began is removed. An admin's (a settings change)."""
+    manager.require_role(doing="turning a table's mirror on")
     with held(manager, table):
         state = manager.table(table)
         config = state.config
@@ -84,7 +85,9 @@ class Removal:
 def disable(manager: LineageManager, table: str, reason: str | None = None) -> Removal:
     """Turn the mirror off and remove its log (engines then find no table
     there, rather than a stale one). A log that is not the table's mirror
-    (:func:`not_the_tables`) stays. The segments' files stay."""
+    (:func:`not_the_tables`) stays. The segments' files stay. An admin's:
+    engines lose the versions they read."""
+    manager.require_role(doing="turning a table's mirror off")
     with held(manager, table):
         state = manager.table(table)
         root = state.config.root

@@ -51,6 +51,10 @@ ROLES = (PUSHER, RETENTION, READER)
 ADMIN_ROLE = "admin"
 
 POLICY_NODE = "acl"  # below the project root
+# Below the project root, written by admins only: a commit that only an admin
+# may make (a settings change, hiding visible data by deleting segments) sets
+# it in the same multi, so ZooKeeper itself refuses it to every other role.
+ADMIN_NODE = "admin"
 
 
 class Place(Enum):
@@ -192,9 +196,13 @@ def place_of(path: str) -> Place | None:
     if depth == 0 or (depth == 1 and parts[0] in ("tables", "names", "leaders")):
         return Place.FOLDER
     if depth == 1:
-        return {"clock": Place.CLOCK, POLICY_NODE: Place.POLICY, "roots": Place.GUARD, "id": Place.GUARD}.get(
-            parts[0]
-        )
+        return {
+            "clock": Place.CLOCK,
+            POLICY_NODE: Place.POLICY,
+            ADMIN_NODE: Place.POLICY,
+            "roots": Place.GUARD,
+            "id": Place.GUARD,
+        }.get(parts[0])
     top = parts[0]
     if top == "names" and depth == 2:
         return Place.GUARD

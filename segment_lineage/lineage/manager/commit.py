@@ -31,6 +31,7 @@ from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, Ope
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
+from segment_lineage.lineage.core.roles import admin_only
 from segment_lineage.lineage.manager.floor import StuckTickets, _FloorUse, _QueueUse
 from segment_lineage.lineage.storage.claims import ClaimFiles
 from segment_lineage.lineage.store.contract import (
@@ -107,6 +108,13 @@ class ManagerBase:
         other = copy.copy(self)
         other.job_id = job_id
         return other
+
+    def require_role(self, *roles: str, doing: str) -> None:
+        """AuthError unless this identity is an admin or of one of ``roles``,
+        when an ACL policy is in force (no roles: admins only). Checked
+        before work that cannot be undone (a Delta log removed); what only an
+        admin may commit, ZooKeeper refuses anyway (:mod:`segment_lineage.lineage.core.roles`)."""
+        self.store.require_role(*roles, doing=doing)
 
     def audit(self, reason: str | None = None) -> Audit:
         return Audit(actor=self.actor, job_id=self.job_id, reason=reason)
@@ -211,10 +219,11 @@ class ManagerBase:
             step = commit_step(change.operation)
             failpoint(f"{step}.before-commit")
             try:
-                if owner is None:
+                admin = admin_only(snap.state, change)
+                if owner is None and not admin:
                     state = self.store.write(table, snap, change, audit, commit_id, now)
-                else:
-                    state = self.store.write(table, snap, change, audit, commit_id, now, owner)
+                else:  # fenced by the push's claim, or by the admins' node
+                    state = self.store.write(table, snap, change, audit, commit_id, now, owner, admin)
             except ClaimLostError as exc:
                 if unknown_since is not None:  # an earlier attempt may have landed before the claim went
                     raise OutcomeUnknownError(table, commit_id, exc.message) from None

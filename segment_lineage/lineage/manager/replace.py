@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import ConflictError
 from segment_lineage.lineage.core.model import Change, EntryState, Segment, TableState, TimeUnit
 from segment_lineage.lineage.core.periods import parse_period
@@ -103,6 +104,7 @@ class ReplaceOps(Reads):
         entry and the stale entries force cleanup reverted (``cleaned``)."""
         eid = entry_id or str(uuid.uuid4())
         src, dst = list(segments_from), list(segments_to)
+        self.require_role(PUSHER, doing="opening a replacement")
         audit = self.audit(reason)
         hold_ms = None if hold is None else parse_period(hold)
 
@@ -131,6 +133,7 @@ class ReplaceOps(Reads):
         reason: str | None = None,
     ) -> Committed:
         subset = None if to_subset is None else list(to_subset)
+        self.require_role(PUSHER, doing="ending a replacement")
         return self.commit(table, lambda s, now: transitions.end_replace(s, entry_id, now, subset), reason)
 
     def complete_replace(
@@ -185,6 +188,7 @@ class ReplaceOps(Reads):
     def revert_replace(
         self, table: str, entry_id: str, *, force: bool = False, reason: str | None = None
     ) -> Committed:
+        self.require_role(PUSHER, doing="reverting a replacement")
         return self.commit(table, lambda s, now: transitions.revert_replace(s, entry_id, now, force), reason)
 
     def revert_plan(self, table: str, entry_id: str, *, force: bool = False) -> VisibleChange:
@@ -207,6 +211,8 @@ class ReplaceOps(Reads):
         ``target_version``'s (earlier or later: a rollback is undone by rolling
         forward). Costs one version read and one commit, whatever the size:
         the plan is made on the commit's own first read."""
+        if not dry_run:
+            self.require_role(PUSHER, doing="a rollback")
         target = self._as_of(table, target_version)
         if dry_run:
             current = self._read(table)

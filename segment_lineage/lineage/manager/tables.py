@@ -85,6 +85,7 @@ class TableOps(ManagerBase):
         same setting); InvalidInputError, changing nothing, for a bad value."""
         if change.empty():
             raise InvalidInputError("nothing to alter: give at least one setting")
+        self.require_role(doing="changing a table's settings")  # the commit itself is refused too
         change.applied(self.table(table).config)  # a bad value fails before the commit
         return self.commit(table, lambda s, now: transitions.alter_table(s, change), reason)
 

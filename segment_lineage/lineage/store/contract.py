@@ -171,6 +171,7 @@ class Store(Protocol):
         commit_id: str,
         now_ms: int,
         owner: str | None = None,
+        admin: bool = False,
     ) -> TableState:
         """Swap ``base`` for ``change.state`` at version ``base.version + 1``.
 
@@ -178,6 +179,9 @@ class Store(Protocol):
         it (:meth:`hold_owner`): the swap lands only while that claim stands,
         checked in the same request (ZooKeeper: a ``check`` of the owner node
         in the multi), so a push paused past its session never lands late.
+        ``admin``: a change only an admin may make (a settings change, visible
+        data deleted): under an ACL policy the same request writes the
+        admins' node, so ZooKeeper refuses it to every other role (AuthError).
 
         Raises VersionConflict (nothing written), WriteOutcomeUnknown (maybe
         written), RetryableStoreError (nothing written), TooLargeError (never
@@ -225,6 +229,11 @@ class Store(Protocol):
         before its metadata (and its root's registration) goes; an error it
         raises leaves the drop to be run again (which calls it again).
         """
+        ...
+
+    def require_role(self, *roles: str, doing: str) -> None:
+        """AuthError unless this client's identity is an admin or of one of
+        ``roles``, when an ACL policy is in force (no roles: admins only)."""
         ...
 
     def hold_owner(self, table: str, entry_id: str) -> None:

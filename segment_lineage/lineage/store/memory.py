@@ -181,6 +181,7 @@ class MemoryStore:
         commit_id: str,
         now_ms: int,
         owner: str | None = None,
+        admin: bool = False,  # no ACL policy here: anyone may
     ) -> TableState:
         with self._lock:
             current = self._tables.get(table)
@@ -255,6 +256,9 @@ class MemoryStore:
             self._floors.pop(table, None)
             self._queues.pop(table, None)
             self._mirror_holds.discard(table)  # its node goes with the table's on ZooKeeper
+
+    def require_role(self, *roles: str, doing: str) -> None:
+        return None  # no ACL policy in memory
 
     def hold_owner(self, table: str, entry_id: str) -> None:
         self.read(table)

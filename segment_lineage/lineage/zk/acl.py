@@ -17,6 +17,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.acl import (
+    ADMIN_NODE,
     ADMIN_ROLE,
     OWN_FOLDER_OF,
     POLICY_NODE,
@@ -71,6 +72,7 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
         (f"{root}/tables", Place.FOLDER),
         (f"{root}/names", Place.FOLDER),
         (f"{root}/clock", Place.CLOCK),
+        (f"{root}/{ADMIN_NODE}", Place.POLICY),
         (f"{root}/leaders", Place.FOLDER),
         *((f"{root}/leaders/{name}", Place.ELECTION) for name in ELECTIONS),
     ):

@@ -16,7 +16,13 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList
 from segment_lineage.lineage.core import buckets as layout
 from segment_lineage.lineage.core.acl import Place
-from segment_lineage.lineage.core.errors import AuthError, ClaimLostError, TableNotFoundError, TooLargeError
+from segment_lineage.lineage.core.errors import (
+    AuthError,
+    ClaimLostError,
+    RefusedError,
+    TableNotFoundError,
+    TooLargeError,
+)
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, LineageEntry, TableState
 from segment_lineage.lineage.store.contract import (
@@ -136,6 +142,7 @@ class Commits:
         commit_id: str,
         now_ms: int,
         owner: str | None = None,
+        admin: bool = False,
     ) -> TableState:
         loaded = base.token
         if not isinstance(loaded, Loaded):
@@ -194,6 +201,9 @@ class Commits:
         txn.create(self.paths.version(table, version), version_record, acl=self.nodes.acl_at(Place.VERSION))
         if base.floor is not None:  # nobody took the floor since the read
             txn.check(self.paths.floor(table), base.floor.version)
+        guarded = admin and self.nodes.policy() is not None
+        if guarded:  # only an admin may write this node: ZooKeeper refuses the whole multi to others
+            txn.set_data(self.paths.admin, b"", -1)
         if owner is not None:  # the push's claim stands: its session did not end since it took it
             txn.check(self.owner_path(table, owner), -1)
         failpoint("store.before-head-swap")
@@ -208,6 +218,9 @@ class Commits:
         if owner is not None:  # failed on its own (the ops after a failed one fail as "inconsistent")
             claim, results = results[-1], results[:-1]
         claim_lost = isinstance(claim, NoNodeError)
+        guard: object = None
+        if guarded:
+            guard, results = results[-1], results[:-1]
         floor_taken = base.floor is not None and refused(results[-1])
         checks = results[1:-1] if base.floor is not None else results[1:]
         failed = [r for r in checks if refused(r)]
@@ -216,12 +229,25 @@ class Commits:
             or failed
             or floor_taken
             or claim_lost
+            or refused(guard)
         ):
             # The multi was refused as a whole: no head, version or lease
             # references this attempt's blobs. Take them away now rather than
             # leave them to the sweep: under contention a big commit's
             # attempts would otherwise fill the server's memory.
             self.blobs.discard(table, blobs)
+        if isinstance(guard, NoAuthError):
+            raise AuthError(
+                f"ZooKeeper refused this change of table {table!r}: it needs the admin role "
+                f"(identity {(self.nodes.identity or 'anonymous').partition(':')[0]!r} is "
+                f"{self.nodes.role() or 'unknown'}); nothing was changed"
+            )
+        if isinstance(guard, NoNodeError):
+            raise RefusedError(
+                f"the admins' node {self.paths.admin} is missing; nothing was changed",
+                table=table,
+                remedy="run 'lineage acl apply' as an admin (once, for stores made before it)",
+            )
         if claim_lost and not isinstance(head_result, NoNodeError):
             assert owner is not None
             raise ClaimLostError(table, owner)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from segment_lineage.lineage.core.acl import ADMIN_NODE
 from segment_lineage.lineage.core.names import check_table_name
 
 ROOT = "/segment-lineage"
@@ -58,6 +59,11 @@ class Paths:
     @property
     def clock(self) -> str:
         return f"{self.root}/clock"
+
+    @property
+    def admin(self) -> str:
+        """Set by every commit only an admin may make (ADMIN_NODE)."""
+        return f"{self.root}/{ADMIN_NODE}"
 
     @property
     def store_id(self) -> str:

@@ -1,0 +1,182 @@
+"""The role matrix (docs/security.md), cell by cell, through the command
+line on real ZooKeeper with an ACL policy in force: each role does its work,
+and every command meant for another role is refused with nothing changed
+(the table's head, its Delta log, its files). What only an admin may do is
+refused by ZooKeeper itself: the commit writes a node only admins may write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from segment_lineage.lineage.core.acl import ADMIN_ROLE
+from segment_lineage.lineage.core.visibility import visible_segments
+from tests.helpers.run import IDENTITIES
+from tests.test_security import cli, store_as
+
+pytestmark = [pytest.mark.zk, pytest.mark.slow]
+
+T = "events"
+ROLES = ("reader", "retention", "pusher", "admin")
+
+
+def _input(path: Path, day: int) -> str:
+    ts = pa.array([1_704_067_200_000 + day * 86_400_000 + i for i in range(3)], pa.timestamp("ms", tz="UTC"))
+    pq.write_table(pa.table({"ts": ts, "v": pa.array([day] * 3, pa.int64())}), path)
+    return str(path)
+
+
+def _snapshot(zk: str, root: Path) -> tuple[int, int, tuple[str, ...]]:
+    """What a refused command must leave as it was: the head's version, the
+    Delta log's commits and every file under the root."""
+    admin = store_as(zk, IDENTITIES[ADMIN_ROLE])
+    try:
+        version = admin.read(T).state.version
+    finally:
+        admin.close()
+    log = root / "_delta_log"
+    commits = len(list(log.glob("*.json"))) if log.exists() else -1
+    return version, commits, tuple(sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()))
+
+
+@pytest.fixture
+def table(zk_hosts: str, tmp_path: Path) -> tuple[str, Path]:
+    zk = zk_hosts
+    args = []
+    for role in ("pusher", "retention", "reader"):
+        user, _, password = IDENTITIES[role].partition(":")
+        code, out, err = cli(zk, None, "acl", "digest", user, stdin=password + "\n")
+        assert code == 0, err
+        args += [f"--{role}", out.strip()]
+    code, _, err = cli(zk, IDENTITIES[ADMIN_ROLE], "acl", "apply", *args)
+    assert code == 0, err
+    root = tmp_path / T
+    code, _, err = cli(
+        zk, IDENTITIES[ADMIN_ROLE], "table", "create", T, "--root", str(root), "--type", "APPEND",
+        "--time-column", "ts", "--mirror", "delta", "--replaced-retention", "1d",
+    )  # fmt: skip
+    assert code == 0, err
+    for day in range(2):
+        code, _, err = cli(
+            zk, IDENTITIES["pusher"], "push", T, "--input", _input(tmp_path / f"d{day}.parquet", day),
+            "--mode", "append",
+        )  # fmt: skip
+        assert code == 0, err
+    return zk, root
+
+
+def _visible_segment(zk: str) -> str:
+    admin = store_as(zk, IDENTITIES[ADMIN_ROLE])
+    try:
+        return sorted(s.name for s in visible_segments(admin.read(T).state))[0]
+    finally:
+        admin.close()
+
+
+def _entry(zk: str) -> str:
+    admin = store_as(zk, IDENTITIES[ADMIN_ROLE])
+    try:
+        state = admin.read(T).state
+        done = [e for e in state.entries.values() if e.state.value == "COMPLETED"]
+        return max(done, key=lambda e: e.timestamp_ms).entry_id
+    finally:
+        admin.close()
+
+
+# (what, the command's words, the roles that may, changes the table when allowed)
+READS: list[tuple[str, list[str]]] = [
+    ("table list", ["table", "list"]),
+    ("table show", ["table", "show", T]),
+    ("segments", ["segments", T]),
+    ("segment list", ["segment", "list", T]),
+    ("entries", ["entries", T]),
+    ("history", ["history", T]),
+    ("read", ["read", T]),
+    ("mirror status", ["mirror", "status", T]),
+    ("mirror versions", ["mirror", "versions", T]),
+    ("acl show", ["acl", "show"]),
+]
+
+
+@pytest.mark.parametrize(("what", "words"), READS, ids=[r[0] for r in READS])
+def test_every_role_reads(table: tuple[str, Path], what: str, words: list[str]) -> None:
+    zk, root = table
+    before = _snapshot(zk, root)
+    for role in ROLES:
+        code, _, err = cli(zk, IDENTITIES[role], *words)
+        assert code == 0, (what, role, err)
+    assert _snapshot(zk, root)[0] == before[0]
+
+
+def test_each_write_is_its_roles_and_refused_to_the_others(table: tuple[str, Path], tmp_path: Path) -> None:
+    """Every write command in the matrix, refused roles first (nothing may
+    change), then the roles that may (each must succeed)."""
+    zk, root = table
+    rollback_to = _snapshot(zk, root)[0]
+    cells: list[tuple[str, list[str], tuple[str, ...]]] = [
+        (
+            "push",
+            ["push", T, "--input", _input(tmp_path / "d7.parquet", 7), "--mode", "append"],
+            ("pusher", "admin"),
+        ),
+        ("revert", ["revert", T, "ENTRY", "--force"], ("pusher", "admin*")),
+        ("rollback", ["rollback", T, "--to-version", str(rollback_to - 1)], ("pusher", "admin")),
+        ("rollback forward", ["rollback", T, "--to-version", str(rollback_to)], ("pusher", "admin*")),
+        ("mirror sync", ["mirror", "sync", T], ("pusher", "retention", "admin")),
+        ("mirror repair", ["mirror", "repair", T], ("pusher", "retention", "admin")),
+        ("retention run", ["retention", "run", "--table", T, "--yes"], ("retention", "admin")),
+        ("table alter replaced", ["table", "alter", T, "--replaced-retention", "0s"], ("admin",)),
+        ("table alter mirror", ["table", "alter", T, "--mirror-retention", "1s"], ("admin",)),
+        ("segment delete", ["segment", "delete", T, "SEGMENT"], ("admin",)),
+        ("mirror disable", ["mirror", "disable", T], ("admin",)),
+        ("mirror enable", ["mirror", "enable", T], ("admin",)),
+        ("acl apply", ["acl", "apply"], ("admin",)),
+        ("table drop", ["table", "drop", T, "--force"], ("admin",)),
+    ]
+    for what, template, may in cells:
+        fill = {"SEGMENT": _visible_segment, "ENTRY": _entry}
+        words = [fill[w](zk) if w in fill else w for w in template]
+        for role in ROLES:
+            if role in may or f"{role}*" in may:  # role*: may, but the cell does not run it again
+                continue
+            before = _snapshot(zk, root)
+            code, out, err = cli(zk, IDENTITIES[role], *words)
+            assert code != 0, (what, role, out)
+            assert any(k in err for k in ("role", "not authorised", "admin", "refused this identity")), (
+                what,
+                role,
+                err,
+            )
+            assert _snapshot(zk, root) == before, (what, role, err)
+        for role in (r for r in may if not r.endswith("*")):
+            code, out, err = cli(zk, IDENTITIES[role], *words)
+            assert code == 0, (what, role, err)
+
+
+def test_zookeeper_itself_refuses_an_admins_change_to_a_pusher(
+    table: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the client's own role check taken out, the commit of a settings
+    change, or of a delete that hides visible data, still fails for a pusher:
+    it writes the admins' node in the same multi, which only admins may."""
+    from segment_lineage.lineage.core.errors import AuthError
+    from segment_lineage.lineage.core.model import SettingsChange
+    from segment_lineage.lineage.manager import LineageManager
+    from segment_lineage.lineage.manager.commit import ManagerBase
+
+    zk, root = table
+    monkeypatch.setattr(ManagerBase, "require_role", lambda *_a, **_k: None)
+    pusher = store_as(zk, IDENTITIES["pusher"])
+    try:
+        m = LineageManager(pusher)
+        before = _snapshot(zk, root)
+        with pytest.raises(AuthError, match="needs the admin role"):
+            m.alter_table(T, SettingsChange(replaced_segments_retention="0s"))
+        with pytest.raises(AuthError, match="needs the admin role"):
+            m.delete_segments(T, [_visible_segment(zk)])
+        assert _snapshot(zk, root) == before
+    finally:
+        pusher.close()
