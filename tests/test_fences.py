@@ -306,3 +306,19 @@ def test_a_floor_hog_delays_a_push_by_the_floor_budget_at_most(
         stop.set()
         thread.join(timeout=30)
         hog.close()
+
+
+@pytest.mark.parametrize("char", ["[", "]", "|", "^", "\\"])
+def test_a_mirrored_table_at_a_root_deltalake_cannot_write_is_refused(
+    zk_hosts: str, tmp_path: Path, char: str
+) -> None:
+    """deltalake panics or fails writing a log under such a path: refused at
+    create, naming the character, and nothing is created."""
+    from tests.helpers.run import cli
+
+    root = tmp_path / f"a{char}b"
+    code, _, err = cli(zk_hosts, "table", "create", "t", "--root", str(root), "--mirror", "delta")
+    assert code != 0 and "deltalake cannot write" in err and repr(char) in err, err
+    code, out, _ = cli(zk_hosts, "table", "list")
+    assert "t" not in out.split()
+    assert not (root / "_delta_log").exists()

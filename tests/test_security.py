@@ -155,7 +155,7 @@ def test_each_role_does_its_work_and_nothing_else(secured: str, tmp_path: Path) 
             ),
         ]
         for what, attempt in refusals:
-            with pytest.raises(LineageError, match="not authorised|needs the pusher role") as refused:
+            with pytest.raises(LineageError, match=r"not authorised|needs the pusher role") as refused:
                 attempt()
             assert isinstance(refused.value, AuthError) or "not authorised" in str(refused.value), what
         assert dump(admin.client) == before

@@ -52,6 +52,13 @@ class Commit:
     commit_id: str | None = None  # the lineage commit it publishes
 
 
+# Characters in a root's path that deltalake (1.6) cannot write a table under:
+# '[', ']', '|' and '^' make it panic, a backslash fails. (Polars cannot read
+# a table under a path holding a space, '#', '?', '{', '}', '`', '<', '>',
+# '"' or a non-ASCII character: docs/engines.md.)
+DELTALAKE_BREAKS = "[]|^\\"
+
+
 def location(store: DeepStore) -> tuple[str, dict[str, str]]:
     """The URI deltalake opens for a table root, and its storage options."""
     root = store.root
@@ -59,6 +66,15 @@ def location(store: DeepStore) -> tuple[str, dict[str, str]]:
         raise MirrorRefusedError(
             f"a Delta mirror cannot live under {root!r}: Delta reads '%' in a table's path as an escape",
             remedy="keep this table without a mirror, or give it a root without '%'",
+        )
+    bad = sorted(set(store.base) & set(DELTALAKE_BREAKS))
+    if bad:
+        shown = " ".join(repr(c) for c in bad)
+        raise MirrorRefusedError(
+            f"a Delta mirror cannot live under {root!r}: deltalake cannot write a table whose path "
+            f"holds {shown}",
+            remedy="keep this table without a mirror, or give it a root without "
+            + " ".join(repr(c) for c in DELTALAKE_BREAKS),
         )
     if store.scheme == "file":
         return store.base, {}
