@@ -322,3 +322,45 @@ def test_a_mirrored_table_at_a_root_deltalake_cannot_write_is_refused(
     code, out, _ = cli(zk_hosts, "table", "list")
     assert "t" not in out.split()
     assert not (root / "_delta_log").exists()
+
+
+def test_repair_publishes_the_tables_columns_over_a_foreign_append_that_added_one(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """Another writer appended rows with a new column to the mirror's log:
+    `mirror repair` publishes the table's columns and files over it, its
+    version numbers going on (no disable and enable), and every engine then
+    reads the table's rows only."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from tests.helpers.delta_reads import read_delta
+    from tests.helpers.run import cli
+
+    root = tmp_path / "m"
+    code, _, err = cli(
+        zk_hosts, "table", "create", "m", "--root", str(root), "--type", "APPEND", "--time-column", "ts",
+        "--mirror", "delta",
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = cli(
+        zk_hosts, "push", "m", "--input", str(_input(tmp_path / "in.parquet", 3, 0)), "--mode", "append"
+    )
+    assert code == 0, err
+    ts = pa.array([1_800_000_000_000_000], pa.timestamp("us", tz="UTC"))
+    foreign = pa.table({"ts": ts, "v": pa.array([99], pa.int64()), "extra": pa.array(["x"])})
+    write_deltalake(str(root), foreign, mode="append", schema_mode="merge")
+    before = DeltaTable(str(root)).version()
+
+    code, out, err = cli(zk_hosts, "mirror", "repair", "m")
+    assert code == 0, err
+    log = DeltaTable(str(root))
+    assert log.version() > before  # numbers go on
+    assert [f.name for f in log.schema().fields] == ["ts", "v"]
+    assert sorted(read_delta(str(root)).column("v").to_pylist()) == [0, 1, 2]
+    code, out, err = cli(zk_hosts, "--json", "mirror", "status", "m")
+    assert code == 0 and '"problem": null' in out, (out, err)
+    code, _, err = cli(
+        zk_hosts, "push", "m", "--input", str(_input(tmp_path / "in2.parquet", 2, 10)), "--mode", "append"
+    )
+    assert code == 0, err
+    assert sorted(read_delta(str(root)).column("v").to_pylist()) == [0, 1, 2, 10, 11]

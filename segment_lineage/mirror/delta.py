@@ -50,6 +50,7 @@ class Commit:
     operation: str
     columns_only: bool = False  # columns added, no file changed (it shows the version before)
     commit_id: str | None = None  # the lineage commit it publishes
+    reset: bool = False  # a repair's first commit: the table's columns, no file (it shows nothing)
 
 
 # Characters in a root's path that deltalake (1.6) cannot write a table under:
@@ -173,7 +174,7 @@ class DeltaLog:
 
     def foreign(self) -> Commit | None:
         """The newest commit, when another writer than the publisher made it."""
-        if self.newest is not None and self.newest.lineage_version is None:
+        if self.newest is not None and self.newest.lineage_version is None and not self.newest.reset:
             return self.newest
         return None
 
@@ -263,6 +264,41 @@ class DeltaLog:
             self._table.load_as_version(expected)
         commit_id = step.record.commit_id if step.record is not None else None
         self.newest = Commit(expected, step.version, now_ms, "WRITE", commit_id=commit_id)
+        self._all = None
+        return expected
+
+    def reset(self, delta_schema: Any, fields: tuple[str, ...], now_ms: int) -> int:
+        """One commit that shows no file, with ``delta_schema`` (the table's
+        columns): what a repair writes first over a log whose columns another
+        writer changed while files of ours stay (one Delta commit may not
+        remove and add one path). Its version; the next commit publishes the
+        table's files."""
+        from deltalake.transaction import CommitProperties, PostCommitHookProperties
+
+        if self._table is None or self.shown.version is None:
+            raise MirrorError(f"no Delta log under {self.root!r} to reset")
+        props = CommitProperties(
+            custom_metadata={"segment_lineage.kind": "reset", "segment_lineage.published_ms": str(now_ms)},
+            max_commit_retries=0,
+        )
+        hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+        expected = self.shown.version + 1
+        try:
+            self._table.create_write_transaction(
+                [],
+                mode="overwrite",
+                schema=delta_schema,
+                commit_properties=props,
+                post_commithook_properties=hooks,
+            )
+        except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
+            text = _first(exc)
+            if type(exc).__name__ == "CommitFailedError" or "exists" in text:
+                raise MirrorConflict(f"another commit reached the Delta log first: {text}") from None
+            raise MirrorError(f"writing the Delta log under {self.root!r} failed: {text}") from None
+        self.shown = Shown(expected, self.shown.lineage_version, frozenset(), fields)
+        self._table.load_as_version(expected)
+        self.newest = Commit(expected, None, now_ms, RESET_OPERATION, reset=True)
         self._all = None
         return expected
 
@@ -415,7 +451,14 @@ def _commit_version(name: str) -> int | None:
     return int(stem) if dot and ext == "json" and len(stem) == 20 and stem.isdigit() else None
 
 
+RESET_OPERATION = "MIRROR REPAIR (no files)"
+
+
 def _commit(info: dict[str, Any], version: int) -> Commit:
+    if info.get("segment_lineage.kind") == "reset":
+        return Commit(
+            version, None, published_ms_of(info) or int(info.get("timestamp", 0)), RESET_OPERATION, reset=True
+        )
     return Commit(
         delta_version=version,
         lineage_version=lineage_of(info),

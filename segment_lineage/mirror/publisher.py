@@ -47,7 +47,15 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import DeltaLog, MirrorConflict, encode_fields, location
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError, NoMirrorError
-from segment_lineage.mirror.plan import Columns, Step, after, plan_step, published_schema, shows_nothing_new
+from segment_lineage.mirror.plan import (
+    Columns,
+    Shown,
+    Step,
+    after,
+    plan_step,
+    published_schema,
+    shows_nothing_new,
+)
 
 SYNC_ATTEMPTS = 5
 HOLD_TRIES = 10_000  # looks at a mirror another holds, within the wait's deadline
@@ -298,6 +306,15 @@ def _publish(
                 # published with the newest version, not with this one. (From a
                 # schema replacement on, every file has the new columns.)
                 fields, delta_schema = shown.fields, log.schema()
+            if repair and shown.version is not None and not set(shown.fields) <= set(fields):
+                # Another writer's columns: a commit that shows no file first,
+                # with the table's columns, then the table's files (numbers go on).
+                if dry_run:
+                    shown = Shown(shown.version + 1, shown.lineage_version, frozenset(), fields)
+                else:
+                    _still_held(manager, table, f"before resetting the columns of table {table!r}'s mirror,")
+                    log.reset(delta_schema, fields, manager.store.now_ms())
+                    shown = log.shown
             step = plan_step(shown, then, schema, fields, records.get(version))
             if step is None and repair:  # the newest commit must be ours: one with nothing else
                 step = Step(version, (), (), schema, fields, Columns.SAME, records.get(version))
