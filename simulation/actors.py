@@ -8,6 +8,7 @@ else escaping an actor is reported by the run as a violation.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +33,7 @@ from simulation.world import World
 Body = Callable[[Actor], None]
 FS_KINDS = frozenset(
     {"push", "retention", "daemon", "readd", "upload", "create", "symlink", "janitor", "saboteur", "mirror"}
-    | {"remirror"}
+    | {"remirror", "zkhome"}
 )
 HOUR_MS = 3_600_000
 
@@ -492,6 +493,42 @@ def hog(ctx: Ctx, ops: int) -> None:
         ctx.note(f"hogged the floor of {table}")
 
 
+def zkhome(ctx: Ctx, ops: int) -> None:
+    """An operator starts a ZooKeeper server with its home inside a table's
+    root (its data long written), then, a while later, moves it away. Its
+    data directory is marked as every server the project starts marks it;
+    retention runs with another state directory than that server's. No
+    pass may delete a file of it (deleted-state-dir)."""
+    from segment_lineage.lineage.core.roots import STATE_MARKER
+
+    world = ctx.world
+    for k in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        home = os.path.join(world.tables[table].path, f"zk-home-a{ctx.actor.aid}x{k}")
+        data = os.path.join(home, "version-2")
+        os.makedirs(data, exist_ok=True)
+        old = (world.clock.fs_ms() - 3 * 86_400_000) / 1000  # written days ago: an old orphan to a scan
+        for name, folder in (
+            (STATE_MARKER, home),
+            ("zookeeper.pid", home),
+            ("log.1", data),
+            ("snapshot.0", data),
+        ):
+            path = os.path.join(folder, name)
+            with open(path, "w") as out:
+                out.write("live ZooKeeper data\n")
+            os.utime(path, (old, old))
+        world.state_dirs.add(home)
+        ctx.note(f"ZooKeeper home under {table}'s root")
+        for _ in range(ctx.rng.randint(20, 80)):  # passes run meanwhile
+            world.sleep(ctx.rng.uniform(0.5, 3.0))
+        world.state_dirs.discard(home)
+        shutil.rmtree(home, ignore_errors=True)
+        ctx.note(f"ZooKeeper home moved away from {table}'s root")
+
+
 def _paused_publishes(world: World) -> list[str]:
     """The tables publishes are stopped at for a while (an aimed pause), about to commit."""
     return sorted(
@@ -633,6 +670,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "remirror": remirror,
     "rerun": rerunner,
     "hog": hog,
+    "zkhome": zkhome,
     "create": creator,
     "symlink": linker,
     "janitor": janitor,
@@ -671,4 +709,6 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
         cast.append(("rerun", rng.randint(1, 2)))
     if rng.random() < 0.3:  # a client re-taking tables' floors under new holder ids
         cast.append(("hog", rng.randint(1, 2)))
+    if rng.random() < 0.3:  # a ZooKeeper server's home put under a table's root
+        cast.append(("zkhome", 1))
     return cast

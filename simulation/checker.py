@@ -60,6 +60,7 @@ HOLES = {
     11: "as_of(V) answered with V+1",
     12: "a push paused past its session commits late (after its rerun, or its cleanup)",
     13: "a client re-taking the floor under new holder ids stalls every writer",
+    14: "retention under another LINEAGE_HOME deletes a live ZooKeeper's data under a root",
 }
 
 
@@ -148,6 +149,8 @@ class Checker:
         """New files get the file system's clock (which may run behind)."""
         ns = self.world.clock.fs_ms() * 1_000_000
         for path in paths:
+            if any(path.startswith(d + os.sep) for d in self.world.state_dirs):
+                continue  # a ZooKeeper server's data, written long ago
             try:
                 os.utime(path, ns=(ns, ns))
             except FileNotFoundError:
@@ -174,6 +177,11 @@ class Checker:
         reasons = {q.reason for q in queued}
         owner = self.owner.get(path)
         self.deleted[path] = f"step {self.world.step} by {actor} ({', '.join(sorted(reasons)) or 'unqueued'})"
+        if actor.endswith(":zkhome"):
+            return  # moving its own ZooKeeper home away
+        if any(path.startswith(d + os.sep) for d in self.world.state_dirs):
+            self.flag("deleted-state-dir", f"{rel} of a ZooKeeper server's data deleted by {actor}", 14)
+            return
         if "/_delta_log/" in path or os.path.basename(path) == CLAIM_FILE:
             # A mirror's log, a root's claim: only a drop (or a disable) removes them in a run.
             if not actor.endswith(":remirror"):

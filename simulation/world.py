@@ -84,6 +84,9 @@ class World:
         # Batch jobs under way: job id -> (the actor running it, table, its push's arguments). A
         # scheduler that judged a stalled attempt dead runs the job again from another process.
         self.jobs: dict[str, tuple[int, str, dict[str, Any]]] = {}
+        # ZooKeeper data directories an operator put under a table's root (marked, as
+        # every server the project starts marks its own): nobody else deletes in them.
+        self.state_dirs: set[str] = set()
 
     # ---- actors -----------------------------------------------------------------------
 

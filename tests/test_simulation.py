@@ -221,3 +221,16 @@ def test_the_checker_catches_a_floor_hog_stalling_writers_without_the_floor_budg
     monkeypatch.setattr(floor._FloorUse, "_spent", lambda _self: False)
     result = run_seed(RunConfig(0, steps=400))
     assert [v.kind for v in result.violations] == ["floor-starved"], describe(result)
+
+
+def test_the_checker_catches_retention_deleting_a_zookeepers_data_without_the_marker_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without the state-directory marker check, a pass run under another
+    LINEAGE_HOME deletes a ZooKeeper server's data put under a table's root
+    (deleted-state-dir)."""
+    import segment_lineage.lineage.storage.deep as deep
+
+    monkeypatch.setattr(deep, "check_no_state_dir", lambda *_a, **_k: None)
+    result = run_seed(RunConfig(1, steps=400))
+    assert [v.kind for v in result.violations] == ["deleted-state-dir"], describe(result)
