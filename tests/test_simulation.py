@@ -142,7 +142,7 @@ def test_a_seed_on_real_zookeeper_holds(zk_server: ZkServer) -> None:
 
 
 def test_daemons_elect_one_leader_whose_passes_delete_and_replay_exactly() -> None:
-    config = RunConfig(3, steps=300)  # a cast with retention daemons (plan_actors) whose leader deletes
+    config = RunConfig(12, steps=300)  # a cast with retention daemons (plan_actors) whose leader deletes
     first = run_seed(config)
     assert first.ok, describe(first)
     ticks = [n for n in first.notes if ":daemon:" in n]
@@ -167,7 +167,7 @@ def test_the_checker_catches_two_daemons_leading_at_once(monkeypatch: pytest.Mon
     assert [v.kind for v in result.violations] == ["two-leaders"], describe(result)
 
 
-@pytest.mark.parametrize(("seed", "kind"), [(31, "mirror-stranger"), (0, "mirror-stranger")])
+@pytest.mark.parametrize(("seed", "kind"), [(27, "mirror-stranger"), (38, "mirror-stranger")])
 def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     monkeypatch: pytest.MonkeyPatch, seed: int, kind: str
 ) -> None:
@@ -191,7 +191,7 @@ def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     assert [v.kind for v in result.violations] == [kind], describe(result)
 
 
-@pytest.mark.parametrize("seed", [1, 6])
+@pytest.mark.parametrize("seed", [1, 2])
 def test_the_checker_catches_a_push_landing_after_its_session_without_the_owner_fence(
     monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
