@@ -85,4 +85,38 @@ def test_a_nanosecond_input_is_refused_before_spark_starts(zk_hosts: str, tmp_pa
     data = _write(tmp_path / "in.parquet", [BASE + 1_000])
     code, _, err = cli(zk_hosts, "push", "t", "--input", str(data), "--mode", "append", "--engine", "spark")
     assert code != 0
-    assert "nanosecond timestamps" in err and "--engine arrow" in err, err
+    assert "nanosecond times" in err and "--engine arrow" in err, err
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array([1001], pa.time64("ns")),
+        pa.array([{"t": BASE + 3}], pa.struct([("t", pa.timestamp("ns", tz="UTC"))])),
+        pa.array([[BASE, BASE + 3]], pa.list_(pa.timestamp("ns", tz="UTC"))),
+        pa.array([[("k", BASE + 5)]], pa.map_(pa.string(), pa.timestamp("ns", tz="UTC"))),
+    ],
+    ids=["time64", "struct", "list", "map"],
+)
+def test_nanoseconds_at_any_depth_are_refused_then_stored_as_microseconds(
+    zk_hosts: str, tmp_path: Path, column: pa.Array
+) -> None:
+    """A nanosecond time (time64) or a nanosecond timestamp inside a struct, a
+    list or a map is checked as a top-level one is; with the flag it is stored
+    in microseconds, and the table reads."""
+    root = tmp_path / "root"
+    code, _, err = cli(zk_hosts, "table", "create", "t", "--root", str(root), "--type", "APPEND")
+    assert code == 0, err
+    data = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"c": column}), data, coerce_timestamps=None)
+    code, _, err = cli(zk_hosts, "push", "t", "--input", str(data), "--mode", "append")
+    assert code != 0 and "--truncate-timestamps" in err and "finer than microseconds" in err, err
+    assert not list(root.rglob("*.parquet"))
+    code, _, err = cli(
+        zk_hosts, "push", "t", "--input", str(data), "--mode", "append", "--truncate-timestamps"
+    )
+    assert code == 0, err
+    stored = pq.read_schema(next(root.rglob("*.parquet"))).field("c").type
+    assert "ns" not in str(stored), stored
+    code, _, err = cli(zk_hosts, "read", "t")
+    assert code == 0, err

@@ -134,6 +134,7 @@ def test_each_write_is_its_roles_and_refused_to_the_others(table: tuple[str, Pat
         ("mirror disable", ["mirror", "disable", T], ("admin",)),
         ("mirror enable", ["mirror", "enable", T], ("admin",)),
         ("acl apply", ["acl", "apply"], ("admin",)),
+        ("table claim", ["table", "claim", T], ("admin",)),
         ("table drop", ["table", "drop", T, "--force"], ("admin",)),
     ]
     for what, template, may in cells:
@@ -150,6 +151,7 @@ def test_each_write_is_its_roles_and_refused_to_the_others(table: tuple[str, Pat
                 role,
                 err,
             )
+            assert "needs the  role" not in err, err
             assert _snapshot(zk, root) == before, (what, role, err)
         for role in (r for r in may if not r.endswith("*")):
             code, out, err = cli(zk, IDENTITIES[role], *words)
@@ -177,6 +179,33 @@ def test_zookeeper_itself_refuses_an_admins_change_to_a_pusher(
             m.alter_table(T, SettingsChange(replaced_segments_retention="0s"))
         with pytest.raises(AuthError, match="needs the admin role"):
             m.delete_segments(T, [_visible_segment(zk)])
+        assert _snapshot(zk, root) == before
+    finally:
+        pusher.close()
+
+
+def test_a_settings_change_under_another_name_is_still_an_admins(table: tuple[str, Path]) -> None:
+    """A commit that moves a setting is refused to a pusher whatever operation
+    it names (here a retention window shortened inside a 'rollback')."""
+    import dataclasses
+
+    from segment_lineage.lineage.core import transitions
+    from segment_lineage.lineage.core.errors import AuthError
+    from segment_lineage.lineage.core.model import Operation, SettingsChange
+    from segment_lineage.lineage.manager import LineageManager
+
+    zk, root = table
+    pusher = store_as(zk, IDENTITIES["pusher"])
+    try:
+        m = LineageManager(pusher)
+        before = _snapshot(zk, root)
+
+        def sneaky(state, _now):  # type: ignore[no-untyped-def]
+            change = transitions.alter_table(state, SettingsChange(time_retention="1d", versions_kept=3))
+            return dataclasses.replace(change, operation=Operation.ROLLBACK)
+
+        with pytest.raises(AuthError, match="needs the admin role"):
+            m.commit(T, sneaky, "sneaky")
         assert _snapshot(zk, root) == before
     finally:
         pusher.close()

@@ -244,6 +244,7 @@ def _check_parquet_schema(
     import pyarrow as pa
     import pyarrow.dataset as ds
 
+    from segment_lineage.ingest import micros
     from segment_lineage.ingest.arrow_push import check_same_columns, local_path
     from segment_lineage.ingest.errors import PushRefusedError
     from segment_lineage.ingest.push import PushMode
@@ -258,10 +259,10 @@ def _check_parquet_schema(
     except (OSError, ValueError, pa.ArrowException):
         return  # a glob, or unreadable: Spark says what is wrong with it
     check_same_columns(dataset, input_path)
-    nanos = [f.name for f in columns if pa.types.is_timestamp(f.type) and f.type.unit == "ns"]
-    if nanos:
+    fine = [f.name for f in columns if micros.nanos(f.type)]
+    if fine:
         raise PushRefusedError(
-            f"column {nanos[0]!r} of input {input_path!r} holds nanosecond timestamps, which Spark "
+            f"column {fine[0]!r} of input {input_path!r} holds nanosecond times, which Spark "
             "cannot read; nothing was pushed",
             remedy="push it with --engine arrow (values that are not whole microseconds are refused "
             "there unless --truncate-timestamps), or write the input in microseconds",

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.ingest.micros import in_micros
 from segment_lineage.ingest.push import (
     PushMode,
     PushResult,
@@ -25,7 +26,6 @@ from segment_lineage.ingest.push import (
 from segment_lineage.ingest.push_plan import INPUT_FORMATS
 from segment_lineage.ingest.schemas import conform, plan_schema, schema_of
 from segment_lineage.ingest.segments import (
-    check_lossless_timestamps,
     check_one_chunk,
     check_time_type,
     check_times_present,
@@ -86,6 +86,7 @@ def push_arrow(
         raise PushRefusedError("nothing to push: no tables given")
     if not any(p.num_rows for p in parts):
         raise PushRefusedError("the input has no rows; nothing was pushed")
+    parts = in_micros(parts, truncate_timestamps)  # before the columns are recorded: microseconds
     given = schema_of(parts[0].schema)
     for part in parts[1:]:
         if schema_of(part.schema) != given:
@@ -113,7 +114,6 @@ def push_arrow(
         state.config, given, policy, full_refresh=PushMode.parse(mode) is PushMode.REFRESH
     )
     parts = [conform(part, written_columns) for part in parts]
-    check_lossless_timestamps(parts, truncate_timestamps)
     if dry_run:
         return plan_push(
             manager,

@@ -97,33 +97,6 @@ def integer_bounds(columns: Sequence[pa.ChunkedArray]) -> tuple[int | None, int 
     return (min(lows), max(highs)) if lows else (None, None)
 
 
-def check_lossless_timestamps(parts: Sequence[pa.Table], truncate: bool = False) -> None:
-    """Segments store timestamps in microseconds (Spark reads no finer): a
-    nanosecond column whose values are not whole microseconds would be
-    truncated. Refused, naming the first such value, unless ``truncate``
-    says so out loud; whole microseconds convert without loss."""
-    if truncate:
-        return
-    offset = 0
-    for part in parts:
-        offset += part.num_rows
-        for index, field in enumerate(part.schema):
-            if not (pa.types.is_timestamp(field.type) and field.type.unit == "ns"):
-                continue
-            raw = pc.cast(part.column(index), pa.int64())
-            lost = pc.not_equal(pc.subtract(raw, pc.multiply(pc.divide(raw, 1_000), 1_000)), 0)
-            row = pc.index(lost, True).as_py()
-            if row < 0:
-                continue
-            value = part.column(index)[row]
-            raise PushRefusedError(
-                f"column {field.name!r} holds timestamps finer than microseconds, which segments "
-                f"cannot store: row {offset - part.num_rows + row} is {value} ({raw[row].as_py()} ns); "
-                "nothing was pushed "
-                "(--truncate-timestamps stores them truncated to microseconds)"
-            )
-
-
 def write_segment(
     store: DeepStore,
     table: pa.Table,

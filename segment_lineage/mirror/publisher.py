@@ -421,7 +421,9 @@ def clean_log(manager: LineageManager, table: str) -> int:
 def check_root(root: str, *, fresh: bool = False) -> None:
     """MirrorRefusedError for a root the mirror cannot live under; with
     ``fresh`` (a new table), for one that already holds a Delta log."""
-    location(DeepStore.for_root(root))
+    store = DeepStore.for_root(root)
+    location(store)
+    store.check_mirror_log_unmarked(walk=True)  # a ZooKeeper server's data is no place for a log
     if fresh and DeltaLog.open(root).exists():
         raise MirrorRefusedError(
             f"a Delta log is already under {root!r}: a new table's mirror would take it for its own",

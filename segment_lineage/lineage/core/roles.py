@@ -11,14 +11,26 @@ write, so ZooKeeper refuses it to every other role.
 
 from __future__ import annotations
 
+import dataclasses
+
 from segment_lineage.lineage.core.model import Change, Operation, TableState
 from segment_lineage.lineage.core.visibility import visibility_delta
 
+# Settings a push records itself (its columns, the unit it read times in):
+# any other setting a change moves makes it an admin's, whatever it is called.
+PUSHED_SETTINGS = ("schema", "schema_replaced_at", "schema_replaced_by", "time_unit")
+
 
 def admin_only(before: TableState, change: Change) -> bool:
-    """Whether only an admin may make ``change`` to ``before``."""
+    """Whether only an admin may make ``change`` to ``before``: judged on
+    what it does, not on the operation it names."""
     if change.operation is Operation.ALTER_TABLE:
         return True
+    was, now = before.config, change.state.config
+    if now is not was:
+        kept = {name: getattr(was, name) for name in PUSHED_SETTINGS}
+        if dataclasses.replace(now, **kept) != was:
+            return True
     if change.operation is Operation.DELETE:
         _appear, disappear = visibility_delta(before, change.state)
         return bool(disappear)

@@ -149,6 +149,7 @@ class TableOps(ManagerBase):
         claimed by another store or another live table. Returns the root."""
         if self.claims is None:
             raise RefusedError("this manager has no access to deep storage to claim a root")
+        self.require_role(doing="claiming a table's root")  # it turns retention on there: an admin's
         root = self._read(table).config.root
         # A legacy root that create would refuse (relative, a home, ...) stays unclaimed.
         resolve_root(root, state_dir())

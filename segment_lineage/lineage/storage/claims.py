@@ -90,13 +90,15 @@ def state_dir_problem(root: str, *, walk: bool) -> str | None:
     )
 
 
-def check_no_state_dir(root: str, table: str, *, walk: bool) -> None:
-    """RefusedError when :func:`state_dir_problem` finds one (nothing done)."""
-    problem = state_dir_problem(root, walk=walk)
+def check_no_state_dir(path: str, root: str, *, walk: bool) -> None:
+    """RefusedError (nothing done) when local ``path``, the deep-store root
+    ``root`` or a folder under it, lies inside a marked state directory or
+    (``walk``) holds one: :func:`state_dir_problem`."""
+    problem = state_dir_problem(path, walk=walk)
     if problem is not None:
+        what = f"deep-store root {root!r}" if path == root else f"{path!r} under deep-store root {root!r}"
         raise RefusedError(
-            f"deep-store root {root!r} of table {table!r}: {problem}; nothing under it is touched",
-            table=table,
+            f"{what}: {problem}; nothing under it is touched",
             remedy="move the table's data to a root of its own, away from every ZooKeeper server's data",
         )
 

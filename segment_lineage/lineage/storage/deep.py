@@ -198,8 +198,16 @@ class DeepStore:
             raise StorageError(f"listing {MIRROR_LOG_DIR}/ under {self.root!r} failed: {exc}") from None
         return sorted(posixpath.basename(i.path) for i in infos if i.type == pafs.FileType.File)
 
+    def check_mirror_log_unmarked(self, *, walk: bool) -> None:
+        """RefusedError when the mirror's log directory (where it really is,
+        through a link) lies inside or (``walk``) holds a ZooKeeper server's
+        marked data directory: nothing there is the mirror's to write or delete."""
+        if self.scheme == "file":
+            check_no_state_dir(os.path.realpath(self.mirror_log_path()), self.root, walk=walk)
+
     def delete_mirror_log_file(self, name: str) -> None:
         """Delete one file of the mirror's log (gone already is fine)."""
+        self.check_mirror_log_unmarked(walk=False)
         try:
             self.filesystem().delete_file(self.mirror_log_path(name))
         except FileNotFoundError:
@@ -215,6 +223,7 @@ class DeepStore:
 
         fs = self.filesystem()
         path = self.mirror_log_path()
+        self.check_mirror_log_unmarked(walk=True)
         try:
             if fs.get_file_info(path).type == pafs.FileType.NotFound:
                 return False

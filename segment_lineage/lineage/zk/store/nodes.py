@@ -109,7 +109,7 @@ class Nodes:
         role = self.role()
         if role != ADMIN_ROLE and role not in roles:
             raise AuthError(
-                f"{doing} needs the {' or '.join(roles)} role; identity "
+                f"{doing} needs the {' or '.join(roles or (ADMIN_ROLE,))} role; identity "
                 f"{(self.identity or 'anonymous').partition(':')[0]!r} is {role or 'unknown'}",
                 remedy="run it as an identity with that role (LINEAGE_ZK_AUTH)",
             )
