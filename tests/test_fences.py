@@ -57,22 +57,26 @@ def _lineage(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("job", ["nightly-1", None])
+@pytest.mark.parametrize(
+    ("job", "kind"),
+    [("nightly-1", "APPEND"), (None, "APPEND"), (None, "REFRESH")],
+    ids=["job", "append", "refresh"],
+)
 def test_a_push_paused_past_its_session_never_lands_after_its_rerun(
-    zk_hosts: str, zk_manager: LineageManager, tmp_path: Path, job: str | None
+    zk_hosts: str, zk_manager: LineageManager, tmp_path: Path, job: str | None, kind: str
 ) -> None:
     """The issue's reproduction: an APPEND push with --job-id is SIGSTOPped
     after writing its file, past its ZooKeeper session; a rerun of the job
     lands; the first attempt resumes. It must commit nothing, say so in one
     line, and leave its files to retention: the job's rows land once. Without
-    a job id the rerun is just another push: the late one lands nothing either."""
+    a job id the rerun is just another push: the late one lands nothing either.
+    A REFRESH rerun force-cleans the late one's entry: it still says it lost
+    its claim, not only that its entry was reverted."""
     root = tmp_path / "events"
-    zk_manager.create_table(
-        TableConfig.build("events", str(root), table_type=TableType.APPEND, time_column="ts")
-    )
+    zk_manager.create_table(TableConfig.build("events", str(root), table_type=kind, time_column="ts"))
     data = _input(tmp_path / "day.parquet", 50, 0)
     env = _env(zk_hosts, tmp_path / "home")
-    args: tuple[str, ...] = ("push", "events", "--input", str(data), "--mode", "append")
+    args: tuple[str, ...] = ("push", "events", "--input", str(data), "--mode", kind.lower())
     if job is not None:
         args += ("--job-id", job)
 
@@ -364,3 +368,34 @@ def test_repair_publishes_the_tables_columns_over_a_foreign_append_that_added_on
     )
     assert code == 0, err
     assert sorted(read_delta(str(root)).column("v").to_pylist()) == [0, 1, 2, 10, 11]
+
+
+@pytest.mark.slow
+def test_the_mirror_never_removes_a_zookeepers_data_inside_its_log(zk_hosts: str, tmp_path: Path) -> None:
+    """A ZooKeeper server started with its home inside a mirrored table's
+    _delta_log: mirror disable and table drop refuse to remove the log (its
+    data stays, the server serves), naming the marked folder."""
+    from segment_lineage.lineage.zk.server import ZkServer, free_port
+    from tests.helpers.run import cli
+
+    root = tmp_path / "m"
+    code, _, err = cli(
+        zk_hosts, "table", "create", "m", "--root", str(root), "--type", "APPEND", "--time-column", "ts",
+        "--mirror", "delta",
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = cli(
+        zk_hosts, "push", "m", "--input", str(_input(tmp_path / "in.parquet", 3, 0)), "--mode", "append"
+    )
+    assert code == 0, err
+    server = ZkServer(root / "_delta_log" / "zookeeper", free_port())
+    server.start()
+    try:
+        kept = sorted(p for p in (root / "_delta_log" / "zookeeper").rglob("*") if p.is_file())
+        for words in (["mirror", "disable", "m"], ["table", "drop", "m", "--force"]):
+            code, _, err = cli(zk_hosts, *words)
+            assert code != 0 and "data directory" in err, (words, err)
+            assert all(p.exists() for p in kept), words
+        assert server.is_serving()
+    finally:
+        server.stop()

@@ -209,3 +209,20 @@ def test_a_settings_change_under_another_name_is_still_an_admins(table: tuple[st
         assert _snapshot(zk, root) == before
     finally:
         pusher.close()
+
+
+def test_history_names_the_zookeeper_identity_not_the_login(
+    table: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit made through the command line under an identity is recorded
+    as that identity's user at the host, whatever the login name says."""
+    import json
+
+    zk, _root = table
+    monkeypatch.setenv("LOGNAME", "boss")
+    monkeypatch.setenv("USER", "boss")
+    code, out, err = cli(zk, IDENTITIES["pusher"], "--json", "history", T)
+    assert code == 0, err
+    pushes = [r for r in json.loads(out) if r["operation"] == "END_REPLACE"]
+    user = IDENTITIES["pusher"].partition(":")[0]
+    assert pushes and all(r["actor"].startswith(f"{user}@") for r in pushes), pushes

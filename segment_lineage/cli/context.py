@@ -237,9 +237,15 @@ def manager_on(store: ZkStore) -> LineageManager:
     """A manager on ``store`` that claims roots on deep storage, and publishes
     each commit of a mirrored table to its mirror (best effort: a failure is
     a warning on stderr; the commit stands)."""
+    import socket
+
     from segment_lineage.mirror.hook import publish_after
 
-    made = LineageManager(store, claims=current().claims)
+    # Under an identity, history names it (the ZooKeeper user ACLs checked),
+    # not the operating system's login name, which anyone may set.
+    ident = store.identity
+    actor = f"{ident.partition(':')[0]}@{socket.gethostname()}" if ident else None
+    made = LineageManager(store, claims=current().claims, actor=actor)
     made.after_commit = publish_after(lambda text: typer.echo(f"warning: {text}", err=True))
     return made
 

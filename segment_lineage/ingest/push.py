@@ -184,6 +184,15 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
+def _claim_gone(manager: LineageManager, table: str, entry_id: str) -> bool:
+    """Whether this push's owner claim is gone (its session ended); False when
+    that cannot be known (ZooKeeper away): the error is then told as it is."""
+    try:
+        return entry_id not in manager.store.live_owners(table)
+    except LineageError:
+        return False
+
+
 def _job_still_open(
     manager: LineageManager, table: str, job_id: str | None, entry_id: str, checked: int
 ) -> Callable[[TableState], None] | None:
@@ -407,6 +416,11 @@ def consistent_push(
     except OutcomeUnknownError:
         raise  # never clean up after an unknown outcome
     except BaseException as exc:
+        if started and isinstance(exc, LineageError) and _claim_gone(manager, table, entry_id):
+            # Refused for what another process did once this push's session ended
+            # (its entry force-cleaned by a rerun, or removed by retention): that
+            # is the reason to give, whatever rule the commit met first.
+            exc = ClaimLostError(table, entry_id)
         cleanup = _abandon(manager, table, target, written, exc) if started else "nothing"
         if isinstance(exc, ClaimLostError):  # one line: what it did not do, and what became of its files
             raise ClaimLostError(table, entry_id, CLAIM_CLEANUP_SAID[cleanup]) from None

@@ -22,11 +22,11 @@ from segment_lineage.lineage.core.model import (
     TableState,
 )
 from segment_lineage.lineage.core.names import (
+    check_entry_id,
     check_location,
     check_segment_name,
 )
 from segment_lineage.lineage.core.transitions.common import (
-    _entry,
     _queue_for_deletion,
 )
 
@@ -82,16 +82,22 @@ def abandon_push(state: TableState, entry_id: str, files: Sequence[str], now_ms:
 
     A COMPLETED entry is left alone (the push landed). Unlike a revert, nothing
     is kept for a later rollback: a failed push has no snapshot to return to.
+    An entry already gone (retention removed it while the push was stopped
+    past its session) leaves its files, which only this push knows of:
+    they are queued all the same.
     """
-    entry = _entry(state, entry_id)
-    if entry.state is EntryState.COMPLETED:
+    entry = state.entries.get(entry_id)
+    if entry is None:
+        check_entry_id(entry_id)
+    elif entry.state is EntryState.COMPLETED:
         return Change(state=state, operation=Operation.ABANDON_PUSH, entry_id=entry_id, changed=False)
     entries = editable(state.entries)
-    if entry.state is EntryState.IN_PROGRESS:
+    if entry is not None and entry.state is EntryState.IN_PROGRESS:
         entries[entry_id] = dataclasses.replace(entry, state=EntryState.REVERTED, timestamp_ms=now_ms)
     segments = editable(state.segments)
     pending = editable(state.pending)
-    own = [n for n in entry.segments_to if n in segments and segments[n].entry_id == entry_id]
+    listed = entry.segments_to if entry is not None else ()
+    own = [n for n in listed if n in segments and segments[n].entry_id == entry_id]
     _queue_for_deletion(segments, pending, own, DeletionReason.ABANDONED, now_ms)
     registered = {seg.location.casefold() for seg in segments.values()}
     for location in files:
