@@ -21,7 +21,14 @@ import pytest
 from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import ClaimLostError, ConflictError
-from segment_lineage.lineage.core.model import EntryState, Operation, Segment, TableConfig, TableType
+from segment_lineage.lineage.core.model import (
+    EntryState,
+    Operation,
+    Segment,
+    TableConfig,
+    TableState,
+    TableType,
+)
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.store.contract import Store
 from segment_lineage.lineage.store.memory import MemoryStore
@@ -146,21 +153,32 @@ def test_a_commit_for_an_entry_lands_only_while_its_owner_claim_stands(
     assert done.applied and done.state.entries[E1].state is EntryState.COMPLETED
 
 
-def test_a_job_ends_once_whichever_attempt_ends_first() -> None:
-    """The job-id rule inside the final commit: an entry of a job another entry
-    of which completed does not end (also by hand)."""
+def test_a_job_ends_once_whichever_attempt_ends_first(tmp_path: Path) -> None:
+    """The job-id rule inside the final commit: another attempt of the job
+    that completed while this one wrote (its owner alive, so not waited on
+    as a dead one) refuses this one's end; its entry is reverted."""
+    from segment_lineage.lineage.core import failpoints
+
     m = LineageManager(MemoryStore(), retry=fast_retry())
-    m.create_table(TableConfig.build("t", "/tmp/fences-t", table_type=TableType.APPEND))
-    job = m.for_job("nightly-1")
-    first = job.start_replace("t", [], ["a"])
-    second = job.start_replace("t", [], ["b"])
-    job.complete_replace("t", second, [_segment("b", "/tmp/fences-t")])
-    with pytest.raises(ConflictError) as refused:
-        job.complete_replace("t", first, [_segment("a", "/tmp/fences-t")])
+    m.create_table(TableConfig.build("t", str(tmp_path / "t"), table_type=TableType.APPEND))
+    other = m.for_job("nightly-1")
+
+    def the_other_attempt_lands() -> None:
+        entry = other.start_replace("t", [], ["b"])
+        other.complete_replace("t", entry, [_segment("b")])
+
+    failpoints.set_hook("push.after-write", the_other_attempt_lands)
+    try:
+        with pytest.raises(ConflictError) as refused:
+            push_arrow(
+                m, "t", [pa.table({"v": pa.array([1], pa.int64())})], mode="append", job_id="nightly-1"
+            )
+    finally:
+        failpoints.set_hook("push.after-write", None)
     assert "already completed" in refused.value.message
-    with pytest.raises(ConflictError):
-        m.end_replace("t", first)
     assert [s.name for s in m.visible_segments("t")] == ["b"]
+    ends = [r for r in m.history("t") if r.operation is Operation.END_REPLACE and r.job_id == "nightly-1"]
+    assert len(ends) == 1
 
 
 def test_a_push_whose_claim_lapsed_before_its_end_reports_it_in_one_line(tmp_path: Path) -> None:
@@ -399,3 +417,53 @@ def test_the_mirror_never_removes_a_zookeepers_data_inside_its_log(zk_hosts: str
         assert server.is_serving()
     finally:
         server.stop()
+
+
+def test_a_record_no_reader_could_decode_is_never_written(zk_manager: LineageManager, tmp_path: Path) -> None:
+    """A hand-made change queuing a location that leads out of the root is
+    refused when written (it once left the table unreadable, even to admins)."""
+    from segment_lineage.lineage.core.errors import InvalidInputError
+    from segment_lineage.lineage.core.model import Change, DeletionReason, PendingDeletion
+
+    zk_manager.create_table(TableConfig.build("t", str(tmp_path / "t"), table_type=TableType.APPEND))
+    push_arrow(zk_manager, "t", [pa.table({"v": pa.array([1], pa.int64())})], mode="append")
+    before = zk_manager.table("t").version
+
+    def planted(state: TableState, now: int) -> Change:
+        bad = PendingDeletion("../elsewhere/x.parquet", "file", DeletionReason.STRAY, now, None)
+        return Change(
+            state=state.replace(pending={**state.pending, bad.location: bad}), operation=Operation.QUEUE_FILES
+        )
+
+    with pytest.raises(InvalidInputError, match="invalid segment location"):
+        zk_manager.commit("t", planted)
+    assert zk_manager.table("t").version == before
+    assert [s.rows for s in zk_manager.visible_segments("t")] == [1]
+
+
+def test_a_repair_that_cannot_publish_writes_nothing(zk_hosts: str, tmp_path: Path) -> None:
+    """Another writer replaced the log's columns and vacuumed the table's
+    files away: the repair fails naming the missing file, and commits no
+    empty version first; status still reports the problem."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from tests.helpers.run import cli
+
+    root = tmp_path / "m"
+    code, _, err = cli(
+        zk_hosts, "table", "create", "m", "--root", str(root), "--type", "APPEND", "--time-column", "ts",
+        "--mirror", "delta",
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = cli(
+        zk_hosts, "push", "m", "--input", str(_input(tmp_path / "in.parquet", 3, 0)), "--mode", "append"
+    )
+    assert code == 0, err
+    write_deltalake(str(root), pa.table({"x": pa.array([1, 2])}), mode="overwrite", schema_mode="overwrite")
+    DeltaTable(str(root)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    before = DeltaTable(str(root)).version()
+    code, _, err = cli(zk_hosts, "mirror", "repair", "m")
+    assert code != 0 and "missing" in err, err
+    assert DeltaTable(str(root)).version() == before
+    code, out, err = cli(zk_hosts, "--json", "mirror", "status", "m")
+    assert '"problem": null' not in out, out

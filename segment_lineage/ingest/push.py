@@ -196,25 +196,33 @@ def _claim_gone(manager: LineageManager, table: str, entry_id: str) -> bool:
 def _job_still_open(
     manager: LineageManager, table: str, job_id: str | None, entry_id: str, checked: int
 ) -> Callable[[TableState], None] | None:
-    """The last commit's check that no other attempt of ``job_id`` completed
-    (its history searched up to version ``checked``): an end among the
-    versions since refuses the commit. Entries the table still holds are
-    checked by the end itself; this finds an attempt whose entry retention
-    removed since."""
+    """The last commit's check, on the version it commits against, that no
+    other attempt of ``job_id`` completed: one of the table's entries, or an
+    end among the versions since ``checked`` (the history searched up to
+    there: an attempt whose entry retention removed since) refuses the
+    commit, so a job's data lands once whichever attempt ends first."""
     if job_id is None:
         return None
     seen = [checked]
 
     def check(state: TableState) -> None:
-        if state.version <= seen[0]:
-            return
-        record, seen[0] = _job_end(manager, table, job_id, None, seen[0])
-        if record is not None and record.entry_id != entry_id:
+        done = next(
+            (
+                e.entry_id
+                for e in state.entries.values()
+                if e.state is EntryState.COMPLETED and e.audit.job_id == job_id and e.entry_id != entry_id
+            ),
+            None,
+        )
+        if done is None and state.version > seen[0]:
+            record, seen[0] = _job_end(manager, table, job_id, None, seen[0])
+            done = None if record is None or record.entry_id == entry_id else record.entry_id
+        if done is not None:
             if entry_id not in manager.store.live_owners(table):  # the reason it was not waited for
                 raise ClaimLostError(table, entry_id)
             raise ConflictError(
-                f"job {job_id!r} already completed on table {table!r} as entry {record.entry_id} "
-                f"(version {record.version}); this attempt's entry {entry_id} does not end",
+                f"job {job_id!r} already completed on table {table!r} as entry {done}; this attempt's "
+                f"entry {entry_id} does not end (its data would land twice)",
                 table=table,
                 entry_id=entry_id,
                 remedy="nothing to do: the job's data is there once",

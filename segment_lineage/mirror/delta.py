@@ -302,6 +302,10 @@ class DeltaLog:
         self._all = None
         return expected
 
+    def check_files(self, step: Step) -> None:
+        """MirrorError when a file ``step`` adds is missing (nothing written)."""
+        self._sizes(step)
+
     def _sizes(self, step: Step) -> dict[str, int]:
         """Each added file's own size, as deep storage has it: engines read a
         Parquet footer at the offset the size gives, and a size registered by

@@ -309,9 +309,13 @@ def _publish(
             if repair and shown.version is not None and not set(shown.fields) <= set(fields):
                 # Another writer's columns: a commit that shows no file first,
                 # with the table's columns, then the table's files (numbers go on).
+                emptied = Shown(shown.version + 1, shown.lineage_version, frozenset(), fields)
                 if dry_run:
-                    shown = Shown(shown.version + 1, shown.lineage_version, frozenset(), fields)
+                    shown = emptied
                 else:
+                    then_step = plan_step(emptied, then, schema, fields, records.get(version))
+                    if then_step is not None:
+                        log.check_files(then_step)  # every file there before anything is written
                     _still_held(manager, table, f"before resetting the columns of table {table!r}'s mirror,")
                     log.reset(delta_schema, fields, manager.store.now_ms())
                     shown = log.shown

@@ -53,9 +53,11 @@ KINDS = (SEGMENTS, ENTRIES, PENDING)
 
 
 def pending_to_dict(p: PendingDeletion) -> dict[str, object]:
+    # Checked as decoding checks them: a record no reader could decode is
+    # never written (a hand-made change would leave the table unreadable).
     d: dict[str, object] = {
-        "loc": p.location,
-        "segment": p.segment,
+        "loc": check_location(p.location),
+        "segment": check_segment_name(p.segment),
         "reason": p.reason.value,
         "marked": p.marked_ms,
     }

@@ -46,9 +46,9 @@ _new = object.__new__
 
 
 def segment_to_dict(seg: Segment) -> dict[str, object]:
-    d: dict[str, object] = {
-        "name": seg.name,
-        "loc": seg.location,
+    d: dict[str, object] = {  # checked as decoding checks them: never an undecodable record
+        "name": check_segment_name(seg.name),
+        "loc": check_location(seg.location),
         "rows": seg.rows,
         "bytes": seg.size_bytes,
         "sum": seg.checksum,

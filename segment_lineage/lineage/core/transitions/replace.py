@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from segment_lineage.lineage.core.buckets import editable
-from segment_lineage.lineage.core.errors import ConflictError, RefusedError
+from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import (
     Audit,
     Change,
@@ -259,7 +259,6 @@ def end_replace(
     if entry.state is EntryState.COMPLETED:
         return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
     require(state, [NotRevertedToEnd(entry)])
-    _job_not_done_elsewhere(state, entry)
     segments = editable(state.segments)
     pending = editable(state.pending)
     dst = entry.segments_to
@@ -388,27 +387,6 @@ def complete_replace(
     if mode is None and entry.interval is None and note is None:
         return ended
     return dataclasses.replace(ended, detail=Detail(mode=mode, interval=entry.interval, schema=note))
-
-
-def _job_not_done_elsewhere(state: TableState, entry: LineageEntry) -> None:
-    """An entry of a batch job ends only while no other entry of the job
-    completed: a job's data lands once, whichever attempt ends first (an
-    attempt that paused and came back after its rerun is refused here, in
-    the commit itself)."""
-    job = entry.audit.job_id
-    if job is None:
-        return
-    for other in state.entries.values():
-        done = other.state is EntryState.COMPLETED and other.audit.job_id == job
-        if done and other.entry_id != entry.entry_id:
-            raise ConflictError(
-                f"job {job!r} already completed on table {state.config.name!r} as entry "
-                f"{other.entry_id}; entry {entry.entry_id} of the same job does not end (its data would "
-                "land twice)",
-                table=state.config.name,
-                entry_id=entry.entry_id,
-                remedy=f"revert it: 'lineage revert {state.config.name} {entry.entry_id} --force'",
-            )
 
 
 def _completed_with(state: TableState, entry: LineageEntry, uploads: Sequence[Segment]) -> bool:
