@@ -226,3 +226,50 @@ def test_history_names_the_zookeeper_identity_not_the_login(
     pushes = [r for r in json.loads(out) if r["operation"] == "END_REPLACE"]
     user = IDENTITIES["pusher"].partition(":")[0]
     assert pushes and all(r["actor"].startswith(f"{user}@") for r in pushes), pushes
+
+
+@pytest.mark.parametrize("label", ["REVERT_REPLACE", "REGISTER", "RETENTION_MARK"])
+def test_unregistering_visible_data_is_refused_to_a_pusher_under_any_name(
+    table: tuple[str, Path], label: str
+) -> None:
+    """A hand-made change that unregisters the visible segments is an
+    admin's (or, named a retention mark, the retention role's): refused to a
+    pusher by ZooKeeper, nothing changed."""
+    import dataclasses
+
+    from segment_lineage.lineage.core.errors import AuthError
+    from segment_lineage.lineage.core.model import Change, Operation
+    from segment_lineage.lineage.manager import LineageManager
+
+    zk, root = table
+    pusher = store_as(zk, IDENTITIES["pusher"])
+    try:
+        m = LineageManager(pusher)
+        before = _snapshot(zk, root)
+
+        def emptied(state, _now):  # type: ignore[no-untyped-def]
+            return Change(state=dataclasses.replace(state, segments={}), operation=Operation(label))
+
+        role = "retention" if label == "RETENTION_MARK" else "admin"
+        with pytest.raises(AuthError, match=f"needs the {role} role"):
+            m.commit(T, emptied, "sneaky")
+        assert _snapshot(zk, root) == before
+    finally:
+        pusher.close()
+
+
+def test_time_retention_under_a_policy_is_the_retention_roles(table: tuple[str, Path]) -> None:
+    """A pass that condemns expired visible segments writes the retention
+    role's node: the retention identity runs it; its mark landed."""
+    zk, _root = table
+    code, _, err = cli(zk, IDENTITIES[ADMIN_ROLE], "table", "alter", T, "--time-retention", "1d")
+    assert code == 0, err
+    code, out, err = cli(
+        zk, IDENTITIES["retention"], "retention", "run", "--table", T, "--yes", "--allow-large-cut"
+    )
+    assert code == 0, (out, err)
+    admin = store_as(zk, IDENTITIES[ADMIN_ROLE])
+    try:
+        assert not visible_segments(admin.read(T).state)
+    finally:
+        admin.close()

@@ -81,8 +81,8 @@ def secured(zk_hosts: str, tmp_path: Path) -> Iterator[str]:
     code, out, err = cli(zk_hosts, IDENTITIES[ADMIN_ROLE], "acl", "apply", *args)
     assert code == 0, err
     # the table's owners, its pusher's owners and leases, its reader's and
-    # retention's leases, leaders, leaders/retention, and the admins' node
-    assert "8 folder(s) created" in out
+    # retention's leases, leaders, leaders/retention, and the admins' and retention's nodes
+    assert "9 folder(s) created" in out
     return zk_hosts
 
 

@@ -55,6 +55,10 @@ POLICY_NODE = "acl"  # below the project root
 # may make (a settings change, hiding visible data by deleting segments) sets
 # it in the same multi, so ZooKeeper itself refuses it to every other role.
 ADMIN_NODE = "admin"
+# Below the project root, written by retention (and admins) only: a retention
+# mark that unregisters visible segments (time retention) sets it.
+RETENTION_NODE = "retention"
+GUARD_NODES = {ADMIN_ROLE: ADMIN_NODE, RETENTION: RETENTION_NODE}
 
 
 class Place(Enum):
@@ -83,6 +87,7 @@ class Place(Enum):
     RETENTION_HOLD = "hold"
     MIRROR_HOLDS = "mirror"  # tables/<t>/mirror: where a publisher (or a drop) holds the table's mirror
     MIRROR_HOLD = "mirror hold"
+    RETENTION_GUARD = "retention guard"  # retention: set by a mark that unregisters visible data
     ELECTION = "election"  # leaders/<name>
     MEMBER = "member"  # leaders/<name>/<member>
 
@@ -113,6 +118,7 @@ RIGHTS: Mapping[Place, Mapping[str, int]] = {
     Place.RETENTION_HOLD: {PUSHER: R, RETENTION: R, READER: R},
     Place.MIRROR_HOLDS: {PUSHER: RCD, RETENTION: RCD, READER: R},  # both publish after their commits
     Place.MIRROR_HOLD: {PUSHER: R, RETENTION: R, READER: R},
+    Place.RETENTION_GUARD: {PUSHER: R, RETENTION: RW, READER: R},
     Place.ELECTION: {PUSHER: R, RETENTION: RCD, READER: R},
     Place.MEMBER: {PUSHER: R, RETENTION: R, READER: R},
 }
@@ -200,6 +206,7 @@ def place_of(path: str) -> Place | None:
             "clock": Place.CLOCK,
             POLICY_NODE: Place.POLICY,
             ADMIN_NODE: Place.POLICY,
+            RETENTION_NODE: Place.RETENTION_GUARD,
             "roots": Place.GUARD,
             "id": Place.GUARD,
         }.get(parts[0])

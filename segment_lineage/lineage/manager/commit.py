@@ -31,7 +31,7 @@ from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, Ope
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
-from segment_lineage.lineage.core.roles import admin_only
+from segment_lineage.lineage.core.roles import guard_role
 from segment_lineage.lineage.manager.floor import StuckTickets, _FloorUse, _QueueUse
 from segment_lineage.lineage.storage.claims import ClaimFiles
 from segment_lineage.lineage.store.contract import (
@@ -219,11 +219,11 @@ class ManagerBase:
             step = commit_step(change.operation)
             failpoint(f"{step}.before-commit")
             try:
-                admin = admin_only(snap.state, change)
-                if owner is None and not admin:
+                role = guard_role(snap.state, change)
+                if owner is None and role is None:
                     state = self.store.write(table, snap, change, audit, commit_id, now)
-                else:  # fenced by the push's claim, or by the admins' node
-                    state = self.store.write(table, snap, change, audit, commit_id, now, owner, admin)
+                else:  # fenced by the push's claim, or by the node only that role may write
+                    state = self.store.write(table, snap, change, audit, commit_id, now, owner, role)
             except ClaimLostError as exc:
                 if unknown_since is not None:  # an earlier attempt may have landed before the claim went
                     raise OutcomeUnknownError(table, commit_id, exc.message) from None

@@ -171,7 +171,7 @@ class Store(Protocol):
         commit_id: str,
         now_ms: int,
         owner: str | None = None,
-        admin: bool = False,
+        role: str | None = None,
     ) -> TableState:
         """Swap ``base`` for ``change.state`` at version ``base.version + 1``.
 
@@ -179,9 +179,10 @@ class Store(Protocol):
         it (:meth:`hold_owner`): the swap lands only while that claim stands,
         checked in the same request (ZooKeeper: a ``check`` of the owner node
         in the multi), so a push paused past its session never lands late.
-        ``admin``: a change only an admin may make (a settings change, visible
-        data deleted): under an ACL policy the same request writes the
-        admins' node, so ZooKeeper refuses it to every other role (AuthError).
+        ``role``: a change only that role and the admins may make
+        (:func:`segment_lineage.lineage.core.roles.guard_role`): under an ACL
+        policy the same request writes that role's guard node, so ZooKeeper
+        refuses it to every other role (AuthError).
 
         Raises VersionConflict (nothing written), WriteOutcomeUnknown (maybe
         written), RetryableStoreError (nothing written), TooLargeError (never

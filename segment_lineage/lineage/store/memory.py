@@ -181,7 +181,7 @@ class MemoryStore:
         commit_id: str,
         now_ms: int,
         owner: str | None = None,
-        admin: bool = False,  # no ACL policy here: anyone may
+        role: str | None = None,  # no ACL policy here: anyone may
     ) -> TableState:
         with self._lock:
             current = self._tables.get(table)

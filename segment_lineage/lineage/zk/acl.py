@@ -21,6 +21,7 @@ from segment_lineage.lineage.core.acl import (
     ADMIN_ROLE,
     OWN_FOLDER_OF,
     POLICY_NODE,
+    RETENTION_NODE,
     TABLE_FOLDERS,
     AclPolicy,
     Place,
@@ -73,6 +74,7 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
         (f"{root}/names", Place.FOLDER),
         (f"{root}/clock", Place.CLOCK),
         (f"{root}/{ADMIN_NODE}", Place.POLICY),
+        (f"{root}/{RETENTION_NODE}", Place.RETENTION_GUARD),
         (f"{root}/leaders", Place.FOLDER),
         *((f"{root}/leaders/{name}", Place.ELECTION) for name in ELECTIONS),
     ):

@@ -228,9 +228,9 @@ class ZkStore:
         commit_id: str,
         now_ms: int,
         owner: str | None = None,
-        admin: bool = False,
+        role: str | None = None,
     ) -> TableState:
-        return self.commits.write(table, base, change, audit, commit_id, now_ms, owner, admin)
+        return self.commits.write(table, base, change, audit, commit_id, now_ms, owner, role)
 
     def take_floor(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
         return self.floors.take(table, seen, commit_id, until_ms)

@@ -142,7 +142,7 @@ class Commits:
         commit_id: str,
         now_ms: int,
         owner: str | None = None,
-        admin: bool = False,
+        role: str | None = None,
     ) -> TableState:
         loaded = base.token
         if not isinstance(loaded, Loaded):
@@ -201,9 +201,9 @@ class Commits:
         txn.create(self.paths.version(table, version), version_record, acl=self.nodes.acl_at(Place.VERSION))
         if base.floor is not None:  # nobody took the floor since the read
             txn.check(self.paths.floor(table), base.floor.version)
-        guarded = admin and self.nodes.policy() is not None
-        if guarded:  # only an admin may write this node: ZooKeeper refuses the whole multi to others
-            txn.set_data(self.paths.admin, b"", -1)
+        guarded = role is not None and self.nodes.policy() is not None
+        if role is not None and guarded:  # only that role may write it: others are refused the multi
+            txn.set_data(self.paths.guard_node(role), b"", -1)
         if owner is not None:  # the push's claim stands: its session did not end since it took it
             txn.check(self.owner_path(table, owner), -1)
         failpoint("store.before-head-swap")
@@ -238,13 +238,13 @@ class Commits:
             self.blobs.discard(table, blobs)
         if isinstance(guard, NoAuthError):
             raise AuthError(
-                f"ZooKeeper refused this change of table {table!r}: it needs the admin role "
+                f"ZooKeeper refused this change of table {table!r}: it needs the {role} role "
                 f"(identity {(self.nodes.identity or 'anonymous').partition(':')[0]!r} is "
                 f"{self.nodes.role() or 'unknown'}); nothing was changed"
             )
         if isinstance(guard, NoNodeError):
             raise RefusedError(
-                f"the admins' node {self.paths.admin} is missing; nothing was changed",
+                f"the {role} role's node {self.paths.guard_node(role or '')} is missing; nothing was changed",
                 table=table,
                 remedy="run 'lineage acl apply' as an admin (once, for stores made before it)",
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from segment_lineage.lineage.core.acl import ADMIN_NODE
+from segment_lineage.lineage.core.acl import GUARD_NODES
 from segment_lineage.lineage.core.names import check_table_name
 
 ROOT = "/segment-lineage"
@@ -60,10 +60,9 @@ class Paths:
     def clock(self) -> str:
         return f"{self.root}/clock"
 
-    @property
-    def admin(self) -> str:
-        """Set by every commit only an admin may make (ADMIN_NODE)."""
-        return f"{self.root}/{ADMIN_NODE}"
+    def guard_node(self, role: str) -> str:
+        """Set by every commit only ``role`` (and admins) may make (GUARD_NODES)."""
+        return f"{self.root}/{GUARD_NODES[role]}"
 
     @property
     def store_id(self) -> str:
