@@ -206,20 +206,13 @@ def _job_still_open(
     seen = [checked]
 
     def check(state: TableState) -> None:
-        done = next(
-            (
-                e.entry_id
-                for e in state.entries.values()
-                if e.state is EntryState.COMPLETED and e.audit.job_id == job_id and e.entry_id != entry_id
-            ),
-            None,
-        )
+        done = check_job(state, job_id, frozenset())  # no owner is waited on here: its end is
+        if done == entry_id:
+            done = None
         if done is None and state.version > seen[0]:
             record, seen[0] = _job_end(manager, table, job_id, None, seen[0])
             done = None if record is None or record.entry_id == entry_id else record.entry_id
-        if done is not None:
-            if entry_id not in manager.store.live_owners(table):  # the reason it was not waited for
-                raise ClaimLostError(table, entry_id)
+        if done is not None:  # (a push whose claim lapsed meanwhile says that instead)
             raise ConflictError(
                 f"job {job_id!r} already completed on table {table!r} as entry {done}; this attempt's "
                 f"entry {entry_id} does not end (its data would land twice)",

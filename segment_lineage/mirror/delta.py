@@ -149,13 +149,13 @@ class DeltaLog:
                 return
             table = DeltaTable(self.uri, storage_options=self.options)
             self._table = table
-            self.shown = self._shown(table)
+            self.shown = shown = self._shown(table)
+            # The loaded version's own commit, read by its file's name (no listing).
+            self.newest = None if shown.version is None else self._commit_at(shown.version)
         except MirrorError:
             raise
         except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
             raise MirrorError(f"reading the Delta log under {self.root!r} failed: {_first(exc)}") from None
-        newest = self.history(1)  # the loaded version's own commit, by its file's name
-        self.newest = newest[0] if newest else None
 
     @staticmethod
     def _shown(table: Any) -> Shown:
@@ -459,14 +459,13 @@ RESET_OPERATION = "MIRROR REPAIR (no files)"
 
 
 def _commit(info: dict[str, Any], version: int) -> Commit:
+    at_ms = published_ms_of(info) or int(info.get("timestamp", 0))
     if info.get("segment_lineage.kind") == "reset":
-        return Commit(
-            version, None, published_ms_of(info) or int(info.get("timestamp", 0)), RESET_OPERATION, reset=True
-        )
+        return Commit(version, None, at_ms, RESET_OPERATION, reset=True)
     return Commit(
         delta_version=version,
         lineage_version=lineage_of(info),
-        at_ms=published_ms_of(info) or int(info.get("timestamp", 0)),
+        at_ms=at_ms,
         operation=str(info.get("operation", "")),
         columns_only=info.get("segment_lineage.kind") == "columns",
         commit_id=str(info.get("segment_lineage.commit") or "") or None,

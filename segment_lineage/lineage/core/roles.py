@@ -43,8 +43,3 @@ def guard_role(before: TableState, change: Change) -> str | None:
         if hidden:
             return RETENTION if change.operation is Operation.RETENTION_MARK else ADMIN_ROLE
     return None
-
-
-def admin_only(before: TableState, change: Change) -> bool:
-    """Whether only an admin may make ``change`` to ``before``."""
-    return guard_role(before, change) == ADMIN_ROLE

@@ -206,11 +206,11 @@ class _FloorUse:
         return 0.0  # read again: under the floor if this writer holds it now
 
     def _spent(self) -> bool:
-        """This commit has waited on floors for its whole budget."""
-        now = self.clock()
+        """This commit has waited on floors for its whole budget (its first
+        wait starts the budget)."""
         if self.first_wait is None:
-            self.first_wait = now
-        return now - self.first_wait > FLOOR_BUDGET_S
+            self.first_wait = self.clock()
+        return self.ignored
 
     @property
     def ignored(self) -> bool:

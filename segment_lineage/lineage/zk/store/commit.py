@@ -201,9 +201,9 @@ class Commits:
         txn.create(self.paths.version(table, version), version_record, acl=self.nodes.acl_at(Place.VERSION))
         if base.floor is not None:  # nobody took the floor since the read
             txn.check(self.paths.floor(table), base.floor.version)
-        guarded = role is not None and self.nodes.policy() is not None
-        if role is not None and guarded:  # only that role may write it: others are refused the multi
-            txn.set_data(self.paths.guard_node(role), b"", -1)
+        guard_path = self.paths.guard_node(role) if role is not None and self.nodes.policy() else None
+        if guard_path is not None:  # only that role may write it: others are refused the multi
+            txn.set_data(guard_path, b"", -1)
         if owner is not None:  # the push's claim stands: its session did not end since it took it
             txn.check(self.owner_path(table, owner), -1)
         failpoint("store.before-head-swap")
@@ -219,7 +219,7 @@ class Commits:
             claim, results = results[-1], results[:-1]
         claim_lost = isinstance(claim, NoNodeError)
         guard: object = None
-        if guarded:
+        if guard_path is not None:
             guard, results = results[-1], results[:-1]
         floor_taken = base.floor is not None and refused(results[-1])
         checks = results[1:-1] if base.floor is not None else results[1:]
@@ -244,12 +244,11 @@ class Commits:
             )
         if isinstance(guard, NoNodeError):
             raise RefusedError(
-                f"the {role} role's node {self.paths.guard_node(role or '')} is missing; nothing was changed",
+                f"the {role} role's node {guard_path} is missing; nothing was changed",
                 table=table,
                 remedy="run 'lineage acl apply' as an admin (once, for stores made before it)",
             )
-        if claim_lost and not isinstance(head_result, NoNodeError):
-            assert owner is not None
+        if claim_lost and owner is not None:
             raise ClaimLostError(table, owner)
         if isinstance(head_result, BadVersionError):
             raise VersionConflict(f"table {table} changed since version {loaded.head.version}")
