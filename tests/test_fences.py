@@ -121,6 +121,21 @@ def test_a_push_paused_past_its_session_never_lands_after_its_rerun(
     assert queued, "the late attempt's files go to retention"
 
 
+def _mirrored(zk_hosts: str, root: Path, tmp_path: Path) -> None:
+    """Mirrored APPEND table ``m`` at ``root``, its first push (v 0, 1, 2) made and published."""
+    from tests.helpers.run import cli
+
+    code, _, err = cli(
+        zk_hosts, "table", "create", "m", "--root", str(root), "--type", "APPEND", "--time-column", "ts",
+        "--mirror", "delta",
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = cli(
+        zk_hosts, "push", "m", "--input", str(_input(tmp_path / "in.parquet", 3, 0)), "--mode", "append"
+    )
+    assert code == 0, err
+
+
 def _segment(name: str, _root: str = "") -> Segment:
     return Segment(name=name, location=f"uploads/{name}.parquet", rows=1, size_bytes=1)
 
@@ -359,15 +374,7 @@ def test_repair_publishes_the_tables_columns_over_a_foreign_append_that_added_on
     from tests.helpers.run import cli
 
     root = tmp_path / "m"
-    code, _, err = cli(
-        zk_hosts, "table", "create", "m", "--root", str(root), "--type", "APPEND", "--time-column", "ts",
-        "--mirror", "delta",
-    )  # fmt: skip
-    assert code == 0, err
-    code, _, err = cli(
-        zk_hosts, "push", "m", "--input", str(_input(tmp_path / "in.parquet", 3, 0)), "--mode", "append"
-    )
-    assert code == 0, err
+    _mirrored(zk_hosts, root, tmp_path)
     ts = pa.array([1_800_000_000_000_000], pa.timestamp("us", tz="UTC"))
     foreign = pa.table({"ts": ts, "v": pa.array([99], pa.int64()), "extra": pa.array(["x"])})
     write_deltalake(str(root), foreign, mode="append", schema_mode="merge")
@@ -397,15 +404,7 @@ def test_the_mirror_never_removes_a_zookeepers_data_inside_its_log(zk_hosts: str
     from tests.helpers.run import cli
 
     root = tmp_path / "m"
-    code, _, err = cli(
-        zk_hosts, "table", "create", "m", "--root", str(root), "--type", "APPEND", "--time-column", "ts",
-        "--mirror", "delta",
-    )  # fmt: skip
-    assert code == 0, err
-    code, _, err = cli(
-        zk_hosts, "push", "m", "--input", str(_input(tmp_path / "in.parquet", 3, 0)), "--mode", "append"
-    )
-    assert code == 0, err
+    _mirrored(zk_hosts, root, tmp_path)
     server = ZkServer(root / "_delta_log" / "zookeeper", free_port())
     server.start()
     try:
@@ -450,15 +449,7 @@ def test_a_repair_that_cannot_publish_writes_nothing(zk_hosts: str, tmp_path: Pa
     from tests.helpers.run import cli
 
     root = tmp_path / "m"
-    code, _, err = cli(
-        zk_hosts, "table", "create", "m", "--root", str(root), "--type", "APPEND", "--time-column", "ts",
-        "--mirror", "delta",
-    )  # fmt: skip
-    assert code == 0, err
-    code, _, err = cli(
-        zk_hosts, "push", "m", "--input", str(_input(tmp_path / "in.parquet", 3, 0)), "--mode", "append"
-    )
-    assert code == 0, err
+    _mirrored(zk_hosts, root, tmp_path)
     write_deltalake(str(root), pa.table({"x": pa.array([1, 2])}), mode="overwrite", schema_mode="overwrite")
     DeltaTable(str(root)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     before = DeltaTable(str(root)).version()
