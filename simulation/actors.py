@@ -18,8 +18,10 @@ from typing import Any
 from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.ingest.errors import StorageError
 from segment_lineage.ingest.readers import SnapshotReader
-from segment_lineage.lineage.core.errors import LineageError
-from segment_lineage.lineage.core.model import Segment
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.acl import PUSHER, READER, RETENTION
+from segment_lineage.lineage.core.errors import AuthError, LineageError
+from segment_lineage.lineage.core.model import Change, Operation, Segment, SettingsChange, TableState
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
@@ -33,9 +35,12 @@ from simulation.world import World
 Body = Callable[[Actor], None]
 FS_KINDS = frozenset(
     {"push", "retention", "daemon", "readd", "upload", "create", "symlink", "janitor", "saboteur", "mirror"}
-    | {"remirror", "zkhome"}
+    | {"remirror", "zkhome", "foreign", "intruder"}
 )
 HOUR_MS = 3_600_000
+# Under an ACL policy (a run with an intruder), the identities the kinds run
+# as; the other kinds are an admin's work.
+POLICY_ROLES = {"push": PUSHER, "rerun": PUSHER, "intruder": PUSHER, "retention": RETENTION, "read": READER}
 
 
 class Ctx:
@@ -46,6 +51,8 @@ class Ctx:
         self.actor = actor
         self.rng = rng
         self.store: StoreProxy = world.new_store(actor)
+        if world.policy:  # an ACL policy in force: the kinds that have a role run under it
+            self.store.role = POLICY_ROLES.get(actor.kind)
         self.manager: LineageManager = world.manager(self.store, actor.name, rng)
         self.pushes = 0
 
@@ -460,6 +467,150 @@ def remirror(ctx: Ctx, ops: int) -> None:
             ctx.failed(f"mirror sync {name}", exc)
 
 
+def foreigner(ctx: Ctx, ops: int) -> None:
+    """Another engine writes to a mirrored table's Delta log (a job pointed
+    at the mirror's path appends rows, some with a column of its own), often
+    while a publish is about to commit. A publish must never write over the
+    foreign commit nor fold its rows into a version; retention must keep the
+    files it references; a later ``mirror repair`` publishes the table's
+    version over it, numbers going on."""
+    try:
+        import pyarrow as pa
+        from deltalake import CommitProperties, DeltaTable, write_deltalake
+
+        from segment_lineage.mirror.errors import MirrorRefusedError, NoMirrorError
+        from segment_lineage.mirror.publisher import sync
+    except ImportError:  # this version of the code has no mirror
+        return
+    from simulation.checker import FOREIGN_MARK
+
+    world = ctx.world
+
+    def logged(name: str) -> bool:
+        return os.path.exists(os.path.join(world.tables[name].path, "_delta_log", f"{0:020d}.json"))
+
+    for k in range(ops):
+        table = _publishing_now(ctx)
+        if table is None:
+            return
+        if not logged(table):  # another table whose mirror has a log, if one has
+            known = sorted(t for t in ctx.manager.list_tables() if t in world.tables and logged(t))
+            if not known:
+                continue
+            table = ctx.rng.choice(known)
+        root = world.tables[table].path
+        try:
+            fields = DeltaTable(root).schema().to_arrow()
+        except Exception:  # noqa: BLE001  a log being written or removed: nothing to write to
+            continue
+        extra = ctx.rng.random() < 0.3
+        rows = pa.table({"foreign": pa.array([f"a{ctx.actor.aid}x{k}"])}) if extra else None
+        try:
+            if rows is None:  # a row of the log's own columns, all null
+                rows = pa.Table.from_pylist([{}], schema=pa.schema(fields))
+            write_deltalake(
+                root,
+                rows,
+                mode="append",
+                schema_mode="merge" if extra else None,
+                commit_properties=CommitProperties(custom_metadata={FOREIGN_MARK: ctx.actor.name}),
+            )
+            ctx.note(f"foreign append to {table}'s log{' with a column of its own' if extra else ''}")
+        except Exception as exc:  # noqa: BLE001  deltalake's own refusals (a column not nullable, a race)
+            ctx.note(f"foreign append to {table} refused: {type(exc).__name__}")
+            continue
+        world.sleep(ctx.rng.uniform(0, 4))  # publishes meet it meanwhile
+        if ctx.rng.random() < 0.7:  # the operator repairs it (else publishes stay stopped)
+            try:
+                ctx.note(f"mirror repair: {sync(ctx.manager, table, repair=True).line()}")
+            except NoMirrorError as exc:  # the table dropped, or its mirror turned off meanwhile
+                ctx.failed(f"mirror repair {table}", exc)
+            except MirrorRefusedError as exc:  # the one way back from another writer's commit
+                ctx.world.checker.flag("mirror-unrepairable", f"repair of {table}'s log refused: {exc}")
+            except LineageError as exc:
+                ctx.failed(f"mirror repair {table}", exc)
+
+
+INTRUSIONS = ("alter", "delete", "disguised", "emptied", "mirror-off", "push", "rollback")
+# Operations a hand-made change that unregisters every segment names itself.
+EMPTYING = ("REVERT_REPLACE", "REGISTER", "RETENTION_MARK", "ROLLBACK")
+
+
+def _disguised(state: TableState, _now: int) -> Change:
+    """A settings change (one more version kept) calling itself a rollback."""
+    kept = (state.config.versions_kept or 100) + 1
+    change = transitions.alter_table(state, SettingsChange(versions_kept=kept))
+    return replace(change, operation=Operation.ROLLBACK)
+
+
+def _emptied(label: str, hid: list[bool]) -> Callable[[TableState, int], Change]:
+    """A change that unregisters every segment, named ``label``; ``hid``
+    learns whether readers saw any of them."""
+
+    def update(state: TableState, _now: int) -> Change:
+        hid.append(bool(visible_segments(state)))
+        return Change(state=replace(state, segments={}), operation=Operation(label))
+
+    return update
+
+
+def _intrude(ctx: Ctx, table: str, what: str) -> bool:
+    """Try ``what`` on ``table``; True when it was an admin's work and landed."""
+    manager = ctx.manager
+    if what == "alter":
+        manager.alter_table(table, SettingsChange(replaced_segments_retention="0s"))
+    elif what == "delete":
+        shown = visible_segments(manager.table(table))
+        if not shown:
+            return False
+        manager.delete_segments(table, [shown[0].name])
+    elif what == "disguised":
+        manager.commit(table, _disguised, "sneaky")
+    elif what == "emptied":
+        hid: list[bool] = []
+        manager.commit(table, _emptied(ctx.rng.choice(EMPTYING), hid), "sneaky")
+        return bool(hid) and hid[-1]  # nothing visible: nothing hidden
+    else:
+        from segment_lineage.mirror import admin
+
+        if manager.table(table).config.mirror is None:
+            return False
+        admin.disable(manager, table, "sneaky")
+    return True
+
+
+def intruder(ctx: Ctx, ops: int) -> None:
+    """A process under the pusher's identity, with an ACL policy in force
+    (its proxy refuses what ZooKeeper's ACLs would): it pushes and rolls
+    back, which its role may, and tries what only an admin (or retention)
+    may: shorten a retention window, delete a visible segment, turn a mirror
+    off, and hand-made commits that move a setting or unregister what
+    readers see under an innocent operation's name. Each of those must be
+    refused (role-exceeded); its own work must not be (role-refused, which
+    the checker flags for any refusal an actor meets)."""
+    ctx.store.role = PUSHER
+    for _ in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        what = ctx.rng.choice(INTRUSIONS)
+        try:
+            if what == "push":
+                ctx.push(table)
+            elif what == "rollback":
+                version = ctx.manager.table(table).version
+                if version > 1:
+                    plan = ctx.manager.rollback(table, version - 1)
+                    ctx.note(f"rolled {table} back to v{version - 1} (v{plan.committed_version})")
+            elif _intrude(ctx, table, what):
+                ctx.world.checker.flag("role-exceeded", f"{ctx.actor.name}, a pusher, could {what} {table}")
+        except AuthError:
+            ctx.note(f"{what} {table} refused to a pusher")
+        except LineageError as exc:
+            ctx.failed(f"{what} {table}", exc)
+        ctx.world.sleep(ctx.rng.uniform(0, 1))
+
+
 def rerunner(ctx: Ctx, ops: int) -> None:
     """A batch scheduler: it runs a job again when its attempt looks dead
     (stopped past its session), as an operator's retry or a scheduler's
@@ -669,6 +820,8 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "mirror": publisher,
     "remirror": remirror,
     "rerun": rerunner,
+    "foreign": foreigner,
+    "intruder": intruder,
     "hog": hog,
     "zkhome": zkhome,
     "create": creator,
@@ -711,4 +864,8 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
         cast.append(("hog", rng.randint(1, 2)))
     if rng.random() < 0.3:  # a ZooKeeper server's home put under a table's root
         cast.append(("zkhome", 1))
+    if rng.random() < 0.3:  # another engine writing to a mirror's Delta log
+        cast += [("foreign", rng.randint(1, 2)), ("mirror", 1)]
+    if rng.random() < 0.3:  # a pusher's identity trying an admin's changes, under an ACL policy
+        cast.append(("intruder", rng.randint(2, 4)))
     return cast

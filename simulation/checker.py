@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from segment_lineage.ingest.errors import SnapshotTooOldError, StorageError
-from segment_lineage.lineage.core.errors import ContentionError, LineageError, VersionGoneError
+from segment_lineage.lineage.core.errors import AuthError, ContentionError, LineageError, VersionGoneError
 from segment_lineage.lineage.core.model import EntryState, Operation, Segment, TableState
 from segment_lineage.lineage.core.names import push_dir_owner, push_tag
 from segment_lineage.lineage.core.visibility import visible_segments
@@ -64,6 +64,9 @@ HOLES = {
 }
 
 
+# The key the simulated other engine writes into its Delta commits' info.
+FOREIGN_MARK = "simulation.foreign"
+
 QUEUED_AT_ACCEPT = " accepted while its files were queued"
 RECLAIMED_AT_ACCEPT = " accepted after its files were reclaimed"
 
@@ -77,6 +80,7 @@ class MirrorCommit:
     removes: tuple[str, ...]
     overwrite: bool
     commit_id: str | None = None  # the lineage commit it publishes (None: columns only)
+    by: str = "publisher"  # "publisher", "reset" (a repair's columns), "foreigner" (the simulation's), or "?"
 
     @staticmethod
     def of(actions: list[dict[str, Any]]) -> MirrorCommit:
@@ -84,12 +88,19 @@ class MirrorCommit:
         named = info.get("segment_lineage.version")
         mode = (info.get("operationParameters") or {}).get("mode")
         commit = info.get("segment_lineage.commit")
+        if info.get(FOREIGN_MARK):
+            by = "foreigner"
+        elif info.get("segment_lineage.kind") == "reset":
+            by = "reset"
+        else:
+            by = "publisher" if named is not None else "?"
         return MirrorCommit(
             int(named) if isinstance(named, str) and named.isdigit() else None,
             tuple(unquote(a["add"]["path"]) for a in actions if "add" in a),
             tuple(unquote(a["remove"]["path"]) for a in actions if "remove" in a),
             mode == "Overwrite",
             commit if isinstance(commit, str) and commit else None,
+            by,
         )
 
 
@@ -368,7 +379,7 @@ class Checker:
         join = root.rstrip("/") + "/"
         shown: set[str] = set()
         for number, commit in enumerate(commits):
-            if commit.lineage_version is None:
+            if commit.by == "?":  # neither ours nor the simulated other engine's
                 self.flag("mirror-foreign", f"commit {number} of {table}'s Delta log is not the publisher's")
             for location in commit.adds:
                 protected[join + location] = f"referenced by Delta version {number} of {table}'s mirror"
@@ -523,6 +534,8 @@ class Checker:
         text = str(error)
         if "the store answered version" in text or ("pinned version" in text and "instead of" in text):
             self.flag("store-wrong-version", f"{actor}: {text}", 11)
+        if isinstance(error, AuthError):  # only the intruder's admin work is refused, and it catches that
+            self.flag("role-refused", f"{actor}: its own role's work refused: {text}")
         if isinstance(error, ContentionError) and error.floor_wait_s > FLOOR_BUDGET_S + FLOOR_POLL_S:
             # The floors one commit meets hold it a few seconds at most: a writer
             # never spends its deadline waiting on floors (a hog's, say).

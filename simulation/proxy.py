@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from segment_lineage.lineage.core import errors as lineage_errors
-from segment_lineage.lineage.core.errors import StoreUnavailableError
+from segment_lineage.lineage.core.acl import ADMIN_ROLE, READER
+from segment_lineage.lineage.core.errors import AuthError, StoreUnavailableError
 from segment_lineage.lineage.core.model import Operation
 from segment_lineage.lineage.store.contract import Lease, Member, Store, WriteOutcomeUnknown
 from segment_lineage.retention.errors import FencedError
@@ -83,6 +84,10 @@ class StoreProxy:
         # end of one landing afterwards is a late commit (on_late reports it).
         self.lapsed: set[tuple[str, str]] = set()
         self.on_late: Callable[[str], None] | None = None
+        # The actor's role under an ACL policy (None: no policy, anyone may):
+        # the proxy refuses what ZooKeeper's ACLs would (a change whose commit
+        # writes another role's guard node; a role check the store makes).
+        self.role: str | None = None
 
     # ---- faults, from the scheduler's thread ------------------------------------
 
@@ -141,6 +146,7 @@ class StoreProxy:
 
     def _call(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self._switch(f"store.{name}")
+        self._acl(name, args, kwargs)
         special = None if self.zookeeper else getattr(self, f"_mem_{name}", None)
         self.calling, self.requests = f"store.{name}", 0
         try:
@@ -164,6 +170,20 @@ class StoreProxy:
             self.session.owners.add((args[0], args[1]))
         self._switch(f"store.{name}.done")
         return result
+
+    def _acl(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """What the ACL policy refuses this actor's role, as ZooKeeper would."""
+        if self.role is None or self.role == ADMIN_ROLE:
+            return
+        if name == "require_role":
+            roles, doing = args, kwargs.get("doing", "this")
+            if self.role not in roles:
+                needed = " or ".join(roles or (ADMIN_ROLE,))
+                raise AuthError(f"{doing} needs the {needed} role; identity is {self.role}")
+        elif name == "write":
+            guard = kwargs.get("role", args[7] if len(args) > 7 else None)
+            if self.role == READER or (guard is not None and guard != self.role):
+                raise AuthError(f"this change needs the {guard or 'pusher'} role; identity is {self.role}")
 
     def _write(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         landed, self.lose_next_write = self.lose_next_write, None

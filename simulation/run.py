@@ -265,6 +265,7 @@ class _Run:
         cast = plan_actors(self.config.seed) + list(self.config.extra)
         self.result.cast = [f"a{i}:{kind}x{ops}" for i, (kind, ops) in enumerate(cast)]
         kept = range(len(cast)) if self.config.actors is None else self.config.actors
+        world.policy = any(cast[i][0] == "intruder" for i in kept)
         for index in kept:
             kind, ops = cast[index]
             self._spawn(index, kind, ops)

@@ -87,6 +87,7 @@ class World:
         # ZooKeeper data directories an operator put under a table's root (marked, as
         # every server the project starts marks its own): nobody else deletes in them.
         self.state_dirs: set[str] = set()
+        self.policy = False  # an ACL policy in force (a cast with an intruder): actors run under roles
 
     # ---- actors -----------------------------------------------------------------------
 
