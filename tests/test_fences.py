@@ -379,9 +379,18 @@ def test_repair_publishes_the_tables_columns_over_a_foreign_append_that_added_on
     foreign = pa.table({"ts": ts, "v": pa.array([99], pa.int64()), "extra": pa.array(["x"])})
     write_deltalake(str(root), foreign, mode="append", schema_mode="merge")
     before = DeltaTable(str(root)).version()
+    files = sorted(p.name for p in root.rglob("*"))
+
+    code, out, err = cli(zk_hosts, "mirror", "repair", "m", "--dry-run")  # says what, writes nothing
+    assert code == 0, err
+    assert f"would publish version 3 over another writer's WRITE (Delta version {before})" in out
+    assert "nothing was written" in out
+    assert DeltaTable(str(root)).version() == before and sorted(p.name for p in root.rglob("*")) == files
 
     code, out, err = cli(zk_hosts, "mirror", "repair", "m")
     assert code == 0, err
+    code, out, err = cli(zk_hosts, "mirror", "repair", "m", "--dry-run")
+    assert code == 0 and "needs no repair" in out, (out, err)
     log = DeltaTable(str(root))
     assert log.version() > before  # numbers go on
     assert [f.name for f in log.schema().fields] == ["ts", "v"]

@@ -108,16 +108,40 @@ def sync_command(
 @mirror_app.command("repair")
 def repair(
     table: Annotated[str, typer.Argument(help="Table name.")],
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Say what the repair would publish over which commit; write nothing."),
+    ] = False,
 ) -> None:
     """Publish the table's current version over a log another writer committed
     to (a VACUUM, an OPTIMIZE, a Spark write) or another table left: the
     mirror's version numbers go on, and publishing resumes."""
     from segment_lineage.mirror.publisher import sync
+    from segment_lineage.mirror.views import status
 
+    name = check_table_name(table)
     with manager() as m:
         m.after_commit = None
-        report = sync(m, check_table_name(table), repair=True)
-    emit(_report(report), f"mirror of {table} repaired\n{report.line()}")
+        if not dry_run:
+            report = sync(m, name, repair=True)
+            emit(_report(report), f"mirror of {name} repaired\n{report.line()}")
+            return
+        found = status(m, name)
+        report = sync(m, name, repair=True, dry_run=True)
+    view = _report(report) | {"dry_run": True, "problem": found.problem}
+    if found.foreign is not None:
+        view["foreign"] = {"delta_version": found.foreign.delta_version, "operation": found.foreign.operation}
+    if not report.pending:
+        emit(view, f"dry run: the mirror of {name} needs no repair: {report.line()}")
+        return
+    over = f"Delta version {found.delta_version}"
+    foreign = found.foreign
+    if foreign is not None:
+        over = f"another writer's {foreign.operation or 'commit'} (Delta version {foreign.delta_version})"
+    elif found.problem:
+        over += f" ({found.problem})"
+    emit(view, f"dry run: repairing the mirror of {name} would publish version {report.head} over {over}; "
+               "nothing was written")  # fmt: skip
 
 
 @mirror_app.command("status")
