@@ -41,7 +41,15 @@ def push(
     table: str,
     input_path: Annotated[str, typer.Option("--input", help="Input files or directory.")],
     fmt: Annotated[str, typer.Option("--format", help="parquet, csv or json.")] = "parquet",
-    mode: Annotated[str, typer.Option("--mode", help="refresh, append or replace-range.")] = "refresh",
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            help="refresh, append or replace-range. Default: the table's type (an APPEND table appends, "
+            "a REFRESH table refreshes); a refresh of an APPEND table, which hides its earlier rows, "
+            "must be asked for.",
+        ),
+    ] = None,
     interval: Annotated[
         str | None,
         typer.Option(
@@ -113,8 +121,7 @@ def push(
     from segment_lineage.ingest.push import PushMode, completed_job, parse_interval
     from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS, check_mode
 
-    chosen = PushMode.parse(mode)
-    policy = _schema_policy(evolve_schema, replace_schema, chosen)
+    asked = PushMode.parse(mode) if mode is not None else None
     span = parse_interval(interval) if interval is not None else None
     spark_conf = parse_conf(conf or [])
     if engine not in ENGINES:
@@ -133,7 +140,10 @@ def push(
         )
 
     with manager() as m, progress(f"pushing {table}") as say:
-        check_mode(m.table(table), chosen, span)  # fail fast, before any data is read
+        state = m.table(table)
+        chosen = PushMode.of(asked, state.config)
+        policy = _schema_policy(evolve_schema, replace_schema, chosen)
+        check_mode(state, chosen, span)  # fail fast, before any data is read
         if job_id is not None:
             earlier = completed_job(m, table, job_id, chosen)
             if earlier is not None:  # nothing to read or write
@@ -290,21 +300,20 @@ def _emit_push(result: PushResult, engine: str | None) -> None:
     emit(
         {
             "engine": engine,
+            "mode": result.mode.value,
             "entry": result.entry_id,
             "segments": result.segments,
             "rows": result.rows,
             "bytes": result.size_bytes,
             "replaced": result.replaced,
+            "replaced_rows": result.replaced_rows,
+            "hides_appended": result.hides_appended,
             "cleaned": list(result.cleaned),
             "job_id": result.job_id,
             "repeated": result.repeated,
             "undone": result.undone,
             "dry_run": result.dry_run,
-            **(
-                {"replaced_rows": result.replaced_rows, "schema": result.schema_note}
-                if result.dry_run
-                else {}
-            ),
+            **({"schema": result.schema_note} if result.dry_run else {}),
             "seconds": round(result.seconds, 3),
         },
         result.summary(),

@@ -60,7 +60,7 @@ def push_arrow(
     table: str,
     parts: Sequence[pa.Table],
     *,
-    mode: PushMode | str = PushMode.REFRESH,
+    mode: PushMode | str | None = None,
     interval: tuple[int, int] | None = None,
     reason: str | None = None,
     owner_wait_s: float = 15.0,
@@ -92,6 +92,7 @@ def push_arrow(
         if schema_of(part.schema) != given:
             raise PushRefusedError("the parts of a push must have the same columns and types")
     state = manager.table(table)
+    mode = PushMode.of(mode, state.config)
     time_column = state.config.time_column
     time_unit = state.config.time_unit
     if time_column is not None:
@@ -104,15 +105,13 @@ def push_arrow(
         bounds = integer_bounds([p.column(time_column) for p in present])
         if bounds is not None:
             time_unit = resolve_time_unit(time_column, *bounds, time_unit, progress)
-    if PushMode.parse(mode) is PushMode.REPLACE_RANGE and interval is not None and time_column:
+    if mode is PushMode.REPLACE_RANGE and interval is not None and time_column:
         check_rows_in_interval(parts, time_column, interval, time_unit)
     granularity = state.config.time_granularity
     if granularity is not None and time_column is not None:
         parts = split_by_chunk(parts, time_column, time_unit, granularity)
     policy = SchemaPolicy.parse(schema_policy)
-    written_columns = plan_schema(
-        state.config, given, policy, full_refresh=PushMode.parse(mode) is PushMode.REFRESH
-    )
+    written_columns = plan_schema(state.config, given, policy, full_refresh=mode is PushMode.REFRESH)
     parts = [conform(part, written_columns) for part in parts]
     if dry_run:
         return plan_push(

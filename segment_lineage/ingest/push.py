@@ -55,6 +55,7 @@ from segment_lineage.lineage.core.model import (
     HistoryRecord,
     Operation,
     TableState,
+    TableType,
     TimeUnit,
 )
 from segment_lineage.lineage.core.names import push_dir
@@ -145,7 +146,7 @@ def completed_job(
     manager: LineageManager,
     table: str,
     job_id: str,
-    mode: PushMode | str = PushMode.REFRESH,
+    mode: PushMode | str | None = None,
     *,
     clock: Callable[[], float] | None = None,
 ) -> PushResult | None:
@@ -157,7 +158,8 @@ def completed_job(
     earlier, _ = _job_end(manager, table, _check_job_id(job_id), None, 0)
     if earlier is None or earlier.entry_id is None:
         return None
-    return _earlier_result(manager, table, job_id, earlier.entry_id, PushMode.parse(mode), clock, began)
+    done_as = PushMode.of(mode, manager.table(table).config)
+    return _earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -235,9 +237,9 @@ def _start(
     sleep: Callable[[float], None],
     job_id: str | None = None,
     job_checked: int = 0,
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
+) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
     """start_replace with ``from`` computed from the state it commits against;
-    returns that ``from`` and the stale entries force cleanup reverted.
+    returns that ``from``, its rows, and the stale entries force cleanup reverted.
 
     An overlapping entry whose pusher may have just died keeps its owner node
     until its session expires: wait up to ``owner_wait_s`` for that (on
@@ -248,7 +250,7 @@ def _start(
     job never both start.
     """
     audit = manager.audit(reason)
-    planned: list[tuple[str, ...]] = []
+    planned: list[tuple[tuple[str, ...], int]] = []  # what each attempt replaces, and its rows
     checked = [job_checked]
 
     def update(state: TableState, now: int) -> Change:
@@ -264,7 +266,7 @@ def _start(
             if done is not None:
                 raise _JobDone(done)
         src = plan_from(state, mode, target.interval)
-        planned.append(src)
+        planned.append((src, sum(state.segments[n].rows for n in src)))
         return transitions.start_replace(
             state,
             src,
@@ -281,7 +283,8 @@ def _start(
     while True:
         try:
             done = manager.commit(table, update, reason, owner=target.entry_id)
-            return planned[-1], done.change.cleaned
+            src, rows = planned[-1]
+            return src, rows, done.change.cleaned
         except RunningEntryConflict as exc:
             if clock() >= deadline:
                 raise
@@ -295,7 +298,7 @@ def consistent_push(
     write: Callable[[PushTarget], Written],
     *,
     partitions: int,
-    mode: PushMode | str = PushMode.REFRESH,
+    mode: PushMode | str | None = None,
     interval: tuple[int, int] | None = None,
     reason: str | None = None,
     owner_wait_s: float = 15.0,
@@ -341,17 +344,18 @@ def consistent_push(
     sleep = sleep or time.sleep
     wall = wall or time.time
     began = clock()
-    mode = PushMode.parse(mode)
     say = progress or (lambda _msg: None)
     if job_id is not None:
         manager = manager.for_job(_check_job_id(job_id))
         earlier, job_checked = _job_end(manager, table, job_id, None, 0)
         if earlier is not None and earlier.entry_id is not None:
             say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
-            return _earlier_result(manager, table, job_id, earlier.entry_id, mode, clock, began)
+            done_as = PushMode.of(mode, manager.table(table).config)
+            return _earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began)
     else:
         job_checked = 0
     state = manager.table(table)
+    mode = PushMode.of(mode, state.config)
     check_mode(state, mode, interval)
     policy = SchemaPolicy.parse(schema_policy)
     if schema is not None:
@@ -377,7 +381,7 @@ def consistent_push(
     try:
         with _sigterm_as_interrupt():
             try:
-                replaced, cleaned = _start(
+                replaced, replaced_rows, cleaned = _start(
                     manager, table, mode, target, reason, owner_wait_s, clock, sleep, job_id, job_checked
                 )
             except _JobDone as done:  # completed meanwhile, by another attempt of the job
@@ -448,6 +452,8 @@ def consistent_push(
         seconds=clock() - began,
         cleaned=cleaned,
         job_id=job_id,
+        replaced_rows=replaced_rows,
+        hides_appended=mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND,
     )
 
 
@@ -457,7 +463,7 @@ def plan_push(
     *,
     partitions: int,
     rows: int,
-    mode: PushMode | str = PushMode.REFRESH,
+    mode: PushMode | str | None = None,
     interval: tuple[int, int] | None = None,
     schema: Schema | None = None,
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
@@ -466,8 +472,8 @@ def plan_push(
     (a dry run): the segments it would replace, what it would do to the
     schema; refused as the push would be. Nothing is written or committed."""
     began = time.monotonic()
-    mode = PushMode.parse(mode)
     state = manager.table(table)
+    mode = PushMode.of(mode, state.config)
     check_mode(state, mode, interval)
     note = None
     if schema is not None:
@@ -491,6 +497,7 @@ def plan_push(
         dry_run=True,
         replaced_rows=sum(state.segments[n].rows for n in replaced),
         schema_note=note,
+        hides_appended=mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND,
     )
 
 

@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from segment_lineage.ingest.errors import PushInputError, PushRefusedError
 from segment_lineage.lineage.core.errors import InvalidInputError, RunningEntryConflict
-from segment_lineage.lineage.core.model import EntryState, Segment, TableState, TableType
+from segment_lineage.lineage.core.model import EntryState, Segment, TableConfig, TableState, TableType
 from segment_lineage.lineage.core.names import check_text, push_tag
 from segment_lineage.lineage.core.periods import format_time, parse_time
 from segment_lineage.lineage.core.visibility import visible_segments
@@ -37,6 +37,16 @@ class PushMode(StrEnum):
             raise PushInputError(
                 f"unknown push mode {value!r}: use refresh, append or replace-range"
             ) from None
+
+    @staticmethod
+    def of(value: PushMode | str | None, config: TableConfig) -> PushMode:
+        """The mode asked for, or when none was, the one the table's type
+        says (as Pinot's push type comes from the table config): an APPEND
+        table appends, a REFRESH table refreshes. A refresh of an APPEND
+        table, which hides every earlier row, is only ever asked for."""
+        if value is not None:
+            return PushMode.parse(value)
+        return PushMode.APPEND if config.table_type is TableType.APPEND else PushMode.REFRESH
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,8 @@ class PushResult:
     repeated: bool = False  # the job had already completed: this is that push's result, nothing was pushed
     dry_run: bool = False  # what the push would do: nothing was written (size_bytes unknown: 0)
     undone: bool = False  # a repeated job's push was reverted or rolled back since: its rows are hidden
-    replaced_rows: int | None = None  # a dry run's: rows of the segments it would replace
+    replaced_rows: int | None = None  # rows of the segments it replaces (would, for a dry run)
+    hides_appended: bool = False  # a refresh of an APPEND table: every earlier row is hidden
     schema_note: str | None = None  # a dry run's: what it would do to the schema (None: nothing)
 
     def summary(self) -> str:
@@ -84,7 +95,7 @@ class PushResult:
             return (
                 f"dry run: pushing {self.table} ({self.mode.value}) would write {self.segments} segment(s) "
                 f"of {self.rows} rows, replacing {self.replaced} segment(s) of {self.replaced_rows} rows; "
-                f"schema: {self.schema_note or 'unchanged'}; nothing was written"
+                f"schema: {self.schema_note or 'unchanged'}; nothing was written{self._hiding(True)}"
             )
         if self.repeated:
             text = (
@@ -97,16 +108,29 @@ class PushResult:
                     "with another --job-id to push them again"
                 )
             return text
+        of_rows = "" if self.replaced_rows is None else f" of {self.replaced_rows} rows"
         text = (
-            f"pushed {self.table}: entry {self.entry_id}, {self.segments} segment(s), "
-            f"{self.rows} rows, {self.size_bytes} bytes, replaced {self.replaced} segment(s), "
+            f"pushed {self.table} ({self.mode.value}): entry {self.entry_id}, {self.segments} segment(s), "
+            f"{self.rows} rows, {self.size_bytes} bytes, replaced {self.replaced} segment(s){of_rows}, "
             f"{self.seconds:.1f}s"
         )
         if self.cleaned:
             text += f"; cleaned up stale entr{'y' if len(self.cleaned) == 1 else 'ies'} " + ", ".join(
                 self.cleaned
             )
-        return text
+        return text + self._hiding(False)
+
+    def _hiding(self, would: bool) -> str:
+        """What a refresh of an APPEND table does to its earlier rows."""
+        if not self.hides_appended:
+            return ""
+        if would:
+            return f"; a refresh of APPEND table {self.table!r} hides all {self.replaced_rows} earlier rows"
+        return (
+            f"; a refresh of APPEND table {self.table!r}: its {self.replaced_rows} earlier rows are hidden "
+            f"(retention deletes them once the replaced-segments retention passes; undo with: "
+            f"lineage rollback {self.table})"
+        )
 
 
 def push_stamp(now: dt.datetime) -> str:

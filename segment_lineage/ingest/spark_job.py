@@ -347,7 +347,7 @@ def push_dataframe(
     table: str,
     df: DataFrame,
     *,
-    mode: PushMode | str = PushMode.REFRESH,
+    mode: PushMode | str | None = None,
     interval: tuple[int, int] | None = None,
     segments: int | None = None,
     target_mb: float | None = None,
@@ -376,7 +376,7 @@ def push_dataframe(
     the rows); nothing written.
     """
     state = manager.table(table)
-    mode = PushMode.parse(mode)
+    mode = PushMode.of(mode, state.config)
     policy = SchemaPolicy.parse(schema_policy)
     columns = plan_schema(state.config, frame_schema(df), policy, full_refresh=mode is PushMode.REFRESH)
     df = conform_frame(df, columns)
