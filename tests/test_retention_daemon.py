@@ -4,6 +4,7 @@ its session timeout), clean stops, metrics and the health check."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -63,7 +64,13 @@ class Proc:
 def daemons(tmp_path: Path) -> Iterator[Callable[..., Proc]]:
     started: list[Proc] = []
 
-    def start(hosts: str, name: str, *extra: str, failpoint: str | None = None) -> Proc:
+    def start(
+        hosts: str,
+        name: str,
+        *extra: str,
+        failpoint: str | None = None,
+        schedule: tuple[str, ...] = ("--interval", "1s"),
+    ) -> Proc:
         env = {**os.environ, "LINEAGE_ZK_SESSION_TIMEOUT": str(SESSION_S), "PYTHONPATH": str(ROOT)}
         env.pop("LINEAGE_FAILPOINT", None)
         if failpoint:
@@ -71,7 +78,7 @@ def daemons(tmp_path: Path) -> Iterator[Callable[..., Proc]]:
         port = free_port()
         log_path = tmp_path / f"{name}.log"
         args = [sys.executable, "-m", "segment_lineage", "--zk", hosts, "retention", "daemon"]
-        args += ["--interval", "1s", "--min-grace", "0s", "--metrics-port", str(port), *extra]
+        args += [*schedule, "--min-grace", "0s", "--metrics-port", str(port), *extra]
         with log_path.open("wb") as log:
             popen = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
         proc = Proc(popen, log_path, port)
@@ -396,3 +403,67 @@ def test_the_leader_publishes_what_the_commits_did_not_and_reports_the_lag(
     assert sample("lineage_mirror_publish_failures_total") == 1
     assert (sample("lineage_mirror_lag_versions", {"table": "t"}) or 0) >= 1
     assert daemon.status.passes == 1
+
+
+def test_a_cron_daemon_runs_its_passes_when_the_cron_fires(
+    zk_hosts: str, zk_store: ZkStore, tmp_path: Path, daemons: Callable[..., Proc]
+) -> None:
+    """`retention daemon --cron "* * * * *"`, started as a user starts it:
+    no pass before the minute turns, then the cron fires and a pass reclaims
+    the replaced files; /healthz and `retention health` count the pass."""
+    table = replaced_table(zk_store, tmp_path / "events")
+    proc = daemons(zk_hosts, "cron", schedule=("--cron", "* * * * *"))
+    wait_for("the cron to fire a pass", lambda: "pass done" in proc.log(), 130)
+    wait_for("the replaced snapshot to go", lambda: not table.remaining(), 10)
+    assert all(p.exists() for p in table.new)
+    assert proc.deleted() == 6
+    from segment_lineage.cli import app
+
+    healthy = CliRunner().invoke(
+        app, ["--json", "retention", "health", "--url", f"http://127.0.0.1:{proc.port}"]
+    )
+    assert healthy.exit_code == 0, healthy.output
+    report = json.loads(healthy.stdout)
+    assert report["passes"] >= 1 and report["overdue"] is False and report["last_pass_ms"], report
+    assert proc.metric("lineage_retention_pass_overdue") == 0.0
+
+
+class Wall:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("schedule", "late_s"),
+    [(Schedule(interval_ms=60_000), 120), (Schedule(cron="0 3 * * *"), 47 * 3600)],
+)
+def test_a_leader_with_no_pass_within_two_periods_is_unhealthy(
+    tmp_path: Path, schedule: Schedule, late_s: float
+) -> None:
+    """A leader whose schedule never runs its passes (or whose pass hangs)
+    is unhealthy once two periods went by with no pass completed: /healthz
+    says overdue and the pass-overdue gauge is 1; a completed pass mends it."""
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    manager = LineageManager(MemoryStore(), retry=fast_retry(), claims=RootClaimFiles())
+    manager.create_table(TableConfig.build("t", str(tmp_path / "t")))
+    start = 1_795_665_600.0  # 2026-11-26T04:00:00Z: the cron fires at 03:00 the next two days
+    wall = Wall(start)
+    daemon = Daemon(manager, AlwaysLeading(), schedule, PassOptions(), wall=wall)
+    daemon.heartbeat()  # leads from now
+    wall.now = start + late_s - 60
+    daemon.heartbeat()
+    healthy, report = daemon.health()
+    assert healthy and report["overdue"] is False
+    wall.now = start + late_s + 60
+    daemon.heartbeat()
+    healthy, report = daemon.health()
+    assert not healthy and report["overdue"] is True, report
+    assert daemon.metrics.registry.get_sample_value("lineage_retention_pass_overdue") == 1.0
+    daemon.tick()  # a pass completes
+    healthy, report = daemon.health()
+    assert healthy and report["overdue"] is False, report
+    assert daemon.metrics.registry.get_sample_value("lineage_retention_pass_overdue") == 0.0

@@ -237,7 +237,12 @@ def health(
     emit(
         status,
         f"{state}: {role}, connected={status.get('connected')}, passes={status.get('passes')}, "
-        f"failures={status.get('failures')}, last error: {status.get('last_error') or 'none'}",
+        f"failures={status.get('failures')}, last error: {status.get('last_error') or 'none'}"
+        + (
+            f"; OVERDUE: no pass completed within two periods of its schedule ({status.get('schedule')})"
+            if status.get("overdue")
+            else ""
+        ),
     )
     if code != 200:
         raise typer.Exit(1)

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Protocol
@@ -100,6 +100,17 @@ class Schedule:
     def describe(self) -> str:
         return f"cron {self.cron!r} (UTC)" if self.cron else f"every {format_period(self.interval_ms or 0)}"
 
+    def second_run_after(self, reference_s: float) -> float:
+        """When (seconds since the epoch) the second run scheduled after
+        ``reference_s`` is due: a leader that has completed no pass by then
+        has missed two periods of its schedule."""
+        if self.interval_ms is not None:
+            return reference_s + 2 * self.interval_ms / 1000
+        trigger = self.trigger()
+        first = trigger.get_next_fire_time(None, datetime.fromtimestamp(reference_s, UTC))
+        second = None if first is None else trigger.get_next_fire_time(first, first + timedelta(seconds=1))
+        return float("inf") if second is None else second.timestamp()
+
 
 class Metrics:
     """The daemon's Prometheus metrics, in a registry of their own."""
@@ -126,6 +137,11 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("lineage_retention_leader", "1 while this daemon leads.", registry=r)
+        self.overdue = Gauge(
+            "lineage_retention_pass_overdue",
+            "1 while this daemon leads and has completed no pass within two periods of its schedule.",
+            registry=r,
+        )
         self.table_failures = Counter(
             "lineage_retention_table_failures",
             "Tables a pass reported errors for (unreadable ones included).",
@@ -163,6 +179,8 @@ class Status:
     last_success_ms: int | None = None
     last_error: str | None = None
     last_pass_failed: bool = False
+    last_pass_s: float | None = None  # when the last pass completed (with or without errors)
+    leading_since_s: float | None = None  # when this daemon's leadership began; None: standby
 
 
 class Daemon:
@@ -215,7 +233,7 @@ class Daemon:
             self.metrics.leader.set(0)
             self._failed(f"pass skipped: the election failed: {exc.message}", self.clock())
             return
-        self.metrics.leader.set(1 if term else 0)
+        self._leading(term is not None)
         if term is None:
             if not self.candidate.connected:
                 log.warning("pass skipped: ZooKeeper is unreachable; waiting for it to come back")
@@ -301,6 +319,9 @@ class Daemon:
         log.warning("%s (%.1fs)", message, self.clock() - began)
 
     def _finished(self, reports: list[TableReport], began: float) -> None:
+        with self._lock:
+            self.status.last_pass_s = self.wall()
+        self.metrics.overdue.set(0)
         files = sum(r.files_deleted for r in reports)
         size = sum(r.bytes_deleted for r in reports)
         entries = sum(r.entries_removed for r in reports)
@@ -352,7 +373,29 @@ class Daemon:
             leading = self.candidate.check() is not None
         except LineageError:
             leading = False  # the next pass says why
+        self._leading(leading)
+
+    def _leading(self, leading: bool) -> None:
+        """Note whether this daemon leads (when its leadership began), and
+        whether its passes are overdue."""
+        with self._lock:
+            if not leading:
+                self.status.leading_since_s = None
+            elif self.status.leading_since_s is None:
+                self.status.leading_since_s = self.wall()
         self.metrics.leader.set(1 if leading else 0)
+        self.metrics.overdue.set(1 if self.overdue() else 0)
+
+    def overdue(self) -> bool:
+        """Whether this daemon leads and has completed no pass since its
+        leadership began or its last pass, by the second run its schedule
+        set after either (a cron that never fires, a pass that hangs)."""
+        with self._lock:
+            since = self.status.leading_since_s
+            if since is None:
+                return False
+            reference = max(since, self.status.last_pass_s or since)
+        return self.wall() > self.schedule.second_run_after(reference)
 
     # ---- health ----------------------------------------------------------------
 
@@ -360,10 +403,13 @@ class Daemon:
         with self._lock:
             status = dataclasses.replace(self.status)
         connected = self.candidate.connected
-        healthy = connected and not status.last_pass_failed and not self._stopping.is_set()
+        overdue = self.overdue()
+        healthy = connected and not status.last_pass_failed and not overdue and not self._stopping.is_set()
         return healthy, {
             "healthy": healthy,
             "connected": connected,
+            "overdue": overdue,
+            "last_pass_ms": None if status.last_pass_s is None else int(status.last_pass_s * 1000),
             "leader": self.candidate.leading,
             "leader_identity": self.candidate.leader_identity,
             "schedule": self.schedule.describe(),
@@ -381,7 +427,11 @@ class Daemon:
             signal.signal(signum, self._on_signal)
         server = self._start_http(metrics_host, metrics_port) if metrics_port is not None else None
         scheduler = BackgroundScheduler(timezone=UTC)
-        first = datetime.fromtimestamp(self.wall(), UTC) if self.schedule.interval_ms is not None else None
+        # An interval's first pass runs at once; a cron's when it first fires.
+        # (An explicit next_run_time of None would add the job paused.)
+        first = (
+            {"next_run_time": datetime.fromtimestamp(self.wall(), UTC)} if self.schedule.interval_ms else {}
+        )
         scheduler.add_job(
             self.tick,
             self.schedule.trigger(),
@@ -389,7 +439,7 @@ class Daemon:
             max_instances=1,
             coalesce=True,
             misfire_grace_time=None,
-            next_run_time=first,
+            **first,
         )
         scheduler.add_job(
             self.heartbeat, IntervalTrigger(seconds=HEARTBEAT_S, timezone=UTC), id="election", max_instances=1
