@@ -88,3 +88,54 @@ def test_push_without_mode_refreshes_a_refresh_table(zk_hosts: str, tmp_path: Pa
         assert "(refresh)" in out and "a refresh of APPEND" not in out, out
     assert "replaced 1 segment(s) of 30 rows" in out, out
     assert _rows(zk_hosts, "snap") == 20
+
+
+@pytest.mark.slow
+def test_a_configured_spark_master_makes_auto_push_with_spark(zk_hosts: str, tmp_path: Path) -> None:
+    """A deployment's config file names a Spark master (as docker/lineage.toml
+    does): `push` with the default --engine auto pushes with Spark, and says
+    why, even for a small local input."""
+    import os
+
+    from tests.helpers.run import lineage_process
+
+    code, _, err = cli(zk_hosts, "table", "create", "sp", "--root", str(tmp_path / "sp"))
+    assert code == 0, err
+    config = tmp_path / "lineage.toml"
+    config.write_text('[spark]\nmaster = "local[1]"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEAGE_", "SPARK_MASTER"))}
+    env["LINEAGE_CONFIG"] = str(config)
+    done = lineage_process("--zk", zk_hosts, "push", "sp", "--input", str(_day(tmp_path, 0, 10)), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "engine: spark (Spark master local[1] configured" in done.stderr, done.stderr
+    assert _rows(zk_hosts, "sp") == 10
+
+
+def test_a_grace_below_the_floor_from_a_config_file_is_refused_naming_the_file_and_key(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """`retention run --yes` with no grace flag, the config file setting a
+    minimum grace below the floor: refused, naming the file and its key, not
+    a flag nobody gave. The deployment's own file passes."""
+    import os
+
+    from tests.helpers.run import ROOT, lineage_process
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGE_")}
+    config = tmp_path / "lineage.toml"
+    config.write_text('[retention]\nmin_grace = "5m"\n')
+    done = lineage_process(
+        "--zk", zk_hosts, "retention", "run", "--yes", env={**env, "LINEAGE_CONFIG": str(config)}
+    )
+    assert done.returncode != 0
+    assert f"min_grace = '5m' (config file {config}, [retention]) is below the floor of 10m" in done.stderr
+    assert "--min-grace" not in done.stderr.split("hint")[0], done.stderr
+    done = lineage_process(
+        "--zk", zk_hosts, "retention", "run", "--yes", env={**env, "LINEAGE_RETENTION_MIN_GRACE": "1m"}
+    )
+    assert done.returncode != 0 and "LINEAGE_RETENTION_MIN_GRACE=1m (environment)" in done.stderr, done.stderr
+    deployed = ROOT / "docker" / "lineage.toml"  # as a hand-run pass in those containers reads it
+    done = lineage_process(
+        "--zk", zk_hosts, "retention", "run", "--yes", env={**env, "LINEAGE_CONFIG": str(deployed)}
+    )
+    assert done.returncode == 0, done.stderr

@@ -85,7 +85,8 @@ def push(
         typer.Option(
             "--engine",
             help="auto, arrow (read and write in this process) or spark. auto: arrow for a local input "
-            "of up to 64 MB when no --master or --conf is given, else spark.",
+            "of up to 64 MB when no Spark master is given or configured (SPARK_MASTER, spark.master) and no "
+            "--conf, else spark.",
         ),
     ] = "auto",
     evolve_schema: Annotated[
@@ -150,7 +151,14 @@ def push(
                 _emit_push(earlier, None)
                 return
         _check_local_input(input_path)
-        used, why = choose_engine(engine, input_path, master, spark_conf)
+        configured = current().settings
+        used, why = choose_engine(
+            engine,
+            input_path,
+            master,
+            spark_conf,
+            configured.spark_master if configured.spark_master_configured else None,
+        )
         if used == "spark" and fmt == "parquet":
             _check_parquet_schema(m, table, input_path, policy, chosen)  # before a JVM starts
         say(f"engine: {used} ({why})")
@@ -173,14 +181,20 @@ def push(
 ENGINES = ("auto", "arrow", "spark")
 
 
-def choose_engine(engine: str, input_path: str, master: str | None, conf: dict[str, str]) -> tuple[str, str]:
-    """The engine a push uses, and why."""
+def choose_engine(
+    engine: str, input_path: str, master: str | None, conf: dict[str, str], configured: str | None = None
+) -> tuple[str, str]:
+    """The engine a push uses, and why. ``configured``: a Spark master the
+    settings name (SPARK_MASTER, or the config file's spark.master): a
+    deployment that configured a cluster pushes with it."""
     from segment_lineage.ingest.arrow_push import ARROW_MAX_BYTES, input_bytes
 
     if engine != "auto":
         return engine, "asked for"
     if master is not None or conf:
         return "spark", "--master or --conf given"
+    if configured is not None:
+        return "spark", f"Spark master {configured} configured (SPARK_MASTER or spark.master)"
     size = input_bytes(input_path, stop_past=ARROW_MAX_BYTES)
     if size is None:
         return "spark", "the input is not one local path"

@@ -49,8 +49,23 @@ def _say(message: str) -> None:
     typer.echo(message, err=True)
 
 
+def _given(ctx: typer.Context, parameter: str, flag: str, key: str, value: str) -> str:
+    """Where an option's value came from, as the user would look for it: the
+    flag, the environment variable, or the config file and its key."""
+    source = ctx.get_parameter_source(parameter)
+    if source is None or source.name != "ENVIRONMENT":
+        return f"{flag} {value}"
+    setting = BY_KEY[key]
+    loaded = current().config
+    if setting.env in loaded.from_file:
+        section, _, name = key.partition(".")
+        return f"{name} = {value!r} (config file {loaded.path}, [{section}])"
+    return f"{setting.env}={value} (environment)"
+
+
 @retention_app.command("run")
 def run(
+    ctx: typer.Context,
     table: Annotated[str | None, typer.Option("--table", help="Only this table.")] = None,
     yes: Annotated[
         bool,
@@ -93,14 +108,15 @@ def run(
     confirmed = (yes or force) and not dry_run
     if confirmed and grace_ms < DEFAULT_MIN_GRACE_MS and not force:
         raise InvalidInputError(
-            f"--min-grace {min_grace} is below the floor of {MIN_GRACE}: files could go while a "
-            "reader or a push still needs them; nothing was done",
+            f"{_given(ctx, 'min_grace', '--min-grace', 'retention.min_grace', min_grace)} is below the floor "
+            f"of {MIN_GRACE}: files could go while a reader or a push still needs them; nothing was done",
             remedy="add --force if that is what you want, or look first with --dry-run",
         )
     if confirmed and orphans and orphan_grace_ms < DEFAULT_MIN_GRACE_MS and not force:
+        given = _given(ctx, "orphan_grace", "--orphan-grace", "retention.orphan_grace", orphan_grace)
         raise InvalidInputError(
-            f"--orphan-grace {orphan_grace} is below the floor of {MIN_GRACE}: a file uploaded "
-            "and not yet added ('lineage segment add') could go; nothing was done",
+            f"{given} is below the floor of {MIN_GRACE}: a file uploaded and not yet added "
+            "('lineage segment add') could go; nothing was done",
             remedy="add --force if that is what you want, or look first with --dry-run",
         )
     options = PassOptions(

@@ -122,6 +122,11 @@ class Settings:
     aws_region: str | None = None
     spark_master: str = _default("spark.master")
 
+    @property
+    def spark_master_configured(self) -> bool:
+        """Whether a Spark master was set (flag, environment or file), not the default."""
+        return self.spark_master != _default("spark.master")
+
     @classmethod
     def from_env(
         cls,
