@@ -139,3 +139,21 @@ def test_a_grace_below_the_floor_from_a_config_file_is_refused_naming_the_file_a
         "--zk", zk_hosts, "retention", "run", "--yes", env={**env, "LINEAGE_CONFIG": str(deployed)}
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_as_of_a_future_time_is_refused(zk_hosts: str, tmp_path: Path) -> None:
+    """`read --as-of` a time after now is refused (as Delta refuses a
+    timestamp after its newest version), never answered with the current
+    version; a rollback to a future time changes nothing."""
+    code, _, err = cli(zk_hosts, "table", "create", "fut", "--root", str(tmp_path / "fut"))
+    assert code == 0, err
+    code, _, err = cli(zk_hosts, "push", "fut", "--input", str(_day(tmp_path, 0, 3)))
+    assert code == 0, err
+    code, out, err = cli(zk_hosts, "read", "fut", "--as-of", "2999-01-01")
+    assert code != 0 and "2999-01-01T00:00:00" in err and "is in the future" in err, (out, err)
+    code, out, err = cli(zk_hosts, "rollback", "fut", "--to-time", "2999-01-01")
+    assert code != 0 and "is in the future" in err, (out, err)
+    code, out, err = cli(zk_hosts, "read", "fut", "--as-of", "2000-01-01")  # before the table
+    assert code != 0 and "did not exist" in err, (out, err)
+    code, out, err = cli(zk_hosts, "--json", "table", "show", "fut")
+    assert json.loads(out)["version"] == 3

@@ -70,6 +70,14 @@ class Reads(ManagerBase):
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:
                 raise InvalidInputError(f"invalid version {version!r}: a whole number from 1")
             return version
+        if at_ms is not None:
+            now = self.store.now_ms()
+            if at_ms > now:  # as Delta refuses a timestamp after its newest version
+                raise InvalidInputError(
+                    f"{format_time(at_ms)} is in the future (ZooKeeper's clock reads {format_time(now)}): "
+                    f"no version of table {table!r} exists then yet",
+                    remedy="give a past time, or no time for the current version",
+                )
         history = self.store.iter_history(table)  # newest first, read only as far as needed
         if at_ms is not None:
             for record in history:
