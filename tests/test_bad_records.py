@@ -20,6 +20,7 @@ from segment_lineage.lineage.zk.store import ROOT, ZkStore
 from segment_lineage.retention.daemon import Daemon, Schedule
 from segment_lineage.retention.executor import PassOptions, run_pass
 from tests.conftest import fast_retry
+from tests.helpers.files import parquet_file
 from tests.helpers.zk import dump
 
 runner = CliRunner()
@@ -46,8 +47,8 @@ class Lake:
         """A table whose one segment was deleted: its file waits in pending."""
         root = self.tmp / table
         self.ok("table", "create", table, "--root", str(root))
-        (root / "a.parquet").write_bytes(b"x" * 10)
-        self.ok("segment", "add", table, "a", "--rows", "1", "--bytes", "10")
+        size = parquet_file(root / "a.parquet", 1)
+        self.ok("segment", "add", table, "a", "--rows", "1", "--bytes", str(size))
         self.ok("segment", "delete", table, "a")
         return root / "a.parquet"
 
@@ -204,7 +205,10 @@ def test_a_hand_run_pass_deletes_only_with_yes_and_a_short_grace_needs_force(lak
     from_env = runner.invoke(
         app, ["--zk", lake.hosts, "retention", "run", "--yes"], env={"LINEAGE_RETENTION_MIN_GRACE": "1m"}
     )
-    assert from_env.exit_code == 2 and "--min-grace 1m is below the floor" in from_env.stderr
+    assert (
+        from_env.exit_code == 2
+        and "LINEAGE_RETENTION_MIN_GRACE=1m (environment) is below the floor" in from_env.stderr
+    )
     assert snapshot(lake, root) == before
 
     for args in (["--yes", "--orphan-grace", "0s"], ["--yes", "--orphan-grace", "9m"]):

@@ -21,6 +21,7 @@ from segment_lineage.cli import app
 from segment_lineage.cli.ingest import choose_engine
 from segment_lineage.lineage.core.roots import canonical_root, file_uri
 from segment_lineage.lineage.zk.server import ZkServer, free_port
+from tests.helpers.files import parquet_file
 
 runner = CliRunner()
 JVM_LINES = (
@@ -387,9 +388,8 @@ def test_verbose_shows_the_traceback(zk_hosts: str) -> None:
 def test_segment_batch_file(zk_hosts: str, tmp_path: Path) -> None:
     run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
     batch = tmp_path / "batch.json"
-    batch.write_text(json.dumps([{"name": "x1", "rows": 3, "bytes": 30, "location": "p=1/x1.parquet"}]))
-    (tmp_path / "d" / "p=1").mkdir()
-    (tmp_path / "d" / "p=1" / "x1.parquet").write_bytes(b"x" * 30)
+    size = parquet_file(tmp_path / "d" / "p=1" / "x1.parquet", 3)
+    batch.write_text(json.dumps([{"name": "x1", "rows": 3, "bytes": size, "location": "p=1/x1.parquet"}]))
     assert run(zk_hosts, "segment", "add", "events", "--file", str(batch))[0] == 0
     code, out, _ = run(zk_hosts, "--json", "segments", "events")
     assert json.loads(out)[0]["location"] == "p=1/x1.parquet"
@@ -582,7 +582,8 @@ def test_segment_add_checks_each_file_and_changes_nothing_when_one_is_wrong(
 
     root = tmp_path / "d"
     run(zk_hosts, "table", "create", "events", "--root", str(root))
-    (root / "a.parquet").write_bytes(b"x" * 10)
+    size = parquet_file(root / "a.parquet", 3)
+    (root / "not-parquet.parquet").write_bytes(b"x" * 10)
     (root / "dir.parquet").mkdir()
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -598,7 +599,12 @@ def test_segment_add_checks_each_file_and_changes_nothing_when_one_is_wrong(
             (["missing"], "no file under the root"),
             (["a", "missing"], "1 segment(s): missing (missing.parquet); nothing was registered"),
             (["dir"], "dir (dir.parquet)"),
-            (["a", "--bytes", "11"], "a (given 11, file 10)"),
+            (["a", "--bytes", str(size + 1)], f"a (given {size + 1}, file {size})"),
+            (
+                ["a", "--rows", "4"],
+                "row count given for 1 segment(s) of table 'events' is not their file's: a (given 4, file 3)",
+            ),
+            (["a", "not-parquet"], "cannot be read as Parquet: not-parquet (not-parquet.parquet)"),
             (["--file", str(batch)], "b (p=1/b.parquet)"),
         ):
             code, out, err = run(zk_hosts, "segment", "add", "events", *args)
@@ -619,7 +625,8 @@ def test_segment_add_checks_each_file_and_changes_nothing_when_one_is_wrong(
     )  # the size comes from the file
     assert run(zk_hosts, "segment", "add", "events", "ghost", "--no-check")[0] == 0  # registered unseen
     code, out, _ = run(zk_hosts, "--json", "segment", "list", "events")
-    assert {s["name"]: s["bytes"] for s in json.loads(out)} == {"a": 10, "ghost": 0}
+    listed = {s["name"]: (s["bytes"], s["rows"]) for s in json.loads(out)}
+    assert listed == {"a": (size, 3), "ghost": (0, 0)}
 
 
 def test_segment_add_checks_files_on_an_object_store(zk_hosts: str, s3: str) -> None:
@@ -628,13 +635,21 @@ def test_segment_add_checks_files_on_an_object_store(zk_hosts: str, s3: str) -> 
     run(zk_hosts, "table", "create", "events", "--root", "s3://lake/events")
     code, _, err = run(zk_hosts, "segment", "add", "events", "a")
     assert code == 1 and "no file under the root 's3://lake/events'" in err
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    body = io.BytesIO()
+    pq.write_table(pa.table({"v": [1, 2]}), body)
     boto3.client("s3", endpoint_url=s3, region_name="us-east-1").put_object(
-        Bucket="lake", Key="events/a.parquet", Body=b"x" * 7
+        Bucket="lake", Key="events/a.parquet", Body=body.getvalue()
     )
     assert run(zk_hosts, "segment", "add", "events", "a")[0] == 0
     assert run(zk_hosts, "segment", "add", "events", "b", "--no-check")[0] == 0
     code, out, _ = run(zk_hosts, "--json", "segment", "list", "events")
-    assert {s["name"]: s["bytes"] for s in json.loads(out)} == {"a": 7, "b": 0}
+    listed = {s["name"]: (s["bytes"], s["rows"]) for s in json.loads(out)}
+    assert listed == {"a": (len(body.getvalue()), 2), "b": (0, 0)}
 
 
 def test_table_show_names_the_commit_holding_the_floor(zk_hosts: str, tmp_path: Path) -> None:

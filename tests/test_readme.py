@@ -73,7 +73,8 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
             command = command.replace("42", str(history()[1]["version"]))
         if command.startswith("lineage segment add events day"):
             for name in re.findall(r"day\d_\d", command):
-                pq.write_table(pa.table({"v": [1]}), root / f"{name}.parquet")
+                rows = int(re.findall(r"--rows (\d+)", command)[0])
+                pq.write_table(pa.table({"v": list(range(rows))}), root / f"{name}.parquet")
         before = history() if "table create" not in command else []
         code, out = run(*shlex.split(command)[1:])
         if "--as-of 2026-11-01T00:00:00Z" in command:  # before the table existed: a clear refusal

@@ -20,6 +20,7 @@ from segment_lineage.lineage.core.model import DeletionReason, Segment, TableCon
 from segment_lineage.lineage.core.periods import parse_version_or_time
 from segment_lineage.lineage.core.visibility import visible_names
 from segment_lineage.lineage.manager import LineageManager
+from tests.helpers.files import parquet_file
 
 T = "rb"
 
@@ -175,7 +176,9 @@ def test_unknown_versions_and_bad_targets_are_refused(
         m.resolve_version(T, version=0)
     with pytest.raises(InvalidInputError, match="at most one"):
         m.resolve_version(T, version=1, at_ms=5)
-    assert m.resolve_version(T, at_ms=m.store.now_ms() + 60_000) == newest
+    assert m.resolve_version(T, at_ms=m.store.now_ms()) == newest
+    with pytest.raises(InvalidInputError, match="in the future"):
+        m.resolve_version(T, at_ms=m.store.now_ms() + 60_000)
     with pytest.raises(InvalidInputError, match="did not exist"):
         m.resolve_version(T, at_ms=0)
     assert m.rollback(T, newest).committed_version is None  # already there: nothing to do
@@ -252,7 +255,7 @@ def test_rollback_and_as_of_from_the_command_line(zk_hosts: str, tmp_path: Path)
     assert run("table", "create", T, "--root", str(tmp_path / "rb-cli")).exit_code == 0
     for label in ("a", "b"):
         entry = json.loads(run("--json", "start-replace", T, "--to", f"{label}_0").stdout)["entry"]
-        (tmp_path / "rb-cli" / f"{label}_0.parquet").write_bytes(b"x")
+        parquet_file(tmp_path / "rb-cli" / f"{label}_0.parquet", 5)
         assert run("segment", "add", T, f"{label}_0", "--rows", "5", "--entry", entry).exit_code == 0
         assert run("end-replace", T, entry).exit_code == 0
     dry = run("rollback", T, "--dry-run")

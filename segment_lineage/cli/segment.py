@@ -15,7 +15,7 @@ from segment_lineage.lineage.core.model import Segment
 from segment_lineage.lineage.core.views import render_table, segment_view
 from segment_lineage.lineage.core.visibility import visible_names, visible_segments
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.files import checked_segments
+from segment_lineage.lineage.storage.files import checked_rows, checked_segments
 
 segment_app = typer.Typer(help="Register, list and delete segments.", no_args_is_help=True)
 
@@ -65,8 +65,9 @@ def _with_checked_files(
     state = m.table(table)
     transitions.register_segments(state, segments, 0, entry)  # pure: only its refusals matter here
     root = state.config.root
-    sizes = current().files.sizes(root, [s.location for s in segments])
-    return checked_segments(table, root, segments, sizes)
+    files = current().files
+    sized = checked_segments(table, root, segments, files.sizes(root, [s.location for s in segments]))
+    return checked_rows(table, sized, files.row_counts(root, [s.location for s in sized]))
 
 
 @segment_app.command("add")
@@ -74,7 +75,12 @@ def segment_add(
     table: str,
     names: Annotated[list[str] | None, typer.Argument(help="Segment names (location NAME.parquet).")] = None,
     batch: Annotated[Path | None, typer.Option("--file", help="JSON list of segments with metadata.")] = None,
-    rows: Annotated[int, typer.Option("--rows", help="Rows in each named segment.")] = 0,
+    rows: Annotated[
+        int,
+        typer.Option(
+            "--rows", help="Rows in each named segment; checked against, or else read from, its footer."
+        ),
+    ] = 0,
     size: Annotated[int, typer.Option("--bytes", help="Bytes of each named segment.")] = 0,
     entry: Annotated[str | None, typer.Option("--entry", help="Bind to this IN_PROGRESS entry.")] = None,
     reason: Annotated[str | None, typer.Option("--reason")] = None,

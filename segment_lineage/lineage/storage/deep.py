@@ -249,6 +249,22 @@ class DeepStore:
             for location, info in zip(locations, infos, strict=True)
         }
 
+    def row_counts(self, locations: Sequence[str]) -> dict[str, int | None]:
+        """Each Parquet file's row count, read from its footer (no data is
+        read); None where the file is not one pyarrow can read as Parquet."""
+        import pyarrow.parquet as pq
+
+        fs = self.filesystem()
+        resolved_dirs: dict[str, str] = {}
+        counts: dict[str, int | None] = {}
+        for location in locations:
+            try:
+                with fs.open_input_file(self.path(location, resolved_dirs)) as handle:
+                    counts[location] = int(pq.ParquetFile(handle).metadata.num_rows)
+            except (OSError, ValueError):  # pyarrow: ArrowInvalid (a ValueError) for no Parquet footer
+                counts[location] = None
+        return counts
+
     def delete(self, location: str) -> bool:
         """Delete one file; False when it was already gone (deleting is idempotent)."""
         return self.deleter()(location)
@@ -552,3 +568,6 @@ class SegmentFileSizes:
 
     def sizes(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
         return DeepStore.for_root(root, self.settings).file_sizes(locations)
+
+    def row_counts(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
+        return DeepStore.for_root(root, self.settings).row_counts(locations)

@@ -3,7 +3,9 @@
 A segment registered at a location where no file is breaks every read of
 the table afterwards, so the command line looks before it registers: each
 file must exist under the table's root, and its size must match the size
-given (a size not given is taken from the file). The deep storage that answers
+given (a size not given is taken from the file); its footer must be
+Parquet's, and the row count given must be the footer's (one not given is
+taken from it): readers and `table show` report the registered counts. The deep storage that answers
 is injected where the CLI is composed (:class:`SegmentFiles`); the decision
 is pure.
 """
@@ -28,6 +30,11 @@ class SegmentFiles(Protocol):
         """Each location's file size under ``root``; None where no file is.
         Raises a LineageError when the storage cannot be asked, or a location
         leads out of the root."""
+        ...
+
+    def row_counts(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
+        """Each existing Parquet file's row count from its footer; None where
+        the file cannot be read as Parquet."""
         ...
 
 
@@ -66,3 +73,32 @@ def checked_segments(
     return [
         s if s.size_bytes else dataclasses.replace(s, size_bytes=sizes[s.location] or 0) for s in segments
     ]
+
+
+def checked_rows(table: str, segments: Sequence[Segment], rows: Mapping[str, int | None]) -> list[Segment]:
+    """``segments`` with row counts filled in from their files' footers, or
+    RefusedError naming every segment whose file is not Parquet or whose
+    given row count is not its file's (readers would report wrong counts)."""
+    unreadable = [s for s in segments if rows.get(s.location) is None]
+    if unreadable:
+        raise RefusedError(
+            f"{len(unreadable)} file(s) of table {table!r} cannot be read as Parquet: "
+            f"{_few([f'{s.name} ({s.location})' for s in unreadable])}; nothing was registered",
+            table=table,
+            expected="a Parquet file at each location",
+            found=f"{len(unreadable)} unreadable",
+            remedy="register segment files written as Parquet; " + NO_CHECK_HINT,
+        )
+    wrong = [s for s in segments if s.rows and s.rows != rows[s.location]]
+    if wrong:
+        listed = _few([f"{s.name} (given {s.rows}, file {rows[s.location]})" for s in wrong])
+        raise RefusedError(
+            f"the row count given for {len(wrong)} segment(s) of table {table!r} is not their file's: "
+            f"{listed}; nothing was registered",
+            table=table,
+            expected="the row count in the file's footer",
+            found=f"{len(wrong)} different",
+            remedy="give the file's row count, or leave --rows out to take it from the file; "
+            + NO_CHECK_HINT,
+        )
+    return [s if s.rows else dataclasses.replace(s, rows=rows[s.location] or 0) for s in segments]
