@@ -157,3 +157,36 @@ def test_as_of_a_future_time_is_refused(zk_hosts: str, tmp_path: Path) -> None:
     assert code != 0 and "did not exist" in err, (out, err)
     code, out, err = cli(zk_hosts, "--json", "table", "show", "fut")
     assert json.loads(out)["version"] == 3
+
+
+def test_a_column_added_by_evolve_schema_is_not_mandatory_for_later_appends(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """A column added with --evolve-schema, then a day's append without it:
+    accepted, its rows read the column as null (in `read` and in the
+    mirror's Delta table), the schema unchanged."""
+    from tests.helpers.delta_reads import read_delta
+
+    code, _, err = cli(
+        zk_hosts, "table", "create", "ev2", "--root", str(tmp_path / "ev2"), "--type", "APPEND",
+        "--time-column", "ts", "--mirror", "delta",
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = cli(zk_hosts, "push", "ev2", "--input", str(_day(tmp_path, 0, 2)))
+    assert code == 0, err
+    ts = pa.array([1_357_171_200_000, 1_357_171_201_000], pa.timestamp("ms", tz="UTC"))  # 2013-01-03
+    wide = tmp_path / "wide.parquet"
+    pq.write_table(pa.table({"ts": ts, "v": pa.array([7, 8], pa.int64()), "note": ["a", "b"]}), wide)
+    code, _, err = cli(zk_hosts, "push", "ev2", "--input", str(wide), "--evolve-schema")
+    assert code == 0, err
+    code, out, err = cli(zk_hosts, "push", "ev2", "--input", str(_day(tmp_path, 5, 3)))  # no 'note'
+    assert code == 0, err
+    code, out, err = cli(zk_hosts, "--json", "read", "ev2", "--limit", "100")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert sorted((r["v"], r["note"]) for r in rows) == sorted(
+        [(0, None), (1, None), (7, "a"), (8, "b"), (0, None), (1, None), (2, None)]
+    )
+    assert read_delta(str(tmp_path / "ev2")).num_rows == 7
+    code, out, err = cli(zk_hosts, "--json", "table", "show", "ev2")
+    assert [c.split(":")[0] for c in json.loads(out)["schema"]] == ["ts", "v", "note"], out

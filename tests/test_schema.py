@@ -412,10 +412,11 @@ def test_an_input_whose_files_have_different_columns_is_refused(zk_hosts: str, t
     assert history(zk_hosts, "mix")[0]["operation"] == "CREATE_TABLE"
 
 
-def test_a_push_missing_a_column_is_told_to_add_it_not_to_replace_the_table() -> None:
-    """An append without a column the table gained is refused with the fix
-    that keeps the table: add the column (as nulls); replacing the schema is
-    named only as a refresh's, which replaces every segment."""
+def test_a_push_missing_a_column_reads_as_null_but_a_rename_is_refused() -> None:
+    """A push without a column the table has is accepted (its rows read the
+    column as null, as Delta's and Iceberg's appends have it) and leaves the
+    schema as it is; one that lacks a column while it brings a new one looks
+    like a rename, and is refused naming both, even when evolving."""
     from segment_lineage.lineage.core.schema import (
         DataType,
         Field,
@@ -429,7 +430,11 @@ def test_a_push_missing_a_column_is_told_to_add_it_not_to_replace_the_table() ->
         Field("v", DataType("int64")),
         Field("region", DataType("string")),
     )
-    given = recorded[:2]
-    with pytest.raises(SchemaMismatchError) as caught:
-        resolve(recorded, given, SchemaPolicy.ENFORCE, "t", full_refresh=False)
-    assert caught.value.remedy is not None and caught.value.remedy.startswith("add the missing columns")
+    for policy in (SchemaPolicy.ENFORCE, SchemaPolicy.EVOLVE):
+        assert resolve(recorded, recorded[:2], policy, "t", full_refresh=False) == (recorded, None)
+    renamed = (*recorded[:2], Field("area", DataType("string")))
+    with pytest.raises(
+        SchemaMismatchError, match=r"'region' .* is missing; column 'area' .* is new"
+    ) as caught:
+        resolve(recorded, renamed, SchemaPolicy.EVOLVE, "t", full_refresh=False)
+    assert caught.value.remedy is not None and "renamed" in caught.value.remedy

@@ -325,7 +325,9 @@ def test_long_pushes_report_progress(spark: SparkSession, zk_manager: LineageMan
     result = push_dataframe(m, "slow", df, progress=messages.append, progress_every_s=0.1)
     assert any(msg.startswith("writing: ") and "tasks done" in msg for msg in messages), messages
     assert messages[-1].startswith("wrote 3 segment(s), 30 rows")
-    assert result.summary().startswith(f"pushed slow: entry {result.entry_id}, 3 segment(s), 30 rows")
+    assert result.summary().startswith(
+        f"pushed slow (refresh): entry {result.entry_id}, 3 segment(s), 30 rows"
+    )
 
 
 def test_spark_reader_says_snapshot_too_old(

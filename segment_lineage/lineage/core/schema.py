@@ -7,11 +7,15 @@ whatever its Arrow width, ``timestamp`` for an instant (UTC-adjusted) and
 ``timestamp_ntz`` for a wall-clock time, whatever the unit. A push may bring
 an integer column narrower than the recorded one (an ``int32`` CSV column into
 an ``int64`` table) or a ``float`` for a ``double``: the writer widens it, so
-every file of the table holds the recorded type. Anything else that differs
-is refused, unless the push asks:
+every file of the table holds the recorded type. A column the table has and
+the push lacks reads as null in the push's rows (as Delta's and Iceberg's
+appends have it): every column may hold nulls (the time column excepted,
+which every push must bring). Anything else that differs is refused, unless
+the push asks:
 
 * ``evolve``: columns the table does not have yet are added (files written
-  before read them as null); nothing may be missing or change type.
+  before read them as null); nothing may change type, and a push that lacks
+  a column while it brings a new one is refused (a rename, most likely).
 * ``replace``: the push's schema becomes the table's (a full refresh only);
   a rollback to a version before that is refused, since its files have the
   old schema.
@@ -322,18 +326,19 @@ def _resolve(
     diff = compare(recorded, given)
     after, filled = typed(recorded, given)
     note = "schema typed: " + ", ".join(f"{f.name} ({f.type})" for f in filled[:8]) if filled else None
-    if not diff.missing and not diff.changed and not diff.added:
+    if not diff.changed and not diff.added:  # columns it lacks read as null in its rows
         return after, note
-    if diff.added and not diff.missing and not diff.changed and policy is SchemaPolicy.EVOLVE:
+    if diff.added and not diff.changed and not diff.missing and policy is SchemaPolicy.EVOLVE:
         added = ", ".join(f"{f.name} ({f.type})" for f in diff.added[:8])
         more = f" and {len(diff.added) - 8} more" if len(diff.added) > 8 else ""
         return (*after, *diff.added), f"schema evolved: added {added}{more}" + (f"; {note}" if note else "")
-    if diff.added and not diff.missing and not diff.changed:
+    if diff.added and not diff.changed and not diff.missing:
         hint = "push with --evolve-schema to add the new columns"
-    elif diff.missing and not diff.changed and not diff.added:
+    elif diff.added and not diff.changed:  # one column gone and one new: a rename, not an evolution
         hint = (
-            "add the missing columns to the input (as nulls, where it has no values); only a refresh "
-            "push, which replaces every segment, may replace the schema (--replace-schema)"
+            "a column the table has is missing while a new one comes: if it was renamed, push it under "
+            "its old name; else add the missing columns to the input, or replace the schema with a "
+            "refresh push and --replace-schema"
         )
     else:
         hint = "fix the input's columns, or replace the schema with a refresh push and --replace-schema"
