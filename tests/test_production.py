@@ -190,3 +190,37 @@ def test_a_column_added_by_evolve_schema_is_not_mandatory_for_later_appends(
     assert read_delta(str(tmp_path / "ev2")).num_rows == 7
     code, out, err = cli(zk_hosts, "--json", "table", "show", "ev2")
     assert [c.split(":")[0] for c in json.loads(out)["schema"]] == ["ts", "v", "note"], out
+
+
+def test_mirror_versions_marks_the_versions_retention_reclaimed(zk_hosts: str, tmp_path: Path) -> None:
+    """After retention reclaimed the files of versions past the mirror's
+    retention, `mirror versions` says which Delta versions engines can no
+    longer read; what it says is what deltalake finds."""
+    import time
+
+    from deltalake import DeltaTable
+
+    root = tmp_path / "mv"
+    code, _, err = cli(
+        zk_hosts, "table", "create", "mv", "--root", str(root), "--mirror", "delta",
+        "--mirror-retention", "1s", "--replaced-retention", "0s",
+    )  # fmt: skip
+    assert code == 0, err
+    for day in (0, 1, 2):
+        code, _, err = cli(zk_hosts, "push", "mv", "--input", str(_day(tmp_path, day, 3 + day)))
+        assert code == 0, err
+    time.sleep(1.5)  # the first versions fall out of the mirror's retention
+    code, _, err = cli(zk_hosts, "retention", "run", "--force", "--min-grace", "0s")
+    assert code == 0, err
+    code, out, err = cli(zk_hosts, "--json", "mirror", "versions", "mv")
+    assert code == 0, err
+    said = {row["delta_version"]: row["readable"] for row in json.loads(out)}
+    newest = max(said)
+    assert said[newest] == "yes" and said[0] == "no: 1 file(s) reclaimed", said
+    for version, readable in said.items():
+        try:
+            DeltaTable(str(root), version=version).to_pyarrow_table()
+            read = True
+        except OSError:
+            read = False
+        assert read == (readable == "yes"), (version, readable)

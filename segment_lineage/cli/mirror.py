@@ -182,12 +182,17 @@ def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) ->
 @mirror_app.command("versions")
 def versions(table: Annotated[str, typer.Argument(help="Table name.")]) -> None:
     """The mirror's Delta versions, oldest first, each with the lineage version
-    it shows: a Delta time-travel version maps back to the table's history."""
-    from segment_lineage.mirror.views import mirror_commits
+    it shows (a Delta time-travel version maps back to the table's history)
+    and whether engines can still read it: versions within the mirror's
+    retention always; before it, once retention reclaimed a file they show,
+    not."""
+    from segment_lineage.mirror.views import mirror_commits, readable
 
+    name = check_table_name(table)
     with manager() as m:
         m.after_commit = None
-        commits = mirror_commits(m, check_table_name(table))
+        commits = mirror_commits(m, name)
+        can_read = readable(m, name, commits)
     rows = [
         {
             "delta_version": c.delta_version,
@@ -195,10 +200,11 @@ def versions(table: Annotated[str, typer.Argument(help="Table name.")]) -> None:
             "at": iso(c.at_ms),
             "operation": c.operation,
             "columns_only": c.columns_only,
+            "readable": can_read.get(c.delta_version, "not checked"),
         }
         for c in commits
     ]
-    text = render_table(rows, ["delta_version", "lineage_version", "at", "operation"])
+    text = render_table(rows, ["delta_version", "lineage_version", "at", "operation", "readable"])
     emit(rows, text if rows else "(no mirror log)")
 
 

@@ -386,6 +386,18 @@ class DeltaLog:
             found.update(self._added(version))
         return frozenset(found)
 
+    def files_at(self, version: int) -> frozenset[str] | None:
+        """The files Delta version ``version`` shows; None when it cannot be
+        loaded (its commits cleaned from the log, or unreadable)."""
+        from deltalake import DeltaTable
+
+        try:
+            then = DeltaTable(self.uri, version=version, storage_options=self.options)
+            paths = pa.table(then.get_add_actions(flatten=False)).column("path").to_pylist()
+        except Exception:  # noqa: BLE001  deltalake's errors share no root
+            return None
+        return frozenset(unquote(p) for p in paths)
+
     def window_start(self, horizon_ms: int) -> int:
         """The version current at ``horizon_ms``: the newest committed at or
         before it (the oldest there is, when none was). Times as published,

@@ -115,3 +115,33 @@ def published_as(commits: list[Commit]) -> dict[int, int]:
         for c in commits
         if c.lineage_version is not None and not c.columns_only
     }
+
+
+MAX_CHECKED = 50  # versions before the mirror's window whose files are looked at
+
+
+def readable(manager: LineageManager, table: str, commits: list[Commit]) -> dict[int, str]:
+    """Delta version -> whether engines can read it: "yes" within the
+    mirror's retention (retention keeps every file those versions show);
+    before it, the newest MAX_CHECKED versions are looked at: "yes" while
+    every file they show is there, else how many are gone ("no: 3 file(s)
+    reclaimed"), or "no: log cleaned" when the version no longer loads;
+    older ones "not checked"."""
+    if not commits:
+        return {}
+    config = manager.table(table).config
+    log = DeltaLog.open(config.root)
+    start = log.window_start(manager.store.now_ms() - config.mirror_window_ms)
+    found = {c.delta_version: "yes" for c in commits if c.delta_version >= start}
+    older = sorted(c.delta_version for c in commits if c.delta_version < start)
+    checked = older[-MAX_CHECKED:]
+    found |= {v: "not checked" for v in older[: len(older) - len(checked)]}
+    deep = DeepStore.for_root(config.root)
+    for version in checked:
+        files = log.files_at(version)
+        if files is None:
+            found[version] = "no: log cleaned"
+            continue
+        gone = sum(1 for size in deep.file_sizes(sorted(files)).values() if size is None)
+        found[version] = f"no: {gone} file(s) reclaimed" if gone else "yes"
+    return found
