@@ -96,20 +96,20 @@ def cases(entry: str, tmp_path: Path) -> list[tuple[list[str], int, str]]:
         (["segment", "add", T, "n", "--rows", "-3"], 2, "rows"),
         (["segment", "delete", T, "a"], 1, "a"),  # locked by the running push
         (["end-replace", T, "not-a-uuid"], 2, "entry"),
-        (["end-replace", T, unknown], 1, unknown),
-        (["revert", T, unknown], 1, unknown),
+        (["end-replace", T, unknown], 3, unknown),
+        (["revert", T, unknown], 3, unknown),
         (["revert", T, entry], 1, "IN_PROGRESS"),  # without --force
         (["start-replace", T, "--from", "a", "--to", "d"], 1, "a"),  # overlaps the running push
         (["start-replace", T, "--from", "b,b", "--to", "e"], 2, "b"),
         (["rollback", T, "--to-version", "0"], 2, "version"),
-        (["rollback", T, "--to-version", "999"], 1, "999"),
+        (["rollback", T, "--to-version", "999"], 3, "999"),
         (["rollback", T, "--to-time", "yesterday-ish"], 2, "yesterday-ish"),
         (["rollback", T, "--entry", "nope"], 2, "entry"),
         (["rollback", T, "--to-version", "2", "--entry", unknown], 2, "at most one"),
         (["history", T, "--limit", "0"], 2, "limit"),
         (["segments", T, "--as-of", "not-a-time"], 2, "not-a-time"),
         (["retention", "run", "--min-grace", "bogus"], 2, "bogus"),
-        (["retention", "run", "--table", "no_such_table"], 1, "no_such_table"),
+        (["retention", "run", "--table", "no_such_table"], 3, "no_such_table"),
         (["table", "drop", T], 1, T),  # has segments: needs --force
     ]
 

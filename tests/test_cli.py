@@ -375,14 +375,34 @@ def test_usage_errors_exit_2(zk_hosts: str) -> None:
     assert run(zk_hosts, "revert")[0] == 2
 
 
-def test_unknown_table_exits_1(zk_hosts: str) -> None:
+def test_not_found_exits_3_in_every_command(zk_hosts: str, tmp_path: Path) -> None:
+    """Not found is one exit code everywhere (README): a table, an entry, a
+    segment, a version; with --json the error is one JSON object on stderr."""
     code, _, err = run(zk_hosts, "entries", "ghost")
-    assert code == 1 and "table 'ghost' does not exist" in err
+    assert code == 3 and "table 'ghost' does not exist" in err
+    run(zk_hosts, "table", "create", "nf", "--root", str(tmp_path / "nf"))
+    for args in (
+        ["table", "show", "ghost"],
+        ["read", "ghost"],
+        ["revert", "nf", "00000000-0000-4000-8000-000000000000"],
+        ["segment", "delete", "nf", "nosuch"],
+        ["segments", "nf", "--as-of", "999"],
+        ["history", "ghost"],
+    ):
+        code, out, err = run(zk_hosts, *args)
+        assert code == 3 and err.startswith("error: "), (args, code, out, err)
+    code, out, err = run(zk_hosts, "--json", "table", "show", "ghost")
+    report = json.loads(err)
+    assert code == 3 and report["code"] == 3 and report["kind"] == "TableNotFoundError", err
+    assert report["error"] == "table 'ghost' does not exist" and "hint" in report and out == ""
+    code, out, err = run(zk_hosts, "push", "nf", "--input", str(tmp_path / "none.parquet"), "--json")
+    report = json.loads(err)  # a global option after the command counts too
+    assert code == report["code"] == 2 and report["error"], err
 
 
 def test_verbose_shows_the_traceback(zk_hosts: str) -> None:
     result = runner.invoke(app, ["--zk", zk_hosts, "--verbose", "entries", "ghost"])
-    assert result.exit_code == 1 and "Traceback" in result.stderr
+    assert result.exit_code == 3 and "Traceback" in result.stderr
 
 
 def test_segment_batch_file(zk_hosts: str, tmp_path: Path) -> None:

@@ -274,7 +274,7 @@ def test_rollback_and_as_of_from_the_command_line(zk_hosts: str, tmp_path: Path)
     bad = run("segments", T, "--as-of", "1795305600000")
     assert bad.exit_code == 2 and "ms:" in bad.stderr
     gone = run("segments", T, "--as-of", "999")
-    assert gone.exit_code == 1 and "no version 999" in gone.stderr
+    assert gone.exit_code == 3 and "no version 999" in gone.stderr
 
 
 def test_the_history_graph_shows_each_push_and_each_rollback(

@@ -347,7 +347,7 @@ def test_no_secret_in_logs_errors_or_verbose_tracebacks(
     runs: list[tuple[str, str | None, list[str], int]] = [
         (zk_hosts, owner, ["table", "create", T, "--root", str(tmp_path / T)], 0),
         (zk_hosts, owner, ["table", "show", T], 0),
-        (zk_hosts, owner, ["table", "show", "missing"], 1),
+        (zk_hosts, owner, ["table", "show", "missing"], 3),
         (zk_hosts, f"owner:x{SECRET}", ["table", "show", T], 1),  # another password: refused
         (zk_hosts, owner, ["table", "create", "t2", "--root", f"s3://AKIA:{SECRET}@bucket/x"], 2),
         (zk_hosts, owner, ["table", "create", "t3", "--root", f"s3://bucket/x?secret_key={SECRET}"], 2),

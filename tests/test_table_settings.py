@@ -168,7 +168,7 @@ def test_entry_ids_are_taken_by_a_unique_prefix(zk_hosts: str, tmp_path: Path) -
     for prefix, code_wanted, message in (
         ("ab", 2, "at least 4"),
         ("zzzzzzzz", 2, "hexadecimal"),
-        ("0000000", 1, "no entry of table 'pre' starts with '0000000'"),
+        ("0000000", 3, "no entry of table 'pre' starts with '0000000'"),
     ):
         code, _, err = run(zk_hosts, "revert", "pre", prefix)
         assert code == code_wanted and message in err, (prefix, err)

@@ -25,7 +25,7 @@ import typer
 from typer.core import TyperGroup
 
 from segment_lineage.lineage.config import Loaded, Settings, load_settings
-from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
+from segment_lineage.lineage.core.errors import InvalidInputError, LineageError, NotFoundError
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import RootClaimFiles, SegmentFileSizes
 
@@ -97,6 +97,20 @@ def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
     return [*args[:path_at], *hoisted, *args[path_at:path_end], *rest]
 
 
+# Exit codes, one per kind of failure, the same for every command (README).
+EXIT_REFUSED = 1  # refused or failed: the message says why and what to do
+EXIT_BAD_INPUT = 2  # bad input or usage
+EXIT_NOT_FOUND = 3  # a table, entry, segment or version that does not exist (or is no longer kept)
+
+
+def exit_code(exc: LineageError) -> int:
+    if isinstance(exc, InvalidInputError):
+        return EXIT_BAD_INPUT
+    if isinstance(exc, NotFoundError):
+        return EXIT_NOT_FOUND
+    return EXIT_REFUSED
+
+
 class LineageGroup(TyperGroup):
     """Turns the package's errors into one line on stderr and an exit code,
     and takes the global options after the command as well as before it."""
@@ -117,10 +131,15 @@ class LineageGroup(TyperGroup):
         except LineageError as exc:
             if ctx.params.get("verbose"):
                 traceback.print_exc()
-            typer.echo(f"error: {exc.message}", err=True)
-            if exc.remedy:
-                typer.echo(f"hint: {exc.remedy}", err=True)
-            raise typer.Exit(2 if isinstance(exc, InvalidInputError) else 1) from None
+            code = exit_code(exc)
+            if ctx.params.get("as_json"):  # scripts read one JSON object
+                report = {"error": exc.message, "hint": exc.remedy, "code": code, "kind": type(exc).__name__}
+                typer.echo(json.dumps(report), err=True)
+            else:
+                typer.echo(f"error: {exc.message}", err=True)
+                if exc.remedy:
+                    typer.echo(f"hint: {exc.remedy}", err=True)
+            raise typer.Exit(code) from None
         except KeyboardInterrupt as exc:
             # One line, and the shell's code for the signal (128 + its number).
             if ctx.params.get("verbose"):

@@ -131,6 +131,8 @@ def run(
     with connection() as store, progress(doing) as say:  # ZooKeeper: its session fences the deletes
         m = manager_on(store)
         store.require_role(RETENTION, doing="a retention pass")
+        if table:
+            m.table(table)  # not found is said as such, before any pass
         fence = session_fence(
             SessionCheck(store),
             "the ZooKeeper session was suspended or lost during the pass: deleting nothing more",
