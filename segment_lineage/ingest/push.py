@@ -47,6 +47,7 @@ from segment_lineage.lineage.core.errors import (
     LineageError,
     OutcomeUnknownError,
     RunningEntryConflict,
+    StoreUnavailableError,
 )
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import (
@@ -421,7 +422,12 @@ def consistent_push(
     except OutcomeUnknownError:
         raise  # never clean up after an unknown outcome
     except BaseException as exc:
-        if started and isinstance(exc, LineageError) and _claim_gone(manager, table, entry_id):
+        if (
+            started
+            and isinstance(exc, LineageError)
+            and not isinstance(exc, StoreUnavailableError)  # ZooKeeper away: no look, no second wait
+            and _claim_gone(manager, table, entry_id)
+        ):
             # Refused for what another process did once this push's session ended
             # (its entry force-cleaned by a rerun, or removed by retention): that
             # is the reason to give, whatever rule the commit met first.
