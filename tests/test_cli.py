@@ -214,7 +214,10 @@ def test_the_engine_follows_the_input(tmp_path: Path) -> None:
     big.parent.mkdir()
     with big.open("wb") as f:
         f.truncate(65 * 2**20)  # sparse: 65 MB on paper
-    assert choose_engine("auto", str(small), None, {})[0] == "arrow"
+    assert choose_engine("auto", str(small), None, {}) == (
+        "arrow",
+        "local input of 1000 bytes; --engine spark to use Spark",
+    )  # a small input in its own unit, not 0.0 MB
     assert choose_engine("auto", f"file://{small}", None, {})[0] == "arrow"
     assert choose_engine("auto", str(big.parent), None, {}) == ("spark", "input over 64 MB")
     (tmp_path / "linked").mkdir()

@@ -12,7 +12,7 @@ from segment_lineage.cli.context import current, emit, manager
 from segment_lineage.cli.progress import progress
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.redact import mask_assignment
-from segment_lineage.lineage.core.views import render_table
+from segment_lineage.lineage.core.views import human_size, render_table
 
 if TYPE_CHECKING:
     from segment_lineage.ingest.push import PushMode, PushResult
@@ -200,7 +200,7 @@ def choose_engine(
         return "spark", "the input is not one local path"
     if size > ARROW_MAX_BYTES:
         return "spark", f"input over {ARROW_MAX_BYTES // 2**20} MB"
-    return "arrow", f"local input of {size / 2**20:.1f} MB; --engine spark to use Spark"
+    return "arrow", f"local input of {human_size(size)}; --engine spark to use Spark"
 
 
 def _push_with_spark(

@@ -13,6 +13,18 @@ from segment_lineage.lineage.core.schema import render
 from segment_lineage.lineage.core.visibility import hidden_segments
 
 
+def human_size(size: int) -> str:
+    """A size as people read it: bytes, KB, MB, GB or TB (binary multiples)."""
+    if size < 1024:
+        return f"{size} bytes"
+    value = float(size)
+    for unit in ("KB", "MB", "GB", "TB"):
+        value /= 1024
+        if value < 1024 or unit == "TB":
+            break
+    return f"{value:.1f} {unit}"
+
+
 def iso(ms: int) -> str:
     return format_time(ms)
 
