@@ -217,6 +217,11 @@ def test_mirror_versions_marks_the_versions_retention_reclaimed(zk_hosts: str, t
     said = {row["delta_version"]: row["readable"] for row in json.loads(out)}
     newest = max(said)
     assert said[newest] == "yes" and said[0] == "no: 1 file(s) reclaimed", said
+    code, _, err = cli(zk_hosts, "table", "alter", "mv", "--mirror-retention", "7d")
+    assert code == 0, err  # the window now reaches back past files already reclaimed
+    code, out, err = cli(zk_hosts, "--json", "mirror", "versions", "mv")
+    assert code == 0, err
+    assert {row["delta_version"]: row["readable"] for row in json.loads(out)} == said
     for version, readable in said.items():
         try:
             DeltaTable(str(root), version=version).to_pyarrow_table()
@@ -224,3 +229,23 @@ def test_mirror_versions_marks_the_versions_retention_reclaimed(zk_hosts: str, t
         except OSError:
             read = False
         assert read == (readable == "yes"), (version, readable)
+
+
+def test_a_repeated_job_is_reported_as_it_was_pushed(zk_hosts: str, tmp_path: Path) -> None:
+    """A job pushed as a refresh of an APPEND table, run again without
+    --mode (or with flags that would not do for a push): its completed push
+    is reported with the mode it had, nothing pushed again."""
+    code, _, err = cli(
+        zk_hosts, "table", "create", "jobs", "--root", str(tmp_path / "jobs"), "--type", "APPEND",
+        "--time-column", "ts",
+    )  # fmt: skip
+    assert code == 0, err
+    day = str(_day(tmp_path, 0, 4))
+    code, _, err = cli(zk_hosts, "push", "jobs", "--input", day, "--mode", "refresh", "--job-id", "j1")
+    assert code == 0, err
+    for extra in ([], ["--mode", "replace-range"]):
+        code, out, err = cli(zk_hosts, "--json", "push", "jobs", "--input", day, "--job-id", "j1", *extra)
+        assert code == 0, err
+        result = json.loads(out)
+        assert (result["mode"], result["repeated"]) == ("refresh", True), result
+    assert _rows(zk_hosts, "jobs") == 4

@@ -413,6 +413,7 @@ def test_a_cron_daemon_runs_its_passes_when_the_cron_fires(
     the replaced files; /healthz and `retention health` count the pass."""
     table = replaced_table(zk_store, tmp_path / "events")
     proc = daemons(zk_hosts, "cron", schedule=("--cron", "* * * * *"))
+    assert "apscheduler" not in proc.log() and "Adding job" not in proc.log(), proc.log()
     wait_for("the cron to fire a pass", lambda: "pass done" in proc.log(), 130)
     wait_for("the replaced snapshot to go", lambda: not table.remaining(), 10)
     assert all(p.exists() for p in table.new)
@@ -467,3 +468,48 @@ def test_a_leader_with_no_pass_within_two_periods_is_unhealthy(
     healthy, report = daemon.health()
     assert healthy and report["overdue"] is False, report
     assert daemon.metrics.registry.get_sample_value("lineage_retention_pass_overdue") == 0.0
+
+
+def test_cron_reads_days_as_cron_does_and_refuses_what_would_never_run() -> None:
+    """Day of the week 0 and 7 are Sunday (APScheduler's from_crontab reads
+    0 as Monday); a cron that never fires, or that restricts both the day of
+    the month and the day of the week (cron runs on either), is refused."""
+    from datetime import UTC, datetime
+
+    from segment_lineage.lineage.core.errors import InvalidInputError
+    from segment_lineage.retention.daemon import crontab
+
+    thursday = datetime(2026, 11, 26, 12, tzinfo=UTC)
+    for expression, day in (
+        ("0 0 * * 0", "Sun 29"),
+        ("0 0 * * 7", "Sun 29"),
+        ("0 0 * * sun", "Sun 29"),
+        ("0 0 * * 1", "Mon 30"),
+        ("0 0 * * 1-5", "Fri 27"),
+        ("0 0 * * 6", "Sat 28"),
+        ("0 0 * * */3", "Sun 29"),  # sun, wed, sat: Saturday comes first
+    ):
+        fire = crontab(expression).get_next_fire_time(None, thursday)
+        assert fire is not None
+        assert fire.strftime("%a %d") == (day if "*/3" not in expression else "Sat 28"), expression
+    for expression, message in (
+        ("0 0 31 2 *", "never fires"),
+        ("0 0 1 * 1", "not both"),
+        ("0 0 * * 8", "0-7"),
+        ("* * *", "5 fields"),
+    ):
+        with pytest.raises(InvalidInputError, match=message):
+            Schedule.parse(expression, None)
+
+
+def test_a_schedule_flag_wins_over_the_config_file(tmp_path: Path) -> None:
+    """The config file names an interval; `--cron` on the command line wins
+    (flags first), instead of 'give exactly one of --cron and --interval'."""
+    from segment_lineage.cli import app
+
+    config = tmp_path / "lineage.toml"
+    config.write_text('[retention]\ninterval = "1m"\n')
+    result = CliRunner().invoke(
+        app, ["--config", str(config), "retention", "daemon", "--cron", "0 0 31 2 *"]
+    )  # a cron that never fires: refused before anything starts, by its own fault
+    assert result.exit_code == 2 and "never fires" in result.stderr, result.output

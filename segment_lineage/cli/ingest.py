@@ -143,13 +143,13 @@ def push(
     with manager() as m, progress(f"pushing {table}") as say:
         state = m.table(table)
         chosen = PushMode.of(asked, state.config)
-        policy = _schema_policy(evolve_schema, replace_schema, chosen)
-        check_mode(state, chosen, span)  # fail fast, before any data is read
-        if job_id is not None:
+        if job_id is not None:  # a job done is reported as it was done, whatever this run's flags
             earlier = completed_job(m, table, job_id, chosen)
             if earlier is not None:  # nothing to read or write
                 _emit_push(earlier, None)
                 return
+        policy = _schema_policy(evolve_schema, replace_schema, chosen)
+        check_mode(state, chosen, span)  # fail fast, before any data is read
         _check_local_input(input_path)
         configured = current().settings
         used, why = choose_engine(

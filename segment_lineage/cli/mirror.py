@@ -183,9 +183,8 @@ def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) ->
 def versions(table: Annotated[str, typer.Argument(help="Table name.")]) -> None:
     """The mirror's Delta versions, oldest first, each with the lineage version
     it shows (a Delta time-travel version maps back to the table's history)
-    and whether engines can still read it: versions within the mirror's
-    retention always; before it, once retention reclaimed a file they show,
-    not."""
+    and whether engines can still read it (the newest 50 are looked at):
+    not once a file it shows is gone."""
     from segment_lineage.mirror.views import mirror_commits, readable
 
     name = check_table_name(table)

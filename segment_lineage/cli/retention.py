@@ -163,6 +163,7 @@ def run(
 
 @retention_app.command("daemon")
 def daemon(
+    ctx: typer.Context,
     cron: Annotated[
         str | None,
         typer.Option(
@@ -209,6 +210,11 @@ def daemon(
     from segment_lineage.retention.daemon import Daemon, Schedule
     from segment_lineage.retention.executor import PassOptions
 
+    if cron is not None and interval is not None:  # a flag wins over the file or the environment
+        given = {name: ctx.get_parameter_source(name) for name in ("cron", "interval")}
+        flagged = [n for n, source in given.items() if source is not None and source.name == "COMMANDLINE"]
+        if len(flagged) == 1:
+            cron, interval = (cron, None) if flagged == ["cron"] else (None, interval)
     schedule = Schedule.parse(cron, interval)
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
         raise InvalidInputError(f"invalid metrics port {metrics_port}: 0 to 65535")

@@ -114,8 +114,13 @@ def _earlier_result(
     clock: Callable[[], float],
     began: float,
 ) -> PushResult:
-    """What the job's completed push reported, from its end's history record."""
+    """What the job's completed push reported, from its end's history record
+    (its mode as recorded there; ``mode`` where the record is gone)."""
     record, _ = _job_end(manager, table, None, entry_id, 0)
+    recorded = record.detail.mode if record is not None and record.detail is not None else None
+    if recorded:
+        with contextlib.suppress(LineageError):
+            mode = PushMode.parse(recorded)
     state = manager.table(table)
     entry = state.entries.get(entry_id)
     undone = entry is not None and entry.state is EntryState.REVERTED  # reverted or rolled back since

@@ -117,25 +117,22 @@ def published_as(commits: list[Commit]) -> dict[int, int]:
     }
 
 
-MAX_CHECKED = 50  # versions before the mirror's window whose files are looked at
+MAX_CHECKED = 50  # the newest versions whose files are looked at
 
 
 def readable(manager: LineageManager, table: str, commits: list[Commit]) -> dict[int, str]:
-    """Delta version -> whether engines can read it: "yes" within the
-    mirror's retention (retention keeps every file those versions show);
-    before it, the newest MAX_CHECKED versions are looked at: "yes" while
-    every file they show is there, else how many are gone ("no: 3 file(s)
-    reclaimed"), or "no: log cleaned" when the version no longer loads;
-    older ones "not checked"."""
+    """Delta version -> whether engines can read it, for the newest
+    MAX_CHECKED versions: "yes" while every file it shows is there, else how
+    many are gone ("no: 3 file(s) reclaimed": retention after the mirror's
+    retention passed, or another writer's VACUUM), or "no: log cleaned" when
+    the version no longer loads; older ones "not checked"."""
     if not commits:
         return {}
     config = manager.table(table).config
     log = DeltaLog.open(config.root)
-    start = log.window_start(manager.store.now_ms() - config.mirror_window_ms)
-    found = {c.delta_version: "yes" for c in commits if c.delta_version >= start}
-    older = sorted(c.delta_version for c in commits if c.delta_version < start)
-    checked = older[-MAX_CHECKED:]
-    found |= {v: "not checked" for v in older[: len(older) - len(checked)]}
+    versions = sorted(c.delta_version for c in commits)
+    checked = versions[-MAX_CHECKED:]
+    found = {v: "not checked" for v in versions[: len(versions) - len(checked)]}
     deep = DeepStore.for_root(config.root)
     for version in checked:
         files = log.files_at(version)

@@ -68,6 +68,61 @@ class Candidate(Protocol):
     def connected(self) -> bool: ...
 
 
+DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+
+
+def crontab(expression: str) -> CronTrigger:
+    """A crontab expression (five fields, UTC) as crontab reads it. Not
+    APScheduler's ``from_crontab``, which reads day of the week 0 as Monday:
+    here 0 and 7 are Sunday, as in cron. A day of the month and a day of the
+    week both restricted are refused (cron runs on either, APScheduler only
+    on both). ValueError names what is wrong."""
+    fields = expression.split()
+    if len(fields) != 5:
+        raise ValueError(
+            f"a crontab expression has 5 fields (minute hour day month weekday), not {len(fields)}"
+        )
+    minute, hour, day, month, weekday = fields
+    if day != "*" and weekday != "*":
+        raise ValueError("give a day of the month or a day of the week, not both (cron runs on either)")
+    return CronTrigger(
+        minute=minute, hour=hour, day=day, month=month, day_of_week=_weekdays(weekday), timezone=UTC
+    )
+
+
+def _weekdays(field: str) -> str:
+    """A crontab day-of-week field (numbers 0-7, 0 and 7 Sunday, or names;
+    lists, ranges, steps) as the day names APScheduler reads."""
+    if field == "*":
+        return "*"
+    days: set[int] = set()
+    for token in field.lower().split(","):
+        body, slash, step_text = token.partition("/")
+        step = int(step_text) if slash and step_text.isdigit() else (1 if not slash else 0)
+        if step < 1:
+            raise ValueError(f"invalid step in day of the week {token!r}")
+        if body == "*":
+            low, high = 0, 6
+        elif "-" in body:
+            first, _, last = body.partition("-")
+            low, high = _day(first), _day(last)
+        else:
+            low = _day(body)
+            high = 6 if slash else low
+        if low > high:
+            raise ValueError(f"invalid range in day of the week {token!r}")
+        days.update(d % 7 for d in range(low, high + 1, step))
+    return ",".join(DAY_NAMES[d] for d in sorted(days))
+
+
+def _day(text: str) -> int:
+    if text in DAY_NAMES:
+        return DAY_NAMES.index(text)
+    if not text.isdigit() or int(text) > 7:
+        raise ValueError(f"invalid day of the week {text!r}: 0-7 (0 and 7 are Sunday) or sun-sat")
+    return int(text)
+
+
 @dataclass(frozen=True)
 class Schedule:
     """When passes run: a crontab expression (UTC) or a fixed interval."""
@@ -86,14 +141,16 @@ class Schedule:
             return Schedule(interval_ms=ms)
         assert cron is not None
         try:
-            CronTrigger.from_crontab(cron, timezone=UTC)
+            trigger = crontab(cron)
         except ValueError as exc:
             raise InvalidInputError(f"invalid cron expression {cron!r}: {exc}") from None
+        if trigger.get_next_fire_time(None, datetime.now(UTC)) is None:
+            raise InvalidInputError(f"cron expression {cron!r} never fires: no pass would ever run")
         return Schedule(cron=cron)
 
     def trigger(self) -> BaseTrigger:
         if self.cron is not None:
-            return CronTrigger.from_crontab(self.cron, timezone=UTC)
+            return crontab(self.cron)
         assert self.interval_ms is not None
         return IntervalTrigger(seconds=self.interval_ms / 1000, timezone=UTC)
 
@@ -426,6 +483,9 @@ class Daemon:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
         server = self._start_http(metrics_host, metrics_port) if metrics_port is not None else None
+        # APScheduler's own lines (jobs added, started, a run skipped because a
+        # pass outlasted its interval) are not news: the daemon logs its own.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
         scheduler = BackgroundScheduler(timezone=UTC)
         # An interval's first pass runs at once; a cron's when it first fires.
         # (An explicit next_run_time of None would add the job paused.)
@@ -444,8 +504,6 @@ class Daemon:
         scheduler.add_job(
             self.heartbeat, IntervalTrigger(seconds=HEARTBEAT_S, timezone=UTC), id="election", max_instances=1
         )
-        # A pass that outlasts its interval makes APScheduler skip runs: expected, not news.
-        logging.getLogger("apscheduler").setLevel(logging.ERROR)
         scheduler.start()
         log.info(
             "retention daemon started: %s, tables: %s%s",
