@@ -284,7 +284,7 @@ def test_bad_mirror_input_changes_nothing(zk_hosts: str, tmp_path: Path) -> None
         zk_hosts, "table", "create", "h", "--root", "hdfs://nn:8020/data/h", "--mirror", "delta"
     )
     assert code == 1 and "needs a local, s3:// or gs:// root" in err
-    assert run(zk_hosts, "table", "show", "h")[0] == 1
+    assert run(zk_hosts, "table", "show", "h")[0] == 3  # not found
     code, _, err = run(zk_hosts, "table", "create", "d", "--root", str(tmp_path / "d"), "--mirror", "hudi")
     assert code == 2 and "invalid mirror format 'hudi'" in err
     root = str(tmp_path / "times")
@@ -481,7 +481,7 @@ def test_odd_mirror_inputs_are_refused_and_change_nothing(zk_hosts: str, tmp_pat
         zk_hosts, "table", "create", "pct", "--root", str(tmp_path / "a%41"), "--mirror", "delta"
     )
     assert code == 1 and "cannot live under" in err and "'%'" in err
-    assert run(zk_hosts, "table", "show", "pct")[0] == 1
+    assert run(zk_hosts, "table", "show", "pct")[0] == 3  # not found
     root = tmp_path / "nulls"
     assert run(zk_hosts, "table", "create", "nulls", "--root", str(root), "--mirror", "delta")[0] == 0
     pq.write_table(pa.table({"x": pa.array([None, None], pa.null())}), tmp_path / "nulls.parquet")

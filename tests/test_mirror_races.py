@@ -287,12 +287,12 @@ def test_an_interrupted_drop_removes_the_log_when_run_again(
             assert unfinished.value.remedy is not None and "lineage table drop w1" in unfinished.value.remedy
     assert duck_rows(mirrored) == [(1,)]  # the log stays while the drop is unfinished
     code, _, err = run(zk_hosts, "table", "show", "w1")
-    assert code == 1 and "is being dropped" in err and "lineage table drop w1 --force" in err, err
+    assert code == 3 and "is being dropped" in err and "lineage table drop w1 --force" in err, err
     code, out, err = run(zk_hosts, "table", "drop", "w1", "--force")  # run again
     assert code == 0 and "removed the Delta log under its root" in out, err
     assert not (Path(mirrored) / "_delta_log").exists()
     assert not (Path(mirrored) / ".segment-lineage-root.json").exists()  # its root's claim went too
-    assert run(zk_hosts, "table", "show", "w1")[0] == 1
+    assert run(zk_hosts, "table", "show", "w1")[0] == 3  # not found
 
 
 def test_a_drop_on_a_root_no_mirror_can_live_under_finishes(zk_manager: LineageManager) -> None:

@@ -251,7 +251,7 @@ def test_segments_as_of_a_reclaimed_version_is_too_old(
     run_table(m, T, NOW)  # "a" and "b" are reclaimed
     runner = CliRunner()
     gone = runner.invoke(app, ["--zk", zk_hosts, "segments", T, "--as-of", str(first)])
-    assert gone.exit_code == 1, gone.output
+    assert gone.exit_code == 3, gone.output  # not found: no longer kept
     assert "snapshot too old" in gone.stderr
     assert f"oldest readable version is {third}" in gone.stderr
     ok = runner.invoke(app, ["--zk", zk_hosts, "segments", T, "--as-of", str(third)])
