@@ -144,7 +144,7 @@ class Schedule:
             trigger = crontab(cron)
         except ValueError as exc:
             raise InvalidInputError(f"invalid cron expression {cron!r}: {exc}") from None
-        if trigger.get_next_fire_time(None, datetime.now(UTC)) is None:
+        if trigger.get_next_fire_time(None, datetime.fromtimestamp(time.time(), UTC)) is None:
             raise InvalidInputError(f"cron expression {cron!r} never fires: no pass would ever run")
         return Schedule(cron=cron)
 
