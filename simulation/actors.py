@@ -25,7 +25,7 @@ from segment_lineage.lineage.core.model import Change, Operation, Segment, Setti
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
-from segment_lineage.lineage.store.election import Leadership
+from segment_lineage.lineage.store.election import Ownership
 from segment_lineage.retention.daemon import HEARTBEAT_S, Daemon, Schedule
 from segment_lineage.retention.executor import PassOptions, run_pass, run_table
 from simulation.proxy import StoreProxy
@@ -349,11 +349,12 @@ def keeper(ctx: Ctx, ops: int) -> None:
 
 
 def daemon(ctx: Ctx, ops: int) -> None:
-    """``lineage retention daemon``: one of several candidates in the
-    election; ``ops`` scheduled passes, heartbeats between them. The run may
-    stop it (SIGTERM) at any switch point; it then resigns."""
+    """``lineage retention daemon``: one of several daemons sharing the
+    tables (each table owned by one of them at a time; given all tables or
+    a few of its own); ``ops`` scheduled passes, heartbeats between them.
+    The run may stop it (SIGTERM) at any switch point; it then resigns."""
     world = ctx.world
-    leadership = Leadership(ctx.store, "retention", ctx.actor.name, clock=world.clock.monotonic)
+    ownership = Ownership(ctx.store, ctx.actor.name, clock=world.clock.monotonic)
     deleted: list[str] = []
 
     def on_deleted(location: str) -> None:
@@ -366,7 +367,11 @@ def daemon(ctx: Ctx, ops: int) -> None:
         orphan_grace_ms=ctx.rng.choice([5 * 60_000, HOUR_MS]),
         on_deleted=on_deleted,
     )
-    service = Daemon(ctx.manager, leadership, Schedule(interval_ms=2_000), options)
+    known = sorted(world.tables)
+    given = (
+        None if not known or ctx.rng.random() < 0.5 else ctx.rng.sample(known, ctx.rng.randint(1, len(known)))
+    )
+    service = Daemon(ctx.manager, ownership, Schedule(interval_ms=2_000), options, given)
     world.daemons[ctx.actor.aid] = service
     try:
         for _ in range(ops):
@@ -374,17 +379,19 @@ def daemon(ctx: Ctx, ops: int) -> None:
                 break
             before = len(deleted)
             service.tick()
+            world.checker.check_owned(service)
             failed = service.status.last_pass_failed and service.status.last_error
             ctx.note(
-                f"tick: {'leader' if leadership.leading else 'standby'}, {len(deleted) - before} deleted"
+                f"tick: owns {', '.join(service.status.owned) or 'nothing'}, {len(deleted) - before} deleted"
                 + (f", {failed}" if failed else "")
             )
             for _ in range(ctx.rng.randint(0, 2)):
                 world.sleep(HEARTBEAT_S)
                 service.heartbeat()
+                world.checker.check_owned(service)
     finally:
         if not ctx.actor.doomed:  # a process that died leaves with its session
-            leadership.resign()
+            ownership.resign()
 
 
 def publisher(ctx: Ctx, ops: int) -> None:

@@ -44,6 +44,8 @@ from segment_lineage.lineage.core.names import push_dir_owner, push_tag
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S, FLOOR_POLL_S
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
+from segment_lineage.lineage.store.election import owner_role
+from segment_lineage.retention.daemon import Daemon
 from simulation.world import World
 
 # Each violation's likely hole (the outside tester's list, fault-matrix 21-30).
@@ -657,27 +659,35 @@ class Checker:
                     )
 
     def check_election(self) -> None:
-        """At most one retention daemon leads in a live session of its own."""
-        leaders = []
+        """At most one retention daemon owns a table in a live session of its own."""
+        owners: dict[str, list[str]] = {}
         for aid, service in sorted(self.world.daemons.items()):
-            leadership = service.candidate
-            proxy = getattr(leadership, "store", None)
+            ownership = service.owners
+            proxy = getattr(ownership, "store", None)
             session = getattr(proxy, "session", None)
-            if (
-                leadership.leading
-                and session is not None
-                and session.alive
-                and not getattr(proxy, "dead", True)
-                and getattr(leadership, "session", None) == session.number
-            ):
-                leaders.append(f"a{aid}")
-        if len(leaders) > 1:
-            self.flag("two-leaders", f"daemons {', '.join(leaders)} both lead a live term")
+            if session is None or not session.alive or getattr(proxy, "dead", True):
+                continue
+            for table, candidacy in getattr(ownership, "_candidacies", {}).items():
+                if candidacy.leading and candidacy.session == session.number:
+                    owners.setdefault(table, []).append(f"a{aid}")
+        for table, found in sorted(owners.items()):
+            if len(found) > 1:
+                self.flag("two-leaders", f"daemons {', '.join(found)} both own {table} in a live term")
+
+    def check_owned(self, service: Daemon) -> None:
+        """Right after a daemon checked its elections: every table it stands
+        for has a candidate in that table's own election, so someone owns it
+        by the next check (daemons given different tables each clean theirs;
+        one leader for every daemon's tables would leave the others' alone)."""
+        for table, owner in sorted(service.owners.owners().items()):
+            # (None: its check found no owner, as when its join was lost: no claim to test)
+            if owner is not None and not self.world.store.election(owner_role(table)):
+                self.flag("unowned-table", f"{table}: no candidate in its election after a daemon's check")
 
     def check_converged(self) -> None:
         store = self.world.store
         if self.world.daemons:
-            left = store.election("retention")
+            left = [m for t in store.list_tables() for m in store.election(owner_role(t))]
             if left:
                 self.flag("not-converged", f"election members left after every daemon stopped: {left}")
         for table in store.list_tables():

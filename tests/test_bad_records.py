@@ -21,6 +21,7 @@ from segment_lineage.retention.daemon import Daemon, Schedule
 from segment_lineage.retention.executor import PassOptions, run_pass
 from tests.conftest import fast_retry
 from tests.helpers.files import parquet_file
+from tests.helpers.owners import OwnsAll
 from tests.helpers.zk import dump
 
 runner = CliRunner()
@@ -124,23 +125,6 @@ def test_a_bad_name_record_fails_create_of_its_name_only(lake: Lake, guard: byte
     lake.ok("table", "create", "other_table", "--root", str(lake.tmp / "other"))
 
 
-class Leading:
-    """A candidacy that always leads (the election is not under test here)."""
-
-    leading = True
-    leader_identity = "test:1"
-    connected = True
-
-    def check(self) -> str | None:
-        return "term-1"
-
-    def holds(self, term: str) -> bool:
-        return True
-
-    def resign(self) -> None:
-        return None
-
-
 def metric(daemon: Daemon, name: str) -> float:
     value = daemon.metrics.registry.get_sample_value(name)
     assert value is not None, name
@@ -165,7 +149,7 @@ def test_an_all_tables_pass_reports_an_unreadable_table_counts_it_and_fails(
     )
     assert not reports["good"].unreadable and reports["good"].errors == []
 
-    daemon = Daemon(manager, Leading(), Schedule(interval_ms=1000), PassOptions(min_grace_ms=0))
+    daemon = Daemon(manager, OwnsAll(), Schedule(interval_ms=1000), PassOptions(min_grace_ms=0))
     daemon.tick()
     assert not queued.exists()  # the readable table was passed over as usual
     assert metric(daemon, "lineage_retention_unreadable_tables") == 1

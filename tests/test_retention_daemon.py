@@ -26,13 +26,14 @@ from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import RootClaimFiles
-from segment_lineage.lineage.store.election import Leadership
+from segment_lineage.lineage.store.election import Ownership
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.server import ZkServer, free_port
 from segment_lineage.lineage.zk.store import ZkStore
 from segment_lineage.retention.daemon import Daemon, Schedule
 from segment_lineage.retention.executor import PassOptions, TableReport
 from tests.conftest import fast_retry
+from tests.helpers.owners import OwnsAll
 from tests.helpers.run import wait_for
 
 pytestmark = [pytest.mark.zk, pytest.mark.slow]
@@ -55,7 +56,7 @@ class Proc:
     def metric(self, name: str) -> float:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
             text = r.read().decode()
-        match = re.search(rf"^{name} (\S+)$", text, re.M)
+        match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
         assert match, f"{name} not in metrics"
         return float(match.group(1))
 
@@ -108,23 +109,24 @@ class Replaced:
         return [p for p in self.old if p.exists()]
 
 
-def replaced_table(store: ZkStore, root: Path, parts: int = 6) -> Replaced:
+def replaced_table(store: ZkStore, root: Path, parts: int = 6, name: str = "events") -> Replaced:
     m = LineageManager(store, retry=fast_retry(), claims=RootClaimFiles())
     m.create_table(
         TableConfig.build(
-            "events", str(root), replaced_segments_retention="0s", lineage_entry_cleanup_retention="0s"
+            name, str(root), replaced_segments_retention="0s", lineage_entry_cleanup_retention="0s"
         )
     )
-    push_arrow(m, "events", [part(f"v1-{i}") for i in range(parts)])
-    old = [root / s.location for s in m.visible_segments("events")]
-    push_arrow(m, "events", [part("v2")])
-    new = [root / s.location for s in m.visible_segments("events")]
+    push_arrow(m, name, [part(f"v1-{i}") for i in range(parts)])
+    old = [root / s.location for s in m.visible_segments(name)]
+    push_arrow(m, name, [part("v2")])
+    new = [root / s.location for s in m.visible_segments(name)]
     assert all(p.exists() for p in old + new)
     return Replaced(m, root, old, new)
 
 
-def members(store: ZkStore) -> list[str]:
-    path = f"{store.root}/leaders/retention"
+def members(store: ZkStore, table: str = "events") -> list[str]:
+    """The candidates in ``table``'s retention election."""
+    path = f"{store.root}/leaders/retention.{table}"
     return sorted(store.client.get_children(path)) if store.client.exists(path) else []
 
 
@@ -149,7 +151,9 @@ def test_two_daemons_one_deletes_metrics_health_and_clean_stop(
     from segment_lineage.cli import app
 
     healthy = runner.invoke(app, ["retention", "health", "--url", f"http://127.0.0.1:{leader.port}"])
-    assert healthy.exit_code == 0 and healthy.stdout.startswith("healthy: leader"), healthy.output
+    assert healthy.exit_code == 0 and healthy.stdout.startswith("healthy: owns 1 of 1 table(s)"), (
+        healthy.output
+    )
     assert table.manager.table("events").pending == {}
 
     leader.popen.send_signal(signal.SIGTERM)
@@ -184,8 +188,8 @@ class ExpiresMidPass:
     """A candidacy whose ZooKeeper session expires just before the first
     file delete of its first pass, as when the client was cut off."""
 
-    def __init__(self, leadership: Leadership, hosts: str) -> None:
-        self.inner = leadership
+    def __init__(self, ownership: Ownership, hosts: str) -> None:
+        self.inner = ownership
         self.hosts = hosts
         self.calls = 0
         self.lock = threading.Lock()
@@ -193,11 +197,11 @@ class ExpiresMidPass:
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
 
-    def holds(self, term: str) -> bool:
+    def holds(self, table: str, term: str) -> bool:
         with self.lock:  # the expiry happens at one moment: every later check sees it
-            return self._holds(term)
+            return self._holds(table, term)
 
-    def _holds(self, term: str) -> bool:
+    def _holds(self, table: str, term: str) -> bool:
         self.calls += 1
         if self.calls == 2:
             client = self.inner.store.client
@@ -207,7 +211,7 @@ class ExpiresMidPass:
             twin.stop()  # closing the twin's connection ends the shared session
             twin.close()
             wait_for("the session to be replaced", lambda: client.client_id != old and client.connected)
-        return self.inner.holds(term)
+        return self.inner.holds(table, term)
 
 
 def test_session_expiry_mid_pass_deletes_nothing_and_the_next_term_finishes(
@@ -216,7 +220,7 @@ def test_session_expiry_mid_pass_deletes_nothing_and_the_next_term_finishes(
     table = replaced_table(zk_store, tmp_path / "events")
     daemon_store = ZkStore(connect(ZkSettings(hosts=zk_hosts)), session_timeout_s=SESSION_S)
     try:
-        candidate = ExpiresMidPass(Leadership(daemon_store, "retention", "test:1"), zk_hosts)
+        candidate = ExpiresMidPass(Ownership(daemon_store, "test:1"), zk_hosts)
         manager = LineageManager(daemon_store, retry=fast_retry())
         daemon = Daemon(manager, candidate, Schedule(interval_ms=1000), PassOptions(min_grace_ms=0))
         daemon.tick()
@@ -293,23 +297,6 @@ def test_daemon_options_are_checked(lineage_home: Path) -> None:
         assert result.exit_code in (1, 2) and message in result.stderr, (args, result.output)
 
 
-class AlwaysLeading:
-    """A candidacy that always leads (the election is not under test here)."""
-
-    leading = True
-    leader_identity = "test:1"
-    connected = True
-
-    def check(self) -> str | None:
-        return "term-1"
-
-    def holds(self, term: str) -> bool:
-        return True
-
-    def resign(self) -> None:
-        return None
-
-
 def test_the_daemon_reads_time_only_through_the_clocks_it_is_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -337,7 +324,7 @@ def test_the_daemon_reads_time_only_through_the_clocks_it_is_given(
 
     monkeypatch.setattr(daemon_module, "run_pass", run_pass)
     daemon = Daemon(
-        manager, AlwaysLeading(), Schedule(interval_ms=1000), PassOptions(), clock=clock, wall=lambda: 1234.5
+        manager, OwnsAll(), Schedule(interval_ms=1000), PassOptions(), clock=clock, wall=lambda: 1234.5
     )
     daemon.tick()
     assert daemon.status.last_success_ms == 1_234_500 and not daemon.status.last_pass_failed
@@ -346,7 +333,7 @@ def test_the_daemon_reads_time_only_through_the_clocks_it_is_given(
     )
     assert given[0].clock is clock and ticks[0] >= 2  # the pass began and ended on it
     own = PassOptions(clock=lambda: 0.0)
-    Daemon(manager, AlwaysLeading(), Schedule(interval_ms=1000), own, clock=clock).tick()
+    Daemon(manager, OwnsAll(), Schedule(interval_ms=1000), own, clock=clock).tick()
     assert given[1].clock is own.clock
 
 
@@ -362,7 +349,7 @@ def test_a_daemon_given_no_clocks_reads_the_time_of_its_module_at_each_call(
 
     manager = LineageManager(MemoryStore(), retry=fast_retry(), claims=RootClaimFiles())
     manager.create_table(TableConfig.build("t", str(tmp_path / "t")))
-    daemon = Daemon(manager, AlwaysLeading(), Schedule(interval_ms=1000), PassOptions())
+    daemon = Daemon(manager, OwnsAll(), Schedule(interval_ms=1000), PassOptions())
     virtual = types.SimpleNamespace(monotonic=lambda: 7.0, time=lambda: 4321.0)
     monkeypatch.setattr(daemon_module, "time", virtual)
     assert daemon.clock() == 7.0 and daemon.wall() == 4321.0
@@ -389,7 +376,7 @@ def test_the_leader_publishes_what_the_commits_did_not_and_reports_the_lag(
     push_arrow(zk_manager, "t", [rows], mode="append")
     push_arrow(zk_manager, "t", [rows], mode="append")
     assert len(status(zk_manager, "t").behind) == 2
-    daemon = Daemon(zk_manager, AlwaysLeading(), Schedule(interval_ms=1000), PassOptions())
+    daemon = Daemon(zk_manager, OwnsAll(), Schedule(interval_ms=1000), PassOptions())
     sample = daemon.metrics.registry.get_sample_value
     daemon.publish()
     assert status(zk_manager, "t").behind == ()
@@ -453,7 +440,7 @@ def test_a_leader_with_no_pass_within_two_periods_is_unhealthy(
     manager.create_table(TableConfig.build("t", str(tmp_path / "t")))
     start = 1_795_665_600.0  # 2026-11-26T04:00:00Z: the cron fires at 03:00 the next two days
     wall = Wall(start)
-    daemon = Daemon(manager, AlwaysLeading(), schedule, PassOptions(), wall=wall)
+    daemon = Daemon(manager, OwnsAll(), schedule, PassOptions(), wall=wall)
     daemon.heartbeat()  # leads from now
     wall.now = start + late_s - 60
     daemon.heartbeat()
@@ -513,3 +500,64 @@ def test_a_schedule_flag_wins_over_the_config_file(tmp_path: Path) -> None:
         app, ["--config", str(config), "retention", "daemon", "--cron", "0 0 31 2 *"]
     )  # a cron that never fires: refused before anything starts, by its own fault
     assert result.exit_code == 2 and "never fires" in result.stderr, result.output
+
+
+def health(proc: Proc) -> dict[str, object]:
+    from segment_lineage.cli import app
+
+    result = CliRunner().invoke(
+        app, ["--json", "retention", "health", "--url", f"http://127.0.0.1:{proc.port}"]
+    )
+    report: dict[str, object] = json.loads(result.stdout)
+    return report
+
+
+def test_daemons_given_different_tables_each_clean_theirs(
+    zk_hosts: str, zk_store: ZkStore, tmp_path: Path, daemons: Callable[..., Proc]
+) -> None:
+    """The outside trial's stopper: with one leader for every daemon, the
+    standby's tables were never cleaned while it reported healthy."""
+    events = replaced_table(zk_store, tmp_path / "events", parts=2, name="events")
+    clicks = replaced_table(zk_store, tmp_path / "clicks", parts=2, name="clicks")
+    a = daemons(zk_hosts, "a", "--table", "events")
+    b = daemons(zk_hosts, "b", "--table", "clicks")
+    wait_for("both tables to be cleaned", lambda: not events.remaining() and not clicks.remaining())
+    assert all(p.exists() for p in events.new + clicks.new)
+    assert a.metric('lineage_retention_table_owned{table="events"}') == 1.0
+    assert b.metric('lineage_retention_table_owned{table="clicks"}') == 1.0
+    assert a.metric("lineage_retention_tables_owned") == b.metric("lineage_retention_tables_owned") == 1.0
+    wait_for("a healthy report from each", lambda: health(a)["healthy"] and health(b)["healthy"])
+    assert health(a)["owned"] == ["events"] and health(b)["owned"] == ["clicks"]
+
+
+def test_daemons_over_the_same_tables_spread_them_and_take_over_a_dead_ones(
+    zk_hosts: str, zk_store: ZkStore, tmp_path: Path, daemons: Callable[..., Proc]
+) -> None:
+    """Two daemons over every table spread the tables between them; a daemon
+    killed with SIGKILL leaves its tables to the other once its session
+    expires (its heartbeat checks every third of a session timeout); a table
+    created later is owned and cleaned too."""
+    names = [f"t{i}" for i in range(8)]
+    for name in names:
+        replaced_table(zk_store, tmp_path / name, parts=1, name=name)
+    a = daemons(zk_hosts, "a")
+    b = daemons(zk_hosts, "b")
+
+    def owned(proc: Proc) -> float:
+        return proc.metric("lineage_retention_tables_owned")
+
+    wait_for(
+        "both daemons to own tables", lambda: owned(a) >= 1 and owned(b) >= 1 and owned(a) + owned(b) == 8
+    )
+    owners = health(a)["owners"]
+    assert isinstance(owners, dict) and set(owners) == set(names) and None not in owners.values()
+    victim, survivor = (a, b) if owned(a) <= owned(b) else (b, a)
+    victim.popen.kill()
+    victim.popen.wait()
+    killed = time.monotonic()
+    wait_for("the survivor to own every table", lambda: owned(survivor) == 8, SESSION_S * 4)
+    took = time.monotonic() - killed
+    assert took < SESSION_S + SESSION_S / 3 + 3, took  # the expiry, one heartbeat, a little slack
+    late = replaced_table(zk_store, tmp_path / "late", parts=2, name="late")
+    wait_for("the table created later to be cleaned", lambda: not late.remaining())
+    assert survivor.metric('lineage_retention_table_owned{table="late"}') == 1.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -141,21 +141,22 @@ def test_a_seed_on_real_zookeeper_holds(zk_server: ZkServer) -> None:
     assert result.steps >= 150
 
 
-def test_daemons_elect_one_leader_whose_passes_delete_and_replay_exactly() -> None:
-    config = RunConfig(9, steps=300)  # a cast with retention daemons (plan_actors) whose leader deletes
+def test_daemons_share_the_tables_whose_owners_delete_and_replay_exactly() -> None:
+    config = RunConfig(9, steps=300)  # a cast with retention daemons (plan_actors) that delete
     first = run_seed(config)
     assert first.ok, describe(first)
     ticks = [n for n in first.notes if ":daemon:" in n]
     assert len(ticks) >= 2
-    assert any(re.search(r"leader, [1-9]\d* deleted", n) for n in ticks), ticks
-    assert any("standby" in n for n in ticks), ticks
+    assert any(re.search(r"owns [a-z, ]+, [1-9]\d* deleted", n) for n in ticks), ticks
+    owned = [set(m.split(", ")) for n in ticks for m in re.findall(r"tick: owns ([a-z, ]+?), \d+ deleted", n)]
+    assert len(owned) >= 2 and not set.intersection(*owned[:2]), ticks  # spread, each table once
     assert run_seed(config).digest == first.digest
 
 
 def test_the_checker_catches_two_daemons_leading_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     from segment_lineage.lineage.store.election import Leadership
 
-    def always_leads(self: Leadership, sent: float) -> str | None:  # a broken election
+    def always_leads(self: Leadership, sent: float, keep: bool) -> str | None:  # a broken election
         session = self.store.session_id()
         if self._member is None or session != self._session:
             self._join(session)
@@ -165,6 +166,52 @@ def test_the_checker_catches_two_daemons_leading_at_once(monkeypatch: pytest.Mon
     monkeypatch.setattr(Leadership, "_check", always_leads)
     result = run_seed(RunConfig(3, steps=300))
     assert [v.kind for v in result.violations] == ["two-leaders"], describe(result)
+
+
+def test_the_checker_catches_a_daemon_taking_a_table_before_its_owner_hands_it_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A candidate that leads as soon as it outranks the owner, not when the
+    owner has handed over (rejoined behind it): two daemons own one table."""
+    from segment_lineage.lineage.store import election
+
+    real = election.Leadership._check
+
+    def eager(self: election.Leadership, sent: float, keep: bool) -> str | None:
+        term = real(self, sent, keep)
+        members = self.store.election(self.role)
+        if term is None and self.prefer and members and self._member in members:
+            best = max(members, key=lambda n: election.rank(self.role, self._tag_of(n) or ""))
+            if best == self._member:
+                self._leading, self._confirmed = True, sent
+                return self._member
+        return term
+
+    monkeypatch.setattr(election.Leadership, "_check", eager)
+    result = run_seed(RunConfig(3, steps=400))
+    assert "two-leaders" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_daemons_sharing_one_leader_for_all_tables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The outside trial's stopper: daemons given different tables joined
+    one election, so the leader cleaned its own tables and nobody the others'."""
+    from segment_lineage.lineage.store import election
+
+    def one_leader(
+        self: election.Ownership, tables: Sequence[str], *, keep: Collection[str] = ()
+    ) -> dict[str, str]:
+        one = self.__dict__.setdefault("one", election.Leadership(self.store, "retention", self.identity))
+        term = one.check()
+        for table in tables:
+            self._candidacies[table] = one
+            self._owners[table] = one.leader_identity
+        return dict.fromkeys(tables, term) if term else {}
+
+    monkeypatch.setattr(election.Ownership, "check", one_leader)
+    result = run_seed(RunConfig(0, steps=400))
+    assert "unowned-table" in {v.kind for v in result.violations}, describe(result)
 
 
 @pytest.mark.parametrize(("seed", "kind"), [(27, "mirror-stranger"), (32, "mirror-stranger")])

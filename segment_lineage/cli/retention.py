@@ -204,9 +204,11 @@ def daemon(
     ] = "127.0.0.1",
 ) -> None:
     """Run retention passes on a schedule until SIGTERM/SIGINT. Several
-    daemons may run: one leads (elected in ZooKeeper), the others stand by."""
+    daemons may run and share the tables: each table is owned by one daemon
+    at a time (elected in ZooKeeper), and a dead daemon's tables move to the
+    others once its session expires."""
     from segment_lineage.lineage.core.acl import RETENTION
-    from segment_lineage.lineage.store.election import Leadership
+    from segment_lineage.lineage.store.election import Ownership
     from segment_lineage.retention.daemon import Daemon, Schedule
     from segment_lineage.retention.executor import PassOptions
 
@@ -231,8 +233,7 @@ def daemon(
     with connection() as store:  # ZooKeeper: the daemons elect their leader there
         m = manager_on(store)
         store.require_role(RETENTION, doing="the retention daemon")
-        leadership = Leadership(store, "retention", identity)
-        Daemon(m, leadership, schedule, options, table).serve(metrics_host, metrics_port)
+        Daemon(m, Ownership(store, identity), schedule, options, table).serve(metrics_host, metrics_port)
 
 
 @retention_app.command("health")
@@ -257,7 +258,10 @@ def health(
     except ValueError:
         raise RetentionError(f"{target} did not answer with a health report") from None
     state = "healthy" if code == 200 else "UNHEALTHY"
-    role = "leader" if status.get("leader") else "standby"
+    owned, unowned = status.get("owned") or [], status.get("unowned") or []
+    role = (f"owns {len(owned)} of {status.get('tables')} table(s)" if owned else "standby") + (
+        f"; NOBODY OWNS {len(unowned)}: {', '.join(unowned[:5])}" if unowned else ""
+    )
     emit(
         status,
         f"{state}: {role}, connected={status.get('connected')}, passes={status.get('passes')}, "

@@ -1,12 +1,16 @@
 """The retention daemon: retention passes on a schedule, as a cron service.
 
-Several daemons may run against one ZooKeeper; an election keeps exactly one
-active (the others log "standby" and take over when the leader goes). A pass
-runs only in a leadership *term*, and every file delete first checks that the
-term still holds (:class:`segment_lineage.lineage.store.election.Leadership`): a daemon that lost
-its session or its leadership, or that was paused past its session timeout,
-deletes nothing more. The interrupted pass is finished by the next leader,
-because the intent was recorded first (see :mod:`segment_lineage.retention.executor`).
+Several daemons may run against one ZooKeeper, and they share the work:
+each table is owned by exactly one daemon at a time, through an election of
+its own (:class:`segment_lineage.lineage.store.election.Ownership`).
+Daemons given different tables each own theirs; daemons given the same
+tables spread them evenly; a daemon that dies leaves its tables to the
+others once its session expires. A pass runs over the tables this daemon
+owns, each in its ownership *term*, and every file delete first checks that
+the term still holds: a daemon that lost its session or a table, or that was
+paused past its session timeout, deletes nothing more there. The interrupted
+work is finished by the table's next owner, because the intent was recorded
+first (see :mod:`segment_lineage.retention.executor`).
 
 ZooKeeper restarts and session expiry do not stop the daemon: passes fail
 while the ensemble is away, and resume (in a new term) when it is back.
@@ -26,7 +30,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,20 +54,16 @@ log = logging.getLogger("lineage.retention")
 HEARTBEAT_S = 5.0
 
 
-class Candidate(Protocol):
-    """A candidacy in the leader election (see segment_lineage.lineage.store.election.Leadership)."""
+class Owners(Protocol):
+    """A candidacy for many tables (see segment_lineage.lineage.store.election.Ownership)."""
 
-    def check(self) -> str | None: ...
+    def check(self, tables: Sequence[str], *, keep: Collection[str] = ()) -> dict[str, str]: ...
 
-    def holds(self, term: str) -> bool: ...
+    def holds(self, table: str, term: str) -> bool: ...
+
+    def owners(self) -> dict[str, str | None]: ...
 
     def resign(self) -> None: ...
-
-    @property
-    def leading(self) -> bool: ...
-
-    @property
-    def leader_identity(self) -> str | None: ...
 
     @property
     def connected(self) -> bool: ...
@@ -144,10 +144,22 @@ class Metrics:
             "Unix time of the last pass that finished without errors.",
             registry=r,
         )
-        self.leader = Gauge("lineage_retention_leader", "1 while this daemon leads.", registry=r)
+        self.leader = Gauge(
+            "lineage_retention_leader", "1 while this daemon owns at least one table.", registry=r
+        )
+        self.tables_owned = Gauge("lineage_retention_tables_owned", "Tables this daemon owns.", registry=r)
+        self.table_owned = Gauge(
+            "lineage_retention_table_owned", "1 while this daemon owns the table.", ["table"], registry=r
+        )
+        self.table_has_owner = Gauge(
+            "lineage_retention_table_has_owner",
+            "1 while some daemon owns the table, as this daemon last saw it (0: nobody does).",
+            ["table"],
+            registry=r,
+        )
         self.overdue = Gauge(
             "lineage_retention_pass_overdue",
-            "1 while this daemon leads and has completed no pass within two periods of its schedule.",
+            "1 while this daemon owns tables and has completed no pass within two periods of its schedule.",
             registry=r,
         )
         self.table_failures = Counter(
@@ -188,14 +200,16 @@ class Status:
     last_error: str | None = None
     last_pass_failed: bool = False
     last_pass_s: float | None = None  # when the last pass completed (with or without errors)
-    leading_since_s: float | None = None  # when this daemon's leadership began; None: standby
+    leading_since_s: float | None = None  # since when this daemon has owned tables; None: standby
+    owned: tuple[str, ...] = ()  # the tables it owned at the last check
+    unowned: tuple[str, ...] = ()  # tables nobody owned at the last two checks
 
 
 class Daemon:
     def __init__(
         self,
         manager: LineageManager,
-        candidate: Candidate,
+        owners: Owners,
         schedule: Schedule,
         options: PassOptions,
         tables: Sequence[str] | None = None,
@@ -208,7 +222,7 @@ class Daemon:
         dates the last success and the first scheduled run. By default
         ``time.monotonic`` and ``time.time``."""
         self.manager = manager
-        self.candidate = candidate
+        self.owners = owners
         self.schedule = schedule
         self.options = options
         self.tables = list(tables) if tables else None
@@ -219,6 +233,9 @@ class Daemon:
         self._clock = clock
         self._wall = wall
         self._lagging: set[str] = set()  # tables the mirror lag gauges name
+        self._labelled: set[str] = set()  # tables the ownership gauges name
+        self._unowned: set[str] = set()  # tables nobody owned at the last check
+        self._busy: str | None = None  # the table a pass is on (not handed over meanwhile)
 
     def clock(self) -> float:
         """The pass clock: the one given, else ``time.monotonic`` looked up
@@ -232,67 +249,125 @@ class Daemon:
     # ---- one pass --------------------------------------------------------------
 
     def tick(self) -> None:
-        """One scheduled pass, if this daemon leads. Never raises."""
+        """One scheduled pass over the tables this daemon owns. Never raises."""
         if self._stopping.is_set():
             return
         try:
-            term = self.candidate.check()
+            terms = self._check()
         except LineageError as exc:  # refused (the role's rights), say: no pass, and say why
             self.metrics.leader.set(0)
             self._failed(f"pass skipped: the election failed: {exc.message}", self.clock())
             return
-        self._leading(term is not None)
-        if term is None:
-            if not self.candidate.connected:
+        if not terms:
+            if not self.owners.connected:
                 log.warning("pass skipped: ZooKeeper is unreachable; waiting for it to come back")
             else:
-                log.info("pass skipped: standby (leader: %s)", self.candidate.leader_identity or "unknown")
+                seen = sorted({o for o in self.owners.owners().values() if o})
+                log.info(
+                    "pass skipped: standby, owns none of its %d table(s) (owned by: %s)",
+                    len(self.owners.owners()),
+                    ", ".join(seen[:5]) + (", ..." if len(seen) > 5 else "") if seen else "nobody yet",
+                )
             return
+        began = self.clock()
+        with self._lock:
+            self.status.passes += 1
+        self.metrics.passes.inc()
+        reports: list[TableReport] = []
+        stopped: list[str] = []
+        for table, term in sorted(terms.items()):
+            if self._stopping.is_set():
+                stopped.append("the daemon is stopping")
+                break
+            self._busy = table
+            try:
+                reports += run_pass(self.manager, [table], self._options(table, term))
+            except FencedError as exc:
+                stopped.append(exc.message)
+            except LineageError as exc:
+                failed = TableReport(table, self.options.dry_run)
+                failed.errors.append(exc.message)
+                reports.append(failed)
+            except Exception as exc:
+                log.exception("pass on %s failed unexpectedly", table)
+                failed = TableReport(table, self.options.dry_run)
+                failed.errors.append(f"{type(exc).__name__}: {exc}")
+                reports.append(failed)
+            finally:
+                self._busy = None
+        self._finished(reports, began, stopped)
+        if not stopped:
+            self.publish(sorted(terms))
+
+    def _options(self, table: str, term: str) -> PassOptions:
+        """The pass options for ``table``, fenced by its ownership term."""
 
         def fence() -> None:
             if self._stopping.is_set():
                 raise FencedError("the daemon is stopping: deleting nothing more")
-            if not self.candidate.holds(term):
-                raise FencedError("leadership or the ZooKeeper session was lost: deleting nothing more")
+            if not self.owners.holds(table, term):
+                raise FencedError(
+                    f"ownership of {table!r} or the ZooKeeper session was lost: deleting nothing more"
+                )
 
-        began = self.clock()
-        options = dataclasses.replace(
+        return dataclasses.replace(
             self.options,
             fence=fence,
             progress=log.info,
             clock=self.options.clock or self._clock or self.clock,
         )
-        with self._lock:
-            self.status.passes += 1
-        self.metrics.passes.inc()
-        try:
-            reports = run_pass(self.manager, self.tables, options)
-        except FencedError as exc:
-            self._failed(f"pass stopped: {exc.message}", began)
-            return
-        except LineageError as exc:
-            self._failed(f"pass failed: {exc.message}", began)
-            return
-        except Exception as exc:
-            log.exception("pass failed unexpectedly")
-            self._failed(f"pass failed: {type(exc).__name__}: {exc}", began)
-            return
-        self._finished(reports, began)
-        self.publish()
 
-    def publish(self) -> None:
-        """Publish every mirrored table's versions not yet published (as the
-        leader, after each pass: a commit publishes right after itself, best
-        effort; this catches up whatever that missed), and set the lag
-        gauges to what is left. Never raises."""
+    def _wanted(self) -> list[str]:
+        """The tables this daemon stands for: those it was given, else every
+        table (listed anew each time: a table created later is cleaned too)."""
+        if self.tables is not None:
+            return self.tables
+        listing = self.manager.table_listing()
+        return sorted([*listing.readable, *listing.unreadable])
+
+    def _check(self) -> dict[str, str]:
+        """Stand for the tables, and note what this daemon owns (the
+        gauges, the health report). Raises LineageError when refused."""
+        from segment_lineage.lineage.core.errors import StoreUnavailableError
+
+        try:
+            tables = self._wanted()
+        except StoreUnavailableError:
+            tables = None
+        busy = self._busy
+        terms = {} if tables is None else self.owners.check(tables, keep=() if busy is None else (busy,))
+        owners = self.owners.owners()
+        unowned = {t for t, owner in owners.items() if owner is None} if tables is not None else set()
+        for gone in self._labelled - set(owners):
+            for gauge in (self.metrics.table_owned, self.metrics.table_has_owner):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(gone)
+        self._labelled = set(owners)
+        for table, owner in owners.items():
+            self.metrics.table_owned.labels(table).set(1 if table in terms else 0)
+            self.metrics.table_has_owner.labels(table).set(0 if owner is None else 1)
+        self.metrics.tables_owned.set(len(terms))
+        with self._lock:
+            self.status.owned = tuple(sorted(terms))
+            self.status.unowned = tuple(sorted(unowned & self._unowned))
+        self._unowned = unowned
+        self._leading(bool(terms))
+        return terms
+
+    def publish(self, tables: Sequence[str] | None = None) -> None:
+        """Publish every mirrored table's versions not yet published (those
+        of ``tables``, the ones this daemon owns, after each pass: a commit
+        publishes right after itself, best effort; this catches up whatever
+        that missed), and set the lag gauges to what is left. Never raises."""
         from segment_lineage.mirror.publisher import mirrored_tables, sync_many
         from segment_lineage.mirror.views import status
 
         try:
-            tables = mirrored_tables(self.manager, self.tables)
+            mirrored = mirrored_tables(self.manager, self.tables if tables is None else list(tables))
         except LineageError as exc:
             log.warning("mirror publish skipped: %s", exc.message)
             return
+        tables = mirrored
         for gone in self._lagging - set(tables):  # no gauges for a table without a mirror (any more)
             for gauge in (self.metrics.mirror_lag_versions, self.metrics.mirror_lag_seconds):
                 with contextlib.suppress(KeyError):
@@ -326,10 +401,13 @@ class Daemon:
         self._record_failure(message)
         log.warning("%s (%.1fs)", message, self.clock() - began)
 
-    def _finished(self, reports: list[TableReport], began: float) -> None:
-        with self._lock:
-            self.status.last_pass_s = self.wall()
-        self.metrics.overdue.set(0)
+    def _finished(self, reports: list[TableReport], began: float, stopped: Sequence[str] = ()) -> None:
+        if stopped:  # what the tables before the stop did still counts
+            self._record_failure(f"pass stopped on {len(stopped)} table(s): {stopped[0]}")
+        else:
+            with self._lock:
+                self.status.last_pass_s = self.wall()
+            self.metrics.overdue.set(0)
         files = sum(r.files_deleted for r in reports)
         size = sum(r.bytes_deleted for r in reports)
         entries = sum(r.entries_removed for r in reports)
@@ -349,13 +427,16 @@ class Daemon:
         age_s = max(0.0, (now - oldest_ms) / 1000) if oldest_ms is not None and now is not None else 0.0
         self.metrics.oldest.set(age_s)
         line = (
-            f"pass done: {len(reports)} table(s), deleted {files} file(s) ({size} bytes), "
+            f"pass done: {len(reports)} table(s) owned, deleted {files} file(s) ({size} bytes), "
             f"{sum(r.condemned for r in reports)} segment(s) condemned, "
             f"{sum(r.orphans for r in reports)} orphan(s), {entries} entr(ies) removed, "
             f"{pending} pending (oldest {age_s:.0f}s), {unreadable} table(s) unreadable, "
             f"{len(errors)} error(s), "
             f"{self.clock() - began:.1f}s"
         )
+        if stopped:
+            log.warning("pass stopped on %d table(s): %s; %s", len(stopped), stopped[0], line)
+            return
         if errors:
             self._record_failure(errors[0])
             log.warning("%s; first error: %s", line, errors[0])
@@ -374,18 +455,19 @@ class Daemon:
             return None
 
     def heartbeat(self) -> None:
-        """Keep the election (and the leader gauge) current between passes."""
+        """Keep the elections (and the ownership gauges) current between
+        passes: a dead daemon's tables are taken over here, and tables are
+        handed to higher-ranked daemons that joined."""
         if self._stopping.is_set():
             return
         try:
-            leading = self.candidate.check() is not None
+            self._check()
         except LineageError:
-            leading = False  # the next pass says why
-        self._leading(leading)
+            self._leading(False)  # the next pass says why
 
     def _leading(self, leading: bool) -> None:
-        """Note whether this daemon leads (when its leadership began), and
-        whether its passes are overdue."""
+        """Note whether this daemon owns tables (since when), and whether
+        its passes are overdue."""
         with self._lock:
             if not leading:
                 self.status.leading_since_s = None
@@ -395,9 +477,9 @@ class Daemon:
         self.metrics.overdue.set(1 if self.overdue() else 0)
 
     def overdue(self) -> bool:
-        """Whether this daemon leads and has completed no pass since its
-        leadership began or its last pass, by the second run its schedule
-        set after either (a cron that never fires, a pass that hangs)."""
+        """Whether this daemon owns tables and has completed no pass since it
+        began to own them or since its last pass, by the second run its
+        schedule set after either (a cron that never fires, a pass that hangs)."""
         with self._lock:
             since = self.status.leading_since_s
             if since is None:
@@ -410,16 +492,26 @@ class Daemon:
     def health(self) -> tuple[bool, dict[str, object]]:
         with self._lock:
             status = dataclasses.replace(self.status)
-        connected = self.candidate.connected
+        connected = self.owners.connected
         overdue = self.overdue()
-        healthy = connected and not status.last_pass_failed and not overdue and not self._stopping.is_set()
+        healthy = (
+            connected
+            and not status.last_pass_failed
+            and not overdue
+            and not status.unowned
+            and not self._stopping.is_set()
+        )
+        owners = self.owners.owners()
         return healthy, {
             "healthy": healthy,
             "connected": connected,
             "overdue": overdue,
             "last_pass_ms": None if status.last_pass_s is None else int(status.last_pass_s * 1000),
-            "leader": self.candidate.leading,
-            "leader_identity": self.candidate.leader_identity,
+            "leader": bool(status.owned),
+            "tables": len(owners),
+            "owned": list(status.owned),
+            "unowned": list(status.unowned),
+            "owners": owners,
             "schedule": self.schedule.describe(),
             "passes": status.passes,
             "failures": status.failures,
@@ -453,7 +545,10 @@ class Daemon:
             **first,
         )
         scheduler.add_job(
-            self.heartbeat, IntervalTrigger(seconds=HEARTBEAT_S, timezone=UTC), id="election", max_instances=1
+            self.heartbeat,
+            IntervalTrigger(seconds=self.heartbeat_s, timezone=UTC),
+            id="election",
+            max_instances=1,
         )
         scheduler.start()
         log.info(
@@ -467,11 +562,19 @@ class Daemon:
                 pass
         finally:
             scheduler.shutdown(wait=True)
-            self.candidate.resign()
+            self.owners.resign()
             if server is not None:
                 server.shutdown()
                 server.server_close()
             log.info("retention daemon stopped")
+
+    @property
+    def heartbeat_s(self) -> float:
+        """How often the elections are checked between passes: often enough
+        that a dead daemon's tables move within its session timeout of the
+        expiry."""
+        timeout = getattr(self.manager.store, "session_timeout_s", None)
+        return HEARTBEAT_S if not timeout else max(0.5, min(HEARTBEAT_S, timeout / 3))
 
     def stop(self) -> None:
         self._stopping.set()

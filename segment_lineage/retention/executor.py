@@ -398,7 +398,10 @@ def run_pass(
         except (OutcomeUnknownError, FencedError):
             raise
         except LineageError as exc:
-            failed = TableReport(table, options.dry_run, unreadable=isinstance(exc, CorruptRecordError))
-            failed.errors.append(exc.message)
+            corrupt = isinstance(exc, CorruptRecordError)
+            failed = TableReport(table, options.dry_run, unreadable=corrupt)
+            failed.errors.append(
+                f"skipped, its metadata is unreadable: {exc.message}" if corrupt else exc.message
+            )
             reports.append(failed)
     return reports

@@ -67,6 +67,12 @@ def check_table_name(name: object) -> str:
     return _check("table", name, MAX_TABLE_NAME)
 
 
+def check_role(name: object) -> str:
+    """Return ``name`` if it is a valid election role (``retention``, or a
+    table's own: ``retention.<table>``), else raise InvalidNameError."""
+    return _check("election role", name, MAX_TABLE_NAME + 32)
+
+
 def check_segment_name(name: object) -> str:
     """Return ``name`` if it is a valid segment name, else raise InvalidNameError."""
     return _check("segment", name, MAX_SEGMENT_NAME)

@@ -21,13 +21,14 @@ request.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 
 from segment_lineage.lineage.core.errors import StoreUnavailableError
-from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.names import check_role, check_table_name
 from segment_lineage.lineage.store.contract import Store
 
 Clock = Callable[[], float]  # seconds, monotonic
@@ -40,12 +41,34 @@ def trust_s(store: Store) -> float:
     return store.session_timeout_s / 3
 
 
+def rank(role: str, tag: str) -> int:
+    """A candidacy's rank for one role (rendezvous hashing): each role ranks
+    the candidates in its own order, so many roles spread evenly, and a
+    candidate that leaves moves only the roles it led."""
+    return int.from_bytes(hashlib.blake2b(f"{role}\0{tag}".encode(), digest_size=8).digest(), "big")
+
+
 class Leadership:
     """One process's candidacy for a role. Thread-safe."""
 
-    def __init__(self, store: Store, role: str, identity: str, *, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        store: Store,
+        role: str,
+        identity: str,
+        *,
+        clock: Clock = time.monotonic,
+        prefer: bool = False,
+    ) -> None:
+        """``prefer``: lead only while no other candidate ranks higher for
+        this role (see :func:`rank`); a leader that finds one hands over by
+        rejoining at the back. Spreads many roles (one per table) evenly
+        over the candidates, and leaves a single role to whoever joined first
+        when off."""
         self.store = store
-        self.role = check_table_name(role)
+        self.prefer = prefer
+        self._tags: dict[str, str] = {}  # member name -> its candidacy's tag (names are never reused)
+        self.role = check_role(role)
         self.identity = identity
         # What this candidacy's members carry: its identity and a token of its
         # own, so a member of a join whose answer was lost is known as ours
@@ -61,22 +84,24 @@ class Leadership:
 
     # ---- asking ZooKeeper ------------------------------------------------------
 
-    def check(self) -> str | None:
+    def check(self, *, keep: bool = False) -> str | None:
         """Join (or rejoin after a lost session) and ask who leads.
 
         Returns this process's term (its member's name) while it leads, else
         None. Never raises for connection trouble: no answer means no lead.
+        ``keep``: do not hand over to a higher-ranked candidate now (work is
+        running in this term).
         """
         with self._lock:
             sent = self._clock()
             try:
-                return self._check(sent)
+                return self._check(sent, keep)
             except StoreUnavailableError:
                 self._leading = False
                 self._leader_identity = None
                 return None
 
-    def _check(self, sent: float) -> str | None:
+    def _check(self, sent: float, keep: bool) -> str | None:
         store = self.store
         if not store.connected():
             self._leading = False
@@ -91,21 +116,48 @@ class Leadership:
         if mine not in members:  # our member went with an old session: rejoin
             self._join(session)
             return None
+        self._tags = {name: tag for name, tag in self._tags.items() if name in members}
+        self._tags[mine] = self._tag
         self._leading = members[0] == mine
+        if self._leading and self.prefer and not keep and self._outranked(members):
+            # Hand over: rejoin at the back; the higher-ranked candidate
+            # leads once the ones before it have handed over too.
+            store.leave_election(self.role, mine)
+            self._join(session)
+            self._leader_identity = None
+            return None
         if self._leading:
             self._confirmed = sent
             self._leader_identity = self.identity
             return mine
-        first = store.election_member(self.role, members[0])
+        first = self._tag_of(members[0])
         if first is None:
             self._leader_identity = None
             return None
-        if first.identity == self._tag:
+        if first == self._tag:
             # A member of ours from a join whose answer was lost: it would
             # block this process from ever leading. Remove it; lead next time.
-            store.leave_election(self.role, first.name)
-        self._leader_identity = first.identity.rsplit(" #", 1)[0]
+            store.leave_election(self.role, members[0])
+        self._leader_identity = first.rsplit(" #", 1)[0]
         return None
+
+    def _tag_of(self, name: str) -> str | None:
+        """The tag a member carries (read once: a name is never reused)."""
+        tag = self._tags.get(name)
+        if tag is None:
+            found = self.store.election_member(self.role, name)
+            if found is None:
+                return None
+            tag = self._tags[name] = found.identity
+        return tag
+
+    def _outranked(self, members: list[str]) -> bool:
+        mine = rank(self.role, self._tag)
+        for name in members[1:]:
+            tag = self._tag_of(name)
+            if tag is not None and tag != self._tag and rank(self.role, tag) > mine:
+                return True
+        return False
 
     def _join(self, session: int | None) -> None:
         self._member = self.store.join_election(self.role, self._tag)
@@ -130,7 +182,7 @@ class Leadership:
                 return False
             if self._clock() - self._confirmed < trust_s(self.store):
                 return True
-        return self.check() == term
+        return self.check(keep=True) == term
 
     @property
     def connected(self) -> bool:
@@ -164,6 +216,77 @@ class Leadership:
                     found = store.election_member(self.role, name) if name != member else None
                     if name == member or (found is not None and found.identity == self._tag):
                         store.leave_election(self.role, name)
+
+
+def owner_role(table: str) -> str:
+    """The election whose leader owns ``table`` for retention."""
+    return f"retention.{check_table_name(table)}"
+
+
+class Ownership:
+    """One process's candidacy for many tables at once: a :class:`Leadership`
+    per table (its own election), ranked, so that every table is owned by
+    exactly one live candidate, candidates given different tables each own
+    theirs, and candidates given the same tables spread them evenly. A
+    candidate that dies (its session expires) leaves its tables to the
+    others at their next :meth:`check`. Thread-safe."""
+
+    def __init__(self, store: Store, identity: str, *, clock: Clock = time.monotonic) -> None:
+        self.store = store
+        self.identity = identity
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._candidacies: dict[str, Leadership] = {}
+        self._owners: dict[str, str | None] = {}  # table -> its owner's identity, as last seen
+
+    def check(self, tables: Sequence[str], *, keep: Collection[str] = ()) -> dict[str, str]:
+        """Stand for every table in ``tables`` (leaving the elections of those
+        no longer in it), hand over tables a higher-ranked candidate stands
+        for, except those in ``keep`` (work is running on them), and return
+        the tables this process owns, each with its term. Never raises for
+        connection trouble: no answer means no table."""
+        with self._lock:
+            wanted = dict.fromkeys(tables)
+            for table in [t for t in self._candidacies if t not in wanted]:
+                self._candidacies.pop(table).resign()
+                self._owners.pop(table, None)
+            terms: dict[str, str] = {}
+            for table in wanted:
+                candidacy = self._candidacies.get(table)
+                if candidacy is None:
+                    candidacy = Leadership(
+                        self.store, owner_role(table), self.identity, clock=self._clock, prefer=True
+                    )
+                    self._candidacies[table] = candidacy
+                term = candidacy.check(keep=table in keep)
+                if term is not None:
+                    terms[table] = term
+                self._owners[table] = candidacy.leader_identity
+            return terms
+
+    def holds(self, table: str, term: str) -> bool:
+        """True while ``term`` is still this process's term for ``table``
+        (see :meth:`Leadership.holds`)."""
+        candidacy = self._candidacies.get(table)
+        return candidacy is not None and candidacy.holds(term)
+
+    def owners(self) -> dict[str, str | None]:
+        """Each table stood for, and its owner's identity as last seen (None:
+        nobody owned it at the last check)."""
+        with self._lock:
+            return dict(self._owners)
+
+    @property
+    def connected(self) -> bool:
+        return self.store.connected()
+
+    def resign(self) -> None:
+        """Leave every election (on a clean stop), so the others take over at once."""
+        with self._lock:
+            for candidacy in self._candidacies.values():
+                candidacy.resign()
+            self._candidacies.clear()
+            self._owners.clear()
 
 
 class SessionCheck:

@@ -28,7 +28,7 @@ from segment_lineage.lineage.core.model import (
     TableConfig,
     TableState,
 )
-from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.names import check_role, check_table_name
 from segment_lineage.lineage.core.roots import check_no_overlap
 from segment_lineage.lineage.store.contract import (
     MAX_HISTORY,
@@ -362,7 +362,7 @@ class MemoryStore:
         return None
 
     def join_election(self, role: str, identity: str) -> str:
-        check_table_name(role)
+        check_role(role)
         with self._lock:
             name = f"{MEMBER_PREFIX}{self._next_member:010d}"
             self._next_member += 1

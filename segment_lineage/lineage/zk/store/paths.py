@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core.acl import GUARD_NODES
-from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.names import check_role, check_table_name
 
 ROOT = "/segment-lineage"
 VERSIONS = "versions"
@@ -73,4 +73,4 @@ class Paths:
         return f"{self.root}/leaders"
 
     def election(self, role: str) -> str:
-        return f"{self.root}/leaders/{check_table_name(role)}"
+        return f"{self.root}/leaders/{check_role(role)}"
