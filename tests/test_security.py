@@ -38,7 +38,7 @@ from segment_lineage.lineage.core.errors import AuthError, CorruptRecordError, I
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import RootClaimFiles
-from segment_lineage.lineage.store.election import Leadership
+from segment_lineage.lineage.store.election import Leadership, Ownership, owner_role
 from segment_lineage.lineage.zk.client import ZkSettings
 from segment_lineage.lineage.zk.connect import store_for
 from segment_lineage.lineage.zk.server import free_port
@@ -135,6 +135,7 @@ def test_each_role_does_its_work_and_nothing_else(secured: str, tmp_path: Path) 
         assert len(list((tmp_path / T).rglob("*.parquet"))) == 1
         assert janitor.collect_garbage(T, grace_ms=0) >= 0
         assert Leadership(janitor, "retention", "janitor-1").check() is not None
+        assert Ownership(janitor, "janitor-1").check([T]) != {}  # a table's own election, made on first use
 
         before = dump(admin.client)
         refusals = [
@@ -145,6 +146,7 @@ def test_each_role_does_its_work_and_nothing_else(secured: str, tmp_path: Path) 
             ("pusher drops the table", lambda: LineageManager(pusher).drop_table(T, force=True)),
             ("pusher sweeps metadata", lambda: pusher.collect_garbage(T, grace_ms=0)),
             ("pusher joins retention", lambda: Leadership(pusher, "retention", "p").check()),
+            ("pusher joins a table's retention", lambda: Leadership(pusher, owner_role("t9"), "p").check()),
             ("reader registers a segment", lambda: LineageManager(reader).register_segments(T, [seg("x")])),
             ("reader pushes", lambda: push_arrow(LineageManager(reader), T, [rows("evil", 1)])),
             ("reader sweeps metadata", lambda: reader.collect_garbage(T, grace_ms=0)),

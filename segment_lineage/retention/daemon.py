@@ -126,7 +126,12 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.passes = Counter("lineage_retention_passes", "Passes run as leader.", registry=r)
+        self.passes = Counter(
+            "lineage_retention_passes", "Passes run (over the tables this daemon owned).", registry=r
+        )
+        self.table_passes = Counter(
+            "lineage_retention_table_passes", "Tables passed over (one per owned table per pass).", registry=r
+        )
         self.failures = Counter(
             "lineage_retention_pass_failures", "Passes that failed or reported errors.", registry=r
         )
@@ -408,6 +413,7 @@ class Daemon:
             with self._lock:
                 self.status.last_pass_s = self.wall()
             self.metrics.overdue.set(0)
+        self.metrics.table_passes.inc(len(reports))
         files = sum(r.files_deleted for r in reports)
         size = sum(r.bytes_deleted for r in reports)
         entries = sum(r.entries_removed for r in reports)

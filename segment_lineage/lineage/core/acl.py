@@ -64,7 +64,8 @@ GUARD_NODES = {ADMIN_ROLE: ADMIN_NODE, RETENTION: RETENTION_NODE}
 class Place(Enum):
     """The kinds of znode, each with its own rights."""
 
-    FOLDER = "folder"  # the root, tables, names, leaders: listed by all, changed by admins
+    FOLDER = "folder"  # the root, tables, names: listed by all, changed by admins
+    LEADERS = "leaders"  # leaders: retention creates a table's election there
     POLICY = "policy"
     CLOCK = "clock"  # scratch node whose mtime is the clock: every role sets it
     GUARD = "guard"  # names/<casefolded>: create-if-absent guard of table names; roots: the root registry
@@ -88,7 +89,7 @@ class Place(Enum):
     MIRROR_HOLDS = "mirror"  # tables/<t>/mirror: where a publisher (or a drop) holds the table's mirror
     MIRROR_HOLD = "mirror hold"
     RETENTION_GUARD = "retention guard"  # retention: set by a mark that unregisters visible data
-    ELECTION = "election"  # leaders/<name>
+    ELECTION = "election"  # leaders/<name>: retention, or retention.<table> (one per table)
     MEMBER = "member"  # leaders/<name>/<member>
 
 
@@ -96,6 +97,7 @@ R, RW, RC, RCD = READ, READ | WRITE, READ | CREATE, READ | CREATE | DELETE
 
 RIGHTS: Mapping[Place, Mapping[str, int]] = {
     Place.FOLDER: {PUSHER: R, RETENTION: R, READER: R},
+    Place.LEADERS: {PUSHER: R, RETENTION: RC, READER: R},
     Place.POLICY: {PUSHER: R, RETENTION: R, READER: R},
     Place.CLOCK: {PUSHER: RW, RETENTION: RW, READER: RW},
     Place.GUARD: {PUSHER: R, RETENTION: R, READER: R},
@@ -199,8 +201,10 @@ def place_of(path: str) -> Place | None:
     """The place of a path relative to the project root ('' is the root); None for a stranger."""
     parts = [p for p in path.split("/") if p]
     depth = len(parts)
-    if depth == 0 or (depth == 1 and parts[0] in ("tables", "names", "leaders")):
+    if depth == 0 or (depth == 1 and parts[0] in ("tables", "names")):
         return Place.FOLDER
+    if depth == 1 and parts[0] == "leaders":
+        return Place.LEADERS
     if depth == 1:
         return {
             "clock": Place.CLOCK,

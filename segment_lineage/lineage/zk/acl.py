@@ -75,7 +75,7 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
         (f"{root}/clock", Place.CLOCK),
         (f"{root}/{ADMIN_NODE}", Place.POLICY),
         (f"{root}/{RETENTION_NODE}", Place.RETENTION_GUARD),
-        (f"{root}/leaders", Place.FOLDER),
+        (f"{root}/leaders", Place.LEADERS),
         *((f"{root}/leaders/{name}", Place.ELECTION) for name in ELECTIONS),
     ):
         if store.ensure_node(path, place):

@@ -336,7 +336,7 @@ class Elections:
     def join(self, role: str, identity: str) -> str:
         path = self.paths.election(role)
         self.nodes.ensure_root()
-        self.nodes.ensure_node(self.paths.leaders, Place.FOLDER)
+        self.nodes.ensure_node(self.paths.leaders, Place.LEADERS)
         self.nodes.ensure_node(path, Place.ELECTION)
         with translated(
             f"joining the {role} election",
