@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench docs clean faults faults-quick simulate
+.PHONY: demo test lint bench bench-daemons docs clean faults faults-quick simulate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ simulate: $(STAMP)
 # Every benchmark, ours beside the peers; the report goes to bench-report/.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --out bench-report
+
+# Retention scaled out: 200 tables, 1, 2 and 4 daemons (about 6 minutes).
+bench-daemons: $(STAMP)
+	$(BIN)/python -m benchmarks.daemons --tables 200 --daemons 1,2,4 --window 60
 
 CLI_DOC_COMMANDS := "" "zk start" "zk stop" "zk status" "table create" "table alter" "table list" "table show" "table claim" \
 	"table drop" "segment add" "segment list" "segment delete" "segments" "start-replace" "end-replace" \
