@@ -588,6 +588,26 @@ def test_force_cleanup_spares_a_push_whose_owner_is_alive(manager: LineageManage
     assert manager.table(T).entries[running].state is EntryState.REVERTED
 
 
+def test_force_cleanup_takes_an_abandoned_entry_it_shares_nothing_with(
+    manager: LineageManager, table: str
+) -> None:
+    """An append whose pusher died overlaps no later push: a push's force
+    cleanup (live owners known) takes it all the same, once nobody owns or
+    holds it; with the owners unknown (Pinot's rule) only overlaps go."""
+    dead = manager.start_replace(T, [], ["a1"], hold="0s")
+    alive = manager.start_replace(T, [], ["a2"], hold="0s")
+    manager.store.hold_owner(T, alive)
+    by_hand = manager.start_replace(T, [], ["a3"])  # held for the table's entry cleanup retention
+    manager.start_replace(T, [], ["b1"], force_cleanup=True)  # owners unknown: nothing taken
+    assert manager.table(T).entries[dead].state is EntryState.IN_PROGRESS
+    done = manager.open_replace(T, [], ["b2"], force_cleanup=True, live_owners=manager.store.live_owners(T))
+    assert done.change.cleaned == (dead,)
+    entries = manager.table(T).entries
+    assert entries[dead].state is EntryState.REVERTED
+    assert entries[alive].state is EntryState.IN_PROGRESS and entries[by_hand].state is EntryState.IN_PROGRESS
+    manager.store.release_owner(T, alive)
+
+
 def test_leases_pin_a_version_until_released(manager: LineageManager, table: str) -> None:
     lease = manager.store.pin(T)
     assert [s for s in lease.state.segments] == ["s1", "s2", "s3"]

@@ -7,6 +7,7 @@ ZooKeeper is back."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -99,3 +100,62 @@ def test_a_push_fails_within_the_bound_when_zookeeper_goes_away(
         if frozen is not None:
             os.kill(frozen, signal.SIGCONT)
         store.close()
+
+
+def test_a_push_cut_off_from_zookeeper_says_what_it_left_and_the_next_push_cleans_it_up(
+    server: ZkServer, tmp_path: Path
+) -> None:
+    """`lineage push` on an APPEND table, ZooKeeper stopped after the files
+    are written: the last line says the push did not commit, names the entry
+    and the files left, and that pushing again is safe; once ZooKeeper is
+    back and the dead push's claim has lapsed, the next append cleans the
+    abandoned entry up (it shares no segment with it)."""
+    import json
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "LINEAGE_ZK": f"{server.hosts}/cut", "LINEAGE_ZK_SESSION_TIMEOUT": "4"}
+    env.pop("LINEAGE_FAILPOINT", None)
+
+    def lineage(*args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "segment_lineage", *args],
+            cwd=root, env={**env, **(extra or {})}, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    source = tmp_path / "in"
+    source.mkdir()
+    pq.write_table(part("x"), source / "part-0.parquet")
+    assert (
+        lineage("table", "create", "ap", "--root", str(tmp_path / "ap"), "--type", "APPEND").returncode == 0
+    )
+    assert lineage("push", "ap", "--input", str(source)).returncode == 0
+    push = subprocess.Popen(
+        [sys.executable, "-m", "segment_lineage", "push", "ap", "--input", str(source)],
+        cwd=root,
+        env={**env, "LINEAGE_FAILPOINT": "push.after-write:sleep=6"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)  # the files are written; the push sleeps before its commit
+    server.stop()
+    out, err = push.communicate(timeout=60)
+    assert push.returncode == 1, out + err
+    last = [line for line in err.splitlines() if line.startswith("error:")][-1]
+    entry = re.search(r"entry ([0-9a-f-]{36}) \(IN_PROGRESS", last)
+    assert entry and "did not commit" in last and "pushing again is safe" in last, err
+    assert "1 file(s) under" in last and "retention" in last, last
+    assert "RetryFailedError" not in last.split("(", 1)[0]
+
+    server.start()
+    time.sleep(6)  # the dead push's session (4 s) expires once the server is back
+    again = lineage("push", "ap", "--input", str(source))
+    assert again.returncode == 0, again.stderr
+    assert f"cleaned up stale entry {entry.group(1)}" in again.stdout + again.stderr
+    entries = json.loads(lineage("--json", "entries", "ap").stdout)
+    states = {e["id"]: e["state"] for e in entries}
+    assert states[entry.group(1)] == "REVERTED" and list(states.values()).count("COMPLETED") == 2

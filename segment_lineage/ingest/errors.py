@@ -3,7 +3,13 @@ CLI's single handler covers them; and deep storage's, under its own name."""
 
 from __future__ import annotations
 
-from segment_lineage.lineage.core.errors import InvalidInputError, LineageError, RefusedError
+from segment_lineage.lineage.core.errors import (
+    InvalidInputError,
+    LineageError,
+    OutcomeUnknownError,
+    RefusedError,
+    StoreUnavailableError,
+)
 from segment_lineage.lineage.storage.errors import StorageError
 
 __all__ = [
@@ -12,6 +18,8 @@ __all__ = [
     "PushError",
     "PushInputError",
     "PushInterrupted",
+    "PushNotCommittedError",
+    "PushOutcomeUnknownError",
     "PushRefusedError",
     "SnapshotTooOldError",
     "StorageError",
@@ -27,6 +35,43 @@ class IngestError(LineageError):
 
 class PushError(IngestError):
     """A push failed; its entry was reverted (or is left for the next push to clean up)."""
+
+
+class PushNotCommittedError(PushError, StoreUnavailableError):
+    """ZooKeeper went away during a push, before its commit was sent: it did
+    not commit. Says what was left behind and that a retry is safe."""
+
+    def __init__(self, table: str, entry_id: str, cause: str, left: str) -> None:
+        super().__init__(
+            f"push to {table!r} did not commit: ZooKeeper became unreachable ({cause}); {left}; "
+            "pushing again is safe",
+            remedy=f"push again once ZooKeeper answers ('lineage entries {table}' shows the entry)",
+        )
+        self.table = table
+        self.entry_id = entry_id
+
+
+class PushOutcomeUnknownError(IngestError, OutcomeUnknownError):
+    """A push's completion was sent but no answer came: it may have landed.
+    Nothing was cleaned up."""
+
+    def __init__(self, table: str, entry_id: str, commit_id: str, cause: str, job_id: str | None) -> None:
+        retry = (
+            f"pushing again with --job-id {job_id} is safe (a job that landed is not pushed twice)"
+            if job_id
+            else "push again only once it shows IN_PROGRESS or REVERTED (a push without --job-id that "
+            "landed would be applied twice)"
+        )
+        LineageError.__init__(
+            self,
+            f"push to {table!r}: whether it committed is unknown: its completion of entry {entry_id} "
+            f"(commit {commit_id}) was sent but no answer came ({cause}); nothing was cleaned up; {retry}",
+            remedy=f"'lineage entries {table}': COMPLETED means it landed; IN_PROGRESS, the next push "
+            "cleans it up",
+        )
+        self.table = table
+        self.commit_id = commit_id
+        self.entry_id = entry_id
 
 
 class PushRefusedError(IngestError, RefusedError):

@@ -25,7 +25,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from segment_lineage.ingest.errors import PushError, PushInterrupted, PushRefusedError
+from segment_lineage.ingest.errors import (
+    PushError,
+    PushInterrupted,
+    PushNotCommittedError,
+    PushOutcomeUnknownError,
+    PushRefusedError,
+)
 from segment_lineage.ingest.push_plan import (
     PushMode,
     PushResult,
@@ -424,8 +430,11 @@ def consistent_push(
                 check=job_check,
             )
             failpoint("push.after-end")
-    except OutcomeUnknownError:
-        raise  # never clean up after an unknown outcome
+    except OutcomeUnknownError as exc:  # never clean up after an unknown outcome
+        if not started or isinstance(exc, PushOutcomeUnknownError):
+            raise
+        cause = exc.message.rsplit(" (", 1)[-1].rstrip(")") if " (" in exc.message else exc.message
+        raise PushOutcomeUnknownError(table, entry_id, exc.commit_id, cause, job_id) from exc
     except BaseException as exc:
         if (
             started
@@ -440,6 +449,10 @@ def consistent_push(
         cleanup = _abandon(manager, table, target, written, exc) if started else "nothing"
         if isinstance(exc, ClaimLostError):  # one line: what it did not do, and what became of its files
             raise ClaimLostError(table, entry_id, CLAIM_CLEANUP_SAID[cleanup]) from None
+        if started and isinstance(exc, StoreUnavailableError):
+            raise PushNotCommittedError(
+                table, entry_id, exc.message, _left(target, written, cleanup)
+            ) from exc
         if isinstance(exc, LineageError):
             raise
         if isinstance(exc, KeyboardInterrupt):
@@ -543,6 +556,18 @@ def _abandon(
         log.warning("cleanup after a failed push to %s left for the next push: %s", table, exc.message)
         return "left"
     return "reverted" if done.applied else "completed"
+
+
+def _left(target: PushTarget, written: Written | None, cleanup: str) -> str:
+    """What a push that did not commit left behind, in words."""
+    files = 0 if written is None else len(written.segments) + len(written.strays)
+    where = f"{files or 'its'} file(s) under {target.root.rstrip('/')}/{target.push_dir}"
+    if cleanup == "reverted":
+        return f"its entry {target.entry_id} was reverted and {where} queued for retention"
+    return (
+        f"left: entry {target.entry_id} (IN_PROGRESS; the next push to {target.table!r} reverts it once "
+        f"this process's claim has lapsed with its session) and {where}, which retention then reclaims"
+    )
 
 
 CLAIM_CLEANUP_SAID = {  # after "... it committed nothing; "

@@ -114,8 +114,10 @@ def start_replace(
     when their segments are disjoint. ``force_cleanup`` cleans up overlapping
     IN_PROGRESS entries that are stale: all of them when ``live_owners`` is
     None (Pinot's rule), else those whose id is not in ``live_owners`` (the
-    entries whose pushing process still holds a session); never one whose
-    hold (``held_until_ms``, given to entries opened by hand) still stands.
+    entries whose pushing process still holds a session), and then the
+    abandoned ones that overlap nothing too (an append whose pusher died);
+    never one whose hold (``held_until_ms``, given to entries opened by hand)
+    still stands.
     The entries cleaned up are named in the change (``cleaned``). Like Pinot,
     a stale entry's uploads that the new ``to`` names again are kept and
     bound to the new entry (a retry with the same names reuses them); only
@@ -218,7 +220,7 @@ def _clean_up(
             left = tuple(n for n in entry.segments_to if n not in overlap.to_names)
             if left or entry.segments_from:
                 entries[entry.entry_id] = dataclasses.replace(entry, segments_to=left)
-        elif force_cleanup and overlap.stale:  # stale: a running entry
+        elif force_cleanup and (overlap.stale or overlap.abandoned):  # a dead push's entry
             # A dead push: keep its uploads the new push names again (as
             # Pinot does: a retry with the same names reuses them), queue
             # the rest, and keep a REVERTED trace of the names not reused.

@@ -168,6 +168,7 @@ class Overlap:
     interval: tuple[int, int] | None  # this push's interval, when it overlaps the running entry's
     owned: bool  # the entry's pushing process still holds a session
     held: bool  # the entry was opened by hand and its hold still stands
+    owners_known: bool = False  # live owners were given: an unowned entry's pusher is gone
 
     @classmethod
     def of(
@@ -194,6 +195,7 @@ class Overlap:
             interval=interval if intent else None,
             owned=live_owners is not None and entry.entry_id in live_owners,
             held=entry.held(now_ms),
+            owners_known=live_owners is not None,
         )
 
     @property
@@ -207,6 +209,20 @@ class Overlap:
     def stale(self) -> bool:
         """A running overlap that force cleanup takes: nobody pushes it, nobody holds it."""
         return self.running and not self.owned and not self.held
+
+    @property
+    def abandoned(self) -> bool:
+        """An IN_PROGRESS entry that shares nothing with this push, whose
+        pusher is known to be gone (no live owner) and that nobody holds: an
+        append that died mid-push. Force cleanup takes it too, so the next
+        push cleans it up whatever it replaces."""
+        return (
+            self.entry.state is EntryState.IN_PROGRESS
+            and not self.running
+            and self.owners_known
+            and not self.owned
+            and not self.held
+        )
 
 
 def overlap_rules(overlap: Overlap, force_cleanup: bool) -> tuple[Requirement, ...]:
