@@ -121,7 +121,10 @@ class Leadership:
         self._leading = members[0] == mine
         if self._leading and self.prefer and not keep and self._outranked(members):
             # Hand over: rejoin at the back; the higher-ranked candidate
-            # leads once the ones before it have handed over too.
+            # leads once the ones before it have handed over too. Not
+            # leading from before the leave: the next one may lead at once.
+            self._leading = False
+            self._leader_identity = None
             store.leave_election(self.role, mine)
             self._join(session)
             self._leader_identity = None
