@@ -67,8 +67,10 @@ def run_demo(
 ) -> None:
     """The demo on ``zk`` (else the settings', by default the environment's, else the embedded server)."""
     from segment_lineage.ingest.spark_job import push_dataframe, sample_frame, spark_session
+    from segment_lineage.lineage.zk.client import zk_settings
     from segment_lineage.lineage.zk.connect import open_store
 
+    embedded = zk is None and zk_settings(Settings.from_env() if settings is None else settings) is None
     store = open_store(zk, settings=settings)
     spark = None
     try:
@@ -147,6 +149,8 @@ def run_demo(
             "demo finished: try 'lineage read demo_events', 'lineage history demo_events' or "
             "'lineage mirror versions demo_events' (docs/engines.md: DuckDB, Polars, Spark, Trino)"
         )
+        if embedded:
+            echo("the embedded ZooKeeper keeps running for those commands: 'lineage zk stop' stops it")
     finally:
         if spark is not None:
             spark.stop()

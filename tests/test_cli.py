@@ -489,6 +489,7 @@ def test_commands_start_the_embedded_server_when_needed(
         result = runner.invoke(app, ["table", "list"])
         assert result.exit_code == 0 and "(no tables)" in result.stdout
         assert "starting the embedded ZooKeeper" in result.stderr  # said, so nobody mistakes it
+        assert "keeps running for later commands: 'lineage zk stop' stops it" in result.stderr
         again = runner.invoke(app, ["table", "list"])
         assert again.exit_code == 0 and "embedded" not in again.stderr  # already running: quiet
     finally:

@@ -40,7 +40,8 @@ def resolve(
         # sees that this is not the ensemble their tables live in.
         sys.stderr.write(
             f"note: no --zk or LINEAGE_ZK given: starting the embedded ZooKeeper at {server.hosts} "
-            f"(data in {server.directory})\n"
+            f"(data in {server.directory}); it keeps running for later commands: "
+            "'lineage zk stop' stops it\n"
         )
     server.start()
     return ZkSettings(
