@@ -679,9 +679,17 @@ class Checker:
         for has a candidate in that table's own election, so someone owns it
         by the next check (daemons given different tables each clean theirs;
         one leader for every daemon's tables would leave the others' alone)."""
+        proxy = getattr(service.owners, "store", None)
+        session = getattr(proxy, "session", None)
+        candidacies = getattr(service.owners, "_candidacies", {})
         for table, owner in sorted(service.owners.owners().items()):
-            # (None: its check found no owner, as when its join was lost: no claim to test)
-            if owner is not None and not self.world.store.election(owner_role(table)):
+            # Tested: an owner seen (None: its check found none, as when its join was
+            # lost) by a check in the daemon's current session (a session that
+            # expired since, during a pass, took its members with it).
+            current = (
+                session is not None and getattr(candidacies.get(table), "session", None) == session.number
+            )
+            if owner is not None and current and not self.world.store.election(owner_role(table)):
                 self.flag("unowned-table", f"{table}: no candidate in its election after a daemon's check")
 
     def check_converged(self) -> None:

@@ -214,7 +214,7 @@ def test_the_checker_catches_daemons_sharing_one_leader_for_all_tables(
     assert "unowned-table" in {v.kind for v in result.violations}, describe(result)
 
 
-@pytest.mark.parametrize(("seed", "kind"), [(27, "mirror-stranger"), (32, "mirror-stranger")])
+@pytest.mark.parametrize(("seed", "kind"), [(32, "mirror-stranger"), (34, "mirror-stranger")])
 def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     monkeypatch: pytest.MonkeyPatch, seed: int, kind: str
 ) -> None:

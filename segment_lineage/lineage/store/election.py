@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
 
-from segment_lineage.lineage.core.errors import StoreUnavailableError
+from segment_lineage.lineage.core.errors import LineageError, StoreUnavailableError
 from segment_lineage.lineage.core.names import check_role, check_table_name
 from segment_lineage.lineage.store.contract import Store
 
@@ -100,6 +100,10 @@ class Leadership:
                 self._leading = False
                 self._leader_identity = None
                 return None
+            except BaseException:  # refused, say: not leading, whatever it was before
+                self._leading = False
+                self._leader_identity = None
+                raise
 
     def _check(self, sent: float, keep: bool) -> str | None:
         store = self.store
@@ -254,6 +258,7 @@ class Ownership:
                 self._candidacies.pop(table).resign()
                 self._owners.pop(table, None)
             terms: dict[str, str] = {}
+            refused: LineageError | None = None
             for table in wanted:
                 candidacy = self._candidacies.get(table)
                 if candidacy is None:
@@ -261,10 +266,16 @@ class Ownership:
                         self.store, owner_role(table), self.identity, clock=self._clock, prefer=True
                     )
                     self._candidacies[table] = candidacy
-                term = candidacy.check(keep=table in keep)
+                try:
+                    term = candidacy.check(keep=table in keep)
+                except LineageError as exc:  # refused for this table: the others are still checked
+                    refused = refused or exc
+                    term = None
                 if term is not None:
                     terms[table] = term
                 self._owners[table] = candidacy.leader_identity
+            if refused is not None and not terms:
+                raise refused  # refused everywhere: the caller says why
             return terms
 
     def holds(self, table: str, term: str) -> bool:
