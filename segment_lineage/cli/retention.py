@@ -10,6 +10,7 @@ import socket
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -228,12 +229,43 @@ def daemon(
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    # Not kazoo's lines (a warning at every reconnect attempt): one line per change of state.
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     identity = f"{socket.gethostname()}:{os.getpid()}"
     with connection() as store:  # ZooKeeper: the daemons elect their leader there
         m = manager_on(store)
+        store.client.add_listener(_connection_line(store.session_timeout_s))
         store.require_role(RETENTION, doing="the retention daemon")
         Daemon(m, Ownership(store, identity), schedule, options, table).serve(metrics_host, metrics_port)
+
+
+def _connection_line(session_timeout_s: float) -> Callable[[str], None]:
+    """A listener logging one line when the ZooKeeper connection changes state."""
+    from kazoo.client import KazooState
+
+    log = logging.getLogger("lineage.retention")
+    lines = {
+        KazooState.SUSPENDED: (
+            logging.WARNING,
+            f"ZooKeeper connection lost: reconnecting; the session (and the tables owned) lasts "
+            f"{session_timeout_s:g}s without it, and no file is deleted meanwhile",
+        ),
+        KazooState.LOST: (
+            logging.WARNING,
+            "ZooKeeper session expired: the tables it owned go to the other daemons; "
+            "standing for them again once ZooKeeper answers",
+        ),
+        KazooState.CONNECTED: (logging.INFO, "ZooKeeper connection back"),
+    }
+    last: list[str] = [KazooState.CONNECTED]
+
+    def listener(state: str) -> None:
+        if state != last[0]:
+            last[0] = state
+            level, line = lines.get(state, (logging.INFO, f"ZooKeeper connection: {state}"))
+            log.log(level, "%s", line)
+
+    return listener
 
 
 @retention_app.command("health")
