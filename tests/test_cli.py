@@ -74,6 +74,27 @@ def test_round_trip(zk_hosts: str, tmp_path: Path) -> None:
     assert {s["name"]: s["visible"] for s in json.loads(out)} == {"a": True, "b": True, "c": False}
 
 
+def test_history_fits_100_columns_and_says_what_its_counts_mean(zk_hosts: str, tmp_path: Path) -> None:
+    assert run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "events"))[0] == 0
+    assert run(zk_hosts, "segment", "add", "events", "a", "--rows", "5", "--no-check")[0] == 0
+    why = "nightly rebuild of the events table after the upstream fix to the clickstream job"
+    code, out, _ = run(
+        zk_hosts, "--json", "start-replace", "events", "--from", "a", "--to", "b", "--reason", why
+    )
+    entry = json.loads(out)["entry"]
+    assert run(zk_hosts, "segment", "add", "events", "b", "--rows", "7", "--no-check")[0] == 0
+    assert run(zk_hosts, "end-replace", "events", entry)[0] == 0
+    code, out, _ = run(zk_hosts, "history", "events")
+    assert code == 0
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100, out
+    assert lines[0].split() == ["VERSION", "AT", "OPERATION", "ENTRY", "SEGS", "ROWS", "ACTOR"]
+    assert f"reason: {why}" in out and entry[:8] in out and entry not in out
+    assert "SEGS: the segments a version names" in out and "ROWS: the rows it made visible" in out
+    code, out, _ = run(zk_hosts, "--json", "history", "events")
+    assert json.loads(out)[0]["entry"] == entry  # in full where scripts read it
+
+
 def test_global_options_work_after_the_command_too(zk_hosts: str, tmp_path: Path) -> None:
     before = runner.invoke(app, ["--zk", zk_hosts, "table", "create", "g", "--root", str(tmp_path / "g")])
     assert before.exit_code == 0, before.stderr

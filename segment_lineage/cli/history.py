@@ -55,26 +55,54 @@ def history(
         except OSError as exc:
             raise InvalidInputError(f"cannot write {str(graph)!r}: {exc.strerror}") from None
         typer.echo(f"wrote {graph}", err=True)
-    shown = [{**row, "detail": detail} for row, detail in zip(rows, details, strict=True)]
-    emit(
-        rows,
-        render_table(
-            shown,
-            [
-                "version",
-                *(["delta_version"] if mirrored else []),
-                "at",
-                "operation",
-                "entry",
-                "segments",
-                "rows",
-                "detail",
-                "actor",
-                "reason",
-                "cleaned",
-            ],
-        ),
-    )
+    emit(rows, history_text(rows, details, mirrored))
+
+
+HISTORY_KEY = (
+    "SEGS: the segments a version names (staged by START_REPLACE, shown by END_REPLACE and ROLLBACK)\n"
+    "ROWS: the rows it made visible. ENTRY: the first 8 digits (enough for any command).\n"
+    "--json for every field, in full."
+)
+
+
+def history_text(rows: list[dict[str, object]], details: list[str | None], mirrored: bool) -> str:
+    """The history in under 100 columns: one line per version, and an
+    indented line for what it says beyond its counts (its mode or target,
+    its reason, the entries it cleaned up); then what the counts mean."""
+    shown = []
+    for row, detail in zip(rows, details, strict=True):
+        at = str(row["at"])
+        notes = [detail] if detail else []
+        if row.get("reason"):
+            notes.append(f"reason: {row['reason']}")
+        cleaned = row.get("cleaned") or []
+        if isinstance(cleaned, list) and cleaned:
+            notes.append("cleaned up " + ", ".join(str(c)[:8] for c in cleaned))
+        shown.append(
+            {
+                **row,
+                "at": at[:19].replace("T", " ") if len(at) >= 19 else at,
+                "entry": str(row["entry"])[:8] if row.get("entry") else None,
+                "segs": row["segments"],
+                "notes": "; ".join(notes),
+            }
+        )
+    columns = [
+        "version",
+        *(["delta_version"] if mirrored else []),
+        "at",
+        "operation",
+        "entry",
+        "segs",
+        "rows",
+    ]
+    lines = render_table(shown, [*columns, "actor"]).split("\n")
+    out = [lines[0]]
+    for line, row in zip(lines[1:], shown, strict=True):
+        out.append(line)
+        if row["notes"]:
+            out.append("    " + str(row["notes"]))
+    return "\n".join([*out, "", HISTORY_KEY]) if rows else "(no versions)"
 
 
 def export(
