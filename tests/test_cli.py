@@ -95,6 +95,18 @@ def test_history_fits_100_columns_and_says_what_its_counts_mean(zk_hosts: str, t
     assert json.loads(out)[0]["entry"] == entry  # in full where scripts read it
 
 
+def test_a_retention_below_the_grace_floor_says_when_files_really_go(zk_hosts: str, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["--zk", zk_hosts, "table", "create", "t", "--root", str(tmp_path / "t")])
+    assert result.exit_code == 0 and "note:" not in result.stderr  # the default (1d) is above it
+    result = runner.invoke(app, ["--zk", zk_hosts, "table", "alter", "t", "--replaced-retention", "1m"])
+    assert result.exit_code == 0
+    assert "note: replaced segments become deletable 1m after they go" in result.stderr
+    assert "minimum grace (10m; lower only with --force)" in result.stderr
+    args = ["table", "create", "u", "--root", str(tmp_path / "u"), "--entry-retention", "0s"]
+    result = runner.invoke(app, ["--zk", zk_hosts, *args])
+    assert result.exit_code == 0 and "note: a reverted push's files become deletable 0s" in result.stderr
+
+
 def test_global_options_work_after_the_command_too(zk_hosts: str, tmp_path: Path) -> None:
     before = runner.invoke(app, ["--zk", zk_hosts, "table", "create", "g", "--root", str(tmp_path / "g")])
     assert before.exit_code == 0, before.stderr

@@ -121,6 +121,7 @@ def table_create(
         state = m.create_table(config, existing_files=existing_files)
     view = table_view(state)
     emit(view, f"created table {name}\n" + render_pairs(view))
+    _grace_note(state.config)
 
 
 @table_app.command("alter")
@@ -189,6 +190,27 @@ def table_alter(
     changed = done.change.detail.settings if done.change.detail is not None else None
     view["changed"] = changed
     emit(view, f"altered table {name}: {changed}" if changed else f"table {name} already has these settings")
+    if changed:
+        _grace_note(done.state.config)
+
+
+def _grace_note(config: TableConfig) -> None:
+    """Say on stderr when a retention is shorter than the minimum grace of a
+    retention pass: files then may go later than the setting alone suggests."""
+    from segment_lineage.lineage.core.periods import format_period
+    from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS
+
+    for what, ms in (
+        ("replaced segments", config.replaced_segments_retention_ms),
+        ("a reverted push's files", config.lineage_entry_cleanup_retention_ms),
+    ):
+        if ms < DEFAULT_MIN_GRACE_MS:
+            typer.echo(
+                f"note: {what} become deletable {format_period(ms)} after they go, but a retention pass "
+                f"keeps any file written or queued less than its minimum grace "
+                f"({format_period(DEFAULT_MIN_GRACE_MS)}; lower only with --force) ago",
+                err=True,
+            )
 
 
 @table_app.command("list")
