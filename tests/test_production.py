@@ -249,3 +249,18 @@ def test_a_repeated_job_is_reported_as_it_was_pushed(zk_hosts: str, tmp_path: Pa
         result = json.loads(out)
         assert (result["mode"], result["repeated"]) == ("refresh", True), result
     assert _rows(zk_hosts, "jobs") == 4
+
+
+def test_read_prints_nulls_as_null_and_columns_in_their_own_case(zk_hosts: str, tmp_path: Path) -> None:
+    path = tmp_path / "mixed.parquet"
+    table = pa.table({"UserId": pa.array([1, None], pa.int64()), "tags": [["a", None], None]})
+    pq.write_table(table, path)
+    code, _, err = cli(zk_hosts, "table", "create", "mixed", "--root", str(tmp_path / "mixed"))
+    assert code == 0, err
+    code, _, err = cli(zk_hosts, "push", "mixed", "--input", str(path))
+    assert code == 0, err
+    code, out, err = cli(zk_hosts, "read", "mixed")
+    assert code == 0, err
+    header, first, second = out.splitlines()[:3]
+    assert header.split() == ["UserId", "tags"]
+    assert first.split() == ["1", "[a,", "null]"] and second.split() == ["null", "null"], out

@@ -356,5 +356,5 @@ def read(
         typer.echo(json.dumps({"version": version, "rows": rows}, default=str, indent=2))
         return
     columns = data.column_names
-    typer.echo(render_table(rows, columns) if columns else "(no rows)")
+    typer.echo(render_table(rows, columns, data=True) if columns else "(no rows)")
     typer.echo(f"{len(rows)} of {total} rows, version {version}")

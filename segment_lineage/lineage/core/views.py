@@ -141,6 +141,17 @@ def detail_text(record: HistoryRecord) -> str | None:
     return "; ".join(parts) or None
 
 
+def _datum(value: Any, width: int = 60) -> str:
+    """One value of a table's row, as printed by ``lineage read``."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        text = "[" + ", ".join("null" if v is None else str(v) for v in value) + "]"
+    else:
+        text = str(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def _cell(value: Any, width: int = 60) -> str:
     if value is None:
         return "-"
@@ -151,11 +162,14 @@ def _cell(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def render_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    """A plain text table with a header row."""
-    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+def render_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, data: bool = False) -> str:
+    """A plain text table with a header row. ``data``: a table's own rows,
+    printed as they are: column names in their own case, and a null as
+    ``null`` (a listing's headers are upper case, its missing values ``-``)."""
+    cells = [[_datum(row.get(c)) if data else _cell(row.get(c)) for c in columns] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    header = columns if data else [c.upper() for c in columns]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines)
 
