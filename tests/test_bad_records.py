@@ -179,6 +179,9 @@ def test_a_hand_run_pass_deletes_only_with_yes_and_a_short_grace_needs_force(lak
     assert code == 0 and "t: would delete 1 file(s)" in out and "a.parquet" in out
     assert "dry run: nothing was deleted; run again with --yes to delete" in err
     assert snapshot(lake, root) == before
+    code, out, err = cli(lake.hosts, "retention", "run", "--min-grace", "0s", "--summary")
+    assert code == 0 and "t: would delete 1 file(s)" in out and "a.parquet" not in out  # no file lines
+    assert out.splitlines()[-1].startswith("total: 1 table(s), would delete 1 file(s) ("), out
 
     for args in (["--yes", "--min-grace", "0s"], ["--yes", "--min-grace", "9m59s"]):
         code, out, err = cli(lake.hosts, "retention", "run", *args)

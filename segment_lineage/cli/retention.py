@@ -11,7 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,8 +20,12 @@ from segment_lineage.cli.progress import progress
 from segment_lineage.lineage.config import BY_KEY
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.periods import format_period, parse_period
+from segment_lineage.lineage.core.views import human_size
 from segment_lineage.retention.errors import RetentionError
 from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS
+
+if TYPE_CHECKING:  # the executor needs pyarrow, which other commands do not load
+    from segment_lineage.retention.executor import TableReport
 
 retention_app = typer.Typer(help="Reclaim replaced and abandoned segments.", no_args_is_help=True)
 
@@ -92,6 +96,10 @@ def run(
     orphans: Orphans = True,
     orphan_grace: OrphanGrace = ORPHAN_GRACE,
     as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
+    summary: Annotated[
+        bool,
+        typer.Option("--summary", help="One line per table and a total: not the files a dry run lists."),
+    ] = False,
 ) -> None:
     """One retention pass: plan, record the intent, delete files, clear.
 
@@ -147,7 +155,7 @@ def run(
     else:
         for report in reports:
             typer.echo(report.line())
-            if options.dry_run:
+            if options.dry_run and not summary:
                 for item in report.planned:
                     typer.echo(f"  delete  {item.reason.value:<17} {item.location}")
                 for kept in report.kept_items:
@@ -156,10 +164,26 @@ def run(
                 typer.echo(f"  warning: ignored {why}", err=True)
             for error in report.errors:
                 typer.echo(f"  error: {error}", err=True)
+        if summary:
+            typer.echo(_total(reports, options.dry_run))
     if not confirmed and not dry_run:
         _say("dry run: nothing was deleted; run again with --yes to delete")
     if any(r.errors for r in reports):
         raise typer.Exit(1)
+
+
+def _total(reports: list[TableReport], dry_run: bool) -> str:
+    """The pass over every table, in one line."""
+    files = sum(len(r.planned) if dry_run else r.files_deleted for r in reports)
+    size = human_size(sum(r.bytes_deleted for r in reports))
+    verb = "would delete" if dry_run else "deleted"
+    return (
+        f"total: {len(reports)} table(s), {verb} {files} file(s) ({size}), "
+        f"{sum(r.condemned for r in reports)} segment(s) condemned, "
+        f"{sum(r.orphans for r in reports)} orphan(s) seen, {sum(r.kept for r in reports)} kept, "
+        f"{sum(r.pending_left for r in reports)} pending, "
+        f"{sum(1 for r in reports if r.errors)} table(s) with errors"
+    )
 
 
 @retention_app.command("daemon")
