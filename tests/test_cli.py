@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -583,6 +584,27 @@ def test_help_works_for_every_command(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage" in result.stdout
+
+
+def test_help_names_values_not_types_and_lists_commands_as_a_newcomer_meets_them() -> None:
+    """No Typer type labels (<str>, <int>) in any help, every --reason says
+    what it is for, and the commands come in a sensible order."""
+    commands: list[list[str]] = [[c.name or ""] for c in app.registered_commands]
+    for group in app.registered_groups:
+        assert group.typer_instance is not None
+        commands += [[group.name or "", c.name or ""] for c in group.typer_instance.registered_commands]
+    for command in commands:
+        text = runner.invoke(app, [*command, "--help"]).stdout
+        assert not re.search(r"<(str|int|float|list|path|bool)", text), (command, text)
+        flat = " ".join(text.split())
+        if "--reason" in flat:
+            assert "--reason TEXT" in flat and "kept with this version in the table's history" in flat, (
+                command
+            )
+    top = runner.invoke(app, ["--help"]).stdout
+    listed = [line.split()[0] for line in top.split("Commands:")[1].splitlines() if line.strip()]
+    assert listed[:4] == ["demo", "table", "push", "read"] and listed[-1] == "config", listed
+    assert "Usage: lineage push [OPTIONS] TABLE\n" in runner.invoke(app, ["push", "--help"]).stdout
 
 
 def test_docs_name_every_command() -> None:

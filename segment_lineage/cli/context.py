@@ -97,6 +97,17 @@ def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
     return [*args[:path_at], *hoisted, *args[path_at:path_end], *rest]
 
 
+# Every command that changes a table takes one: it is kept in the table's history.
+Reason = Annotated[
+    str | None,
+    typer.Option(
+        "--reason",
+        metavar="TEXT",
+        help="Why: kept with this version in the table's history (lineage history), with who and when.",
+    ),
+]
+
+
 # Exit codes, one per kind of failure, the same for every command (README).
 EXIT_REFUSED = 1  # refused or failed: the message says why and what to do
 EXIT_BAD_INPUT = 2  # bad input or usage
@@ -111,9 +122,67 @@ def exit_code(exc: LineageError) -> int:
     return EXIT_REFUSED
 
 
+# The top-level commands as a newcomer meets them: try it, make a table, push
+# and read, undo, look back, clean up; then Pinot's operations one by one, and
+# the plumbing.
+COMMAND_ORDER = (
+    "demo",
+    "table",
+    "push",
+    "read",
+    "rollback",
+    "history",
+    "segments",
+    "entries",
+    "retention",
+    "mirror",
+    "segment",
+    "start-replace",
+    "end-replace",
+    "revert",
+    "export",
+    "zk",
+    "acl",
+    "config",
+)
+
+
+def name_metavars(command: Any) -> None:
+    """Give every option that takes a value a metavar of its own name
+    (``--input INPUT``, ``--segments N``), and every argument its name
+    (``TABLE``), in ``command`` and below: not Typer's ``<str>``. (Typer
+    carries a click of its own: its parameters are told apart by kind.)"""
+    for param in command.params:
+        if param.metavar is not None:
+            continue
+        kind = getattr(param, "param_type_name", "")
+        bare = param.bare_type() if hasattr(param, "bare_type") else ""
+        if kind == "option" and not (param.is_flag or param.count):
+            flag = max(param.opts, key=len).lstrip("-")
+            param.metavar = "N" if bare in ("int", "float") else flag.replace("-", "_").upper()
+        elif kind == "argument":
+            shown = str(param.name).upper() + ("..." if param.nargs != 1 else "")
+            param.metavar = shown
+            # Typer would add "<str>" after it, and braces around it in the usage line.
+            param.display_type_rich = lambda ctx: None
+            param._usage_display_name = lambda shown=shown: shown
+    for sub in getattr(command, "commands", {}).values():
+        name_metavars(sub)
+
+
 class LineageGroup(TyperGroup):
     """Turns the package's errors into one line on stderr and an exit code,
     and takes the global options after the command as well as before it."""
+
+    def make_context(self, info_name: Any, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        name_metavars(self)
+        return super().make_context(info_name, args, parent, **extra)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The commands in the order a newcomer meets them (``--help``)."""
+        names = list(super().list_commands(ctx))
+        ranked = {name: i for i, name in enumerate(COMMAND_ORDER)}
+        return sorted(names, key=lambda name: (ranked.get(name, len(ranked)), names.index(name)))
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_global_options(self, ctx, list(args)))
@@ -211,7 +280,11 @@ def _print_version(asked: bool) -> None:
 def main_options(
     zk: Annotated[
         str | None,
-        typer.Option("--zk", help="ZooKeeper hosts[/chroot]; default $LINEAGE_ZK, else the embedded server."),
+        typer.Option(
+            "--zk",
+            metavar="HOSTS",
+            help="ZooKeeper hosts[/chroot]; default $LINEAGE_ZK, else the embedded server.",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,

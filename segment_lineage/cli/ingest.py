@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from segment_lineage.cli.context import current, emit, manager
+from segment_lineage.cli.context import Reason, current, emit, manager
 from segment_lineage.cli.progress import progress
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.redact import mask_assignment
@@ -65,7 +65,7 @@ def push(
     target_mb: Annotated[
         float | None, typer.Option("--target-mb", help="Aim for segments of this size.")
     ] = None,
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
     conf: Annotated[
         list[str] | None, typer.Option("--conf", help="Spark setting key=value (repeatable).")
     ] = None,

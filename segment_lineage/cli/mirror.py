@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from segment_lineage.cli.context import emit, manager
+from segment_lineage.cli.context import Reason, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.views import iso, render_pairs, render_table
@@ -28,7 +28,7 @@ def enable(
         str | None,
         typer.Option("--retention", help="How far back engines may time-travel in the mirror (default 7d)."),
     ] = None,
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
 ) -> None:
     """Start publishing the table: its current version becomes the mirror's
     first, and every later version is published as it commits."""
@@ -47,7 +47,7 @@ def enable(
 @mirror_app.command("disable")
 def disable(
     table: Annotated[str, typer.Argument(help="Table name.")],
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
 ) -> None:
     """Stop publishing the table and remove its Delta log (engines then find no
     table there, rather than a stale one). The segments' files stay."""

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from segment_lineage.cli.context import emit, manager, split_names
+from segment_lineage.cli.context import Reason, emit, manager, split_names
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.periods import parse_time
 from segment_lineage.lineage.core.views import entry_view, render_table
@@ -42,7 +42,7 @@ def start_replace(
             "it before (default: the table's lineage entry cleanup retention; 0s: no hold).",
         ),
     ] = None,
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
 ) -> None:
     """Open a replacement; the new segments stay hidden until end-replace."""
     with manager() as m:
@@ -68,7 +68,7 @@ def end_replace(
     subset: Annotated[
         str | None, typer.Option("--to-subset", help="Complete with only these of segmentsTo.")
     ] = None,
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
 ) -> None:
     """Complete a replacement: the new segments appear and the old ones hide, at once."""
     with manager() as m:
@@ -88,7 +88,7 @@ def revert(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would change; change nothing.")
     ] = False,
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
 ) -> None:
     """Revert a replacement (Pinot's rules): the replaced segments show again."""
     with manager() as m:
@@ -124,7 +124,7 @@ def rollback(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would change; change nothing.")
     ] = False,
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
 ) -> None:
     """Make the table look as it did at another version, in one commit.
 

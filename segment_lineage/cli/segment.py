@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from segment_lineage.cli.context import current, emit, manager
+from segment_lineage.cli.context import Reason, current, emit, manager
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.model import Segment
@@ -83,7 +83,7 @@ def segment_add(
     ] = 0,
     size: Annotated[int, typer.Option("--bytes", help="Bytes of each named segment.")] = 0,
     entry: Annotated[str | None, typer.Option("--entry", help="Bind to this IN_PROGRESS entry.")] = None,
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
     check: Annotated[
         bool,
         typer.Option(
@@ -131,7 +131,7 @@ def segment_list(table: str) -> None:
 def segment_delete(
     table: str,
     names: Annotated[list[str], typer.Argument(help="Segment names.")],
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
 ) -> None:
     """Unregister segments; retention deletes their files."""
     with manager() as m:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from segment_lineage.cli.context import emit, manager
+from segment_lineage.cli.context import Reason, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.model import SettingsChange, TableConfig
 from segment_lineage.lineage.core.names import check_table_name
@@ -166,7 +166,7 @@ def table_alter(
             "--mirror-retention", help="How far back engines may time-travel in the mirror; 'none': 7d."
         ),
     ] = None,
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
 ) -> None:
     """Change a table's settings (one commit, recorded in history with the old
     and new values). Its name, root, type and time column stay."""
@@ -263,7 +263,7 @@ def table_drop(
     force: Annotated[
         bool, typer.Option("--force", help="Drop even with segments (their files stay).")
     ] = False,
-    reason: Annotated[str | None, typer.Option("--reason")] = None,
+    reason: Reason = None,
 ) -> None:
     """Drop a table's metadata (refused while it has segments, unless --force)."""
     from segment_lineage.mirror.admin import drop_table
