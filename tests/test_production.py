@@ -264,3 +264,19 @@ def test_read_prints_nulls_as_null_and_columns_in_their_own_case(zk_hosts: str, 
     header, first, second = out.splitlines()[:3]
     assert header.split() == ["UserId", "tags"]
     assert first.split() == ["1", "[a,", "null]"] and second.split() == ["null", "null"], out
+
+
+def test_segments_of_a_timed_table_show_their_time_ranges(zk_hosts: str, tmp_path: Path) -> None:
+    code, _, err = cli(
+        zk_hosts, "table", "create", "days", "--root", str(tmp_path / "days"), "--type", "APPEND",
+        "--time-column", "ts",
+    )  # fmt: skip
+    assert code == 0, err
+    for day in (0, 3):
+        code, _, err = cli(zk_hosts, "push", "days", "--input", str(_day(tmp_path, day, 2)))
+        assert code == 0, err
+    code, out, err = cli(zk_hosts, "segments", "days")
+    assert code == 0, err
+    assert out.splitlines()[0].split() == ["NAME", "ROWS", "BYTES", "FIRST", "LAST", "ENTRY"]
+    assert "2013-01-04T00:00:00Z  2013-01-04T00:00:01Z" in out, out
+    assert out.splitlines()[-1] == "time range: 2013-01-01T00:00:00Z to 2013-01-04T00:00:01Z", out

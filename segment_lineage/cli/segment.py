@@ -12,7 +12,7 @@ from segment_lineage.cli.context import Reason, current, emit, manager
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.model import Segment
-from segment_lineage.lineage.core.views import render_table, segment_view
+from segment_lineage.lineage.core.views import iso, render_table, segment_view
 from segment_lineage.lineage.core.visibility import visible_names, visible_segments
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.files import checked_rows, checked_segments
@@ -159,8 +159,25 @@ def segments(
             state = lease.state
     visible = visible_segments(state)
     rows = [segment_view(s, root=state.config.root) for s in visible]
+    timed = any(s.min_time is not None for s in visible)
+
+    # A table with a time column: each segment's time range (ISO, UTC) in place of its file.
+    def when(ms: int | None) -> str | None:
+        return None if ms is None else iso(ms)
+
+    shown = (
+        [{**r, "first": when(r["min_time"]), "last": when(r["max_time"])} for r in rows] if timed else rows
+    )
+    columns = ["name", "rows", "bytes", *(["first", "last"] if timed else ["location"]), "entry"]
+    span = ""
+    if timed:
+        span = (
+            f"\ntime range: {iso(min(s.min_time for s in visible if s.min_time is not None))} to "
+            f"{iso(max(s.max_time for s in visible if s.max_time is not None))}"
+        )
     emit(
         rows,
-        render_table(rows, ["name", "rows", "bytes", "location", "entry"])
-        + f"\n{len(rows)} visible segment(s), {sum(s.rows for s in visible)} rows, version {state.version}",
+        render_table(shown, columns)
+        + f"\n{len(rows)} visible segment(s), {sum(s.rows for s in visible)} rows, version {state.version}"
+        + span,
     )
