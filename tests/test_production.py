@@ -280,3 +280,29 @@ def test_segments_of_a_timed_table_show_their_time_ranges(zk_hosts: str, tmp_pat
     assert out.splitlines()[0].split() == ["NAME", "ROWS", "BYTES", "FIRST", "LAST", "ENTRY"]
     assert "2013-01-04T00:00:00Z  2013-01-04T00:00:01Z" in out, out
     assert out.splitlines()[-1] == "time range: 2013-01-01T00:00:00Z to 2013-01-04T00:00:01Z", out
+
+
+def test_segment_add_checks_each_files_columns_against_the_tables(zk_hosts: str, tmp_path: Path) -> None:
+    """A registered file's rows come from its footer (a wrong --rows is
+    refused), and so do its columns: a column the table lacks, or of another
+    type, is refused with nothing registered; one the file lacks reads null."""
+    root = tmp_path / "reg"
+    code, _, err = cli(zk_hosts, "table", "create", "reg", "--root", str(root))
+    assert code == 0, err
+    code, _, err = cli(zk_hosts, "push", "reg", "--input", str(_day(tmp_path, 0, 2)))  # ts, v
+    assert code == 0, err
+    ts = pa.array([1_357_000_000_000], pa.timestamp("ms", tz="UTC"))
+    pq.write_table(pa.table({"ts": ts, "v": pa.array(["x"])}), root / "typed.parquet")  # v: string
+    pq.write_table(pa.table({"ts": ts, "v": [1], "extra": [2]}), root / "wide.parquet")
+    pq.write_table(pa.table({"ts": ts}), root / "narrow.parquet")  # no v: it reads as null
+    code, _, err = cli(zk_hosts, "segment", "add", "reg", "typed", "wide")
+    assert code == 1, err
+    assert "typed.parquet: column 'v' is string, the table has int64" in err, err
+    assert "wide.parquet: column 'extra' (int64) is new" in err and "nothing was registered" in err, err
+    code, _, err = cli(zk_hosts, "segment", "add", "reg", "narrow", "--rows", "2")
+    assert code == 1 and "row" in err, err  # the footer says 1
+    code, _, err = cli(zk_hosts, "segment", "add", "reg", "narrow")
+    assert code == 0, err
+    code, out, err = cli(zk_hosts, "--json", "read", "reg", "--limit", "10")
+    assert code == 0, err
+    assert sorted(str(r["v"]) for r in json.loads(out)["rows"]) == ["0", "1", "None"]

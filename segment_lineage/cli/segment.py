@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from segment_lineage.cli.context import Reason, current, emit, manager
 from segment_lineage.lineage.core import transitions
-from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.errors import InvalidInputError, LineageError, RefusedError
 from segment_lineage.lineage.core.model import Segment
+from segment_lineage.lineage.core.schema import Schema, compare
 from segment_lineage.lineage.core.views import iso, render_table, segment_view
 from segment_lineage.lineage.core.visibility import visible_names, visible_segments
 from segment_lineage.lineage.manager import LineageManager
@@ -67,7 +70,36 @@ def _with_checked_files(
     root = state.config.root
     files = current().files
     sized = checked_segments(table, root, segments, files.sizes(root, [s.location for s in segments]))
-    return checked_rows(table, sized, files.row_counts(root, [s.location for s in sized]))
+    counted = checked_rows(table, sized, files.row_counts(root, [s.location for s in sized]))
+    if state.config.schema is not None:
+        _check_schemas(table, state.config.schema, files.arrow_schemas(root, [s.location for s in counted]))
+    return counted
+
+
+def _check_schemas(table: str, recorded: Schema, found: Mapping[str, Any]) -> None:
+    """Refuse files whose columns the table's readers could not read as the
+    table's: a column the table does not have, or of a type it cannot take
+    (a column the file lacks reads as null, as after a push without it)."""
+    from segment_lineage.ingest.schemas import schema_of
+
+    misfits = []
+    for location, arrow in found.items():
+        if arrow is None:
+            continue  # not Parquet: checked_rows refused it already
+        try:
+            diff = compare(recorded, schema_of(arrow))
+        except LineageError as exc:
+            misfits.append(f"{location}: {exc.message}")
+            continue
+        if diff.added or diff.changed:
+            misfits.append(f"{location}: {replace(diff, missing=()).describe(3)}")
+    if misfits:
+        more = f"; and {len(misfits) - 3} more" if len(misfits) > 3 else ""
+        raise RefusedError(
+            f"segment file(s) of {table!r} do not fit its columns: {'; '.join(misfits[:3])}{more}; "
+            "nothing was registered",
+            remedy=f"'lineage table show {table}' prints the columns; push the data to evolve them",
+        )
 
 
 @segment_app.command("add")

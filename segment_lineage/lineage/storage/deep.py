@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from segment_lineage.lineage.config import Settings
@@ -264,6 +264,22 @@ class DeepStore:
             except (OSError, ValueError):  # pyarrow: ArrowInvalid (a ValueError) for no Parquet footer
                 counts[location] = None
         return counts
+
+    def arrow_schemas(self, locations: Sequence[str]) -> dict[str, Any]:
+        """Each Parquet file's Arrow schema, read from its footer; None where
+        the file is not one pyarrow can read as Parquet."""
+        import pyarrow.parquet as pq
+
+        fs = self.filesystem()
+        resolved_dirs: dict[str, str] = {}
+        found: dict[str, Any] = {}
+        for location in locations:
+            try:
+                with fs.open_input_file(self.path(location, resolved_dirs)) as handle:
+                    found[location] = pq.ParquetFile(handle).schema_arrow
+            except (OSError, ValueError):
+                found[location] = None
+        return found
 
     def delete(self, location: str) -> bool:
         """Delete one file; False when it was already gone (deleting is idempotent)."""
@@ -571,3 +587,6 @@ class SegmentFileSizes:
 
     def row_counts(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
         return DeepStore.for_root(root, self.settings).row_counts(locations)
+
+    def arrow_schemas(self, root: str, locations: Sequence[str]) -> dict[str, Any]:
+        return DeepStore.for_root(root, self.settings).arrow_schemas(locations)

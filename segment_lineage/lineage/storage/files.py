@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import Segment
@@ -35,6 +35,11 @@ class SegmentFiles(Protocol):
     def row_counts(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
         """Each existing Parquet file's row count from its footer; None where
         the file cannot be read as Parquet."""
+        ...
+
+    def arrow_schemas(self, root: str, locations: Sequence[str]) -> dict[str, Any]:
+        """Each existing Parquet file's Arrow schema from its footer; None
+        where the file cannot be read as Parquet."""
         ...
 
 
