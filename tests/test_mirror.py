@@ -578,3 +578,52 @@ def test_columns_appear_in_the_mirror_with_the_version_that_added_them(zk_hosts:
     _, out, _ = run(zk_hosts, "--json", "mirror", "versions", "e")
     kinds = [(v["operation"], v["columns_only"]) for v in json.loads(out)]
     assert kinds == [("CREATE TABLE", False), ("WRITE", False), ("ADD COLUMN", True), ("WRITE", False)]
+
+
+@pytest.mark.zk
+def test_the_mirrors_history_says_what_each_commit_did(zk_hosts: str, tmp_path: Path) -> None:
+    """DESCRIBE HISTORY (delta-rs's history) on the mirror: an append is a
+    blind append; a refresh an overwrite; a replace-range carries its
+    predicate; a rollback the lineage version it restores; a revert says it
+    deletes; every commit says in words what the lineage commit did."""
+    from deltalake import DeltaTable
+
+    root = tmp_path / "h"
+    code, _, err = run(
+        zk_hosts, "table", "create", "h", "--root", str(root), "--type", "APPEND", "--time-column", "ts",
+        "--mirror", "delta",
+    )  # fmt: skip
+    assert code == 0, err
+    for month in (1, 2):
+        code, _, err = run(
+            zk_hosts, "push", "h", "--input", write_month(tmp_path / f"m{month}.parquet", month, [month])
+        )
+        assert code == 0, err
+    fix = write_month(tmp_path / "fix.parquet", 2, [20])
+    code, _, err = run(
+        zk_hosts, "push", "h", "--input", fix, "--mode", "replace-range", "--interval", "2024-02/2024-03"
+    )
+    assert code == 0, err
+    code, _, err = run(zk_hosts, "rollback", "h")
+    assert code == 0, err
+    code, _, err = run(zk_hosts, "push", "h", "--input", fix, "--mode", "refresh")
+    assert code == 0, err
+    history = list(reversed(DeltaTable(str(root)).history()))  # oldest first
+    append, second, ranged, rolled, refreshed = history[-5:]
+    assert append["isBlindAppend"] is True and second["isBlindAppend"] is True
+    assert ranged["isBlindAppend"] is False
+    assert ranged["operationParameters"]["predicate"] == (
+        "ts >= '2024-02-01T00:00:00Z' AND ts < '2024-03-01T00:00:00Z'"
+    ), ranged
+    assert "replace-range" in ranged["userMetadata"]
+    assert rolled["isBlindAppend"] is False and "RESTORE of lineage version" in rolled["userMetadata"], rolled
+    assert rolled["operationParameters"]["restoredLineageVersion"].isdigit()
+    assert refreshed["operationParameters"]["mode"] == "Overwrite", refreshed
+    assert refreshed["isBlindAppend"] is False and "refresh (overwrite)" in refreshed["userMetadata"]
+    assert read_delta(str(root)).column("value").to_pylist() == [20]
+    code, out, err = run(zk_hosts, "--json", "entries", "h")
+    last = json.loads(out)[-1]["id"]
+    code, _, err = run(zk_hosts, "revert", "h", last)
+    assert code == 0, err
+    reverted = DeltaTable(str(root)).history(1)[0]
+    assert reverted["isBlindAppend"] is False and f"DELETE of entry {last}'s rows" in reverted["userMetadata"]

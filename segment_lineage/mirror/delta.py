@@ -30,7 +30,7 @@ from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
-from segment_lineage.mirror.plan import Columns, Shown, Step, after, lineage_of, published_ms_of
+from segment_lineage.mirror.plan import Columns, Shown, Step, after, described, lineage_of, published_ms_of
 
 APP_ID = "segment-lineage"
 LOG_SETTINGS = {
@@ -193,9 +193,14 @@ class DeltaLog:
         )
 
         props = CommitProperties(
-            custom_metadata=step.metadata(now_ms),
+            custom_metadata={**step.metadata(now_ms), **described(step, self.shown.files)},
             max_commit_retries=0,
             app_transactions=[Transaction(APP_ID, step.version)],
+        )
+        # A refresh removes every file shown: written as an overwrite, which
+        # removes exactly those (and says mode Overwrite in the history).
+        overwrite = step.columns is Columns.REPLACED or (
+            step.columns is Columns.SAME and bool(step.removes) and set(step.removes) == self.shown.files
         )
         hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
         sizes = self._sizes(step)
@@ -244,8 +249,8 @@ class DeltaLog:
                     expected += 1
                 removes = [RemoveAction(loc, True, now_ms, None) for loc in step.removes]
                 table.create_write_transaction(
-                    [*adds, *removes] if step.columns is not Columns.REPLACED else adds,
-                    mode="overwrite" if step.columns is Columns.REPLACED else "append",
+                    adds if overwrite else [*adds, *removes],
+                    mode="overwrite" if overwrite else "append",
                     schema=delta_schema,
                     commit_properties=props,
                     post_commithook_properties=hooks,

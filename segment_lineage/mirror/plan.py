@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from segment_lineage.lineage.core.model import HistoryRecord, Operation, Segment, TableState
+from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.schema import Schema, SchemaMismatchError, mirror_columns
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.mirror.errors import MirrorRefusedError
@@ -69,6 +71,7 @@ class Step:
     fields: tuple[str, ...]  # the same, encoded as the format records them
     columns: Columns
     record: HistoryRecord | None  # the commit that made the version (None: no longer in history)
+    time_column: str | None = None  # the table's, for a replace-range's predicate
 
     def metadata(self, published_ms: int) -> dict[str, str]:
         """What the mirror's commit records of the lineage commit it publishes,
@@ -90,6 +93,39 @@ class Step:
             if self.record.job_id is not None:
                 out["segment_lineage.job_id"] = self.record.job_id
         return out
+
+
+def described(step: Step, shown: frozenset[str]) -> dict[str, Any]:
+    """What a Delta reader should learn of a mirror commit beyond its files,
+    in commitInfo's own keys (delta-rs writes every commit as WRITE, and
+    sets ``mode`` itself): whether it only appends (``isBlindAppend``:
+    streaming readers rely on it), the predicate of a replace-range, the
+    version a rollback restores, and in words (``userMetadata``, which
+    DESCRIBE HISTORY shows) what the lineage commit did."""
+    out: dict[str, Any] = {"isBlindAppend": not step.removes}
+    record = step.record
+    if record is None:
+        return out
+    detail = record.detail
+    params: dict[str, str] = {}
+    what = record.operation.value
+    if detail is not None and detail.target is not None:
+        params["restoredLineageVersion"] = str(detail.target)
+        what = f"RESTORE of lineage version {detail.target} ({record.operation.value})"
+    elif record.operation.value == "REVERT_REPLACE":
+        what = f"DELETE of entry {record.entry_id}'s rows, the rows it replaced shown again (REVERT_REPLACE)"
+    elif detail is not None and detail.interval is not None and step.time_column is not None:
+        start, end = (format_time(t) for t in detail.interval)
+        column = step.time_column
+        params["predicate"] = f"{column} >= '{start}' AND {column} < '{end}'"
+        what = f"replace-range [{start}, {end}) ({record.operation.value})"
+    elif detail is not None and detail.mode is not None:
+        overwrite = bool(step.removes) and set(step.removes) == shown
+        what = f"{detail.mode}{' (overwrite)' if overwrite else ''} ({record.operation.value})"
+    if params:
+        out["operationParameters"] = params
+    out["userMetadata"] = f"segment_lineage v{step.version}: {what}"
+    return out
 
 
 def published_schema(schema: Schema | None, table: str) -> Schema:
@@ -147,7 +183,7 @@ def plan_step(
         removes = tuple(sorted(loc for loc in shown.files if loc not in target))
         if columns is Columns.SAME and not adds and not removes:
             return None
-    return Step(state.version, adds, removes, schema, fields, columns, record)
+    return Step(state.version, adds, removes, schema, fields, columns, record, state.config.time_column)
 
 
 def after(shown: Shown, step: Step, version: int) -> Shown:
