@@ -475,3 +475,46 @@ def test_the_demo_prints_no_jvm_or_spark_chatter(zk_hosts: str, tmp_path: Path) 
     assert "demo finished" in done.stdout
     noise = ("WARNING", "log4j", "incubator modules", "NativeCodeLoader", "setLogLevel", "SparkContext")
     assert not [line for line in output.splitlines() if any(word in line for word in noise)], output
+
+
+def test_ctrl_c_during_a_spark_push_says_one_line_and_no_traceback(zk_hosts: str, tmp_path: Path) -> None:
+    """`lineage push --engine spark`, interrupted (SIGINT) while Spark writes:
+    the last line says the entry was reverted; no py4j or JVM traceback."""
+    import signal
+    import time
+
+    from tests.helpers.run import wait_for
+
+    env = dict(os.environ, LINEAGE_ZK=zk_hosts, LINEAGE_HOME=str(tmp_path / "home"))
+    env.pop("LINEAGE_FAILPOINT", None)
+    source = tmp_path / "in"
+    made = subprocess.run(
+        [sys.executable, "-m", "segment_lineage.sample", str(source), "--rows", "300000"],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    lineage = str(Path(sys.executable).parent / "lineage")
+    created = subprocess.run(
+        [lineage, "table", "create", "big", "--root", str(tmp_path / "big")],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    err = tmp_path / "push.err"
+    with err.open("w") as sink:
+        push = subprocess.Popen(
+            [lineage, "push", "big", "--input", str(source), "--engine", "spark"],
+            stdout=subprocess.DEVNULL, stderr=sink, env=env, text=True,
+        )  # fmt: skip
+    try:
+        wait_for("the push to start its entry", lambda: "started entry" in err.read_text(), 120)
+        time.sleep(1.5)  # Spark is writing
+        push.send_signal(signal.SIGINT)
+        assert push.wait(timeout=120) == 128 + signal.SIGINT
+    finally:
+        if push.poll() is None:
+            push.kill()
+    text = err.read_text()
+    assert "Traceback" not in text and "\tat org.apache" not in text and "py4j" not in text, text
+    assert text.strip().splitlines()[-1].startswith("error: push to 'big' interrupted by SIGINT: entry "), (
+        text
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import traceback
 from collections.abc import Iterator
@@ -170,6 +171,12 @@ def name_metavars(command: Any) -> None:
         name_metavars(sub)
 
 
+def not_py4j(record: logging.LogRecord) -> bool:
+    """A log filter: none of py4j's own records (its tracebacks when Ctrl-C
+    cuts a call to Spark's JVM short)."""
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
 class LineageGroup(TyperGroup):
     """Turns the package's errors into one line on stderr and an exit code,
     and takes the global options after the command as well as before it."""
@@ -193,8 +200,13 @@ class LineageGroup(TyperGroup):
         # with --verbose: a command that cannot reach ZooKeeper says so once.
         kazoo = logging.getLogger("kazoo")
         level = kazoo.level
+        # And py4j's tracebacks when a Spark push is interrupted (Ctrl-C): the push says what it undid.
+        py4j = logging.getLogger("py4j")
+        py4j_level = py4j.level
         if not ctx.params.get("verbose"):
             kazoo.setLevel(logging.CRITICAL)
+            py4j.setLevel(logging.CRITICAL)
+            logging.getLogger().addFilter(not_py4j)  # py4j also logs through the root logger
         try:
             return super().invoke(ctx)
         except LineageError as exc:
@@ -219,6 +231,8 @@ class LineageGroup(TyperGroup):
             raise typer.Exit(128 + signum) from None
         finally:
             kazoo.setLevel(level)
+            py4j.setLevel(py4j_level)
+            logging.getLogger().removeFilter(not_py4j)
             _RUN.reset(run)
 
 
