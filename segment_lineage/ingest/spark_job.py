@@ -101,7 +101,7 @@ def spark_session(
         options.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     given = conf or {}
     if quiet_logs and "spark.driver.extraJavaOptions" not in given:
-        # The driver's log4j: errors only (local mode runs the executors in it too).
+        # The driver's log4j: fatal errors only (local mode runs the executors in it too).
         options["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}"
     options.update(given)
     if quiet_logs:
@@ -110,7 +110,8 @@ def spark_session(
     for key, value in options.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    # Quiet: the JVM's fatal errors only (log4j2.properties says why).
+    spark.sparkContext.setLogLevel("FATAL" if quiet_logs else "ERROR")
     return spark
 
 
