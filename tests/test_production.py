@@ -67,16 +67,23 @@ def test_a_refresh_of_an_append_table_is_said_out_loud_and_says_what_it_hides(
     assert code == 0, err
     assert "hides all 50 earlier rows" in out, out
     assert _rows(zk_hosts, "ev") == 50
+    code, out, err = cli(zk_hosts, "push", "ev", "--input", str(_day(tmp_path, 2, 5)), "--mode", "refresh")
+    assert code == 0, err
+    assert "its 50 earlier rows are hidden" in out, out
+    undo = out.split("undo this push with: ", 1)[1].split(")", 1)[0].split()
+    assert undo[:3] == ["lineage", "rollback", "ev"], out
+    assert _rows(zk_hosts, "ev") == 5
+    code, out, err = cli(zk_hosts, "push", "ev", "--input", str(_day(tmp_path, 3, 5)))  # a later append
+    assert code == 0, err
+    code, out, err = cli(zk_hosts, *undo[1:])  # the undo the output named, typed later
+    assert code == 0, err
+    assert _rows(zk_hosts, "ev") == 50
     code, out, err = cli(
         zk_hosts, "--json", "push", "ev", "--input", str(_day(tmp_path, 2, 5)), "--mode", "refresh"
     )
     assert code == 0, err
     result = json.loads(out)
     assert (result["mode"], result["replaced_rows"], result["hides_appended"]) == ("refresh", 50, True)
-    assert _rows(zk_hosts, "ev") == 5
-    code, out, err = cli(zk_hosts, "rollback", "ev")  # the undo the output names
-    assert code == 0, err
-    assert _rows(zk_hosts, "ev") == 50
 
 
 def test_push_without_mode_refreshes_a_refresh_table(zk_hosts: str, tmp_path: Path) -> None:

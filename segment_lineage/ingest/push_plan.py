@@ -128,8 +128,8 @@ class PushResult:
             return f"; a refresh of APPEND table {self.table!r} hides all {self.replaced_rows} earlier rows"
         return (
             f"; a refresh of APPEND table {self.table!r}: its {self.replaced_rows} earlier rows are hidden "
-            f"(retention deletes them once the replaced-segments retention passes; undo with: "
-            f"lineage rollback {self.table})"
+            f"(retention deletes them once the replaced-segments retention passes; undo this push with: "
+            f"lineage rollback {self.table} --entry {self.entry_id})"
         )
 
 
