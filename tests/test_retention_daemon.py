@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,6 +159,7 @@ def test_two_daemons_one_deletes_metrics_health_and_clean_stop(
     leader.popen.send_signal(signal.SIGTERM)
     assert leader.popen.wait(timeout=30) == 0
     assert "retention daemon stopped" in leader.log()
+    assert "session expired" not in leader.log()  # a clean stop ends its session, said by nobody
     wait_for("the standby to take over", lambda: standby.metric("lineage_retention_leader") == 1.0, 20)
     standby.popen.send_signal(signal.SIGINT)
     assert standby.popen.wait(timeout=30) == 0
@@ -203,7 +204,7 @@ class ExpiresMidPass:
 
     def _holds(self, table: str, term: str) -> bool:
         self.calls += 1
-        if self.calls == 2:
+        if self.calls == 3:  # after the check before the table and the pass's first fence: before a delete
             client = self.inner.store.client
             old = client.client_id
             twin = KazooClient(hosts=self.hosts, client_id=old)
@@ -565,3 +566,62 @@ def test_daemons_over_the_same_tables_spread_them_and_take_over_a_dead_ones(
     late = replaced_table(zk_store, tmp_path / "late", parts=2, name="late")
     wait_for("the table created later to be cleaned", lambda: not late.remaining())
     assert survivor.metric('lineage_retention_table_owned{table="late"}') == 1.0
+
+
+def test_a_bad_table_name_is_refused_at_start_and_a_health_url_is_checked(lineage_home: Path) -> None:
+    from segment_lineage.cli import app
+
+    runner = CliRunner()
+    bad = runner.invoke(
+        app, ["retention", "daemon", "--interval", "1m", "--table", "t1", "--table", "bad name"]
+    )
+    assert bad.exit_code == 2 and "invalid table name 'bad name'" in bad.stderr, bad.output
+    for url in ("http://127.0.0.1:abc", "http://[::1", "http://127.0.0.1:9302/x\ny", "127.0.0.1:9108"):
+        result = runner.invoke(app, ["retention", "health", "--url", url])
+        assert result.exit_code == 1 and "invalid daemon URL" in result.stderr, (url, result.output)
+        assert "Traceback" not in result.output
+
+
+def test_a_standby_whose_last_pass_was_fenced_is_healthy(tmp_path: Path) -> None:
+    """A daemon that lost its tables after a failed pass stands by: the old
+    failure is no longer its health (the outside trial saw it 503 forever)."""
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    manager = LineageManager(MemoryStore(), retry=fast_retry(), claims=RootClaimFiles())
+    manager.create_table(TableConfig.build("t", str(tmp_path / "t")))
+
+    class LosesItsTables(OwnsAll):
+        owning = True
+
+        def check(self, tables: Sequence[str], *, keep: Collection[str] = ()) -> dict[str, str]:
+            self._tables = list(tables)
+            return {t: "term-1" for t in tables} if self.owning else {}
+
+    owners = LosesItsTables()
+    daemon = Daemon(manager, owners, Schedule(interval_ms=1000), PassOptions())
+    daemon._record_failure("pass stopped on 1 table(s): the session was lost")
+    daemon.heartbeat()
+    assert not daemon.health()[0]  # it owns the table: a failed last pass is its health
+    owners.owning = False
+    daemon.heartbeat()
+    healthy, report = daemon.health()
+    assert healthy and report["owned"] == [] and report["last_error"], report
+
+
+def test_a_table_handed_over_during_a_pass_is_no_failure(tmp_path: Path) -> None:
+    """A daemon joins while another passes: the tables it takes before their
+    turn are skipped by the first, and the pass is no failure."""
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    manager = LineageManager(MemoryStore(), retry=fast_retry(), claims=RootClaimFiles())
+    for name in ("a", "b"):
+        manager.create_table(TableConfig.build(name, str(tmp_path / name)))
+
+    class HandsOverB(OwnsAll):
+        def holds(self, table: str, term: str) -> bool:
+            return table != "b"
+
+    daemon = Daemon(manager, HandsOverB(), Schedule(interval_ms=1000), PassOptions())
+    daemon.tick()
+    assert daemon.status.failures == 0 and not daemon.status.last_pass_failed
+    assert daemon.metrics.registry.get_sample_value("lineage_retention_table_passes_total") == 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from segment_lineage.cli.context import connection, current, emit, manager_on
 from segment_lineage.cli.progress import progress
 from segment_lineage.lineage.config import BY_KEY
 from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.periods import format_period, parse_period
 from segment_lineage.lineage.core.views import human_size
 from segment_lineage.retention.errors import RetentionError
@@ -243,6 +245,8 @@ def daemon(
         if len(flagged) == 1:
             cron, interval = (cron, None) if flagged == ["cron"] else (None, interval)
     schedule = Schedule.parse(cron, interval)
+    for name in table or ():
+        check_table_name(name)  # a bad name refused here, not at every pass
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
         raise InvalidInputError(f"invalid metrics port {metrics_port}: 0 to 65535")
     options = PassOptions(
@@ -258,9 +262,13 @@ def daemon(
     identity = f"{socket.gethostname()}:{os.getpid()}"
     with connection() as store:  # ZooKeeper: the daemons elect their leader there
         m = manager_on(store)
-        store.client.add_listener(_connection_line(store.session_timeout_s))
-        store.require_role(RETENTION, doing="the retention daemon")
-        Daemon(m, Ownership(store, identity), schedule, options, table).serve(metrics_host, metrics_port)
+        listener = _connection_line(store.session_timeout_s)
+        store.client.add_listener(listener)
+        try:
+            store.require_role(RETENTION, doing="the retention daemon")
+            Daemon(m, Ownership(store, identity), schedule, options, table).serve(metrics_host, metrics_port)
+        finally:  # the session ends with the process: no line for that
+            store.client.remove_listener(listener)
 
 
 def _connection_line(session_timeout_s: float) -> Callable[[str], None]:
@@ -299,8 +307,9 @@ def health(
     ] = "http://127.0.0.1:9108",
 ) -> None:
     """Ask a running daemon whether it is healthy (exit 0) or not (exit 1)."""
-    target = url.rstrip("/") + "/healthz"
-    if not target.startswith(("http://", "https://")):
+    base = url.strip().rstrip("/")
+    target = base if base.endswith(("/healthz", "/health")) else base + "/healthz"
+    if not target.startswith(("http://", "https://")) or any(c.isspace() for c in target):
         raise RetentionError(f"invalid daemon URL {url!r}: use http://host:port")
     try:
         with urllib.request.urlopen(target, timeout=5) as response:  # noqa: S310 - scheme checked above
@@ -309,6 +318,8 @@ def health(
         body, code = exc.read(), exc.code
     except (urllib.error.URLError, OSError) as exc:
         raise RetentionError(f"no daemon answered at {target}: {getattr(exc, 'reason', exc)}") from None
+    except (ValueError, http.client.HTTPException) as exc:  # a port that is no number, a bracket left open
+        raise RetentionError(f"invalid daemon URL {url!r}: {exc}; use http://host:port") from None
     try:
         status = json.loads(body)
     except ValueError:

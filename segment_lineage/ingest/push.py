@@ -566,7 +566,8 @@ def _left(target: PushTarget, written: Written | None, cleanup: str) -> str:
         return f"its entry {target.entry_id} was reverted and {where} queued for retention"
     return (
         f"left: entry {target.entry_id} (IN_PROGRESS; the next push to {target.table!r} reverts it once "
-        f"this process's claim has lapsed with its session) and {where}, which retention then reclaims"
+        f"this process's claim has lapsed with its session) and {where}, which retention reclaims as "
+        "orphans once they are older than its orphan grace (1 day by default)"
     )
 
 

@@ -61,6 +61,8 @@ class Owners(Protocol):
 
     def holds(self, table: str, term: str) -> bool: ...
 
+    def same_session(self, table: str) -> bool: ...
+
     def owners(self) -> dict[str, str | None]: ...
 
     def resign(self) -> None: ...
@@ -280,15 +282,23 @@ class Daemon:
         self.metrics.passes.inc()
         reports: list[TableReport] = []
         stopped: list[str] = []
+        handed = 0
         for table, term in sorted(terms.items()):
             if self._stopping.is_set():
                 stopped.append("the daemon is stopping")
                 break
             self._busy = table
             try:
+                if not self.owners.holds(table, term):
+                    handed += 1  # handed over (or lost) since the check: the owner now passes over it
+                    continue
                 reports += run_pass(self.manager, [table], self._options(table, term))
             except FencedError as exc:
-                stopped.append(exc.message)
+                if self.owners.same_session(table):  # handed over mid-pass: not a failure
+                    handed += 1
+                    log.info("pass on %s stopped: the table went to another daemon", table)
+                else:
+                    stopped.append(exc.message)
             except LineageError as exc:
                 failed = TableReport(table, self.options.dry_run)
                 failed.errors.append(exc.message)
@@ -300,6 +310,8 @@ class Daemon:
                 reports.append(failed)
             finally:
                 self._busy = None
+        if handed:
+            log.info("%d table(s) went to other daemons before their turn in this pass", handed)
         self._finished(reports, began, stopped)
         if not stopped:
             self.publish(sorted(terms))
@@ -502,7 +514,7 @@ class Daemon:
         overdue = self.overdue()
         healthy = (
             connected
-            and not status.last_pass_failed
+            and not (status.last_pass_failed and status.owned)  # a standby's old failure is not its health
             and not overdue
             and not status.unowned
             and not self._stopping.is_set()

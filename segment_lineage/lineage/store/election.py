@@ -261,19 +261,19 @@ class Ownership:
             refused: LineageError | None = None
             for table in wanted:
                 candidacy = self._candidacies.get(table)
-                if candidacy is None:
-                    candidacy = Leadership(
-                        self.store, owner_role(table), self.identity, clock=self._clock, prefer=True
-                    )
-                    self._candidacies[table] = candidacy
                 try:
+                    if candidacy is None:
+                        candidacy = Leadership(
+                            self.store, owner_role(table), self.identity, clock=self._clock, prefer=True
+                        )
+                        self._candidacies[table] = candidacy
                     term = candidacy.check(keep=table in keep)
                 except LineageError as exc:  # refused for this table: the others are still checked
                     refused = refused or exc
                     term = None
                 if term is not None:
                     terms[table] = term
-                self._owners[table] = candidacy.leader_identity
+                self._owners[table] = None if candidacy is None else candidacy.leader_identity
             if refused is not None and not terms:
                 raise refused  # refused everywhere: the caller says why
             return terms
@@ -283,6 +283,17 @@ class Ownership:
         (see :meth:`Leadership.holds`)."""
         candidacy = self._candidacies.get(table)
         return candidacy is not None and candidacy.holds(term)
+
+    def same_session(self, table: str) -> bool:
+        """Whether this process still stands for ``table`` in the session it
+        joined with (so a term lost was handed over, not lost with the session)."""
+        candidacy = self._candidacies.get(table)
+        if candidacy is None or candidacy.session is None:
+            return False
+        try:
+            return self.store.connected() and self.store.session_alive(candidacy.session)
+        except StoreUnavailableError:
+            return False
 
     def owners(self) -> dict[str, str | None]:
         """Each table stood for, and its owner's identity as last seen (None:

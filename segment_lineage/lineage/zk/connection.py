@@ -87,9 +87,27 @@ def translated(
             raise AuthError(refused, remedy=remedy) from None
         if failed is None:
             raise
-        name = type(exc).__name__
+        name = said(exc)
         message = failed(name) if callable(failed) else f"{failed}: {name}"
         raise failure(message, remedy=failure_remedy) from None
+
+
+# kazoo's errors in a user's words (others by their name).
+SAID = {
+    "RetryFailedError": "no ZooKeeper server answered",
+    "ConnectionLoss": "the connection to ZooKeeper was lost",
+    "ConnectionLossException": "the connection to ZooKeeper was lost",
+    "ConnectionDropped": "the connection to ZooKeeper was lost",
+    "OperationTimeoutError": "no ZooKeeper server answered in time",
+    "KazooTimeoutError": "no ZooKeeper server answered in time",
+    "SessionExpiredError": "the ZooKeeper session expired",
+}
+
+
+def said(exc: BaseException) -> str:
+    """A kazoo error as a user reads it."""
+    name = type(exc).__name__
+    return SAID.get(name, name)
 
 
 class ZkConnection:
