@@ -290,7 +290,8 @@ class Ownership:
         candidacy = self._candidacies.get(table)
         if candidacy is None or candidacy.session is None:
             return False
-        try:
+        try:  # asked of ZooKeeper: a process paused past its session still thinks it alive
+            self.store.confirm_session()
             return self.store.connected() and self.store.session_alive(candidacy.session)
         except StoreUnavailableError:
             return False
