@@ -293,12 +293,8 @@ class Daemon:
                     handed += 1  # handed over (or lost) since the check: the owner now passes over it
                     continue
                 reports += run_pass(self.manager, [table], self._options(table, term))
-            except FencedError as exc:
-                if self.owners.same_session(table):  # handed over mid-pass: not a failure
-                    handed += 1
-                    log.info("pass on %s stopped: the table went to another daemon", table)
-                else:
-                    stopped.append(exc.message)
+            except FencedError as exc:  # lost mid-pass (a hand-over waits for the pass): said as a stop
+                stopped.append(exc.message)
             except LineageError as exc:
                 failed = TableReport(table, self.options.dry_run)
                 failed.errors.append(exc.message)
