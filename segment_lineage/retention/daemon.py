@@ -41,14 +41,15 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
-from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
+from segment_lineage.lineage.core.errors import InvalidInputError, LineageError, StoreUnavailableError
 from segment_lineage.lineage.core.periods import format_period, parse_period
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.retention.cron import crontab_fields
 from segment_lineage.retention.errors import FencedError, RetentionError
 from segment_lineage.retention.executor import PassOptions, TableReport, run_pass
+from segment_lineage.retention.metrics import Metrics
 
 log = logging.getLogger("lineage.retention")
 HEARTBEAT_S = 5.0
@@ -60,8 +61,6 @@ class Owners(Protocol):
     def check(self, tables: Sequence[str], *, keep: Collection[str] = ()) -> dict[str, str]: ...
 
     def holds(self, table: str, term: str) -> bool: ...
-
-    def same_session(self, table: str) -> bool: ...
 
     def owners(self) -> dict[str, str | None]: ...
 
@@ -120,83 +119,6 @@ class Schedule:
         first = trigger.get_next_fire_time(None, datetime.fromtimestamp(reference_s, UTC))
         second = None if first is None else trigger.get_next_fire_time(first, first + timedelta(seconds=1))
         return float("inf") if second is None else second.timestamp()
-
-
-class Metrics:
-    """The daemon's Prometheus metrics, in a registry of their own."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.passes = Counter(
-            "lineage_retention_passes", "Passes run (over the tables this daemon owned).", registry=r
-        )
-        self.table_passes = Counter(
-            "lineage_retention_table_passes", "Tables passed over (one per owned table per pass).", registry=r
-        )
-        self.failures = Counter(
-            "lineage_retention_pass_failures", "Passes that failed or reported errors.", registry=r
-        )
-        self.files = Counter("lineage_retention_files_deleted", "Files deleted.", registry=r)
-        self.bytes = Counter("lineage_retention_bytes_deleted", "Bytes of segment files deleted.", registry=r)
-        self.entries = Counter("lineage_retention_entries_removed", "Lineage entries removed.", registry=r)
-        self.pending = Gauge("lineage_retention_pending_deletions", "Files waiting for deletion.", registry=r)
-        self.oldest = Gauge(
-            "lineage_retention_oldest_pending_age_seconds",
-            "Age of the oldest pending deletion (0 when none).",
-            registry=r,
-        )
-        self.last_success = Gauge(
-            "lineage_retention_last_success_timestamp_seconds",
-            "Unix time of the last pass that finished without errors.",
-            registry=r,
-        )
-        self.leader = Gauge(
-            "lineage_retention_leader", "1 while this daemon owns at least one table.", registry=r
-        )
-        self.tables_owned = Gauge("lineage_retention_tables_owned", "Tables this daemon owns.", registry=r)
-        self.table_owned = Gauge(
-            "lineage_retention_table_owned", "1 while this daemon owns the table.", ["table"], registry=r
-        )
-        self.table_has_owner = Gauge(
-            "lineage_retention_table_has_owner",
-            "1 while some daemon owns the table, as this daemon last saw it (0: nobody does).",
-            ["table"],
-            registry=r,
-        )
-        self.overdue = Gauge(
-            "lineage_retention_pass_overdue",
-            "1 while this daemon owns tables and has completed no pass within two periods of its schedule.",
-            registry=r,
-        )
-        self.table_failures = Counter(
-            "lineage_retention_table_failures",
-            "Tables a pass reported errors for (unreadable ones included).",
-            registry=r,
-        )
-        self.unreadable = Gauge(
-            "lineage_retention_unreadable_tables",
-            "Tables the last pass skipped because their metadata cannot be decoded.",
-            registry=r,
-        )
-        self.mirror_lag_versions = Gauge(
-            "lineage_mirror_lag_versions",
-            "Versions of a mirrored table not yet published to its mirror (after the last publish).",
-            ["table"],
-            registry=r,
-        )
-        self.mirror_lag_seconds = Gauge(
-            "lineage_mirror_lag_seconds",
-            "Age of the oldest version of a mirrored table not yet published (0 when none).",
-            ["table"],
-            registry=r,
-        )
-        self.mirror_failures = Counter(
-            "lineage_mirror_publish_failures", "Publishes to a table's mirror that failed.", registry=r
-        )
-
-    def render(self) -> bytes:
-        return bytes(generate_latest(self.registry))
 
 
 @dataclass
@@ -269,10 +191,11 @@ class Daemon:
             if not self.owners.connected:
                 log.warning("pass skipped: ZooKeeper is unreachable; waiting for it to come back")
             else:
-                seen = sorted({o for o in self.owners.owners().values() if o})
+                owners = self.owners.owners()
+                seen = sorted({o for o in owners.values() if o})
                 log.info(
                     "pass skipped: standby, owns none of its %d table(s) (owned by: %s)",
-                    len(self.owners.owners()),
+                    len(owners),
                     ", ".join(seen[:5]) + (", ..." if len(seen) > 5 else "") if seen else "nobody yet",
                 )
             return
@@ -295,14 +218,13 @@ class Daemon:
                 reports += run_pass(self.manager, [table], self._options(table, term))
             except FencedError as exc:  # lost mid-pass (a hand-over waits for the pass): said as a stop
                 stopped.append(exc.message)
-            except LineageError as exc:
+            except Exception as exc:  # run_pass reports a table's own failures; this is the rest
+                if not isinstance(exc, LineageError):
+                    log.exception("pass on %s failed unexpectedly", table)
                 failed = TableReport(table, self.options.dry_run)
-                failed.errors.append(exc.message)
-                reports.append(failed)
-            except Exception as exc:
-                log.exception("pass on %s failed unexpectedly", table)
-                failed = TableReport(table, self.options.dry_run)
-                failed.errors.append(f"{type(exc).__name__}: {exc}")
+                failed.errors.append(
+                    exc.message if isinstance(exc, LineageError) else f"{type(exc).__name__}: {exc}"
+                )
                 reports.append(failed)
             finally:
                 self._busy = None
@@ -341,8 +263,6 @@ class Daemon:
     def _check(self) -> dict[str, str]:
         """Stand for the tables, and note what this daemon owns (the
         gauges, the health report). Raises LineageError when refused."""
-        from segment_lineage.lineage.core.errors import StoreUnavailableError
-
         try:
             tables = self._wanted()
         except StoreUnavailableError:

@@ -19,9 +19,6 @@ class OwnsAll:
     def holds(self, table: str, term: str) -> bool:
         return True
 
-    def same_session(self, table: str) -> bool:
-        return True
-
     def owners(self) -> dict[str, str | None]:
         return dict.fromkeys(self._tables, "test:1")
 

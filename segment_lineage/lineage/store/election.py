@@ -284,18 +284,6 @@ class Ownership:
         candidacy = self._candidacies.get(table)
         return candidacy is not None and candidacy.holds(term)
 
-    def same_session(self, table: str) -> bool:
-        """Whether this process still stands for ``table`` in the session it
-        joined with (so a term lost was handed over, not lost with the session)."""
-        candidacy = self._candidacies.get(table)
-        if candidacy is None or candidacy.session is None:
-            return False
-        try:  # asked of ZooKeeper: a process paused past its session still thinks it alive
-            self.store.confirm_session()
-            return self.store.connected() and self.store.session_alive(candidacy.session)
-        except StoreUnavailableError:
-            return False
-
     def owners(self) -> dict[str, str | None]:
         """Each table stood for, and its owner's identity as last seen (None:
         nobody owned it at the last check)."""

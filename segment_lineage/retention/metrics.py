@@ -1,0 +1,83 @@
+"""The retention daemon's Prometheus metrics: what operations.md's alerts
+read (ownership per table, passes, what was reclaimed, the mirrors' lag)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+
+class Metrics:
+    """The daemon's Prometheus metrics, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.passes = Counter(
+            "lineage_retention_passes", "Passes run (over the tables this daemon owned).", registry=r
+        )
+        self.table_passes = Counter(
+            "lineage_retention_table_passes", "Tables passed over (one per owned table per pass).", registry=r
+        )
+        self.failures = Counter(
+            "lineage_retention_pass_failures", "Passes that failed or reported errors.", registry=r
+        )
+        self.files = Counter("lineage_retention_files_deleted", "Files deleted.", registry=r)
+        self.bytes = Counter("lineage_retention_bytes_deleted", "Bytes of segment files deleted.", registry=r)
+        self.entries = Counter("lineage_retention_entries_removed", "Lineage entries removed.", registry=r)
+        self.pending = Gauge("lineage_retention_pending_deletions", "Files waiting for deletion.", registry=r)
+        self.oldest = Gauge(
+            "lineage_retention_oldest_pending_age_seconds",
+            "Age of the oldest pending deletion (0 when none).",
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "lineage_retention_last_success_timestamp_seconds",
+            "Unix time of the last pass that finished without errors.",
+            registry=r,
+        )
+        self.leader = Gauge(
+            "lineage_retention_leader", "1 while this daemon owns at least one table.", registry=r
+        )
+        self.tables_owned = Gauge("lineage_retention_tables_owned", "Tables this daemon owns.", registry=r)
+        self.table_owned = Gauge(
+            "lineage_retention_table_owned", "1 while this daemon owns the table.", ["table"], registry=r
+        )
+        self.table_has_owner = Gauge(
+            "lineage_retention_table_has_owner",
+            "1 while some daemon owns the table, as this daemon last saw it (0: nobody does).",
+            ["table"],
+            registry=r,
+        )
+        self.overdue = Gauge(
+            "lineage_retention_pass_overdue",
+            "1 while this daemon owns tables and has completed no pass within two periods of its schedule.",
+            registry=r,
+        )
+        self.table_failures = Counter(
+            "lineage_retention_table_failures",
+            "Tables a pass reported errors for (unreadable ones included).",
+            registry=r,
+        )
+        self.unreadable = Gauge(
+            "lineage_retention_unreadable_tables",
+            "Tables the last pass skipped because their metadata cannot be decoded.",
+            registry=r,
+        )
+        self.mirror_lag_versions = Gauge(
+            "lineage_mirror_lag_versions",
+            "Versions of a mirrored table not yet published to its mirror (after the last publish).",
+            ["table"],
+            registry=r,
+        )
+        self.mirror_lag_seconds = Gauge(
+            "lineage_mirror_lag_seconds",
+            "Age of the oldest version of a mirrored table not yet published (0 when none).",
+            ["table"],
+            registry=r,
+        )
+        self.mirror_failures = Counter(
+            "lineage_mirror_publish_failures", "Publishes to a table's mirror that failed.", registry=r
+        )
+
+    def render(self) -> bytes:
+        return bytes(generate_latest(self.registry))
