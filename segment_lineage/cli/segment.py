@@ -70,9 +70,12 @@ def _with_checked_files(
     root = state.config.root
     files = current().files
     sized = checked_segments(table, root, segments, files.sizes(root, [s.location for s in segments]))
-    counted = checked_rows(table, sized, files.row_counts(root, [s.location for s in sized]))
+    footers = files.footers(root, [s.location for s in sized])  # each file opened once
+    counted = checked_rows(table, sized, {loc: None if f is None else f.rows for loc, f in footers.items()})
     if state.config.schema is not None:
-        _check_schemas(table, state.config.schema, files.arrow_schemas(root, [s.location for s in counted]))
+        _check_schemas(
+            table, state.config.schema, {loc: None if f is None else f.schema for loc, f in footers.items()}
+        )
     return counted
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from segment_lineage.lineage.config import Settings
@@ -31,6 +31,7 @@ from segment_lineage.lineage.core.names import MIRROR_LOG_DIR, check_location
 from segment_lineage.lineage.core.roots import STATE_MARKER
 from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_no_state_dir
 from segment_lineage.lineage.storage.errors import StorageError
+from segment_lineage.lineage.storage.files import Footer
 
 if TYPE_CHECKING:  # imported where used: pyarrow takes ~150 ms to load, and most commands never need it
     import pyarrow.fs as pafs
@@ -249,35 +250,21 @@ class DeepStore:
             for location, info in zip(locations, infos, strict=True)
         }
 
-    def row_counts(self, locations: Sequence[str]) -> dict[str, int | None]:
-        """Each Parquet file's row count, read from its footer (no data is
-        read); None where the file is not one pyarrow can read as Parquet."""
+    def footers(self, locations: Sequence[str]) -> dict[str, Footer | None]:
+        """Each Parquet file's row count and Arrow schema, read from its
+        footer (no data is read); None where the file is not one pyarrow can
+        read as Parquet."""
         import pyarrow.parquet as pq
 
         fs = self.filesystem()
         resolved_dirs: dict[str, str] = {}
-        counts: dict[str, int | None] = {}
+        found: dict[str, Footer | None] = {}
         for location in locations:
             try:
                 with fs.open_input_file(self.path(location, resolved_dirs)) as handle:
-                    counts[location] = int(pq.ParquetFile(handle).metadata.num_rows)
+                    parquet = pq.ParquetFile(handle)
+                    found[location] = Footer(int(parquet.metadata.num_rows), parquet.schema_arrow)
             except (OSError, ValueError):  # pyarrow: ArrowInvalid (a ValueError) for no Parquet footer
-                counts[location] = None
-        return counts
-
-    def arrow_schemas(self, locations: Sequence[str]) -> dict[str, Any]:
-        """Each Parquet file's Arrow schema, read from its footer; None where
-        the file is not one pyarrow can read as Parquet."""
-        import pyarrow.parquet as pq
-
-        fs = self.filesystem()
-        resolved_dirs: dict[str, str] = {}
-        found: dict[str, Any] = {}
-        for location in locations:
-            try:
-                with fs.open_input_file(self.path(location, resolved_dirs)) as handle:
-                    found[location] = pq.ParquetFile(handle).schema_arrow
-            except (OSError, ValueError):
                 found[location] = None
         return found
 
@@ -585,8 +572,5 @@ class SegmentFileSizes:
     def sizes(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
         return DeepStore.for_root(root, self.settings).file_sizes(locations)
 
-    def row_counts(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
-        return DeepStore.for_root(root, self.settings).row_counts(locations)
-
-    def arrow_schemas(self, root: str, locations: Sequence[str]) -> dict[str, Any]:
-        return DeepStore.for_root(root, self.settings).arrow_schemas(locations)
+    def footers(self, root: str, locations: Sequence[str]) -> dict[str, Footer | None]:
+        return DeepStore.for_root(root, self.settings).footers(locations)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from segment_lineage.lineage.core.errors import RefusedError
@@ -21,6 +22,14 @@ from segment_lineage.lineage.core.model import Segment
 
 NO_CHECK_HINT = "pass --no-check to register without looking (for object stores where it costs too much)"
 SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Footer:
+    """What a Parquet file's footer says: its rows and its Arrow schema."""
+
+    rows: int
+    schema: Any  # a pyarrow.Schema (pyarrow is imported where files are read)
 
 
 class SegmentFiles(Protocol):
@@ -32,14 +41,9 @@ class SegmentFiles(Protocol):
         leads out of the root."""
         ...
 
-    def row_counts(self, root: str, locations: Sequence[str]) -> dict[str, int | None]:
-        """Each existing Parquet file's row count from its footer; None where
-        the file cannot be read as Parquet."""
-        ...
-
-    def arrow_schemas(self, root: str, locations: Sequence[str]) -> dict[str, Any]:
-        """Each existing Parquet file's Arrow schema from its footer; None
-        where the file cannot be read as Parquet."""
+    def footers(self, root: str, locations: Sequence[str]) -> dict[str, Footer | None]:
+        """Each existing Parquet file's footer (its row count and columns);
+        None where the file cannot be read as Parquet."""
         ...
 
 
