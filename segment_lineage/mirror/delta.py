@@ -30,7 +30,16 @@ from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
-from segment_lineage.mirror.plan import Columns, Shown, Step, after, described, lineage_of, published_ms_of
+from segment_lineage.mirror.plan import (
+    Columns,
+    Shown,
+    Step,
+    after,
+    described,
+    lineage_of,
+    published_ms_of,
+    removes_all,
+)
 
 APP_ID = "segment-lineage"
 LOG_SETTINGS = {
@@ -200,7 +209,7 @@ class DeltaLog:
         # A refresh removes every file shown: written as an overwrite, which
         # removes exactly those (and says mode Overwrite in the history).
         overwrite = step.columns is Columns.REPLACED or (
-            step.columns is Columns.SAME and bool(step.removes) and set(step.removes) == self.shown.files
+            step.columns is Columns.SAME and removes_all(step, self.shown.files)
         )
         hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
         sizes = self._sizes(step)

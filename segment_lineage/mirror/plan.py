@@ -95,6 +95,11 @@ class Step:
         return out
 
 
+def removes_all(step: Step, shown: frozenset[str]) -> bool:
+    """Whether ``step`` removes every file the mirror shows (a refresh)."""
+    return bool(step.removes) and set(step.removes) == shown
+
+
 def described(step: Step, shown: frozenset[str]) -> dict[str, Any]:
     """What a Delta reader should learn of a mirror commit beyond its files,
     in commitInfo's own keys (delta-rs writes every commit as WRITE, and
@@ -120,7 +125,7 @@ def described(step: Step, shown: frozenset[str]) -> dict[str, Any]:
         params["predicate"] = f"{column} >= '{start}' AND {column} < '{end}'"
         what = f"replace-range [{start}, {end}) ({record.operation.value})"
     elif detail is not None and detail.mode is not None:
-        overwrite = bool(step.removes) and set(step.removes) == shown
+        overwrite = removes_all(step, shown)
         what = f"{detail.mode}{' (overwrite)' if overwrite else ''} ({record.operation.value})"
     if params:
         out["operationParameters"] = params

@@ -298,22 +298,17 @@ class LocalCompose:
                 started.add(name)
         return order
 
-    def run(self, name: str, timeout: float = STEP_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    def run(self, name: str) -> subprocess.CompletedProcess[str]:
         """``docker compose run --rm NAME``: the service's command once, to its end."""
-        return subprocess.run(
-            self.argv(name),
-            cwd=self.work,
-            env=self.environment(name),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        return self._once(name, self.argv(name))
 
     def exec(self, name: str, *argv: str) -> subprocess.CompletedProcess[str]:
         """``docker compose exec NAME ARGV``: another command in the service's environment."""
+        return self._once(name, [self.translate(a, name) for a in argv])
+
+    def _once(self, name: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [self.translate(a, name) for a in argv],
+            argv,
             cwd=self.work,
             env=self.environment(name),
             capture_output=True,

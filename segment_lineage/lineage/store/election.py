@@ -131,7 +131,6 @@ class Leadership:
             self._leader_identity = None
             store.leave_election(self.role, mine)
             self._join(session)
-            self._leader_identity = None
             return None
         if self._leading:
             self._confirmed = sent
