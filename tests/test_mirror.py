@@ -627,3 +627,34 @@ def test_the_mirrors_history_says_what_each_commit_did(zk_hosts: str, tmp_path: 
     assert code == 0, err
     reverted = DeltaTable(str(root)).history(1)[0]
     assert reverted["isBlindAppend"] is False and f"DELETE of entry {last}'s rows" in reverted["userMetadata"]
+
+
+@pytest.mark.zk
+def test_a_rollback_across_a_schema_replacement_is_published_with_the_old_columns(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """Rolled back across a --replace-schema refresh, the mirror's newest
+    version has the old columns and the old rows (Delta, DuckDB); the
+    versions between keep theirs."""
+    root = tmp_path / "s"
+    code, _, err = run(zk_hosts, "table", "create", "s", "--root", str(root), "--mirror", "delta")
+    assert code == 0, err
+    pq.write_table(pa.table({"carrier": ["UA"], "name": ["United"]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"faa": ["JFK"], "seats": [3]}), tmp_path / "b.parquet")
+    assert run(zk_hosts, "push", "s", "--input", str(tmp_path / "a.parquet"))[0] == 0
+    first = json.loads(run(zk_hosts, "--json", "history", "s")[1])[0]["version"]
+    code, _, err = run(zk_hosts, "push", "s", "--input", str(tmp_path / "b.parquet"), "--replace-schema")
+    assert code == 0, err
+    code, _, err = run(zk_hosts, "rollback", "s", "--to-version", str(first))
+    assert code == 0 and "warning" not in err, err
+    newest = read_delta(str(root))
+    assert newest.column_names == ["carrier", "name"] and newest.column("carrier").to_pylist() == ["UA"]
+    from deltalake import DeltaTable
+
+    log = DeltaTable(str(root))
+    names = [DeltaTable(str(root), version=v).schema().to_arrow().names for v in range(log.version() + 1)]
+    assert names[-2:] == [["faa", "seats"], ["carrier", "name"]], names
+    con = duckdb_connection()
+    assert con.execute("SELECT carrier, name FROM delta_scan(?)", [str(root)]).fetchall() == [
+        ("UA", "United")
+    ]

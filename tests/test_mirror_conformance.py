@@ -83,15 +83,18 @@ class Engines:
         self.duck = duckdb_connection()
 
     def ours(self, version: int, columns: list[str] | None = None) -> tuple[int, str]:
-        """Our reader's rows of ``version``, projected on ``columns``: a past
-        version reads with the table's current columns, and one added since
-        must read as null in every row (the mirror shows a version's columns
-        as they were then)."""
+        """Our reader's rows of ``version`` (with the columns it had then),
+        on ``columns``: a column the mirror's commit shows and the version
+        lacks is one its ADD COLUMN commit added before the files of the
+        next version (null in every row); one the version has and the
+        commit lacks must be null in every row too."""
         with SnapshotReader(self.manager, self.table, version) as reader:
             data = reader.to_arrow()
         if columns is not None:
             for name in set(data.column_names) - set(columns):
-                assert data.column(name).null_count == data.num_rows, f"column {name} added later"
+                assert data.column(name).null_count == data.num_rows, f"column {name} not published"
+            for name in set(columns) - set(data.column_names):
+                data = data.append_column(name, pa.nulls(data.num_rows))
             data = data.select(columns)
         return rows_of(data)
 

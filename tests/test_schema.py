@@ -268,7 +268,7 @@ def test_the_first_weeks_schema_surprises_are_refused_and_change_nothing(
     assert code == 2 and "--replace-schema needs --mode refresh" in err
 
 
-def test_a_refresh_may_replace_the_schema_and_rollback_will_not_cross_it(
+def test_a_refresh_may_replace_the_schema_and_a_rollback_across_it_brings_the_old_one_back(
     zk_hosts: str, tmp_path: Path
 ) -> None:
     inputs = tmp_path / "in"
@@ -284,11 +284,43 @@ def test_a_refresh_may_replace_the_schema_and_rollback_will_not_cross_it(
         zk_hosts, "push", "dim", "--input", str(inputs / "airports.parquet"), "--replace-schema"
     )
     assert code == 0, err
-    assert str(history(zk_hosts, "dim")[0]["schema"]).startswith("schema replaced")
-    code, out, _ = run(zk_hosts, "--json", "table", "show", "dim")
-    assert json.loads(out)["schema"] == ["faa: string", "name: string"]
-    code, _, err = run(zk_hosts, "rollback", "dim", "--to-version", str(first))
-    assert code == 1 and "the schema was replaced at version" in err
+    replaced = history(zk_hosts, "dim")[0]
+    assert str(replaced["schema"]).startswith("schema replaced")
+
+    def columns(*args: str) -> list[str]:
+        code, out, err = run(zk_hosts, "--json", *args)
+        assert code == 0, err
+        return list(json.loads(out)["schema" if args[0] == "table" else "columns"])
+
+    def rows(*args: str) -> list[dict[str, object]]:
+        code, out, err = run(zk_hosts, "--json", "read", "dim", *args)
+        assert code == 0, err
+        return list(json.loads(out)["rows"])
+
+    assert columns("table", "show", "dim") == ["faa: string", "name: string"]
+    assert rows("--as-of", str(first)) == [{"carrier": "UA", "name": "United"}]  # that version's columns
+    code, out, _ = run(zk_hosts, "--json", "entries", "dim")
+    replacer = json.loads(out)[-1]["id"]
+    code, _, err = run(zk_hosts, "revert", "dim", replacer)
+    assert code == 1 and "lineage rollback dim --to-version " in err, err
+    hinted = err.split("--to-version ")[1].split(")")[0]
+    assert first <= int(hinted) < replaced["version"], err
+
+    code, out, err = run(zk_hosts, "rollback", "dim", "--to-version", hinted)  # as the hint says
+    assert code == 0, err
+    assert columns("table", "show", "dim") == ["carrier: string", "name: string"]
+    assert rows() == [{"carrier": "UA", "name": "United"}]
+    restored = history(zk_hosts, "dim")[0]
+    assert restored["schema"] == (
+        f"schema of version {hinted} restored: carrier (string) back, faa (string) gone"
+    ), restored
+    # Forward again: the replacement's schema comes back, and with it the refusal to revert it.
+    code, _, err = run(zk_hosts, "rollback", "dim", "--to-version", str(replaced["version"]))
+    assert code == 0, err
+    assert columns("table", "show", "dim") == ["faa: string", "name: string"]
+    assert rows() == [{"faa": "JFK", "name": "Kennedy"}]
+    code, _, err = run(zk_hosts, "revert", "dim", replacer)
+    assert code == 1 and "replaced the table's schema" in err, err
 
 
 def test_spark_is_not_started_for_a_parquet_input_that_does_not_fit(zk_hosts: str, tmp_path: Path) -> None:
@@ -313,11 +345,11 @@ def test_a_rollback_records_its_target(zk_manager: LineageManager, tmp_path: Pat
     assert record.detail is not None and record.detail.target == target
 
 
-def test_a_schema_replacement_is_not_undone_by_revert_nor_read_across(
+def test_each_version_is_read_with_its_own_columns_and_a_revert_does_not_cross_a_replacement(
     zk_manager: LineageManager, tmp_path: Path
 ) -> None:
     from segment_lineage.ingest.readers import SnapshotReader
-    from segment_lineage.lineage.core.errors import RefusedError, VersionGoneError
+    from segment_lineage.lineage.core.errors import RefusedError
 
     m = zk_manager
     m.create_table(TableConfig.build("swap", str(tmp_path / "swap")))
@@ -326,11 +358,15 @@ def test_a_schema_replacement_is_not_undone_by_revert_nor_read_across(
     done = push_arrow(m, "swap", [pa.table({"a": [1, 2]})], schema_policy="replace")
     with pytest.raises(RefusedError, match="replaced the table's schema"):
         m.revert_replace("swap", done.entry_id)
-    with pytest.raises(VersionGoneError, match="before version"), SnapshotReader(m, "swap", old):
-        pass
+    with SnapshotReader(m, "swap", old) as reader:
+        assert reader.to_arrow().column("a").to_pylist() == ["x", "y"]
     with SnapshotReader(m, "swap") as reader:
         assert reader.to_arrow().column("a").to_pylist() == [1, 2]
-    assert old not in m.readable_versions("swap")
+    assert old in m.readable_versions("swap")
+    m.rollback("swap", old)
+    assert m.table("swap").config.schema == (Field("a", STRING),)
+    with SnapshotReader(m, "swap") as reader:
+        assert reader.to_arrow().column("a").to_pylist() == ["x", "y"]
 
 
 def test_an_append_landing_during_a_schema_replacement_refuses_the_replacement(

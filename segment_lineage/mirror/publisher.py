@@ -43,6 +43,7 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import HistoryRecord, TableState
 from segment_lineage.lineage.core.retry import Attempts
+from segment_lineage.lineage.core.schema_versions import span_at
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import DeltaLog, MirrorConflict, encode_fields, location
@@ -295,16 +296,11 @@ def _publish(
                     table=table,
                 )
             fields, delta_schema = encode_fields(schema)
-            replaced_at = then.config.schema_replaced_at
-            if (
-                version != state.version
-                and shown.version is not None
-                and not (replaced_at is not None and version >= replaced_at)
-            ):
-                # A past version is read with the table's current columns (its
-                # record keeps no schema of its own): columns added since are
-                # published with the newest version, not with this one. (From a
-                # schema replacement on, every file has the new columns.)
+            known = span_at(state.config, version) is not None
+            if version != state.version and shown.version is not None and not known:
+                # A past version whose schema is no longer recorded is read with
+                # the table's current columns: columns added since are published
+                # with the newest version, not with this one.
                 fields, delta_schema = shown.fields, log.schema()
             if repair and shown.version is not None and not set(shown.fields) <= set(fields):
                 # Another writer's columns: a commit that shows no file first,

@@ -31,7 +31,7 @@ from segment_lineage.lineage.core.model import (
     TimeGranularity,
     TimeUnit,
 )
-from segment_lineage.lineage.core.schema import DataType, Field, Schema, check_fields
+from segment_lineage.lineage.core.schema import DataType, Field, PastSchema, Schema, check_fields
 
 HEAD = "segment-lineage.head"
 
@@ -57,6 +57,8 @@ def config_to_dict(config: TableConfig) -> dict[str, object]:
         d["time_unit"] = config.time_unit.value
     if config.schema is not None:  # likewise: recorded at a table's first push
         d["schema"] = [[f.name, _type_to_json(f.type)] for f in config.schema]
+    if config.past_schemas:  # likewise: recorded when a schema first changes
+        d["past_schemas"] = [_past_to_json(span) for span in config.past_schemas]
     if config.schema_replaced_at is not None:
         d["schema_replaced_at"] = config.schema_replaced_at
     if config.schema_replaced_by is not None:
@@ -107,6 +109,33 @@ def _schema_from_json(value: object) -> Schema | None:
     return check_fields(_fields_from_json(value))
 
 
+def _past_to_json(span: PastSchema) -> dict[str, object]:
+    schema = None if span.schema is None else [[f.name, _type_to_json(f.type)] for f in span.schema]
+    return {"since": span.since, "until": span.until, "schema": schema, "by": span.by}
+
+
+def _past_from_json(value: object) -> tuple[PastSchema, ...]:
+    """The spans of earlier schemas, oldest first: each ends where the next begins or before."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _Bad("past_schemas is not a list")
+    out: list[PastSchema] = []
+    for item in value:
+        if not isinstance(item, dict):
+            raise _Bad(f"malformed past schema {str(item)[:80]}")
+        span = PastSchema(
+            _get(item, "since", int),
+            _get(item, "until", int),
+            _schema_from_json(item.get("schema")),
+            _opt(item, "by", str),
+        )
+        if not 0 <= span.since < span.until or (out and span.since < out[-1].until):
+            raise _Bad(f"past schema of versions {span.since} to {span.until} is out of order")
+        out.append(span)
+    return tuple(out)
+
+
 def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
     return TableConfig(
         name=_get(d, "name", str),
@@ -122,6 +151,7 @@ def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
         schema=_schema_from_json(d.get("schema")),
         schema_replaced_at=_opt(d, "schema_replaced_at", int),
         schema_replaced_by=_opt(d, "schema_replaced_by", str),
+        past_schemas=_past_from_json(d.get("past_schemas")),
         versions_kept=_opt(d, "versions_kept", int),
         time_granularity=None
         if d.get("time_granularity") is None
@@ -172,6 +202,7 @@ _V2_FIELDS = (
     "schema",
     "schema_replaced_at",
     "schema_replaced_by",
+    "past_schemas",
     "versions_kept",
     "time_granularity",
     "mirror",

@@ -11,7 +11,7 @@ from segment_lineage.lineage.core.buckets import BucketMap
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.names import check_root_has_no_secret, check_table_name, check_text
 from segment_lineage.lineage.core.periods import format_period, parse_period
-from segment_lineage.lineage.core.schema import Schema, mirror_columns
+from segment_lineage.lineage.core.schema import PastSchema, Schema, mirror_columns
 
 MAX_REASON_BYTES = 4096  # UTF-8: a thousand characters of any script
 
@@ -49,6 +49,7 @@ class TimeGranularity(StrEnum):
 
 MIN_VERSIONS_KEPT = 2
 MAX_VERSIONS_KEPT = 100_000
+DEFAULT_VERSIONS_KEPT = 64  # past versions each store keeps readable, unless the table says
 
 
 class MirrorFormat(StrEnum):
@@ -111,6 +112,7 @@ class TableConfig:
     schema: Schema | None = None  # recorded at the first push (core.schema); None: none yet
     schema_replaced_at: int | None = None  # the version whose push last replaced the schema
     schema_replaced_by: str | None = None  # that push's entry (never reverted: its data has those columns)
+    past_schemas: tuple[PastSchema, ...] = ()  # the schemas earlier retained versions had (schema_versions)
     versions_kept: int | None = None  # past versions kept readable; None: the store's default
     time_granularity: TimeGranularity | None = None  # pushes split their output by it; None: no split
     mirror: MirrorFormat | None = None  # each version published in this format under the root; None: not
@@ -320,6 +322,7 @@ class SettingsChange:
             schema=config.schema,
             schema_replaced_at=config.schema_replaced_at,
             schema_replaced_by=config.schema_replaced_by,
+            past_schemas=config.past_schemas,
         )
 
 

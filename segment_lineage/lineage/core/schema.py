@@ -16,9 +16,11 @@ the push asks:
 * ``evolve``: columns the table does not have yet are added (files written
   before read them as null); nothing may change type, and a push that lacks
   a column while it brings a new one is refused (a rename, most likely).
-* ``replace``: the push's schema becomes the table's (a full refresh only);
-  a rollback to a version before that is refused, since its files have the
-  old schema.
+* ``replace``: the push's schema becomes the table's (a full refresh only).
+
+Each version keeps the schema it had (``core.schema_versions``): a read of a
+past version shows its columns, and a rollback across a replacement brings
+the old schema back with the old rows.
 """
 
 from __future__ import annotations
@@ -144,7 +146,7 @@ def check_fields(fields: Sequence[Field], what: str = "column", depth: int = 0) 
     if len(fields) > MAX_COLUMNS:
         raise InvalidInputError(f"{len(fields)} {what}s: at most {MAX_COLUMNS} are recorded")
     if depth == 0:
-        size = sum(len(f.name.encode("utf-8", "replace")) + len(str(f.type)) + 8 for f in fields)
+        size = schema_bytes(fields)
         if size > MAX_SCHEMA_BYTES:
             raise InvalidInputError(
                 f"the columns take {size // 1024} KB to record, at most {MAX_SCHEMA_BYTES // 1024} KB: "
@@ -169,6 +171,23 @@ def check_fields(fields: Sequence[Field], what: str = "column", depth: int = 0) 
         seen[name] = name.casefold()
         check_type(field.type, depth)
     return tuple(fields)
+
+
+def schema_bytes(fields: Sequence[Field]) -> int:
+    """About what recording ``fields`` takes, in bytes."""
+    return sum(len(f.name.encode("utf-8", "replace")) + len(str(f.type)) + 8 for f in fields)
+
+
+@dataclass(frozen=True)
+class PastSchema:
+    """The schema versions ``since`` to ``until - 1`` of a table had (None:
+    none recorded yet, before its first push); ``by``: the push whose
+    replacement brought it, if one did."""
+
+    since: int
+    until: int
+    schema: Schema | None
+    by: str | None = None
 
 
 def _utf8(text: str) -> bool:

@@ -22,6 +22,7 @@ from segment_lineage.lineage.core.model import (
 )
 from segment_lineage.lineage.core.names import check_entry_id, check_table_name
 from segment_lineage.lineage.core.periods import format_time, parse_version_or_time
+from segment_lineage.lineage.core.schema_versions import columns_known
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.commit import ManagerBase
 from segment_lineage.lineage.store.contract import Lease
@@ -218,8 +219,7 @@ class Reads(ManagerBase):
                 then = current if version == current.version else self._as_of(table, version)
             except VersionGoneError:
                 continue
-            replaced_at = current.config.schema_replaced_at
-            if (replaced_at is None or version >= replaced_at) and self._gone(then, current) is None:
+            if columns_known(current.config, version) and self._gone(then, current) is None:
                 out.append(version)
         return out
 
@@ -230,12 +230,13 @@ class Reads(ManagerBase):
         queued in ``pending`` is condemned, so not readable. Names the oldest
         readable version after it."""
         replaced_at = current.config.schema_replaced_at
-        if replaced_at is not None and then.version < replaced_at:
+        if not columns_known(current.config, then.version) and replaced_at is not None:
             raise VersionGoneError(
                 then.config.name,
                 then.version,
                 replaced_at,
-                why=f"has the columns the schema had before version {replaced_at} replaced it",
+                why=f"has the columns the schema had before version {replaced_at} replaced it, "
+                "and they are no longer recorded",
             )
         gone = self._gone(then, current)
         if gone is None:

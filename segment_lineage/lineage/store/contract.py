@@ -12,9 +12,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from segment_lineage.lineage.core.errors import LineageError
-from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableConfig, TableState
+from segment_lineage.lineage.core.model import (
+    DEFAULT_VERSIONS_KEPT,
+    Audit,
+    Change,
+    HistoryRecord,
+    TableConfig,
+    TableState,
+)
 
-MAX_VERSIONS = 64  # past versions each store keeps readable
+MAX_VERSIONS = DEFAULT_VERSIONS_KEPT  # past versions each store keeps readable
 MAX_HISTORY = 10_240  # history records each store keeps (older ones are compacted away)
 MEMBER_PREFIX = "member-"  # an election member's name: this, then its join order
 

@@ -30,6 +30,7 @@ from segment_lineage.lineage.core.model import (
 )
 from segment_lineage.lineage.core.names import check_role, check_table_name
 from segment_lineage.lineage.core.roots import check_no_overlap
+from segment_lineage.lineage.core.schema_versions import config_at
 from segment_lineage.lineage.store.contract import (
     MAX_HISTORY,
     MAX_VERSIONS,
@@ -319,7 +320,8 @@ class MemoryStore:
             oldest = min(kept) if kept else None
         if state is None:
             raise VersionGoneError(table, version, oldest, current.version)
-        return state
+        # As ZooKeeper rebuilds it: the current config, with the version's own schema.
+        return state if state is current else state.replace(config=config_at(current.config, version))
 
     def pin(self, table: str, version: int | None = None) -> Lease:
         state = self.read(table).state if version is None else self.read_version(table, version)

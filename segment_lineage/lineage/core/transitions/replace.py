@@ -38,6 +38,7 @@ from segment_lineage.lineage.core.schema import (
     resolve,
     written_schema,
 )
+from segment_lineage.lineage.core.schema_versions import with_schema
 from segment_lineage.lineage.core.transitions.common import (
     _entry,
     _queue_for_deletion,
@@ -353,8 +354,7 @@ def complete_replace(
         if note is not None:
             replaced = policy is SchemaPolicy.REPLACE and config.schema is not None
             config = dataclasses.replace(
-                config,
-                schema=recorded,
+                with_schema(config, recorded, state.version + 1),
                 schema_replaced_at=state.version + 1 if replaced else config.schema_replaced_at,
                 schema_replaced_by=entry_id if replaced else config.schema_replaced_by,
             )
@@ -415,7 +415,9 @@ def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = 
             "hid has the old columns",
             table=state.config.name,
             entry_id=entry_id,
-            remedy="push the old data again with a refresh and --replace-schema",
+            remedy=f"roll back to the version before it (lineage rollback {state.config.name} --to-version "
+            f"{max(0, (state.config.schema_replaced_at or 1) - 1)}): the rows it replaced come back with "
+            "their schema",
         )
     require(
         state,

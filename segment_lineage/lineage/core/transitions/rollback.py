@@ -17,8 +17,11 @@ from segment_lineage.lineage.core.model import (
     EntryState,
     LineageEntry,
     Operation,
+    TableConfig,
     TableState,
 )
+from segment_lineage.lineage.core.schema import MAX_NOTE, compare
+from segment_lineage.lineage.core.schema_versions import reads, span_at, with_schema
 from segment_lineage.lineage.core.transitions.common import (
     _shown,
 )
@@ -85,14 +88,7 @@ def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | 
     the target, or when a running push touches what would change.
     """
     table = state.config.name
-    replaced_at = state.config.schema_replaced_at
-    if replaced_at is not None and target.version < replaced_at:
-        raise RefusedError(
-            f"cannot roll back to version {target.version}: the schema was replaced at version "
-            f"{replaced_at}, and the files of earlier versions have the old columns",
-            table=table,
-            remedy=f"pick version {replaced_at} or later, or push the old data again with --replace-schema",
-        )
+    config, note = _schema_for(state, target)
     entries = editable(state.entries)
     changed: list[str] = []
     for entry_id, entry in state.entries.items():
@@ -145,10 +141,44 @@ def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | 
         return Change(state=state, operation=Operation.ROLLBACK, changed=False)
     appearing = [state.segments[n] for n in visibility_delta(state, after)[0]]  # what comes back
     return Change(
-        state=after,
+        state=after if config is state.config else after.replace(config=config),
         operation=Operation.ROLLBACK,
         segments=len(appearing),
         rows=sum(seg.rows for seg in appearing),
         size_bytes=sum(seg.size_bytes for seg in appearing),
-        detail=Detail(target=target.version),
+        detail=Detail(target=target.version, schema=note),
     )
+
+
+def _schema_for(state: TableState, target: TableState) -> tuple[TableConfig, str | None]:
+    """The config a rollback to ``target`` leaves, and what the history
+    records of its schema (None: unchanged). The current schema stays when
+    it reads the target's files (it only added columns, or widened them);
+    else the target's comes back, and the replacement that brought it is
+    again the push never to revert. Refused when the target's schema is no
+    longer recorded and a replacement came since."""
+    config = state.config
+    span = span_at(config, target.version)
+    if span is None:
+        replaced_at = config.schema_replaced_at
+        if replaced_at is not None and target.version < replaced_at:
+            raise RefusedError(
+                f"cannot roll back to version {target.version}: the schema was replaced at version "
+                f"{replaced_at}, and the columns version {target.version} had are no longer recorded",
+                table=config.name,
+                remedy=f"pick version {replaced_at} or later, or push the old data again with "
+                "--replace-schema",
+            )
+        return config, None
+    if reads(config.schema, span.schema):
+        return config, None
+    version = state.version + 1
+    restored = dataclasses.replace(
+        with_schema(config, span.schema, version), schema_replaced_at=version, schema_replaced_by=span.by
+    )
+    diff = compare(config.schema or (), span.schema or ())
+    parts = [f"{f.name} ({f.type}) back" for f in diff.added]
+    parts += [f"{f.name} ({f.type}) gone" for f in diff.missing]
+    parts += [f"{name} {now} -> {then}" for name, now, then in diff.changed]
+    shown = ", ".join(parts[:8]) + (f" and {len(parts) - 8} more" if len(parts) > 8 else "")
+    return restored, f"schema of version {target.version} restored: {shown}"[:MAX_NOTE]

@@ -20,6 +20,7 @@ from segment_lineage.lineage.core.acl import Place
 from segment_lineage.lineage.core.errors import CorruptRecordError, StoreUnavailableError, VersionGoneError
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.schema_versions import config_at
 from segment_lineage.lineage.store.contract import MAX_VERSIONS
 from segment_lineage.lineage.zk.connection import ZkConnection, translated
 from segment_lineage.lineage.zk.store.blobs import BLOB_ID, BlobGone
@@ -175,11 +176,13 @@ class Versions:
         return self.rebuild(table, head, record)
 
     def rebuild(self, table: str, head: Head, record: codec.LeaseRecord) -> TableState:
-        """The version ``record`` names, with ``head``'s config. CorruptRecordError when a blob is gone."""
+        """The version ``record`` names, with ``head``'s config as that version
+        is read (its own schema). CorruptRecordError when a blob is gone."""
+        config = config_at(head.config, record.version)
         cached = self.heads.remembered_state(table, record.version, record.buckets)
-        if cached is not None and cached.config == head.config:
+        if cached is not None and cached.config == config:
             return cached
-        pinned = Head(head.config, record.version, "", record.buckets, None, ())
+        pinned = Head(config, record.version, "", record.buckets, None, ())
         try:
             loaded = self.heads.load(table, pinned, -1)
         except BlobGone as gone:
