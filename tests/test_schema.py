@@ -306,8 +306,11 @@ def test_a_refresh_may_replace_the_schema_and_a_rollback_across_it_brings_the_ol
     hinted = err.split("--to-version ")[1].split(")")[0]
     assert first <= int(hinted) < replaced["version"], err
 
+    code, out, err = run(zk_hosts, "rollback", "dim", "--to-version", hinted, "--dry-run")
+    assert code == 0 and "schema of version" in out and "carrier (string) back" in out, out
+    assert columns("table", "show", "dim") == ["faa: string", "name: string"]  # a dry run changes nothing
     code, out, err = run(zk_hosts, "rollback", "dim", "--to-version", hinted)  # as the hint says
-    assert code == 0, err
+    assert code == 0 and "carrier (string) back" in out, out
     assert columns("table", "show", "dim") == ["carrier: string", "name: string"]
     assert rows() == [{"carrier": "UA", "name": "United"}]
     restored = history(zk_hosts, "dim")[0]

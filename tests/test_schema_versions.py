@@ -100,7 +100,7 @@ def test_the_spans_survive_the_codec_and_malformed_ones_fail_closed() -> None:
     ):
         doc = json.loads(raw)
         doc["table"]["past_schemas"] = bad
-        with pytest.raises(Exception, match="past.schema"):
+        with pytest.raises(Exception, match=r"past.schema"):
             codec.decode_head(json.dumps(doc).encode(), "/h")
 
 

@@ -153,6 +153,8 @@ def rollback(
         f"rows: +{plan.rows_appearing} -{plan.rows_disappearing}"
         + (f" ({plan.rows_before} -> {plan.rows_after})" if plan.rows_before is not None else ""),
     ]
+    if plan.schema is not None:
+        lines.append(f"  {plan.schema}")
     emit(data, "\n".join(lines))
 
 

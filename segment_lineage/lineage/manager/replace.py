@@ -36,6 +36,7 @@ class RollbackPlan:
     committed_version: int | None  # None for a dry run or a no-op
     rows_before: int | None = None  # the whole visible set's rows: dry runs only (linear in the table)
     rows_after: int | None = None
+    schema: str | None = None  # what the rollback does to the schema (None: nothing)
 
 
 @dataclass(frozen=True)
@@ -283,4 +284,5 @@ def _rollback_plan(before: TableState, change: Change, target: int, committed: i
         rows_appearing=sum(after.segments[n].rows for n in appear),
         rows_disappearing=sum(before.segments[n].rows for n in disappear),
         committed_version=committed,
+        schema=None if change.detail is None else change.detail.schema,
     )
