@@ -105,7 +105,10 @@ def test_pinned_and_visible_segments_are_never_planned(mem: LineageManager) -> N
     completed(mem, ["a", "b"], ["c"])
     now = mem.clock["now"]  # type: ignore[attr-defined]
     result = plan(mem.table("t"), Policy(now + DAY, force=True), pinned=[pinned])
-    assert result.condemn == {} and {k.what for k in result.kept} == {"a", "b"}
+    assert result.condemn == {} and {(k.what, k.why) for k in result.kept} == {
+        ("a", "pinned by a reader"),
+        ("b", "pinned by a reader"),
+    }
     visible = plan(mem.table("t"), Policy(now + 10 * DAY, force=True))
     assert "c" not in visible.condemn
 
@@ -169,10 +172,11 @@ def test_time_retention_expires_old_data_unless_a_reader_or_a_push_holds_it(mem:
     )
     state = mem.table("ap")
     assert plan(state, Policy(now)).condemn == {"old": DeletionReason.EXPIRED}  # visible, but expired
-    assert plan(state, Policy(now), pinned=[state]).condemn == {}  # a reader holds it
+    held = plan(state, Policy(now), pinned=[state])
+    assert held.condemn == {} and [(k.what, k.why) for k in held.kept] == [("old", "pinned by a reader")]
     entry = mem.start_replace("ap", ["old"], ["fresh"])
     running = plan(mem.table("ap"), Policy(now), live_owners=frozenset({entry}))
-    assert running.condemn == {}
+    assert running.condemn == {} and [k.why for k in running.kept] == ["part of a running push"]
     assert plan(mem.table("ap"), Policy(now + DAY)).condemn.keys() == {"old", "edge"}
     mem.create_table(TableConfig.build("keep", "/k", "APPEND", time_column="ts"))
     mem.register_segments("keep", [timed("ancient", 0)])
@@ -378,6 +382,40 @@ def test_orphans_past_the_grace_go_through_the_intent_log(zk: LineageManager, tm
     assert run_table(zk, "events", PassOptions(orphans=False)).orphans == 0
     visible = {s.location for s in zk.visible_segments("events")}
     assert visible and all((root / loc).exists() for loc in visible)
+
+
+def test_a_spark_marker_beside_the_tables_files_is_theirs_and_goes_with_the_last(
+    zk: LineageManager, tmp_path: Path
+) -> None:
+    """Files registered by hand from a Spark job's output folder keep its
+    ``_SUCCESS``: no orphan while a file of the table is beside it; an
+    orphan once the folder holds none. Hidden files (a ``.crc``) are never
+    touched, and the kept list says so."""
+    root = tmp_path / "events"
+    push_arrow(zk, "events", [part("v1")])
+    folder = root / "spark_out"
+    folder.mkdir(parents=True)
+    pa.parquet.write_table(part("s"), folder / "part-00000.parquet")
+    zk.register_segments("events", [Segment("s0", "spark_out/part-00000.parquet", rows=3)])
+    markers = [aged(folder / "_SUCCESS", 2), aged(folder / ".part-00000.parquet.crc", 2)]
+    stray = aged(root / "crashed_out" / "_SUCCESS", 2)  # beside nothing of the table's
+    options = PassOptions(min_grace_ms=0, orphan_grace_ms=0)
+    assert run_table(zk, "events", PassOptions(dry_run=True)).stray_bytes == len(b"leftover")
+    for _ in range(2):  # seen, then past the grace
+        report = run_table(zk, "events", options)
+        assert report.errors == []
+    assert all(m.exists() for m in markers) and not stray.exists()
+    dry = run_table(zk, "events", PassOptions(dry_run=True))
+    whys = {k.what: k.why for k in dry.kept_items}
+    assert "marker" in whys.get("spark_out/_SUCCESS", ""), whys
+    assert "hidden" in whys.get("spark_out/.part-00000.parquet.crc", ""), whys  # never touched
+    assert dry.kept == len(dry.kept_items) and dry.stray_bytes == 0
+    zk.delete_segments("events", ["s0"])
+    for _ in range(3):  # the file goes, then its marker: seen, then past the grace
+        assert (
+            run_table(zk, "events", PassOptions(min_grace_ms=0, orphan_grace_ms=0, force=True)).errors == []
+        )
+    assert [m.name for m in markers if m.exists()] == [".part-00000.parquet.crc"]  # hidden: the operator's
 
 
 def test_traversal_attempts_are_refused_and_sentinels_outside_survive(

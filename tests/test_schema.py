@@ -238,7 +238,10 @@ def test_the_first_weeks_schema_surprises_are_refused_and_change_nothing(
     code, _, err = run(zk_hosts, "push", "flights", "--input", str(inputs / "m1.parquet"), "--mode", "append")
     assert code == 0, err
     code, out, _ = run(zk_hosts, "table", "show", "flights")
-    assert "ts: timestamp" in out and "carrier: string" in out and "dep_delay: double" in out
+    assert "ts: timestamp  (timestamp[us, tz=UTC])" in out and "carrier: string\n" in out, out
+    code, out, _ = run(zk_hosts, "--json", "table", "show", "flights")
+    shown = json.loads(out)
+    assert "ts: timestamp" in shown["schema"] and "ts: timestamp[us, tz=UTC]" in shown["arrow_schema"]
     before = history(zk_hosts, "flights")
     assert before[0]["schema"] == "schema recorded: 3 columns" and before[0]["mode"] == "append"
     for name, message in (

@@ -182,7 +182,9 @@ def _total(reports: list[TableReport], dry_run: bool) -> str:
     return (
         f"total: {len(reports)} table(s), {verb} {files} file(s) ({size}), "
         f"{sum(r.condemned for r in reports)} segment(s) condemned, "
-        f"{sum(r.orphans for r in reports)} orphan(s) seen, {sum(r.kept for r in reports)} kept, "
+        f"{sum(r.orphans for r in reports)} orphan(s) seen "
+        f"({human_size(sum(r.stray_bytes for r in reports))} unreferenced), "
+        f"{sum(r.kept for r in reports)} kept, "
         f"{sum(r.pending_left for r in reports)} pending, "
         f"{sum(1 for r in reports if r.errors)} table(s) with errors"
     )

@@ -254,7 +254,20 @@ def table_show(name: str) -> None:
         floor = snap.floor
         if floor is not None and floor.holder is not None and floor.until_ms > m.store.now_ms():
             view["floor"] = f"held by commit {floor.holder} until {iso(floor.until_ms)}"
-    emit(view, render_pairs(view))
+    schema = snap.state.config.schema
+    shown = view
+    if schema is not None:
+        from segment_lineage.ingest.schemas import to_arrow
+
+        files = [str(to_arrow(f.type)) for f in schema]  # the types its files hold, as Arrow names them
+        view = {**view, "arrow_schema": [f"{f.name}: {t}" for f, t in zip(schema, files, strict=True)]}
+        lines = [
+            f"{f.name}: {f.type}" + ("" if t == str(f.type) else f"  ({t})")
+            for f, t in zip(schema, files, strict=True)
+        ]
+        shown = {**view, "schema": lines}
+        del shown["arrow_schema"]
+    emit(view, render_pairs(shown))
 
 
 @table_app.command("drop")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 from segment_lineage.lineage.config import state_dir
@@ -35,6 +35,7 @@ from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Change, TableState
 from segment_lineage.lineage.core.names import MIRROR_LOG_DIR
 from segment_lineage.lineage.core.roots import inside
+from segment_lineage.lineage.core.views import human_size
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_claim, read_claim, resolve_root
@@ -91,29 +92,35 @@ class TableReport:
     entries_removed: int = 0
     pending_left: int = 0
     oldest_pending_ms: int | None = None  # when the oldest file still pending was queued
-    kept: int = 0
+    kept: int = 0  # len(kept_items)
+    stray_bytes: int = 0  # unreferenced files under the root: seen, waiting or deleted now
     metadata_reclaimed: int = 0
     dirs_removed: int = 0
     errors: list[str] = field(default_factory=list)
     leases_ignored: list[str] = field(default_factory=list)  # malformed leases skipped, and why
     unreadable: bool = False  # skipped: its metadata cannot be decoded (fails closed, deletes nothing)
     planned: tuple[Deletion, ...] = ()  # as planned: kept as the plan's own objects, shaped on output
-    kept_items: tuple[Kept, ...] = ()  # what the plan keeps, and why
+    kept_items: tuple[Kept, ...] = ()  # what the pass keeps, and why
+
+    def keep(self, items: Iterable[Kept]) -> None:
+        self.kept_items = (*self.kept_items, *items)
+        self.kept = len(self.kept_items)
 
     def line(self) -> str:
         if self.unreadable:
             return f"{self.table}: skipped, metadata unreadable (nothing deleted), 1 error(s)"
         files = len(self.planned) if self.dry_run else self.files_deleted
+        stray = f" ({human_size(self.stray_bytes)} unreferenced in all)" if self.stray_bytes else ""
         if self.dry_run:
             text = (
-                f"{self.table}: would delete {files} file(s) ({self.bytes_deleted} bytes), condemn "
-                f"{self.condemned} segment(s), see {self.orphans} orphan(s), remove "
+                f"{self.table}: would delete {files} file(s) ({human_size(self.bytes_deleted)}), condemn "
+                f"{self.condemned} segment(s), see {self.orphans} orphan(s){stray}, remove "
                 f"{self.entries_removed} entr(ies); {self.kept} kept, {self.pending_left} pending"
             )
         else:
             text = (
-                f"{self.table}: deleted {files} file(s) ({self.bytes_deleted} bytes), "
-                f"{self.condemned} segment(s) condemned, {self.orphans} orphan(s), "
+                f"{self.table}: deleted {files} file(s) ({human_size(self.bytes_deleted)}), "
+                f"{self.condemned} segment(s) condemned, {self.orphans} orphan(s){stray}, "
                 f"{self.entries_removed} entr(ies) removed, {self.kept} kept, {self.pending_left} pending"
             )
         text += f", {len(self.leases_ignored)} malformed lease(s) ignored" if self.leases_ignored else ""
@@ -235,7 +242,12 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     keep.update(seg.location for seg in now_state.segments.values())
     keep.update(mirrored(now_state, store.now_ms()))  # a publish that landed meanwhile
     todo = not_kept(root, current.deletions, keep)
-    report.kept += len(current.deletions) - len(todo)
+    left = {id(d) for d in todo}
+    report.keep(
+        Kept(d.location, "registered, pinned or published again while the pass ran")
+        for d in current.deletions
+        if id(d) not in left
+    )
     deleted: list[str] = []
     clock = options.clock or time.monotonic
     last_said = clock()
@@ -322,7 +334,7 @@ def _listing(
         try:
             root.path(info.location, resolved_dirs)
         except InvalidInputError:
-            report.kept += 1
+            report.keep([Kept(info.location, "a name no push writes (hidden, or odd): left for an operator")])
             continue
         except LineageError as exc:
             report.errors.append(f"refused {info.location!r}: {exc.message}")
@@ -361,9 +373,9 @@ def _fill(report: TableReport, current: Plan) -> None:
     report.condemned = len(current.condemn)
     report.orphans = len(current.orphans)
     report.entries_removed = len(current.remove_entries)
-    report.kept += len(current.kept)
+    report.stray_bytes = current.stray_bytes
     report.planned = current.deletions
-    report.kept_items = current.kept
+    report.keep(current.kept)
     if report.dry_run:
         report.bytes_deleted = sum(d.size_bytes for d in current.deletions)
 

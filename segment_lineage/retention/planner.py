@@ -19,7 +19,9 @@ Pinot's lineage cleanup, with our protections:
   (``ORPHAN_SEEN``, which a later register takes over); a pass at least
   ``orphan_grace`` later by that clock, that finds it still unreferenced and
   (when known) that old by its storage time too, deletes it. No age comes
-  from the file system alone.
+  from the file system alone. A marker (a file engines skip as hidden, as
+  Spark's ``_SUCCESS`` or a ``.crc``) in a folder holding the table's files
+  is theirs, not an orphan: it goes once the last of them went.
 
 Never planned: a segment visible now (time retention aside), visible in a
 version a live reader pinned, or named by a running push (its owner still
@@ -63,6 +65,19 @@ class Deletion:
     entry_id: str | None
 
 
+MARKER = "a marker beside the table's files (Spark's _SUCCESS, a .crc): goes with the last of them"
+
+
+def is_marker(location: str) -> bool:
+    """Whether a file is one engines skip as hidden (its name starts with
+    ``_`` or ``.``: Spark's ``_SUCCESS``, Hadoop's ``.crc`` side files)."""
+    return location.rsplit("/", 1)[-1].startswith(("_", "."))
+
+
+def _folder(location: str) -> str:
+    return location.rsplit("/", 1)[0] if "/" in location else ""
+
+
 @dataclass(frozen=True)
 class Kept:
     what: str
@@ -77,6 +92,7 @@ class Plan:
     remove_entries: tuple[str, ...]
     kept: tuple[Kept, ...]
     orphans: tuple[str, ...] = ()  # unknown files first seen now: recorded as ORPHAN_SEEN, not deleted
+    stray_bytes: int = 0  # the size of every unreferenced file listed (new, waiting or convicted)
     convict: tuple[str, ...] = ()  # ORPHAN_SEEN a grace ago, still unreferenced: condemned and deleted
     forget: tuple[str, ...] = ()  # ORPHAN_SEEN whose file is gone
 
@@ -126,14 +142,25 @@ def plan(
     remove: list[str] = []
     kept: list[Kept] = []
 
+    visible = visible_names(state)
+    pinned_names = {name for version in pinned for name in visible_names(version)}
+
+    def why_kept(name: str, keep: set[str]) -> str:
+        """Why a segment due to go stays: the first of what protects it."""
+        if name in pinned_names:
+            return "pinned by a reader"
+        if state.segments[name].location in mirrored and name in held:
+            return "referenced by a Delta mirror version engines may still read"
+        if name in visible and keep is protected:
+            return "visible now"
+        return "part of a running push"
+
     def take(names: Iterable[str], reason: DeletionReason, keep: set[str] = protected) -> None:
         for name in names:
             if name not in state.segments:
                 continue
             if name in keep:
-                kept.append(
-                    Kept(name, "visible, pinned by a reader or the Delta mirror, or part of a running push")
-                )
+                kept.append(Kept(name, why_kept(name, keep)))
             else:
                 condemn.setdefault(name, reason)
 
@@ -208,6 +235,7 @@ def plan(
         else:
             kept.append(Kept(location, "younger than the minimum grace"))
     orphans: list[str] = []
+    stray = 0
     convict: list[str] = []
     forget: list[str] = []
     if files is not None:
@@ -220,30 +248,39 @@ def plan(
         known |= mirrored
         running = {push_tag(owner) for owner in live_owners}
         seen = {loc: p for loc, p in state.pending.items() if p.reason is DeletionReason.ORPHAN_SEEN}
+        beside = {_folder(loc) for loc in known if loc not in seen}  # folders holding the table's files
         listed = {info.location: info for info in files}
         horizon = now - policy.orphan_grace_ms
         for location, first in seen.items():
             info = listed.get(location)
             if info is None:
                 forget.append(location)
-            elif location in pinned_locations or (
-                running and push_dir_owner(location.split("/", 1)[0]) in running
-            ):
-                kept.append(Kept(location, "seen unreferenced, but a reader or a running push holds it"))
+            elif is_marker(location) and _folder(location) in beside:
+                forget.append(location)  # files of the table came beside it since: a marker of theirs
+                kept.append(Kept(location, MARKER))
+            elif location in pinned_locations:
+                kept.append(Kept(location, "seen unreferenced, but a reader holds it"))
+            elif running and push_dir_owner(location.split("/", 1)[0]) in running:
+                kept.append(Kept(location, "seen unreferenced, but a running push writes beside it"))
             elif first.marked_ms <= horizon and (info.mtime_ms is None or info.mtime_ms <= horizon):
                 convict.append(location)
                 deletions.append(Deletion(location, "file", DeletionReason.ORPHAN, info.size, None))
+                stray += info.size
             else:
                 kept.append(Kept(location, "seen unreferenced, not yet for the whole orphan grace"))
+                stray += info.size
         for info in files:
             if info.location in known:
                 continue
             top = info.location.split("/", 1)[0]
             if running and push_dir_owner(top) in running:
                 kept.append(Kept(info.location, "written by a running push"))
+            elif is_marker(info.location) and _folder(info.location) in beside:
+                kept.append(Kept(info.location, MARKER))
             else:
                 orphans.append(info.location)
                 kept.append(Kept(info.location, "unreferenced: seen now, deleted a whole orphan grace later"))
+                stray += info.size
     return Plan(
         config.name,
         condemn,
@@ -251,6 +288,7 @@ def plan(
         tuple(remove),
         tuple(kept),
         tuple(orphans),
+        stray,
         tuple(convict),
         tuple(forget),
     )
