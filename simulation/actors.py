@@ -761,6 +761,30 @@ def creator(ctx: Ctx, ops: int) -> None:
             ctx.push(name)
 
 
+def purger(ctx: Ctx, ops: int) -> None:
+    """An operator drops a table with ``--purge`` while pushes, readers and
+    retention go on: nothing but retention may change it after that, a
+    reader's pin keeps its files, and the table goes once they are gone."""
+    try:
+        from segment_lineage.mirror.admin import purge
+    except ImportError:  # this version of the code has no purge
+        return
+    for _ in range(ops):
+        ctx.world.sleep(ctx.rng.uniform(0.5, 3.0))  # something to purge first
+        table = ctx.table()
+        if table is None:
+            return
+        ctx.world.purging.add(table)  # said first: its log and, at the end, its claim may go any time now
+        try:
+            done, _removal = purge(ctx.manager, table, "simulated")
+        except LineageError as exc:
+            ctx.failed(f"purge {table}", exc)
+            if not getattr(ctx.manager.table(table).config, "purging_ms", None):
+                ctx.world.purging.discard(table)
+            continue
+        ctx.note(f"purging {table}: {done.change.segments} segment(s) queued")
+
+
 def linker(ctx: Ctx, ops: int) -> None:
     """An operator links ``ROOT/current`` to the newest push's directory."""
     for _ in range(ops):
@@ -833,6 +857,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "zkhome": zkhome,
     "create": creator,
     "symlink": linker,
+    "purge": purger,
     "janitor": janitor,
     "saboteur": saboteur,
 }
@@ -875,4 +900,6 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
         cast += [("foreign", rng.randint(1, 2)), ("mirror", 1)]
     if rng.random() < 0.3:  # a pusher's identity trying an admin's changes, under an ACL policy
         cast.append(("intruder", rng.randint(2, 4)))
+    if rng.random() < 0.3:  # an operator dropping tables with --purge
+        cast.append(("purge", 1))
     return cast

@@ -196,8 +196,14 @@ class Checker:
             self.flag("deleted-state-dir", f"{rel} of a ZooKeeper server's data deleted by {actor}", 14)
             return
         if "/_delta_log/" in path or os.path.basename(path) == CLAIM_FILE:
-            # A mirror's log, a root's claim: only a drop (or a disable) removes them in a run.
-            if not actor.endswith(":remirror"):
+            # A mirror's log, a root's claim: only a drop (or a disable) removes them in a run,
+            # and a purge (its log at once, its claim when retention drops the table).
+            purged = any(
+                path.startswith(self.world.tables[t].path.rstrip("/") + "/")
+                for t in self.world.purging
+                if t in self.world.tables
+            )
+            if not actor.endswith(":remirror") and not purged:
                 self.flag("deleted-metadata", f"{rel} deleted by {actor}")
             return
         if why is not None:
@@ -643,6 +649,20 @@ class Checker:
                 self.flag(
                     "broken-chain", f"{table}: history versions {versions[:3]}..{versions[-3:]} at v{current}"
                 )
+            purged = min((r.version for r in records if r.operation.value == "PURGE_TABLE"), default=None)
+            late = [
+                r
+                for r in records
+                if purged is not None
+                and r.version > purged
+                and r.operation.value not in ("RETENTION_MARK", "RETENTION_CLEAR", "QUEUE_FILES")
+            ]
+            if late:
+                self.flag(
+                    "purge-unfenced",
+                    f"{table}: {late[0].operation.value} by {late[0].actor} landed at v{late[0].version}, "
+                    f"after the purge at v{purged}",
+                )
             ends = Counter(r.job_id for r in records if r.operation is Operation.END_REPLACE and r.job_id)
             for job, count in sorted(ends.items()):
                 if count > 1:
@@ -705,6 +725,14 @@ class Checker:
             if any(d.startswith(info.path.rstrip("/") + "/") for d in self.world.state_dirs):
                 continue  # a ZooKeeper server's home left under its root: retention refuses it, rightly
             state = store.read(table).state
+            if getattr(state.config, "purging_ms", None) is not None and not any(
+                p.reason.value == "ORPHAN_SEEN" for p in state.pending.values()
+            ):
+                self.flag(
+                    "not-converged",
+                    f"{table}: purged, still there after quiescent passes "
+                    f"({len(state.segments)} segment(s), {len(state.pending)} file(s) queued)",
+                )
             owners = store.live_owners(table)
             stale = [
                 e.entry_id[:8]

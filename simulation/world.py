@@ -79,6 +79,7 @@ class World:
         self.step = 0
         self.mirror_warnings: list[tuple[str, str]] = []  # (actor, warning) of publishes after commits
         self.dropped: set[str] = set()  # tables an actor dropped (a new one may hold the root since)
+        self.purging: set[str] = set()  # tables an actor dropped with --purge (said before the purge)
         self.actors: list[Actor] = []  # the run's, as spawned
         self.publishing: dict[int, str] = {}  # actor -> the table it publishes to (or may, after a commit)
         # Batch jobs under way: job id -> (the actor running it, table, its push's arguments). A

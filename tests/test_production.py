@@ -313,3 +313,76 @@ def test_segment_add_checks_each_files_columns_against_the_tables(zk_hosts: str,
     code, out, err = cli(zk_hosts, "--json", "read", "reg", "--limit", "10")
     assert code == 0, err
     assert sorted(str(r["v"]) for r in json.loads(out)["rows"]) == ["0", "1", "None"]
+
+
+def test_drop_purge_reclaims_the_files_through_retention_and_then_drops_the_table(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """``table drop --purge``: every file queued at once, nothing else changes
+    the table, a reader's pin keeps its files; retention deletes the files
+    past the grace and drops the table; the name is free again."""
+    from segment_lineage.ingest.readers import SnapshotReader
+    from segment_lineage.lineage.manager import LineageManager
+    from segment_lineage.lineage.zk.connect import open_store
+
+    root = tmp_path / "gone"
+    code, _, err = cli(zk_hosts, "table", "create", "gone", "--root", str(root), "--type", "APPEND",
+                       "--time-column", "ts", "--mirror", "delta")  # fmt: skip
+    assert code == 0, err
+    for day in (0, 1):
+        assert cli(zk_hosts, "push", "gone", "--input", str(_day(tmp_path, day, 5)))[0] == 0
+    assert (root / "_delta_log").exists()
+    code, _, err = cli(zk_hosts, "table", "drop", "gone", "--purge", "--force")
+    assert code == 2 and "give --purge or --force" in err, err
+    store = open_store(zk_hosts)
+    try:
+        reader = SnapshotReader(LineageManager(store), "gone")  # pins the two segments
+        code, out, err = cli(zk_hosts, "table", "drop", "gone", "--purge")
+        assert code == 0, err
+        assert "2 segment(s) (10 rows" in out and "2 file(s) queued" in out and "cannot be undone" in out, out
+        assert not (root / "_delta_log").exists()  # engines lose the table at once
+        assert _rows(zk_hosts, "gone") == 0
+        code, out, _ = cli(zk_hosts, "--json", "table", "show", "gone")
+        assert "dropped with --purge" in json.loads(out)["purging"]
+        code, _, err = cli(zk_hosts, "push", "gone", "--input", str(_day(tmp_path, 2, 5)))
+        assert code == 1 and "being dropped with --purge" in err, err
+        code, _, err = cli(zk_hosts, "table", "alter", "gone", "--max-snapshots", "3")
+        assert code == 1 and "being dropped with --purge" in err, err
+        sweep = ("retention", "run", "--table", "gone", "--yes", "--min-grace", "0s", "--force")
+        code, out, err = cli(zk_hosts, *sweep)
+        assert code == 0 and "deleted 0 file(s)" in out and "purging: 2 file(s) left" in out, (out, err)
+        code, out, err = cli(zk_hosts, "retention", "run", "--table", "gone", "--dry-run")
+        assert out.count("pinned by a reader") == 2, out
+        assert reader.to_arrow().num_rows == 10  # the pinned snapshot still reads
+        reader.close()
+    finally:
+        store.close()
+    code, out, err = cli(zk_hosts, *sweep)
+    assert code == 0 and "deleted 2 file(s)" in out and "the table dropped" in out, (out, err)
+    assert not list(root.rglob("*.parquet"))
+    code, _, err = cli(zk_hosts, "table", "show", "gone")
+    assert code == 3 and "does not exist" in err, err
+    code, _, err = cli(zk_hosts, "table", "create", "gone", "--root", str(root))  # the name and root are free
+    assert code == 0, err
+
+
+def test_drop_purge_is_refused_while_a_push_runs_and_drops_an_empty_table_at_once(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    from segment_lineage.lineage.manager import LineageManager
+    from segment_lineage.lineage.zk.connect import open_store
+
+    assert cli(zk_hosts, "table", "create", "busy", "--root", str(tmp_path / "busy"))[0] == 0
+    assert cli(zk_hosts, "push", "busy", "--input", str(_day(tmp_path, 0, 3)))[0] == 0
+    store = open_store(zk_hosts)
+    try:
+        m = LineageManager(store)
+        entry = m.start_replace("busy", [s.name for s in m.visible_segments("busy")], ["next"])
+    finally:
+        store.close()
+    code, _, err = cli(zk_hosts, "table", "drop", "busy", "--purge")
+    assert code == 1 and f"push {entry} is in progress" in err and "--force" in err, err
+    assert _rows(zk_hosts, "busy") == 3  # nothing changed
+    assert cli(zk_hosts, "table", "create", "empty", "--root", str(tmp_path / "empty"))[0] == 0
+    code, out, err = cli(zk_hosts, "table", "drop", "empty", "--purge")
+    assert code == 0 and "dropped table empty" in out, err

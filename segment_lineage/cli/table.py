@@ -10,7 +10,7 @@ from segment_lineage.cli.context import Reason, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.model import SettingsChange, TableConfig
 from segment_lineage.lineage.core.names import check_table_name
-from segment_lineage.lineage.core.views import iso, render_pairs, table_view
+from segment_lineage.lineage.core.views import human_size, iso, render_pairs, table_view
 
 table_app = typer.Typer(help="Create, list, show and drop tables.", no_args_is_help=True)
 
@@ -276,15 +276,89 @@ def table_drop(
     force: Annotated[
         bool, typer.Option("--force", help="Drop even with segments (their files stay).")
     ] = False,
+    purge: Annotated[
+        bool,
+        typer.Option(
+            "--purge",
+            help="Reclaim its files too: all are queued for retention, which deletes them with its "
+            "usual care (readers' pins, the minimum grace) and then drops the table.",
+        ),
+    ] = False,
     reason: Reason = None,
 ) -> None:
-    """Drop a table's metadata (refused while it has segments, unless --force)."""
+    """Drop a table's metadata (refused while it has segments, unless --force or --purge)."""
     from segment_lineage.mirror.admin import drop_table
 
+    if purge and force:
+        raise InvalidInputError(
+            "give --purge or --force, not both: --force leaves the table's files behind, "
+            "--purge reclaims them"
+        )
+    if purge:
+        _purge(check_table_name(name), reason)
+        return
     with manager() as m:
         dropped = drop_table(m, check_table_name(name), force=force, reason=reason)
     word = "; removed the Delta log under its root" if dropped.removed else ""
     view = {"dropped": name, "mirror_log_removed": dropped.removed, "problem": dropped.problem}
     emit(view, f"dropped table {name}{word}")
+    if dropped.problem:
+        typer.echo(f"warning: {dropped.problem}", err=True)
+
+
+def _purge(table: str, reason: str | None) -> None:
+    """``table drop --purge``: the first time, queue every file and mark the
+    table purging; later, say what is left (and drop it when nothing is)."""
+    from segment_lineage.mirror.admin import drop_table, purge
+    from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS
+
+    with manager() as m:
+        state = m.table(table)
+        if state.config.purging_ms is None and (state.segments or state.pending):
+            done, removal = purge(m, table, reason)
+            change = done.change
+            queued = len(done.state.pending)
+            start = iso((done.state.config.purging_ms or 0) + DEFAULT_MIN_GRACE_MS)
+            view = {
+                "table": table,
+                "purging": True,
+                "segments_unregistered": change.segments,
+                "rows": change.rows,
+                "bytes": change.size_bytes,
+                "files_queued": queued,
+                "deletable_from": start,
+                "mirror_log_removed": removal.removed,
+                "problem": removal.problem,
+            }
+            emit(
+                view,
+                f"table {table} is being dropped with its files: {change.segments} segment(s) "
+                f"({change.rows} rows, {human_size(change.size_bytes)}) unregistered, {queued} file(s) "
+                "queued for retention\n"
+                f"  nothing but retention changes it now, and this cannot be undone\n"
+                f"  retention deletes the files from {start} (a reader's pin keeps its own longer), "
+                f"then drops the table: the daemon does it, or 'lineage retention run --table {table} --yes'",
+            )
+            if removal.problem:
+                typer.echo(f"warning: {removal.problem}", err=True)
+            return
+        if state.segments or state.pending:
+            view = {
+                "table": table,
+                "purging": True,
+                "segments": len(state.segments),
+                "files_queued": len(state.pending),
+            }
+            emit(
+                view,
+                f"table {table} is still being purged: {len(state.pending)} file(s) wait for retention "
+                f"('lineage retention run --table {table} --yes' reclaims those past the grace, then drops "
+                "the table)",
+            )
+            return
+        dropped = drop_table(m, table, reason=reason or "table drop --purge")
+    word = "; removed the Delta log under its root" if dropped.removed else ""
+    view = {"dropped": table, "mirror_log_removed": dropped.removed, "problem": dropped.problem}
+    emit(view, f"dropped table {table}: no file of it was left{word}")
     if dropped.problem:
         typer.echo(f"warning: {dropped.problem}", err=True)

@@ -1,4 +1,5 @@
-"""Turning a table's mirror on and off, and dropping a table: each holds
+"""Turning a table's mirror on and off, and dropping a table (or purging
+it: its files reclaimed by retention, which then drops it): each holds
 the table's mirror (:func:`~segment_lineage.mirror.publisher.held`) while it
 changes the table and its log, so a publish under way finishes first, and
 none starts until the change is done.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import LineageError, TableNotFoundError
 from segment_lineage.lineage.core.model import MirrorFormat, SettingsChange, TableConfig
 from segment_lineage.lineage.manager import LineageManager
@@ -102,6 +104,32 @@ def disable(manager: LineageManager, table: str, reason: str | None = None) -> R
                 DeltaLog(root).remove()  # lapsed: a publish may have begun a log since
     problem = f"the Delta log under {root!r} stays: {why}" if why else None
     return Removal(there and why is None, problem)
+
+
+def purge(manager: LineageManager, table: str, reason: str | None = None) -> tuple[Committed, Removal]:
+    """Drop ``table`` with its files (:meth:`LineageManager.purge_table`):
+    every file queued for retention, which drops the table once none is
+    left. The Delta log goes now, as a disable's would (engines lose the
+    table at once, as its readers do); the files it shows are then only
+    the table's, reclaimed with the rest. An admin's."""
+    manager.require_role(doing="purging a table")
+    with held(manager, table):
+        state = manager.table(table)
+        transitions.purge_table(state, manager.store.now_ms())  # refused (a push runs): the log stays
+        root = state.config.root
+        log = DeltaLog.open(root)
+        there = log.exists()
+        why = not_the_tables(manager, state, log) if there else None
+        # As a disable: the log goes first, so a purge cut short leaves a
+        # mirrored table without a log (its next publish begins one), never
+        # a log under a table without a mirror.
+        if there and why is None:
+            log.remove()
+        done = manager.purge_table(table, reason)
+        if there and why is None and not manager.store.holds_mirror(table):
+            DeltaLog(root).remove()  # lapsed: a publish may have begun a log since
+    problem = f"the Delta log under {root!r} stays: {why}" if why else None
+    return done, Removal(there and why is None, problem)
 
 
 def drop_table(

@@ -25,11 +25,13 @@ from dataclasses import dataclass, field, fields
 from segment_lineage.lineage.config import state_dir
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
+    AuthError,
     CorruptRecordError,
     InvalidInputError,
     LineageError,
     OutcomeUnknownError,
     RefusedError,
+    TableNotFoundError,
 )
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Change, TableState
@@ -101,6 +103,7 @@ class TableReport:
     unreadable: bool = False  # skipped: its metadata cannot be decoded (fails closed, deletes nothing)
     planned: tuple[Deletion, ...] = ()  # as planned: kept as the plan's own objects, shaped on output
     kept_items: tuple[Kept, ...] = ()  # what the pass keeps, and why
+    purge: str | None = None  # a table dropped with --purge: what is left of it, or that it went
 
     def keep(self, items: Iterable[Kept]) -> None:
         self.kept_items = (*self.kept_items, *items)
@@ -124,6 +127,7 @@ class TableReport:
                 f"{self.entries_removed} entr(ies) removed, {self.kept} kept, {self.pending_left} pending"
             )
         text += f", {len(self.leases_ignored)} malformed lease(s) ignored" if self.leases_ignored else ""
+        text += f"; {self.purge}" if self.purge else ""
         return text + (f", {len(self.errors)} error(s)" if self.errors else "")
 
     def as_dict(self) -> dict[str, object]:
@@ -281,12 +285,44 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
             reason="retention",
         ).state
     _pending(report, final)
+    if final.config.purging_ms is not None:
+        report.purge = _finish_purge(manager, final, files, deleted)
+        if report.purge == PURGE_DONE:
+            return report  # its metadata went with it
     try:
         report.metadata_reclaimed = store.collect_garbage(table)
     except LineageError as exc:
         report.errors.append(f"metadata garbage collection: {exc.message}")
     report.leases_ignored = store.ignored_leases(table)
     return report
+
+
+PURGE_DONE = "purged: every file reclaimed, the table dropped"
+
+
+def _finish_purge(
+    manager: LineageManager, state: TableState, files: list[FileInfo] | None, deleted: list[str]
+) -> str:
+    """Drop a purging table once nothing of it is left: no segment, no file
+    queued, and nothing under its root this pass did not delete (a file seen
+    unreferenced now waits for the orphan grace first). What became of it."""
+    gone = set(deleted)
+    left = [f.location for f in files or () if f.location not in gone and f.location not in state.pending]
+    if state.segments or state.pending or files is None or left:
+        waiting = len(state.pending) + len(left)
+        return f"purging: {waiting} file(s) left to reclaim before the table goes"
+    from segment_lineage.mirror.admin import drop_table
+
+    try:
+        drop_table(manager, state.config.name, reason="table drop --purge: every file reclaimed")
+    except AuthError as exc:
+        return (
+            f"purging: every file reclaimed; dropping the table takes an admin ({exc.message}): "
+            f"lineage table drop {state.config.name} --purge"
+        )
+    except TableNotFoundError:
+        pass  # an admin finished it meanwhile
+    return PURGE_DONE
 
 
 def mirrored(state: TableState, now_ms: int) -> frozenset[str]:

@@ -57,6 +57,8 @@ def config_to_dict(config: TableConfig) -> dict[str, object]:
         d["time_unit"] = config.time_unit.value
     if config.schema is not None:  # likewise: recorded at a table's first push
         d["schema"] = [[f.name, _type_to_json(f.type)] for f in config.schema]
+    if config.purging_ms is not None:  # likewise: a table dropped with --purge
+        d["purging_ms"] = config.purging_ms
     if config.past_schemas:  # likewise: recorded when a schema first changes
         d["past_schemas"] = [_past_to_json(span) for span in config.past_schemas]
     if config.schema_replaced_at is not None:
@@ -152,6 +154,7 @@ def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
         schema_replaced_at=_opt(d, "schema_replaced_at", int),
         schema_replaced_by=_opt(d, "schema_replaced_by", str),
         past_schemas=_past_from_json(d.get("past_schemas")),
+        purging_ms=_opt(d, "purging_ms", int),
         versions_kept=_opt(d, "versions_kept", int),
         time_granularity=None
         if d.get("time_granularity") is None
@@ -203,6 +206,7 @@ _V2_FIELDS = (
     "schema_replaced_at",
     "schema_replaced_by",
     "past_schemas",
+    "purging_ms",
     "versions_kept",
     "time_granularity",
     "mirror",

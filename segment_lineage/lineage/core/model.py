@@ -79,6 +79,7 @@ class DeletionReason(StrEnum):
     EXPIRED = "EXPIRED"  # an APPEND segment whose time range ended before the time retention
     ORPHAN = "ORPHAN"  # a file under the root that nothing references, past the orphan grace
     ORPHAN_SEEN = "ORPHAN_SEEN"  # such a file, first seen unreferenced: not condemned (a register takes it)
+    PURGED = "PURGED"  # a segment of a table dropped with --purge
 
 
 class Operation(StrEnum):
@@ -95,6 +96,7 @@ class Operation(StrEnum):
     RETENTION_CLEAR = "RETENTION_CLEAR"
     DROP_TABLE = "DROP_TABLE"
     ALTER_TABLE = "ALTER_TABLE"
+    PURGE_TABLE = "PURGE_TABLE"  # every file queued for retention; the table goes once they are gone
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class TableConfig:
     time_granularity: TimeGranularity | None = None  # pushes split their output by it; None: no split
     mirror: MirrorFormat | None = None  # each version published in this format under the root; None: not
     mirror_retention_ms: int | None = None  # how far back the mirror's readers may time-travel; None: default
+    purging_ms: int | None = None  # when `table drop --purge` queued its files: nothing else changes it
 
     @property
     def mirror_window_ms(self) -> int:
@@ -323,6 +326,7 @@ class SettingsChange:
             schema_replaced_at=config.schema_replaced_at,
             schema_replaced_by=config.schema_replaced_by,
             past_schemas=config.past_schemas,
+            purging_ms=config.purging_ms,
         )
 
 

@@ -52,6 +52,7 @@ def table_view(state: TableState) -> dict[str, Any]:
         "schema": None if c.schema is None else render(c.schema),
         "mirror": None if c.mirror is None else c.mirror.value,
         "mirror_retention": format_period(c.mirror_window_ms),
+        **({} if c.purging_ms is None else {"purging": f"dropped with --purge at {iso(c.purging_ms)}"}),
         "version": state.version,
         "segments_registered": len(state.segments),
         "segments_visible": len(visible),

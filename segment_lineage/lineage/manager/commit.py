@@ -32,6 +32,7 @@ from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
 from segment_lineage.lineage.core.roles import guard_role
+from segment_lineage.lineage.core.transitions.purge import refuse_while_purging
 from segment_lineage.lineage.manager.floor import StuckTickets, _FloorUse, _QueueUse
 from segment_lineage.lineage.storage.claims import ClaimFiles
 from segment_lineage.lineage.store.contract import (
@@ -215,6 +216,7 @@ class ManagerBase:
                 raise
             if not change.changed:
                 return Committed(snap.state, change, commit_id, applied=False)
+            refuse_while_purging(snap.state, change)  # judged on the version the write compares
             retryable = False
             step = commit_step(change.operation)
             failpoint(f"{step}.before-commit")

@@ -89,6 +89,22 @@ class TableOps(ManagerBase):
         change.applied(self.table(table).config)  # a bad value fails before the commit
         return self.commit(table, lambda s, now: transitions.alter_table(s, change), reason)
 
+    def purge_table(self, table: str, reason: str | None = None) -> Committed:
+        """Queue every file of ``table`` for retention and mark it purging
+        (:func:`transitions.purge_table`): retention deletes them with its
+        usual care, and the table is dropped once none is left
+        (:meth:`finish_purge`). An admin's: it hides every row."""
+        self.require_role(doing="purging a table")
+        return self.commit(table, transitions.purge_table, reason=reason or "table drop --purge")
+
+    def purge_left(self, table: str) -> tuple[int, int] | None:
+        """What a purging table still holds: (segments, files queued); None
+        when it is not purging."""
+        state = self.table(table)
+        if state.config.purging_ms is None:
+            return None
+        return len(state.segments), len(state.pending)
+
     def _claim(self, table: str, root: str) -> bool:
         """Check ``root`` and write its marker naming ``table``; True when no
         marker was there before (this call made it)."""

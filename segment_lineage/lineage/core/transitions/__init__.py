@@ -23,7 +23,9 @@ Differences from Pinot, on purpose:
 
 One module per family: ``segments`` (register, delete), ``replace`` (start,
 end, revert, and a push's register-and-end), ``deletions`` (file queues and
-retention's marks), ``rollback``, ``settings`` (a table's settings altered).
+retention's marks), ``rollback``, ``settings`` (a table's settings altered),
+``purge`` (a table dropped with ``--purge``: everything queued, nothing else
+changes it).
 Preconditions are data: small frozen objects whose ``check(state)`` raises
 the error naming the rule, with what it expected and what it found where it
 knows both (``start_requirements`` for a replacement's start,
@@ -41,6 +43,7 @@ from segment_lineage.lineage.core.transitions.deletions import (
     queue_files,
     retention_mark,
 )
+from segment_lineage.lineage.core.transitions.purge import purge_table, refuse_while_purging
 from segment_lineage.lineage.core.transitions.replace import (
     complete_replace,
     end_replace,
@@ -58,7 +61,9 @@ __all__ = [
     "complete_replace",
     "delete_segments",
     "end_replace",
+    "purge_table",
     "queue_files",
+    "refuse_while_purging",
     "register_segments",
     "retention_mark",
     "revert_replace",
