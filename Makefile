@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-daemons docs clean faults faults-quick simulate
+.PHONY: demo test lint bench bench-daemons docs clean faults faults-quick simulate soak
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# The soaks (tests marked soak: minutes each), kept out of `make test`.
+soak: $(STAMP)
+	$(BIN)/pytest -m soak
 
 faults: $(STAMP)
 	$(BIN)/python -m faults

@@ -7,6 +7,7 @@ else escaping an actor is reported by the run as a violation.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from segment_lineage.ingest.errors import StorageError
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.acl import PUSHER, READER, RETENTION
-from segment_lineage.lineage.core.errors import AuthError, LineageError
+from segment_lineage.lineage.core.errors import AuthError, LineageError, RefusedError
 from segment_lineage.lineage.core.model import Change, Operation, Segment, SettingsChange, TableState
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
@@ -775,14 +776,21 @@ def purger(ctx: Ctx, ops: int) -> None:
         if table is None:
             return
         ctx.world.purging.add(table)  # said first: its log and, at the end, its claim may go any time now
-        try:
-            done, _removal = purge(ctx.manager, table, "simulated")
-        except LineageError as exc:
-            ctx.failed(f"purge {table}", exc)
+        for _attempt in range(4):  # refused while a push runs: the operator tries again a little later
+            try:
+                done, _removal = purge(ctx.manager, table, "simulated")
+            except RefusedError as exc:
+                ctx.failed(f"purge {table}", exc)
+                ctx.world.sleep(ctx.rng.uniform(0.5, 2.0))
+                continue
+            except LineageError as exc:
+                ctx.failed(f"purge {table}", exc)
+                break
+            ctx.note(f"purging {table}: {done.change.segments} segment(s) queued")
+            break
+        with contextlib.suppress(LineageError):
             if not getattr(ctx.manager.table(table).config, "purging_ms", None):
                 ctx.world.purging.discard(table)
-            continue
-        ctx.note(f"purging {table}: {done.change.segments} segment(s) queued")
 
 
 def linker(ctx: Ctx, ops: int) -> None:

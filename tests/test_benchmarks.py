@@ -122,7 +122,7 @@ def test_a_quick_run_compares_ours_with_both_peers(tmp_path: Path) -> None:
 
 
 @pytest.mark.zk
-@pytest.mark.slow
+@pytest.mark.soak
 def test_sustained_pushes_leave_a_small_server_alive() -> None:
     """Three pushers on a 3,000-segment table for a minute and a half against
     a server with the old default heap (256 MB): it once died after about 30 s

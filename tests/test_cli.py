@@ -291,16 +291,20 @@ def test_a_signal_mid_push_reverts_says_so_in_one_line_and_exits_with_its_code(
     ]
     env = dict(os.environ, LINEAGE_FAILPOINT="push.mid-write:sleep")
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    head = []
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # until the push has started and written its first file
-            _, out, _ = run(zk_hosts, "entries", table, "--json")
-            if out.strip().startswith("[") and [e for e in json.loads(out) if e["state"] == "IN_PROGRESS"]:
+        assert proc.stderr is not None
+        # Until the push says it started (its entry is IN_PROGRESS): its own line, not a poll of
+        # ZooKeeper, which a loaded machine may answer after the write's sleep ran out.
+        for _ in range(10):
+            line = proc.stderr.readline()
+            head.append(line)
+            if not line or line.startswith("started entry"):
                 break
-            time.sleep(0.1)
-        time.sleep(0.3)
+        time.sleep(0.5)  # into the write, which then sleeps a minute
         proc.send_signal(sent)
-        _, err = proc.communicate(timeout=60)
+        _, rest = proc.communicate(timeout=60)
+        err = "".join(head) + rest
     finally:
         proc.kill()
     assert proc.returncode == code, err

@@ -658,3 +658,20 @@ def test_a_rollback_across_a_schema_replacement_is_published_with_the_old_column
     assert con.execute("SELECT carrier, name FROM delta_scan(?)", [str(root)]).fetchall() == [
         ("UA", "United")
     ]
+
+
+@pytest.mark.zk
+def test_mirror_status_is_steady_while_nothing_changes(zk_hosts: str, tmp_path: Path) -> None:
+    """Nothing committed, nothing published: the same status, however long
+    one waits between two looks (no lag that grows on an idle table)."""
+    import time
+
+    root = tmp_path / "idle"
+    assert run(zk_hosts, "table", "create", "idle", "--root", str(root), "--mirror", "delta")[0] == 0
+    pq.write_table(pa.table({"v": [1, 2]}), tmp_path / "a.parquet")
+    assert run(zk_hosts, "push", "idle", "--input", str(tmp_path / "a.parquet"))[0] == 0
+    first = run(zk_hosts, "--json", "mirror", "status", "idle")
+    time.sleep(1.5)
+    second = run(zk_hosts, "--json", "mirror", "status", "idle")
+    assert first[0] == 0 and first[1] == second[1], (first, second)
+    assert json.loads(first[1])["lag_seconds"] == 0

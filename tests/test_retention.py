@@ -524,7 +524,19 @@ def test_a_delete_failing_halfway_converges_on_the_next_pass(
     monkeypatch.delenv("LINEAGE_FAILPOINT")
     report = run_table(zk, "events", PassOptions(min_grace_ms=0))
     assert (report.files_deleted, report.files_already_gone) == (3, 1)
+    assert "deleted 3 file(s) (" in report.line() and "and found 1 already gone" in report.line()
     assert zk.table("events").pending == {} and len(files(tmp_path)) == 1
+
+
+def test_a_table_dropped_before_its_turn_in_a_pass_is_no_failure(zk: LineageManager, tmp_path: Path) -> None:
+    from segment_lineage.retention.executor import run_pass
+
+    push_arrow(zk, "events", [part("a")])
+    zk.create_table(TableConfig.build("later", str(tmp_path / "later")))
+    zk.drop_table("later")
+    reports = run_pass(zk, ["events", "later"], PassOptions(min_grace_ms=0))
+    assert [r.errors for r in reports] == [[], []]
+    assert "dropped before its pass finished" in reports[1].line()
 
 
 def test_revert_racing_retention_leaves_nothing_visible_pointing_at_a_missing_file(

@@ -525,8 +525,9 @@ def test_daemons_given_different_tables_each_clean_theirs(
     events = replaced_table(zk_store, tmp_path / "events", parts=2, name="events")
     clicks = replaced_table(zk_store, tmp_path / "clicks", parts=2, name="clicks")
     a = daemons(zk_hosts, "a", "--table", "events")
-    b = daemons(zk_hosts, "b", "--table", "clicks")
+    b = daemons(zk_hosts, "b", "--table", "clicks", "--table", "clickz")  # one not there (yet)
     wait_for("both tables to be cleaned", lambda: not events.remaining() and not clicks.remaining())
+    assert "no table 'clickz' yet: cleaned once created" in b.log() and "no table" not in a.log()
     assert all(p.exists() for p in events.new + clicks.new)
     assert a.metric('lineage_retention_table_owned{table="events"}') == 1.0
     assert b.metric('lineage_retention_table_owned{table="clicks"}') == 1.0

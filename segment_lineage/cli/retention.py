@@ -268,6 +268,12 @@ def daemon(
         store.client.add_listener(listener)
         try:
             store.require_role(RETENTION, doing="the retention daemon")
+            missing = sorted(set(table or ()) - set(m.list_tables()))
+            if missing:  # a daemon may well start before the tables it keeps: said, not refused
+                logging.getLogger("lineage.retention").warning(
+                    "no table %s yet: cleaned once created (a misspelled --table is never cleaned)",
+                    ", ".join(repr(n) for n in missing),
+                )
             Daemon(m, Ownership(store, identity), schedule, options, table).serve(metrics_host, metrics_port)
         finally:  # the session ends with the process: no line for that
             store.client.remove_listener(listener)

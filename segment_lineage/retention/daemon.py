@@ -253,12 +253,14 @@ class Daemon:
         )
 
     def _wanted(self) -> list[str]:
-        """The tables this daemon stands for: those it was given, else every
-        table (listed anew each time: a table created later is cleaned too)."""
-        if self.tables is not None:
-            return self.tables
+        """The tables this daemon stands for: those it was given that exist,
+        else every table (listed anew each time: a table created later is
+        cleaned too, and a dropped one left)."""
         listing = self.manager.table_listing()
-        return sorted([*listing.readable, *listing.unreadable])
+        there = sorted([*listing.readable, *listing.unreadable])
+        if self.tables is not None:
+            return [t for t in self.tables if t in set(there)]
+        return there
 
     def _check(self) -> dict[str, str]:
         """Stand for the tables, and note what this daemon owns (the

@@ -103,7 +103,7 @@ class TableReport:
     unreadable: bool = False  # skipped: its metadata cannot be decoded (fails closed, deletes nothing)
     planned: tuple[Deletion, ...] = ()  # as planned: kept as the plan's own objects, shaped on output
     kept_items: tuple[Kept, ...] = ()  # what the pass keeps, and why
-    purge: str | None = None  # a table dropped with --purge: what is left of it, or that it went
+    note: str | None = None  # what became of a table dropped (with --purge) before or by this pass
 
     def keep(self, items: Iterable[Kept]) -> None:
         self.kept_items = (*self.kept_items, *items)
@@ -122,12 +122,14 @@ class TableReport:
             )
         else:
             text = (
-                f"{self.table}: deleted {files} file(s) ({human_size(self.bytes_deleted)}), "
+                f"{self.table}: deleted {files} file(s) ({human_size(self.bytes_deleted)})"
+                + (f" and found {self.files_already_gone} already gone" if self.files_already_gone else "")
+                + ", "
                 f"{self.condemned} segment(s) condemned, {self.orphans} orphan(s){stray}, "
                 f"{self.entries_removed} entr(ies) removed, {self.kept} kept, {self.pending_left} pending"
             )
         text += f", {len(self.leases_ignored)} malformed lease(s) ignored" if self.leases_ignored else ""
-        text += f"; {self.purge}" if self.purge else ""
+        text += f"; {self.note}" if self.note else ""
         return text + (f", {len(self.errors)} error(s)" if self.errors else "")
 
     def as_dict(self) -> dict[str, object]:
@@ -286,8 +288,8 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
         ).state
     _pending(report, final)
     if final.config.purging_ms is not None:
-        report.purge = _finish_purge(manager, final, files, deleted)
-        if report.purge == PURGE_DONE:
+        report.note = _finish_purge(manager, final, files, deleted)
+        if report.note == PURGE_DONE:
             return report  # its metadata went with it
     try:
         report.metadata_reclaimed = store.collect_garbage(table)
@@ -445,6 +447,10 @@ def run_pass(
             reports.append(run_table(manager, table, options))
         except (OutcomeUnknownError, FencedError):
             raise
+        except TableNotFoundError:  # dropped since it was listed (or during its pass): nothing to do
+            gone = TableReport(table, options.dry_run)
+            gone.note = "dropped before its pass finished: nothing more to do"
+            reports.append(gone)
         except LineageError as exc:
             corrupt = isinstance(exc, CorruptRecordError)
             failed = TableReport(table, options.dry_run, unreadable=corrupt)
