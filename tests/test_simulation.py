@@ -142,7 +142,7 @@ def test_a_seed_on_real_zookeeper_holds(zk_server: ZkServer) -> None:
 
 
 def test_daemons_share_the_tables_whose_owners_delete_and_replay_exactly() -> None:
-    config = RunConfig(9, steps=300)  # a cast with retention daemons (plan_actors) that delete
+    config = RunConfig(18, steps=300)  # a cast with retention daemons (plan_actors) that delete
     first = run_seed(config)
     assert first.ok, describe(first)
     ticks = [n for n in first.notes if ":daemon:" in n]

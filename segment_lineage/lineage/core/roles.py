@@ -22,7 +22,7 @@ from segment_lineage.lineage.core.visibility import visibility_delta
 
 # Settings a push records itself (its columns, the unit it read times in):
 # any other setting a change moves makes it an admin's, whatever it is called.
-PUSHED_SETTINGS = ("schema", "schema_replaced_at", "schema_replaced_by", "time_unit")
+PUSHED_SETTINGS = ("schema", "schema_replaced_at", "schema_replaced_by", "past_schemas", "time_unit")
 
 
 def guard_role(before: TableState, change: Change) -> str | None:
