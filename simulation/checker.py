@@ -331,7 +331,14 @@ class Checker:
                         top = path[len(join) :].split("/", 1)[0]
                         if push_dir_owner(top) in tags:
                             protected.setdefault(path, f"under a running push's directory in {table}")
-        # A table being dropped still holds its root (its drop removes the log, then the table).
+        # A table being dropped still holds its root (its drop removes the log, then the table),
+        # and the files it queued: a pass that marked them before the drop may delete them until
+        # the drop has removed its hold (the pass checks it before each delete).
+        listed = set(store.list_tables())
+        for path, was in self.queued.items():
+            for q in was:
+                if q.table not in listed and q.table in store.roots() and q.table not in self.world.dropped:
+                    queued.setdefault(path, []).append(q)
         live = {self.world.tables[t].path for t in store.roots() if t in self.world.tables}
         for gone in sorted(self.world.dropped):
             root = self.world.tables[gone].path

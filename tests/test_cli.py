@@ -290,7 +290,15 @@ def test_a_signal_mid_push_reverts_says_so_in_one_line_and_exits_with_its_code(
         str(source),
     ]
     env = dict(os.environ, LINEAGE_FAILPOINT="push.mid-write:sleep")
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # As a push started in the background of a script runs: SIGINT inherited ignored.
+    proc = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
+    )
     head = []
     try:
         assert proc.stderr is not None

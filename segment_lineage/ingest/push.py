@@ -181,8 +181,10 @@ class _Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM during a push raises KeyboardInterrupt so the push can revert."""
+def _signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM or SIGINT during a push raises KeyboardInterrupt so the push
+    can revert: SIGINT too, since a push started in the background of a
+    script inherits SIGINT ignored, and Python then raises nothing for it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -190,12 +192,13 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         raise _Terminated(signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        # None means a handler installed outside Python: fall back to the default.
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        for signum, before in previous.items():
+            # None means a handler installed outside Python: fall back to the default.
+            signal.signal(signum, before if before is not None else signal.SIG_DFL)
 
 
 def _claim_gone(manager: LineageManager, table: str, entry_id: str) -> bool:
@@ -391,7 +394,7 @@ def consistent_push(
     written: Written | None = None
     started = False
     try:
-        with _sigterm_as_interrupt():
+        with _signals_as_interrupt():
             try:
                 replaced, replaced_rows, cleaned = _start(
                     manager, table, mode, target, reason, owner_wait_s, clock, sleep, job_id, job_checked
