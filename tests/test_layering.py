@@ -10,6 +10,7 @@ The layers, bottom up (docs/design.md, "Where the code lives"):
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,8 @@ OUTSIDE = (
     "polars",
 )
 
+FEATURE_MAY = {"lineage.core", "lineage.manager", "lineage.storage", "lineage.config"}
+
 # What each place may import of the project, besides itself.
 MAY_IMPORT: dict[str, set[str]] = {
     "lineage": set(),
@@ -46,9 +49,11 @@ MAY_IMPORT: dict[str, set[str]] = {
         "lineage.config",
     },
     "lineage.config": {"lineage.core"},
-    "ingest": {"lineage", "ingest"},
-    "mirror": {"lineage", "ingest", "mirror"},
-    "retention": {"lineage", "mirror", "retention"},
+    # Features go through the manager (the only door into the lineage): never
+    # the store, its codec or ZooKeeper.
+    "ingest": {*FEATURE_MAY, "ingest"},
+    "mirror": {*FEATURE_MAY, "ingest", "mirror"},
+    "retention": {*FEATURE_MAY, "mirror", "retention"},
 }
 
 
@@ -123,3 +128,20 @@ def test_the_places_are_what_the_layers_name() -> None:
     """A new folder must be given its place in the layers before it holds code."""
     folders = {place(p) for p in SOURCES if p.parent != PACKAGE}
     assert folders <= set(MAY_IMPORT) | {"cli"}, folders - set(MAY_IMPORT)
+
+
+REACH_THROUGH = re.compile(r"\b(?:manager|m)\.store\.|\bmanager\.store\b|\bm\.store\b")
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_features_reach_the_store_only_through_the_manager(path: Path) -> None:
+    """``manager.store`` is the lineage package's own: a feature asks the
+    manager (its clock, holds, versions, history, owners, pins)."""
+    if place(path).startswith("lineage"):
+        return
+    found = [
+        f"{n}: {line.strip()}"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if REACH_THROUGH.search(line)
+    ]
+    assert not found, f"{path.relative_to(ROOT)} reaches through the manager: {found[:3]}"

@@ -190,7 +190,7 @@ def segments(
             state = m.table(table)
         else:  # a past version is listed only while its files can still be read
             lease = m.pin_readable(table, m.resolve_as_of(table, as_of))
-            m.store.release(lease)
+            m.release(lease)
             state = lease.state
     visible = visible_segments(state)
     rows = [segment_view(s, root=state.config.root) for s in visible]

@@ -249,10 +249,10 @@ def table_claim(
 def table_show(name: str) -> None:
     """Show a table's settings and counts (and the commit holding its floor, if any)."""
     with manager() as m:
-        snap = m.store.read(check_table_name(name))
+        snap = m.snapshot(check_table_name(name))
         view = table_view(snap.state)
         floor = snap.floor
-        if floor is not None and floor.holder is not None and floor.until_ms > m.store.now_ms():
+        if floor is not None and floor.holder is not None and floor.until_ms > m.now_ms():
             view["floor"] = f"held by commit {floor.holder} until {iso(floor.until_ms)}"
     schema = snap.state.config.schema
     shown = view

@@ -99,7 +99,7 @@ def _job_end(
     """The newest END_REPLACE record of ``job_id`` (or of ``entry_id``) among
     the versions after ``above``, and the newest version the history holds."""
     newest = above
-    for record in manager.store.iter_history(table):  # newest first, read only as far as needed
+    for record in manager.iter_history(table):  # newest first, read only as far as needed
         newest = max(newest, record.version)
         if record.version <= above:
             break
@@ -205,7 +205,7 @@ def _claim_gone(manager: LineageManager, table: str, entry_id: str) -> bool:
     """Whether this push's owner claim is gone (its session ended); False when
     that cannot be known (ZooKeeper away): the error is then told as it is."""
     try:
-        return entry_id not in manager.store.live_owners(table)
+        return entry_id not in manager.live_owners(table)
     except LineageError:
         return False
 
@@ -272,7 +272,7 @@ def _start(
         # Owners are read after the state, on every attempt: a push creates its
         # owner node before its entry, so every entry in this state whose
         # pusher is alive shows up here as live.
-        owners = manager.store.live_owners(table) - {target.entry_id}
+        owners = manager.live_owners(table) - {target.entry_id}
         if job_id is not None:
             done = check_job(state, job_id, owners)
             if done is None and state.version > checked[0]:  # ends since the search, maybe removed since
@@ -388,9 +388,9 @@ def consistent_push(
         time_column=state.config.time_column,
         interval=interval,
     )
-    store = manager.store
+    owner = manager.owner_hold(table, entry_id)
     failpoint("push.before-start")
-    store.hold_owner(table, entry_id)
+    owner.take()
     written: Written | None = None
     started = False
     try:
@@ -467,7 +467,7 @@ def consistent_push(
         raise
     finally:
         with contextlib.suppress(LineageError):
-            store.release_owner(table, entry_id)
+            owner.release()
     return PushResult(
         table=table,
         entry_id=entry_id,

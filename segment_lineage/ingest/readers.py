@@ -57,7 +57,7 @@ class SnapshotReader:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self.manager.store.release(self.lease)
+            self.manager.release(self.lease)
 
     def arrow_schema(self) -> pa.Schema | None:
         """The table's recorded columns in Arrow types (None: none recorded):

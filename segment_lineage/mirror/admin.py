@@ -100,7 +100,7 @@ def disable(manager: LineageManager, table: str, reason: str | None = None) -> R
             log.remove()
         if state.config.mirror is not None:
             manager.alter_table(table, SettingsChange(mirror="none"), reason)
-            if why is None and not manager.store.holds_mirror(table):
+            if why is None and not manager.mirror_hold(table).held():
                 DeltaLog(root).remove()  # lapsed: a publish may have begun a log since
     problem = f"the Delta log under {root!r} stays: {why}" if why else None
     return Removal(there and why is None, problem)
@@ -115,7 +115,7 @@ def purge(manager: LineageManager, table: str, reason: str | None = None) -> tup
     manager.require_role(doing="purging a table")
     with held(manager, table):
         state = manager.table(table)
-        transitions.purge_table(state, manager.store.now_ms())  # refused (a push runs): the log stays
+        transitions.purge_table(state, manager.now_ms())  # refused (a push runs): the log stays
         root = state.config.root
         log = DeltaLog.open(root)
         there = log.exists()
@@ -126,7 +126,7 @@ def purge(manager: LineageManager, table: str, reason: str | None = None) -> tup
         if there and why is None:
             log.remove()
         done = manager.purge_table(table, reason)
-        if there and why is None and not manager.store.holds_mirror(table):
+        if there and why is None and not manager.mirror_hold(table).held():
             DeltaLog(root).remove()  # lapsed: a publish may have begun a log since
     problem = f"the Delta log under {root!r} stays: {why}" if why else None
     return done, Removal(there and why is None, problem)
@@ -165,7 +165,7 @@ def drop_table(
                 removed.append(store.remove_mirror_log())
                 return
             why = whys[0] if whys else not_the_tables(manager, None, log)
-            if why is None and holding and not manager.store.holds_mirror(table):
+            if why is None and holding and not manager.mirror_hold(table).held():
                 if mirrored:  # it stays to be run again, with a hold of its own
                     raise MirrorError(f"the hold on the Delta mirror of table {table!r} lapsed")
                 why = "the hold on the table's mirror lapsed (its ZooKeeper session ended)"

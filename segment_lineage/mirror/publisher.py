@@ -100,7 +100,7 @@ def held(manager: LineageManager, table: str, wait_s: float | None = None) -> It
     attempts = Attempts(dataclasses.replace(manager.retry, max_attempts=HOLD_TRIES, deadline_s=deadline))
     while True:
         try:
-            manager.store.hold_mirror(table)
+            manager.mirror_hold(table).take()
             break
         except MirrorHeldError:
             if not attempts.next():
@@ -116,7 +116,7 @@ def held(manager: LineageManager, table: str, wait_s: float | None = None) -> It
         yield
     finally:
         with contextlib.suppress(LineageError):  # it goes with the session anyway
-            manager.store.release_mirror(table)
+            manager.mirror_hold(table).release()
 
 
 def sync(
@@ -167,7 +167,7 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
         except MirrorConflict:
             continue  # another publisher's commit landed: read both again
         if clean and not dry_run:
-            horizon = manager.store.now_ms() - state.config.mirror_window_ms
+            horizon = manager.now_ms() - state.config.mirror_window_ms
             _still_held(manager, table, "before removing old log files,")
             report = dataclasses.replace(report, cleaned=log.clean(horizon))
         return report
@@ -179,7 +179,7 @@ def _still_held(
 ) -> None:
     """MirrorError unless this process still holds the table's mirror (its
     ZooKeeper session lapsed: a drop or another publisher may have taken it)."""
-    if not manager.store.holds_mirror(table):
+    if not manager.mirror_hold(table).held():
         raise MirrorError(
             f"{before} the hold on the Delta mirror of table {table!r} lapsed (the ZooKeeper session "
             f"ended); {then}"
@@ -259,7 +259,7 @@ def _publish(
     if shown.version is None or repair:
         versions = [state.version]
     else:
-        versions = [v for v in manager.store.versions(table) if shown.lineage_version < v <= state.version]
+        versions = [v for v in manager.versions(table) if shown.lineage_version < v <= state.version]
         if state.version > shown.lineage_version and state.version not in versions:
             versions.append(state.version)
     records = records_of(manager, table, versions)
@@ -313,7 +313,7 @@ def _publish(
                     if then_step is not None:
                         log.check_files(then_step)  # every file there before anything is written
                     _still_held(manager, table, f"before resetting the columns of table {table!r}'s mirror,")
-                    log.reset(delta_schema, fields, manager.store.now_ms())
+                    log.reset(delta_schema, fields, manager.now_ms())
                     shown = log.shown
             step = plan_step(shown, then, schema, fields, records.get(version))
             if step is None and repair:  # the newest commit must be ours: one with nothing else
@@ -328,7 +328,7 @@ def _publish(
                 continue
             failpoint("mirror.before-commit")
             _still_held(manager, table, f"before publishing version {version},")
-            delta_version = log.commit(step, delta_schema, manager.store.now_ms())
+            delta_version = log.commit(step, delta_schema, manager.now_ms())
             failpoint("mirror.after-commit")
             _still_held(
                 manager,
@@ -340,7 +340,7 @@ def _publish(
             shown = log.shown
             published.append((version, delta_version))
         finally:
-            manager.store.release(lease)
+            manager.release(lease)
     return SyncReport(
         table,
         state.version,
@@ -361,7 +361,7 @@ def records_of(manager: LineageManager, table: str, versions: list[int]) -> dict
     wanted = set(versions)
     oldest = min(versions)
     out: dict[int, HistoryRecord] = {}
-    for count, record in enumerate(manager.store.iter_history(table)):
+    for count, record in enumerate(manager.iter_history(table)):
         if record.version < oldest or count >= MAX_RECORDS:
             break
         if record.version in wanted:
@@ -415,7 +415,7 @@ def clean_log(manager: LineageManager, table: str) -> int:
         if config.mirror is None:
             return 0
         log = DeltaLog.open(config.root)
-        return log.clean(manager.store.now_ms() - config.mirror_window_ms)
+        return log.clean(manager.now_ms() - config.mirror_window_ms)
 
 
 def check_root(root: str, *, fresh: bool = False) -> None:

@@ -53,10 +53,10 @@ def status(manager: LineageManager, table: str, *, check_files: bool = False) ->
     except MirrorError as exc:
         problem = exc.message
         # Nothing can be published: every version after the last published one is behind.
-        later = [v for v in manager.store.versions(table) if v > log.shown.lineage_version]
+        later = [v for v in manager.versions(table) if v > log.shown.lineage_version]
         records = records_of(manager, table, later)
         behind = tuple((v, records[v].at_ms if v in records else 0) for v in later)
-    now = manager.store.now_ms()
+    now = manager.now_ms()
     lag = max(0, now - behind[0][1]) if behind else 0
     if check_files and log.shown.files:
         sizes = DeepStore.for_root(config.root).file_sizes(sorted(log.shown.files))

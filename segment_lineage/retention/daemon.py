@@ -386,7 +386,7 @@ class Daemon:
 
     def _now_ms(self) -> int | None:
         try:
-            return self.manager.store.now_ms()
+            return self.manager.now_ms()
         except LineageError:
             return None
 
@@ -509,7 +509,7 @@ class Daemon:
         """How often the elections are checked between passes: often enough
         that a dead daemon's tables move within its session timeout of the
         expiry."""
-        timeout = getattr(self.manager.store, "session_timeout_s", None)
+        timeout = self.manager.session_timeout_s
         return HEARTBEAT_S if not timeout else max(0.5, min(HEARTBEAT_S, timeout / 3))
 
     def stop(self) -> None:

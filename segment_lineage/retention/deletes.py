@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.failpoints import armed, failpoint
@@ -13,13 +13,16 @@ from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.planner import Deletion
 
-if TYPE_CHECKING:
-    from segment_lineage.lineage.store.election import SessionCheck
-
 Fence = Callable[[], None]
 
 
-def session_fence(check: SessionCheck, message: str) -> Fence:
+class SessionHeld(Protocol):
+    """Whether the pass's own session still stands (``lineage.store.election.SessionCheck``)."""
+
+    def holds(self) -> bool: ...
+
+
+def session_fence(check: SessionHeld, message: str) -> Fence:
     """A fence on the pass's own ZooKeeper session: once it was suspended or
     replaced, the plan may be stale, so nothing more is deleted."""
 

@@ -152,12 +152,13 @@ def run_table(manager: LineageManager, table: str, options: PassOptions | None =
     options = options or PassOptions()
     if options.dry_run:
         return _run_table(manager, table, options)
-    manager.store.hold_pass(table)
+    hold = manager.pass_hold(table)
+    hold.take()
     try:
         return _run_table(manager, table, options)
     finally:
         try:
-            manager.store.release_pass(table)
+            hold.release()
         except LineageError as exc:  # the session's end releases it anyway
             log.warning("releasing the retention pass on %s: %s", table, exc.message)
 
@@ -165,7 +166,7 @@ def run_table(manager: LineageManager, table: str, options: PassOptions | None =
 def _holding(manager: LineageManager, table: str) -> None:
     """The pass still holds its table (a session that lapsed lost it, and
     another pass may be running now): else nothing more is deleted."""
-    if not manager.store.holds_pass(table):
+    if not manager.pass_hold(table).held():
         raise FencedError(f"the retention pass on {table!r} lost its hold on the table; it stopped")
 
 
@@ -184,11 +185,10 @@ def check_root_claim(manager: LineageManager, table: str, root: str) -> None:
             remedy=f"if the table's files are all this lineage's, run 'lineage table claim {table}' "
             "(once, for tables created before roots were claimed)",
         )
-    check_claim(claim, manager.store.store_id(), table, root, live=True)
+    check_claim(claim, manager.store_id(), table, root, live=True)
 
 
 def _run_table(manager: LineageManager, table: str, options: PassOptions) -> TableReport:
-    store = manager.store
     report = TableReport(table, options.dry_run)
     config = manager.table(table).config
     check_root_claim(manager, table, config.root)
@@ -204,7 +204,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
         # it is applied to, after it: a push holds its owner node before its
         # entry exists and a reader its lease before it verifies, so whatever
         # this head shows as running or pinned is in these reads too.
-        pinned, owners = store.pinned_states(table), store.live_owners(table)
+        pinned, owners = manager.pinned_states(table), manager.live_owners(table)
         return plan(state, policy(now), pinned, owners, files, mirrored(state, now))
 
     def mark(state: TableState, now: int) -> Change:
@@ -223,7 +223,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
 
     if options.dry_run:
         state = manager.table(table)
-        now = store.now_ms()
+        now = manager.now_ms()
         current = planned(state, now)
         try:
             _check_share(state, current, options)
@@ -231,7 +231,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
             report.errors.append(exc.message)
         _fill(report, current)
         _pending(report, state)
-        report.leases_ignored = store.ignored_leases(table)
+        report.leases_ignored = manager.ignored_leases(table)
         return report
 
     options.fence()
@@ -243,10 +243,10 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     # Readers that pinned while we planned keep their files, and so does any
     # location registered now (read after the pins, with the pass held).
     _holding(manager, table)
-    keep = {seg.location for version in store.pinned_states(table) for seg in version.segments.values()}
+    keep = {seg.location for version in manager.pinned_states(table) for seg in version.segments.values()}
     now_state = manager.table(table)
     keep.update(seg.location for seg in now_state.segments.values())
-    keep.update(mirrored(now_state, store.now_ms()))  # a publish that landed meanwhile
+    keep.update(mirrored(now_state, manager.now_ms()))  # a publish that landed meanwhile
     todo = not_kept(root, current.deletions, keep)
     left = {id(d) for d in todo}
     report.keep(
@@ -292,10 +292,10 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
         if report.note == PURGE_DONE:
             return report  # its metadata went with it
     try:
-        report.metadata_reclaimed = store.collect_garbage(table)
+        report.metadata_reclaimed = manager.collect_garbage(table)
     except LineageError as exc:
         report.errors.append(f"metadata garbage collection: {exc.message}")
-    report.leases_ignored = store.ignored_leases(table)
+    report.leases_ignored = manager.ignored_leases(table)
     return report
 
 
@@ -352,7 +352,7 @@ def _listing(
     try:
         others = [
             f"{place}/"
-            for other, theirs in manager.store.roots().items()
+            for other, theirs in manager.roots().items()
             if other != table and (place := inside(root.root, theirs)) is not None
         ]
         listed = root.list()

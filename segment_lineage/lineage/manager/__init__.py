@@ -16,7 +16,9 @@ The operations live one concern per module, as mixins over the commit loop:
 :mod:`.commit` (the loop, its retry budget and "outcome unknown" recovery),
 :mod:`.floor` (the table's floor), :mod:`.tables` (create, drop, claim),
 :mod:`.segments` (register, delete), :mod:`.replace` (start, end, revert,
-rollback) and :mod:`.reads` (snapshots, leases, versions, history).
+rollback), :mod:`.reads` (snapshots, leases, versions, history) and
+:mod:`.coordination` (the store's clock, holds, owners and pins: what
+features need of the store, through the manager only).
 :class:`LineageManager` composes them, so it keeps one flat API of methods.
 Mixins rather than a class delegating to functions: each method's signature
 and docstring stay in one place, next to its code, and :meth:`for_job`
@@ -27,14 +29,15 @@ still copies one object. The mixins share only :class:`.commit.ManagerBase`
 from __future__ import annotations
 
 from segment_lineage.lineage.manager.commit import commit_step
+from segment_lineage.lineage.manager.coordination import Coordination, TableHold
 from segment_lineage.lineage.manager.floor import FLOOR_MS
 from segment_lineage.lineage.manager.reads import PIN_ATTEMPTS
 from segment_lineage.lineage.manager.replace import ReplaceOps
 from segment_lineage.lineage.manager.segments import SegmentOps
 from segment_lineage.lineage.manager.tables import TableOps
 
-__all__ = ["FLOOR_MS", "PIN_ATTEMPTS", "LineageManager", "commit_step"]
+__all__ = ["FLOOR_MS", "PIN_ATTEMPTS", "LineageManager", "TableHold", "commit_step"]
 
 
-class LineageManager(TableOps, SegmentOps, ReplaceOps):
+class LineageManager(TableOps, SegmentOps, ReplaceOps, Coordination):
     """Pinot's lineage operations over one :class:`~segment_lineage.lineage.store.contract.Store`."""

@@ -97,14 +97,6 @@ class TableOps(ManagerBase):
         self.require_role(doing="purging a table")
         return self.commit(table, transitions.purge_table, reason=reason or "table drop --purge")
 
-    def purge_left(self, table: str) -> tuple[int, int] | None:
-        """What a purging table still holds: (segments, files queued); None
-        when it is not purging."""
-        state = self.table(table)
-        if state.config.purging_ms is None:
-            return None
-        return len(state.segments), len(state.pending)
-
     def _claim(self, table: str, root: str) -> bool:
         """Check ``root`` and write its marker naming ``table``; True when no
         marker was there before (this call made it)."""
