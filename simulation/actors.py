@@ -27,8 +27,9 @@ from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.lineage.store.election import Ownership
-from segment_lineage.retention.daemon import HEARTBEAT_S, Daemon, Schedule
+from segment_lineage.retention.daemon import HEARTBEAT_S, Daemon
 from segment_lineage.retention.executor import PassOptions, run_pass, run_table
+from segment_lineage.retention.schedule import Schedule
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor
 from simulation.world import World

@@ -17,8 +17,9 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.errors import CorruptRecordError
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.zk.store import ROOT, ZkStore
-from segment_lineage.retention.daemon import Daemon, Schedule
+from segment_lineage.retention.daemon import Daemon
 from segment_lineage.retention.executor import PassOptions, run_pass
+from segment_lineage.retention.schedule import Schedule
 from tests.conftest import fast_retry
 from tests.helpers.files import parquet_file
 from tests.helpers.owners import OwnsAll

@@ -30,8 +30,9 @@ from segment_lineage.lineage.store.election import Ownership
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.server import ZkServer, free_port
 from segment_lineage.lineage.zk.store import ZkStore
-from segment_lineage.retention.daemon import Daemon, Schedule
+from segment_lineage.retention.daemon import Daemon
 from segment_lineage.retention.executor import PassOptions, TableReport
+from segment_lineage.retention.schedule import Schedule
 from tests.conftest import fast_retry
 from tests.helpers.owners import OwnsAll
 from tests.helpers.run import wait_for
@@ -469,7 +470,7 @@ def test_cron_reads_days_as_cron_does_and_refuses_what_would_never_run() -> None
     from datetime import UTC, datetime
 
     from segment_lineage.lineage.core.errors import InvalidInputError
-    from segment_lineage.retention.daemon import crontab
+    from segment_lineage.retention.schedule import crontab
 
     thursday = datetime(2026, 11, 26, 12, tzinfo=UTC)
     for expression, day in (

@@ -238,8 +238,9 @@ def daemon(
     others once its session expires."""
     from segment_lineage.lineage.core.acl import RETENTION
     from segment_lineage.lineage.store.election import Ownership
-    from segment_lineage.retention.daemon import Daemon, Schedule
+    from segment_lineage.retention.daemon import Daemon
     from segment_lineage.retention.executor import PassOptions
+    from segment_lineage.retention.schedule import Schedule
 
     if cron is not None and interval is not None:  # a flag wins over the file or the environment
         given = {name: ctx.get_parameter_source(name) for name in ("cron", "interval")}

@@ -25,31 +25,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import signal
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from datetime import UTC, datetime
 from types import FrameType
 from typing import Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
-from prometheus_client import CONTENT_TYPE_LATEST
 
-from segment_lineage.lineage.core.errors import InvalidInputError, LineageError, StoreUnavailableError
-from segment_lineage.lineage.core.periods import format_period, parse_period
+from segment_lineage.lineage.core.errors import LineageError, StoreUnavailableError
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.retention.cron import crontab_fields
-from segment_lineage.retention.errors import FencedError, RetentionError
+from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.executor import PassOptions, TableReport, run_pass
-from segment_lineage.retention.metrics import Metrics
+from segment_lineage.retention.metrics import Metrics, serve
+from segment_lineage.retention.schedule import Schedule
 
 log = logging.getLogger("lineage.retention")
 HEARTBEAT_S = 5.0
@@ -68,57 +62,6 @@ class Owners(Protocol):
 
     @property
     def connected(self) -> bool: ...
-
-
-def crontab(expression: str) -> CronTrigger:
-    """A crontab expression (UTC) as crontab reads it (:mod:`segment_lineage.retention.cron`)."""
-    return CronTrigger(**crontab_fields(expression), timezone=UTC)
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """When passes run: a crontab expression (UTC) or a fixed interval."""
-
-    cron: str | None = None
-    interval_ms: int | None = None
-
-    @staticmethod
-    def parse(cron: str | None, interval: str | None) -> Schedule:
-        if (cron is None) == (interval is None):
-            raise InvalidInputError("give exactly one of --cron and --interval")
-        if interval is not None:
-            ms = parse_period(interval)
-            if ms < 1000:
-                raise InvalidInputError(f"invalid interval {interval!r}: at least 1s")
-            return Schedule(interval_ms=ms)
-        assert cron is not None
-        try:
-            trigger = crontab(cron)
-        except ValueError as exc:
-            raise InvalidInputError(f"invalid cron expression {cron!r}: {exc}") from None
-        if trigger.get_next_fire_time(None, datetime.fromtimestamp(time.time(), UTC)) is None:
-            raise InvalidInputError(f"cron expression {cron!r} never fires: no pass would ever run")
-        return Schedule(cron=cron)
-
-    def trigger(self) -> BaseTrigger:
-        if self.cron is not None:
-            return crontab(self.cron)
-        assert self.interval_ms is not None
-        return IntervalTrigger(seconds=self.interval_ms / 1000, timezone=UTC)
-
-    def describe(self) -> str:
-        return f"cron {self.cron!r} (UTC)" if self.cron else f"every {format_period(self.interval_ms or 0)}"
-
-    def second_run_after(self, reference_s: float) -> float:
-        """When (seconds since the epoch) the second run scheduled after
-        ``reference_s`` is due: a leader that has completed no pass by then
-        has missed two periods of its schedule."""
-        if self.interval_ms is not None:
-            return reference_s + 2 * self.interval_ms / 1000
-        trigger = self.trigger()
-        first = trigger.get_next_fire_time(None, datetime.fromtimestamp(reference_s, UTC))
-        second = None if first is None else trigger.get_next_fire_time(first, first + timedelta(seconds=1))
-        return float("inf") if second is None else second.timestamp()
 
 
 @dataclass
@@ -294,36 +237,22 @@ class Daemon:
         of ``tables``, the ones this daemon owns, after each pass: a commit
         publishes right after itself, best effort; this catches up whatever
         that missed), and set the lag gauges to what is left. Never raises."""
-        from segment_lineage.mirror.publisher import mirrored_tables, sync_many
-        from segment_lineage.mirror.views import status
+        from segment_lineage.mirror.job import catch_up
 
         try:
-            mirrored = mirrored_tables(self.manager, self.tables if tables is None else list(tables))
+            lags = catch_up(self.manager, self.tables if tables is None else tables, self._stopping.is_set)
         except LineageError as exc:
             log.warning("mirror publish skipped: %s", exc.message)
             return
-        tables = mirrored
-        for gone in self._lagging - set(tables):  # no gauges for a table without a mirror (any more)
+        for gone in self._lagging - {lag.table for lag in lags}:  # no gauges for a table without a mirror
             for gauge in (self.metrics.mirror_lag_versions, self.metrics.mirror_lag_seconds):
                 with contextlib.suppress(KeyError):
                     gauge.remove(gone)
-        self._lagging = set(tables)
-        for table, result in sync_many(
-            self.manager, tables, listed=True, clean=True, stopping=self._stopping.is_set
-        ):
-            behind, lag_ms = 0, 0  # published up to the head the sync read
-            if isinstance(result, LineageError):
-                self.metrics.mirror_failures.inc()
-                log.warning("mirror of %s: publish failed: %s", table, result.message)
-                try:
-                    found = status(self.manager, table)
-                except LineageError:
-                    continue
-                behind, lag_ms = len(found.behind), found.lag_ms
-            elif result.published or result.cleaned:
-                log.info("mirror: %s; %d old log file(s) removed", result.line(), result.cleaned)
-            self.metrics.mirror_lag_versions.labels(table).set(behind)
-            self.metrics.mirror_lag_seconds.labels(table).set(lag_ms / 1000)
+        self._lagging = {lag.table for lag in lags}
+        for lag in lags:
+            self.metrics.mirror_failures.inc(int(lag.failed))
+            self.metrics.mirror_lag_versions.labels(lag.table).set(lag.versions)
+            self.metrics.mirror_lag_seconds.labels(lag.table).set(lag.seconds)
 
     def _record_failure(self, error: str) -> None:
         self.metrics.failures.inc()
@@ -461,7 +390,9 @@ class Daemon:
         """Run until SIGTERM/SIGINT (or :meth:`stop`). Call from the main thread."""
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
-        server = self._start_http(metrics_host, metrics_port) if metrics_port is not None else None
+        server = (
+            serve(metrics_host, metrics_port, self.metrics, self.health) if metrics_port is not None else None
+        )
         # APScheduler's own lines (jobs added, started, a run skipped because a
         # pass outlasted its interval) are not news: the daemon logs its own.
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
@@ -522,34 +453,3 @@ class Daemon:
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: stopping after the current file", signal.Signals(signum).name)
         self.stop()
-
-    def _start_http(self, host: str, port: int) -> ThreadingHTTPServer:
-        daemon = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path == "/metrics":
-                    self._send(200, CONTENT_TYPE_LATEST, daemon.metrics.render())
-                elif self.path in ("/healthz", "/health"):
-                    healthy, body = daemon.health()
-                    self._send(200 if healthy else 503, "application/json", json.dumps(body).encode())
-                else:
-                    self._send(404, "text/plain", b"not found: try /metrics or /healthz\n")
-
-            def _send(self, code: int, kind: str, body: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                return None
-
-        try:
-            server = ThreadingHTTPServer((host, port), Handler)
-        except OSError as exc:
-            raise RetentionError(f"cannot serve metrics on {host}:{port}: {exc.strerror}") from None
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-        return server

@@ -1,9 +1,17 @@
 """The retention daemon's Prometheus metrics: what operations.md's alerts
-read (ownership per table, passes, what was reclaimed, the mirrors' lag)."""
+read (ownership per table, passes, what was reclaimed, the mirrors' lag),
+served with its ``/healthz`` on ``--metrics-port``."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+from segment_lineage.retention.errors import RetentionError
 
 
 class Metrics:
@@ -81,3 +89,39 @@ class Metrics:
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))
+
+
+Health = Callable[[], tuple[bool, dict[str, object]]]
+
+
+def serve(host: str, port: int, metrics: Metrics, health: Health) -> ThreadingHTTPServer:
+    """Serve ``/metrics`` and ``/healthz`` (200 healthy, 503 not) on a thread
+    of its own; RetentionError when the address cannot be bound."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                self._send(200, CONTENT_TYPE_LATEST, metrics.render())
+            elif self.path in ("/healthz", "/health"):
+                healthy, body = health()
+                self._send(200 if healthy else 503, "application/json", json.dumps(body).encode())
+            else:
+                self._send(404, "text/plain", b"not found: try /metrics or /healthz\n")
+
+        def _send(self, code: int, kind: str, body: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as exc:
+        raise RetentionError(f"cannot serve metrics on {host}:{port}: {exc.strerror}") from None
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
