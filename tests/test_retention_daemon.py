@@ -31,7 +31,8 @@ from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.server import ZkServer, free_port
 from segment_lineage.lineage.zk.store import ZkStore
 from segment_lineage.retention.daemon import Daemon
-from segment_lineage.retention.executor import PassOptions, TableReport
+from segment_lineage.retention.executor import PassOptions
+from segment_lineage.retention.report import TableReport
 from segment_lineage.retention.schedule import Schedule
 from tests.conftest import fast_retry
 from tests.helpers.owners import OwnsAll

@@ -27,7 +27,7 @@ from segment_lineage.retention.errors import RetentionError
 from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS
 
 if TYPE_CHECKING:  # the executor needs pyarrow, which other commands do not load
-    from segment_lineage.retention.executor import TableReport
+    from segment_lineage.retention.report import TableReport
 
 retention_app = typer.Typer(help="Reclaim replaced and abandoned segments.", no_args_is_help=True)
 

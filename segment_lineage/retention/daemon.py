@@ -41,8 +41,9 @@ from apscheduler.triggers.interval import IntervalTrigger
 from segment_lineage.lineage.core.errors import LineageError, StoreUnavailableError
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.retention.errors import FencedError
-from segment_lineage.retention.executor import PassOptions, TableReport, run_pass
+from segment_lineage.retention.executor import PassOptions, run_pass
 from segment_lineage.retention.metrics import Metrics, serve
+from segment_lineage.retention.report import TableReport
 from segment_lineage.retention.schedule import Schedule
 
 log = logging.getLogger("lineage.retention")

@@ -1,0 +1,71 @@
+"""What a retention pass did to one table, as a line and as JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+
+from segment_lineage.lineage.core.views import human_size
+from segment_lineage.retention.planner import Deletion, Kept
+
+
+@dataclass
+class TableReport:
+    table: str
+    dry_run: bool
+    condemned: int = 0
+    orphans: int = 0
+    files_deleted: int = 0
+    files_already_gone: int = 0
+    bytes_deleted: int = 0
+    entries_removed: int = 0
+    pending_left: int = 0
+    oldest_pending_ms: int | None = None  # when the oldest file still pending was queued
+    kept: int = 0  # len(kept_items)
+    stray_bytes: int = 0  # unreferenced files under the root: seen, waiting or deleted now
+    metadata_reclaimed: int = 0
+    dirs_removed: int = 0
+    errors: list[str] = field(default_factory=list)
+    leases_ignored: list[str] = field(default_factory=list)  # malformed leases skipped, and why
+    unreadable: bool = False  # skipped: its metadata cannot be decoded (fails closed, deletes nothing)
+    planned: tuple[Deletion, ...] = ()  # as planned: kept as the plan's own objects, shaped on output
+    kept_items: tuple[Kept, ...] = ()  # what the pass keeps, and why
+    note: str | None = None  # what became of a table dropped (with --purge) before or by this pass
+
+    def keep(self, items: Iterable[Kept]) -> None:
+        self.kept_items = (*self.kept_items, *items)
+        self.kept = len(self.kept_items)
+
+    def line(self) -> str:
+        if self.unreadable:
+            return f"{self.table}: skipped, metadata unreadable (nothing deleted), 1 error(s)"
+        files = len(self.planned) if self.dry_run else self.files_deleted
+        stray = f" ({human_size(self.stray_bytes)} unreferenced in all)" if self.stray_bytes else ""
+        if self.dry_run:
+            text = (
+                f"{self.table}: would delete {files} file(s) ({human_size(self.bytes_deleted)}), condemn "
+                f"{self.condemned} segment(s), see {self.orphans} orphan(s){stray}, remove "
+                f"{self.entries_removed} entr(ies); {self.kept} kept, {self.pending_left} pending"
+            )
+        else:
+            text = (
+                f"{self.table}: deleted {files} file(s) ({human_size(self.bytes_deleted)})"
+                + (f" and found {self.files_already_gone} already gone" if self.files_already_gone else "")
+                + ", "
+                f"{self.condemned} segment(s) condemned, {self.orphans} orphan(s){stray}, "
+                f"{self.entries_removed} entr(ies) removed, {self.kept} kept, {self.pending_left} pending"
+            )
+        text += f", {len(self.leases_ignored)} malformed lease(s) ignored" if self.leases_ignored else ""
+        text += f"; {self.note}" if self.note else ""
+        return text + (f", {len(self.errors)} error(s)" if self.errors else "")
+
+    def as_dict(self) -> dict[str, object]:
+        out = {item.name: getattr(self, item.name) for item in fields(self)}
+        out["errors"] = list(self.errors)
+        out["leases_ignored"] = list(self.leases_ignored)
+        out["planned"] = [
+            {"location": d.location, "segment": d.segment, "reason": d.reason.value, "bytes": d.size_bytes}
+            for d in self.planned
+        ]
+        out["kept_items"] = [{"what": k.what, "why": k.why} for k in self.kept_items]
+        return out
