@@ -119,7 +119,8 @@ def push(
     (no JVM to start); the output says which. The input's columns must be
     the table's (recorded at its first push; 'lineage table show' prints
     them), unless --evolve-schema or --replace-schema says otherwise."""
-    from segment_lineage.ingest.push import PushMode, completed_job, parse_interval
+    from segment_lineage.ingest.jobs import completed_job
+    from segment_lineage.ingest.push import PushMode, parse_interval
     from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS, check_mode
 
     asked = PushMode.parse(mode) if mode is not None else None

@@ -19,11 +19,9 @@ import contextlib
 import datetime as dt
 import logging
 import signal
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Callable
 
 from segment_lineage.ingest.errors import (
     PushError,
@@ -32,6 +30,8 @@ from segment_lineage.ingest.errors import (
     PushOutcomeUnknownError,
     PushRefusedError,
 )
+from segment_lineage.ingest.interrupts import Terminated, signals_as_interrupt
+from segment_lineage.ingest.jobs import JobDone, earlier_result, job_end, job_still_open
 from segment_lineage.ingest.push_plan import (
     PushMode,
     PushResult,
@@ -49,7 +49,6 @@ from segment_lineage.ingest.push_plan import (
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
-    ConflictError,
     LineageError,
     OutcomeUnknownError,
     RunningEntryConflict,
@@ -58,9 +57,6 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import (
     Change,
-    EntryState,
-    HistoryRecord,
-    Operation,
     TableState,
     TableType,
     TimeUnit,
@@ -76,129 +72,12 @@ __all__ = [  # what callers take from here; the pure half lives in push_plan
     "PushTarget",
     "Written",
     "check_rows_within",
-    "completed_job",
     "consistent_push",
     "parse_interval",
     "plan_push",
 ]
 
 log = logging.getLogger(__name__)
-
-
-class _JobDone(Exception):
-    """Internal: the push's job completed earlier, as this entry."""
-
-    def __init__(self, entry_id: str) -> None:
-        super().__init__(entry_id)
-        self.entry_id = entry_id
-
-
-def _job_end(
-    manager: LineageManager, table: str, job_id: str | None, entry_id: str | None, above: int
-) -> tuple[HistoryRecord | None, int]:
-    """The newest END_REPLACE record of ``job_id`` (or of ``entry_id``) among
-    the versions after ``above``, and the newest version the history holds."""
-    newest = above
-    for record in manager.iter_history(table):  # newest first, read only as far as needed
-        newest = max(newest, record.version)
-        if record.version <= above:
-            break
-        if record.operation is Operation.END_REPLACE and (
-            (job_id is not None and record.job_id == job_id)
-            or (entry_id is not None and record.entry_id == entry_id)
-        ):
-            return record, newest
-    return None, newest
-
-
-def _earlier_result(
-    manager: LineageManager,
-    table: str,
-    job_id: str,
-    entry_id: str,
-    mode: PushMode,
-    clock: Callable[[], float],
-    began: float,
-) -> PushResult:
-    """What the job's completed push reported, from its end's history record
-    (its mode as recorded there; ``mode`` where the record is gone)."""
-    record, _ = _job_end(manager, table, None, entry_id, 0)
-    recorded = record.detail.mode if record is not None and record.detail is not None else None
-    if recorded:
-        with contextlib.suppress(LineageError):
-            mode = PushMode.parse(recorded)
-    state = manager.table(table)
-    entry = state.entries.get(entry_id)
-    undone = entry is not None and entry.state is EntryState.REVERTED  # reverted or rolled back since
-    if entry is None and record is not None:
-        with contextlib.suppress(LineageError):  # the version before its end, while retained
-            entry = manager.table_as_of(table, record.version - 1).entries.get(entry_id)
-    if record is not None:
-        segments, rows, size = record.segments, record.rows, record.size_bytes
-    else:  # history compacted away: what the entry still names
-        assert entry is not None
-        kept = [state.segments[n] for n in entry.segments_to if n in state.segments]
-        segments, rows, size = len(kept), sum(x.rows for x in kept), sum(x.size_bytes for x in kept)
-    return PushResult(
-        table=table,
-        entry_id=entry_id,
-        mode=mode,
-        segments=segments,
-        rows=rows,
-        size_bytes=size,
-        replaced=None if entry is None else len(entry.segments_from),
-        seconds=clock() - began,
-        job_id=job_id,
-        repeated=True,
-        undone=undone,
-    )
-
-
-def completed_job(
-    manager: LineageManager,
-    table: str,
-    job_id: str,
-    mode: PushMode | str | None = None,
-    *,
-    clock: Callable[[], float] | None = None,
-) -> PushResult | None:
-    """The result of ``job_id``'s completed push of ``table`` (reported as
-    ``mode``), or None when the job has not completed there. ``clock``
-    (monotonic seconds; default ``time.monotonic``) times the look-up."""
-    clock = clock or time.monotonic
-    began = clock()
-    earlier, _ = _job_end(manager, table, _check_job_id(job_id), None, 0)
-    if earlier is None or earlier.entry_id is None:
-        return None
-    done_as = PushMode.of(mode, manager.table(table).config)
-    return _earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began)
-
-
-class _Terminated(KeyboardInterrupt):
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"signal {signum}")
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
-    """SIGTERM or SIGINT during a push raises KeyboardInterrupt so the push
-    can revert: SIGINT too, since a push started in the background of a
-    script inherits SIGINT ignored, and Python then raises nothing for it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise _Terminated(signum)
-
-    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for signum, before in previous.items():
-            # None means a handler installed outside Python: fall back to the default.
-            signal.signal(signum, before if before is not None else signal.SIG_DFL)
 
 
 def _claim_gone(manager: LineageManager, table: str, entry_id: str) -> bool:
@@ -208,37 +87,6 @@ def _claim_gone(manager: LineageManager, table: str, entry_id: str) -> bool:
         return entry_id not in manager.live_owners(table)
     except LineageError:
         return False
-
-
-def _job_still_open(
-    manager: LineageManager, table: str, job_id: str | None, entry_id: str, checked: int
-) -> Callable[[TableState], None] | None:
-    """The last commit's check, on the version it commits against, that no
-    other attempt of ``job_id`` completed: one of the table's entries, or an
-    end among the versions since ``checked`` (the history searched up to
-    there: an attempt whose entry retention removed since) refuses the
-    commit, so a job's data lands once whichever attempt ends first."""
-    if job_id is None:
-        return None
-    seen = [checked]
-
-    def check(state: TableState) -> None:
-        done = check_job(state, job_id, frozenset())  # no owner is waited on here: its end is
-        if done == entry_id:
-            done = None
-        if done is None and state.version > seen[0]:
-            record, seen[0] = _job_end(manager, table, job_id, None, seen[0])
-            done = None if record is None or record.entry_id == entry_id else record.entry_id
-        if done is not None:  # (a push whose claim lapsed meanwhile says that instead)
-            raise ConflictError(
-                f"job {job_id!r} already completed on table {table!r} as entry {done}; this attempt's "
-                f"entry {entry_id} does not end (its data would land twice)",
-                table=table,
-                entry_id=entry_id,
-                remedy="nothing to do: the job's data is there once",
-            )
-
-    return check
 
 
 def _start(
@@ -260,7 +108,7 @@ def _start(
     until its session expires: wait up to ``owner_wait_s`` for that (on
     ``clock``, looking again every half second with ``sleep``). An entry
     opened by hand is taken only once its hold ended. With ``job_id`` (whose
-    history was searched up to version ``job_checked``), _JobDone when the
+    history was searched up to version ``job_checked``), JobDone when the
     job completed meanwhile: checked in the commit, so two attempts of one
     job never both start.
     """
@@ -276,10 +124,10 @@ def _start(
         if job_id is not None:
             done = check_job(state, job_id, owners)
             if done is None and state.version > checked[0]:  # ends since the search, maybe removed since
-                record, checked[0] = _job_end(manager, table, job_id, None, checked[0])
+                record, checked[0] = job_end(manager, table, job_id, None, checked[0])
                 done = None if record is None else record.entry_id
             if done is not None:
-                raise _JobDone(done)
+                raise JobDone(done)
         src = plan_from(state, mode, target.interval)
         planned.append((src, sum(state.segments[n].rows for n in src)))
         return transitions.start_replace(
@@ -362,11 +210,11 @@ def consistent_push(
     say = progress or (lambda _msg: None)
     if job_id is not None:
         manager = manager.for_job(_check_job_id(job_id))
-        earlier, job_checked = _job_end(manager, table, job_id, None, 0)
+        earlier, job_checked = job_end(manager, table, job_id, None, 0)
         if earlier is not None and earlier.entry_id is not None:
             say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
             done_as = PushMode.of(mode, manager.table(table).config)
-            return _earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began)
+            return earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began)
     else:
         job_checked = 0
     state = manager.table(table)
@@ -394,15 +242,15 @@ def consistent_push(
     written: Written | None = None
     started = False
     try:
-        with _signals_as_interrupt():
+        with signals_as_interrupt():
             try:
                 replaced, replaced_rows, cleaned = _start(
                     manager, table, mode, target, reason, owner_wait_s, clock, sleep, job_id, job_checked
                 )
-            except _JobDone as done:  # completed meanwhile, by another attempt of the job
+            except JobDone as done:  # completed meanwhile, by another attempt of the job
                 assert job_id is not None
                 say(f"job {job_id!r} completed meanwhile as entry {done.entry_id}: nothing to push")
-                return _earlier_result(manager, table, job_id, done.entry_id, mode, clock, began)
+                return earlier_result(manager, table, job_id, done.entry_id, mode, clock, began)
             started = True
             say(f"started entry {entry_id}: replacing {len(replaced)} segment(s) with up to {partitions}")
             for stale in cleaned:
@@ -417,7 +265,7 @@ def consistent_push(
             say(f"wrote {len(written.segments)} segment(s), {rows} rows, {size} bytes")
             names = [s.name for s in written.segments]
             subset = names if len(names) < len(target.names) else None
-            job_check = _job_still_open(manager, table, job_id, entry_id, job_checked)
+            job_check = job_still_open(manager, table, job_id, entry_id, job_checked)
             manager.complete_replace(
                 table,
                 entry_id,
@@ -459,7 +307,7 @@ def consistent_push(
         if isinstance(exc, LineageError):
             raise
         if isinstance(exc, KeyboardInterrupt):
-            signum = exc.signum if isinstance(exc, _Terminated) else int(signal.SIGINT)
+            signum = exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
             raise PushInterrupted(table, entry_id, signum, cleanup) from exc
         if isinstance(exc, Exception):
             what = CLEANUP_SAID[cleanup]
