@@ -22,7 +22,8 @@ from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.acl import PUSHER, READER, RETENTION
 from segment_lineage.lineage.core.errors import AuthError, LineageError, RefusedError
-from segment_lineage.lineage.core.model import Change, Operation, Segment, SettingsChange, TableState
+from segment_lineage.lineage.core.model import Change, Operation, Segment, TableState
+from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore

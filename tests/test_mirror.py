@@ -262,7 +262,7 @@ def test_a_leftover_log_is_refused_until_removed(zk_hosts: str, tmp_path: Path) 
     assert (root / "_delta_log").is_dir()
     # A crash of disable between its commit and the log's removal leaves the log behind.
     assert run(zk_hosts, "table", "alter", "t", "--mirror-retention", "1d")[0] == 0
-    from segment_lineage.lineage.core.model import SettingsChange
+    from segment_lineage.lineage.core.settings import SettingsChange
     from segment_lineage.lineage.zk.connect import open_store
 
     store = open_store(zk_hosts)
@@ -445,7 +445,7 @@ def test_a_size_registered_by_hand_is_not_what_the_mirror_records(zk_hosts: str,
 def test_a_log_left_by_another_table_is_never_taken_as_this_ones(
     zk_hosts: str, zk_manager: LineageManager, tmp_path: Path
 ) -> None:
-    from segment_lineage.lineage.core.model import SettingsChange
+    from segment_lineage.lineage.core.settings import SettingsChange
 
     root = str(tmp_path / "ev")
     assert run(zk_hosts, "table", "create", "ev", "--root", root, "--mirror", "delta")[0] == 0

@@ -214,7 +214,7 @@ def test_retention_keeps_what_the_mirror_still_references(
     the mirror's retention shortened to a second, it goes."""
     import time
 
-    from segment_lineage.lineage.core.model import SettingsChange
+    from segment_lineage.lineage.core.settings import SettingsChange
 
     manager, root, warnings = mirrored
     rng = random.Random(7)

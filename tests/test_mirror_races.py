@@ -244,7 +244,7 @@ def test_a_publish_after_a_commit_waits_a_while_for_the_hold_then_warns(
 def test_a_drop_removes_any_log_under_the_root_even_an_earlier_mirrors(
     zk_hosts: str, zk_manager: LineageManager, mirrored: str, tmp_path: Path
 ) -> None:
-    from segment_lineage.lineage.core.model import SettingsChange
+    from segment_lineage.lineage.core.settings import SettingsChange
 
     push(zk_manager, "w1", tmp_path, 1, 1)
     sync(zk_manager, "w1")

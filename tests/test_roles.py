@@ -166,7 +166,7 @@ def test_zookeeper_itself_refuses_an_admins_change_to_a_pusher(
     change, or of a delete that hides visible data, still fails for a pusher:
     it writes the admins' node in the same multi, which only admins may."""
     from segment_lineage.lineage.core.errors import AuthError
-    from segment_lineage.lineage.core.model import SettingsChange
+    from segment_lineage.lineage.core.settings import SettingsChange
     from segment_lineage.lineage.manager import LineageManager
     from segment_lineage.lineage.manager.commit import ManagerBase
 
@@ -192,7 +192,8 @@ def test_a_settings_change_under_another_name_is_still_an_admins(table: tuple[st
 
     from segment_lineage.lineage.core import transitions
     from segment_lineage.lineage.core.errors import AuthError
-    from segment_lineage.lineage.core.model import Operation, SettingsChange
+    from segment_lineage.lineage.core.model import Operation
+    from segment_lineage.lineage.core.settings import SettingsChange
     from segment_lineage.lineage.manager import LineageManager
 
     zk, root = table

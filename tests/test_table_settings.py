@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from segment_lineage.lineage.core.errors import InvalidInputError, VersionGoneError
-from segment_lineage.lineage.core.model import Segment, SettingsChange, TableConfig
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.zk.store import ZkStore
 from tests.helpers.run import cli as run

@@ -8,8 +8,9 @@ import typer
 
 from segment_lineage.cli.context import Reason, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError
-from segment_lineage.lineage.core.model import SettingsChange, TableConfig
+from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.core.views import human_size, iso, render_pairs, table_view
 
 table_app = typer.Typer(help="Create, list, show and drop tables.", no_args_is_help=True)

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import LineageError, TableNotFoundError
-from segment_lineage.lineage.core.model import MirrorFormat, SettingsChange, TableConfig
+from segment_lineage.lineage.core.model import MirrorFormat, TableConfig
+from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.manager.commit import Committed
 from segment_lineage.lineage.storage.deep import DeepStore

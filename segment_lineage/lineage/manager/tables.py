@@ -22,10 +22,11 @@ from segment_lineage.lineage.core.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from segment_lineage.lineage.core.model import EntryState, SettingsChange, TableConfig, TableState
+from segment_lineage.lineage.core.model import EntryState, TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.core.roots import canonical_root
+from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.manager.commit import Committed, ManagerBase
 from segment_lineage.lineage.storage.claims import (
     Claim,

@@ -8,11 +8,11 @@ from segment_lineage.lineage.core.model import (
     Change,
     Detail,
     Operation,
-    SettingsChange,
     TableConfig,
     TableState,
 )
 from segment_lineage.lineage.core.periods import format_period
+from segment_lineage.lineage.core.settings import SettingsChange
 
 # The settings an alter may change, as printed, each read from a config.
 _SHOWN: dict[str, Callable[[TableConfig], str]] = {
