@@ -386,3 +386,50 @@ def test_drop_purge_is_refused_while_a_push_runs_and_drops_an_empty_table_at_onc
     assert cli(zk_hosts, "table", "create", "empty", "--root", str(tmp_path / "empty"))[0] == 0
     code, out, err = cli(zk_hosts, "table", "drop", "empty", "--purge")
     assert code == 0 and "dropped table empty" in out, err
+
+
+def test_drop_purge_leaves_nothing_behind_and_every_other_door_names_it(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """Files nothing registered keep a purge open until retention takes them;
+    --force on a purging table, a push's dry run, a rollback and a mirror
+    sync are refused naming the purge; purging again says so."""
+    root = tmp_path / "left"
+    assert cli(zk_hosts, "table", "create", "left", "--root", str(root), "--mirror", "delta")[0] == 0
+    assert cli(zk_hosts, "push", "left", "--input", str(_day(tmp_path, 0, 4)))[0] == 0
+    stray = root / "crashed" / "part-0.parquet"  # a push that died before it registered anything
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"PAR1")
+    code, out, err = cli(zk_hosts, "table", "drop", "left", "--purge")
+    assert code == 0 and "1 file(s) under its root that nothing registered" in out, (out, err)
+    code, out, _ = cli(zk_hosts, "table", "drop", "left", "--purge")
+    assert code == 0 and "still being purged: 2 file(s)" in out, out
+    for words in (
+        ("table", "drop", "left", "--force"),
+        ("push", "left", "--input", str(_day(tmp_path, 1, 2)), "--dry-run"),
+        ("rollback", "left"),
+        ("mirror", "sync", "left"),
+    ):
+        code, _, err = cli(zk_hosts, *words)
+        assert code == 1 and "--purge" in err, (words, err)
+    assert stray.exists() and cli(zk_hosts, "table", "show", "left")[0] == 0
+    sweep = (
+        "retention",
+        "run",
+        "--table",
+        "left",
+        "--yes",
+        "--min-grace",
+        "0s",
+        "--orphan-grace",
+        "0s",
+        "--force",
+    )
+    passes = 0
+    while cli(zk_hosts, "table", "show", "left")[0] == 0 and passes < 4:  # the stray: seen, then taken
+        code, out, err = cli(zk_hosts, *sweep)
+        assert code == 0, (out, err)
+        passes += 1
+    assert passes == 2 and "the table dropped" in out, (passes, out)
+    assert not stray.exists() and not list(root.rglob("*.parquet"))
+    assert cli(zk_hosts, "table", "show", "left")[0] == 3

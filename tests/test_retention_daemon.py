@@ -628,3 +628,19 @@ def test_a_table_handed_over_during_a_pass_is_no_failure(tmp_path: Path) -> None
     daemon.tick()
     assert daemon.status.failures == 0 and not daemon.status.last_pass_failed
     assert daemon.metrics.registry.get_sample_value("lineage_retention_table_passes_total") == 1.0
+
+
+def test_a_daemon_finishes_a_purge_and_says_so(
+    zk_hosts: str, zk_store: ZkStore, tmp_path: Path, daemons: Callable[..., Proc]
+) -> None:
+    """`table drop --purge`, then the daemon: it reclaims every file, drops
+    the table, says so in its log, and then says it has no table to keep."""
+    table = replaced_table(zk_store, tmp_path / "gone", parts=2, name="gone")
+    table.manager.purge_table("gone")
+    proc = daemons(zk_hosts, "a", "--table", "gone")
+    wait_for(
+        "the purge to finish", lambda: "gone: purged: every file reclaimed, the table dropped" in proc.log()
+    )
+    assert "gone" not in table.manager.list_tables()
+    assert not any(p.exists() for p in table.old + table.new)
+    wait_for("the next pass to say there is nothing to keep", lambda: "no table to keep" in proc.log())

@@ -305,14 +305,15 @@ def test_a_refresh_may_replace_the_schema_and_a_rollback_across_it_brings_the_ol
     code, out, _ = run(zk_hosts, "--json", "entries", "dim")
     replacer = json.loads(out)[-1]["id"]
     code, _, err = run(zk_hosts, "revert", "dim", replacer)
-    assert code == 1 and "lineage rollback dim --to-version " in err, err
-    hinted = err.split("--to-version ")[1].split(")")[0]
-    assert first <= int(hinted) < replaced["version"], err
+    assert code == 1 and f"lineage rollback dim --entry {replacer}" in err, err
+    code, out, _ = run(zk_hosts, "--json", "rollback", "dim", "--entry", replacer, "--dry-run")
+    hinted = str(json.loads(out)["target_version"])
+    assert first <= int(hinted) < replaced["version"], out
 
-    code, out, err = run(zk_hosts, "rollback", "dim", "--to-version", hinted, "--dry-run")
+    code, out, err = run(zk_hosts, "rollback", "dim", "--entry", replacer, "--dry-run")
     assert code == 0 and "schema of version" in out and "carrier (string) back" in out, out
     assert columns("table", "show", "dim") == ["faa: string", "name: string"]  # a dry run changes nothing
-    code, out, err = run(zk_hosts, "rollback", "dim", "--to-version", hinted)  # as the hint says
+    code, out, err = run(zk_hosts, "rollback", "dim", "--entry", replacer)  # as the hint says
     assert code == 0 and "carrier (string) back" in out, out
     assert columns("table", "show", "dim") == ["carrier: string", "name: string"]
     assert rows() == [{"carrier": "UA", "name": "United"}]

@@ -133,6 +133,7 @@ def rollback(
     with manager() as m:
         if entry is not None and (to_version is not None or to_time is not None):
             raise InvalidInputError("give at most one of a version, a time and an entry")
+        m.check_not_purging(table, "a rollback")
         if entry is not None:
             entry = m.resolve_entry(table, entry, in_history=True)
         target = m.resolve_version(

@@ -8,7 +8,7 @@ import typer
 
 from segment_lineage.cli.context import Reason, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError
-from segment_lineage.lineage.core.model import TableConfig
+from segment_lineage.lineage.core.model import TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.core.views import human_size, iso, render_pairs, table_view
@@ -311,12 +311,19 @@ def _purge(table: str, reason: str | None) -> None:
     """``table drop --purge``: the first time, queue every file and mark the
     table purging; later, say what is left (and drop it when nothing is)."""
     from segment_lineage.mirror.admin import drop_table, purge
-    from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS
+    from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS
 
     with manager() as m:
         state = m.table(table)
-        if state.config.purging_ms is None and (state.segments or state.pending):
+        strays = _unregistered(state.config.root, state)
+        if state.config.purging_ms is None and (state.segments or state.pending or strays):
             done, removal = purge(m, table, reason)
+            if not done.applied:  # another purge committed first
+                emit(
+                    {"table": table, "purging": True},
+                    f"table {table} is already being dropped with its files",
+                )
+                return
             change = done.change
             queued = len(done.state.pending)
             start = iso((done.state.config.purging_ms or 0) + DEFAULT_MIN_GRACE_MS)
@@ -327,15 +334,22 @@ def _purge(table: str, reason: str | None) -> None:
                 "rows": change.rows,
                 "bytes": change.size_bytes,
                 "files_queued": queued,
+                "files_unregistered": strays,
                 "deletable_from": start,
                 "mirror_log_removed": removal.removed,
                 "problem": removal.problem,
             }
+            orphans = (
+                f"\n  {strays} file(s) under its root that nothing registered go after the orphan grace "
+                f"({DEFAULT_ORPHAN_GRACE_MS // 3_600_000}h by default)"
+                if strays
+                else ""
+            )
             emit(
                 view,
                 f"table {table} is being dropped with its files: {change.segments} segment(s) "
                 f"({change.rows} rows, {human_size(change.size_bytes)}) unregistered, {queued} file(s) "
-                "queued for retention\n"
+                f"queued for retention{orphans}\n"
                 f"  nothing but retention changes it now, and this cannot be undone\n"
                 f"  retention deletes the files from {start} (a reader's pin keeps its own longer), "
                 f"then drops the table: the daemon does it, or 'lineage retention run --table {table} --yes'",
@@ -343,18 +357,19 @@ def _purge(table: str, reason: str | None) -> None:
             if removal.problem:
                 typer.echo(f"warning: {removal.problem}", err=True)
             return
-        if state.segments or state.pending:
+        if state.segments or state.pending or strays:
             view = {
                 "table": table,
                 "purging": True,
                 "segments": len(state.segments),
                 "files_queued": len(state.pending),
+                "files_unregistered": strays,
             }
             emit(
                 view,
-                f"table {table} is still being purged: {len(state.pending)} file(s) wait for retention "
-                f"('lineage retention run --table {table} --yes' reclaims those past the grace, then drops "
-                "the table)",
+                f"table {table} is still being purged: {len(state.pending) + strays} file(s) wait for "
+                f"retention ('lineage retention run --table {table} --yes' reclaims those past their "
+                "grace, then drops the table)",
             )
             return
         dropped = drop_table(m, table, reason=reason or "table drop --purge")
@@ -363,3 +378,20 @@ def _purge(table: str, reason: str | None) -> None:
     emit(view, f"dropped table {table}: no file of it was left{word}")
     if dropped.problem:
         typer.echo(f"warning: {dropped.problem}", err=True)
+
+
+def _unregistered(root: str, state: TableState) -> int:
+    """Files under ``root`` retention would reclaim that the table neither
+    registers nor queues (a crashed push's, a file put there by hand):
+    hidden names, the claim and the mirror's log are not counted."""
+    from segment_lineage.lineage.core.names import MIRROR_LOG_DIR
+    from segment_lineage.lineage.storage.deep import DeepStore
+
+    known = {seg.location for seg in state.segments.values()} | set(state.pending)
+    return sum(
+        1
+        for info in DeepStore.for_root(root).list()
+        if info.location not in known
+        and not info.location.startswith(MIRROR_LOG_DIR + "/")
+        and not info.location.rsplit("/", 1)[-1].startswith(".")
+    )

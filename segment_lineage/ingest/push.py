@@ -348,6 +348,9 @@ def plan_push(
     schema; refused as the push would be. Nothing is written or committed."""
     began = time.monotonic()
     state = manager.table(table)
+    refused = transitions.purging_refusal(state.config, "a push")
+    if refused is not None:
+        raise refused
     mode = PushMode.of(mode, state.config)
     check_mode(state, mode, interval)
     note = None

@@ -32,6 +32,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
     AuthError,
     ContentionError,
@@ -189,6 +190,9 @@ def _still_held(
 def check_log(state: TableState, log: DeltaLog, *, foreign_too: bool = True) -> None:
     """Refuse a table without a mirror, or a log another writer changed."""
     name = state.config.name
+    refused = transitions.purging_refusal(state.config, "publishing to its mirror")
+    if refused is not None:
+        raise refused
     if state.config.mirror is None:
         raise NoMirrorError(
             f"table {name!r} has no mirror",

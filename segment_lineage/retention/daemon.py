@@ -134,6 +134,8 @@ class Daemon:
         if not terms:
             if not self.owners.connected:
                 log.warning("pass skipped: ZooKeeper is unreachable; waiting for it to come back")
+            elif not self.owners.owners():
+                log.info("pass skipped: no table to keep (none of those given exists, or none at all yet)")
             else:
                 owners = self.owners.owners()
                 seen = sorted({o for o in owners.values() if o})
@@ -274,6 +276,9 @@ class Daemon:
                 self.status.last_pass_s = self.wall()
             self.metrics.overdue.set(0)
         self.metrics.table_passes.inc(len(reports))
+        for report in reports:
+            if report.note:  # a purge finished, or a table dropped before its turn
+                log.info("%s: %s", report.table, report.note)
         files = sum(r.files_deleted for r in reports)
         size = sum(r.bytes_deleted for r in reports)
         entries = sum(r.entries_removed for r in reports)

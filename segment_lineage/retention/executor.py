@@ -180,7 +180,8 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     # Readers that pinned while we planned keep their files, and so does any
     # location registered now (read after the pins, with the pass held).
     _holding(manager, table)
-    keep = {seg.location for version in manager.pinned_states(table) for seg in version.segments.values()}
+    # What a pinned version shows (as the plan protects it), not every segment it registered.
+    keep = {seg.location for version in manager.pinned_states(table) for seg in visible_segments(version)}
     now_state = manager.table(table)
     keep.update(seg.location for seg in now_state.segments.values())
     keep.update(mirrored(now_state, manager.now_ms()))  # a publish that landed meanwhile

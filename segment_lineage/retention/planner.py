@@ -20,8 +20,9 @@ Pinot's lineage cleanup, with our protections:
   ``orphan_grace`` later by that clock, that finds it still unreferenced and
   (when known) that old by its storage time too, deletes it. No age comes
   from the file system alone. A marker (a file engines skip as hidden, as
-  Spark's ``_SUCCESS`` or a ``.crc``) in a folder holding the table's files
-  is theirs, not an orphan: it goes once the last of them went.
+  Spark's ``_SUCCESS``) in a folder holding the table's files is theirs,
+  not an orphan; alone in its folder (the last of them went) it goes at
+  once, with no grace of its own.
 
 Never planned: a segment visible now (time retention aside), visible in a
 version a live reader pinned, or named by a running push (its owner still
@@ -65,7 +66,7 @@ class Deletion:
     entry_id: str | None
 
 
-MARKER = "a marker beside the table's files (Spark's _SUCCESS, a .crc): goes with the last of them"
+MARKER = "a marker beside the table's files (Spark's _SUCCESS): goes in the pass after the last of them"
 
 
 def is_marker(location: str) -> bool:
@@ -250,6 +251,9 @@ def plan(
         seen = {loc: p for loc, p in state.pending.items() if p.reason is DeletionReason.ORPHAN_SEEN}
         beside = {_folder(loc) for loc in known if loc not in seen}  # folders holding the table's files
         listed = {info.location: info for info in files}
+        # Folders holding a file that is no marker: a marker alone in its folder (its files went)
+        # goes at once, with no grace of its own.
+        busy = {_folder(loc) for loc in listed if not is_marker(loc)}
         horizon = now - policy.orphan_grace_ms
         for location, first in seen.items():
             info = listed.get(location)
@@ -258,6 +262,10 @@ def plan(
             elif is_marker(location) and _folder(location) in beside:
                 forget.append(location)  # files of the table came beside it since: a marker of theirs
                 kept.append(Kept(location, MARKER))
+            elif is_marker(location) and _folder(location) not in busy:
+                convict.append(location)  # the last file beside it went: it goes too
+                deletions.append(Deletion(location, "file", DeletionReason.ORPHAN, info.size, None))
+                stray += info.size
             elif location in pinned_locations:
                 kept.append(Kept(location, "seen unreferenced, but a reader holds it"))
             elif running and push_dir_owner(location.split("/", 1)[0]) in running:
@@ -277,6 +285,11 @@ def plan(
                 kept.append(Kept(info.location, "written by a running push"))
             elif is_marker(info.location) and _folder(info.location) in beside:
                 kept.append(Kept(info.location, MARKER))
+            elif is_marker(info.location) and _folder(info.location) not in busy:
+                orphans.append(info.location)  # seen and condemned in one mark: alone, it goes now
+                convict.append(info.location)
+                deletions.append(Deletion(info.location, "file", DeletionReason.ORPHAN, info.size, None))
+                stray += info.size
             else:
                 orphans.append(info.location)
                 kept.append(Kept(info.location, "unreferenced: seen now, deleted a whole orphan grace later"))

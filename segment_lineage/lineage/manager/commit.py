@@ -32,7 +32,7 @@ from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
 from segment_lineage.lineage.core.roles import guard_role
-from segment_lineage.lineage.core.transitions.purge import refuse_while_purging
+from segment_lineage.lineage.core.transitions.purge import purging_refusal, refuse_while_purging
 from segment_lineage.lineage.manager.floor import StuckTickets, _FloorUse, _QueueUse
 from segment_lineage.lineage.storage.claims import ClaimFiles
 from segment_lineage.lineage.store.contract import (
@@ -213,6 +213,11 @@ class ManagerBase:
             except StoreUnavailableError as exc:  # loading a bucket late
                 if unknown_since is not None:
                     raise OutcomeUnknownError(table, commit_id, exc.message) from None
+                raise
+            except NotFoundError:  # an entry or segment a purge took away: say the purge
+                refused = purging_refusal(snap.state.config, "this change")
+                if refused is not None:
+                    raise refused from None
                 raise
             if not change.changed:
                 return Committed(snap.state, change, commit_id, applied=False)

@@ -98,6 +98,13 @@ class TableOps(ManagerBase):
         self.require_role(doing="purging a table")
         return self.commit(table, transitions.purge_table, reason=reason or "table drop --purge")
 
+    def check_not_purging(self, table: str, what: str) -> None:
+        """RefusedError naming the purge when ``table`` was dropped with --purge
+        (for what is refused anyway, said before anything else is judged)."""
+        refused = transitions.purging_refusal(self.table(table).config, what)
+        if refused is not None:
+            raise refused
+
     def _claim(self, table: str, root: str) -> bool:
         """Check ``root`` and write its marker naming ``table``; True when no
         marker was there before (this call made it)."""
@@ -217,7 +224,7 @@ class TableOps(ManagerBase):
                 if roots:
                     self._unclaim(table, roots[0])
                 return
-            if not force and (refused := drop_refusal(state)) is not None:
+            if (refused := drop_refusal(state, force)) is not None:
                 raise refused
             try:
                 self.store.drop_table(table, audit, state.version, on_marked=on_marked)
@@ -228,18 +235,28 @@ class TableOps(ManagerBase):
         raise ContentionError(table, attempts.count, attempts.elapsed)
 
 
-def drop_refusal(state: TableState) -> RefusedError | None:
-    """Why a drop without ``force`` is refused: the table still has
-    segments, files awaiting deletion or pushes in progress (None: it may go)."""
+def drop_refusal(state: TableState, force: bool = False) -> RefusedError | None:
+    """Why a drop is refused: without ``force``, the table still has
+    segments, files awaiting deletion or pushes in progress; with it too,
+    files a purge queued (forced, they would stay for good). None: it may go."""
+    name = state.config.name
+    if state.config.purging_ms is not None and state.pending:
+        return RefusedError(
+            f"table {name!r} is being dropped with --purge: {len(state.pending)} file(s) wait for "
+            "retention" + (", which --force would leave behind for good" if force else ""),
+            table=name,
+            remedy=f"let retention reclaim them (lineage retention run --table {name} --yes), which then "
+            "drops the table",
+        )
     live = [e.entry_id for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
-    if not (state.segments or state.pending or live):
+    if force or not (state.segments or state.pending or live):
         return None
     return RefusedError(
-        f"table {state.config.name!r} still has {len(state.segments)} segment(s), "
+        f"table {name!r} still has {len(state.segments)} segment(s), "
         f"{len(state.pending)} file(s) awaiting deletion and {len(live)} push(es) in progress",
-        table=state.config.name,
-        remedy="delete its segments and run retention first, or pass --force "
-        "(files in deep storage are then left behind)",
+        table=name,
+        remedy=f"drop it with its files (lineage table drop {name} --purge: retention reclaims them), "
+        "or pass --force (its files in deep storage are then left behind)",
     )
 
 

@@ -43,7 +43,7 @@ from segment_lineage.lineage.core.transitions.deletions import (
     queue_files,
     retention_mark,
 )
-from segment_lineage.lineage.core.transitions.purge import purge_table, refuse_while_purging
+from segment_lineage.lineage.core.transitions.purge import purge_table, purging_refusal, refuse_while_purging
 from segment_lineage.lineage.core.transitions.replace import (
     complete_replace,
     end_replace,
@@ -62,6 +62,7 @@ __all__ = [
     "delete_segments",
     "end_replace",
     "purge_table",
+    "purging_refusal",
     "queue_files",
     "refuse_while_purging",
     "register_segments",

@@ -16,6 +16,7 @@ from segment_lineage.lineage.core.model import (
     DeletionReason,
     EntryState,
     Operation,
+    TableConfig,
     TableState,
 )
 from segment_lineage.lineage.core.periods import format_time
@@ -61,17 +62,26 @@ def purge_table(state: TableState, now_ms: int) -> Change:
     )
 
 
-def refuse_while_purging(before: TableState, change: Change) -> None:
-    """RefusedError for a change to a purging table other than retention's
-    own (and a purge again): nothing but retention changes it any more."""
-    since = before.config.purging_ms
-    if since is None or change.operation in WHILE_PURGING or change.operation is Operation.PURGE_TABLE:
-        return
-    name = before.config.name
-    raise RefusedError(
+def purging_refusal(config: TableConfig, what: str) -> RefusedError | None:
+    """The refusal of ``what`` on a table dropped with --purge (None: it is not)."""
+    since = config.purging_ms
+    if since is None:
+        return None
+    name = config.name
+    return RefusedError(
         f"table {name!r} is being dropped with --purge (since {format_time(since)}): "
-        f"nothing but retention changes it; {change.operation.value} refused",
+        f"nothing but retention changes it; {what} refused",
         table=name,
         remedy=f"retention reclaims its files, then the table goes (lineage table show {name} says "
         "what is left); create it again after that",
     )
+
+
+def refuse_while_purging(before: TableState, change: Change) -> None:
+    """RefusedError for a change to a purging table other than retention's
+    own (and a purge again): nothing but retention changes it any more."""
+    if change.operation in WHILE_PURGING or change.operation is Operation.PURGE_TABLE:
+        return
+    refused = purging_refusal(before.config, change.operation.value)
+    if refused is not None:
+        raise refused

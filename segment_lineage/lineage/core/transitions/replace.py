@@ -415,9 +415,8 @@ def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = 
             "hid has the old columns",
             table=state.config.name,
             entry_id=entry_id,
-            remedy=f"roll back to the version before it (lineage rollback {state.config.name} --to-version "
-            f"{max(0, (state.config.schema_replaced_at or 1) - 1)}): the rows it replaced come back with "
-            "their schema",
+            remedy=f"undo it with a rollback (lineage rollback {state.config.name} --entry {entry_id}): "
+            "the rows it replaced come back with their schema, and so does every push after it",
         )
     require(
         state,
