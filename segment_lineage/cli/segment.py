@@ -109,7 +109,14 @@ def _check_schemas(table: str, recorded: Schema, found: Mapping[str, Any]) -> No
 def segment_add(
     table: str,
     names: Annotated[list[str] | None, typer.Argument(help="Segment names (location NAME.parquet).")] = None,
-    batch: Annotated[Path | None, typer.Option("--file", help="JSON list of segments with metadata.")] = None,
+    batch: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            help='A JSON list of segments, each {"name", "location" (a path under the root; '
+            'default NAME.parquet), "rows", "bytes", "checksum", "min_time", "max_time"}: name required.',
+        ),
+    ] = None,
     rows: Annotated[
         int,
         typer.Option(
