@@ -31,6 +31,8 @@ TIMED_MODULES = (
     "segment_lineage.ingest.push",  # the push's duration, owner wait and name stamp
     "segment_lineage.retention.executor",  # progress
     "segment_lineage.retention.daemon",  # pass durations, the last success
+    "segment_lineage.retention.schedule",  # whether a cron ever fires, from now
+    "segment_lineage.ingest.jobs",  # a repeated job's look-up time
 )
 
 
