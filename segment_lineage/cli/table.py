@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +12,9 @@ from segment_lineage.lineage.core.model import TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.core.views import human_size, iso, render_pairs, table_view
+
+if TYPE_CHECKING:
+    from segment_lineage.mirror.admin import Removal
 
 table_app = typer.Typer(help="Create, list, show and drop tables.", no_args_is_help=True)
 
@@ -300,9 +303,14 @@ def table_drop(
         return
     with manager() as m:
         dropped = drop_table(m, check_table_name(name), force=force, reason=reason)
+    _said_dropped(name, dropped)
+
+
+def _said_dropped(table: str, dropped: Removal, why: str = "") -> None:
+    """A drop's output: the table, its Delta log, and a log that stays."""
     word = "; removed the Delta log under its root" if dropped.removed else ""
-    view = {"dropped": name, "mirror_log_removed": dropped.removed, "problem": dropped.problem}
-    emit(view, f"dropped table {name}{word}")
+    view = {"dropped": table, "mirror_log_removed": dropped.removed, "problem": dropped.problem}
+    emit(view, f"dropped table {table}{why}{word}")
     if dropped.problem:
         typer.echo(f"warning: {dropped.problem}", err=True)
 
@@ -373,11 +381,7 @@ def _purge(table: str, reason: str | None) -> None:
             )
             return
         dropped = drop_table(m, table, reason=reason or "table drop --purge")
-    word = "; removed the Delta log under its root" if dropped.removed else ""
-    view = {"dropped": table, "mirror_log_removed": dropped.removed, "problem": dropped.problem}
-    emit(view, f"dropped table {table}: no file of it was left{word}")
-    if dropped.problem:
-        typer.echo(f"warning: {dropped.problem}", err=True)
+    _said_dropped(table, dropped, ": no file of it was left")
 
 
 def _unregistered(root: str, state: TableState) -> int:

@@ -205,7 +205,8 @@ class Daemon:
         listing = self.manager.table_listing()
         there = sorted([*listing.readable, *listing.unreadable])
         if self.tables is not None:
-            return [t for t in self.tables if t in set(there)]
+            present = set(there)
+            return [t for t in self.tables if t in present]
         return there
 
     def _check(self) -> dict[str, str]:

@@ -33,6 +33,7 @@ takes from ZooKeeper's clock.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -73,10 +74,6 @@ def is_marker(location: str) -> bool:
     """Whether a file is one engines skip as hidden (its name starts with
     ``_`` or ``.``: Spark's ``_SUCCESS``, Hadoop's ``.crc`` side files)."""
     return location.rsplit("/", 1)[-1].startswith(("_", "."))
-
-
-def _folder(location: str) -> str:
-    return location.rsplit("/", 1)[0] if "/" in location else ""
 
 
 @dataclass(frozen=True)
@@ -134,7 +131,8 @@ def plan(
     now = policy.now_ms
     readers = held_names(state, pinned, live_owners, now)
     held = readers | {seg.name for seg in state.segments.values() if seg.location in mirrored}
-    protected = visible_names(state) | held
+    visible = visible_names(state)
+    protected = visible | held
     pinned_locations = {
         seg.location for version in pinned for seg in version.segments.values() if seg.name in held
     }
@@ -143,7 +141,6 @@ def plan(
     remove: list[str] = []
     kept: list[Kept] = []
 
-    visible = visible_names(state)
     pinned_names = {name for version in pinned for name in visible_names(version)}
 
     def why_kept(name: str, keep: set[str]) -> str:
@@ -249,20 +246,22 @@ def plan(
         known |= mirrored
         running = {push_tag(owner) for owner in live_owners}
         seen = {loc: p for loc, p in state.pending.items() if p.reason is DeletionReason.ORPHAN_SEEN}
-        beside = {_folder(loc) for loc in known if loc not in seen}  # folders holding the table's files
+        beside = {
+            posixpath.dirname(loc) for loc in known if loc not in seen
+        }  # folders holding the table's files
         listed = {info.location: info for info in files}
         # Folders holding a file that is no marker: a marker alone in its folder (its files went)
         # goes at once, with no grace of its own.
-        busy = {_folder(loc) for loc in listed if not is_marker(loc)}
+        busy = {posixpath.dirname(loc) for loc in listed if not is_marker(loc)}
         horizon = now - policy.orphan_grace_ms
         for location, first in seen.items():
             info = listed.get(location)
             if info is None:
                 forget.append(location)
-            elif is_marker(location) and _folder(location) in beside:
+            elif is_marker(location) and posixpath.dirname(location) in beside:
                 forget.append(location)  # files of the table came beside it since: a marker of theirs
                 kept.append(Kept(location, MARKER))
-            elif is_marker(location) and _folder(location) not in busy:
+            elif is_marker(location) and posixpath.dirname(location) not in busy:
                 convict.append(location)  # the last file beside it went: it goes too
                 deletions.append(Deletion(location, "file", DeletionReason.ORPHAN, info.size, None))
                 stray += info.size
@@ -283,9 +282,9 @@ def plan(
             top = info.location.split("/", 1)[0]
             if running and push_dir_owner(top) in running:
                 kept.append(Kept(info.location, "written by a running push"))
-            elif is_marker(info.location) and _folder(info.location) in beside:
+            elif is_marker(info.location) and posixpath.dirname(info.location) in beside:
                 kept.append(Kept(info.location, MARKER))
-            elif is_marker(info.location) and _folder(info.location) not in busy:
+            elif is_marker(info.location) and posixpath.dirname(info.location) not in busy:
                 orphans.append(info.location)  # seen and condemned in one mark: alone, it goes now
                 convict.append(info.location)
                 deletions.append(Deletion(info.location, "file", DeletionReason.ORPHAN, info.size, None))
