@@ -8,6 +8,7 @@ still there instead."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError, RolledBackError
@@ -84,7 +85,187 @@ def encode_record(kind: str, obj: Any, base: Loaded, blobs: dict[str, bytes]) ->
     return codec.entry_to_dict(entry, src, dst)
 
 
+def _buckets(
+    kind: str,
+    new: Mapping[str, Any],
+    base: Loaded,
+    blobs: dict[str, bytes],
+    table: str,
+    decoded: dict[str, Bucket],
+) -> tuple[str, ...]:
+    """The bucket ids of ``kind`` after the change; new buckets go into ``blobs``."""
+    old_ids = base.head.buckets[kind]
+    found = layout.relayout(
+        f"table {table!r}: {kind} metadata",
+        base.maps[kind],
+        new,
+        base.bucket_keys[kind],
+        lambda keys: codec.encode_bucket(kind, [encode_record(kind, new[k], base, blobs) for k in keys]),
+    )
+    if found is None:
+        return old_ids
+    count = found.count
+    ids = list(old_ids) if len(old_ids) == count else [""] * count
+    for i, (keys, raw) in found.rewritten.items():
+        blob = new_blob_id()
+        blobs[blob] = raw
+        ids[i] = blob
+        if kind != ENTRIES:  # records stored as they are: what reading the blob would give
+            decoded[blob] = Bucket(i, count, tuple((k, new[k]) for k in keys))
+    return tuple(ids)
+
+
+@dataclass(frozen=True)
+class CommitPlan:
+    """What one commit writes, computed from the base and the change alone:
+    the head, the version's record, the new blobs (inline in the multi or
+    written before it), and the buckets as the writer already knows them."""
+
+    table: str
+    base: Loaded
+    state: TableState  # the table after the commit
+    head: bytes
+    version_record: bytes
+    blobs: Mapping[str, bytes]
+    decoded: Mapping[str, Bucket]
+    sealed: bool  # the history tail was sealed into a blob
+    inline: bool  # the blobs go in the multi itself
+
+    @property
+    def version(self) -> int:
+        return self.state.version
+
+
+def plan_commit(
+    table: str, loaded: Loaded, change: Change, audit: Audit, commit_id: str, now_ms: int
+) -> CommitPlan:
+    """The commit's writes, as data (no ZooKeeper call)."""
+    state = change.state
+    blobs: dict[str, bytes] = {}
+    decoded: dict[str, Bucket] = {}
+    buckets = {
+        SEGMENTS: _buckets(SEGMENTS, state.segments, loaded, blobs, table, decoded),
+        ENTRIES: _buckets(ENTRIES, state.entries, loaded, blobs, table, decoded),
+        PENDING: _buckets(PENDING, state.pending, loaded, blobs, table, decoded),
+    }
+    version = loaded.head.version + 1
+    record = HistoryRecord.of(version, commit_id, now_ms, change, audit)
+    last, tail = loaded.head.history_last, loaded.head.history_tail
+    # Sealed by count and by size: long reasons in any script never push
+    # the head past its limit.
+    sealed = bool(tail) and (
+        len(tail) >= HISTORY_TAIL or codec.history_size((*tail, record)) > HISTORY_TAIL_BYTES
+    )
+    if sealed:
+        blob = new_blob_id()
+        blobs[blob] = codec.encode_history(tail, last)
+        last, tail = blob, ()
+    head = Head(
+        config=state.config,
+        version=version,
+        commit_id=commit_id,
+        buckets=buckets,
+        history_last=last,
+        history_tail=(*tail, record),
+    )
+    raw = codec.encode_head(head)
+    if len(raw) > HEAD_LIMIT:
+        raise TooLargeError(f"table {table!r}: head record of {len(raw)} bytes exceeds {HEAD_LIMIT}")
+    # The version's own record, for time travel and rollback: its bucket
+    # blobs and (a superset of) the name chunks its entries use.
+    used = codec.bucket_ids(buckets) | ({last} if sealed else set())
+    chunks = loaded.chunk_blobs() | (set(blobs) - used)
+    version_record = codec.encode_lease(codec.LeaseRecord(version, buckets, tuple(sorted(chunks))))
+    # A small change's blobs go in the multi itself (one round trip, and
+    # a lost race leaves nothing behind); a large one's are written first.
+    inline = sum(map(len, blobs.values())) + len(raw) + len(version_record) <= INLINE_MULTI_BYTES
+    after = TableState(state.config, version, state.segments, state.entries, state.pending)
+    return CommitPlan(table, loaded, after, raw, version_record, blobs, decoded, sealed, inline)
+
+
+@dataclass(frozen=True)
+class Results:
+    """The multi's results, by what each operation checked."""
+
+    head: object
+    failed: tuple[object, ...]  # the blob creates or checks that failed
+    floor_taken: bool
+    claim: object  # None when the commit had no owner
+    guard: object  # None when the commit wrote no role guard
+
+    @property
+    def claim_lost(self) -> bool:
+        return isinstance(self.claim, NoNodeError)
+
+    @property
+    def refused_whole(self) -> bool:
+        return bool(
+            isinstance(self.head, (BadVersionError, NoNodeError, NoAuthError))
+            or self.failed
+            or self.floor_taken
+            or self.claim_lost
+            or refused(self.guard)
+        )
+
+
+def split_results(results: list[object], floor: bool, owner: bool, guard: bool) -> Results:
+    """The operations after a failed one fail as "inconsistent": the claim
+    and the guard, last in the multi, are read off first."""
+    claim: object = None
+    if owner:
+        claim, results = results[-1], results[:-1]
+    guarded: object = None
+    if guard:
+        guarded, results = results[-1], results[:-1]
+    floor_taken = floor and refused(results[-1])
+    checks = results[1:-1] if floor else results[1:]
+    return Results(results[0], tuple(r for r in checks if refused(r)), floor_taken, claim, guarded)
+
+
+def _refused_by_role(
+    nodes: Nodes, table: str, role: str | None, guard_path: str | None, r: Results
+) -> Exception | None:
+    if isinstance(r.guard, NoAuthError):
+        return AuthError(
+            f"ZooKeeper refused this change of table {table!r}: it needs the {role} role "
+            f"(identity {(nodes.identity or 'anonymous').partition(':')[0]!r} is "
+            f"{nodes.role() or 'unknown'}); nothing was changed"
+        )
+    if isinstance(r.guard, NoNodeError):
+        return RefusedError(
+            f"the {role} role's node {guard_path} is missing; nothing was changed",
+            table=table,
+            remedy="run 'lineage acl apply' as an admin (once, for stores made before it)",
+        )
+    return None
+
+
+def outcome(plan: CommitPlan, r: Results, owner: str | None) -> Exception | None:
+    """What the multi's results mean: None when it applied, else the error
+    to raise (a conflict, a lost claim, a refusal, or an unknown outcome)."""
+    table, version = plan.table, plan.base.head.version
+    if r.claim_lost and owner is not None:
+        return ClaimLostError(table, owner)
+    if isinstance(r.head, BadVersionError):
+        return VersionConflict(f"table {table} changed since version {version}")
+    if r.floor_taken and not r.failed and isinstance(r.head, RolledBackError):
+        return VersionConflict(f"table {table}: a writer took the floor since v{version}")
+    if isinstance(r.head, NoNodeError):
+        return TableNotFoundError(table)
+    if isinstance(r.head, NoAuthError) or any(isinstance(x, NoAuthError) for x in (*r.failed, r.claim)):
+        return AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
+    if r.failed and plan.inline:  # a create of this multi failed: nothing was applied
+        return RetryableStoreError(f"creating a new blob failed ({type(r.failed[0]).__name__})")
+    if r.failed:
+        return RetryableStoreError(f"a new blob vanished before the commit ({type(r.failed[0]).__name__})")
+    if isinstance(r.head, Exception):
+        return WriteOutcomeUnknown(f"head swap: {type(r.head).__name__}")
+    return None
+
+
 class Commits:
+    """Sends a :class:`CommitPlan` as one multi and classifies its results."""
+
     def __init__(
         self,
         zk: ZkConnection,
@@ -103,35 +284,29 @@ class Commits:
         self.gc = gc
         self.owner_path = owner_path  # (table, entry) -> the push's owner node
 
-    def _buckets(
-        self,
-        kind: str,
-        new: Mapping[str, Any],
-        base: Loaded,
-        blobs: dict[str, bytes],
-        table: str,
-        decoded: dict[str, Bucket],
-    ) -> tuple[str, ...]:
-        """The bucket ids of ``kind`` after the change; new buckets go into ``blobs``."""
-        old_ids = base.head.buckets[kind]
-        found = layout.relayout(
-            f"table {table!r}: {kind} metadata",
-            base.maps[kind],
-            new,
-            base.bucket_keys[kind],
-            lambda keys: codec.encode_bucket(kind, [encode_record(kind, new[k], base, blobs) for k in keys]),
+    def _multi(self, plan: CommitPlan, base: Snapshot, owner: str | None, guard_path: str | None) -> Any:
+        """One multi: swap the head only if every new blob is there (written
+        first, a garbage pass may have taken those of a writer paused too
+        long), nobody took the floor, the role may write, and the push's
+        claim stands (its session did not end since it took it)."""
+        table = plan.table
+        txn = self.zk.transaction()
+        txn.set_data(self.paths.head(table), plan.head, version=plan.base.zversion)
+        for blob, data in plan.blobs.items():
+            if plan.inline:
+                txn.create(self.paths.blob(table, blob), data, acl=self.nodes.acl_at(Place.BLOB))
+            else:
+                txn.check(self.paths.blob(table, blob), 0)
+        txn.create(
+            self.paths.version(table, plan.version), plan.version_record, acl=self.nodes.acl_at(Place.VERSION)
         )
-        if found is None:
-            return old_ids
-        count = found.count
-        ids = list(old_ids) if len(old_ids) == count else [""] * count
-        for i, (keys, raw) in found.rewritten.items():
-            blob = new_blob_id()
-            blobs[blob] = raw
-            ids[i] = blob
-            if kind != ENTRIES:  # records stored as they are: what reading the blob would give
-                decoded[blob] = Bucket(i, count, tuple((k, new[k]) for k in keys))
-        return tuple(ids)
+        if base.floor is not None:
+            txn.check(self.paths.floor(table), base.floor.version)
+        if guard_path is not None:  # only that role may write it: others are refused the multi
+            txn.set_data(guard_path, b"", -1)
+        if owner is not None:
+            txn.check(self.owner_path(table, owner), -1)
+        return txn
 
     def write(
         self,
@@ -147,65 +322,12 @@ class Commits:
         loaded = base.token
         if not isinstance(loaded, Loaded):
             raise TypeError("snapshot was not read from this store")
-        state = change.state
-        blobs: dict[str, bytes] = {}
-        decoded: dict[str, Bucket] = {}
-        buckets = {
-            SEGMENTS: self._buckets(SEGMENTS, state.segments, loaded, blobs, table, decoded),
-            ENTRIES: self._buckets(ENTRIES, state.entries, loaded, blobs, table, decoded),
-            PENDING: self._buckets(PENDING, state.pending, loaded, blobs, table, decoded),
-        }
-        version = loaded.head.version + 1
-        record = HistoryRecord.of(version, commit_id, now_ms, change, audit)
-        last, tail = loaded.head.history_last, loaded.head.history_tail
-        # Sealed by count and by size: long reasons in any script never push
-        # the head past its limit.
-        sealed_now = bool(tail) and (
-            len(tail) >= HISTORY_TAIL or codec.history_size((*tail, record)) > HISTORY_TAIL_BYTES
-        )
-        if sealed_now:
-            blob = new_blob_id()
-            blobs[blob] = codec.encode_history(tail, last)
-            last, tail = blob, ()
-        head = Head(
-            config=state.config,
-            version=version,
-            commit_id=commit_id,
-            buckets=buckets,
-            history_last=last,
-            history_tail=(*tail, record),
-        )
-        raw = codec.encode_head(head)
-        if len(raw) > HEAD_LIMIT:
-            raise TooLargeError(f"table {table!r}: head record of {len(raw)} bytes exceeds {HEAD_LIMIT}")
-        # The version's own record, for time travel and rollback: its bucket
-        # blobs and (a superset of) the name chunks its entries use.
-        used = codec.bucket_ids(buckets) | ({last} if sealed_now else set())
-        chunks = loaded.chunk_blobs() | (set(blobs) - used)
-        version_record = codec.encode_lease(codec.LeaseRecord(version, buckets, tuple(sorted(chunks))))
+        plan = plan_commit(table, loaded, change, audit, commit_id, now_ms)
         self.versions.ensure_folder(table)
-        # A small change's blobs go in the multi itself (one round trip, and
-        # a lost race leaves nothing behind); a large one's are written first.
-        inline = sum(map(len, blobs.values())) + len(raw) + len(version_record) <= INLINE_MULTI_BYTES
-        if not inline:
-            self.blobs.write(table, blobs)
-        # One multi: swap the head only if every new blob is there (written
-        # first, a garbage pass may have taken those of a writer paused too long).
-        txn = self.zk.transaction()
-        txn.set_data(self.paths.head(table), raw, version=loaded.zversion)
-        for blob, data in blobs.items():
-            if inline:
-                txn.create(self.paths.blob(table, blob), data, acl=self.nodes.acl_at(Place.BLOB))
-            else:
-                txn.check(self.paths.blob(table, blob), 0)
-        txn.create(self.paths.version(table, version), version_record, acl=self.nodes.acl_at(Place.VERSION))
-        if base.floor is not None:  # nobody took the floor since the read
-            txn.check(self.paths.floor(table), base.floor.version)
+        if not plan.inline:
+            self.blobs.write(table, plan.blobs)
         guard_path = self.paths.guard_node(role) if role is not None and self.nodes.policy() else None
-        if guard_path is not None:  # only that role may write it: others are refused the multi
-            txn.set_data(guard_path, b"", -1)
-        if owner is not None:  # the push's claim stands: its session did not end since it took it
-            txn.check(self.owner_path(table, owner), -1)
+        txn = self._multi(plan, base, owner, guard_path)
         failpoint("store.before-head-swap")
         with translated(
             "head swap",
@@ -213,60 +335,19 @@ class Commits:
             failure=WriteOutcomeUnknown,
         ):
             results = self.zk.commit(txn)
-        head_result = results[0]
-        claim: object = None
-        if owner is not None:  # failed on its own (the ops after a failed one fail as "inconsistent")
-            claim, results = results[-1], results[:-1]
-        claim_lost = isinstance(claim, NoNodeError)
-        guard: object = None
-        if guard_path is not None:
-            guard, results = results[-1], results[:-1]
-        floor_taken = base.floor is not None and refused(results[-1])
-        checks = results[1:-1] if base.floor is not None else results[1:]
-        failed = [r for r in checks if refused(r)]
-        if not inline and (
-            isinstance(head_result, (BadVersionError, NoNodeError, NoAuthError))
-            or failed
-            or floor_taken
-            or claim_lost
-            or refused(guard)
-        ):
+        r = split_results(list(results), base.floor is not None, owner is not None, guard_path is not None)
+        if not plan.inline and r.refused_whole:
             # The multi was refused as a whole: no head, version or lease
             # references this attempt's blobs. Take them away now rather than
             # leave them to the sweep: under contention a big commit's
             # attempts would otherwise fill the server's memory.
-            self.blobs.discard(table, blobs)
-        if isinstance(guard, NoAuthError):
-            raise AuthError(
-                f"ZooKeeper refused this change of table {table!r}: it needs the {role} role "
-                f"(identity {(self.nodes.identity or 'anonymous').partition(':')[0]!r} is "
-                f"{self.nodes.role() or 'unknown'}); nothing was changed"
-            )
-        if isinstance(guard, NoNodeError):
-            raise RefusedError(
-                f"the {role} role's node {guard_path} is missing; nothing was changed",
-                table=table,
-                remedy="run 'lineage acl apply' as an admin (once, for stores made before it)",
-            )
-        if claim_lost and owner is not None:
-            raise ClaimLostError(table, owner)
-        if isinstance(head_result, BadVersionError):
-            raise VersionConflict(f"table {table} changed since version {loaded.head.version}")
-        if floor_taken and not failed and isinstance(head_result, RolledBackError):
-            raise VersionConflict(f"table {table}: a writer took the floor since v{loaded.head.version}")
-        if isinstance(head_result, NoNodeError):
-            raise TableNotFoundError(table)
-        if isinstance(head_result, NoAuthError) or any(isinstance(r, NoAuthError) for r in (*failed, claim)):
-            raise AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
-        if failed and inline:  # a create of this multi failed: nothing was applied
-            raise RetryableStoreError(f"creating a new blob failed ({type(failed[0]).__name__})")
-        if failed:
-            raise RetryableStoreError(f"a new blob vanished before the commit ({type(failed[0]).__name__})")
-        if isinstance(head_result, Exception):
-            raise WriteOutcomeUnknown(f"head swap: {type(head_result).__name__}")
+            self.blobs.discard(table, plan.blobs)
+        error = _refused_by_role(self.nodes, table, role, guard_path, r) or outcome(plan, r, owner)
+        if error is not None:
+            raise error
         # The writer's next read needs no decoding of the buckets it wrote.
-        for blob, bucket in decoded.items():
+        for blob, bucket in plan.decoded.items():
             self.blobs.remember(blob, bucket)
-        if sealed_now and self.nodes.may_sweep():
+        if plan.sealed and self.nodes.may_sweep():
             self.gc.collect_quietly(table)
-        return TableState(state.config, version, state.segments, state.entries, state.pending)
+        return plan.state
