@@ -22,6 +22,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from segment_lineage.ingest.errors import (
     PushError,
@@ -208,6 +209,7 @@ def consistent_push(
     wall = wall or time.time
     began = clock()
     say = progress or (lambda _msg: None)
+    job_checked = 0
     if job_id is not None:
         manager = manager.for_job(_check_job_id(job_id))
         earlier, job_checked = job_end(manager, table, job_id, None, 0)
@@ -215,32 +217,15 @@ def consistent_push(
             say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
             done_as = PushMode.of(mode, manager.table(table).config)
             return earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began)
-    else:
-        job_checked = 0
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
-    check_mode(state, mode, interval)
     policy = SchemaPolicy.parse(schema_policy)
-    if schema is not None:
-        resolve(state.config.schema, schema, policy, table, full_refresh=mode is PushMode.REFRESH)
-    if partitions < 1:
-        raise PushRefusedError(f"a push needs at least one partition, got {partitions}")
-    stamp = push_stamp(dt.datetime.fromtimestamp(wall(), tz=dt.UTC))
-    entry_id = str(uuid.uuid4())
-    target = PushTarget(
-        table=table,
-        root=state.config.root,
-        entry_id=entry_id,
-        push_dir=push_dir(stamp, entry_id),
-        names=segment_names(table, stamp, entry_id, partitions),
-        time_column=state.config.time_column,
-        interval=interval,
-    )
-    owner = manager.owner_hold(table, entry_id)
+    target = _target(state, mode, interval, schema, policy, partitions, wall)
+    ends = _Ending(reason, schema, policy, mode, time_unit, job_id, job_checked)
+    owner = manager.owner_hold(table, target.entry_id)
     failpoint("push.before-start")
     owner.take()
-    written: Written | None = None
-    started = False
+    run = _Run(manager, target)
     try:
         with signals_as_interrupt():
             try:
@@ -251,74 +236,25 @@ def consistent_push(
                 assert job_id is not None
                 say(f"job {job_id!r} completed meanwhile as entry {done.entry_id}: nothing to push")
                 return earlier_result(manager, table, job_id, done.entry_id, mode, clock, began)
-            started = True
-            say(f"started entry {entry_id}: replacing {len(replaced)} segment(s) with up to {partitions}")
+            run.started = True
+            replacing = f"replacing {len(replaced)} segment(s) with up to {partitions}"
+            say(f"started entry {target.entry_id}: {replacing}")
             for stale in cleaned:
                 say(f"cleaned up stale entry {stale} (its process is gone): reverted, its uploads queued")
-            failpoint("push.after-start")
-            written = write(target)
-            failpoint("push.after-write")
-            if not written.segments:
-                raise PushRefusedError("the input has no rows; nothing was pushed")
-            rows = sum(s.rows for s in written.segments)
-            size = sum(s.size_bytes for s in written.segments)
-            say(f"wrote {len(written.segments)} segment(s), {rows} rows, {size} bytes")
-            names = [s.name for s in written.segments]
-            subset = names if len(names) < len(target.names) else None
-            job_check = job_still_open(manager, table, job_id, entry_id, job_checked)
-            manager.complete_replace(
-                table,
-                entry_id,
-                written.segments,
-                strays=written.strays,
-                to_subset=subset,
-                reason=reason,
-                schema=schema,
-                schema_policy=policy,
-                mode=mode.value,
-                time_unit=time_unit,
-                owned=True,
-                check=job_check,
-            )
-            failpoint("push.after-end")
-    except OutcomeUnknownError as exc:  # never clean up after an unknown outcome
-        if not started or isinstance(exc, PushOutcomeUnknownError):
-            raise
-        cause = exc.message.rsplit(" (", 1)[-1].rstrip(")") if " (" in exc.message else exc.message
-        raise PushOutcomeUnknownError(table, entry_id, exc.commit_id, cause, job_id) from exc
+            written = _write_and_end(run, write, ends, say)
     except BaseException as exc:
-        if (
-            started
-            and isinstance(exc, LineageError)
-            and not isinstance(exc, StoreUnavailableError)  # ZooKeeper away: no look, no second wait
-            and _claim_gone(manager, table, entry_id)
-        ):
-            # Refused for what another process did once this push's session ended
-            # (its entry force-cleaned by a rerun, or removed by retention): that
-            # is the reason to give, whatever rule the commit met first.
-            exc = ClaimLostError(table, entry_id)
-        cleanup = _abandon(manager, table, target, written, exc) if started else "nothing"
-        if isinstance(exc, ClaimLostError):  # one line: what it did not do, and what became of its files
-            raise ClaimLostError(table, entry_id, CLAIM_CLEANUP_SAID[cleanup]) from None
-        if started and isinstance(exc, StoreUnavailableError):
-            raise PushNotCommittedError(
-                table, entry_id, exc.message, _left(target, written, cleanup)
-            ) from exc
-        if isinstance(exc, LineageError):
+        error = run.failure(exc, job_id)
+        if error is exc:
             raise
-        if isinstance(exc, KeyboardInterrupt):
-            signum = exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
-            raise PushInterrupted(table, entry_id, signum, cleanup) from exc
-        if isinstance(exc, Exception):
-            what = CLEANUP_SAID[cleanup]
-            raise PushError(f"push to {table!r} failed {what}: {type(exc).__name__}: {exc}") from exc
-        raise
+        if isinstance(error, ClaimLostError):  # one line: the claim, and what became of the files
+            raise error from None
+        raise error from exc
     finally:
         with contextlib.suppress(LineageError):
             owner.release()
     return PushResult(
         table=table,
-        entry_id=entry_id,
+        entry_id=target.entry_id,
         mode=mode,
         segments=len(written.segments),
         rows=sum(s.rows for s in written.segments),
@@ -330,6 +266,131 @@ def consistent_push(
         replaced_rows=replaced_rows,
         hides_appended=mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND,
     )
+
+
+def _target(
+    state: TableState,
+    mode: PushMode,
+    interval: tuple[int, int] | None,
+    schema: Schema | None,
+    policy: SchemaPolicy,
+    partitions: int,
+    wall: Callable[[], float],
+) -> PushTarget:
+    """What the push will write, once its mode, interval, schema and
+    partitions were checked against the table (PushRefusedError: nothing
+    written)."""
+    table = state.config.name
+    check_mode(state, mode, interval)
+    if schema is not None:
+        resolve(state.config.schema, schema, policy, table, full_refresh=mode is PushMode.REFRESH)
+    if partitions < 1:
+        raise PushRefusedError(f"a push needs at least one partition, got {partitions}")
+    stamp = push_stamp(dt.datetime.fromtimestamp(wall(), tz=dt.UTC))
+    entry_id = str(uuid.uuid4())
+    return PushTarget(
+        table=table,
+        root=state.config.root,
+        entry_id=entry_id,
+        push_dir=push_dir(stamp, entry_id),
+        names=segment_names(table, stamp, entry_id, partitions),
+        time_column=state.config.time_column,
+        interval=interval,
+    )
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """What the push's last commit checks and records."""
+
+    reason: str | None
+    schema: Schema | None
+    policy: SchemaPolicy
+    mode: PushMode
+    time_unit: TimeUnit | None
+    job_id: str | None
+    job_checked: int
+
+
+@dataclass
+class _Run:
+    """A push under way: whether its entry started and what it wrote, which
+    is what a failure must clean up and say."""
+
+    manager: LineageManager
+    target: PushTarget
+    started: bool = False
+    written: Written | None = None
+
+    def failure(self, exc: BaseException, job_id: str | None) -> BaseException:
+        """The error to raise for ``exc``, after cleaning up what the push
+        left (never after an unknown outcome: the entry is left for the next
+        push to judge)."""
+        manager, table, entry_id = self.manager, self.target.table, self.target.entry_id
+        if isinstance(exc, OutcomeUnknownError):
+            if not self.started or isinstance(exc, PushOutcomeUnknownError):
+                return exc
+            cause = exc.message.rsplit(" (", 1)[-1].rstrip(")") if " (" in exc.message else exc.message
+            return PushOutcomeUnknownError(table, entry_id, exc.commit_id, cause, job_id)
+        if (
+            self.started
+            and isinstance(exc, LineageError)
+            and not isinstance(exc, StoreUnavailableError)  # ZooKeeper away: no look, no second wait
+            and _claim_gone(manager, table, entry_id)
+        ):
+            # Refused for what another process did once this push's session ended
+            # (its entry force-cleaned by a rerun, or removed by retention): that
+            # is the reason to give, whatever rule the commit met first.
+            exc = ClaimLostError(table, entry_id)
+        cleanup = _abandon(manager, table, self.target, self.written, exc) if self.started else "nothing"
+        if isinstance(exc, ClaimLostError):  # one line: what it did not do, and what became of its files
+            return ClaimLostError(table, entry_id, CLAIM_CLEANUP_SAID[cleanup])
+        if self.started and isinstance(exc, StoreUnavailableError):
+            return PushNotCommittedError(
+                table, entry_id, exc.message, _left(self.target, self.written, cleanup)
+            )
+        if isinstance(exc, KeyboardInterrupt):
+            signum = exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
+            return PushInterrupted(table, entry_id, signum, cleanup)
+        if isinstance(exc, Exception) and not isinstance(exc, LineageError):
+            what = CLEANUP_SAID[cleanup]
+            return PushError(f"push to {table!r} failed {what}: {type(exc).__name__}: {exc}")
+        return exc
+
+
+def _write_and_end(
+    run: _Run, write: Callable[[PushTarget], Written], ends: _Ending, say: Callable[[str], None]
+) -> Written:
+    """Write the files, then register them, queue the strays and end the
+    entry in one commit (fenced by the push's claim)."""
+    manager, target = run.manager, run.target
+    failpoint("push.after-start")
+    written = run.written = write(target)
+    failpoint("push.after-write")
+    if not written.segments:
+        raise PushRefusedError("the input has no rows; nothing was pushed")
+    rows = sum(s.rows for s in written.segments)
+    size = sum(s.size_bytes for s in written.segments)
+    say(f"wrote {len(written.segments)} segment(s), {rows} rows, {size} bytes")
+    names = [s.name for s in written.segments]
+    subset = names if len(names) < len(target.names) else None
+    job_check = job_still_open(manager, target.table, ends.job_id, target.entry_id, ends.job_checked)
+    manager.complete_replace(
+        target.table,
+        target.entry_id,
+        written.segments,
+        strays=written.strays,
+        to_subset=subset,
+        reason=ends.reason,
+        schema=ends.schema,
+        schema_policy=ends.policy,
+        mode=ends.mode.value,
+        time_unit=ends.time_unit,
+        owned=True,
+        check=job_check,
+    )
+    failpoint("push.after-end")
+    return written
 
 
 def plan_push(

@@ -16,6 +16,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Self
 
 from segment_lineage.lineage.core.errors import (
@@ -70,6 +71,30 @@ class Committed:
 
 def _utc(ms: int) -> str:
     return format_time(ms)
+
+
+class _Next(Enum):
+    """After a failed write: the next attempt at once, or after a backoff."""
+
+    AT_ONCE = "at once"
+    BACKOFF = "backoff"
+
+
+@dataclass
+class _Loop:
+    """One commit's attempts so far: what the verdict will rest on."""
+
+    table: str
+    commit_id: str
+    attempts: Attempts
+    unknown_since: int | None = None  # version read before an unknown outcome
+    read_again: int = 0  # attempts whose version lost a bucket before it was loaded
+    last_cause: str = ""
+    retryable: bool = False  # the last write failed in a way worth retrying
+
+    def unknown(self, message: str) -> OutcomeUnknownError:
+        """Our earlier write may have landed: never report "nothing written"."""
+        return OutcomeUnknownError(self.table, self.commit_id, message)
 
 
 def commit_step(operation: Operation) -> str:
@@ -173,101 +198,148 @@ class ManagerBase:
         load: bool,
         owner: str | None = None,
     ) -> Committed:
-        attempts = Attempts(self.retry)
-        unknown_since: int | None = None  # version read before an unknown outcome
-        read_again = 0  # attempts whose version lost a bucket before it was loaded
-        last_cause = ""
-        retryable = False
-        while attempts.next():
-            try:
-                snap, now = self.store.read_now(table)
-                if unknown_since is not None:
-                    landed = self.store.find_commit(table, commit_id, unknown_since)
-                    if landed is not None:
-                        return self._landed(self.store.read(table), landed, commit_id, load)
-                pause = floor.wait_or_take(snap, now)
-                if pause is not None:
-                    attempts.refund()  # waited for the floor, or took it: not a lost race
-                    self.retry.sleep(pause)
-                    continue
-                if floor.ignored and snap.floor is not None:
-                    snap = dataclasses.replace(snap, floor=None)  # the write checks no floor either
-                if queue.wait(snap, floor.lost_races, self.retry.deadline_s - attempts.elapsed):
-                    attempts.refund()  # waited for its turn: not a lost race
-                    continue
-            except LineageError as exc:
-                if unknown_since is not None and not isinstance(exc, NotFoundError):
-                    # Our earlier write may have landed: never report "nothing written".
-                    raise OutcomeUnknownError(table, commit_id, exc.message) from None
-                raise
-            try:
-                change = update(snap.state, now)
-                if load:  # before the write: nothing is written if this fails
-                    change.state.loaded()
-                    snap.state.loaded()
-            except ReadAgainError:  # a bucket loaded late was collected: the table moved on
-                read_again += 1
-                if read_again > READ_AGAIN_MAX:  # not the version read now: one the change holds (a target)
-                    raise
+        """The attempts, each through named steps: its turn (a read, a look
+        for an earlier attempt's commit, the floor and the queue), the pure
+        update, and the write; then, out of attempts, the verdict."""
+        loop = _Loop(table, commit_id, Attempts(self.retry))
+        while loop.attempts.next():
+            turn = self._turn(loop, floor, queue, load)
+            if turn is None:
                 continue
-            except StoreUnavailableError as exc:  # loading a bucket late
-                if unknown_since is not None:
-                    raise OutcomeUnknownError(table, commit_id, exc.message) from None
-                raise
-            except NotFoundError:  # an entry or segment a purge took away: say the purge
-                refused = purging_refusal(snap.state.config, "this change")
-                if refused is not None:
-                    raise refused from None
-                raise
+            if isinstance(turn, Committed):
+                return turn
+            snap, now = turn
+            change = self._apply(loop, snap, now, update, load)
+            if change is None:
+                continue
             if not change.changed:
                 return Committed(snap.state, change, commit_id, applied=False)
             refuse_while_purging(snap.state, change)  # judged on the version the write compares
-            retryable = False
-            step = commit_step(change.operation)
-            failpoint(f"{step}.before-commit")
-            try:
-                role = guard_role(snap.state, change)
-                if owner is None and role is None:
-                    state = self.store.write(table, snap, change, audit, commit_id, now)
-                else:  # fenced by the push's claim, or by the node only that role may write
-                    state = self.store.write(table, snap, change, audit, commit_id, now, owner, role)
-            except ClaimLostError as exc:
-                if unknown_since is not None:  # an earlier attempt may have landed before the claim went
-                    raise OutcomeUnknownError(table, commit_id, exc.message) from None
+            done = self._write(loop, snap, now, change, audit, owner, floor, queue)
+            if isinstance(done, Committed):
+                return done
+            if done is _Next.BACKOFF:
+                loop.attempts.backoff()
+        return self._verdict(loop, floor, queue, load)
+
+    def _turn(
+        self, loop: _Loop, floor: _FloorUse, queue: _QueueUse, load: bool
+    ) -> tuple[Snapshot, int] | Committed | None:
+        """The version to write on and ZooKeeper's time; a commit an earlier
+        attempt landed; or None: the attempt waited (for the floor or its
+        turn in the queue) and the next one starts at once."""
+        try:
+            snap, now = self.store.read_now(loop.table)
+            if loop.unknown_since is not None:
+                landed = self.store.find_commit(loop.table, loop.commit_id, loop.unknown_since)
+                if landed is not None:
+                    return self._landed(self.store.read(loop.table), landed, loop.commit_id, load)
+            pause = floor.wait_or_take(snap, now)
+            if pause is not None:
+                loop.attempts.refund()  # waited for the floor, or took it: not a lost race
+                self.retry.sleep(pause)
+                return None
+            if floor.ignored and snap.floor is not None:
+                snap = dataclasses.replace(snap, floor=None)  # the write checks no floor either
+            if queue.wait(snap, floor.lost_races, self.retry.deadline_s - loop.attempts.elapsed):
+                loop.attempts.refund()  # waited for its turn: not a lost race
+                return None
+        except LineageError as exc:
+            if loop.unknown_since is not None and not isinstance(exc, NotFoundError):
+                raise loop.unknown(exc.message) from None  # our earlier write may have landed
+            raise
+        return snap, now
+
+    def _apply(self, loop: _Loop, snap: Snapshot, now: int, update: Update, load: bool) -> Change | None:
+        """The pure update on the version read (loaded before the write when
+        ``load``: nothing is written if that fails); None: read again."""
+        try:
+            change = update(snap.state, now)
+            if load:
+                change.state.loaded()
+                snap.state.loaded()
+        except ReadAgainError:  # a bucket loaded late was collected: the table moved on
+            loop.read_again += 1
+            if loop.read_again > READ_AGAIN_MAX:  # not the version read now: one the change holds (a target)
                 raise
-            except VersionConflict:
-                floor.lost()
-                if queue.queued:
-                    continue  # our turn came (or waiting ran out): again at once
-            except RetryableStoreError as exc:
-                last_cause = exc.message
-                retryable = True
-            except WriteOutcomeUnknown as exc:
-                last_cause = exc.message
-                if unknown_since is None:
-                    unknown_since = snap.state.version
+            return None
+        except StoreUnavailableError as exc:  # loading a bucket late
+            if loop.unknown_since is not None:
+                raise loop.unknown(exc.message) from None
+            raise
+        except NotFoundError:  # an entry or segment a purge took away: say the purge
+            refused = purging_refusal(snap.state.config, "this change")
+            if refused is not None:
+                raise refused from None
+            raise
+        return change
+
+    def _write(
+        self,
+        loop: _Loop,
+        snap: Snapshot,
+        now: int,
+        change: Change,
+        audit: Audit,
+        owner: str | None,
+        floor: _FloorUse,
+        queue: _QueueUse,
+    ) -> Committed | _Next:
+        """The compare-and-swap, fenced by the push's claim (``owner``) or the
+        node only the change's role may write; what to do when it fails."""
+        loop.retryable = False
+        step = commit_step(change.operation)
+        failpoint(f"{step}.before-commit")
+        try:
+            role = guard_role(snap.state, change)
+            if owner is None and role is None:
+                state = self.store.write(loop.table, snap, change, audit, loop.commit_id, now)
             else:
-                failpoint(f"{step}.after-commit")
-                return Committed(state, change, commit_id, applied=True)
-            attempts.backoff()
-        if unknown_since is not None:
+                state = self.store.write(loop.table, snap, change, audit, loop.commit_id, now, owner, role)
+        except ClaimLostError as exc:
+            if loop.unknown_since is not None:  # an earlier attempt may have landed before the claim went
+                raise loop.unknown(exc.message) from None
+            raise
+        except VersionConflict:
+            floor.lost()
+            return (
+                _Next.AT_ONCE if queue.queued else _Next.BACKOFF
+            )  # queued: our turn came, or waiting ran out
+        except RetryableStoreError as exc:
+            loop.last_cause = exc.message
+            loop.retryable = True
+            return _Next.BACKOFF
+        except WriteOutcomeUnknown as exc:
+            loop.last_cause = exc.message
+            if loop.unknown_since is None:
+                loop.unknown_since = snap.state.version
+            return _Next.BACKOFF
+        failpoint(f"{step}.after-commit")
+        return Committed(state, change, loop.commit_id, applied=True)
+
+    def _verdict(self, loop: _Loop, floor: _FloorUse, queue: _QueueUse, load: bool) -> Committed:
+        """Out of attempts: an earlier attempt's commit found at last, or why
+        nothing could be committed (an unknown outcome, a failing store, or
+        contention)."""
+        table = loop.table
+        if loop.unknown_since is not None:
             # One last look: did any of our attempts land?
             try:
-                landed = self.store.find_commit(table, commit_id, unknown_since)
+                landed = self.store.find_commit(table, loop.commit_id, loop.unknown_since)
                 if landed is not None:
-                    return self._landed(self.store.read(table), landed, commit_id, load)
+                    return self._landed(self.store.read(table), landed, loop.commit_id, load)
             except LineageError as exc:
-                raise OutcomeUnknownError(table, commit_id, last_cause or exc.message) from None
-            raise OutcomeUnknownError(table, commit_id, last_cause)
-        if retryable:
+                raise loop.unknown(loop.last_cause or exc.message) from None
+            raise loop.unknown(loop.last_cause)
+        if loop.retryable:
             raise StoreUnavailableError(
-                f"writing table {table!r} kept failing ({last_cause}); nothing was committed"
+                f"writing table {table!r} kept failing ({loop.last_cause}); nothing was committed"
             )
         held = floor.waited_on
         raise ContentionError(
             table,
-            attempts.count,
-            attempts.elapsed,
+            loop.attempts.count,
+            loop.attempts.elapsed,
             waiting=f"commit {held.holder[:8]} held the table's floor until {_utc(held.until_ms)}"
             if held is not None and held.holder is not None
             else queue.waiting,
