@@ -12,7 +12,7 @@ from pathlib import Path
 from benchmarks.measure import Case, Profile, Round, profile
 from segment_lineage.lineage.core.model import Segment
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.server import ZkServer, free_port
 from segment_lineage.lineage.zk.store import ZkStore

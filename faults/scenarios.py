@@ -31,7 +31,7 @@ from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.lineage.core import failpoints
 from segment_lineage.lineage.core.model import Operation, TableConfig
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.store import ZkStore
 

@@ -32,7 +32,7 @@ from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.retry import RetryPolicy
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.store.election import SessionCheck
 from segment_lineage.lineage.zk.connect import open_store
 from segment_lineage.lineage.zk.store import ZkStore

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from segment_lineage.lineage.core.model import Segment, TableConfig
     from segment_lineage.lineage.core.retry import RetryPolicy
     from segment_lineage.lineage.manager import LineageManager
-    from segment_lineage.lineage.storage.deep import RootClaimFiles
+    from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
     from segment_lineage.lineage.store.memory import MemoryStore
     from segment_lineage.lineage.zk.connect import open_store
     from segment_lineage.retention.executor import PassOptions, run_pass
@@ -49,7 +49,7 @@ _HOMES: dict[str, str] = {
     "MemoryStore": "segment_lineage.lineage.store.memory",
     "LineageManager": "segment_lineage.lineage.manager",
     "RetryPolicy": "segment_lineage.lineage.core.retry",
-    "RootClaimFiles": "segment_lineage.lineage.storage.deep",
+    "RootClaimFiles": "segment_lineage.lineage.storage.claim_marker",
     # tables and their segments
     "TableConfig": "segment_lineage.lineage.core.model",
     "Segment": "segment_lineage.lineage.core.model",

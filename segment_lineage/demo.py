@@ -18,7 +18,7 @@ from segment_lineage.lineage.config import state_dir
 from segment_lineage.lineage.core.errors import LineageError, TableNotFoundError
 from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.mirror.admin import drop_table
 from segment_lineage.mirror.hook import publish_after
 from segment_lineage.mirror.views import mirror_commits, published_as

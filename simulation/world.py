@@ -128,16 +128,10 @@ class World:
 
     @staticmethod
     def _deep_storage() -> dict[str, Any]:
-        """Root claims through deep storage, as the CLI composes a manager
-        (where this version of the code has them)."""
-        import inspect
+        """Root claims through deep storage, as the CLI composes a manager."""
+        from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 
-        import segment_lineage.lineage.storage.deep
-
-        files = getattr(segment_lineage.lineage.storage.deep, "RootClaimFiles", None)
-        if files is None or "claims" not in inspect.signature(LineageManager).parameters:
-            return {}
-        return {"claims": files()}
+        return {"claims": RootClaimFiles()}
 
     def ack(self, actor: str) -> Callable[[str, str, int], None]:
         def note(table: str, commit_id: str, version: int) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from segment_lineage.lineage.core.retry import RetryPolicy
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.store.contract import Store
 from segment_lineage.lineage.store.memory import MemoryStore
 from segment_lineage.lineage.zk.client import ZkSettings, connect

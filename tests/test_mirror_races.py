@@ -271,16 +271,16 @@ def test_an_interrupted_drop_removes_the_log_when_run_again(
     zk_hosts: str, zk_manager: LineageManager, mirrored: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from segment_lineage.lineage.core.errors import StoreUnavailableError
-    from segment_lineage.lineage.storage.deep import DeepStore
+    from segment_lineage.mirror.log_files import LogFiles
 
     push(zk_manager, "w1", tmp_path, 1, 1)
     sync(zk_manager, "w1")
 
-    def unreachable(_self: DeepStore) -> bool:
+    def unreachable(_self: LogFiles) -> bool:
         raise StoreUnavailableError("deep storage unreachable (simulated)")
 
     with monkeypatch.context() as patched:
-        patched.setattr(DeepStore, "remove_mirror_log", unreachable)
+        patched.setattr(LogFiles, "remove", unreachable)
         for _ in range(2):  # run again while deep storage is still away: still unfinished
             with pytest.raises(MirrorError, match="did not finish") as unfinished:
                 admin.drop_table(zk_manager, "w1", force=True)

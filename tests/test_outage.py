@@ -21,7 +21,7 @@ from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.lineage.core.errors import LineageError, StoreUnavailableError
 from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.zk.client import ZkSettings
 from segment_lineage.lineage.zk.connect import store_for
 from segment_lineage.lineage.zk.server import ZkServer, free_port

@@ -15,8 +15,9 @@ from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.model import DeletionReason, Segment, TableConfig
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
-from segment_lineage.lineage.storage.deep import FileInfo, RootClaimFiles
+from segment_lineage.lineage.storage.deep import FileInfo
 from segment_lineage.retention.executor import PassOptions, run_table
 from segment_lineage.retention.planner import Policy, plan
 

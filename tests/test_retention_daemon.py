@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.lineage.core.model import TableConfig
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.store.election import Ownership
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.server import ZkServer, free_port

@@ -20,8 +20,10 @@ from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.core.roots import canonical_root, check_no_overlap, overlaps
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
-from segment_lineage.lineage.storage.deep import DeepStore, RootClaimFiles
+from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.lineage.storage.dirs import prune_dirs
 from segment_lineage.lineage.store.memory import MemoryStore
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.server import ZkServer
@@ -239,7 +241,7 @@ def test_pruning_many_emptied_directories_keeps_the_ones_still_used_and_links(tm
     outside = tmp_path / "elsewhere"
     (outside / "part").mkdir(parents=True)
     (root / "push_41").symlink_to(outside)
-    removed = DeepStore.for_root(str(root)).prune_dirs([*deleted, "push_41/part/x.parquet"])
+    removed = prune_dirs(DeepStore.for_root(str(root)), [*deleted, "push_41/part/x.parquet"])
     assert removed == 2 * 40 - 2
     assert sorted(p.name for p in root.iterdir()) == ["push_07", "push_41"]
     assert (root / "push_07" / "part" / "kept.parquet").exists() and (outside / "part").is_dir()

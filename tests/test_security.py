@@ -37,7 +37,7 @@ from segment_lineage.lineage.core.acl import (
 from segment_lineage.lineage.core.errors import AuthError, CorruptRecordError, InvalidInputError, LineageError
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.deep import RootClaimFiles
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.store.election import Leadership, Ownership, owner_role
 from segment_lineage.lineage.zk.client import ZkSettings
 from segment_lineage.lineage.zk.connect import store_for

@@ -28,7 +28,8 @@ from typer.core import TyperGroup
 from segment_lineage.lineage.config import Loaded, Settings, load_settings
 from segment_lineage.lineage.core.errors import InvalidInputError, LineageError, NotFoundError
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.deep import RootClaimFiles, SegmentFileSizes
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
+from segment_lineage.lineage.storage.deep import SegmentFileSizes
 
 if TYPE_CHECKING:
     from segment_lineage.lineage.zk.store import ZkStore

@@ -66,6 +66,7 @@ from segment_lineage.lineage.core.names import push_dir
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.lineage.storage.dirs import remove_empty_dirs
 
 __all__ = [  # what callers take from here; the pure half lives in push_plan
     "PushMode",
@@ -458,7 +459,7 @@ def _abandon(
     try:
         files.update(f.location for f in deep.list(target.push_dir))
         if not files:  # nothing written, but the writer may have made the directories
-            deep.remove_empty_dirs(target.push_dir)
+            remove_empty_dirs(deep, target.push_dir)
     except LineageError as exc:
         log.warning("listing %s of a failed push: %s", target.push_dir, exc.message)
     reason = f"push failed: {type(cause).__name__}"

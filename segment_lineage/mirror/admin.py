@@ -31,6 +31,7 @@ from segment_lineage.lineage.manager.commit import Committed
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import DeltaLog, location
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
+from segment_lineage.mirror.log_files import LogFiles
 from segment_lineage.mirror.publisher import SyncReport, check_root, held, not_the_tables, sync_holding
 
 
@@ -156,14 +157,14 @@ def drop_table(
         try:
             store = DeepStore.for_root(root)
             location(store)  # MirrorRefusedError: a root no mirror can live under
-            if not store.list_mirror_log():
+            if not LogFiles(store).names():
                 return
             try:
                 log = DeltaLog.open(root)
             except MirrorError:
                 log = None
             if log is None or not log.exists():  # what a removal cut short left: no engine reads it
-                removed.append(store.remove_mirror_log())
+                removed.append(LogFiles(store).remove())
                 return
             why = whys[0] if whys else not_the_tables(manager, None, log)
             if why is None and holding and not manager.mirror_hold(table).held():

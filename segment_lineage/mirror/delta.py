@@ -18,8 +18,6 @@ references.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -30,14 +28,13 @@ from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
+from segment_lineage.mirror.log_files import RESET_OPERATION, Commit, LogFiles, window_start
 from segment_lineage.mirror.plan import (
     Columns,
     Shown,
     Step,
     after,
     described,
-    lineage_of,
-    published_ms_of,
     removes_all,
 )
 
@@ -47,19 +44,6 @@ LOG_SETTINGS = {
     "delta.logRetentionDuration": "interval 3650 days",
 }
 MAX_HISTORY = 1_000_000  # mirror commits read for a version map, newest first
-
-
-@dataclass(frozen=True)
-class Commit:
-    """One commit of the log, as ``lineage mirror versions`` and history show it."""
-
-    delta_version: int
-    lineage_version: int | None  # None: not the publisher's (another writer's, or vacuum's)
-    at_ms: int  # when it was published: ZooKeeper's time where recorded, else the writer's clock
-    operation: str
-    columns_only: bool = False  # columns added, no file changed (it shows the version before)
-    commit_id: str | None = None  # the lineage commit it publishes
-    reset: bool = False  # a repair's first commit: the table's columns, no file (it shows nothing)
 
 
 # Characters in a root's path that deltalake (1.6) cannot write a table under:
@@ -134,6 +118,7 @@ class DeltaLog:
         self.root = root
         self.store = DeepStore.for_root(root)
         self.uri, self.options = location(self.store)
+        self.files = LogFiles(self.store)
         self._table: Any = None
         self.shown = Shown(None, 0, frozenset(), ())
         self.newest: Commit | None = None
@@ -160,7 +145,7 @@ class DeltaLog:
             self._table = table
             self.shown = shown = self._shown(table)
             # The loaded version's own commit, read by its file's name (no listing).
-            self.newest = None if shown.version is None else self._commit_at(shown.version)
+            self.newest = None if shown.version is None else self.files.commit_at(shown.version)
         except MirrorError:
             raise
         except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
@@ -345,17 +330,13 @@ class DeltaLog:
         if limit is None and self._all is not None:
             return list(self._all)
         try:
-            versions = sorted(
-                (v for n in self.store.list_mirror_log() if (v := _commit_version(n)) is not None),
-                reverse=True,
-            )
             found: list[Commit] = []
-            for version in versions:
+            for version in self.files.commit_versions():
                 if version > self.shown.version:
                     continue  # landed after the read: not part of the log as read
                 if limit is not None and len(found) >= limit:
                     break
-                commit = self._commit_at(version)
+                commit = self.files.commit_at(version)
                 if commit is not None:  # cleaned up meanwhile: gone for every reader too
                     found.append(commit)
         except (LineageError, ValueError) as exc:
@@ -365,20 +346,6 @@ class DeltaLog:
         if limit is None:
             self._all = found
         return list(found)
-
-    def _commit_at(self, version: int) -> Commit | None:
-        """Commit ``version`` as its file says (None: no such file)."""
-        raw = self.store.read_mirror_log(f"{version:020d}.json")
-        if raw is None:
-            return None
-        info: dict[str, Any] = {}
-        for line in raw.splitlines():
-            if line.strip():
-                action = json.loads(line)
-                if isinstance(action, dict) and isinstance(action.get("commitInfo"), dict):
-                    info = action["commitInfo"]
-                    break
-        return _commit(info, version)
 
     def referenced_since(self, horizon_ms: int) -> frozenset[str]:
         """Every file a version of the log an engine may still read references:
@@ -397,7 +364,7 @@ class DeltaLog:
             raise MirrorError(f"reading version {start} of the Delta log failed: {_first(exc)}") from None
         found = {unquote(p) for p in paths}
         for version in range(start + 1, self.shown.version + 1):
-            found.update(self._added(version))
+            found.update(self.files.added(version))
         return frozenset(found)
 
     def files_at(self, version: int) -> frozenset[str] | None:
@@ -413,19 +380,8 @@ class DeltaLog:
         return frozenset(unquote(p) for p in paths)
 
     def window_start(self, horizon_ms: int) -> int:
-        """The version current at ``horizon_ms``: the newest committed at or
-        before it (the oldest there is, when none was). Times as published,
-        made monotonic: a commit stamped earlier than one before it (another
-        publisher's clock) counts as late as that one, so a clock behind
-        never moves the start of the window forward."""
-        commits = sorted(self.history(), key=lambda c: c.delta_version)
-        start = commits[0].delta_version if commits else 0
-        latest = 0
-        for commit in commits:
-            latest = max(latest, commit.at_ms)
-            if latest <= horizon_ms:
-                start = commit.delta_version
-        return start
+        """The version current at ``horizon_ms`` (:func:`log_files.window_start`)."""
+        return window_start(self.history(), horizon_ms)
 
     def clean(self, horizon_ms: int) -> int:
         """Delete the log's commits and checkpoints older than its newest
@@ -435,67 +391,17 @@ class DeltaLog:
         log cleanup is off; this is ours."""
         if self._table is None or self.shown.version is None:
             return 0
-        start = self.window_start(horizon_ms)
-        names = self.store.list_mirror_log()
-
-        def version_of(name: str) -> int | None:
-            head = name[:20]
-            return int(head) if len(name) > 20 and head.isdigit() and name[20] == "." else None
-
-        checkpoints = [
-            v for n in names if ".checkpoint." in n and (v := version_of(n)) is not None and v <= start
-        ]
-        if not checkpoints:
-            return 0
-        keep_from = max(checkpoints)
-        old = [n for n in names if (v := version_of(n)) is not None and v < keep_from]
-        for name in old:
-            self.store.delete_mirror_log_file(name)
-        return len(old)
-
-    def _added(self, version: int) -> Iterable[str]:
-        raw = self.store.read_mirror_log(f"{version:020d}.json")
-        if raw is None:
-            raise MirrorError(f"commit {version} of the Delta log under {self.root!r} is missing")
-        for line in raw.splitlines():
-            if line.strip():
-                action = json.loads(line)
-                add = action.get("add")
-                if isinstance(add, dict) and isinstance(add.get("path"), str):
-                    yield unquote(add["path"])
+        return self.files.clean_before(self.window_start(horizon_ms))
 
     def remove(self) -> bool:
         """Delete the whole log; False when there was none."""
-        gone = self.store.remove_mirror_log()
+        gone = self.files.remove()
         self._table, self.shown, self.newest, self._all = None, Shown(None, 0, frozenset(), ()), None, None
         return gone
 
 
 class MirrorConflict(MirrorError):
     """Another commit reached the log between our read and our write."""
-
-
-def _commit_version(name: str) -> int | None:
-    """The version of a commit file's name (``00000000000000000007.json``)."""
-    stem, dot, ext = name.partition(".")
-    return int(stem) if dot and ext == "json" and len(stem) == 20 and stem.isdigit() else None
-
-
-RESET_OPERATION = "MIRROR REPAIR (no files)"
-
-
-def _commit(info: dict[str, Any], version: int) -> Commit:
-    at_ms = published_ms_of(info) or int(info.get("timestamp", 0))
-    if info.get("segment_lineage.kind") == "reset":
-        return Commit(version, None, at_ms, RESET_OPERATION, reset=True)
-    return Commit(
-        delta_version=version,
-        lineage_version=lineage_of(info),
-        at_ms=at_ms,
-        operation=str(info.get("operation", "")),
-        columns_only=info.get("segment_lineage.kind") == "columns",
-        commit_id=str(info.get("segment_lineage.commit") or "") or None,
-    )
 
 
 def _names(schema: Any) -> set[str]:

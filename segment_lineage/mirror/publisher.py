@@ -49,6 +49,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import DeltaLog, MirrorConflict, encode_fields, location
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError, NoMirrorError
+from segment_lineage.mirror.log_files import LogFiles
 from segment_lineage.mirror.plan import (
     Columns,
     Shown,
@@ -58,6 +59,7 @@ from segment_lineage.mirror.plan import (
     published_schema,
     shows_nothing_new,
 )
+from segment_lineage.mirror.window import horizon as log_horizon
 
 SYNC_ATTEMPTS = 5
 HOLD_TRIES = 10_000  # looks at a mirror another holds, within the wait's deadline
@@ -168,7 +170,7 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
         except MirrorConflict:
             continue  # another publisher's commit landed: read both again
         if clean and not dry_run:
-            horizon = manager.now_ms() - state.config.mirror_window_ms
+            horizon = log_horizon(state.config, manager.now_ms())
             _still_held(manager, table, "before removing old log files,")
             report = dataclasses.replace(report, cleaned=log.clean(horizon))
         return report
@@ -419,7 +421,7 @@ def clean_log(manager: LineageManager, table: str) -> int:
         if config.mirror is None:
             return 0
         log = DeltaLog.open(config.root)
-        return log.clean(manager.now_ms() - config.mirror_window_ms)
+        return log.clean(log_horizon(config, manager.now_ms()))
 
 
 def check_root(root: str, *, fresh: bool = False) -> None:
@@ -427,7 +429,7 @@ def check_root(root: str, *, fresh: bool = False) -> None:
     ``fresh`` (a new table), for one that already holds a Delta log."""
     store = DeepStore.for_root(root)
     location(store)
-    store.check_mirror_log_unmarked(walk=True)  # a ZooKeeper server's data is no place for a log
+    LogFiles(store).check_unmarked(walk=True)  # a ZooKeeper server's data is no place for a log
     if fresh and DeltaLog.open(root).exists():
         raise MirrorRefusedError(
             f"a Delta log is already under {root!r}: a new table's mirror would take it for its own",

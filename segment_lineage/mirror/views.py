@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from segment_lineage.lineage.core.periods import format_period
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
-from segment_lineage.mirror.delta import Commit, DeltaLog
+from segment_lineage.mirror.delta import DeltaLog
 from segment_lineage.mirror.errors import MirrorError
+from segment_lineage.mirror.log_files import Commit
 from segment_lineage.mirror.publisher import not_the_tables, records_of, sync
 
 

@@ -39,8 +39,11 @@ from segment_lineage.lineage.core.names import MIRROR_LOG_DIR
 from segment_lineage.lineage.core.roots import inside
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_claim, read_claim, resolve_root
-from segment_lineage.lineage.storage.deep import DeepStore, FileInfo, RootClaimFiles
+from segment_lineage.lineage.storage.deep import DeepStore, FileInfo
+from segment_lineage.lineage.storage.dirs import prune_dirs
+from segment_lineage.mirror.window import readable_files
 from segment_lineage.retention.deletes import Fence, delete_all, no_fence, not_kept
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.planner import (
@@ -142,7 +145,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
         # entry exists and a reader its lease before it verifies, so whatever
         # this head shows as running or pinned is in these reads too.
         pinned, owners = manager.pinned_states(table), manager.live_owners(table)
-        return plan(state, policy(now), pinned, owners, files, mirrored(state, now))
+        return plan(state, policy(now), pinned, owners, files, readable_files(state.config, now))
 
     def mark(state: TableState, now: int) -> Change:
         current = planned(state, now)
@@ -184,7 +187,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     keep = {seg.location for version in manager.pinned_states(table) for seg in visible_segments(version)}
     now_state = manager.table(table)
     keep.update(seg.location for seg in now_state.segments.values())
-    keep.update(mirrored(now_state, manager.now_ms()))  # a publish that landed meanwhile
+    keep.update(readable_files(now_state.config, manager.now_ms()))  # a publish that landed meanwhile
     todo = not_kept(root, current.deletions, keep)
     left = {id(d) for d in todo}
     report.keep(
@@ -211,7 +214,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
             options.progress(f"{table}: {done}/{len(todo)} file(s) processed, {report.files_deleted} deleted")
     if deleted:
         try:
-            report.dirs_removed = root.prune_dirs(deleted)
+            report.dirs_removed = prune_dirs(root, deleted)
         except LineageError as exc:
             report.errors.append(f"removing empty directories: {exc.message}")
     final = marked.state
@@ -263,19 +266,6 @@ def _finish_purge(
     except TableNotFoundError:
         pass  # an admin finished it meanwhile
     return PURGE_DONE
-
-
-def mirrored(state: TableState, now_ms: int) -> frozenset[str]:
-    """The files a version of the table's mirror that engines may still
-    time-travel to references (those of every version committed within the
-    mirror's retention, and of the one current when it began), read now
-    from the mirror's log. None without a mirror. A log that cannot be read
-    fails the pass for this table: nothing is deleted on a guess."""
-    if state.config.mirror is None:
-        return frozenset()
-    from segment_lineage.mirror.delta import DeltaLog
-
-    return DeltaLog.open(state.config.root).referenced_since(now_ms - state.config.mirror_window_ms)
 
 
 def _listing(

@@ -19,15 +19,14 @@ import os
 import posixpath
 import stat
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from segment_lineage.lineage.config import Settings
-from segment_lineage.lineage.core.names import MIRROR_LOG_DIR, check_location
+from segment_lineage.lineage.core.names import check_location
 from segment_lineage.lineage.core.roots import STATE_MARKER
 from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_no_state_dir
 from segment_lineage.lineage.storage.errors import StorageError
@@ -37,8 +36,6 @@ if TYPE_CHECKING:  # imported where used: pyarrow takes ~150 ms to load, and mos
     import pyarrow.fs as pafs
 
 SCHEMES = ("file", "s3", "gs", "gcs", "hdfs")
-PRUNE_WORKERS = 8  # directories removed at once, when one depth has PRUNE_POOL_FROM or more
-PRUNE_POOL_FROM = 32
 
 
 @dataclass(frozen=True)
@@ -165,72 +162,73 @@ class DeepStore:
         except OSError as exc:
             raise StorageError(f"writing {location!r} under {self.root!r} failed: {exc}") from None
 
-    # ---- the mirror's log (names.MIRROR_LOG_DIR: never a segment's location) -----------
+    # ---- side folders: a folder under the root holding no segment (the mirror's log) ----
 
-    def mirror_log_path(self, name: str = "") -> str:
-        """The path of the mirror's log directory, or of ``name`` inside it."""
-        if name and (not name.replace("_", "a").replace(".", "a").replace("-", "a").isalnum()):
-            raise StorageError(f"invalid name {name!r} in the mirror's log")
-        folder = posixpath.join(self.base, MIRROR_LOG_DIR)
-        return posixpath.join(folder, name) if name else folder
+    def side_path(self, folder: str, name: str = "") -> str:
+        """The path of ``folder`` (a plain name) under the root, or of ``name`` inside it."""
+        for part in (folder, name):
+            if part and not part.replace("_", "a").replace(".", "a").replace("-", "a").isalnum():
+                raise StorageError(f"invalid name {part!r} in a side folder of {self.root!r}")
+        if not folder:
+            raise StorageError("a side folder needs a name")
+        path = posixpath.join(self.base, folder)
+        return posixpath.join(path, name) if name else path
 
-    def read_mirror_log(self, name: str) -> bytes | None:
-        """A file of the mirror's log, or None when it does not exist."""
+    def read_side(self, folder: str, name: str) -> bytes | None:
+        """A file of a side folder, or None when it does not exist."""
         import pyarrow.fs as pafs
 
         fs = self.filesystem()
-        path = self.mirror_log_path(name)
+        path = self.side_path(folder, name)
         try:
             if fs.get_file_info(path).type != pafs.FileType.File:
                 return None
             with fs.open_input_stream(path) as stream:
                 return bytes(stream.read())
         except OSError as exc:
-            raise StorageError(f"reading {MIRROR_LOG_DIR}/{name} under {self.root!r} failed: {exc}") from None
+            raise StorageError(f"reading {folder}/{name} under {self.root!r} failed: {exc}") from None
 
-    def list_mirror_log(self) -> list[str]:
-        """The names of the files directly in the mirror's log directory."""
+    def list_side(self, folder: str) -> list[str]:
+        """The names of the files directly in a side folder (none when it is not there)."""
         import pyarrow.fs as pafs
 
-        selector = pafs.FileSelector(self.mirror_log_path(), recursive=False, allow_not_found=True)
+        selector = pafs.FileSelector(self.side_path(folder), recursive=False, allow_not_found=True)
         try:
             infos = self.filesystem().get_file_info(selector)
         except OSError as exc:
-            raise StorageError(f"listing {MIRROR_LOG_DIR}/ under {self.root!r} failed: {exc}") from None
+            raise StorageError(f"listing {folder}/ under {self.root!r} failed: {exc}") from None
         return sorted(posixpath.basename(i.path) for i in infos if i.type == pafs.FileType.File)
 
-    def check_mirror_log_unmarked(self, *, walk: bool) -> None:
-        """RefusedError when the mirror's log directory (where it really is,
-        through a link) lies inside or (``walk``) holds a ZooKeeper server's
-        marked data directory: nothing there is the mirror's to write or delete."""
+    def check_side_unmarked(self, folder: str, *, walk: bool) -> None:
+        """RefusedError when a side folder (where it really is, through a
+        link) lies inside or (``walk``) holds a ZooKeeper server's marked data
+        directory: nothing there is ours to write or delete."""
         if self.scheme == "file":
-            check_no_state_dir(os.path.realpath(self.mirror_log_path()), self.root, walk=walk)
+            check_no_state_dir(os.path.realpath(self.side_path(folder)), self.root, walk=walk)
 
-    def delete_mirror_log_file(self, name: str) -> None:
-        """Delete one file of the mirror's log (gone already is fine)."""
-        self.check_mirror_log_unmarked(walk=False)
+    def delete_side(self, folder: str, name: str) -> None:
+        """Delete one file of a side folder (gone already is fine)."""
+        self.check_side_unmarked(folder, walk=False)
         try:
-            self.filesystem().delete_file(self.mirror_log_path(name))
+            self.filesystem().delete_file(self.side_path(folder, name))
         except FileNotFoundError:
             return
         except OSError as exc:
-            raise StorageError(
-                f"deleting {MIRROR_LOG_DIR}/{name} under {self.root!r} failed: {exc}"
-            ) from None
+            raise StorageError(f"deleting {folder}/{name} under {self.root!r} failed: {exc}") from None
 
-    def remove_mirror_log(self) -> bool:
-        """Delete the mirror's log directory; False when there was none."""
+    def remove_side(self, folder: str) -> bool:
+        """Delete a side folder and all it holds; False when there was none."""
         import pyarrow.fs as pafs
 
         fs = self.filesystem()
-        path = self.mirror_log_path()
-        self.check_mirror_log_unmarked(walk=True)
+        path = self.side_path(folder)
+        self.check_side_unmarked(folder, walk=True)
         try:
             if fs.get_file_info(path).type == pafs.FileType.NotFound:
                 return False
             fs.delete_dir(path)
         except OSError as exc:
-            raise StorageError(f"removing {MIRROR_LOG_DIR}/ under {self.root!r} failed: {exc}") from None
+            raise StorageError(f"removing {folder}/ under {self.root!r} failed: {exc}") from None
         return True
 
     def file_sizes(self, locations: Sequence[str]) -> dict[str, int | None]:
@@ -296,153 +294,8 @@ class DeepStore:
 
         return delete
 
-    def prune_dirs(self, locations: Iterable[str]) -> int:
-        """Remove directories left empty by deleting ``locations`` (deepest
-        first, never the root). Object stores keep an empty "directory"
-        marker where the last file of a prefix was deleted; those go too.
-        A directory that is not empty stays. Returns how many went.
-
-        The directories of one depth go on a pool when there are many (each
-        removal is a file-system call or a round trip; a directory is
-        removed only after every deeper one was tried)."""
-        import pyarrow.fs as pafs
-
-        fs = self.filesystem()
-        by_depth: dict[int, set[str]] = {}
-        for location in locations:
-            parts = check_location(location).split("/")[:-1]
-            for i in range(1, len(parts) + 1):
-                by_depth.setdefault(i, set()).add("/".join(parts[:i]))
-        resolved_dirs: dict[str, str] = {}
-
-        def remove(relative: str) -> bool:
-            try:
-                full = self.path(relative, resolved_dirs)
-            except StorageError:
-                return False  # leads outside the root, through a link: not ours
-            try:
-                if self.scheme == "file":
-                    os.rmdir(full)  # refuses a non-empty directory, atomically
-                else:
-                    if fs.get_file_info(pafs.FileSelector(full, allow_not_found=True)):
-                        return False
-                    fs.delete_dir(full)
-            except OSError:
-                return False  # not empty, already gone, or not ours to remove: leave it
-            return True
-
-        removed = 0
-        with ThreadPoolExecutor(PRUNE_WORKERS, thread_name_prefix="prune-dirs") as pool:
-            for depth in sorted(by_depth, reverse=True):
-                level = sorted(by_depth[depth])
-                done = pool.map(remove, level) if len(level) >= PRUNE_POOL_FROM else map(remove, level)
-                removed += sum(done)
-        return removed
-
-    def remove_empty_dirs(self, prefix: str) -> int:
-        """Remove ``prefix`` (a directory under the root) and the directories
-        in it, deepest first, where they hold no file: what a push that
-        wrote nothing leaves (a writer made the directories). Local disks
-        only: an object store keeps no empty directory. Returns how many went."""
-        if self.scheme != "file":
-            return 0
-        try:
-            top = self.path(prefix)
-        except StorageError:
-            return 0  # leads out of the root: not ours
-        removed = 0
-        for folder, _dirs, _names in os.walk(top, topdown=False, followlinks=False):
-            try:
-                os.rmdir(folder)  # refuses a directory that is not empty, or a link
-                removed += 1
-            except OSError:
-                continue
-        return removed
-
-    # ---- the root's claim marker (segment_lineage.lineage.storage.claims.CLAIM_FILE) -----------------------
-
-    def _claim_path(self) -> str:
-        return posixpath.join(self.base, CLAIM_FILE)
-
-    def read_claim(self) -> bytes | None:
-        try:
-            with self.filesystem().open_input_stream(self._claim_path()) as stream:
-                data: bytes = stream.read()
-                return data
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
-                return None
-            raise StorageError(f"reading the claim marker under {self.root!r} failed: {exc}") from None
-
-    def write_claim(self, data: bytes, *, exclusive: bool = False) -> bool:
-        """Write the claim marker. ``exclusive``: only if none is there (False
-        when one is); a local disk promises that, an object store cannot."""
-        fs = self.filesystem()
-        target = self._claim_path()
-        try:
-            if self.scheme in ("file", "hdfs"):
-                fs.create_dir(self.base, recursive=True)
-            if self.scheme == "file":
-                temp = f"{target}.tmp-{uuid.uuid4().hex[:8]}"
-                with fs.open_output_stream(temp) as out:
-                    out.write(data)
-                if not exclusive:
-                    fs.move(temp, target)
-                    return True
-                try:
-                    os.link(temp, target)  # fails if the marker exists: the atomic create-if-absent
-                except FileExistsError:
-                    return False
-                finally:
-                    os.unlink(temp)
-                return True
-            if exclusive and self.read_claim() is not None:
-                return False
-            with fs.open_output_stream(target) as out:
-                out.write(data)
-            return True
-        except OSError as exc:
-            raise StorageError(f"writing the claim marker under {self.root!r} failed: {exc}") from None
-
-    def remove_claim(self) -> None:
-        try:
-            self.filesystem().delete_file(self._claim_path())
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise StorageError(f"removing the claim marker under {self.root!r} failed: {exc}") from None
-
-    def claims_around(self) -> list[str]:
-        """Roots other than this one that hold a claim marker, above it (up to
-        the file system's or the bucket's top) or below it."""
-        import pyarrow.fs as pafs
-
-        fs = self.filesystem()
-        found = []
-        parts = self.base.rstrip("/").split("/")
-        for end in range(len(parts) - 1, 0, -1):  # up to the bucket's top, or the file system's
-            parent = "/".join(parts[:end]) or "/"
-            info = fs.get_file_info(posixpath.join(parent, CLAIM_FILE))
-            if info.type == pafs.FileType.File:
-                found.append(self._uri_of(parent))
-        if self.scheme == "file":
-            for folder, dirs, names in os.walk(self.base, followlinks=False):
-                if folder != self.base and CLAIM_FILE in names:
-                    found.append(folder)
-                    dirs[:] = []
-                    continue
-                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
-        else:
-            selector = pafs.FileSelector(self.base, recursive=True, allow_not_found=True)
-            for info in fs.get_file_info(selector):
-                parent, name = posixpath.split(info.path)
-                if name == CLAIM_FILE and parent.rstrip("/") != self.base.rstrip("/"):
-                    found.append(self._uri_of(parent))
-        return found
-
-    def _uri_of(self, path: str) -> str:
+    def uri_of(self, path: str) -> str:
+        """The URI of a path of this store's file system."""
         if self.scheme == "file":
             return path
         if self.scheme == "hdfs":
@@ -525,41 +378,6 @@ class DeepStore:
             mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
             out.append(FileInfo(relative, int(info.size or 0), mtime))
         return sorted(out, key=lambda f: f.location)
-
-
-class RootClaimFiles:
-    """ClaimFiles (storage.claims) on deep storage: the claim marker of any root.
-    Without ``settings``, each call takes the environment's."""
-
-    def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings
-
-    def read_claim(self, root: str) -> bytes | None:
-        return DeepStore.for_root(root, self.settings).read_claim()
-
-    def write_claim(self, root: str, data: bytes, *, exclusive: bool = False) -> bool:
-        return DeepStore.for_root(root, self.settings).write_claim(data, exclusive=exclusive)
-
-    def remove_claim(self, root: str) -> None:
-        DeepStore.for_root(root, self.settings).remove_claim()
-
-    def first_entry(self, root: str) -> str | None:
-        import pyarrow.fs as pafs
-
-        store = DeepStore.for_root(root, self.settings)
-        selector = pafs.FileSelector(store.base, recursive=False, allow_not_found=True)
-        try:
-            infos = store.filesystem().get_file_info(selector)
-        except OSError as exc:
-            raise StorageError(f"listing {root!r} failed: {exc}") from None
-        names = sorted(posixpath.basename(i.path.rstrip("/")) for i in infos)
-        return next((n for n in names if n != CLAIM_FILE), None)
-
-    def claims_around(self, root: str) -> list[str]:
-        try:
-            return DeepStore.for_root(root, self.settings).claims_around()
-        except OSError as exc:
-            raise StorageError(f"looking for claimed roots around {root!r} failed: {exc}") from None
 
 
 class SegmentFileSizes:
