@@ -385,7 +385,7 @@ def test_the_leader_publishes_what_the_commits_did_not_and_reports_the_lag(
     assert len(status(zk_manager, "t").behind) == 2
     daemon = Daemon(zk_manager, OwnsAll(), Schedule(interval_ms=1000), PassOptions())
     sample = daemon.metrics.registry.get_sample_value
-    daemon.publish()
+    daemon.after_pass()
     assert status(zk_manager, "t").behind == ()
     assert sample("lineage_mirror_lag_versions", {"table": "t"}) == 0
     assert sample("lineage_mirror_lag_seconds", {"table": "t"}) == 0
@@ -557,8 +557,15 @@ def test_daemons_over_the_same_tables_spread_them_and_take_over_a_dead_ones(
     wait_for(
         "both daemons to own tables", lambda: owned(a) >= 1 and owned(b) >= 1 and owned(a) + owned(b) == 8
     )
-    owners = health(a)["owners"]
-    assert isinstance(owners, dict) and set(owners) == set(names) and None not in owners.values()
+
+    def owners_seen() -> dict[str, str | None]:
+        found = health(a)["owners"]
+        assert isinstance(found, dict)
+        return found
+
+    # a's view of the others' tables is as fresh as its last check (each heartbeat)
+    wait_for("a to see every table owned", lambda: None not in owners_seen().values())
+    assert set(owners_seen()) == set(names)
     victim, survivor = (a, b) if owned(a) <= owned(b) else (b, a)
     victim.popen.kill()
     victim.popen.wait()

@@ -1,12 +1,16 @@
-"""The mirror's maintenance job, run by the retention daemon after each
-pass: publish the versions a commit's own publish missed, clean the log's
-old files, and say how far behind each mirrored table is (its lag gauges)."""
+"""The mirror's maintenance job, registered on the retention daemon and run
+after each pass: publish the versions a commit's own publish missed, clean
+the log's old files, and say how far behind each mirrored table is (its lag
+gauges, in the daemon's metrics registry)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.manager import LineageManager
@@ -48,3 +52,43 @@ def catch_up(
             log.info("mirror: %s; %d old log file(s) removed", result.line(), result.cleaned)
         out.append(Lag(table, behind, lag_ms / 1000, isinstance(result, LineageError)))
     return out
+
+
+class MirrorJob:
+    """The catch-up as the daemon's job, with its metrics."""
+
+    def __init__(self, manager: LineageManager, registry: CollectorRegistry) -> None:
+        self.manager = manager
+        self.lag_versions = Gauge(
+            "lineage_mirror_lag_versions",
+            "Versions of a mirrored table not yet published to its mirror (after the last publish).",
+            ["table"],
+            registry=registry,
+        )
+        self.lag_seconds = Gauge(
+            "lineage_mirror_lag_seconds",
+            "Age of the oldest version of a mirrored table not yet published (0 when none).",
+            ["table"],
+            registry=registry,
+        )
+        self.failures = Counter(
+            "lineage_mirror_publish_failures", "Publishes to a table's mirror that failed.", registry=registry
+        )
+        self._lagging: set[str] = set()  # the tables the lag gauges name
+
+    def run(self, tables: Sequence[str] | None, stopping: Callable[[], bool]) -> None:
+        """Catch up ``tables`` and set the lag gauges to what is left. Never raises."""
+        try:
+            lags = catch_up(self.manager, tables, stopping)
+        except LineageError as exc:
+            log.warning("mirror publish skipped: %s", exc.message)
+            return
+        for gone in self._lagging - {lag.table for lag in lags}:  # no gauges for a table without a mirror
+            for gauge in (self.lag_versions, self.lag_seconds):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(gone)
+        self._lagging = {lag.table for lag in lags}
+        for lag in lags:
+            self.failures.inc(int(lag.failed))
+            self.lag_versions.labels(lag.table).set(lag.versions)
+            self.lag_seconds.labels(lag.table).set(lag.seconds)

@@ -31,19 +31,17 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from types import FrameType
 from typing import Protocol
 
-from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.interval import IntervalTrigger
+from prometheus_client import CollectorRegistry
 
 from segment_lineage.lineage.core.errors import LineageError, StoreUnavailableError
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.executor import PassOptions, run_pass
 from segment_lineage.retention.metrics import Metrics, serve
-from segment_lineage.retention.report import TableReport
+from segment_lineage.retention.report import PassSummary, TableReport
 from segment_lineage.retention.schedule import Schedule
 
 log = logging.getLogger("lineage.retention")
@@ -78,7 +76,20 @@ class Status:
     unowned: tuple[str, ...] = ()  # tables nobody owned at the last two checks
 
 
+class Job(Protocol):
+    """A maintenance job the daemon runs after each pass, over the tables it owns."""
+
+    def run(self, tables: Sequence[str] | None, stopping: Callable[[], bool]) -> None: ...
+
+
+JobFactory = Callable[[LineageManager, CollectorRegistry], Job]
+
+
 class Daemon:
+    """Retention passes on a schedule over the tables this daemon owns, then
+    the maintenance jobs registered on it; elections kept between passes,
+    health and metrics served (see the module's docstring)."""
+
     def __init__(
         self,
         manager: LineageManager,
@@ -89,23 +100,31 @@ class Daemon:
         *,
         clock: Callable[[], float] | None = None,
         wall: Callable[[], float] | None = None,
+        jobs: Sequence[JobFactory] | None = None,
     ) -> None:
         """``clock`` (monotonic seconds) times the passes, and is the passes'
         clock unless ``options`` names one; ``wall`` (seconds since the epoch)
         dates the last success and the first scheduled run. By default
-        ``time.monotonic`` and ``time.time``."""
+        ``time.monotonic`` and ``time.time``. ``jobs`` make the maintenance
+        jobs run after each pass, each given the manager and the daemon's
+        metrics registry for its own metrics (by default the mirror's
+        catch-up, :class:`segment_lineage.mirror.job.MirrorJob`)."""
         self.manager = manager
         self.owners = owners
         self.schedule = schedule
         self.options = options
         self.tables = list(tables) if tables else None
         self.metrics = Metrics()
+        if jobs is None:
+            from segment_lineage.mirror.job import MirrorJob  # the mirror's modules load only for a daemon
+
+            jobs = (MirrorJob,)
+        self.jobs = tuple(make(manager, self.metrics.registry) for make in jobs)
         self.status = Status()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._clock = clock
         self._wall = wall
-        self._lagging: set[str] = set()  # tables the mirror lag gauges name
         self._labelled: set[str] = set()  # tables the ownership gauges name
         self._unowned: set[str] = set()  # tables nobody owned at the last check
         self._busy: str | None = None  # the table a pass is on (not handed over meanwhile)
@@ -132,18 +151,7 @@ class Daemon:
             self._failed(f"pass skipped: the election failed: {exc.message}", self.clock())
             return
         if not terms:
-            if not self.owners.connected:
-                log.warning("pass skipped: ZooKeeper is unreachable; waiting for it to come back")
-            elif not self.owners.owners():
-                log.info("pass skipped: no table to keep (none of those given exists, or none at all yet)")
-            else:
-                owners = self.owners.owners()
-                seen = sorted({o for o in owners.values() if o})
-                log.info(
-                    "pass skipped: standby, owns none of its %d table(s) (owned by: %s)",
-                    len(owners),
-                    ", ".join(seen[:5]) + (", ..." if len(seen) > 5 else "") if seen else "nobody yet",
-                )
+            self._say_idle()
             return
         began = self.clock()
         with self._lock:
@@ -178,7 +186,23 @@ class Daemon:
             log.info("%d table(s) went to other daemons before their turn in this pass", handed)
         self._finished(reports, began, stopped)
         if not stopped:
-            self.publish(sorted(terms))
+            self.after_pass(sorted(terms))
+
+    def _say_idle(self) -> None:
+        """Why a pass did nothing: ZooKeeper away, no table, or a standby."""
+        if not self.owners.connected:
+            log.warning("pass skipped: ZooKeeper is unreachable; waiting for it to come back")
+            return
+        owners = self.owners.owners()
+        if not owners:
+            log.info("pass skipped: no table to keep (none of those given exists, or none at all yet)")
+            return
+        seen = sorted({o for o in owners.values() if o})
+        log.info(
+            "pass skipped: standby, owns none of its %d table(s) (owned by: %s)",
+            len(owners),
+            ", ".join(seen[:5]) + (", ..." if len(seen) > 5 else "") if seen else "nobody yet",
+        )
 
     def _options(self, table: str, term: str) -> PassOptions:
         """The pass options for ``table``, fenced by its ownership term."""
@@ -236,27 +260,13 @@ class Daemon:
         self._leading(bool(terms))
         return terms
 
-    def publish(self, tables: Sequence[str] | None = None) -> None:
-        """Publish every mirrored table's versions not yet published (those
-        of ``tables``, the ones this daemon owns, after each pass: a commit
-        publishes right after itself, best effort; this catches up whatever
-        that missed), and set the lag gauges to what is left. Never raises."""
-        from segment_lineage.mirror.job import catch_up
-
-        try:
-            lags = catch_up(self.manager, self.tables if tables is None else tables, self._stopping.is_set)
-        except LineageError as exc:
-            log.warning("mirror publish skipped: %s", exc.message)
-            return
-        for gone in self._lagging - {lag.table for lag in lags}:  # no gauges for a table without a mirror
-            for gauge in (self.metrics.mirror_lag_versions, self.metrics.mirror_lag_seconds):
-                with contextlib.suppress(KeyError):
-                    gauge.remove(gone)
-        self._lagging = {lag.table for lag in lags}
-        for lag in lags:
-            self.metrics.mirror_failures.inc(int(lag.failed))
-            self.metrics.mirror_lag_versions.labels(lag.table).set(lag.versions)
-            self.metrics.mirror_lag_seconds.labels(lag.table).set(lag.seconds)
+    def after_pass(self, tables: Sequence[str] | None = None) -> None:
+        """Run the maintenance jobs registered on the daemon (the mirror's
+        catch-up, by default) over ``tables``: the ones this daemon owns,
+        after each pass (None: those it was given, else every table). A
+        job never raises; it logs and counts its own failures."""
+        for job in self.jobs:
+            job.run(self.tables if tables is None else tables, self._stopping.is_set)
 
     def _record_failure(self, error: str) -> None:
         self.metrics.failures.inc()
@@ -276,42 +286,18 @@ class Daemon:
             with self._lock:
                 self.status.last_pass_s = self.wall()
             self.metrics.overdue.set(0)
-        self.metrics.table_passes.inc(len(reports))
-        for report in reports:
-            if report.note:  # a purge finished, or a table dropped before its turn
-                log.info("%s: %s", report.table, report.note)
-        files = sum(r.files_deleted for r in reports)
-        size = sum(r.bytes_deleted for r in reports)
-        entries = sum(r.entries_removed for r in reports)
-        pending = sum(r.pending_left for r in reports)
-        errors = [f"{r.table}: {e}" for r in reports for e in r.errors]
-        unreadable = sum(1 for r in reports if r.unreadable)
-        self.metrics.table_failures.inc(sum(1 for r in reports if r.errors))
-        self.metrics.unreadable.set(unreadable)
-        self.metrics.files.inc(files)
-        self.metrics.bytes.inc(size)
-        self.metrics.entries.inc(entries)
-        self.metrics.pending.set(pending)
-        oldest_ms = min(
-            (r.oldest_pending_ms for r in reports if r.oldest_pending_ms is not None), default=None
-        )
-        now = self._now_ms()
-        age_s = max(0.0, (now - oldest_ms) / 1000) if oldest_ms is not None and now is not None else 0.0
-        self.metrics.oldest.set(age_s)
-        line = (
-            f"pass done: {len(reports)} table(s) owned, deleted {files} file(s) ({size} bytes), "
-            f"{sum(r.condemned for r in reports)} segment(s) condemned, "
-            f"{sum(r.orphans for r in reports)} orphan(s), {entries} entr(ies) removed, "
-            f"{pending} pending (oldest {age_s:.0f}s), {unreadable} table(s) unreadable, "
-            f"{len(errors)} error(s), "
-            f"{self.clock() - began:.1f}s"
-        )
+        done = PassSummary.of(reports)
+        for note in done.notes:
+            log.info("%s", note)
+        age_s = done.oldest_age_s(self._now_ms())
+        self.metrics.record(done, age_s)
+        line = done.line(age_s, self.clock() - began)
         if stopped:
             log.warning("pass stopped on %d table(s): %s; %s", len(stopped), stopped[0], line)
             return
-        if errors:
-            self._record_failure(errors[0])
-            log.warning("%s; first error: %s", line, errors[0])
+        if done.errors:
+            self._record_failure(done.errors[0])
+            log.warning("%s; first error: %s", line, done.errors[0])
             return
         succeeded = self.wall()
         with self._lock:
@@ -400,31 +386,7 @@ class Daemon:
         server = (
             serve(metrics_host, metrics_port, self.metrics, self.health) if metrics_port is not None else None
         )
-        # APScheduler's own lines (jobs added, started, a run skipped because a
-        # pass outlasted its interval) are not news: the daemon logs its own.
-        logging.getLogger("apscheduler").setLevel(logging.ERROR)
-        scheduler = BackgroundScheduler(timezone=UTC)
-        # An interval's first pass runs at once; a cron's when it first fires.
-        # (An explicit next_run_time of None would add the job paused.)
-        first = (
-            {"next_run_time": datetime.fromtimestamp(self.wall(), UTC)} if self.schedule.interval_ms else {}
-        )
-        scheduler.add_job(
-            self.tick,
-            self.schedule.trigger(),
-            id="retention-pass",
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=None,
-            **first,
-        )
-        scheduler.add_job(
-            self.heartbeat,
-            IntervalTrigger(seconds=self.heartbeat_s, timezone=UTC),
-            id="election",
-            max_instances=1,
-        )
-        scheduler.start()
+        scheduler = self.schedule.start(self.tick, self.heartbeat, self.heartbeat_s, self.wall())
         log.info(
             "retention daemon started: %s, tables: %s%s",
             self.schedule.describe(),

@@ -1,6 +1,7 @@
 """The retention daemon's Prometheus metrics: what operations.md's alerts
-read (ownership per table, passes, what was reclaimed, the mirrors' lag),
-served with its ``/healthz`` on ``--metrics-port``."""
+read (ownership per table, passes, what was reclaimed), in the registry
+the jobs registered on the daemon add theirs to (the mirrors' lag), served
+with its ``/healthz`` on ``--metrics-port``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from segment_lineage.retention.errors import RetentionError
+from segment_lineage.retention.report import PassSummary
 
 
 class Metrics:
@@ -71,21 +73,17 @@ class Metrics:
             "Tables the last pass skipped because their metadata cannot be decoded.",
             registry=r,
         )
-        self.mirror_lag_versions = Gauge(
-            "lineage_mirror_lag_versions",
-            "Versions of a mirrored table not yet published to its mirror (after the last publish).",
-            ["table"],
-            registry=r,
-        )
-        self.mirror_lag_seconds = Gauge(
-            "lineage_mirror_lag_seconds",
-            "Age of the oldest version of a mirrored table not yet published (0 when none).",
-            ["table"],
-            registry=r,
-        )
-        self.mirror_failures = Counter(
-            "lineage_mirror_publish_failures", "Publishes to a table's mirror that failed.", registry=r
-        )
+
+    def record(self, done: PassSummary, oldest_age_s: float) -> None:
+        """What one pass did, summed over the tables it passed over."""
+        self.table_passes.inc(done.tables)
+        self.table_failures.inc(done.failed_tables)
+        self.unreadable.set(done.unreadable)
+        self.files.inc(done.files)
+        self.bytes.inc(done.bytes)
+        self.entries.inc(done.entries)
+        self.pending.set(done.pending)
+        self.oldest.set(oldest_age_s)
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

@@ -69,3 +69,57 @@ class TableReport:
         ]
         out["kept_items"] = [{"what": k.what, "why": k.why} for k in self.kept_items]
         return out
+
+
+@dataclass(frozen=True)
+class PassSummary:
+    """A daemon's pass over the tables it owns, summed from their reports."""
+
+    tables: int
+    files: int
+    bytes: int
+    condemned: int
+    orphans: int
+    entries: int
+    pending: int
+    oldest_pending_ms: int | None
+    unreadable: int
+    failed_tables: int
+    errors: tuple[str, ...]
+    notes: tuple[str, ...]  # "table: note" (a purge finished, a table dropped before its turn)
+
+    @staticmethod
+    def of(reports: Iterable[TableReport]) -> PassSummary:
+        done = list(reports)
+        return PassSummary(
+            tables=len(done),
+            files=sum(r.files_deleted for r in done),
+            bytes=sum(r.bytes_deleted for r in done),
+            condemned=sum(r.condemned for r in done),
+            orphans=sum(r.orphans for r in done),
+            entries=sum(r.entries_removed for r in done),
+            pending=sum(r.pending_left for r in done),
+            oldest_pending_ms=min(
+                (r.oldest_pending_ms for r in done if r.oldest_pending_ms is not None), default=None
+            ),
+            unreadable=sum(1 for r in done if r.unreadable),
+            failed_tables=sum(1 for r in done if r.errors),
+            errors=tuple(f"{r.table}: {e}" for r in done for e in r.errors),
+            notes=tuple(f"{r.table}: {r.note}" for r in done if r.note),
+        )
+
+    def oldest_age_s(self, now_ms: int | None) -> float:
+        """How long the oldest pending file has waited (0 when none, or the time is unknown)."""
+        if self.oldest_pending_ms is None or now_ms is None:
+            return 0.0
+        return max(0.0, (now_ms - self.oldest_pending_ms) / 1000)
+
+    def line(self, age_s: float, seconds: float) -> str:
+        return (
+            f"pass done: {self.tables} table(s) owned, deleted {self.files} file(s) ({self.bytes} bytes), "
+            f"{self.condemned} segment(s) condemned, "
+            f"{self.orphans} orphan(s), {self.entries} entr(ies) removed, "
+            f"{self.pending} pending (oldest {age_s:.0f}s), {self.unreadable} table(s) unreadable, "
+            f"{len(self.errors)} error(s), "
+            f"{seconds:.1f}s"
+        )

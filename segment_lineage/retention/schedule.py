@@ -1,14 +1,18 @@
 """When the retention daemon runs its passes: a crontab expression (UTC,
 read as cron reads it: :mod:`segment_lineage.retention.cron`) or a fixed
-interval, as an APScheduler trigger; and when a leader that has completed
-no pass has missed two periods of it (its health)."""
+interval, as an APScheduler trigger; the scheduler that runs the passes on
+it; and when a leader that has completed no pass has missed two periods of
+it (its health)."""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -67,3 +71,30 @@ class Schedule:
         first = trigger.get_next_fire_time(None, datetime.fromtimestamp(reference_s, UTC))
         second = None if first is None else trigger.get_next_fire_time(first, first + timedelta(seconds=1))
         return float("inf") if second is None else second.timestamp()
+
+    def start(
+        self, tick: Callable[[], None], heartbeat: Callable[[], None], heartbeat_s: float, now_s: float
+    ) -> BackgroundScheduler:
+        """A started scheduler running ``tick`` on this schedule (an
+        interval's first at once, ``now_s``; a cron's when it first fires)
+        and ``heartbeat`` every ``heartbeat_s``; one of each at a time."""
+        # APScheduler's own lines (jobs added, started, a run skipped because a
+        # pass outlasted its interval) are not news: the daemon logs its own.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
+        scheduler = BackgroundScheduler(timezone=UTC)
+        # An explicit next_run_time of None would add the job paused.
+        first = {"next_run_time": datetime.fromtimestamp(now_s, UTC)} if self.interval_ms else {}
+        scheduler.add_job(
+            tick,
+            self.trigger(),
+            id="retention-pass",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            **first,
+        )
+        scheduler.add_job(
+            heartbeat, IntervalTrigger(seconds=heartbeat_s, timezone=UTC), id="election", max_instances=1
+        )
+        scheduler.start()
+        return scheduler
