@@ -136,9 +136,9 @@ def test_the_checker_flags_a_read_of_the_wrong_version_or_a_partial_one() -> Non
 @pytest.mark.zk
 @pytest.mark.slow
 def test_a_seed_on_real_zookeeper_holds(zk_server: ZkServer) -> None:
-    result = run_seed(RunConfig(4, steps=150, zookeeper=zk_server.hosts))  # daemons in its cast
+    result = run_seed(RunConfig(4, steps=100, zookeeper=zk_server.hosts))  # daemons in its cast
     assert result.ok, describe(result)
-    assert result.steps >= 150
+    assert result.steps >= 100
 
 
 def test_daemons_share_the_tables_whose_owners_delete_and_replay_exactly() -> None:
