@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from segment_lineage.ingest.arrow_push import push_arrow
     from segment_lineage.ingest.errors import PushError, SnapshotTooOldError
     from segment_lineage.ingest.readers import SnapshotReader
-    from segment_lineage.ingest.spark_job import pinned_table, push_dataframe
+    from segment_lineage.ingest.spark_job import push_dataframe
+    from segment_lineage.ingest.spark_readers import pinned_table
     from segment_lineage.lineage.core.errors import (
         ConflictError,
         ContentionError,
@@ -57,7 +58,7 @@ _HOMES: dict[str, str] = {
     "push_arrow": "segment_lineage.ingest.arrow_push",
     "push_dataframe": "segment_lineage.ingest.spark_job",
     "SnapshotReader": "segment_lineage.ingest.readers",
-    "pinned_table": "segment_lineage.ingest.spark_job",
+    "pinned_table": "segment_lineage.ingest.spark_readers",
     # cleaning up
     "run_pass": "segment_lineage.retention.executor",
     "PassOptions": "segment_lineage.retention.executor",

@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.config import state_dir
@@ -62,11 +62,67 @@ def _engines(m: LineageManager, root: Path, echo: Callable[[str], None]) -> None
     assert then == {"v3": 800}, "time travel must show the version before the rollback whole"
 
 
+def _push_snapshots(m: LineageManager, spark: Any, echo: Callable[[str], None]) -> None:
+    """The three snapshots pushed with Spark, a reader looking during each."""
+    from segment_lineage.ingest.spark_job import push_dataframe, sample_frame
+
+    for step, (label, count) in enumerate(SNAPSHOTS, start=1):
+        df = sample_frame(spark, label, count)
+
+        def during(message: str, label: str = label) -> None:
+            if message.startswith("wrote"):
+                version, seen = _read(m)
+                echo(f"   a reader during the push of {label} sees version {version}: {seen}")
+
+        result = push_dataframe(m, DEMO_TABLE, df, segments=2, reason=f"snapshot {label}", progress=during)
+        version, seen = _read(m)
+        echo(f"{step}. {result.summary()}")
+        echo(f"   read after the push: version {version}: {seen}")
+
+
+def _rollbacks(m: LineageManager, echo: Callable[[str], None]) -> None:
+    """The last push rolled back, forward again, and back for good."""
+    undo = m.rollback(DEMO_TABLE, m.resolve_version(DEMO_TABLE), reason="bad data in v3")
+    pushed = undo.from_version  # the version the v3 push made
+    version, seen = _read(m)
+    echo(f"4. rolled back the v3 push (one commit): version {version}: {seen}")
+    assert seen == {"v2": 1500}, "a rollback must bring back the previous snapshot whole"
+    m.rollback(DEMO_TABLE, pushed, reason="v3 was fine after all")
+    version, seen = _read(m)
+    echo(f"   undid the rollback (rolled forward to version {pushed}): version {version}: {seen}")
+    assert seen == {"v3": 800}, "rolling forward must bring the newer snapshot back whole"
+    m.rollback(DEMO_TABLE, undo.target_version, reason="bad data in v3 after all")
+    version, seen = _read(m)
+    echo(f"   and back for good: version {version}: {seen}")
+
+
+def _look_back_and_clean(m: LineageManager, root: Path, echo: Callable[[str], None]) -> None:
+    """The entries and the history, then a retention pass that reclaims."""
+    echo("5. lineage entries")
+    for e in m.entries(DEMO_TABLE):
+        moved = f"{len(e.segments_from)} -> {len(e.segments_to)}"
+        echo(f"   {e.entry_id}  {e.state.value:<11}  {moved}  {e.audit.reason or ''}")
+    echo("6. history (newest first)")
+    for h in m.history(DEMO_TABLE, limit=6):
+        echo(
+            f"   v{h.version:<3} {h.operation.value:<15} segments={h.segments:<3} rows={h.rows:<5} "
+            f"{h.reason or ''}"
+        )
+    before = sum(1 for _ in root.rglob("*.parquet"))
+    time.sleep(MIRROR_WINDOW_S)  # past the mirror's retention: its old versions pin nothing more
+    reports = run_pass(m, [DEMO_TABLE], PassOptions(min_grace_ms=0))
+    after = sum(1 for _ in root.rglob("*.parquet"))
+    version, seen = _read(m)
+    echo(f"7. retention pass: {reports[0].line()}")
+    echo(f"   parquet files on disk: {before} -> {after}; read: version {version}: {seen}")
+    assert not reports[0].errors and after < before and seen == {"v2": 1500}
+
+
 def run_demo(
     zk: str | None = None, echo: Callable[[str], None] = print, *, settings: Settings | None = None
 ) -> None:
     """The demo on ``zk`` (else the settings', by default the environment's, else the embedded server)."""
-    from segment_lineage.ingest.spark_job import push_dataframe, sample_frame, spark_session
+    from segment_lineage.ingest.spark_job import spark_session
     from segment_lineage.lineage.zk.client import zk_settings
     from segment_lineage.lineage.zk.connect import open_store
 
@@ -96,55 +152,10 @@ def run_demo(
         echo("starting Spark (local mode) ...")
         spark = spark_session(settings=settings)
 
-        entries: list[str] = []
-        for step, (label, count) in enumerate(SNAPSHOTS, start=1):
-            df = sample_frame(spark, label, count)
-
-            def during(message: str, label: str = label) -> None:
-                if message.startswith("wrote"):
-                    version, seen = _read(m)
-                    echo(f"   a reader during the push of {label} sees version {version}: {seen}")
-
-            result = push_dataframe(
-                m, DEMO_TABLE, df, segments=2, reason=f"snapshot {label}", progress=during
-            )
-            entries.append(result.entry_id)
-            version, seen = _read(m)
-            echo(f"{step}. {result.summary()}")
-            echo(f"   read after the push: version {version}: {seen}")
-
-        undo = m.rollback(DEMO_TABLE, m.resolve_version(DEMO_TABLE), reason="bad data in v3")
-        pushed = undo.from_version  # the version the v3 push made
-        version, seen = _read(m)
-        echo(f"4. rolled back the v3 push (one commit): version {version}: {seen}")
-        assert seen == {"v2": 1500}, "a rollback must bring back the previous snapshot whole"
-        m.rollback(DEMO_TABLE, pushed, reason="v3 was fine after all")
-        version, seen = _read(m)
-        echo(f"   undid the rollback (rolled forward to version {pushed}): version {version}: {seen}")
-        assert seen == {"v3": 800}, "rolling forward must bring the newer snapshot back whole"
-        m.rollback(DEMO_TABLE, undo.target_version, reason="bad data in v3 after all")
-        version, seen = _read(m)
-        echo(f"   and back for good: version {version}: {seen}")
-
+        _push_snapshots(m, spark, echo)
+        _rollbacks(m, echo)
         _engines(m, root, echo)
-        echo("5. lineage entries")
-        for e in m.entries(DEMO_TABLE):
-            moved = f"{len(e.segments_from)} -> {len(e.segments_to)}"
-            echo(f"   {e.entry_id}  {e.state.value:<11}  {moved}  {e.audit.reason or ''}")
-        echo("6. history (newest first)")
-        for h in m.history(DEMO_TABLE, limit=6):
-            echo(
-                f"   v{h.version:<3} {h.operation.value:<15} segments={h.segments:<3} rows={h.rows:<5} "
-                f"{h.reason or ''}"
-            )
-        before = sum(1 for _ in root.rglob("*.parquet"))
-        time.sleep(MIRROR_WINDOW_S)  # past the mirror's retention: its old versions pin nothing more
-        reports = run_pass(m, [DEMO_TABLE], PassOptions(min_grace_ms=0))
-        after = sum(1 for _ in root.rglob("*.parquet"))
-        version, seen = _read(m)
-        echo(f"7. retention pass: {reports[0].line()}")
-        echo(f"   parquet files on disk: {before} -> {after}; read: version {version}: {seen}")
-        assert not reports[0].errors and after < before and seen == {"v2": 1500}
+        _look_back_and_clean(m, root, echo)
         echo(
             "demo finished: try 'lineage read demo_events', 'lineage history demo_events' or "
             "'lineage mirror versions demo_events' (docs/engines.md: DuckDB, Polars, Spark, Trino)"

@@ -19,13 +19,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from segment_lineage.ingest.readers import SnapshotReader
-from segment_lineage.ingest.spark_job import (
-    pinned_table,
-    push_dataframe,
-    read_table,
-    release_reads,
-    spark_session,
-)
+from segment_lineage.ingest.spark_job import push_dataframe, spark_session
+from segment_lineage.ingest.spark_readers import pinned_table, read_table, release_reads
 from segment_lineage.lineage.core.model import DeletionReason, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
@@ -334,7 +329,7 @@ def test_spark_reader_says_snapshot_too_old(
     spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
 ) -> None:
     from segment_lineage.ingest.errors import SnapshotTooOldError
-    from segment_lineage.ingest.spark_job import snapshot_dataframe
+    from segment_lineage.ingest.spark_readers import snapshot_dataframe
     from segment_lineage.lineage.storage.deep import DeepStore
 
     m = zk_manager

@@ -233,7 +233,7 @@ def test_a_declared_unit_refuses_values_it_reads_far_in_the_future_and_an_inferr
 def test_each_time_chunk_gets_its_share_of_the_partitions_asked_for() -> None:
     """Spark's chunk split: as many partitions as asked (one per chunk at
     least, never more than a chunk's rows), shared by rows."""
-    from segment_lineage.ingest.spark_job import chunk_shares
+    from segment_lineage.ingest.spark_plan import chunk_shares
 
     assert chunk_shares({1: 3, 2: 3, 3: 3}, 8) == {1: 3, 2: 3, 3: 2}
     assert chunk_shares({1: 1, 2: 1, 3: 1}, 50) == {1: 1, 2: 1, 3: 1}

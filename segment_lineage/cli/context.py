@@ -47,9 +47,21 @@ def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
     --json``), the value of one of the command's options, and whatever follows
     ``--`` stay where they are. (``group`` and ``ctx`` are Typer's click
     group and context.)"""
+    command, path_at, path_end = _command_path(group, ctx, args)
+    if command is group:
+        return args
+    hoisted, rest = _split_after(command, args[path_end:])
+    if not hoisted:
+        return args
+    return [*args[:path_at], *hoisted, *args[path_at:path_end], *rest]
+
+
+def _command_path(group: Any, ctx: Any, args: list[str]) -> tuple[Any, int, int]:
+    """The command ``args`` names, where its path begins and where it ends
+    (the global options in front are skipped)."""
     at, path_at = 0, -1
     command = group
-    while at < len(args):  # the global options in front, then the command path
+    while at < len(args):
         arg = args[at]
         if arg in GLOBAL_VALUED:
             at += 2
@@ -62,9 +74,12 @@ def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
                 break  # the command itself: what follows is its own
         else:
             break
-    if command is group:
-        return args
-    path_end = at
+    return command, path_at, at
+
+
+def _split_after(command: Any, args: list[str]) -> tuple[list[str], list[str]]:
+    """The arguments after the command path: the global options among them,
+    and the rest (the command's own options and values, and all after ``--``)."""
     params = list(command.params)
     own = {name for param in params for name in (*param.opts, *param.secondary_opts)}
     valued = {
@@ -75,6 +90,7 @@ def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
     }
     hoisted: list[str] = []
     rest: list[str] = []
+    at = 0
     while at < len(args):
         arg = args[at]
         name = arg.split("=", 1)[0]
@@ -94,9 +110,7 @@ def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
         else:
             rest.append(arg)
             at += 1
-    if not hoisted:
-        return args
-    return [*args[:path_at], *hoisted, *args[path_at:path_end], *rest]
+    return hoisted, rest
 
 
 # Every command that changes a table takes one: it is kept in the table's history.

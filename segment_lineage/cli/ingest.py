@@ -37,82 +37,92 @@ def register(app: typer.Typer) -> None:
     app.command("read")(read)
 
 
+# The push's options, declared once.
+Input = Annotated[str, typer.Option("--input", help="Input files or directory.")]
+Format = Annotated[str, typer.Option("--format", help="parquet, csv or json.")]
+Mode = Annotated[
+    str | None,
+    typer.Option(
+        "--mode",
+        help="refresh, append or replace-range. Default: the table's type (an APPEND table appends, "
+        "a REFRESH table refreshes); a refresh of an APPEND table, which hides its earlier rows, "
+        "must be asked for.",
+    ),
+]
+Interval = Annotated[
+    str | None,
+    typer.Option(
+        "--interval",
+        help="START/END for replace-range: ISO-8601 dates, months or times (UTC unless zoned), "
+        "or ms:EPOCH_MS.",
+    ),
+]
+Master = Annotated[str | None, typer.Option("--master", help="Spark master URL; default local[2].")]
+Segments = Annotated[int | None, typer.Option("--segments", help="Number of segments to write.")]
+TargetMb = Annotated[float | None, typer.Option("--target-mb", help="Aim for segments of this size.")]
+Conf = Annotated[list[str] | None, typer.Option("--conf", help="Spark setting key=value (repeatable).")]
+Writer = Annotated[
+    str, typer.Option("--writer", help="auto, native (Spark's writer; local/HDFS) or arrow (any root).")
+]
+JobId = Annotated[
+    str | None,
+    typer.Option(
+        "--job-id",
+        help="The batch job's id: if a push of this job already completed on the table, print its "
+        "result and push nothing again (a retried job never applies its data twice).",
+    ),
+]
+Engine = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="auto, arrow (read and write in this process) or spark. auto: arrow for a local input "
+        "of up to 64 MB when no Spark master is given or configured (SPARK_MASTER, spark.master) and no "
+        "--conf, else spark.",
+    ),
+]
+EvolveSchema = Annotated[
+    bool,
+    typer.Option(
+        "--evolve-schema", help="Add the input's new columns to the table's schema (recorded in history)."
+    ),
+]
+DryRun = Annotated[
+    bool,
+    typer.Option("--dry-run", help="Check everything and print what the push would do; write nothing."),
+]
+ReplaceSchema = Annotated[
+    bool,
+    typer.Option("--replace-schema", help="A refresh only: the input's columns become the table's schema."),
+]
+TruncateTimestamps = Annotated[
+    bool,
+    typer.Option(
+        "--truncate-timestamps",
+        help="Store nanosecond timestamps truncated to microseconds (segments hold microseconds); "
+        "without it, a value that would lose its nanoseconds is refused.",
+    ),
+]
+
+
 def push(
     table: str,
-    input_path: Annotated[str, typer.Option("--input", help="Input files or directory.")],
-    fmt: Annotated[str, typer.Option("--format", help="parquet, csv or json.")] = "parquet",
-    mode: Annotated[
-        str | None,
-        typer.Option(
-            "--mode",
-            help="refresh, append or replace-range. Default: the table's type (an APPEND table appends, "
-            "a REFRESH table refreshes); a refresh of an APPEND table, which hides its earlier rows, "
-            "must be asked for.",
-        ),
-    ] = None,
-    interval: Annotated[
-        str | None,
-        typer.Option(
-            "--interval",
-            help="START/END for replace-range: ISO-8601 dates, months or times (UTC unless zoned), "
-            "or ms:EPOCH_MS.",
-        ),
-    ] = None,
-    master: Annotated[
-        str | None, typer.Option("--master", help="Spark master URL; default local[2].")
-    ] = None,
-    segments_n: Annotated[int | None, typer.Option("--segments", help="Number of segments to write.")] = None,
-    target_mb: Annotated[
-        float | None, typer.Option("--target-mb", help="Aim for segments of this size.")
-    ] = None,
+    input_path: Input,
+    fmt: Format = "parquet",
+    mode: Mode = None,
+    interval: Interval = None,
+    master: Master = None,
+    segments_n: Segments = None,
+    target_mb: TargetMb = None,
     reason: Reason = None,
-    conf: Annotated[
-        list[str] | None, typer.Option("--conf", help="Spark setting key=value (repeatable).")
-    ] = None,
-    writer: Annotated[
-        str, typer.Option("--writer", help="auto, native (Spark's writer; local/HDFS) or arrow (any root).")
-    ] = "auto",
-    job_id: Annotated[
-        str | None,
-        typer.Option(
-            "--job-id",
-            help="The batch job's id: if a push of this job already completed on the table, print its "
-            "result and push nothing again (a retried job never applies its data twice).",
-        ),
-    ] = None,
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            help="auto, arrow (read and write in this process) or spark. auto: arrow for a local input "
-            "of up to 64 MB when no Spark master is given or configured (SPARK_MASTER, spark.master) and no "
-            "--conf, else spark.",
-        ),
-    ] = "auto",
-    evolve_schema: Annotated[
-        bool,
-        typer.Option(
-            "--evolve-schema", help="Add the input's new columns to the table's schema (recorded in history)."
-        ),
-    ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option("--dry-run", help="Check everything and print what the push would do; write nothing."),
-    ] = False,
-    replace_schema: Annotated[
-        bool,
-        typer.Option(
-            "--replace-schema", help="A refresh only: the input's columns become the table's schema."
-        ),
-    ] = False,
-    truncate_timestamps: Annotated[
-        bool,
-        typer.Option(
-            "--truncate-timestamps",
-            help="Store nanosecond timestamps truncated to microseconds (segments hold microseconds); "
-            "without it, a value that would lose its nanoseconds is refused.",
-        ),
-    ] = False,
+    conf: Conf = None,
+    writer: Writer = "auto",
+    job_id: JobId = None,
+    engine: Engine = "auto",
+    evolve_schema: EvolveSchema = False,
+    dry_run: DryRun = False,
+    replace_schema: ReplaceSchema = False,
+    truncate_timestamps: TruncateTimestamps = False,
 ) -> None:
     """Consistent push: the new data appears all at once, or not at all.
     Written by Spark, or for a small local input by Arrow in this process
@@ -121,25 +131,12 @@ def push(
     them), unless --evolve-schema or --replace-schema says otherwise."""
     from segment_lineage.ingest.jobs import completed_job
     from segment_lineage.ingest.push import PushMode, parse_interval
-    from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS, check_mode
+    from segment_lineage.ingest.push_plan import check_mode
 
     asked = PushMode.parse(mode) if mode is not None else None
     span = parse_interval(interval) if interval is not None else None
     spark_conf = parse_conf(conf or [])
-    if engine not in ENGINES:
-        raise InvalidInputError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
-    if writer not in WRITERS:
-        raise InvalidInputError(f"unknown writer {writer!r}: use {', '.join(WRITERS)}")
-    if segments_n is not None and segments_n < 1:
-        raise InvalidInputError(f"--segments must be at least 1, got {segments_n}")
-    if target_mb is not None and not target_mb > 0:
-        raise InvalidInputError(f"--target-mb must be positive, got {target_mb}")
-    if fmt not in INPUT_FORMATS:
-        raise InvalidInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
-    if engine == "arrow" and (master is not None or spark_conf or writer != "auto"):
-        raise InvalidInputError(
-            "--master, --conf and --writer are Spark's: they do not go with --engine arrow"
-        )
+    _check_flags(engine, writer, segments_n, target_mb, fmt, master, spark_conf)
 
     with manager() as m, progress(f"pushing {table}") as say:
         state = m.table(table)
@@ -177,6 +174,34 @@ def push(
                 writer, job_id, policy, dry_run, say,
             )  # fmt: skip
     _emit_push(result, used)
+
+
+def _check_flags(
+    engine: str,
+    writer: str,
+    segments_n: int | None,
+    target_mb: float | None,
+    fmt: str,
+    master: str | None,
+    spark_conf: dict[str, str],
+) -> None:
+    """The push's flags, each known and within range, before anything is read."""
+    from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS
+
+    if engine not in ENGINES:
+        raise InvalidInputError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
+    if writer not in WRITERS:
+        raise InvalidInputError(f"unknown writer {writer!r}: use {', '.join(WRITERS)}")
+    if segments_n is not None and segments_n < 1:
+        raise InvalidInputError(f"--segments must be at least 1, got {segments_n}")
+    if target_mb is not None and not target_mb > 0:
+        raise InvalidInputError(f"--target-mb must be positive, got {target_mb}")
+    if fmt not in INPUT_FORMATS:
+        raise InvalidInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
+    if engine == "arrow" and (master is not None or spark_conf or writer != "auto"):
+        raise InvalidInputError(
+            "--master, --conf and --writer are Spark's: they do not go with --engine arrow"
+        )
 
 
 ENGINES = ("auto", "arrow", "spark")

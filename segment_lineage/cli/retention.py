@@ -28,6 +28,7 @@ from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPH
 
 if TYPE_CHECKING:  # the executor needs pyarrow, which other commands do not load
     from segment_lineage.retention.report import TableReport
+    from segment_lineage.retention.schedule import Schedule
 
 retention_app = typer.Typer(help="Reclaim replaced and abandoned segments.", no_args_is_help=True)
 
@@ -117,19 +118,8 @@ def run(
     grace_ms = parse_period(min_grace)
     orphan_grace_ms = parse_period(orphan_grace)
     confirmed = (yes or force) and not dry_run
-    if confirmed and grace_ms < DEFAULT_MIN_GRACE_MS and not force:
-        raise InvalidInputError(
-            f"{_given(ctx, 'min_grace', '--min-grace', 'retention.min_grace', min_grace)} is below the floor "
-            f"of {MIN_GRACE}: files could go while a reader or a push still needs them; nothing was done",
-            remedy="add --force if that is what you want, or look first with --dry-run",
-        )
-    if confirmed and orphans and orphan_grace_ms < DEFAULT_MIN_GRACE_MS and not force:
-        given = _given(ctx, "orphan_grace", "--orphan-grace", "retention.orphan_grace", orphan_grace)
-        raise InvalidInputError(
-            f"{given} is below the floor of {MIN_GRACE}: a file uploaded and not yet added "
-            "('lineage segment add') could go; nothing was done",
-            remedy="add --force if that is what you want, or look first with --dry-run",
-        )
+    if confirmed and not force:
+        _check_floors(ctx, min_grace, grace_ms, orphan_grace, orphan_grace_ms if orphans else None)
     options = PassOptions(
         dry_run=not confirmed,
         force=force,
@@ -152,26 +142,53 @@ def run(
             options, fence=fence, progress=say
         )  # a later pass redoes what it leaves
         reports = run_pass(m, [table] if table else None, options)
-    if as_json or current().json:
-        typer.echo(json.dumps([r.as_dict() for r in reports], indent=2))
-    else:
-        for report in reports:
-            typer.echo(report.line())
-            if options.dry_run and not summary:
-                for item in report.planned:
-                    typer.echo(f"  delete  {item.reason.value:<17} {item.location}")
-                for kept in report.kept_items:
-                    typer.echo(f"  keep    {kept.what}: {kept.why}")
-            for why in report.leases_ignored:
-                typer.echo(f"  warning: ignored {why}", err=True)
-            for error in report.errors:
-                typer.echo(f"  error: {error}", err=True)
-        if summary:
-            typer.echo(_total(reports, options.dry_run))
+    _print_reports(reports, as_json, dry_run=options.dry_run, summary=summary)
     if not confirmed and not dry_run:
         _say("dry run: nothing was deleted; run again with --yes to delete")
     if any(r.errors for r in reports):
         raise typer.Exit(1)
+
+
+def _check_floors(
+    ctx: typer.Context, min_grace: str, grace_ms: int, orphan_grace: str, orphan_grace_ms: int | None
+) -> None:
+    """A pass that deletes without --force keeps the floor of both graces
+    (``orphan_grace_ms`` None: no orphan scan)."""
+    if grace_ms < DEFAULT_MIN_GRACE_MS:
+        raise InvalidInputError(
+            f"{_given(ctx, 'min_grace', '--min-grace', 'retention.min_grace', min_grace)} is below the floor "
+            f"of {MIN_GRACE}: files could go while a reader or a push still needs them; nothing was done",
+            remedy="add --force if that is what you want, or look first with --dry-run",
+        )
+    if orphan_grace_ms is not None and orphan_grace_ms < DEFAULT_MIN_GRACE_MS:
+        given = _given(ctx, "orphan_grace", "--orphan-grace", "retention.orphan_grace", orphan_grace)
+        raise InvalidInputError(
+            f"{given} is below the floor of {MIN_GRACE}: a file uploaded and not yet added "
+            "('lineage segment add') could go; nothing was done",
+            remedy="add --force if that is what you want, or look first with --dry-run",
+        )
+
+
+def _print_reports(reports: list[TableReport], as_json: bool, *, dry_run: bool, summary: bool) -> None:
+    """The reports as JSON, or a line per table (a dry run's with what it
+    would delete and keep, unless ``summary``), its warnings and errors, and
+    with ``summary`` the total."""
+    if as_json or current().json:
+        typer.echo(json.dumps([r.as_dict() for r in reports], indent=2))
+        return
+    for report in reports:
+        typer.echo(report.line())
+        if dry_run and not summary:
+            for item in report.planned:
+                typer.echo(f"  delete  {item.reason.value:<17} {item.location}")
+            for kept in report.kept_items:
+                typer.echo(f"  keep    {kept.what}: {kept.why}")
+        for why in report.leases_ignored:
+            typer.echo(f"  warning: ignored {why}", err=True)
+        for error in report.errors:
+            typer.echo(f"  error: {error}", err=True)
+    if summary:
+        typer.echo(_total(reports, dry_run))
 
 
 def _total(reports: list[TableReport], dry_run: bool) -> str:
@@ -190,47 +207,55 @@ def _total(reports: list[TableReport], dry_run: bool) -> str:
     )
 
 
+# The daemon's own options, declared once.
+Cron = Annotated[
+    str | None,
+    typer.Option(
+        "--cron",
+        envvar=BY_KEY["retention.cron"].env,
+        help='Run passes on a crontab schedule (UTC), e.g. "*/10 * * * *".',
+    ),
+]
+Every = Annotated[
+    str | None,
+    typer.Option(
+        "--interval",
+        envvar=BY_KEY["retention.interval"].env,
+        help="Run a pass this often, e.g. 10m (the first at once).",
+    ),
+]
+Tables = Annotated[
+    list[str] | None, typer.Option("--table", metavar="TABLE", help="Only these tables (repeatable).")
+]
+MetricsPort = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        envvar=BY_KEY["retention.metrics_port"].env,
+        help="Serve /metrics and /healthz on this port.",
+    ),
+]
+MetricsHost = Annotated[
+    str,
+    typer.Option(
+        "--metrics-host",
+        envvar=BY_KEY["retention.metrics_host"].env,
+        help="Address to serve metrics on (0.0.0.0 in a container).",
+    ),
+]
+
+
 @retention_app.command("daemon")
 def daemon(
     ctx: typer.Context,
-    cron: Annotated[
-        str | None,
-        typer.Option(
-            "--cron",
-            envvar=BY_KEY["retention.cron"].env,
-            help='Run passes on a crontab schedule (UTC), e.g. "*/10 * * * *".',
-        ),
-    ] = None,
-    interval: Annotated[
-        str | None,
-        typer.Option(
-            "--interval",
-            envvar=BY_KEY["retention.interval"].env,
-            help="Run a pass this often, e.g. 10m (the first at once).",
-        ),
-    ] = None,
-    table: Annotated[
-        list[str] | None, typer.Option("--table", metavar="TABLE", help="Only these tables (repeatable).")
-    ] = None,
+    cron: Cron = None,
+    interval: Every = None,
+    table: Tables = None,
     min_grace: MinGrace = MIN_GRACE,
     orphans: Orphans = True,
     orphan_grace: OrphanGrace = ORPHAN_GRACE,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            "--metrics-port",
-            envvar=BY_KEY["retention.metrics_port"].env,
-            help="Serve /metrics and /healthz on this port.",
-        ),
-    ] = None,
-    metrics_host: Annotated[
-        str,
-        typer.Option(
-            "--metrics-host",
-            envvar=BY_KEY["retention.metrics_host"].env,
-            help="Address to serve metrics on (0.0.0.0 in a container).",
-        ),
-    ] = "127.0.0.1",
+    metrics_port: MetricsPort = None,
+    metrics_host: MetricsHost = "127.0.0.1",
 ) -> None:
     """Run retention passes on a schedule until SIGTERM/SIGINT. Several
     daemons may run and share the tables: each table is owned by one daemon
@@ -240,14 +265,8 @@ def daemon(
     from segment_lineage.lineage.store.election import Ownership
     from segment_lineage.retention.daemon import Daemon
     from segment_lineage.retention.executor import PassOptions
-    from segment_lineage.retention.schedule import Schedule
 
-    if cron is not None and interval is not None:  # a flag wins over the file or the environment
-        given = {name: ctx.get_parameter_source(name) for name in ("cron", "interval")}
-        flagged = [n for n, source in given.items() if source is not None and source.name == "COMMANDLINE"]
-        if len(flagged) == 1:
-            cron, interval = (cron, None) if flagged == ["cron"] else (None, interval)
-    schedule = Schedule.parse(cron, interval)
+    schedule = _schedule(ctx, cron, interval)
     for name in table or ():
         check_table_name(name)  # a bad name refused here, not at every pass
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
@@ -278,6 +297,19 @@ def daemon(
             Daemon(m, Ownership(store, identity), schedule, options, table).serve(metrics_host, metrics_port)
         finally:  # the session ends with the process: no line for that
             store.client.remove_listener(listener)
+
+
+def _schedule(ctx: typer.Context, cron: str | None, interval: str | None) -> Schedule:
+    """The daemon's schedule: a cron or an interval; given both, the one
+    given as a flag wins over the file or the environment."""
+    from segment_lineage.retention.schedule import Schedule
+
+    if cron is not None and interval is not None:
+        given = {name: ctx.get_parameter_source(name) for name in ("cron", "interval")}
+        flagged = [n for n, source in given.items() if source is not None and source.name == "COMMANDLINE"]
+        if len(flagged) == 1:
+            cron, interval = (cron, None) if flagged == ["cron"] else (None, interval)
+    return Schedule.parse(cron, interval)
 
 
 def _connection_line(session_timeout_s: float) -> Callable[[str], None]:

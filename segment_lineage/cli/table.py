@@ -23,82 +23,90 @@ def register(app: typer.Typer) -> None:
     app.add_typer(table_app, name="table")
 
 
+# table create's options, declared once.
+Name = Annotated[str, typer.Argument(help="Table name.")]
+Root = Annotated[str, typer.Option("--root", help="Deep-store root: a path, s3://, gs:// or hdfs:// URI.")]
+TableKind = Annotated[str, typer.Option("--type", help="REFRESH or APPEND.")]
+TimeColumn = Annotated[str | None, typer.Option("--time-column", help="Time column (APPEND tables).")]
+TimeUnitOption = Annotated[
+    str | None,
+    typer.Option(
+        "--time-unit",
+        help="Unit of an integer time column: s, ms, us or ns (inferred per push when not given).",
+    ),
+]
+ReplacedRetention = Annotated[
+    str | None,
+    typer.Option("--replaced-retention", help="Keep replaced segments this long (1d REFRESH, 4h APPEND)."),
+]
+EntryRetention = Annotated[
+    str | None,
+    typer.Option("--entry-retention", help="Reap stale or reverted entries after this (1d)."),
+]
+MaxSnapshots = Annotated[int, typer.Option("--max-snapshots", help="Snapshots kept by REFRESH tables.")]
+TimeRetention = Annotated[
+    str | None,
+    typer.Option("--time-retention", help="APPEND tables: drop segments whose data is older than this."),
+]
+ExclusiveDelete = Annotated[
+    bool,
+    typer.Option(
+        "--exclusive-delete/--no-exclusive-delete",
+        help="Refuse deleting lineage-locked segments.",
+    ),
+]
+VersionsKept = Annotated[
+    int | None,
+    typer.Option("--versions-kept", help="Past versions kept readable (time travel, rollback); default 64."),
+]
+ExistingFiles = Annotated[
+    bool,
+    typer.Option(
+        "--existing-files",
+        help="Create it over a root that already holds files: retention then deletes, a day after "
+        "first seeing them, those no segment references.",
+    ),
+]
+TimeGranularityOption = Annotated[
+    str | None,
+    typer.Option(
+        "--time-granularity",
+        help="hour, day or month: pushes split their output so no segment straddles one (UTC).",
+    ),
+]
+Mirror = Annotated[
+    str | None,
+    typer.Option(
+        "--mirror",
+        help="delta: publish every version as a Delta Lake version under the root, for other engines "
+        "(docs/engines.md).",
+    ),
+]
+MirrorRetention = Annotated[
+    str | None,
+    typer.Option(
+        "--mirror-retention", help="How far back engines may time-travel in the mirror (default 7d)."
+    ),
+]
+
+
 @table_app.command("create")
 def table_create(
-    name: Annotated[str, typer.Argument(help="Table name.")],
-    root: Annotated[
-        str, typer.Option("--root", help="Deep-store root: a path, s3://, gs:// or hdfs:// URI.")
-    ],
-    table_type: Annotated[str, typer.Option("--type", help="REFRESH or APPEND.")] = "REFRESH",
-    time_column: Annotated[
-        str | None, typer.Option("--time-column", help="Time column (APPEND tables).")
-    ] = None,
-    time_unit: Annotated[
-        str | None,
-        typer.Option(
-            "--time-unit",
-            help="Unit of an integer time column: s, ms, us or ns (inferred per push when not given).",
-        ),
-    ] = None,
-    replaced_retention: Annotated[
-        str | None,
-        typer.Option(
-            "--replaced-retention", help="Keep replaced segments this long (1d REFRESH, 4h APPEND)."
-        ),
-    ] = None,
-    entry_retention: Annotated[
-        str | None,
-        typer.Option("--entry-retention", help="Reap stale or reverted entries after this (1d)."),
-    ] = None,
-    max_snapshots: Annotated[
-        int, typer.Option("--max-snapshots", help="Snapshots kept by REFRESH tables.")
-    ] = 2,
-    time_retention: Annotated[
-        str | None,
-        typer.Option("--time-retention", help="APPEND tables: drop segments whose data is older than this."),
-    ] = None,
-    exclusive_delete: Annotated[
-        bool,
-        typer.Option(
-            "--exclusive-delete/--no-exclusive-delete",
-            help="Refuse deleting lineage-locked segments.",
-        ),
-    ] = True,
-    versions_kept: Annotated[
-        int | None,
-        typer.Option(
-            "--versions-kept", help="Past versions kept readable (time travel, rollback); default 64."
-        ),
-    ] = None,
-    existing_files: Annotated[
-        bool,
-        typer.Option(
-            "--existing-files",
-            help="Create it over a root that already holds files: retention then deletes, a day after "
-            "first seeing them, those no segment references.",
-        ),
-    ] = False,
-    time_granularity: Annotated[
-        str | None,
-        typer.Option(
-            "--time-granularity",
-            help="hour, day or month: pushes split their output so no segment straddles one (UTC).",
-        ),
-    ] = None,
-    mirror: Annotated[
-        str | None,
-        typer.Option(
-            "--mirror",
-            help="delta: publish every version as a Delta Lake version under the root, for other engines "
-            "(docs/engines.md).",
-        ),
-    ] = None,
-    mirror_retention: Annotated[
-        str | None,
-        typer.Option(
-            "--mirror-retention", help="How far back engines may time-travel in the mirror (default 7d)."
-        ),
-    ] = None,
+    name: Name,
+    root: Root,
+    table_type: TableKind = "REFRESH",
+    time_column: TimeColumn = None,
+    time_unit: TimeUnitOption = None,
+    replaced_retention: ReplacedRetention = None,
+    entry_retention: EntryRetention = None,
+    max_snapshots: MaxSnapshots = 2,
+    time_retention: TimeRetention = None,
+    exclusive_delete: ExclusiveDelete = True,
+    versions_kept: VersionsKept = None,
+    existing_files: ExistingFiles = False,
+    time_granularity: TimeGranularityOption = None,
+    mirror: Mirror = None,
+    mirror_retention: MirrorRetention = None,
 ) -> None:
     """Create a table."""
     config = TableConfig.build(

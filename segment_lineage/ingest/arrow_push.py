@@ -36,7 +36,7 @@ from segment_lineage.ingest.segments import (
 )
 from segment_lineage.ingest.time_units import resolve_time_unit
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import Segment, TimeUnit
+from segment_lineage.lineage.core.model import Segment, TimeGranularity, TimeUnit
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, compare
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
@@ -53,6 +53,75 @@ def check_rows_in_interval(
             raise PushRefusedError(f"the input has no time column {time_column!r}")
         bounds = pc.min_max(time_as_ms(part.column(time_column), time_unit))
         check_rows_within(time_column, bounds["min"].as_py(), bounds["max"].as_py(), interval)
+
+
+def _checked_parts(parts: Sequence[pa.Table], truncate: bool) -> tuple[list[pa.Table], Schema]:
+    """The parts in microseconds (nanoseconds refused unless ``truncate``),
+    once they were found to have rows and the same columns; their schema."""
+    if not parts:
+        raise PushRefusedError("nothing to push: no tables given")
+    if not any(p.num_rows for p in parts):
+        raise PushRefusedError("the input has no rows; nothing was pushed")
+    micros = in_micros(parts, truncate)  # before the columns are recorded: microseconds
+    given = schema_of(micros[0].schema)
+    for part in micros[1:]:
+        if schema_of(part.schema) != given:
+            raise PushRefusedError("the parts of a push must have the same columns and types")
+    return list(micros), given
+
+
+def _time_unit(
+    parts: Sequence[pa.Table],
+    time_column: str | None,
+    unit: TimeUnit | None,
+    progress: Callable[[str], None] | None,
+) -> TimeUnit | None:
+    """The time column checked (there, a time, no null) and the unit its
+    integers are read in: the table's, or inferred from the values."""
+    if time_column is None:
+        return unit
+    present = [p for p in parts if p.num_rows]
+    if any(time_column not in p.column_names for p in present):
+        raise PushRefusedError(f"the input has no time column {time_column!r}; nothing was pushed")
+    for part in present:
+        check_time_type(part.schema.field(time_column).type)
+    check_times_present(time_column, sum(p.column(time_column).null_count for p in present))
+    bounds = integer_bounds([p.column(time_column) for p in present])
+    return unit if bounds is None else resolve_time_unit(time_column, *bounds, unit, progress)
+
+
+def _writer(
+    parts: Sequence[pa.Table], time_unit: TimeUnit | None, granularity: TimeGranularity | None
+) -> Callable[[PushTarget], Written]:
+    """The push's write: one segment per part with rows, in this process."""
+
+    def write(target: PushTarget) -> Written:
+        store = DeepStore.for_root(target.root)
+        out: list[Segment] = []
+        for index, part in enumerate(parts):
+            if part.num_rows == 0:
+                continue
+            name = target.names[index]
+            location = f"{target.push_dir}/{name}.a0.parquet"
+            written = write_segment(store, part, location, target.time_column, time_unit)
+            out.append(
+                Segment(
+                    name=name,
+                    location=written.location,
+                    rows=written.rows,
+                    size_bytes=written.size_bytes,
+                    checksum=written.checksum,
+                    min_time=written.min_time,
+                    max_time=written.max_time,
+                )
+            )
+            if index == 0:
+                failpoint("push.mid-write")
+        if granularity is not None:
+            check_one_chunk(out, granularity)
+        return Written(tuple(out))
+
+    return write
 
 
 def push_arrow(
@@ -82,29 +151,11 @@ def push_arrow(
     ``dry_run``: every check, then what the push would do; nothing written.
     Nanosecond timestamps that are not whole microseconds are refused (segments
     store microseconds) unless ``truncate_timestamps``."""
-    if not parts:
-        raise PushRefusedError("nothing to push: no tables given")
-    if not any(p.num_rows for p in parts):
-        raise PushRefusedError("the input has no rows; nothing was pushed")
-    parts = in_micros(parts, truncate_timestamps)  # before the columns are recorded: microseconds
-    given = schema_of(parts[0].schema)
-    for part in parts[1:]:
-        if schema_of(part.schema) != given:
-            raise PushRefusedError("the parts of a push must have the same columns and types")
+    parts, given = _checked_parts(parts, truncate_timestamps)
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
     time_column = state.config.time_column
-    time_unit = state.config.time_unit
-    if time_column is not None:
-        present = [p for p in parts if p.num_rows]
-        if any(time_column not in p.column_names for p in present):
-            raise PushRefusedError(f"the input has no time column {time_column!r}; nothing was pushed")
-        for part in present:
-            check_time_type(part.schema.field(time_column).type)
-        check_times_present(time_column, sum(p.column(time_column).null_count for p in present))
-        bounds = integer_bounds([p.column(time_column) for p in present])
-        if bounds is not None:
-            time_unit = resolve_time_unit(time_column, *bounds, time_unit, progress)
+    time_unit = _time_unit(parts, time_column, state.config.time_unit, progress)
     if mode is PushMode.REPLACE_RANGE and interval is not None and time_column:
         check_rows_in_interval(parts, time_column, interval, time_unit)
     granularity = state.config.time_granularity
@@ -125,32 +176,7 @@ def push_arrow(
             schema_policy=policy,
         )
 
-    def write(target: PushTarget) -> Written:
-        store = DeepStore.for_root(target.root)
-        out: list[Segment] = []
-        for index, part in enumerate(parts):
-            if part.num_rows == 0:
-                continue
-            name = target.names[index]
-            location = f"{target.push_dir}/{name}.a0.parquet"
-            written = write_segment(store, part, location, target.time_column, time_unit)
-            out.append(
-                Segment(
-                    name=name,
-                    location=written.location,
-                    rows=written.rows,
-                    size_bytes=written.size_bytes,
-                    checksum=written.checksum,
-                    min_time=written.min_time,
-                    max_time=written.max_time,
-                )
-            )
-            if index == 0:
-                failpoint("push.mid-write")
-        if granularity is not None:
-            check_one_chunk(out, granularity)
-        return Written(tuple(out))
-
+    write = _writer(parts, time_unit, granularity)
     return consistent_push(
         manager,
         table,

@@ -11,6 +11,18 @@ cleaned up: the entry is left for the next push to judge.
 
 The segment writer is a callback (the Spark job in :mod:`segment_lineage.ingest.spark_job`,
 or anything else), so this module imports no Spark.
+
+A job id makes a push idempotent (as delta-rs's application transactions):
+when a push of that job already completed on the table (its end is among the
+history records the table keeps), nothing is written and that push's result
+comes back (``repeated``); while another attempt of the job runs, this one
+waits for it like for any running push. So a batch job retried after a lost
+answer, or after its scheduler crashed, never applies its data twice.
+
+A push reads time only through its ``clock`` (monotonic seconds: how long it
+took, the owner wait's deadline), ``sleep`` (the owner wait) and ``wall``
+(seconds since the epoch: the stamp in its segment names); by default
+``time.monotonic``, ``time.sleep`` and ``time.time``.
 """
 
 from __future__ import annotations
@@ -18,21 +30,17 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from segment_lineage.ingest.errors import (
-    PushError,
-    PushInterrupted,
-    PushNotCommittedError,
-    PushOutcomeUnknownError,
     PushRefusedError,
 )
-from segment_lineage.ingest.interrupts import Terminated, signals_as_interrupt
+from segment_lineage.ingest.interrupts import signals_as_interrupt
 from segment_lineage.ingest.jobs import JobDone, earlier_result, job_end, job_still_open
+from segment_lineage.ingest.push_failure import PushRun
 from segment_lineage.ingest.push_plan import (
     PushMode,
     PushResult,
@@ -51,9 +59,7 @@ from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
     LineageError,
-    OutcomeUnknownError,
     RunningEntryConflict,
-    StoreUnavailableError,
 )
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import (
@@ -65,8 +71,6 @@ from segment_lineage.lineage.core.model import (
 from segment_lineage.lineage.core.names import push_dir
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.deep import DeepStore
-from segment_lineage.lineage.storage.dirs import remove_empty_dirs
 
 __all__ = [  # what callers take from here; the pure half lives in push_plan
     "PushMode",
@@ -80,15 +84,6 @@ __all__ = [  # what callers take from here; the pure half lives in push_plan
 ]
 
 log = logging.getLogger(__name__)
-
-
-def _claim_gone(manager: LineageManager, table: str, entry_id: str) -> bool:
-    """Whether this push's owner claim is gone (its session ended); False when
-    that cannot be known (ZooKeeper away): the error is then told as it is."""
-    try:
-        return entry_id not in manager.live_owners(table)
-    except LineageError:
-        return False
 
 
 def _start(
@@ -186,22 +181,12 @@ def consistent_push(
     read an integer time column in, recorded by the last commit when the
     table has none (refused there when it has another).
 
-    ``job_id`` makes the push idempotent (as delta-rs's application
-    transactions): when a push of that job already completed on the table
-    (its end is among the history records the table keeps), nothing is
-    written and that push's result comes back (``repeated``); while another
-    attempt of the job runs, this one waits for it like for any running push.
-    So a batch job retried after a lost answer, or after its scheduler
-    crashed, never applies its data twice.
+    ``job_id`` makes the push idempotent (the module's docstring says how).
+    ``clock``, ``sleep`` and ``wall`` are the only clocks it reads (ditto).
 
     Raises PushRefusedError (nothing written: bad mode, interval or input),
     ConflictError (another push holds the scope), PushError (the write failed;
     the entry was reverted), OutcomeUnknownError (re-read before retrying).
-
-    The push reads time only through ``clock`` (monotonic seconds: how long
-    it took, the owner wait's deadline), ``sleep`` (the owner wait) and
-    ``wall`` (seconds since the epoch: the stamp in its segment names);
-    by default ``time.monotonic``, ``time.sleep`` and ``time.time``.
     """
     # The defaults are looked up here, at the call: the simulation runs the
     # push in virtual time by swapping this module's ``time``.
@@ -215,58 +200,109 @@ def consistent_push(
         manager = manager.for_job(_check_job_id(job_id))
         earlier, job_checked = job_end(manager, table, job_id, None, 0)
         if earlier is not None and earlier.entry_id is not None:
-            say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
             done_as = PushMode.of(mode, manager.table(table).config)
-            return earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began)
+            return _repeated(
+                manager, table, job_id, earlier.entry_id, done_as, clock, began, say, "already completed"
+            )
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
     policy = SchemaPolicy.parse(schema_policy)
     target = _target(state, mode, interval, schema, policy, partitions, wall)
     ends = _Ending(reason, schema, policy, mode, time_unit, job_id, job_checked)
-    owner = manager.owner_hold(table, target.entry_id)
+    run = PushRun(manager, target)
+    with _claimed(manager, target):
+        try:
+            with signals_as_interrupt():
+                try:
+                    replaced, replaced_rows, cleaned = _begin(run, ends, owner_wait_s, clock, sleep, say)
+                except JobDone as done:  # completed meanwhile, by another attempt of the job
+                    assert job_id is not None
+                    return _repeated(
+                        manager, table, job_id, done.entry_id, mode, clock, began, say, "completed meanwhile"
+                    )
+                written = _write_and_end(run, write, ends, say)
+        except BaseException as exc:
+            error = run.failure(exc, job_id)
+            if error is exc:
+                raise
+            if isinstance(error, ClaimLostError):  # one line: the claim, and what became of the files
+                raise error from None
+            raise error from exc
+    hides = mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND
+    return _result(target, mode, written, (replaced, replaced_rows, cleaned), clock() - began, job_id, hides)
+
+
+@contextlib.contextmanager
+def _claimed(manager: LineageManager, target: PushTarget) -> Iterator[None]:
+    """The push's owner claim, held while it runs (its session's end lets
+    others clean up after it); released at the end, best effort."""
+    owner = manager.owner_hold(target.table, target.entry_id)
     failpoint("push.before-start")
     owner.take()
-    run = _Run(manager, target)
     try:
-        with signals_as_interrupt():
-            try:
-                replaced, replaced_rows, cleaned = _start(
-                    manager, table, mode, target, reason, owner_wait_s, clock, sleep, job_id, job_checked
-                )
-            except JobDone as done:  # completed meanwhile, by another attempt of the job
-                assert job_id is not None
-                say(f"job {job_id!r} completed meanwhile as entry {done.entry_id}: nothing to push")
-                return earlier_result(manager, table, job_id, done.entry_id, mode, clock, began)
-            run.started = True
-            replacing = f"replacing {len(replaced)} segment(s) with up to {partitions}"
-            say(f"started entry {target.entry_id}: {replacing}")
-            for stale in cleaned:
-                say(f"cleaned up stale entry {stale} (its process is gone): reverted, its uploads queued")
-            written = _write_and_end(run, write, ends, say)
-    except BaseException as exc:
-        error = run.failure(exc, job_id)
-        if error is exc:
-            raise
-        if isinstance(error, ClaimLostError):  # one line: the claim, and what became of the files
-            raise error from None
-        raise error from exc
+        yield
     finally:
         with contextlib.suppress(LineageError):
             owner.release()
+
+
+def _result(
+    target: PushTarget,
+    mode: PushMode,
+    written: Written,
+    started: tuple[tuple[str, ...], int, tuple[str, ...]],
+    seconds: float,
+    job_id: str | None,
+    hides: bool,
+) -> PushResult:
+    """What a push did: ``started`` is what its start replaced, those rows,
+    and the stale entries it cleaned up."""
+    replaced, replaced_rows, cleaned = started
+    segments = written.segments
     return PushResult(
-        table=table,
-        entry_id=target.entry_id,
-        mode=mode,
-        segments=len(written.segments),
-        rows=sum(s.rows for s in written.segments),
-        size_bytes=sum(s.size_bytes for s in written.segments),
-        replaced=len(replaced),
-        seconds=clock() - began,
-        cleaned=cleaned,
-        job_id=job_id,
-        replaced_rows=replaced_rows,
-        hides_appended=mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND,
-    )
+        table=target.table, entry_id=target.entry_id, mode=mode, segments=len(segments),
+        rows=sum(s.rows for s in segments), size_bytes=sum(s.size_bytes for s in segments),
+        replaced=len(replaced), seconds=seconds, cleaned=cleaned, job_id=job_id,
+        replaced_rows=replaced_rows, hides_appended=hides,
+    )  # fmt: skip
+
+
+def _repeated(
+    manager: LineageManager,
+    table: str,
+    job_id: str,
+    entry_id: str,
+    mode: PushMode,
+    clock: Callable[[], float],
+    began: float,
+    say: Callable[[str], None],
+    when: str,
+) -> PushResult:
+    """The result of the job's push that completed (``when``: already, or meanwhile)."""
+    say(f"job {job_id!r} {when} as entry {entry_id}: nothing to push")
+    return earlier_result(manager, table, job_id, entry_id, mode, clock, began)
+
+
+def _begin(
+    run: PushRun,
+    ends: _Ending,
+    owner_wait_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    say: Callable[[str], None],
+) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
+    """Start the push's entry (:func:`_start`), and say so."""
+    target = run.target
+    replaced, replaced_rows, cleaned = _start(
+        run.manager, target.table, ends.mode, target, ends.reason, owner_wait_s, clock, sleep,
+        ends.job_id, ends.job_checked,
+    )  # fmt: skip
+    run.started = True
+    replacing = f"replacing {len(replaced)} segment(s) with up to {len(target.names)}"
+    say(f"started entry {target.entry_id}: {replacing}")
+    for stale in cleaned:
+        say(f"cleaned up stale entry {stale} (its process is gone): reverted, its uploads queued")
+    return replaced, replaced_rows, cleaned
 
 
 def _target(
@@ -313,54 +349,8 @@ class _Ending:
     job_checked: int
 
 
-@dataclass
-class _Run:
-    """A push under way: whether its entry started and what it wrote, which
-    is what a failure must clean up and say."""
-
-    manager: LineageManager
-    target: PushTarget
-    started: bool = False
-    written: Written | None = None
-
-    def failure(self, exc: BaseException, job_id: str | None) -> BaseException:
-        """The error to raise for ``exc``, after cleaning up what the push
-        left (never after an unknown outcome: the entry is left for the next
-        push to judge)."""
-        manager, table, entry_id = self.manager, self.target.table, self.target.entry_id
-        if isinstance(exc, OutcomeUnknownError):
-            if not self.started or isinstance(exc, PushOutcomeUnknownError):
-                return exc
-            cause = exc.message.rsplit(" (", 1)[-1].rstrip(")") if " (" in exc.message else exc.message
-            return PushOutcomeUnknownError(table, entry_id, exc.commit_id, cause, job_id)
-        if (
-            self.started
-            and isinstance(exc, LineageError)
-            and not isinstance(exc, StoreUnavailableError)  # ZooKeeper away: no look, no second wait
-            and _claim_gone(manager, table, entry_id)
-        ):
-            # Refused for what another process did once this push's session ended
-            # (its entry force-cleaned by a rerun, or removed by retention): that
-            # is the reason to give, whatever rule the commit met first.
-            exc = ClaimLostError(table, entry_id)
-        cleanup = _abandon(manager, table, self.target, self.written, exc) if self.started else "nothing"
-        if isinstance(exc, ClaimLostError):  # one line: what it did not do, and what became of its files
-            return ClaimLostError(table, entry_id, CLAIM_CLEANUP_SAID[cleanup])
-        if self.started and isinstance(exc, StoreUnavailableError):
-            return PushNotCommittedError(
-                table, entry_id, exc.message, _left(self.target, self.written, cleanup)
-            )
-        if isinstance(exc, KeyboardInterrupt):
-            signum = exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
-            return PushInterrupted(table, entry_id, signum, cleanup)
-        if isinstance(exc, Exception) and not isinstance(exc, LineageError):
-            what = CLEANUP_SAID[cleanup]
-            return PushError(f"push to {table!r} failed {what}: {type(exc).__name__}: {exc}")
-        return exc
-
-
 def _write_and_end(
-    run: _Run, write: Callable[[PushTarget], Written], ends: _Ending, say: Callable[[str], None]
+    run: PushRun, write: Callable[[PushTarget], Written], ends: _Ending, say: Callable[[str], None]
 ) -> Written:
     """Write the files, then register them, queue the strays and end the
     entry in one commit (fenced by the push's claim)."""
@@ -439,64 +429,3 @@ def plan_push(
         schema_note=note,
         hides_appended=mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND,
     )
-
-
-def _abandon(
-    manager: LineageManager, table: str, target: PushTarget, written: Written | None, cause: BaseException
-) -> str:
-    """Best effort after a failed push, in one commit: revert the entry,
-    unregister its segments, queue every file under the push's directory.
-
-    Returns what became of the entry: "reverted", "completed" (it had
-    landed: nothing undone) or "left" (the cleanup failed too: the next push
-    cleans up, once the owner node lapses).
-    """
-    files: set[str] = set()
-    if written is not None:
-        files.update(s.location for s in written.segments)
-        files.update(written.strays)
-    deep = DeepStore.for_root(target.root)
-    try:
-        files.update(f.location for f in deep.list(target.push_dir))
-        if not files:  # nothing written, but the writer may have made the directories
-            remove_empty_dirs(deep, target.push_dir)
-    except LineageError as exc:
-        log.warning("listing %s of a failed push: %s", target.push_dir, exc.message)
-    reason = f"push failed: {type(cause).__name__}"
-    listed = sorted(files)
-    try:
-        done = manager.commit(
-            table, lambda s, now: transitions.abandon_push(s, target.entry_id, listed, now), reason
-        )
-    except LineageError as exc:
-        log.warning("cleanup after a failed push to %s left for the next push: %s", table, exc.message)
-        return "left"
-    return "reverted" if done.applied else "completed"
-
-
-def _left(target: PushTarget, written: Written | None, cleanup: str) -> str:
-    """What a push that did not commit left behind, in words."""
-    files = 0 if written is None else len(written.segments) + len(written.strays)
-    where = f"{files or 'its'} file(s) under {target.root.rstrip('/')}/{target.push_dir}"
-    if cleanup == "reverted":
-        return f"its entry {target.entry_id} was reverted and {where} queued for retention"
-    return (
-        f"left: entry {target.entry_id} (IN_PROGRESS; the next push to {target.table!r} reverts it once "
-        f"this process's claim has lapsed with its session) and {where}, which retention reclaims as "
-        "orphans once they are older than its orphan grace (1 day by default)"
-    )
-
-
-CLAIM_CLEANUP_SAID = {  # after "... it committed nothing; "
-    "nothing": "nothing was written",
-    "reverted": "its entry was reverted and its files queued for retention",
-    "completed": "its entry had completed",
-    "left": "its entry and files are left for the next push's cleanup and retention",
-}
-
-CLEANUP_SAID = {  # after "push to T failed "
-    "nothing": "before it started: nothing to undo",
-    "reverted": "and was reverted",
-    "completed": "but its entry had completed",
-    "left": "and its cleanup failed too: the next push cleans up",
-}

@@ -176,9 +176,7 @@ class DeltaLog:
         """Write ``step`` as the next version of the log read, at ``now_ms``
         (ZooKeeper's time); its version. MirrorConflict when another commit
         took that version first."""
-        from deltalake import DeltaTable
         from deltalake.transaction import (
-            AddAction,
             CommitProperties,
             PostCommitHookProperties,
             RemoveAction,
@@ -197,18 +195,7 @@ class DeltaLog:
             step.columns is Columns.SAME and removes_all(step, self.shown.files)
         )
         hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
-        sizes = self._sizes(step)
-        adds = [
-            AddAction(
-                seg.location,
-                sizes[seg.location],
-                {},
-                seg.created_ms,
-                True,
-                None,  # type: ignore[arg-type]  # no statistics: a count registered by hand is only its caller's
-            )
-            for seg in step.adds
-        ]
+        adds = self._adds(step)
         expected = 0 if self.shown.version is None else self.shown.version + 1
         try:
             if self.shown.version is None:
@@ -225,21 +212,7 @@ class DeltaLog:
             else:
                 table = self._table
                 if step.columns is Columns.ADDED:
-                    new = [f for f in delta_schema.fields if f.name not in _names(table.schema())]
-                    table.alter.add_columns(
-                        new,
-                        commit_properties=CommitProperties(
-                            # it shows the files published before, with the new columns null
-                            custom_metadata={
-                                **step.metadata(now_ms),
-                                "segment_lineage.version": str(self.shown.lineage_version),
-                                "segment_lineage.commit": "",
-                                "segment_lineage.kind": "columns",
-                            },
-                            max_commit_retries=0,
-                        ),
-                        post_commithook_properties=hooks,
-                    )
+                    self._add_columns(step, delta_schema, now_ms, hooks)
                     expected += 1
                 removes = [RemoveAction(loc, True, now_ms, None) for loc in step.removes]
                 table.create_write_transaction(
@@ -255,16 +228,57 @@ class DeltaLog:
                 raise MirrorConflict(f"another commit reached the Delta log first: {text}") from None
             raise MirrorError(f"writing the Delta log under {self.root!r} failed: {text}") from None
         self.shown = after(self.shown, step, expected)
-        # Exactly the version written: a later one (another publisher's) is not
-        # what ``shown`` says, and the next commit must conflict with it.
-        if self._table is None:
-            self._table = DeltaTable(self.uri, version=expected, storage_options=self.options)
-        else:
-            self._table.load_as_version(expected)
+        self._load_written(expected)
         commit_id = step.record.commit_id if step.record is not None else None
         self.newest = Commit(expected, step.version, now_ms, "WRITE", commit_id=commit_id)
         self._all = None
         return expected
+
+    def _adds(self, step: Step) -> list[Any]:
+        """The add actions of ``step``'s files, with their sizes as stored."""
+        from deltalake.transaction import AddAction
+
+        sizes = self._sizes(step)
+        return [
+            AddAction(
+                seg.location,
+                sizes[seg.location],
+                {},
+                seg.created_ms,
+                True,
+                None,  # type: ignore[arg-type]  # no statistics: a count registered by hand is only its caller's
+            )
+            for seg in step.adds
+        ]
+
+    def _add_columns(self, step: Step, delta_schema: Any, now_ms: int, hooks: Any) -> None:
+        """A commit adding the new columns alone: it shows the files published
+        before, with the new columns null."""
+        from deltalake.transaction import CommitProperties
+
+        table = self._table
+        new = [f for f in delta_schema.fields if f.name not in _names(table.schema())]
+        metadata = {
+            **step.metadata(now_ms),
+            "segment_lineage.version": str(self.shown.lineage_version),
+            "segment_lineage.commit": "",
+            "segment_lineage.kind": "columns",
+        }
+        table.alter.add_columns(
+            new,
+            commit_properties=CommitProperties(custom_metadata=metadata, max_commit_retries=0),
+            post_commithook_properties=hooks,
+        )
+
+    def _load_written(self, version: int) -> None:
+        """Exactly the version written: a later one (another publisher's) is
+        not what ``shown`` says, and the next commit must conflict with it."""
+        from deltalake import DeltaTable
+
+        if self._table is None:
+            self._table = DeltaTable(self.uri, version=version, storage_options=self.options)
+        else:
+            self._table.load_as_version(version)
 
     def reset(self, delta_schema: Any, fields: tuple[str, ...], now_ms: int) -> int:
         """One commit that shows no file, with ``delta_schema`` (the table's

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
@@ -39,58 +38,20 @@ from segment_lineage.lineage.core.errors import (
     LineageError,
     MirrorHeldError,
     TableNotFoundError,
-    VersionGoneError,
 )
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import HistoryRecord, TableState
+from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.retry import Attempts
-from segment_lineage.lineage.core.schema_versions import span_at
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
-from segment_lineage.mirror.delta import DeltaLog, MirrorConflict, encode_fields, location
-from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError, NoMirrorError
+from segment_lineage.mirror.delta import DeltaLog, MirrorConflict, location
+from segment_lineage.mirror.errors import MirrorRefusedError, NoMirrorError
 from segment_lineage.mirror.log_files import LogFiles
-from segment_lineage.mirror.plan import (
-    Columns,
-    Shown,
-    Step,
-    after,
-    plan_step,
-    published_schema,
-    shows_nothing_new,
-)
+from segment_lineage.mirror.publishing import SyncReport, publish, records_of, still_held
 from segment_lineage.mirror.window import horizon as log_horizon
 
 SYNC_ATTEMPTS = 5
 HOLD_TRIES = 10_000  # looks at a mirror another holds, within the wait's deadline
-MAX_RECORDS = 100_000  # history records read to describe the versions published
-
-
-@dataclass(frozen=True)
-class SyncReport:
-    table: str
-    head: int  # the table's version when the sync read it
-    published: tuple[tuple[int, int], ...] = ()  # (lineage version, Delta version) committed now
-    unchanged: tuple[int, ...] = ()  # versions that changed nothing the mirror shows
-    gone: tuple[int, ...] = ()  # versions retention took before they could be published
-    lineage_version: int = 0  # the newest lineage version the log shows now
-    delta_version: int | None = None
-    waiting: str | None = None  # why nothing could be published yet
-    pending: tuple[tuple[int, int], ...] = field(default=())  # dry run: (version, its commit time)
-    cleaned: int = 0  # log files removed after publishing (``clean``)
-
-    def line(self) -> str:
-        if self.waiting is not None:
-            return f"{self.table}: nothing published: {self.waiting}"
-        if self.pending:
-            return f"{self.table}: {len(self.pending)} version(s) to publish, the oldest {self.pending[0][0]}"
-        if not self.published:
-            return (
-                f"{self.table}: up to date (version {self.lineage_version} is Delta version "
-                f"{self.delta_version})"
-            )
-        pairs = ", ".join(f"{lv} as Delta {dv}" for lv, dv in self.published)
-        return f"{self.table}: published {pairs}"
 
 
 @contextlib.contextmanager
@@ -166,27 +127,15 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
         if not repair:
             check_owner(manager, state, log)
         try:
-            report = _publish(manager, table, log, state, dry_run, repair)
+            report = publish(manager, table, log, state, dry_run, repair)
         except MirrorConflict:
             continue  # another publisher's commit landed: read both again
         if clean and not dry_run:
             horizon = log_horizon(state.config, manager.now_ms())
-            _still_held(manager, table, "before removing old log files,")
+            still_held(manager, table, "before removing old log files,")
             report = dataclasses.replace(report, cleaned=log.clean(horizon))
         return report
     raise ContentionError(table, SYNC_ATTEMPTS, 0.0, doing="publishing to the Delta mirror")
-
-
-def _still_held(
-    manager: LineageManager, table: str, before: str, then: str = "nothing more was written"
-) -> None:
-    """MirrorError unless this process still holds the table's mirror (its
-    ZooKeeper session lapsed: a drop or another publisher may have taken it)."""
-    if not manager.mirror_hold(table).held():
-        raise MirrorError(
-            f"{before} the hold on the Delta mirror of table {table!r} lapsed (the ZooKeeper session "
-            f"ended); {then}"
-        )
 
 
 def check_log(state: TableState, log: DeltaLog, *, foreign_too: bool = True) -> None:
@@ -256,123 +205,6 @@ def check_owner(manager: LineageManager, state: TableState, log: DeltaLog) -> No
             table=name,
             remedy=f"publish this table's current version over it: lineage mirror repair {name}",
         )
-
-
-def _publish(
-    manager: LineageManager, table: str, log: DeltaLog, state: TableState, dry_run: bool, repair: bool = False
-) -> SyncReport:
-    shown = log.shown
-    if shown.version is None or repair:
-        versions = [state.version]
-    else:
-        versions = [v for v in manager.versions(table) if shown.lineage_version < v <= state.version]
-        if state.version > shown.lineage_version and state.version not in versions:
-            versions.append(state.version)
-    records = records_of(manager, table, versions)
-    published: list[tuple[int, int]] = []
-    unchanged: list[int] = []
-    gone: list[int] = []
-    pending: list[tuple[int, int]] = []
-    waiting = None
-    for version in versions:
-        record = records.get(version)
-        if (
-            shown.version is not None
-            and not repair
-            and record is not None
-            and shows_nothing_new(record.operation, record.entry_id)
-        ):
-            unchanged.append(version)
-            continue
-        try:
-            lease = manager.pin_readable(table, version)
-        except VersionGoneError:
-            gone.append(version)
-            continue
-        try:
-            then = lease.state
-            schema = published_schema(then.config.schema, table)
-            if not schema:  # (core.schema refuses a push leaving a mirrored table none)
-                waiting = "the table has no columns yet (its first push records them)"
-                if shown.version is None:
-                    continue
-                raise MirrorRefusedError(
-                    f"version {version} of table {table!r} has no column Delta Lake can hold "
-                    "(every column is still typed null): the mirror cannot publish it",
-                    table=table,
-                )
-            fields, delta_schema = encode_fields(schema)
-            known = span_at(state.config, version) is not None
-            if version != state.version and shown.version is not None and not known:
-                # A past version whose schema is no longer recorded is read with
-                # the table's current columns: columns added since are published
-                # with the newest version, not with this one.
-                fields, delta_schema = shown.fields, log.schema()
-            if repair and shown.version is not None and not set(shown.fields) <= set(fields):
-                # Another writer's columns: a commit that shows no file first,
-                # with the table's columns, then the table's files (numbers go on).
-                emptied = Shown(shown.version + 1, shown.lineage_version, frozenset(), fields)
-                if dry_run:
-                    shown = emptied
-                else:
-                    then_step = plan_step(emptied, then, schema, fields, records.get(version))
-                    if then_step is not None:
-                        log.check_files(then_step)  # every file there before anything is written
-                    _still_held(manager, table, f"before resetting the columns of table {table!r}'s mirror,")
-                    log.reset(delta_schema, fields, manager.now_ms())
-                    shown = log.shown
-            step = plan_step(shown, then, schema, fields, records.get(version))
-            if step is None and repair:  # the newest commit must be ours: one with nothing else
-                step = Step(version, (), (), schema, fields, Columns.SAME, records.get(version))
-            if step is None:
-                unchanged.append(version)
-                continue
-            if dry_run:
-                record = records.get(version)
-                pending.append((version, 0 if record is None else record.at_ms))
-                shown = after(shown, step, (shown.version or 0) + 1)
-                continue
-            failpoint("mirror.before-commit")
-            _still_held(manager, table, f"before publishing version {version},")
-            delta_version = log.commit(step, delta_schema, manager.now_ms())
-            failpoint("mirror.after-commit")
-            _still_held(
-                manager,
-                table,
-                f"published version {version} of table {table!r} as Delta version {delta_version}, but",
-                f"if the table was dropped or its mirror removed, that commit may be in a log another "
-                f"process changed; check with: lineage mirror status {table}",
-            )
-            shown = log.shown
-            published.append((version, delta_version))
-        finally:
-            manager.release(lease)
-    return SyncReport(
-        table,
-        state.version,
-        tuple(published),
-        tuple(unchanged),
-        tuple(gone),
-        log.shown.lineage_version,
-        log.shown.version,
-        waiting if not published and log.shown.version is None else None,
-        tuple(pending),
-    )
-
-
-def records_of(manager: LineageManager, table: str, versions: list[int]) -> dict[int, HistoryRecord]:
-    """The history records of ``versions`` (newest first, read only as far as needed)."""
-    if not versions:
-        return {}
-    wanted = set(versions)
-    oldest = min(versions)
-    out: dict[int, HistoryRecord] = {}
-    for count, record in enumerate(manager.iter_history(table)):
-        if record.version < oldest or count >= MAX_RECORDS:
-            break
-        if record.version in wanted:
-            out[record.version] = record
-    return out
 
 
 def mirrored_tables(manager: LineageManager, tables: list[str] | None = None) -> list[str]:

@@ -12,7 +12,8 @@ from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import DeltaLog
 from segment_lineage.mirror.errors import MirrorError
 from segment_lineage.mirror.log_files import Commit
-from segment_lineage.mirror.publisher import not_the_tables, records_of, sync
+from segment_lineage.mirror.publisher import not_the_tables, sync
+from segment_lineage.mirror.publishing import records_of
 
 
 @dataclass(frozen=True)

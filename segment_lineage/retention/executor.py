@@ -49,6 +49,7 @@ from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.planner import (
     DEFAULT_MIN_GRACE_MS,
     DEFAULT_ORPHAN_GRACE_MS,
+    Deletion,
     Kept,
     Plan,
     Policy,
@@ -163,8 +164,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
 
     if options.dry_run:
         state = manager.table(table)
-        now = manager.now_ms()
-        current = planned(state, now)
+        current = planned(state, manager.now_ms())
         try:
             _check_share(state, current, options)
         except RefusedError as exc:
@@ -180,8 +180,23 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     current = computed[-1]
     _fill(report, current)
 
-    # Readers that pinned while we planned keep their files, and so does any
-    # location registered now (read after the pins, with the pass held).
+    todo = _still_unreferenced(manager, table, root, current, report)
+    deleted = _delete(root, todo, table, options, report)
+    if deleted:
+        try:
+            report.dirs_removed = prune_dirs(root, deleted)
+        except LineageError as exc:
+            report.errors.append(f"removing empty directories: {exc.message}")
+    return _after_deletes(manager, table, marked.state, files, deleted, options, report)
+
+
+def _still_unreferenced(
+    manager: LineageManager, table: str, root: DeepStore, current: Plan, report: TableReport
+) -> list[Deletion]:
+    """The planned deletions nothing took back since the plan: readers that
+    pinned while we planned keep their files, and so does any location
+    registered now (read after the pins, with the pass held) or published by
+    the mirror meanwhile."""
     _holding(manager, table)
     # What a pinned version shows (as the plan protects it), not every segment it registered.
     keep = {seg.location for version in manager.pinned_states(table) for seg in visible_segments(version)}
@@ -195,6 +210,14 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
         for d in current.deletions
         if id(d) not in left
     )
+    return todo
+
+
+def _delete(
+    root: DeepStore, todo: list[Deletion], table: str, options: PassOptions, report: TableReport
+) -> list[str]:
+    """Delete ``todo`` under the pass's fence, counting into ``report``; the
+    locations now gone (deleted, or found gone)."""
     deleted: list[str] = []
     clock = options.clock or time.monotonic
     last_said = clock()
@@ -212,12 +235,20 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
         if clock() - last_said >= PROGRESS_EVERY_S:
             last_said = clock()
             options.progress(f"{table}: {done}/{len(todo)} file(s) processed, {report.files_deleted} deleted")
-    if deleted:
-        try:
-            report.dirs_removed = prune_dirs(root, deleted)
-        except LineageError as exc:
-            report.errors.append(f"removing empty directories: {exc.message}")
-    final = marked.state
+    return deleted
+
+
+def _after_deletes(
+    manager: LineageManager,
+    table: str,
+    final: TableState,
+    files: list[FileInfo] | None,
+    deleted: list[str],
+    options: PassOptions,
+    report: TableReport,
+) -> TableReport:
+    """The deleted files cleared from pending (fenced again), a purge
+    finished, and the metadata garbage collected."""
     if deleted:
         failpoint("retention.before-clear")
         options.fence()

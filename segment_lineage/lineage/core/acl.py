@@ -197,41 +197,50 @@ def child_place(folder: Place) -> Place:
     return _CHILD_OF[folder]
 
 
+_TOP_NODES = {
+    "clock": Place.CLOCK,
+    POLICY_NODE: Place.POLICY,
+    ADMIN_NODE: Place.POLICY,
+    RETENTION_NODE: Place.RETENTION_GUARD,
+    "roots": Place.GUARD,
+    "id": Place.GUARD,
+    "tables": Place.FOLDER,
+    "names": Place.FOLDER,
+    "leaders": Place.LEADERS,
+}
+
+
 def place_of(path: str) -> Place | None:
     """The place of a path relative to the project root ('' is the root); None for a stranger."""
     parts = [p for p in path.split("/") if p]
     depth = len(parts)
-    if depth == 0 or (depth == 1 and parts[0] in ("tables", "names")):
+    if depth == 0:
         return Place.FOLDER
-    if depth == 1 and parts[0] == "leaders":
-        return Place.LEADERS
     if depth == 1:
-        return {
-            "clock": Place.CLOCK,
-            POLICY_NODE: Place.POLICY,
-            ADMIN_NODE: Place.POLICY,
-            RETENTION_NODE: Place.RETENTION_GUARD,
-            "roots": Place.GUARD,
-            "id": Place.GUARD,
-        }.get(parts[0])
+        return _TOP_NODES.get(parts[0])
     top = parts[0]
-    if top == "names" and depth == 2:
-        return Place.GUARD
+    if top == "names":
+        return Place.GUARD if depth == 2 else None
     if top == "leaders":
         return Place.ELECTION if depth == 2 else Place.MEMBER if depth == 3 else None
     if top != "tables":
         return None
-    if depth == 2:
+    return _table_place(parts[2:])
+
+
+def _table_place(below: list[str]) -> Place | None:
+    """The place of a path below one table's head (``[]``: the head itself)."""
+    if not below:
         return Place.HEAD
-    folder = TABLE_FOLDERS.get(parts[2])
-    if folder is None or depth > 5:
+    folder = TABLE_FOLDERS.get(below[0])
+    if folder is None or len(below) > 3:
         return None
-    if depth == 3:
+    if len(below) == 1:
         return folder
     own = OWN_FOLDER_OF.get(folder)
-    if own is not None and parts[3].startswith(OWN_PREFIX):
-        return own if depth == 4 else _CHILD_OF[own]
-    return _CHILD_OF.get(folder) if depth == 4 else None
+    if own is not None and below[1].startswith(OWN_PREFIX):
+        return own if len(below) == 2 else _CHILD_OF[own]
+    return _CHILD_OF.get(folder) if len(below) == 2 else None
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,27 @@ def relayout(
     if new is old:  # untouched by the change (a rollback's segments, say)
         return None
     count = len(old_keys)
+    dirty = _dirty(old, new, count)
+    if not dirty:
+        return None
+    keys_of = {i: [k for k in old_keys[i] if k in new] for i in dirty}
+    for key in new:
+        if key not in old:
+            keys_of[bucket_of(key, count)].append(key)
+    while True:
+        encoded = _encoded(keys_of, count, encode)
+        if encoded is not None:
+            return Layout(count, encoded)
+        count *= 2
+        if count > MAX_BUCKETS:
+            raise TooLargeError(f"{what} exceeds {MAX_BUCKETS} buckets of {BLOB_LIMIT} bytes")
+        keys_of = {i: [] for i in range(count)}  # every bucket anew, at the doubled count
+        for key in new:
+            keys_of[bucket_of(key, count)].append(key)
+
+
+def _dirty(old: Mapping[str, object], new: Mapping[str, object], count: int) -> set[int]:
+    """The buckets holding a key added, removed or given another object."""
     dirty: set[int] = set()
     # Compared as dicts: a bucket map's look-ups would call back into Python once per key.
     old_get = (old.flat() if isinstance(old, BucketMap) else old).get
@@ -76,29 +97,20 @@ def relayout(
     for key in old:
         if key not in new_dict:
             dirty.add(bucket_of(key, count))
-    if not dirty:
-        return None
-    keys_of = {i: [k for k in old_keys[i] if k in new] for i in dirty}
-    for key in new:
-        if key not in old:
-            keys_of[bucket_of(key, count)].append(key)
-    while True:
-        encoded: dict[int, tuple[tuple[str, ...], bytes]] = {}
-        too_big = False
-        for i, keys in keys_of.items():
-            raw = encode(keys)
-            if len(raw) > BLOB_LIMIT or (len(raw) > bucket_limit(count) and len(keys) > 1):
-                too_big = True
-                break
-            encoded[i] = (tuple(keys), raw)
-        if not too_big:
-            return Layout(count, encoded)
-        count *= 2
-        if count > MAX_BUCKETS:
-            raise TooLargeError(f"{what} exceeds {MAX_BUCKETS} buckets of {BLOB_LIMIT} bytes")
-        keys_of = {i: [] for i in range(count)}  # every bucket anew, at the doubled count
-        for key in new:
-            keys_of[bucket_of(key, count)].append(key)
+    return dirty
+
+
+def _encoded(
+    keys_of: Mapping[int, list[str]], count: int, encode: Callable[[Sequence[str]], bytes]
+) -> dict[int, tuple[tuple[str, ...], bytes]] | None:
+    """Each bucket's keys and bytes; None as soon as one is over its limit."""
+    encoded: dict[int, tuple[tuple[str, ...], bytes]] = {}
+    for i, keys in keys_of.items():
+        raw = encode(keys)
+        if len(raw) > BLOB_LIMIT or (len(raw) > bucket_limit(count) and len(keys) > 1):
+            return None
+        encoded[i] = (tuple(keys), raw)
+    return encoded
 
 
 LoadBuckets = Callable[[Sequence[int]], Mapping[int, Sequence[tuple[str, V]]]]

@@ -13,6 +13,7 @@ still read (time travel, rollback targets).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
 
 from segment_lineage.lineage.core.model import EntryState, HistoryRecord, Operation, TableState
@@ -61,6 +62,52 @@ def push_kind(state: TableState, entry_id: str, visible: set[str], made: dict[st
     return "replaced" if wrote else "reclaimed"
 
 
+@dataclass(frozen=True)
+class _Scale:
+    """Where a version is drawn."""
+
+    first: int
+    step: float
+
+    def x(self, version: int) -> float:
+        return LEFT + (version - self.first) * self.step
+
+
+ENDS = (Operation.END_REPLACE, Operation.REVERT_REPLACE)
+
+
+@dataclass
+class _Lanes:
+    """One lane per push (its start and its end or revert), its label, and the rollbacks."""
+
+    spans: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    rollbacks: list[HistoryRecord] = field(default_factory=list)
+
+    @staticmethod
+    def of(ordered: Sequence[HistoryRecord]) -> _Lanes:
+        lanes = _Lanes()
+        for record in ordered:
+            entry = record.entry_id
+            if record.operation is Operation.ROLLBACK:
+                lanes.rollbacks.append(record)
+            if entry is None:
+                continue
+            if record.operation is Operation.START_REPLACE:
+                lanes.spans[entry] = (record.version, None)
+                lanes.labels[entry] = record.reason or ""
+            elif (
+                record.operation in (Operation.END_REPLACE, Operation.REVERT_REPLACE) and entry in lanes.spans
+            ):
+                lanes.spans[entry] = (lanes.spans[entry][0], record.version)
+                if record.operation is Operation.END_REPLACE:
+                    mode = record.detail.mode if record.detail is not None and record.detail.mode else "push"
+                    lanes.labels[entry] = " ".join(
+                        p for p in (mode, _rows(record.rows), lanes.labels[entry]) if p
+                    )
+        return lanes
+
+
 def history_svg(records: Sequence[HistoryRecord], state: TableState, readable: Sequence[int]) -> str:
     """``records`` in any order; drawn oldest to newest. ``readable``: the
     versions a reader can still read."""
@@ -70,45 +117,34 @@ def history_svg(records: Sequence[HistoryRecord], state: TableState, readable: S
     first, last = ordered[0].version, ordered[-1].version
     span = max(1, last - first)
     width = LEFT + max(400, min(1600, 14 * (span + 1))) + 40
-    step = (width - LEFT - 40) / span
-
-    def x(version: int) -> float:
-        return LEFT + (version - first) * step
-
-    lanes: dict[str, tuple[int, int | None]] = {}  # entry -> its start and end (or revert)
-    labels: dict[str, str] = {}
-    rollbacks = []
-    for record in ordered:
-        entry = record.entry_id
-        if record.operation is Operation.ROLLBACK:
-            rollbacks.append(record)
-        if entry is None:
-            continue
-        if record.operation is Operation.START_REPLACE:
-            lanes[entry] = (record.version, None)
-            labels[entry] = record.reason or ""
-        elif record.operation in (Operation.END_REPLACE, Operation.REVERT_REPLACE) and entry in lanes:
-            lanes[entry] = (lanes[entry][0], record.version)
-            if record.operation is Operation.END_REPLACE:
-                mode = record.detail.mode if record.detail is not None and record.detail.mode else "push"
-                labels[entry] = " ".join(x for x in (mode, _rows(record.rows), labels[entry]) if x)
-    visible = visible_names(state)
-    made: dict[str, list[str]] = {}
-    for name, seg in state.segments.items():
-        if seg.entry_id is not None:
-            made.setdefault(seg.entry_id, []).append(name)
+    scale = _Scale(first, (width - LEFT - 40) / span)
+    lanes = _Lanes.of(ordered)
     legend_rows = -(-len(LEGEND) // max(1, (width - 10) // LEGEND_ITEM))
-    height = TOP + LANE * (len(lanes) + 1) + 60 + 20 * legend_rows
+    height = TOP + LANE * (len(lanes.spans) + 1) + 60 + 20 * legend_rows
     out = [
         _text(10, 20, f"table {state.config.name}: versions {first} to {last}", size=14, weight="bold"),
         _line(LEFT, TOP - 10, width - 40, TOP - 10, "#424242"),
     ]
+    out += _axis(scale, first, last, readable, lanes.rollbacks)
+    out += _bars(scale, last, state, lanes)
+    live_x = scale.x(state.version) if first <= state.version <= last else scale.x(last)
+    out.append(_line(live_x, TOP - 10, live_x, TOP + LANE * max(1, len(lanes.spans)), "#000000", dash=True))
+    out += _legend(int(width), TOP + LANE * (len(lanes.spans) + 1) + 20, legend_rows, state.version)
+    return _svg(int(width), height, out)
+
+
+def _axis(
+    scale: _Scale, first: int, last: int, readable: Sequence[int], rollbacks: Sequence[HistoryRecord]
+) -> list[str]:
+    """The versions axis: the readable versions' runs, numbers, and a mark per rollback."""
+    x, out = scale.x, []
     for lo, hi in _runs([v for v in readable if first <= v <= last]):
         out.append(
             f'<rect x="{x(lo) - 3:.1f}" y="{TOP - 16}" width="{x(hi) - x(lo) + 6:.1f}" '
             f'height="12" fill="{COLOURS["retained"]}"><title>readable versions {lo} to '
             f"{hi}</title></rect>"
         )
+    span = max(1, last - first)
     for version in range(first, last + 1, max(1, span // 20 or 1)):
         out.append(_text(x(version) - 6, TOP - 22, str(version), size=10))
     for record in rollbacks:
@@ -118,11 +154,22 @@ def history_svg(records: Sequence[HistoryRecord], state: TableState, readable: S
             f'{cx - 5:.1f},{TOP - 10}" fill="{COLOURS["rollback"]}"><title>version {record.version}: '
             f"rollback by {escape(record.actor)}: {escape(record.reason or '')}</title></polygon>"
         )
-    for row, (entry_id, (start, end)) in enumerate(lanes.items()):
+    return out
+
+
+def _bars(scale: _Scale, last: int, state: TableState, lanes: _Lanes) -> list[str]:
+    """One bar per push, coloured by what became of its segments."""
+    visible = visible_names(state)
+    made: dict[str, list[str]] = {}
+    for name, seg in state.segments.items():
+        if seg.entry_id is not None:
+            made.setdefault(seg.entry_id, []).append(name)
+    x, out = scale.x, []
+    for row, (entry_id, (start, end)) in enumerate(lanes.spans.items()):
         y = TOP + row * LANE
         kind = push_kind(state, entry_id, visible, made)
         stop = end if end is not None else last
-        label = labels.get(entry_id, "")
+        label = lanes.labels.get(entry_id, "")
         title = f"entry {entry_id}: versions {start} to {end if end is not None else 'now'}, {kind}"
         title += f": {label}" if label else ""
         out.append(_text(10, y + 13, _cut(f"{entry_id[:8]} {label}".strip(), 40), size=11))
@@ -130,18 +177,20 @@ def history_svg(records: Sequence[HistoryRecord], state: TableState, readable: S
             f'<rect x="{x(start):.1f}" y="{y + 3}" width="{max(4.0, x(stop) - x(start)):.1f}" height="14" '
             f'rx="3" fill="{COLOURS[kind]}"><title>{escape(title)}</title></rect>'
         )
-    live_x = x(state.version) if first <= state.version <= last else x(last)
-    out.append(_line(live_x, TOP - 10, live_x, TOP + LANE * max(1, len(lanes)), "#000000", dash=True))
-    legend_y = TOP + LANE * (len(lanes) + 1) + 20
-    per_row = max(1, (int(width) - 10) // LEGEND_ITEM)
+    return out
+
+
+def _legend(width: int, legend_y: int, legend_rows: int, version: int) -> list[str]:
+    out = []
+    per_row = max(1, (width - 10) // LEGEND_ITEM)
     for i, (kind, label) in enumerate(LEGEND):
         lx = 10 + (i % per_row) * LEGEND_ITEM
         ly = legend_y + (i // per_row) * 20
         out.append(f'<rect x="{lx}" y="{ly}" width="12" height="12" fill="{COLOURS[kind]}"/>')
         out.append(_text(lx + 18, ly + 11, label, size=11))
     legend_y += 20 * (legend_rows - 1)
-    out.append(_text(10, legend_y + 40, f"dashed line: the current version ({state.version})", size=11))
-    return _svg(int(width), height, out)
+    out.append(_text(10, legend_y + 40, f"dashed line: the current version ({version})", size=11))
+    return out
 
 
 def _rows(count: int) -> str:

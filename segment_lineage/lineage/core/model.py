@@ -148,10 +148,7 @@ class TableConfig:
     ) -> TableConfig:
         """Validate user input and apply Pinot's defaults per table type."""
         check_table_name(name)
-        if not isinstance(root, str) or not root.strip() or root != root.strip():
-            raise InvalidInputError(f"invalid deep-store root {root!r}: must be a non-empty URI or path")
-        check_text("deep-store root", root, 2048)
-        check_root_has_no_secret(root)
+        _check_root(root)
         try:
             kind = TableType(table_type.upper() if isinstance(table_type, str) else table_type)
         except ValueError:
@@ -163,28 +160,8 @@ class TableConfig:
         unit = _time_unit(time_unit, time_column)
         if not isinstance(exclusive_delete, bool):
             raise InvalidInputError(f"invalid exclusive delete {exclusive_delete!r}: true or false")
-        if (
-            isinstance(max_snapshots, bool)
-            or not isinstance(max_snapshots, int)
-            or not 1 <= max_snapshots <= 1000
-        ):
-            raise InvalidInputError(f"invalid max snapshots {max_snapshots!r}: a whole number from 1 to 1000")
-        retention_ms = None if time_retention is None else parse_period(time_retention)
-        if time_retention is not None:
-            if retention_ms == 0:
-                raise InvalidInputError(
-                    f"time retention {time_retention!r} would condemn every segment at once: "
-                    "give a period longer than zero, or leave time retention off"
-                )
-            if kind is not TableType.APPEND:
-                raise InvalidInputError(
-                    f"time retention {time_retention!r} applies to APPEND tables only; "
-                    f"{name!r} is {kind.value}"
-                )
-            if time_column is None:
-                raise InvalidInputError(
-                    f"time retention {time_retention!r} needs a time column: segments carry no time range"
-                )
+        _check_max_snapshots(max_snapshots)
+        retention_ms = _time_retention(time_retention, kind, name, time_column)
         default_replaced = (
             DEFAULT_REFRESH_RETENTION if kind is TableType.REFRESH else DEFAULT_APPEND_RETENTION
         )
@@ -210,6 +187,41 @@ class TableConfig:
             mirror=_mirror(mirror),
             mirror_retention_ms=_mirror_retention(mirror_retention),
         )
+
+
+def _check_root(root: str) -> None:
+    if not isinstance(root, str) or not root.strip() or root != root.strip():
+        raise InvalidInputError(f"invalid deep-store root {root!r}: must be a non-empty URI or path")
+    check_text("deep-store root", root, 2048)
+    check_root_has_no_secret(root)
+
+
+def _check_max_snapshots(max_snapshots: int) -> None:
+    if (
+        isinstance(max_snapshots, bool)
+        or not isinstance(max_snapshots, int)
+        or not 1 <= max_snapshots <= 1000
+    ):
+        raise InvalidInputError(f"invalid max snapshots {max_snapshots!r}: a whole number from 1 to 1000")
+
+
+def _time_retention(text: str | None, kind: TableType, name: str, time_column: str | None) -> int | None:
+    """An APPEND table's time retention, in ms (None: off)."""
+    if text is None:
+        return None
+    retention_ms = parse_period(text)
+    if retention_ms == 0:
+        raise InvalidInputError(
+            f"time retention {text!r} would condemn every segment at once: "
+            "give a period longer than zero, or leave time retention off"
+        )
+    if kind is not TableType.APPEND:
+        raise InvalidInputError(
+            f"time retention {text!r} applies to APPEND tables only; {name!r} is {kind.value}"
+        )
+    if time_column is None:
+        raise InvalidInputError(f"time retention {text!r} needs a time column: segments carry no time range")
+    return retention_ms
 
 
 def check_versions_kept(value: int | None) -> int | None:

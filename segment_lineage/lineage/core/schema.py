@@ -351,6 +351,15 @@ def _resolve(
         added = ", ".join(f"{f.name} ({f.type})" for f in diff.added[:8])
         more = f" and {len(diff.added) - 8} more" if len(diff.added) > 8 else ""
         return (*after, *diff.added), f"schema evolved: added {added}{more}" + (f"; {note}" if note else "")
+    raise _mismatch(recorded, given, diff, table)
+
+
+def _columns(schema: Schema) -> str:
+    return ", ".join(f"{f.name}: {f.type}" for f in schema[:20]) + (" ..." if len(schema) > 20 else "")
+
+
+def _mismatch(recorded: Schema, given: Schema, diff: SchemaDiff, table: str) -> SchemaMismatchError:
+    """Why the input does not fit the recorded schema, and what to do."""
     if diff.added and not diff.changed and not diff.missing:
         hint = "push with --evolve-schema to add the new columns"
     elif diff.added and not diff.changed:  # one column gone and one new: a rename, not an evolution
@@ -361,12 +370,11 @@ def _resolve(
         )
     else:
         hint = "fix the input's columns, or replace the schema with a refresh push and --replace-schema"
-    raise SchemaMismatchError(
+    return SchemaMismatchError(
         f"the input does not fit table {table!r}: {diff.describe()}",
         table=table,
-        expected=", ".join(f"{f.name}: {f.type}" for f in recorded[:20])
-        + (" ..." if len(recorded) > 20 else ""),
-        found=", ".join(f"{f.name}: {f.type}" for f in given[:20]) + (" ..." if len(given) > 20 else ""),
+        expected=_columns(recorded),
+        found=_columns(given),
         remedy=hint,
     )
 

@@ -4,6 +4,8 @@ lease exists."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from segment_lineage.lineage.core.errors import (
     ContentionError,
     InvalidInputError,
@@ -72,26 +74,33 @@ class Reads(ManagerBase):
                 raise InvalidInputError(f"invalid version {version!r}: a whole number from 1")
             return version
         if at_ms is not None:
-            now = self.store.now_ms()
-            if at_ms > now:  # as Delta refuses a timestamp after its newest version
-                raise InvalidInputError(
-                    f"{format_time(at_ms)} is in the future (ZooKeeper's clock reads {format_time(now)}): "
-                    f"no version of table {table!r} exists then yet",
-                    remedy="give a past time, or no time for the current version",
-                )
-        history = self.store.iter_history(table)  # newest first, read only as far as needed
-        if at_ms is not None:
-            for record in history:
-                if record.at_ms <= at_ms:
-                    return record.version
-            raise InvalidInputError(f"table {table!r} did not exist at {format_time(at_ms)}")
-        ends = (r for r in history if r.operation is Operation.END_REPLACE)
+            return self._version_at(table, at_ms)
+        ends = (r for r in self.store.iter_history(table) if r.operation is Operation.END_REPLACE)
         if entry_id is not None:
             check_entry_id(entry_id)
             for record in ends:
                 if record.entry_id == entry_id:
                     return record.version - 1
             raise NotFoundError(f"entry {entry_id} never completed on table {table!r}")
+        return self._before_last_push(table, ends)
+
+    def _version_at(self, table: str, at_ms: int) -> int:
+        """The newest version committed at or before ``at_ms`` (ZooKeeper's clock)."""
+        now = self.store.now_ms()
+        if at_ms > now:  # as Delta refuses a timestamp after its newest version
+            raise InvalidInputError(
+                f"{format_time(at_ms)} is in the future (ZooKeeper's clock reads {format_time(now)}): "
+                f"no version of table {table!r} exists then yet",
+                remedy="give a past time, or no time for the current version",
+            )
+        for record in self.store.iter_history(table):  # newest first, read only as far as needed
+            if record.at_ms <= at_ms:
+                return record.version
+        raise InvalidInputError(f"table {table!r} did not exist at {format_time(at_ms)}")
+
+    def _before_last_push(self, table: str, ends: Iterator[HistoryRecord]) -> int:
+        """The version before the newest push still in force (``ends``: the
+        history's END_REPLACE records, newest first)."""
         live = self._read(table)
         landed: set[str] | None = None  # entries whose segments are visible now, computed once if needed
         for record in ends:

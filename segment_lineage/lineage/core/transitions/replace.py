@@ -32,14 +32,10 @@ from segment_lineage.lineage.core.names import (
 )
 from segment_lineage.lineage.core.schema import (
     Schema,
-    SchemaMismatchError,
     SchemaPolicy,
-    compare,
-    resolve,
-    written_schema,
 )
-from segment_lineage.lineage.core.schema_versions import with_schema
 from segment_lineage.lineage.core.transitions.common import (
+    Requirement,
     _entry,
     _queue_for_deletion,
     _totals,
@@ -73,7 +69,11 @@ from segment_lineage.lineage.core.transitions.start_requirements import (
     ToUnregistered,
     overlap_rules,
 )
-from segment_lineage.lineage.core.visibility import visible_names
+from segment_lineage.lineage.core.transitions.written import (
+    check_only_its_own_left,
+    with_time_unit,
+    with_written_schema,
+)
 
 
 def _snapshot_chain(entries: Mapping[str, LineageEntry], current: frozenset[str]) -> list[LineageEntry]:
@@ -127,19 +127,17 @@ def start_replace(
     check_entry_id(entry_id)
     src = check_segment_names(segments_from, "segmentsFrom")
     dst = check_segment_names(segments_to, "segmentsTo")
-    require(
-        state,
-        [
-            ReplacesSomething(src, dst),
-            SidesDisjoint(src, dst),
-            EntryIdUnused(entry_id),
-            IntervalNeedsTimeColumn(interval),
-            IntervalNotEmpty(interval),
-            HoldNotBeforeStart(held_until_ms, now_ms),
-            FromVisible(src),
-            ToNotVisible(dst),
-        ],
-    )
+    rules: list[Requirement] = [
+        ReplacesSomething(src, dst),
+        SidesDisjoint(src, dst),
+        EntryIdUnused(entry_id),
+        IntervalNeedsTimeColumn(interval),
+        IntervalNotEmpty(interval),
+        HoldNotBeforeStart(held_until_ms, now_ms),
+        FromVisible(src),
+        ToNotVisible(dst),
+    ]
+    require(state, rules)
     src_set, dst_set = frozenset(src), frozenset(dst)
     overlaps = [
         Overlap.of(entry, src_set, dst_set, interval, live_owners, now_ms) for entry in state.entries.values()
@@ -222,30 +220,35 @@ def _clean_up(
             if left or entry.segments_from:
                 entries[entry.entry_id] = dataclasses.replace(entry, segments_to=left)
         elif force_cleanup and (overlap.stale or overlap.abandoned):  # a dead push's entry
-            # A dead push: keep its uploads the new push names again (as
-            # Pinot does: a retry with the same names reuses them), queue
-            # the rest, and keep a REVERTED trace of the names not reused.
-            reused = [
-                n for n in entry.segments_to if n in dst and n in segments and _within(segments[n], interval)
-            ]
-            adopted.extend(reused)
-            reuse = set(reused)
-            _queue_for_deletion(
-                segments,
-                pending,
-                [n for n in entry.segments_to if n not in reuse],
-                DeletionReason.FORCE_CLEANUP,
-                now_ms,
-            )
-            leftovers = tuple(n for n in entry.segments_to if n not in dst)
-            if leftovers:
-                entries[entry.entry_id] = dataclasses.replace(
-                    entry, segments_to=leftovers, state=EntryState.REVERTED, timestamp_ms=now_ms
-                )
+            adopted.extend(_clean_dead(entry, dst, interval, segments, pending, entries, now_ms))
             cleaned.append(entry.entry_id)
         else:
             entries[entry.entry_id] = entry
     return entries, cleaned, adopted
+
+
+def _clean_dead(
+    entry: LineageEntry,
+    dst: frozenset[str],
+    interval: tuple[int, int] | None,
+    segments: dict[str, Segment],
+    pending: dict[str, PendingDeletion],
+    entries: dict[str, LineageEntry],
+    now_ms: int,
+) -> list[str]:
+    """A dead push's entry: keep its uploads the new push names again (as
+    Pinot does: a retry with the same names reuses them; returned), queue
+    the rest, and keep a REVERTED trace of the names not reused."""
+    reused = [n for n in entry.segments_to if n in dst and n in segments and _within(segments[n], interval)]
+    reuse = set(reused)
+    others = [n for n in entry.segments_to if n not in reuse]
+    _queue_for_deletion(segments, pending, others, DeletionReason.FORCE_CLEANUP, now_ms)
+    leftovers = tuple(n for n in entry.segments_to if n not in dst)
+    if leftovers:
+        entries[entry.entry_id] = dataclasses.replace(
+            entry, segments_to=leftovers, state=EntryState.REVERTED, timestamp_ms=now_ms
+        )
+    return reused
 
 
 def end_replace(
@@ -331,43 +334,8 @@ def complete_replace(
     require(state, [NotRevertedToEnd(entry)])
     if entry.state is EntryState.COMPLETED and _completed_with(state, entry, uploads):
         return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
-    config, note = state.config, None
-    if schema is not None and config.schema is not None and written_schema(config.schema, schema) != schema:
-        # Planned on an older schema (another push recorded one meanwhile):
-        # the files hold other types than the table's. Refused; nothing lands.
-        raise SchemaMismatchError(
-            f"table {config.name!r} recorded other column types while this push ran: "
-            f"{compare(config.schema, schema).describe() or 'narrower types written'}",
-            table=config.name,
-            entry_id=entry_id,
-            remedy="push again: the push then writes the table's types",
-        )
-    if schema is not None:
-        recorded, note = resolve(
-            config.schema,
-            schema,
-            policy,
-            config.name,
-            full_refresh=mode == "refresh",
-            mirrored=config.mirror is not None,
-        )
-        if note is not None:
-            replaced = policy is SchemaPolicy.REPLACE and config.schema is not None
-            config = dataclasses.replace(
-                with_schema(config, recorded, state.version + 1),
-                schema_replaced_at=state.version + 1 if replaced else config.schema_replaced_at,
-                schema_replaced_by=entry_id if replaced else config.schema_replaced_by,
-            )
-    if time_unit is not None and config.time_unit is not time_unit:
-        if config.time_unit is not None:  # declared (or recorded) while this push ran
-            raise RefusedError(
-                f"table {config.name!r} reads its time column in {config.time_unit.value}, and this push "
-                f"wrote times read in {time_unit.value}; nothing of it lands",
-                table=config.name,
-                entry_id=entry_id,
-                remedy="push again: it then reads the values in the table's unit",
-            )
-        config = dataclasses.replace(config, time_unit=time_unit)  # inferred at the first push: kept
+    config, note = with_written_schema(state, entry_id, schema, policy, mode)
+    config = with_time_unit(config, time_unit, entry_id)
     registered = register_segments(state, uploads, now_ms, entry_id).state if uploads else state
     if strays:
         registered = queue_files(registered, strays, now_ms, entry_id).state
@@ -375,17 +343,7 @@ def complete_replace(
         registered = registered.replace(config=config)
     ended = end_replace(registered, entry_id, now_ms, to_subset)
     if config.schema_replaced_by == entry_id and config is not state.config:
-        # Every segment left visible must be this push's: one pushed while it
-        # ran (an append) has the old columns, which the new schema misreads.
-        left = visible_names(ended.state) - set(ended.state.entries[entry_id].segments_to)
-        if left:
-            raise SchemaMismatchError(
-                f"cannot replace the schema of table {config.name!r}: {len(left)} segment(s) pushed while "
-                f"this refresh ran would stay visible with the old columns ({', '.join(sorted(left)[:3])})",
-                table=config.name,
-                entry_id=entry_id,
-                remedy="run the refresh with --replace-schema again: it then replaces those too",
-            )
+        check_only_its_own_left(ended.state, entry_id)
     if mode is None and entry.interval is None and note is None:
         return ended
     return dataclasses.replace(ended, detail=Detail(mode=mode, interval=entry.interval, schema=note))

@@ -72,24 +72,11 @@ def _restore_removed(
     return list(removed)
 
 
-def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | None = None) -> Change:
-    """Make the visible set equal to ``target``'s (an earlier or a later
-    retained version) in one commit, by setting entry states.
-
-    Entries COMPLETED at the target and REVERTED now are restored; entries
-    COMPLETED now but not at the target (created after it, reverted or still
-    running there) are reverted. Entries that retention removed since (a
-    finished push with nothing left to reclaim, as every APPEND push) are
-    judged by their segments, which still name them: one the target does not
-    show comes back as a REVERTED entry (``audit`` says who, for one created
-    after the target). Nothing is deleted, so a rollback is undone by rolling
-    forward to a version after it. Refused, changing nothing, when a segment
-    the target shows was reclaimed, when segments changed outside pushes since
-    the target, or when a running push touches what would change.
-    """
-    table = state.config.name
-    config, note = _schema_for(state, target)
-    entries = editable(state.entries)
+def _set_states(
+    state: TableState, target: TableState, entries: dict[str, LineageEntry], now_ms: int
+) -> list[str]:
+    """Each finished entry COMPLETED where it was at the target, else
+    REVERTED (into ``entries``); the ids of those changed."""
     changed: list[str] = []
     for entry_id, entry in state.entries.items():
         if entry.state is EntryState.IN_PROGRESS:
@@ -98,16 +85,13 @@ def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | 
         if entry.state is not want:
             entries[entry_id] = dataclasses.replace(entry, state=want, timestamp_ms=now_ms)
             changed.append(entry_id)
-    after = state.replace(entries=entries)
-    # Only what differs is looked at (visibility_delta): the cost follows the
-    # entries and segments that changed, not the size of the table.
-    extra, hidden = visibility_delta(target, after)
-    if extra:
-        restored = _restore_removed(state, target, entries, extra, now_ms, audit or Audit("rollback"))
-        if restored:
-            changed += restored
-            after = state.replace(entries=entries)
-            extra, hidden = visibility_delta(target, after)
+    return changed
+
+
+def _check_reached(state: TableState, target: TableState, extra: set[str], hidden: set[str]) -> None:
+    """Refused unless the entries' states alone give the target's visible
+    set: a segment it shows was reclaimed, or segments changed by hand."""
+    table = state.config.name
     reclaimed = sorted(n for n in hidden if n not in state.segments)
     if reclaimed:
         raise RefusedError(
@@ -125,6 +109,12 @@ def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | 
             table=table,
             remedy="add or delete those segments by hand, or pick another version",
         )
+
+
+def _check_no_push_moves(
+    state: TableState, target: TableState, entries: dict[str, LineageEntry], changed: list[str]
+) -> None:
+    """Refused when a running push touches a segment the rollback moves."""
     moving = {n for e in changed for n in (*entries[e].segments_from, *entries[e].segments_to)}
     for entry in state.entries.values():
         if entry.state is EntryState.IN_PROGRESS and moving.intersection(
@@ -133,10 +123,42 @@ def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | 
             raise RefusedError(
                 f"cannot roll back to version {target.version}: push {entry.entry_id} is IN_PROGRESS on "
                 "segments the rollback would change",
-                table=table,
+                table=state.config.name,
                 entry_id=entry.entry_id,
                 remedy="wait for the push to finish, or revert it ('lineage revert --force') if it is dead",
             )
+
+
+def rollback(state: TableState, target: TableState, now_ms: int, audit: Audit | None = None) -> Change:
+    """Make the visible set equal to ``target``'s (an earlier or a later
+    retained version) in one commit, by setting entry states.
+
+    Entries COMPLETED at the target and REVERTED now are restored; entries
+    COMPLETED now but not at the target (created after it, reverted or still
+    running there) are reverted. Entries that retention removed since (a
+    finished push with nothing left to reclaim, as every APPEND push) are
+    judged by their segments, which still name them: one the target does not
+    show comes back as a REVERTED entry (``audit`` says who, for one created
+    after the target). Nothing is deleted, so a rollback is undone by rolling
+    forward to a version after it. Refused, changing nothing, when a segment
+    the target shows was reclaimed, when segments changed outside pushes since
+    the target, or when a running push touches what would change.
+    """
+    config, note = _schema_for(state, target)
+    entries = editable(state.entries)
+    changed = _set_states(state, target, entries, now_ms)
+    after = state.replace(entries=entries)
+    # Only what differs is looked at (visibility_delta): the cost follows the
+    # entries and segments that changed, not the size of the table.
+    extra, hidden = visibility_delta(target, after)
+    if extra:
+        restored = _restore_removed(state, target, entries, extra, now_ms, audit or Audit("rollback"))
+        if restored:
+            changed += restored
+            after = state.replace(entries=entries)
+            extra, hidden = visibility_delta(target, after)
+    _check_reached(state, target, extra, hidden)
+    _check_no_push_moves(state, target, entries, changed)
     if not changed:
         return Change(state=state, operation=Operation.ROLLBACK, changed=False)
     appearing = [state.segments[n] for n in visibility_delta(state, after)[0]]  # what comes back

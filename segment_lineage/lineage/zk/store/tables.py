@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -58,74 +59,94 @@ class Tables:
             0,
         )
         head = Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, None, (record,))
-        guard = self.paths.guard(table)
-        path = self.paths.head(table)
         for _ in range(READ_ATTEMPTS):
             # The root registry is read, checked and swapped in the same multi
             # that creates the name guard: two creates of overlapping roots
             # cannot both land.
             roots, roots_version = self._roots_for_create(table, config.root)
-            txn = self.zk.transaction()
-            txn.create(guard, codec.encode_guard(table), acl=self.nodes.acl_at(Place.GUARD))
-            txn.create(path, codec.encode_head(head), acl=self.nodes.acl_at(Place.HEAD))
-            for folder, place in TABLE_FOLDERS.items():
-                txn.create(f"{path}/{folder}", folder_data(place), acl=self.nodes.acl_at(place))
-            for folder, own, ident in self.nodes.own_folders():
-                txn.create(f"{path}/{folder}/{own_folder(ident)}", b"", acl=self.nodes.acl_at(own, ident))
-            initial = codec.LeaseRecord(1, {k: (b,) for k, b in empty.items()}, ())
-            txn.create(
-                self.paths.version(table, 1),
-                codec.encode_lease(initial),
-                acl=self.nodes.acl_at(Place.VERSION),
-            )
-            for kind, blob in empty.items():
-                txn.create(
-                    self.paths.blob(table, blob),
-                    codec.encode_bucket(kind, []),
-                    acl=self.nodes.acl_at(Place.BLOB),
-                )
-            registry = codec.encode_roots({**roots, table: config.root})
-            if roots_version is None:
-                txn.create(self.paths.roots, registry, acl=self.nodes.acl_at(Place.GUARD))
-            else:
-                txn.set_data(self.paths.roots, registry, version=roots_version)
+            txn = self._create_txn(table, head, empty, {**roots, table: config.root}, roots_version)
             try:
                 with translated(None, refused=f"ZooKeeper refused creating table {table!r}: not authorised"):
                     results = self.zk.commit(txn)
             except UNKNOWN:
-                try:
-                    self.zk.sync(self.paths.tables, doing="sync")
-                    current, _ = self.heads.read_head(table)
-                except TableNotFoundError:
-                    continue
-                if current.commit_id == commit_id or any(
-                    r.commit_id == commit_id for r in current.history_tail
-                ):
+                if self._landed(table, commit_id):
                     return TableState(config=config, version=1)
-                raise TableExistsError(table) from None
+                continue
             failures = [r for r in results if isinstance(r, Exception)]
             if not failures:
                 return TableState(config=config, version=1)
-            if isinstance(results[0], NodeExistsError):
-                try:
-                    raw_guard, guard_stat = self.zk.get(guard, doing="table lookup")
-                except NoNodeError:
-                    continue
-                existing = codec.decode_guard(raw_guard, guard, table.casefold())
-                if not self.zk.exists(self.paths.head(existing), doing="table lookup"):
-                    # Left by a drop cut short after the head went: creates are
-                    # atomic, so a guard without a head is never a live table.
-                    with contextlib.suppress(NoNodeError, BadVersionError):
-                        self.zk.delete(guard, version=guard_stat.version)
-                    continue
-                raise TableExistsError(table, existing)
-            if isinstance(results[-1], (BadVersionError, NodeExistsError)):
-                continue  # another create or drop changed the root registry: check again
-            if isinstance(results[0], NoAuthError) or any(isinstance(r, NoAuthError) for r in failures):
-                raise AuthError(f"ZooKeeper refused creating table {table!r}: not authorised")
-            first = next(r for r in failures if type(r).__name__ != "RolledBackError")
-            raise StoreUnavailableError(f"creating table {table!r} failed: {type(first).__name__}")
+            self._create_refused(table, results, failures)
         raise StoreUnavailableError(f"creating table {table!r} did not settle after {READ_ATTEMPTS} attempts")
+
+    def _create_txn(
+        self,
+        table: str,
+        head: Head,
+        empty: dict[str, str],
+        registry: dict[str, str],
+        roots_version: int | None,
+    ) -> Any:
+        """One multi: the name guard, the head and its folders, the first
+        version's record and empty buckets, and the root registry swapped."""
+        path = self.paths.head(table)
+        txn = self.zk.transaction()
+        txn.create(self.paths.guard(table), codec.encode_guard(table), acl=self.nodes.acl_at(Place.GUARD))
+        txn.create(path, codec.encode_head(head), acl=self.nodes.acl_at(Place.HEAD))
+        for folder, place in TABLE_FOLDERS.items():
+            txn.create(f"{path}/{folder}", folder_data(place), acl=self.nodes.acl_at(place))
+        for folder, own, ident in self.nodes.own_folders():
+            txn.create(f"{path}/{folder}/{own_folder(ident)}", b"", acl=self.nodes.acl_at(own, ident))
+        initial = codec.LeaseRecord(1, {k: (b,) for k, b in empty.items()}, ())
+        txn.create(
+            self.paths.version(table, 1), codec.encode_lease(initial), acl=self.nodes.acl_at(Place.VERSION)
+        )
+        for kind, blob in empty.items():
+            txn.create(
+                self.paths.blob(table, blob), codec.encode_bucket(kind, []), acl=self.nodes.acl_at(Place.BLOB)
+            )
+        raw = codec.encode_roots(registry)
+        if roots_version is None:
+            txn.create(self.paths.roots, raw, acl=self.nodes.acl_at(Place.GUARD))
+        else:
+            txn.set_data(self.paths.roots, raw, version=roots_version)
+        return txn
+
+    def _landed(self, table: str, commit_id: str) -> bool:
+        """After an unknown outcome: whether our create landed (False: the
+        table is not there, try again; TableExistsError: another's is)."""
+        try:
+            self.zk.sync(self.paths.tables, doing="sync")
+            current, _ = self.heads.read_head(table)
+        except TableNotFoundError:
+            return False
+        if current.commit_id == commit_id or any(r.commit_id == commit_id for r in current.history_tail):
+            return True
+        raise TableExistsError(table) from None
+
+    def _create_refused(self, table: str, results: list[Any], failures: list[Exception]) -> None:
+        """Why a create's multi failed: returns when it is worth trying again
+        (a guard a cut-short drop left, the root registry changed meanwhile),
+        else raises."""
+        if isinstance(results[0], NodeExistsError):
+            guard = self.paths.guard(table)
+            try:
+                raw_guard, guard_stat = self.zk.get(guard, doing="table lookup")
+            except NoNodeError:
+                return
+            existing = codec.decode_guard(raw_guard, guard, table.casefold())
+            if not self.zk.exists(self.paths.head(existing), doing="table lookup"):
+                # Left by a drop cut short after the head went: creates are
+                # atomic, so a guard without a head is never a live table.
+                with contextlib.suppress(NoNodeError, BadVersionError):
+                    self.zk.delete(guard, version=guard_stat.version)
+                return
+            raise TableExistsError(table, existing)
+        if isinstance(results[-1], (BadVersionError, NodeExistsError)):
+            return  # another create or drop changed the root registry: check again
+        if isinstance(results[0], NoAuthError) or any(isinstance(r, NoAuthError) for r in failures):
+            raise AuthError(f"ZooKeeper refused creating table {table!r}: not authorised")
+        first = next(r for r in failures if type(r).__name__ != "RolledBackError")
+        raise StoreUnavailableError(f"creating table {table!r} failed: {type(first).__name__}")
 
     def roots(self) -> dict[str, str]:
         """Every table's root (table -> root), from the root registry; built
@@ -204,6 +225,58 @@ class Tables:
             readable.append(name)
         return TableListing(tuple(readable), unreadable)
 
+    def _mark_dropping(
+        self, table: str, head: Head, zversion: int, expected_version: int | None
+    ) -> Any | None:
+        """Compare-and-set the head as dropping; the head's new stat, or None
+        to read it again (the guard restored, or the head moved on)."""
+        path, guard = self.paths.head(table), self.paths.guard(table)
+        marked = Head(
+            head.config,
+            head.version + 1,
+            uuid.uuid4().hex,
+            head.buckets,
+            head.history_last,
+            head.history_tail,
+            dropping=True,
+        )
+        # The name guard is rewritten (same bytes) in the same multi:
+        # only an identity allowed to drop tables may write it, so
+        # one that may only commit cannot leave the table half dropped.
+        txn = self.zk.transaction()
+        txn.set_data(path, codec.encode_head(marked), version=zversion)
+        txn.set_data(guard, codec.encode_guard(table))
+        head_result, guard_result = self.zk.commit(txn)
+        if isinstance(head_result, NoAuthError) or isinstance(guard_result, NoAuthError):
+            raise NoAuthError()
+        if isinstance(guard_result, NoNodeError):  # left by an old crash: restore it, retry
+            with contextlib.suppress(NodeExistsError):
+                self.zk.create(guard, codec.encode_guard(table), acl=self.nodes.acl_at(Place.GUARD))
+            return None
+        if isinstance(head_result, BadVersionError):
+            if expected_version is not None:
+                raise VersionConflict(f"table {table} changed while dropping") from None
+            return None
+        if isinstance(head_result, Exception):
+            raise head_result
+        return head_result
+
+    def _sweep(self, path: str) -> None:
+        """Delete every node under a dropping table's head (blobs, versions,
+        owners and leases, one identity's folder at a time)."""
+        for child in self.zk.get_children(path, doing="listing"):
+            for grandchild in self.zk.get_children(f"{path}/{child}", doing="listing"):
+                node = f"{path}/{child}/{grandchild}"
+                if grandchild.startswith(OWN_PREFIX):  # one identity's owners or leases
+                    with contextlib.suppress(NoNodeError):
+                        for leaf in self.zk.get_children(node, doing="listing"):
+                            with contextlib.suppress(NoNodeError):
+                                self.zk.delete(f"{node}/{leaf}", retry=True)
+                with contextlib.suppress(NoNodeError, NotEmptyError):
+                    self.zk.delete(node, retry=True)
+            with contextlib.suppress(NoNodeError, NotEmptyError):
+                self.zk.delete(f"{path}/{child}", retry=True)
+
     def drop_table(
         self,
         table: str,
@@ -245,55 +318,17 @@ class Tables:
                         raise TableNotFoundError(table)
                     if expected_version is not None and head.version != expected_version:
                         raise VersionConflict(f"table {table} changed since version {expected_version}")
-                    marked = Head(
-                        head.config,
-                        head.version + 1,
-                        uuid.uuid4().hex,
-                        head.buckets,
-                        head.history_last,
-                        head.history_tail,
-                        dropping=True,
-                    )
-                    # The name guard is rewritten (same bytes) in the same multi:
-                    # only an identity allowed to drop tables may write it, so
-                    # one that may only commit cannot leave the table half dropped.
-                    txn = self.zk.transaction()
-                    txn.set_data(path, codec.encode_head(marked), version=stat.version)
-                    txn.set_data(guard, codec.encode_guard(table))
-                    head_result, guard_result = self.zk.commit(txn)
-                    if isinstance(head_result, NoAuthError) or isinstance(guard_result, NoAuthError):
-                        raise NoAuthError()
-                    if isinstance(guard_result, NoNodeError):  # left by an old crash: restore it, retry
-                        with contextlib.suppress(NodeExistsError):
-                            self.zk.create(
-                                guard, codec.encode_guard(table), acl=self.nodes.acl_at(Place.GUARD)
-                            )
+                    marked = self._mark_dropping(table, head, stat.version, expected_version)
+                    if marked is None:
                         continue
-                    if isinstance(head_result, BadVersionError):
-                        if expected_version is not None:
-                            raise VersionConflict(f"table {table} changed while dropping") from None
-                        continue
-                    if isinstance(head_result, Exception):
-                        raise head_result
-                    stat = head_result
+                    stat = marked
                 if on_marked is not None:
                     if head is not None:
                         on_marked(head.config.root, head.config)
                     else:
                         on_marked(self.roots().get(table), None)
                     on_marked = None  # once: a sweep again after a late writer does not call it
-                for child in self.zk.get_children(path, doing="listing"):
-                    for grandchild in self.zk.get_children(f"{path}/{child}", doing="listing"):
-                        node = f"{path}/{child}/{grandchild}"
-                        if grandchild.startswith(OWN_PREFIX):  # one identity's owners or leases
-                            with contextlib.suppress(NoNodeError):
-                                for leaf in self.zk.get_children(node, doing="listing"):
-                                    with contextlib.suppress(NoNodeError):
-                                        self.zk.delete(f"{node}/{leaf}", retry=True)
-                        with contextlib.suppress(NoNodeError, NotEmptyError):
-                            self.zk.delete(node, retry=True)
-                    with contextlib.suppress(NoNodeError, NotEmptyError):
-                        self.zk.delete(f"{path}/{child}", retry=True)
+                self._sweep(path)
                 try:
                     self.zk.delete(path, version=stat.version)
                 except NotEmptyError:
