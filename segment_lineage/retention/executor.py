@@ -71,6 +71,10 @@ def quiet(_message: str) -> None:
 
 @dataclass(frozen=True)
 class PassOptions:
+    """How one retention pass runs: delete or only plan, the graces, the
+    orphan scan, the fence every delete checks first, and where progress and
+    each deleted location are told."""
+
     dry_run: bool = False
     force: bool = False  # ignore the minimum grace of queued files; lift the share guard too
     allow_large_cut: bool = False  # lift the share guard only

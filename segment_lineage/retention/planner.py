@@ -61,6 +61,10 @@ __all__ = ["DEFAULT_MIN_GRACE_MS", "DEFAULT_ORPHAN_GRACE_MS", "Deletion", "Kept"
 
 @dataclass(frozen=True)
 class Plan:
+    """One table's pass as decided, before anything is written: segments to
+    condemn, files to delete once the intent is recorded, entries to remove,
+    what is kept and why, and the orphans seen, convicted or forgotten."""
+
     table: str
     condemn: dict[str, DeletionReason]  # registered segments to unregister into pending
     deletions: tuple[Deletion, ...]  # files to delete once the intent is recorded

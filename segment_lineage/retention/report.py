@@ -11,6 +11,9 @@ from segment_lineage.retention.planner import Deletion, Kept
 
 @dataclass
 class TableReport:
+    """What one pass did to one table: counts, what it planned and kept (and
+    why), errors, and a note for a table dropped before or by the pass."""
+
     table: str
     dry_run: bool
     condemned: int = 0
