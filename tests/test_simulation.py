@@ -226,6 +226,7 @@ def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
 
     import segment_lineage.mirror.admin as admin
     import segment_lineage.mirror.publisher as publisher
+    import segment_lineage.mirror.publishing as publishing
 
     @contextlib.contextmanager
     def no_hold(*_: object) -> Iterator[None]:
@@ -233,7 +234,8 @@ def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
 
     monkeypatch.setattr(publisher, "held", no_hold)
     monkeypatch.setattr(admin, "held", no_hold)
-    monkeypatch.setattr(publisher, "_still_held", lambda *_: None)
+    monkeypatch.setattr(publisher, "still_held", lambda *_: None)
+    monkeypatch.setattr(publishing, "still_held", lambda *_: None)
     monkeypatch.setattr(StoreProxy, "_mem_holds_mirror", lambda *_: True)
     result = run_seed(RunConfig(seed, steps=400))  # casts with an operator dropping mirrored tables
     assert [v.kind for v in result.violations] == [kind], describe(result)

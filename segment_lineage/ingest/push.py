@@ -200,12 +200,12 @@ def consistent_push(
         manager = manager.for_job(_check_job_id(job_id))
         earlier, job_checked = job_end(manager, table, job_id, None, 0)
         if earlier is not None and earlier.entry_id is not None:
+            say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
             done_as = PushMode.of(mode, manager.table(table).config)
-            return _repeated(
-                manager, table, job_id, earlier.entry_id, done_as, clock, began, say, "already completed"
-            )
+            return earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began)
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
+    check_mode(state, mode, interval)
     policy = SchemaPolicy.parse(schema_policy)
     target = _target(state, mode, interval, schema, policy, partitions, wall)
     ends = _Ending(reason, schema, policy, mode, time_unit, job_id, job_checked)
@@ -278,7 +278,7 @@ def _repeated(
     say: Callable[[str], None],
     when: str,
 ) -> PushResult:
-    """The result of the job's push that completed (``when``: already, or meanwhile)."""
+    """The result of the job's push that completed (``when``: meanwhile, say)."""
     say(f"job {job_id!r} {when} as entry {entry_id}: nothing to push")
     return earlier_result(manager, table, job_id, entry_id, mode, clock, began)
 
@@ -314,11 +314,10 @@ def _target(
     partitions: int,
     wall: Callable[[], float],
 ) -> PushTarget:
-    """What the push will write, once its mode, interval, schema and
-    partitions were checked against the table (PushRefusedError: nothing
-    written)."""
+    """What the push will write, once its schema and partitions were checked
+    against the table, its mode and interval already checked (PushRefusedError:
+    nothing written)."""
     table = state.config.name
-    check_mode(state, mode, interval)
     if schema is not None:
         resolve(state.config.schema, schema, policy, table, full_refresh=mode is PushMode.REFRESH)
     if partitions < 1:

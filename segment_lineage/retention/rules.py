@@ -338,9 +338,10 @@ def orphans(f: Facts, files: Iterable[FileInfo]) -> Part:
     still unreferenced a whole grace later by that clock, and (when its
     storage time is known) that old by the file system too. A marker alone
     in its folder (its files went) goes at once, with no grace of its own."""
-    at = _listing(f, files)
+    listing = list(files)
+    at = _listing(f, listing)
     again = [_second_sighting(f, at, location, first) for location, first in at.seen.items()]
-    new = [_first_sighting(at, info) for info in at.listed.values() if info.location not in at.known]
+    new = [_first_sighting(at, info) for info in listing if info.location not in at.known]
     return merge([*again, *new])
 
 
