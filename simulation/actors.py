@@ -401,10 +401,8 @@ def publisher(ctx: Ctx, ops: int) -> None:
     """``lineage mirror sync``: publishes what the commits' own publishes
     missed (a publish that failed, or lost a race), while pushes, passes and
     rollbacks go on."""
-    try:
-        from segment_lineage.mirror.publisher import sync
-    except ImportError:  # this version of the code has no mirror
-        return
+    from segment_lineage.mirror.publisher import sync
+
     for _ in range(ops):
         table = ctx.table()
         if table is None:
@@ -423,11 +421,9 @@ def remirror(ctx: Ctx, ops: int) -> None:
     it and creates a new mirrored table at its root, while publishes are
     under way (a publish must never land in the new table's log, nor leave a
     log behind a disabled mirror)."""
-    try:
-        from segment_lineage.mirror import admin
-        from segment_lineage.mirror.publisher import sync
-    except ImportError:  # this version of the code has no mirror
-        return
+    from segment_lineage.mirror import admin
+    from segment_lineage.mirror.publisher import sync
+
     world = ctx.world
     for k in range(ops):
         table = _publishing_now(ctx)
@@ -436,7 +432,7 @@ def remirror(ctx: Ctx, ops: int) -> None:
         info = world.tables[table]
         try:
             config = ctx.manager.table(table).config
-            if getattr(config, "mirror", None) is None:
+            if config.mirror is None:
                 continue
             if ctx.rng.random() < 0.4:
                 admin.disable(ctx.manager, table, "simulated")
@@ -484,14 +480,11 @@ def foreigner(ctx: Ctx, ops: int) -> None:
     foreign commit nor fold its rows into a version; retention must keep the
     files it references; a later ``mirror repair`` publishes the table's
     version over it, numbers going on."""
-    try:
-        import pyarrow as pa
-        from deltalake import CommitProperties, DeltaTable, write_deltalake
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-        from segment_lineage.mirror.errors import MirrorRefusedError, NoMirrorError
-        from segment_lineage.mirror.publisher import sync
-    except ImportError:  # this version of the code has no mirror
-        return
+    from segment_lineage.mirror.errors import MirrorRefusedError, NoMirrorError
+    from segment_lineage.mirror.publisher import sync
     from simulation.checker import FOREIGN_MARK
 
     world = ctx.world
@@ -768,10 +761,8 @@ def purger(ctx: Ctx, ops: int) -> None:
     """An operator drops a table with ``--purge`` while pushes, readers and
     retention go on: nothing but retention may change it after that, a
     reader's pin keeps its files, and the table goes once they are gone."""
-    try:
-        from segment_lineage.mirror.admin import purge
-    except ImportError:  # this version of the code has no purge
-        return
+    from segment_lineage.mirror.admin import purge
+
     for _ in range(ops):
         ctx.world.sleep(ctx.rng.uniform(0.5, 3.0))  # something to purge first
         table = ctx.table()
@@ -791,7 +782,7 @@ def purger(ctx: Ctx, ops: int) -> None:
             ctx.note(f"purging {table}: {done.change.segments} segment(s) queued")
             break
         with contextlib.suppress(LineageError):
-            if not getattr(ctx.manager.table(table).config, "purging_ms", None):
+            if ctx.manager.table(table).config.purging_ms is None:
                 ctx.world.purging.discard(table)
 
 

@@ -320,9 +320,9 @@ class Checker:
                     protected[path] = (
                         f"queued, of running push {pend.entry_id[:8]} of {table} ({pend.reason.value})"
                     )
-            if getattr(state.config, "mirror", None) is not None:
+            if state.config.mirror is not None:
                 self._mirror(table, info.path, state, protected)
-            elif hasattr(state.config, "mirror"):
+            else:
                 self._no_mirror(table, info.path)
             tags = {push_tag(e) for e in running}
             if tags:
@@ -732,7 +732,7 @@ class Checker:
             if any(d.startswith(info.path.rstrip("/") + "/") for d in self.world.state_dirs):
                 continue  # a ZooKeeper server's home left under its root: retention refuses it, rightly
             state = store.read(table).state
-            if getattr(state.config, "purging_ms", None) is not None and not any(
+            if state.config.purging_ms is not None and not any(
                 p.reason.value == "ORPHAN_SEEN" for p in state.pending.values()
             ):
                 self.flag(

@@ -138,7 +138,7 @@ class RunResult:
 
 def failpoint_names() -> list[str]:
     names = [*failpoints.PUSH_POINTS, *failpoints.STORE_POINTS, *failpoints.RETENTION_POINTS]
-    names += getattr(failpoints, "MIRROR_POINTS", ())  # where this version of the code has a mirror
+    names += failpoints.MIRROR_POINTS
     for op in Operation:
         names += [f"{commit_step(op)}.before-commit", f"{commit_step(op)}.after-commit"]
     return names

@@ -119,11 +119,9 @@ class World:
         return made
 
     def _mirror_hook(self, actor: str) -> Any:
-        """The CLI's publish-after-commit hook (where this version of the code has a mirror)."""
-        try:
-            from segment_lineage.mirror.hook import publish_after
-        except ImportError:
-            return None
+        """The CLI's publish-after-commit hook."""
+        from segment_lineage.mirror.hook import publish_after
+
         return publish_after(lambda text: self.mirror_warnings.append((actor, text)))
 
     @staticmethod
