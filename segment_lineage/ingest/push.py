@@ -217,9 +217,8 @@ def consistent_push(
                     replaced, replaced_rows, cleaned = _begin(run, ends, owner_wait_s, clock, sleep, say)
                 except JobDone as done:  # completed meanwhile, by another attempt of the job
                     assert job_id is not None
-                    return _repeated(
-                        manager, table, job_id, done.entry_id, mode, clock, began, say, "completed meanwhile"
-                    )
+                    say(f"job {job_id!r} completed meanwhile as entry {done.entry_id}: nothing to push")
+                    return earlier_result(manager, table, job_id, done.entry_id, mode, clock, began)
                 written = _write_and_end(run, write, ends, say)
         except BaseException as exc:
             error = run.failure(exc, job_id)
@@ -265,22 +264,6 @@ def _result(
         replaced=len(replaced), seconds=seconds, cleaned=cleaned, job_id=job_id,
         replaced_rows=replaced_rows, hides_appended=hides,
     )  # fmt: skip
-
-
-def _repeated(
-    manager: LineageManager,
-    table: str,
-    job_id: str,
-    entry_id: str,
-    mode: PushMode,
-    clock: Callable[[], float],
-    began: float,
-    say: Callable[[str], None],
-    when: str,
-) -> PushResult:
-    """The result of the job's push that completed (``when``: meanwhile, say)."""
-    say(f"job {job_id!r} {when} as entry {entry_id}: nothing to push")
-    return earlier_result(manager, table, job_id, entry_id, mode, clock, began)
 
 
 def _begin(

@@ -93,10 +93,7 @@ class Facts:
     visible: frozenset[str]
     pinned_names: frozenset[str]  # segments visible in a pinned version
     pinned_locations: frozenset[str]  # files of held segments in pinned versions, and mirrored files
-
-    @property
-    def protected(self) -> frozenset[str]:
-        return self.visible | self.held
+    protected: frozenset[str]  # visible now, or held: computed once, every entry's rule reads it
 
 
 def facts(
@@ -112,6 +109,7 @@ def facts(
     locations = {
         seg.location for version in versions for seg in version.segments.values() if seg.name in held
     }
+    visible = frozenset(visible_names(state))
     return Facts(
         state=state,
         policy=policy,
@@ -120,9 +118,10 @@ def facts(
         mirrored=mirrored,
         readers=frozenset(readers),
         held=frozenset(held),
-        visible=frozenset(visible_names(state)),
+        visible=visible,
         pinned_names=frozenset(name for version in versions for name in visible_names(version)),
         pinned_locations=frozenset(locations | mirrored),
+        protected=visible | held,
     )
 
 
