@@ -83,7 +83,7 @@ def nothing_referenced_deleted(m: LineageManager, table: str, events: list[dict[
         f"{s.location} deleted but still registered" for s in state.segments.values() if s.location in deleted
     ]
     root = Path(DeepStore.for_root(state.config.root).base)
-    states = [state, *m.store.pinned_states(table)]
+    states = [state, *m.store.pins.pinned_states(table)]
     for version in states:
         for seg in visible_segments(version):
             if not (root / seg.location).exists():

@@ -639,7 +639,7 @@ def hog(ctx: Ctx, ops: int) -> None:
         for n in range(ctx.rng.randint(10, 40)):
             try:
                 seen, holder = ctx.store.read(table).floor, f"hog{ctx.actor.aid}x{k}x{n}"
-                ctx.store.take_floor(table, seen, holder, ctx.store.now_ms() + FLOOR_MS)
+                ctx.store.floors.take(table, seen, holder, ctx.store.now_ms() + FLOOR_MS)
             except LineageError as exc:
                 ctx.failed(f"hog {table}", exc)
                 break

@@ -275,13 +275,13 @@ class Checker:
                 continue
             try:
                 state = store.read(table).state
-                live = {lease.lease_id for lease in store.leases(table)}
+                live = {lease.lease_id for lease in store.pins.leases(table)}
                 pinned = [
                     (lease_id, held)
                     for (name, lease_id), held in self.world.accepted.items()
                     if name == table and lease_id in live
                 ]
-                owners = store.live_owners(table)
+                owners = store.holds("owner").live(table)
             except LineageError as exc:
                 self.flag("unreadable", f"table {table}: {exc.message}")
                 continue
@@ -691,7 +691,7 @@ class Checker:
         for aid, service in sorted(self.world.daemons.items()):
             ownership = service.owners
             proxy = getattr(ownership, "store", None)
-            session = getattr(proxy, "session", None)
+            session = getattr(proxy, "sim_session", None)
             if session is None or not session.alive or getattr(proxy, "dead", True):
                 continue
             for table, candidacy in getattr(ownership, "_candidacies", {}).items():
@@ -707,7 +707,7 @@ class Checker:
         by the next check (daemons given different tables each clean theirs;
         one leader for every daemon's tables would leave the others' alone)."""
         proxy = getattr(service.owners, "store", None)
-        session = getattr(proxy, "session", None)
+        session = getattr(proxy, "sim_session", None)
         candidacies = getattr(service.owners, "_candidacies", {})
         for table, owner in sorted(service.owners.owners().items()):
             # Tested: an owner seen (None: its check found none, as when its join was
@@ -716,13 +716,13 @@ class Checker:
             current = (
                 session is not None and getattr(candidacies.get(table), "session", None) == session.number
             )
-            if owner is not None and current and not self.world.store.election(owner_role(table)):
+            if owner is not None and current and not self.world.store.elections.members(owner_role(table)):
                 self.flag("unowned-table", f"{table}: no candidate in its election after a daemon's check")
 
     def check_converged(self) -> None:
         store = self.world.store
         if self.world.daemons:
-            left = [m for t in store.list_tables() for m in store.election(owner_role(t))]
+            left = [m for t in store.list_tables() for m in store.elections.members(owner_role(t))]
             if left:
                 self.flag("not-converged", f"election members left after every daemon stopped: {left}")
         for table in store.list_tables():
@@ -740,7 +740,7 @@ class Checker:
                     f"{table}: purged, still there after quiescent passes "
                     f"({len(state.segments)} segment(s), {len(state.pending)} file(s) queued)",
                 )
-            owners = store.live_owners(table)
+            owners = store.holds("owner").live(table)
             stale = [
                 e.entry_id[:8]
                 for e in state.entries.values()

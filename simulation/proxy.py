@@ -19,7 +19,7 @@ from segment_lineage.lineage.core import errors as lineage_errors
 from segment_lineage.lineage.core.acl import ADMIN_ROLE, READER
 from segment_lineage.lineage.core.errors import AuthError, StoreUnavailableError
 from segment_lineage.lineage.core.model import Operation
-from segment_lineage.lineage.store.contract import Lease, Member, Store, WriteOutcomeUnknown
+from segment_lineage.lineage.store.contract import LOCK, Lease, Member, Store, WriteOutcomeUnknown
 from segment_lineage.retention.errors import FencedError
 
 Switch = Callable[[str], None]
@@ -75,7 +75,7 @@ class StoreProxy:
         self._on_ack = on_ack
         self.zookeeper = zookeeper
         self._expire_zk = expire
-        self.session = sessions.new()
+        self.sim_session = sessions.new()
         self.lose_next_write: bool | None = None  # armed fault: the next write's answer is lost
         self.dead = False
         self.calling: str | None = None  # the store call under way (ZooKeeper: its requests' labels)
@@ -93,7 +93,7 @@ class StoreProxy:
 
     def end_session(self) -> None:
         """The session ends (expiry or the process's death): its ephemerals go."""
-        old = self.session
+        old = self.sim_session
         old.alive = False
         self.lapsed |= old.owners
         if self.zookeeper:
@@ -101,21 +101,21 @@ class StoreProxy:
                 self._expire_zk()
         else:
             for table, entry in sorted(old.owners):
-                self.inner.release_owner(table, entry)
+                self.inner.holds("owner").release(table, entry)
             for lease in old.leases.values():
-                self.inner.release(lease)
+                self.inner.pins.release(lease)
             for role, member in sorted(old.members):
-                self.inner.leave_election(role, member)
+                self.inner.elections.leave(role, member)
                 self._sessions.members.pop(member, None)
             for table, ticket in sorted(old.tickets):
-                self.inner.leave_queue(table, ticket)
+                self.inner.queues.leave(table, ticket)
         for table in old.passes:
             if self._sessions.passes.get(table) is old:
                 del self._sessions.passes[table]
         for table in old.mirrors:
             if self._sessions.mirrors.get(table) is old:
                 del self._sessions.mirrors[table]
-        self.session = self._sessions.new()
+        self.sim_session = self._sessions.new()
 
     def crash(self) -> None:
         self.dead = True
@@ -124,10 +124,10 @@ class StoreProxy:
     def fence(self) -> Callable[[], None]:
         """A retention fence on this actor's session (what ``session_fence``
         does on ZooKeeper): once the session it began in is gone, stop."""
-        began = self.session
+        began = self.sim_session
 
         def fence() -> None:
-            if self.dead or self.session is not began:
+            if self.dead or self.sim_session is not began:
                 raise FencedError("the pass's session ended; it stopped")
 
         return fence
@@ -135,6 +135,10 @@ class StoreProxy:
     # ---- calls ---------------------------------------------------------------------
 
     def __getattr__(self, name: str) -> Any:
+        if name == "holds":
+            return lambda kind: Recipe(self, f"holds:{kind}", self.inner.holds(kind))
+        if name in RECIPES:
+            return Recipe(self, name, getattr(self.inner, name))
         attr = getattr(self.inner, name)
         if name.startswith("_") or not callable(attr):
             return attr
@@ -167,7 +171,7 @@ class StoreProxy:
         if name == "find_commit" and result is not None:
             self._on_ack(args[0], args[1], result.version)
         if self.zookeeper and name == "hold_owner":  # the memory backend's own does this
-            self.session.owners.add((args[0], args[1]))
+            self.sim_session.owners.add((args[0], args[1]))
         self._switch(f"store.{name}.done")
         return result
 
@@ -209,22 +213,25 @@ class StoreProxy:
     def _mem_join_queue(self, fn: Callable[..., Any], table: str, commit_id: str) -> str | None:
         ticket: str | None = fn(table, commit_id)
         if ticket is not None:
-            self.session.tickets.add((table, ticket))
+            self.sim_session.tickets.add((table, ticket))
         return ticket
 
     def _mem_leave_queue(self, fn: Callable[..., Any], table: str, ticket: str) -> None:
-        if (table, ticket) in self.session.tickets:  # a lapsed session's ticket went with it
+        if (table, ticket) in self.sim_session.tickets:  # a lapsed session's ticket went with it
             fn(table, ticket)
-            self.session.tickets.discard((table, ticket))
+            self.sim_session.tickets.discard((table, ticket))
 
     def _mem_hold_owner(self, fn: Callable[..., Any], table: str, entry_id: str) -> None:
         fn(table, entry_id)
-        self.session.owners.add((table, entry_id))
+        self.sim_session.owners.add((table, entry_id))
 
     def _mem_release_owner(self, fn: Callable[..., Any], table: str, entry_id: str) -> None:
-        if (table, entry_id) in self.session.owners:  # a lapsed session's owner is someone's else to judge
+        if (
+            table,
+            entry_id,
+        ) in self.sim_session.owners:  # a lapsed session's: not ours to judge
             fn(table, entry_id)
-            self.session.owners.discard((table, entry_id))
+            self.sim_session.owners.discard((table, entry_id))
 
     def _mem_pin(self, fn: Callable[..., Any], table: str, version: int | None = None) -> Lease:
         if version is None:
@@ -233,43 +240,43 @@ class StoreProxy:
             version = self.inner.read(table).state.version
             self._switch("store.pin.lease")
         lease: Lease = fn(table, version)
-        self.session.leases[lease.lease_id] = lease
+        self.sim_session.leases[lease.lease_id] = lease
         return lease
 
     def _mem_release(self, fn: Callable[..., Any], lease: Lease) -> None:
-        if self.session.leases.pop(lease.lease_id, None) is not None:
+        if self.sim_session.leases.pop(lease.lease_id, None) is not None:
             fn(lease)
 
-    def _mem_hold_pass(self, _fn: Callable[..., Any], table: str) -> None:
+    def _mem_hold_pass(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> None:
         self.inner.read(table)
-        holder = self._sessions.passes.setdefault(table, self.session)
-        if holder is not self.session:
+        holder = self._sessions.passes.setdefault(table, self.sim_session)
+        if holder is not self.sim_session:
             raise lineage_errors.PassRunningError(table)
-        self.session.passes.add(table)
+        self.sim_session.passes.add(table)
 
-    def _mem_holds_pass(self, _fn: Callable[..., Any], table: str) -> bool:
-        return self._sessions.passes.get(table) is self.session
+    def _mem_holds_pass(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> bool:
+        return self._sessions.passes.get(table) is self.sim_session
 
-    def _mem_release_pass(self, _fn: Callable[..., Any], table: str) -> None:
-        if self._sessions.passes.get(table) is self.session:
+    def _mem_release_pass(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> None:
+        if self._sessions.passes.get(table) is self.sim_session:
             del self._sessions.passes[table]
-        self.session.passes.discard(table)
+        self.sim_session.passes.discard(table)
 
-    def _mem_hold_mirror(self, _fn: Callable[..., Any], table: str) -> None:
+    def _mem_hold_mirror(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> None:
         self.inner.read(table)
         holder = self._sessions.mirrors.get(table)
-        if holder is not None or table in self.session.mirrors:
+        if holder is not None or table in self.sim_session.mirrors:
             raise lineage_errors.MirrorHeldError(table)
-        self._sessions.mirrors[table] = self.session
-        self.session.mirrors.add(table)
+        self._sessions.mirrors[table] = self.sim_session
+        self.sim_session.mirrors.add(table)
 
-    def _mem_holds_mirror(self, _fn: Callable[..., Any], table: str) -> bool:
-        return self._sessions.mirrors.get(table) is self.session
+    def _mem_holds_mirror(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> bool:
+        return self._sessions.mirrors.get(table) is self.sim_session
 
-    def _mem_release_mirror(self, _fn: Callable[..., Any], table: str) -> None:
-        if self._sessions.mirrors.get(table) is self.session:
+    def _mem_release_mirror(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> None:
+        if self._sessions.mirrors.get(table) is self.sim_session:
             del self._sessions.mirrors[table]
-        self.session.mirrors.discard(table)
+        self.sim_session.mirrors.discard(table)
 
     def _mem_drop_table(self, fn: Callable[..., Any], table: str, *args: Any, **kwargs: Any) -> None:
         fn(table, *args, **kwargs)
@@ -281,10 +288,10 @@ class StoreProxy:
         return not self.dead
 
     def _mem_session_id(self, _fn: Callable[..., Any]) -> int | None:
-        return None if self.dead else self.session.number
+        return None if self.dead else self.sim_session.number
 
     def _mem_session_alive(self, _fn: Callable[..., Any], since: int) -> bool:
-        return not self.dead and self.session.alive and self.session.number == since
+        return not self.dead and self.sim_session.alive and self.sim_session.number == since
 
     def _mem_confirm_session(self, _fn: Callable[..., Any]) -> None:
         if self.dead:
@@ -295,8 +302,8 @@ class StoreProxy:
         if landed is False:
             raise StoreUnavailableError("simulated: the join was lost before it was applied")
         member: str = fn(role, identity)
-        self.session.members.add((role, member))
-        self._sessions.members[member] = self.session
+        self.sim_session.members.add((role, member))
+        self._sessions.members[member] = self.sim_session
         if landed:
             raise StoreUnavailableError("simulated: joined, but the answer was lost")
         return member
@@ -313,6 +320,57 @@ class StoreProxy:
         holder = self._sessions.members.pop(name, None)
         if holder is not None:
             holder.members.discard((role, name))
+
+
+# Each recipe call is one request, named as the store's own calls are
+# (``hold_owner``, ``join_queue``...): the faults aim at these names.
+RECIPES = ("queues", "floors", "pins", "elections", "session")
+LABELS = {
+    **{
+        (f"holds:{kind}", verb): f"{verb}_{kind}" if verb != "holds" else f"holds_{kind}"
+        for kind in ("owner", "pass", "mirror")
+        for verb in ("hold", "holds", "release")
+    },
+    ("holds:owner", "live"): "live_owners",
+    ("queues", "join"): "join_queue",
+    ("queues", "await_turn"): "await_turn",
+    ("queues", "leave"): "leave_queue",
+    ("floors", "take"): "take_floor",
+    ("floors", "leave"): "leave_floor",
+    ("pins", "pin"): "pin",
+    ("pins", "release"): "release",
+    ("pins", "leases"): "leases",
+    ("pins", "pinned_states"): "pinned_states",
+    ("pins", "ignored"): "ignored_leases",
+    ("elections", "join"): "join_election",
+    ("elections", "members"): "election",
+    ("elections", "member"): "election_member",
+    ("elections", "leave"): "leave_election",
+    ("session", "connected"): "connected",
+    ("session", "id"): "session_id",
+    ("session", "alive"): "session_alive",
+    ("session", "confirm"): "confirm_session",
+}
+
+
+class Recipe:
+    """One coordination recipe of the store, its calls sent through the actor's proxy."""
+
+    def __init__(self, proxy: StoreProxy, recipe: str, inner: Any) -> None:
+        self._proxy = proxy
+        self._recipe = recipe
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        label = LABELS.get((self._recipe, name))
+        if label is None or not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._proxy._call(label, attr, args, kwargs)
+
+        return call
 
 
 class ClientProxy:

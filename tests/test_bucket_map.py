@@ -223,7 +223,7 @@ def test_a_rollback_whose_target_lost_a_bucket_fails_at_once_naming_it(zk_hosts:
     gone = old_ids - set(fresh.read("lost").token.head.buckets["segments"])  # type: ignore[attr-defined]
     assert gone
     for blob in gone:
-        fresh.client.delete(f"{fresh.head_path('lost')}/blobs/{blob}")
+        fresh.client.delete(f"{fresh.paths.head('lost')}/blobs/{blob}")
     writes: list[object] = []
     real = fresh.write
     fresh.write = lambda *a, **k: writes.append(a) or real(*a, **k)  # type: ignore[method-assign]

@@ -756,10 +756,10 @@ def test_table_show_names_the_commit_holding_the_floor(zk_hosts: str, tmp_path: 
     assert code == 0 and "floor" not in json.loads(out)
     store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
     try:
-        assert store.take_floor("events", store.read("events").floor, "big-commit", store.now_ms() + 30_000)
+        assert store.floors.take("events", store.read("events").floor, "big-commit", store.now_ms() + 30_000)
         code, out, _ = run(zk_hosts, "table", "show", "events")
         assert code == 0 and "held by commit big-commit until 20" in out, out
-        store.leave_floor("events", "big-commit")
+        store.floors.leave("events", "big-commit")
     finally:
         store.close()
     code, out, _ = run(zk_hosts, "--json", "table", "show", "events")

@@ -251,18 +251,18 @@ def test_a_floor_is_waited_on_no_longer_than_its_limit_and_polled_gently() -> No
     policy = RetryPolicy(deadline_s=120, sleep=time.sleep, clock=lambda: time.s)
     m = LineageManager(store, retry=policy)
     m.create_table(TableConfig.build("t", "/data/t"))
-    assert store.take_floor("t", store.read("t").floor, "far-ahead", time.ms() + 86_400_000)
+    assert store.floors.take("t", store.read("t").floor, "far-ahead", time.ms() + 86_400_000)
     m.register_segments("t", [Segment("z", "z.parquet", rows=1, size_bytes=1)])
     assert time.sleeps == 0  # not waited on at all
     began = time.s
-    assert store.take_floor("t", store.read("t").floor, "ghost-commit", time.ms() + FLOOR_MS)
+    assert store.floors.take("t", store.read("t").floor, "ghost-commit", time.ms() + FLOOR_MS)
     m.register_segments("t", [Segment("a", "a.parquet", rows=1, size_bytes=1)])
     assert FLOOR_BUDGET_S - 1 <= time.s - began <= FLOOR_BUDGET_S + 2
     assert time.sleeps <= 80  # not a busy loop
     short = LineageManager(
         store, retry=RetryPolicy(deadline_s=FLOOR_BUDGET_S / 2, sleep=time.sleep, clock=lambda: time.s)
     )
-    assert store.take_floor("t", store.read("t").floor, "ghost-commit-2", time.ms() + FLOOR_MS)
+    assert store.floors.take("t", store.read("t").floor, "ghost-commit-2", time.ms() + FLOOR_MS)
     with pytest.raises(ContentionError, match="commit ghost-co held the table's floor until 20"):
         short.register_segments("t", [Segment("b", "b.parquet", rows=1, size_bytes=1)])
 
@@ -271,6 +271,7 @@ def test_a_refused_take_of_the_floor_only_means_going_on_without_it(monkeypatch:
     from segment_lineage.lineage.core.errors import AuthError
     from segment_lineage.lineage.store.contract import VersionConflict
     from segment_lineage.lineage.store.memory import MemoryStore
+    from segment_lineage.lineage.store.memory_recipes import MemoryFloors
 
     time = VirtualTime()
     store = MemoryStore(clock=time.ms)
@@ -289,7 +290,7 @@ def test_a_refused_take_of_the_floor_only_means_going_on_without_it(monkeypatch:
         raise AuthError("ZooKeeper refused taking the floor: not authorised")
 
     monkeypatch.setattr(MemoryStore, "write", loses_four_races)
-    monkeypatch.setattr(MemoryStore, "take_floor", refused)
+    monkeypatch.setattr(MemoryFloors, "take", refused)
     m.register_segments("t", [Segment("a", "a.parquet", rows=1, size_bytes=1)])
     assert "a" in m.table("t").segments and lost[0] == 4
 
@@ -300,6 +301,7 @@ def test_a_writer_whose_floor_lapsed_while_it_kept_losing_takes_it_again(
     from segment_lineage.lineage.manager import FLOOR_MS
     from segment_lineage.lineage.store.contract import VersionConflict
     from segment_lineage.lineage.store.memory import MemoryStore
+    from segment_lineage.lineage.store.memory_recipes import MemoryFloors
 
     time = VirtualTime()
     store = MemoryStore(clock=time.ms)
@@ -307,7 +309,7 @@ def test_a_writer_whose_floor_lapsed_while_it_kept_losing_takes_it_again(
         store, retry=RetryPolicy(deadline_s=600, max_attempts=10_000, sleep=time.sleep, clock=lambda: time.s)
     )
     m.create_table(TableConfig.build("t", "/data/t"))
-    real_write, real_take = MemoryStore.write, MemoryStore.take_floor
+    real_write, real_take = MemoryStore.write, MemoryFloors.take
     takes: list[int] = []  # in the store's milliseconds, the clock the floor is judged by
 
     def slow_and_losing(self: MemoryStore, *args: Any, **kwargs: Any) -> Any:
@@ -316,12 +318,12 @@ def test_a_writer_whose_floor_lapsed_while_it_kept_losing_takes_it_again(
             raise VersionConflict("another writer was first")
         return real_write(self, *args, **kwargs)
 
-    def counted(self: MemoryStore, *args: Any) -> bool:
+    def counted(self: MemoryFloors, *args: Any) -> bool:
         takes.append(time.ms())
         return real_take(self, *args)
 
     monkeypatch.setattr(MemoryStore, "write", slow_and_losing)
-    monkeypatch.setattr(MemoryStore, "take_floor", counted)
+    monkeypatch.setattr(MemoryFloors, "take", counted)
     m.register_segments("t", [Segment("a", "a.parquet", rows=1, size_bytes=1)])
     assert len(takes) >= 2 and takes[1] - takes[0] >= FLOOR_MS  # taken again once lapsed
 
@@ -340,13 +342,13 @@ def test_a_writer_queues_after_a_lost_race_and_commits_in_turn() -> None:
     store = MemoryStore(clock=time.ms)
     LineageManager(store).create_table(TableConfig.build("q", "/data/q"))
     waited: list[str] = []
-    real_await = store.await_turn
+    real_await = store.queues.await_turn
 
     def awaiting(table: str, ahead: str, timeout_s: float) -> bool:
         waited.append(ahead)
         return real_await(table, ahead, timeout_s)
 
-    store.await_turn = awaiting  # type: ignore[method-assign]
+    store.queues.await_turn = awaiting  # type: ignore[method-assign]
 
     def snap() -> Any:
         return store.read_now("q")[0]
@@ -357,13 +359,13 @@ def test_a_writer_queues_after_a_lost_race_and_commits_in_turn() -> None:
     assert use.wait(snap(), lost=1, budget_s=60) is False  # at the front: commit
     use.leave()
 
-    ahead = store.join_queue("q", "other")
+    ahead = store.queues.join("q", "other")
     assert ahead is not None
     late = _QueueUse(store, "q", "late", time.sleep, lambda: time.s)
     assert late.wait(snap(), lost=0, budget_s=60) is False and late.ticket is None  # a newcomer races
     assert late.wait(snap(), lost=1, budget_s=60) is True and late.ticket is not None  # lost: queue
     assert late.wait(snap(), lost=1, budget_s=60) is True and waited == [ahead]  # behind: wait on it
-    store.leave_queue("q", late.ticket)  # taken away (its session lapsed, say)
+    store.queues.leave("q", late.ticket)  # taken away (its session lapsed, say)
     assert late.wait(snap(), lost=1, budget_s=60) is True and late.ticket is not None  # a new one
     assert late.wait(snap(), lost=1, budget_s=60) is True and waited == [ahead, ahead]  # still behind it
     time.s += QUEUE_PATIENCE_S + 1  # the ticket ahead stands still
@@ -376,8 +378,8 @@ def test_a_writer_queues_after_a_lost_race_and_commits_in_turn() -> None:
     assert again.wait(snap(), lost=1, budget_s=60) is True and again.ticket is not None
     assert again.wait(snap(), lost=1, budget_s=60) is False  # known to stand still: not waited on again
     again.leave()
-    store.leave_queue("q", ahead)
+    store.queues.leave("q", ahead)
 
-    store.join_queue = lambda table, commit_id: None  # type: ignore[method-assign]
+    store.queues.join = lambda table, commit_id: None  # type: ignore[method-assign]
     off = _QueueUse(store, "q", "off", time.sleep, lambda: time.s)
     assert off.wait(snap(), lost=3, budget_s=60) is False and off.off  # no queue kept: commit

@@ -113,18 +113,18 @@ def test_the_commit_queue_keeps_tickets_in_order_until_they_leave(
     manager: LineageManager, table: str
 ) -> None:
     store = manager.store
-    first, second = store.join_queue(table, "c1"), store.join_queue(table, "c2")
+    first, second = store.queues.join(table, "c1"), store.queues.join(table, "c2")
     assert first is not None and second is not None
     assert store.read_now(table)[0].queue == (first, second)
-    assert store.await_turn(table, first, 0.0) is False  # still there
-    store.leave_queue(table, first)
-    assert store.await_turn(table, first, 0.0) is True
+    assert store.queues.await_turn(table, first, 0.0) is False  # still there
+    store.queues.leave(table, first)
+    assert store.queues.await_turn(table, first, 0.0) is True
     assert store.read_now(table)[0].queue == (second,)
-    store.leave_queue(table, second)
-    store.leave_queue(table, second)  # twice: nothing to do
+    store.queues.leave(table, second)
+    store.queues.leave(table, second)  # twice: nothing to do
     assert store.read_now(table)[0].queue == ()
     with pytest.raises(TableNotFoundError):
-        store.join_queue("no_such_table", "c3")
+        store.queues.join("no_such_table", "c3")
 
 
 def test_a_stale_snapshot_cannot_be_swapped_in(manager: LineageManager, table: str) -> None:
@@ -578,12 +578,14 @@ def test_overlapping_replace_range_intents_conflict_even_with_no_segments(manage
 
 def test_force_cleanup_spares_a_push_whose_owner_is_alive(manager: LineageManager, table: str) -> None:
     running = manager.start_replace(T, ["s1"], ["n1"], hold="0s")
-    manager.store.hold_owner(T, running)
-    assert manager.store.live_owners(T) == frozenset({running})
+    manager.store.holds("owner").hold(T, running)
+    assert manager.store.holds("owner").live(T) == frozenset({running})
     with pytest.raises(ConflictError, match="still running"):
-        manager.start_replace(T, ["s1"], ["m1"], force_cleanup=True, live_owners=manager.store.live_owners(T))
-    manager.store.release_owner(T, running)
-    assert manager.store.live_owners(T) == frozenset()
+        manager.start_replace(
+            T, ["s1"], ["m1"], force_cleanup=True, live_owners=manager.store.holds("owner").live(T)
+        )
+    manager.store.holds("owner").release(T, running)
+    assert manager.store.holds("owner").live(T) == frozenset()
     manager.start_replace(T, ["s1"], ["m1"], force_cleanup=True, live_owners=frozenset())
     assert manager.table(T).entries[running].state is EntryState.REVERTED
 
@@ -596,26 +598,28 @@ def test_force_cleanup_takes_an_abandoned_entry_it_shares_nothing_with(
     holds it; with the owners unknown (Pinot's rule) only overlaps go."""
     dead = manager.start_replace(T, [], ["a1"], hold="0s")
     alive = manager.start_replace(T, [], ["a2"], hold="0s")
-    manager.store.hold_owner(T, alive)
+    manager.store.holds("owner").hold(T, alive)
     by_hand = manager.start_replace(T, [], ["a3"])  # held for the table's entry cleanup retention
     manager.start_replace(T, [], ["b1"], force_cleanup=True)  # owners unknown: nothing taken
     assert manager.table(T).entries[dead].state is EntryState.IN_PROGRESS
-    done = manager.open_replace(T, [], ["b2"], force_cleanup=True, live_owners=manager.store.live_owners(T))
+    done = manager.open_replace(
+        T, [], ["b2"], force_cleanup=True, live_owners=manager.store.holds("owner").live(T)
+    )
     assert done.change.cleaned == (dead,)
     entries = manager.table(T).entries
     assert entries[dead].state is EntryState.REVERTED
     assert entries[alive].state is EntryState.IN_PROGRESS and entries[by_hand].state is EntryState.IN_PROGRESS
-    manager.store.release_owner(T, alive)
+    manager.store.holds("owner").release(T, alive)
 
 
 def test_leases_pin_a_version_until_released(manager: LineageManager, table: str) -> None:
-    lease = manager.store.pin(T)
+    lease = manager.store.pins.pin(T)
     assert [s for s in lease.state.segments] == ["s1", "s2", "s3"]
     manager.register_segments(T, [seg("later")])
-    infos = manager.store.leases(T)
+    infos = manager.store.pins.leases(T)
     assert [(i.lease_id, i.version) for i in infos] == [(lease.lease_id, lease.state.version)]
-    manager.store.release(lease)
-    assert manager.store.leases(T) == []
+    manager.store.pins.release(lease)
+    assert manager.store.pins.leases(T) == []
 
 
 def test_a_drop_calls_back_once_the_table_is_marked_and_again_when_finished_later(
@@ -654,17 +658,17 @@ def test_a_mirror_hold_is_one_holders_until_released_and_goes_with_the_table(
 ) -> None:
     store = manager.store
     with pytest.raises(TableNotFoundError):
-        store.hold_mirror("nope")
-    store.hold_mirror(T)
-    assert store.holds_mirror(T)
+        store.holds("mirror").hold("nope")
+    store.holds("mirror").hold(T)
+    assert store.holds("mirror").holds(T)
     with pytest.raises(MirrorHeldError):
-        store.hold_mirror(T)  # held: not again, not even by its own holder
-    store.release_mirror(T)
-    assert not store.holds_mirror(T)
-    store.hold_mirror(T)
+        store.holds("mirror").hold(T)  # held: not again, not even by its own holder
+    store.holds("mirror").release(T)
+    assert not store.holds("mirror").holds(T)
+    store.holds("mirror").hold(T)
     manager.drop_table(T, force=True)
-    assert not store.holds_mirror(T)  # dropped with the table
-    store.release_mirror(T)  # and releasing what is gone is no error
+    assert not store.holds("mirror").holds(T)  # dropped with the table
+    store.holds("mirror").release(T)  # and releasing what is gone is no error
 
 
 def test_queue_files_refuses_registered_segments(manager: LineageManager, table: str) -> None:
@@ -675,31 +679,31 @@ def test_queue_files_refuses_registered_segments(manager: LineageManager, table:
 
 
 def test_pinned_states_rebuild_what_readers_hold(manager: LineageManager, table: str) -> None:
-    lease = manager.store.pin(T)
+    lease = manager.store.pins.pin(T)
     entry = push(manager, ["s1", "s2", "s3"], ["n1"])
-    pinned = manager.store.pinned_states(T)
+    pinned = manager.store.pins.pinned_states(T)
     assert [p.version for p in pinned] == [lease.state.version]
     assert sorted(pinned[0].segments) == ["s1", "s2", "s3"] and entry not in pinned[0].entries
-    manager.store.release(lease)
-    assert manager.store.pinned_states(T) == []
+    manager.store.pins.release(lease)
+    assert manager.store.pins.pinned_states(T) == []
 
 
 def test_an_election_leads_in_join_order_and_forgets_who_leaves(manager: LineageManager) -> None:
     store = manager.store
-    session = store.session_id()
-    assert session is not None and store.session_alive(session) and store.connected()
-    store.confirm_session()
-    assert store.election("retention") == []
-    first = store.join_election("retention", "host-a:1")
-    second = store.join_election("retention", "hôst-b:2")
-    assert store.election("retention") == [first, second]
-    member = store.election_member("retention", second)
+    session = store.session.id()
+    assert session is not None and store.session.alive(session) and store.session.connected()
+    store.session.confirm()
+    assert store.elections.members("retention") == []
+    first = store.elections.join("retention", "host-a:1")
+    second = store.elections.join("retention", "hôst-b:2")
+    assert store.elections.members("retention") == [first, second]
+    member = store.elections.member("retention", second)
     assert member is not None and member.identity == "hôst-b:2" and member.session == session
-    store.leave_election("retention", first)
-    store.leave_election("retention", first)  # gone already: fine
-    assert store.election("retention") == [second]
-    assert store.election_member("retention", first) is None
-    assert store.election("other") == []
+    store.elections.leave("retention", first)
+    store.elections.leave("retention", first)  # gone already: fine
+    assert store.elections.members("retention") == [second]
+    assert store.elections.member("retention", first) is None
+    assert store.elections.members("other") == []
 
 
 def test_a_leader_holds_its_term_until_it_resigns(manager: LineageManager) -> None:
@@ -711,7 +715,7 @@ def test_a_leader_holds_its_term_until_it_resigns(manager: LineageManager) -> No
     # line: the candidate removes it rather than wait behind itself forever.
     leader = Leadership(store, "retention", "a", clock=lambda: now[0])
     joined: list[str] = []
-    real_join = store.join_election
+    real_join = store.elections.join
 
     def lost_answer(role: str, identity: str) -> str:
         joined.append(real_join(role, identity))
@@ -719,22 +723,22 @@ def test_a_leader_holds_its_term_until_it_resigns(manager: LineageManager) -> No
             raise StoreUnavailableError("the answer was lost")
         return joined[-1]
 
-    store.join_election = lost_answer  # type: ignore[method-assign]
+    store.elections.join = lost_answer  # type: ignore[method-assign]
     try:
         assert leader.check() is None  # the join's answer was lost
         other = Leadership(store, "retention", "b", clock=lambda: now[0])  # same session, not ours
         assert leader.check() is None and leader.leader_identity == "a"
-        assert joined[0] not in store.election("retention")
+        assert joined[0] not in store.elections.members("retention")
         assert other.check() is None and other.leader_identity == "a"
     finally:
-        del store.join_election
-    store.leave_election("retention", store.election("retention")[-1])
+        del store.elections.join
+    store.elections.leave("retention", store.elections.members("retention")[-1])
     term = leader.check()
     assert term is not None and leader.leading and leader.holds(term)
-    now[0] += store.session_timeout_s  # past the trust window: it asks again, and still leads
+    now[0] += store.session.timeout_s  # past the trust window: it asks again, and still leads
     assert leader.holds(term)
     leader.resign()
-    assert not leader.holds(term) and store.election("retention") == []
+    assert not leader.holds(term) and store.elections.members("retention") == []
     again = leader.check()
     assert again is not None and again != term  # a new term
 
@@ -745,17 +749,17 @@ def test_the_floor_is_taken_by_compare_and_set_and_fails_writes_that_read_before
     store = manager.store
     before = store.read(T)
     assert before.floor is None or before.floor.holder is None
-    assert store.take_floor(T, before.floor, "big", store.now_ms() + 30_000)
-    assert not store.take_floor(T, before.floor, "other", store.now_ms() + 30_000)  # stale: refused
+    assert store.floors.take(T, before.floor, "big", store.now_ms() + 30_000)
+    assert not store.floors.take(T, before.floor, "other", store.now_ms() + 30_000)  # stale: refused
     taken = store.read(T).floor
     assert taken is not None and taken.holder == "big" and taken.held_against("small", store.now_ms(), 60_000)
     assert not taken.held_against("big", store.now_ms(), 60_000)
     change = transitions.register_segments(before.state, [seg("late")], store.now_ms())
     with pytest.raises(VersionConflict):  # read before the floor was taken
         store.write(T, before, change, manager.audit(), uuid.uuid4().hex, store.now_ms())
-    store.leave_floor(T, "small")  # not the holder: nothing happens
+    store.floors.leave(T, "small")  # not the holder: nothing happens
     assert store.read(T).floor == taken
-    store.leave_floor(T, "big")
+    store.floors.leave(T, "big")
     left = store.read(T).floor
     assert left is not None and left.holder is None
     manager.register_segments(T, [seg("after")])  # a fresh read commits

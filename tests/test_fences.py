@@ -99,7 +99,9 @@ def test_a_push_paused_past_its_session_never_lands_after_its_rerun(
         wait_for("the first attempt to write its file", written, timeout=60)
         time.sleep(1.0)  # its file closed; it sleeps at push.after-write
         os.kill(first.pid, signal.SIGSTOP)
-        wait_for("the paused attempt's claim to lapse", lambda: not zk_manager.store.live_owners("events"))
+        wait_for(
+            "the paused attempt's claim to lapse", lambda: not zk_manager.store.holds("owner").live("events")
+        )
 
         rerun = _lineage(*args, env=env)
         out, err = rerun.communicate(timeout=120)
@@ -149,13 +151,13 @@ def test_a_commit_for_an_entry_lands_only_while_its_owner_claim_stands(
     store: Store = MemoryStore() if backend == "memory" else request.getfixturevalue("zk_store")
     m = LineageManager(store, retry=fast_retry())
     m.create_table(TableConfig.build("t", str(tmp_path / "t"), table_type=TableType.APPEND))
-    store.hold_owner("t", E1)
+    store.holds("owner").hold("t", E1)
     m.commit(
         "t",
         lambda s, now: transitions.start_replace(s, [], ["a"], entry_id=E1, audit=m.audit(), now_ms=now),
         owner=E1,
     )
-    store.release_owner("t", E1)  # what the session's end does
+    store.holds("owner").release("t", E1)  # what the session's end does
     before = m.table("t").version
     with pytest.raises(ClaimLostError) as lost:
         m.complete_replace("t", E1, [_segment("a", str(tmp_path / "t"))], owned=True)
@@ -163,7 +165,7 @@ def test_a_commit_for_an_entry_lands_only_while_its_owner_claim_stands(
     assert m.table("t").version == before
     assert m.table("t").entries[E1].state is EntryState.IN_PROGRESS
 
-    store.hold_owner("t", E1)
+    store.holds("owner").hold("t", E1)
     done = m.complete_replace("t", E1, [_segment("a", str(tmp_path / "t"))], owned=True)
     assert done.applied and done.state.entries[E1].state is EntryState.COMPLETED
 
@@ -207,8 +209,8 @@ def test_a_push_whose_claim_lapsed_before_its_end_reports_it_in_one_line(tmp_pat
     table = pa.table({"v": pa.array([1, 2, 3], pa.int64())})
 
     def lapse() -> None:
-        for entry in store.live_owners("t"):
-            store.release_owner("t", entry)
+        for entry in store.holds("owner").live("t"):
+            store.holds("owner").release("t", entry)
 
     failpoints.set_hook("push.after-write", lapse)
     try:
@@ -325,7 +327,7 @@ def test_a_floor_hog_delays_a_push_by_the_floor_budget_at_most(
     def hogging() -> None:
         while not stop.is_set() and len(taken) < 400:
             holder = uuid.uuid4().hex
-            if hog.take_floor("t", hog.read("t").floor, holder, hog.now_ms() + FLOOR_MS):
+            if hog.floors.take("t", hog.read("t").floor, holder, hog.now_ms() + FLOOR_MS):
                 taken.append(holder)
             stop.wait(0.2)
 

@@ -150,7 +150,7 @@ def test_a_publisher_whose_hold_lapsed_commits_nothing(
     push(zk_manager, "w1", tmp_path, 1, 1)
     sync(zk_manager, "w1")
     push(zk_manager, "w1", tmp_path, 2, 2)
-    hold = other.store.mirror_holds.path("w1")
+    hold = other.store.holds("mirror").path("w1")
     with Paused("mirror.before-commit", "lapsing") as paused:
         lapsing = Running("lapsing", lambda: sync(other, "w1"))
         assert paused.reached.wait(30)
@@ -166,17 +166,17 @@ def test_a_publisher_whose_hold_lapsed_commits_nothing(
 def test_the_hold_is_exclusive_waited_for_and_released(
     zk_manager: LineageManager, other: LineageManager, mirrored: str
 ) -> None:
-    zk_manager.store.hold_mirror("w1")
+    zk_manager.store.holds("mirror").hold("w1")
     with pytest.raises(MirrorHeldError, match=r"another process \(.+ pid \d+\) holds"):
-        other.store.hold_mirror("w1")  # says who holds it
+        other.store.holds("mirror").hold("w1")  # says who holds it
     with pytest.raises(MirrorHeldError):
-        zk_manager.store.hold_mirror("w1")  # two holders of one process never overlap either
+        zk_manager.store.holds("mirror").hold("w1")  # two holders of one process never overlap either
     waiting = Running("waiting", lambda: admin.disable(other, "w1"))
     assert not waiting.join(0.5)  # it waits for the hold
-    zk_manager.store.release_mirror("w1")
+    zk_manager.store.holds("mirror").release("w1")
     assert waiting.join() and waiting.error is None, waiting.error
     assert other.table("w1").config.mirror is None
-    assert not zk_manager.store.holds_mirror("w1") and not other.store.holds_mirror("w1")
+    assert not zk_manager.store.holds("mirror").holds("w1") and not other.store.holds("mirror").holds("w1")
 
 
 def test_a_refused_drop_leaves_the_log(
@@ -232,11 +232,11 @@ def test_a_publish_after_a_commit_waits_a_while_for_the_hold_then_warns(
     zk_manager.after_commit = hook.publish_after(warnings.append)
     push(zk_manager, "w1", tmp_path, 1, 1)
     assert not warnings and duck_rows(mirrored) == [(1,)]
-    other.store.hold_mirror("w1")  # a long sync elsewhere
+    other.store.holds("mirror").hold("w1")  # a long sync elsewhere
     push(zk_manager, "w1", tmp_path, 2, 2)  # the push stands
     assert len(warnings) == 1 and "another process held it" in warnings[0], warnings
     assert "lineage mirror sync w1" in warnings[0]
-    other.store.release_mirror("w1")
+    other.store.holds("mirror").release("w1")
     assert sync(zk_manager, "w1").published
     assert duck_rows(mirrored) == [(1,), (2,)]
 
@@ -329,7 +329,7 @@ def test_a_drop_that_finds_another_tables_log_leaves_it(
     monkeypatch.setattr(DeltaLog, "open", staticmethod(slow_open))
     first = Running("first", lambda: admin.drop_table(zk_manager, "w1", force=True))
     assert reached.wait(30)
-    zk_manager.store.client.delete(zk_manager.store.mirror_holds.path("w1"))  # as when its session lapses
+    zk_manager.store.client.delete(zk_manager.store.holds("mirror").path("w1"))  # as when its session lapses
     admin.drop_table(other, "w1", force=True)  # finishes the drop
     other.create_table(
         TableConfig.build("w2", mirrored, "APPEND", time_column="ts", mirror="delta"), existing_files=True
@@ -385,7 +385,7 @@ def test_a_lasting_lock_node_is_no_ones_hold(
 ) -> None:
     """A node at the hold's place that no session owns (made by hand, or by
     an identity that may create there) would hold the table for ever."""
-    path = zk_manager.store.mirror_holds.path("w1")
+    path = zk_manager.store.holds("mirror").path("w1")
     other.store.client.create(path, b"stuck")
     assert admin.disable(zk_manager, "w1").removed is False  # waited a moment, took the hold, and worked
     assert zk_manager.table("w1").config.mirror is None
@@ -428,7 +428,7 @@ def test_a_drop_whose_hold_lapsed_does_not_finish_until_run_again(
     def lapsing(root: str) -> DeltaLog:
         calls.append(root)
         if len(calls) == 2:  # when the table is marked dropping: its session lapsed meanwhile
-            zk_manager.store.client.delete(zk_manager.store.mirror_holds.path("w1"))
+            zk_manager.store.client.delete(zk_manager.store.holds("mirror").path("w1"))
         return opened(root)
 
     with monkeypatch.context() as patched:

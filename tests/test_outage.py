@@ -92,7 +92,7 @@ def test_a_push_fails_within_the_bound_when_zookeeper_goes_away(
         else:
             os.kill(pid, signal.SIGCONT)
         deadline = time.monotonic() + 30
-        while not store.connected() and time.monotonic() < deadline:
+        while not store.session.connected() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert m.visible_segments("t") == visible  # nothing of the failed push shows
     finally:

@@ -240,7 +240,7 @@ def test_a_failing_writer_reverts_and_queues_what_it_wrote(manager: LineageManag
     assert content(manager, refresh) == [("a", 0), ("a", 1)]
     failed = [e for e in state.entries.values() if e.state is EntryState.REVERTED]
     assert len(failed) == 1
-    assert manager.store.live_owners(refresh) == frozenset()
+    assert manager.store.holds("owner").live(refresh) == frozenset()
 
 
 def test_a_push_that_wrote_nothing_leaves_no_empty_directory(
@@ -328,7 +328,7 @@ def test_a_reader_keeps_its_snapshot_and_detects_reclaimed_files(
     data, reader = arrow_dataset(manager, refresh)
     push_arrow(manager, refresh, [rows("b", 2)])
     assert sorted(data.to_table().column("label").to_pylist()) == ["a", "a"]  # still the pinned one
-    assert [i.lease_id for i in manager.store.leases(refresh)] == [reader.lease.lease_id]
+    assert [i.lease_id for i in manager.store.pins.leases(refresh)] == [reader.lease.lease_id]
     # Files reclaimed from under a reader (as if its lease had been lost):
     store = DeepStore.for_root(manager.table(refresh).config.root)
     for seg in reader.segments:
@@ -338,7 +338,7 @@ def test_a_reader_keeps_its_snapshot_and_detects_reclaimed_files(
     with pytest.raises(SnapshotTooOldError, match="snapshot too old"):
         reader.to_arrow()
     reader.close()
-    assert manager.store.leases(refresh) == []
+    assert manager.store.pins.leases(refresh) == []
 
 
 def test_intervals_parse() -> None:
@@ -403,7 +403,7 @@ def test_a_push_starting_meanwhile_is_not_mistaken_for_a_dead_one(
     def read_with_a_competitor_arriving(table: str) -> object:
         calls["n"] += 1
         if calls["n"] == 2:  # after our push read the table, before its start commits
-            manager.store.hold_owner(timed, competitor)
+            manager.store.holds("owner").hold(timed, competitor)
             manager.start_replace(timed, [], ["c1"], entry_id=competitor, interval=(0, DAY))
         return real_read(table)
 
@@ -468,7 +468,7 @@ def test_arrow_dataset_on_reclaimed_files_says_too_old_and_releases(
     monkeypatch.setattr(manager, "pin_readable", pin_the_old_version)
     with pytest.raises(SnapshotTooOldError):
         arrow_dataset(manager, refresh)
-    assert manager.store.leases(refresh) == []
+    assert manager.store.pins.leases(refresh) == []
 
 
 def test_file_roots_with_a_host_are_refused() -> None:
@@ -509,7 +509,7 @@ def test_a_push_reads_time_only_through_the_clocks_it_is_given(manager: LineageM
     push_arrow(manager, refresh, [rows("a", 1)])
     visible = [s.name for s in manager.visible_segments(refresh)]
     running = manager.start_replace(refresh, visible, ["other_1"], hold="0s")
-    manager.store.hold_owner(refresh, running)  # its pusher is alive
+    manager.store.holds("owner").hold(refresh, running)  # its pusher is alive
     now = [100.0]
     slept: list[float] = []
 
@@ -524,7 +524,7 @@ def test_a_push_reads_time_only_through_the_clocks_it_is_given(manager: LineageM
         push_arrow(manager, refresh, [rows("b", 1)], owner_wait_s=3, **clocks)
     assert time.monotonic() - began < 2  # waited on the given clock, not the real one
     assert sum(slept) >= 3 and all(s == 0.5 for s in slept)
-    manager.store.release_owner(refresh, running)
+    manager.store.holds("owner").release(refresh, running)
     before = now[0]
     result = push_arrow(manager, refresh, [rows("b", 1)], owner_wait_s=0, **clocks)
     assert result.seconds == 0.0 and now[0] == before  # nothing waited
@@ -580,10 +580,10 @@ def test_a_job_waits_for_its_running_attempt_and_one_completing_meanwhile_wins(
     manager: LineageManager, appends: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     running = manager.for_job("j2").start_replace(appends, [], ["other_attempt"], hold="0s")
-    manager.store.hold_owner(appends, running)
+    manager.store.holds("owner").hold(appends, running)
     with pytest.raises(ConflictError, match=f"job 'j2' is already running as entry {running}"):
         push_arrow(manager, appends, [rows("a", 1)], mode="append", job_id="j2", owner_wait_s=0)
-    manager.store.release_owner(appends, running)
+    manager.store.holds("owner").release(appends, running)
     # Another attempt completes between this one's look at the history and its start.
     real_read = manager.store.read
     calls = {"n": 0}

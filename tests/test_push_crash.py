@@ -102,5 +102,5 @@ def test_sigterm_mid_push_reverts_the_entry(zk_hosts: str, tmp_path: Path) -> No
     entries = list(m.table("term").entries.values())
     assert [e.state for e in entries] == [EntryState.COMPLETED, EntryState.REVERTED], err
     assert labels(m, "term") == {"old"}
-    assert m.store.live_owners("term") == frozenset()
+    assert m.store.holds("owner").live("term") == frozenset()
     m.store.close()

@@ -87,8 +87,8 @@ def test_a_reader_paused_before_its_lease_pins_a_version_it_can_read(
         assert len(calls) == 2  # the first lease was on the reclaimed version: released, pinned again
         assert reader.version == m.table(T).version > reclaimed[0] > first  # the pass's commits came after
         assert labels(reader) == ["b"]
-        assert [i.version for i in m.store.leases(T)] == [reader.version]
-    assert m.store.leases(T) == []
+        assert [i.version for i in m.store.pins.leases(T)] == [reader.version]
+    assert m.store.pins.leases(T) == []
 
 
 def test_a_reader_that_keeps_losing_its_version_gives_up_clearly(
@@ -106,7 +106,7 @@ def test_a_reader_that_keeps_losing_its_version_gives_up_clearly(
     with pytest.raises(ContentionError, match="gave up without pinning"):
         SnapshotReader(m, T)
     assert len(calls) == PIN_ATTEMPTS
-    assert m.store.leases(T) == []  # every refused lease was released
+    assert m.store.pins.leases(T) == []  # every refused lease was released
 
 
 # ---- hole 9: an as-of reader on files a running pass already condemned ---------------
@@ -121,7 +121,7 @@ def test_an_as_of_reader_is_refused_files_a_pass_condemned(
     new = push(m, "b")  # "a" is replaced, still registered: the pass condemns it now
     marked: list[bool] = []
     opened: dict[str, Any] = {}
-    real_pins = m.store.pinned_states
+    real_pins = m.store.pins.pinned_states
 
     def pinned_states(table: str) -> Any:
         pins = real_pins(table)
@@ -132,7 +132,7 @@ def test_an_as_of_reader_is_refused_files_a_pass_condemned(
                 opened["refused"] = exc
         return pins
 
-    monkeypatch.setattr(m.store, "pinned_states", pinned_states)
+    monkeypatch.setattr(m.store.pins, "pinned_states", pinned_states)
     failpoints.set_hook("retention.after-mark", lambda: marked.append(True))
     try:
         report = run_table(m, T, NOW)
@@ -143,7 +143,7 @@ def test_an_as_of_reader_is_refused_files_a_pass_condemned(
         with opened["reader"] as reader:
             assert labels(reader) == ["a"]
     assert f"oldest readable version is {new}" in str(opened["refused"])
-    assert m.store.leases(T) == []
+    assert m.store.pins.leases(T) == []
 
 
 def test_a_version_whose_files_wait_in_pending_is_not_readable(
@@ -159,7 +159,7 @@ def test_a_version_whose_files_wait_in_pending_is_not_readable(
         SnapshotReader(m, T, as_of=first)
     with SnapshotReader(m, T, as_of=third) as reader:
         assert labels(reader) == ["c"]
-    assert m.store.leases(T) == []
+    assert m.store.pins.leases(T) == []
 
 
 # ---- hole 11: as_of(V) answers V or an error ------------------------------------------
@@ -256,7 +256,7 @@ def test_segments_as_of_a_reclaimed_version_is_too_old(
     assert f"oldest readable version is {third}" in gone.stderr
     ok = runner.invoke(app, ["--zk", zk_hosts, "segments", T, "--as-of", str(third)])
     assert ok.exit_code == 0 and f"version {third}" in ok.stdout
-    assert m.store.leases(T) == []
+    assert m.store.pins.leases(T) == []
 
 
 def test_a_reader_opened_at_a_reclaimed_version_never_reads_a_missing_file(

@@ -498,7 +498,7 @@ def test_a_pass_on_a_corrupted_table_fails_closed_and_deletes_nothing(
     push_arrow(zk, "events", [part("v2")])
     store = zk.store
     assert isinstance(store, ZkStore)
-    path = store.head_path("events")
+    path = store.paths.head("events")
     raw, stat = store.client.get(path)
     doc = json.loads(raw)
     doc["v"] = 99

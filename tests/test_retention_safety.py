@@ -152,7 +152,7 @@ def test_a_push_that_starts_while_a_pass_plans_is_never_judged_stale(
     location = f"push_x_{entry[:8]}/late.parquet"
 
     def push_in_between() -> None:
-        other.store.hold_owner("events", entry)
+        other.store.holds("owner").hold("events", entry)
         other.start_replace("events", [], ["late"], entry_id=entry)
         written = write_segment(store, part("late"), location, None)
         other.register_segments(
@@ -276,14 +276,14 @@ def test_a_pass_that_lapsed_never_releases_the_next_pass_hold(
     """Pass 1's session lapsed and pass 2 holds the table: pass 1's release
     leaves pass 2's hold alone."""
     assert isinstance(events.store, ZkStore) and isinstance(other.store, ZkStore)
-    events.store.hold_pass("events")
+    events.store.holds("pass").hold("events")
     other.store.client.delete(events.store.paths.pass_lock("events"))  # as when pass 1's session lapses
-    other.store.hold_pass("events")
-    events.store.release_pass("events")
-    assert other.store.holds_pass("events")
+    other.store.holds("pass").hold("events")
+    events.store.holds("pass").release("events")
+    assert other.store.holds("pass").holds("events")
     with pytest.raises(PassRunningError):
-        events.store.hold_pass("events")
-    other.store.release_pass("events")
+        events.store.holds("pass").hold("events")
+    other.store.holds("pass").release("events")
 
 
 def test_allow_large_cut_lifts_the_share_guard_and_nothing_else(

@@ -237,7 +237,7 @@ def test_as_of_reads_pin_old_files_and_refuse_reclaimed_ones(
     run_table(m, "files", PassOptions(min_grace_ms=0, force=True))
     with pytest.raises(VersionGoneError, match=f"oldest readable version is {versions['v3']}"):
         SnapshotReader(m, "files", as_of=versions["v2"])
-    assert m.store.leases("files") == []  # the refused reader released its pin
+    assert m.store.pins.leases("files") == []  # the refused reader released its pin
 
 
 def test_rollback_and_as_of_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None:

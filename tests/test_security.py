@@ -119,7 +119,7 @@ def test_each_role_does_its_work_and_nothing_else(secured: str, tmp_path: Path) 
         pm = LineageManager(pusher)
         push_arrow(pm, T, [rows("old", 3)])
         push_arrow(pm, T, [rows("new", 4)])
-        assert pusher.role() == "pusher" and not pusher.may_sweep()
+        assert pusher.nodes.role() == "pusher" and not pusher.nodes.may_sweep()
         old_files = [p for p in (tmp_path / T).rglob("*.parquet")]
         assert len(old_files) == 2
 
@@ -173,7 +173,7 @@ def test_each_role_does_its_work_and_nothing_else(secured: str, tmp_path: Path) 
         assert code == 1 and "not authorised" in err
         assert dump(admin.client) == before
 
-        policy = admin.policy()
+        policy = admin.nodes.policy()
         assert policy is not None
         assert assert_acls_follow_the_policy(admin, policy) > 20
         code, out, _ = cli(zk, IDENTITIES["reader"], "acl", "show")
@@ -249,7 +249,7 @@ def test_apply_refuses_bad_input_and_changes_nothing(zk_hosts: str) -> None:
         assert code == 2 and message in err, (args, err)
     admin = store_as(zk_hosts, IDENTITIES[ADMIN_ROLE])
     try:
-        assert admin.policy() is None
+        assert admin.nodes.policy() is None
     finally:
         admin.close()
     code, _, err = cli(zk_hosts, None, "acl", "digest", "a:b", stdin="pw\n")
@@ -520,19 +520,19 @@ def test_ephemerals_are_deletable_by_their_identity_only_and_bad_leases_are_igno
             with pytest.raises(NoAuthError):
                 attempt()
         with pytest.raises(AuthError, match="not authorised"):
-            reader2.release(lease)
+            reader2.pins.release(lease)
         assert reader.client.exists(lease_path) is not None
 
         # A pusher cannot take another push's owner claim away.
         entry = "0b5e2f4c-1111-4a6e-9c3d-4b2a1f0e9d8c"
-        pusher.hold_owner(T, entry)
+        pusher.holds("owner").hold(T, entry)
         claim = f"{head}/owners/by-loader/{entry}"
-        assert reader.client.exists(claim) is not None and entry in pusher2.live_owners(T)
+        assert reader.client.exists(claim) is not None and entry in pusher2.holds("owner").live(T)
         with pytest.raises(NoAuthError):
             pusher2.client.delete(claim)
-        pusher2.release_owner(T, entry)  # releases only in its own folder: nothing there
+        pusher2.holds("owner").release(T, entry)  # releases only in its own folder: nothing there
         assert pusher.client.exists(claim) is not None
-        pusher.release_owner(T, entry)
+        pusher.holds("owner").release(T, entry)
         assert pusher.client.exists(claim) is None
 
         # The second reader plants bad leases in its own folder: retention ignores and reports them,
@@ -549,7 +549,7 @@ def test_ephemerals_are_deletable_by_their_identity_only_and_bad_leases_are_igno
             ),
         ]
         for raw in planted:
-            acl = reader2.acl_at(Place.LEASE)
+            acl = reader2.nodes.acl_at(Place.LEASE)
             reader2.client.create(f"{mine}/lease-", raw, acl=acl, ephemeral=True, sequence=True)
         reader2.client.create(f"{mine}/lease-", b"hidden", ephemeral=True, sequence=True)  # analyst2 only
         old_files = sorted(str(p) for p in (tmp_path / T).rglob("*.parquet"))
@@ -568,7 +568,7 @@ def test_ephemerals_are_deletable_by_their_identity_only_and_bad_leases_are_igno
             out + err
         )
 
-        reader.release(lease)
+        reader.pins.release(lease)
         code, out, err = cli(zk_hosts, IDENTITIES["retention"], "retention", "run", "--table", T, "--force")
         assert code == 0, out + err
         assert len(list((tmp_path / T).rglob("*.parquet"))) == 1  # released: the replaced file goes

@@ -158,7 +158,7 @@ def test_the_checker_catches_two_daemons_leading_at_once(monkeypatch: pytest.Mon
     from segment_lineage.lineage.store.election import Leadership
 
     def always_leads(self: Leadership, sent: float, keep: bool) -> str | None:  # a broken election
-        session = self.store.session_id()
+        session = self.store.session.id()
         if self._member is None or session != self._session:
             self._join(session)
         self._leading, self._confirmed = True, sent
@@ -180,7 +180,7 @@ def test_the_checker_catches_a_daemon_taking_a_table_before_its_owner_hands_it_o
 
     def eager(self: election.Leadership, sent: float, keep: bool) -> str | None:
         term = real(self, sent, keep)
-        members = self.store.election(self.role)
+        members = self.store.elections.members(self.role)
         if term is None and self.prefer and members and self._member in members:
             best = max(members, key=lambda n: election.rank(self.role, self._tag_of(n) or ""))
             if best == self._member:

@@ -169,11 +169,11 @@ def test_spark_readers(spark: SparkSession, zk_manager: LineageManager, tmp_path
     m.create_table(TableConfig.build("sparkread", str(tmp_path / "sparkread")))
     push_dataframe(m, "sparkread", labelled(spark, "r", 25), segments=2)
     with pinned_table(spark, m, "sparkread") as df:
-        assert df.count() == 25 and m.store.leases("sparkread")
-    assert m.store.leases("sparkread") == []
+        assert df.count() == 25 and m.store.pins.leases("sparkread")
+    assert m.store.pins.leases("sparkread") == []
     assert read_table(spark, "sparkread", m).count() == 25
     release_reads()
-    assert m.store.leases("sparkread") == []
+    assert m.store.pins.leases("sparkread") == []
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -98,7 +98,7 @@ def test_an_oversized_change_is_refused_up_front_and_not_retried(
 
 
 def _rewrite_head(store: ZkStore, mutate: object) -> None:
-    path = store.head_path(T)
+    path = store.paths.head(T)
     raw, stat = store.client.get(path)
     doc = json.loads(raw)
     mutated = mutate(doc)  # type: ignore[operator]
@@ -133,9 +133,9 @@ def test_corrupted_buckets_fail_closed(m: LineageManager) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
     entry = m.start_replace(T, ["s1"], ["n1"])
-    head = codec.decode_head(store.client.get(store.head_path(T))[0], "head")
+    head = codec.decode_head(store.client.get(store.paths.head(T))[0], "head")
     blob = head.buckets["entries"][0]
-    path = store.blob_path(T, blob)
+    path = store.paths.blob(T, blob)
     doc = json.loads(store.client.get(path)[0])
     doc["records"][0]["state"] = "HALF_DONE"
     store.client.set(path, json.dumps(doc).encode())
@@ -152,8 +152,8 @@ def test_a_segment_bucket_with_a_twin_or_a_stranger_fails_closed(m: LineageManag
     store = m.store
     assert isinstance(store, ZkStore)
     m.register_segments(T, [seg(f"many{i:04d}") for i in range(400)])
-    head = codec.decode_head(store.client.get(store.head_path(T))[0], "head")
-    first, second = (store.blob_path(T, blob) for blob in head.buckets["segments"][:2])
+    head = codec.decode_head(store.client.get(store.paths.head(T))[0], "head")
+    first, second = (store.paths.blob(T, blob) for blob in head.buckets["segments"][:2])
 
     def records(path: str) -> list[dict[str, object]]:
         stored = codec.decode_bucket(store.client.get(path)[0], "segments", path)
@@ -186,8 +186,8 @@ def test_entries_written_before_holds_existed_still_read_and_a_bad_hold_fails_cl
     store = m.store
     assert isinstance(store, ZkStore)
     entry = m.start_replace(T, ["s1"], ["n1"])
-    head = codec.decode_head(store.client.get(store.head_path(T))[0], "head")
-    path = store.blob_path(T, head.buckets["entries"][0])
+    head = codec.decode_head(store.client.get(store.paths.head(T))[0], "head")
+    path = store.paths.blob(T, head.buckets["entries"][0])
     doc = json.loads(store.client.get(path)[0])
     assert isinstance(doc["records"][0]["held"], int)
     del doc["records"][0]["held"]  # as written by an older build
@@ -271,13 +271,13 @@ def test_metadata_garbage_is_marked_then_swept_after_its_grace(
     assert isinstance(store, ZkStore)
     for i in range(5):
         m.register_segments(T, [seg(f"g{i}")])
-    blobs = f"{store.head_path(T)}/blobs"
+    blobs = f"{store.paths.head(T)}/blobs"
     before = len(store.client.get_children(blobs))
     assert store.collect_garbage(T, grace_ms=0) == 0  # the first pass only marks
     assert store.collect_garbage(T, grace_ms=3_600_000) == 0  # marked, but not for long enough
     removed = store.collect_garbage(T, grace_ms=0)
     assert removed > 0 and len(store.client.get_children(blobs)) == before - removed
-    assert store.referenced_blobs(T) == set(store.client.get_children(blobs))
+    assert store.gc.referenced(T)[0] == set(store.client.get_children(blobs))
     fresh = ZkStore(store.client, owns_client=False)
     assert sorted(fresh.read(T).state.segments) == sorted(["s1", "s2", *(f"g{i}" for i in range(5))])
 
@@ -298,7 +298,7 @@ def test_a_writer_whose_new_blobs_were_collected_does_not_commit_them(
             store.collect_garbage(T, grace_ms=0)
             store.collect_garbage(T, grace_ms=0)  # the new blobs are swept
             for blob in blobs:
-                assert store.client.exists(store.blob_path(T, blob)) is None
+                assert store.client.exists(store.paths.blob(T, blob)) is None
 
     monkeypatch.setattr(store.blobs, "write", write_then_pause_past_the_grace)
     m.register_segments(T, [seg("after-pause")])
@@ -312,7 +312,7 @@ def test_history_is_chained_and_the_head_stays_small(m: LineageManager) -> None:
     assert isinstance(store, ZkStore)
     for i in range(zk_commit.HISTORY_TAIL * 3):
         m.register_segments(T, [seg(f"h{i:04d}")])
-    head_size = len(store.client.get(store.head_path(T))[0])
+    head_size = len(store.client.get(store.paths.head(T))[0])
     history = m.history(T)
     assert [h.version for h in history] == list(range(m.table(T).version, 0, -1))
     assert head_size < 64 * 1024
@@ -332,19 +332,19 @@ def test_every_reason_validation_accepts_commits_whatever_its_script(m: LineageM
     reasons = ["\U0001f600" * (MAX_REASON_BYTES // 4), "é" * (MAX_REASON_BYTES // 2), '"\\' * 1000]
     for i in range(zk_commit.HISTORY_TAIL * 2):
         m.register_segments(T, [seg(f"r{i:04d}")], reason=reasons[i % 3])
-        assert len(store.client.get(store.head_path(T))[0]) < zk_commit.HEAD_LIMIT // 2
+        assert len(store.client.get(store.paths.head(T))[0]) < zk_commit.HEAD_LIMIT // 2
     history = m.history(T)
     assert len(history) == zk_commit.HISTORY_TAIL * 2 + 2
     assert history[0].reason == reasons[(zk_commit.HISTORY_TAIL * 2 - 1) % 3]
     assert {h.reason for h in history[: zk_commit.HISTORY_TAIL * 2]} == set(reasons)
-    assert "é".encode() in store.client.get(store.head_path(T))[0]  # stored as UTF-8, not escaped
+    assert "é".encode() in store.client.get(store.paths.head(T))[0]  # stored as UTF-8, not escaped
     too_long = "é" * (MAX_REASON_BYTES // 2) + "e"
     with pytest.raises(InvalidInputError, match=f"reason is {MAX_REASON_BYTES + 1} bytes in UTF-8"):
         m.register_segments(T, [seg("x")], reason=too_long)
 
 
 def blob_sizes(store: ZkStore, table: str) -> dict[str, int]:
-    folder = f"{store.head_path(table)}/blobs"
+    folder = f"{store.paths.head(table)}/blobs"
     return {b: len(store.client.get(f"{folder}/{b}")[0]) for b in store.client.get_children(folder)}
 
 
@@ -356,7 +356,7 @@ def test_a_small_commit_on_a_large_table_writes_little(m: LineageManager) -> Non
     m.register_segments(T, [seg(f"big-{i:05d}") for i in range(3_000)])
     before = blob_sizes(store, T)
     m.register_segments(T, [seg("one-more")])
-    head = len(store.client.get(store.head_path(T))[0])
+    head = len(store.client.get(store.paths.head(T))[0])
     written = {b: n for b, n in blob_sizes(store, T).items() if b not in before}
     assert sum(written.values()) + head < 40 * 1024, (sorted(written.values()), head)
     assert max(before.values()) <= buckets.SPLIT_BYTES
@@ -381,7 +381,7 @@ def test_a_commit_that_lost_the_race_leaves_no_blobs_behind(
     monkeypatch.setattr(BlobStore, "write", race)
     m.register_segments(T, [seg(f"n{i:04d}") for i in range(500)])
     assert raced and m.table(T).version == 4  # create, s1+s2, meanwhile, ours
-    left = set(store.client.get_children(f"{store.head_path(T)}/blobs"))
+    left = set(store.client.get_children(f"{store.paths.head(T)}/blobs"))
     assert not raced[0] & left  # the lost attempt's blobs are gone already
 
 
@@ -415,7 +415,7 @@ def test_a_small_commit_creates_its_blobs_in_its_multi(
     assert raced
     fresh = ZkStore(store.client, owns_client=False)
     assert {"meanwhile", "n000", "n049"} <= set(fresh.read(T).state.loaded().segments)
-    blobs = set(store.client.get_children(f"{store.head_path(T)}/blobs"))
+    blobs = set(store.client.get_children(f"{store.paths.head(T)}/blobs"))
     assert fresh.read(T).token.head.bucket_blobs() <= blobs  # type: ignore[attr-defined]
 
 
@@ -427,7 +427,7 @@ def test_an_interrupted_drop_is_finished_by_running_it_again(
     real_delete = store.zk.delete
 
     def cut_at_head_delete(path: str, **kw: object) -> None:
-        if path == store.head_path(T):
+        if path == store.paths.head(T):
             raise ConnectionLoss()
         real_delete(path, **kw)  # type: ignore[arg-type]
 
@@ -439,7 +439,7 @@ def test_an_interrupted_drop_is_finished_by_running_it_again(
     with pytest.raises(TableNotFoundError):
         m.table(T)  # already hidden from readers and writers
     m.drop_table(T)
-    assert store.client.exists(store.head_path(T)) is None
+    assert store.client.exists(store.paths.head(T)) is None
     m.create_table(TableConfig.build(T, "/again"))
     assert m.table(T).config.root == "/again"
 
@@ -527,13 +527,13 @@ def test_entry_ids_are_uuid(m: LineageManager) -> None:
 def test_owners_and_leases_die_with_their_session(m: LineageManager, zk_hosts: str) -> None:
     other = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
     entry = m.start_replace(T, ["s1"], ["n1"])
-    other.hold_owner(T, entry)
-    lease = other.pin(T)
-    assert m.store.live_owners(T) == frozenset({entry})
-    assert [i.lease_id for i in m.store.leases(T)] == [lease.lease_id]
+    other.holds("owner").hold(T, entry)
+    lease = other.pins.pin(T)
+    assert m.store.holds("owner").live(T) == frozenset({entry})
+    assert [i.lease_id for i in m.store.pins.leases(T)] == [lease.lease_id]
     other.close()  # the process went away: its session ends
-    assert m.store.live_owners(T) == frozenset()
-    assert m.store.leases(T) == []
+    assert m.store.holds("owner").live(T) == frozenset()
+    assert m.store.pins.leases(T) == []
 
 
 def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(
@@ -547,18 +547,18 @@ def test_garbage_collection_keeps_the_blobs_of_a_pinned_version(
     store = m.store
     assert isinstance(store, ZkStore)
     store.collect_garbage(T, grace_ms=0)  # older version records go
-    lease = store.pin(T)
-    pinned = store.referenced_blobs(T)
+    lease = store.pins.pin(T)
+    pinned = store.gc.referenced(T)[0]
     for i in range(3):
         m.register_segments(T, [seg(f"p{i}")])
     store.collect_garbage(T, grace_ms=0)
     store.collect_garbage(T, grace_ms=0)
-    blobs = set(store.client.get_children(f"{store.head_path(T)}/blobs"))
+    blobs = set(store.client.get_children(f"{store.paths.head(T)}/blobs"))
     assert pinned <= blobs
-    store.release(lease)
+    store.pins.release(lease)
     store.collect_garbage(T, grace_ms=0)
     store.collect_garbage(T, grace_ms=0)
-    assert not pinned <= set(store.client.get_children(f"{store.head_path(T)}/blobs"))
+    assert not pinned <= set(store.client.get_children(f"{store.paths.head(T)}/blobs"))
 
 
 def test_retained_versions_keep_their_blobs_and_old_ones_are_pruned(
@@ -604,7 +604,7 @@ def test_history_stays_bounded(m: LineageManager, monkeypatch: pytest.MonkeyPatc
     assert 128 <= len(records) < 128 + 64 and records[-1].version > 1
     for _ in range(2):
         store.collect_garbage(T, grace_ms=0)
-    assert store.referenced_blobs(T) == set(store.client.get_children(f"{store.head_path(T)}/blobs"))
+    assert store.gc.referenced(T)[0] == set(store.client.get_children(f"{store.paths.head(T)}/blobs"))
     assert len(ZkStore(store.client, owns_client=False).history(T)) == len(records)
 
 
@@ -643,8 +643,8 @@ def test_the_blob_cache_stays_bounded_while_a_table_keeps_changing(m: LineageMan
             m.register_segments("events", [seg(f"late{i}")])
             assert len(reader.read("events").state.segments) == size + i + 1
         limit = zk_blobs.CACHE_RECORDS + 2 * (size + 40 + 2)
-        assert reader.cached_records <= limit
-        assert reader.cached_records >= size  # the current version stays cached
+        assert reader.blobs.cached_records <= limit
+        assert reader.blobs.cached_records >= size  # the current version stays cached
     finally:
         reader.close()
 
@@ -714,7 +714,7 @@ def test_a_floor_made_as_a_bare_folder_reads_as_free(m: LineageManager, data: by
     (pushers may write it), reads as free: it never stops readers or writers."""
     store = m.store
     assert isinstance(store, ZkStore)
-    path = f"{store.head_path(T)}/floor"
+    path = f"{store.paths.head(T)}/floor"
     store.client.delete(path)
     store.client.create(path, data)
     floor = store.read(T).floor
@@ -728,15 +728,15 @@ def test_an_entry_owned_by_another_push_is_refused_by_name(m: LineageManager, zk
     store = m.store
     assert isinstance(store, ZkStore)
     entry = str(uuid.uuid4())
-    store.hold_owner(T, entry)
-    store.hold_owner(T, entry)  # the same session again: fine (a retried request)
+    store.holds("owner").hold(T, entry)
+    store.holds("owner").hold(T, entry)  # the same session again: fine (a retried request)
     other = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
     try:
         with pytest.raises(RefusedError, match=f"entry {entry} is already owned by another push"):
-            other.hold_owner(T, entry)
+            other.holds("owner").hold(T, entry)
     finally:
         other.close()
-    assert store.live_owners(T) == frozenset({entry})
+    assert store.holds("owner").live(T) == frozenset({entry})
 
 
 def test_a_commit_attempt_reads_the_clock_with_the_head_even_after_the_clock_was_deleted(
@@ -755,13 +755,13 @@ def test_a_commit_attempt_reads_the_clock_with_the_head_even_after_the_clock_was
 def test_a_table_made_before_commit_queues_gets_its_queue_folder_on_first_use(m: LineageManager) -> None:
     store = m.store
     assert isinstance(store, ZkStore)
-    folder = f"{store.head_path(T)}/queue"
+    folder = f"{store.paths.head(T)}/queue"
     assert store.client.exists(folder) is not None  # made with the table
     store.client.delete(folder)
     assert store.read_now(T)[0].queue == ()  # no folder: nobody queued
-    ticket = store.join_queue(T, "c1")
+    ticket = store.queues.join(T, "c1")
     assert ticket is not None and store.client.get_children(folder) == [ticket]
-    store.leave_queue(T, ticket)
+    store.queues.leave(T, ticket)
 
 
 def test_a_ticket_whose_create_answer_was_lost_is_found_and_left(
@@ -779,11 +779,11 @@ def test_a_ticket_whose_create_answer_was_lost_is_found_and_left(
         raise ConnectionLoss()
 
     monkeypatch.setattr(store.zk, "create", lands_then_loses_the_answer)
-    ticket = store.join_queue(T, "c0ffee")
+    ticket = store.queues.join(T, "c0ffee")
     monkeypatch.setattr(store.zk, "create", real)
-    folder = f"{store.head_path(T)}/queue"
+    folder = f"{store.paths.head(T)}/queue"
     assert ticket is not None and store.client.get_children(folder) == [ticket]
-    store.leave_queue(T, ticket)
+    store.queues.leave(T, ticket)
     assert store.client.get_children(folder) == []
 
 
@@ -792,14 +792,14 @@ def test_waiting_on_a_ticket_again_and_again_keeps_one_watch(m: LineageManager, 
     assert isinstance(store, ZkStore)
     other = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
     try:
-        stuck = other.join_queue(T, "stuck")
+        stuck = other.queues.join(T, "stuck")
         assert stuck is not None
         for _ in range(50):
-            assert store.await_turn(T, stuck, 0.0) is False
+            assert store.queues.await_turn(T, stuck, 0.0) is False
         watchers = store.client._data_watchers  # kazoo keeps a set of callbacks per path
         assert sum(len(v) for k, v in watchers.items() if k.endswith(stuck)) == 1
-        other.leave_queue(T, stuck)
-        assert store.await_turn(T, stuck, 5.0) is True
+        other.queues.leave(T, stuck)
+        assert store.queues.await_turn(T, stuck, 5.0) is True
     finally:
         other.close()
 
@@ -809,7 +809,7 @@ def test_a_blob_create_refused_inside_the_commit_is_an_auth_error(m: LineageMana
 
     store = m.store
     assert isinstance(store, ZkStore)
-    blobs = f"{store.head_path(T)}/blobs"
+    blobs = f"{store.paths.head(T)}/blobs"
     store.client.set_acls(
         blobs, [make_acl("world", "anyone", read=True, write=True, delete=True, admin=True)]
     )
@@ -829,13 +829,13 @@ def test_tickets_planted_or_left_by_dead_writers_cost_the_patience_once(
     monkeypatch.setattr(floor, "QUEUE_PATIENCE_S", 0.5)
     store = m.store
     assert isinstance(store, ZkStore)
-    folder = f"{store.head_path(T)}/queue"
+    folder = f"{store.paths.head(T)}/queue"
     for odd in ("t-", "t--", "t- -", "t-x-00000000000000000000", "other"):
         store.client.create(f"{folder}/{odd}")
     assert store.read_now(T)[0].queue == ()
     holder = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
     try:
-        stuck = [holder.join_queue(T, f"dead{i}") for i in range(10)]
+        stuck = [holder.queues.join(T, f"dead{i}") for i in range(10)]
         assert len(store.read_now(T)[0].queue) == 10 and None not in stuck
         writer = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))), retry=fast_retry())
         real = writer.store.write

@@ -67,11 +67,11 @@ def acl_apply(
     for ident in (*pushers, *retentions, *readers, *(admin or [])):
         check_digest_id(ident)  # before connecting
     with connection() as store:
-        if store.identity is None:
+        if store.nodes.identity is None:
             raise InvalidInputError(
                 "'lineage acl apply' needs LINEAGE_ZK_AUTH=user:password: the admin identity"
             )
-        policy = AclPolicy.build([store.identity, *(admin or [])], pushers, retentions, readers)
+        policy = AclPolicy.build([store.nodes.identity, *(admin or [])], pushers, retentions, readers)
         report = apply_policy(store, policy)
     emit(
         {"nodes": report.nodes, "created": list(report.created), "left_alone": list(report.strangers)},
@@ -86,9 +86,9 @@ def acl_show() -> None:
     from segment_lineage.lineage.core.acl import ADMIN_ROLE, RIGHTS, ROLES, Place, rights_text
 
     with connection() as store:
-        policy = store.policy()
-        role = store.role()
-        identity = store.identity
+        policy = store.nodes.policy()
+        role = store.nodes.role()
+        identity = store.nodes.identity
     user = identity.partition(":")[0] if identity else None
     if policy is None:
         mode = "one digest identity owns every node" if identity else "nodes are open to every client"

@@ -364,7 +364,7 @@ def manager_on(store: ZkStore) -> LineageManager:
 
     # Under an identity, history names it (the ZooKeeper user ACLs checked),
     # not the operating system's login name, which anyone may set.
-    ident = store.identity
+    ident = store.nodes.identity
     actor = f"{ident.partition(':')[0]}@{socket.gethostname()}" if ident else None
     made = LineageManager(store, claims=current().claims, actor=actor)
     made.after_commit = publish_after(lambda text: typer.echo(f"warning: {text}", err=True))

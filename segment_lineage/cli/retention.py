@@ -284,7 +284,7 @@ def daemon(
     identity = f"{socket.gethostname()}:{os.getpid()}"
     with connection() as store:  # ZooKeeper: the daemons elect their leader there
         m = manager_on(store)
-        listener = _connection_line(store.session_timeout_s)
+        listener = _connection_line(store.session.timeout_s)
         store.client.add_listener(listener)
         try:
             store.require_role(RETENTION, doing="the retention daemon")

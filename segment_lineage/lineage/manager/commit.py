@@ -157,7 +157,7 @@ class ManagerBase:
         commit that landed as failed).
 
         ``owner``: the entry whose claim this process holds (a push's,
-        ``store.hold_owner``): the commit lands only while that claim stands,
+        ``store.holds("owner")``): the commit lands only while that claim stands,
         checked in the same request as the swap; ClaimLostError (nothing
         committed) once it is gone."""
         return self._commit_lazy(table, update, reason, load=True, owner=owner)

@@ -10,36 +10,35 @@ late write checks), and usable as a context manager.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Self
 
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.model import HistoryRecord, TableState
 from segment_lineage.lineage.manager.commit import ManagerBase
-from segment_lineage.lineage.store.contract import Lease, Snapshot
+from segment_lineage.lineage.store.contract import LOCK, Holds, Lease, Snapshot
 
 
 class TableHold:
     """One hold on one table: a retention pass's, a mirror publish's or a
-    push's owner claim. ``take`` waits for nothing (the store refuses a
-    hold another session has); ``held`` says whether it still stands;
-    ``release`` lets it go (gone with the session anyway)."""
+    push's owner claim, over the store's recipe of its kind. ``take`` waits
+    for nothing (the store refuses a hold another session has); ``held``
+    says whether this session still holds it; ``release`` lets it go (gone
+    with the session anyway)."""
 
-    def __init__(
-        self, what: str, take: Callable[[], None], held: Callable[[], bool], release: Callable[[], None]
-    ):
+    def __init__(self, what: str, holds: Holds, table: str, name: str = LOCK) -> None:
         self.what = what
-        self._take, self._held, self._release = take, held, release
+        self._holds, self._table, self._name = holds, table, name
 
     def take(self) -> None:
-        self._take()
+        self._holds.hold(self._table, self._name)
 
     def held(self) -> bool:
-        return self._held()
+        return self._holds.holds(self._table, self._name)
 
     def release(self) -> None:
-        self._release()
+        self._holds.release(self._table, self._name)
 
     def __enter__(self) -> Self:
         self.take()
@@ -65,8 +64,7 @@ class Coordination(ManagerBase):
     @property
     def session_timeout_s(self) -> float | None:
         """The store's session timeout (None: a store without sessions)."""
-        timeout = getattr(self.store, "session_timeout_s", None)
-        return float(timeout) if isinstance(timeout, int | float) else None
+        return float(self.store.session.timeout_s)
 
     def snapshot(self, table: str) -> Snapshot:
         """The table's newest version with its floor (who holds its commits)."""
@@ -74,37 +72,19 @@ class Coordination(ManagerBase):
 
     def pass_hold(self, table: str) -> TableHold:
         """The hold a retention pass keeps on ``table``: two passes never overlap."""
-        store = self.store
-        return TableHold(
-            f"retention pass on {table!r}",
-            lambda: store.hold_pass(table),
-            lambda: store.holds_pass(table),
-            lambda: store.release_pass(table),
-        )
+        return TableHold(f"retention pass on {table!r}", self.store.holds("pass"), table)
 
     def mirror_hold(self, table: str) -> TableHold:
         """The hold a publish (or a mirror's enable, disable, drop) keeps on ``table``'s mirror."""
-        store = self.store
-        return TableHold(
-            f"mirror of {table!r}",
-            lambda: store.hold_mirror(table),
-            lambda: store.holds_mirror(table),
-            lambda: store.release_mirror(table),
-        )
+        return TableHold(f"mirror of {table!r}", self.store.holds("mirror"), table)
 
     def owner_hold(self, table: str, entry_id: str) -> TableHold:
         """A push's owner claim on its entry: its commits are fenced by it."""
-        store = self.store
-        return TableHold(
-            f"push {entry_id} on {table!r}",
-            lambda: store.hold_owner(table, entry_id),
-            lambda: entry_id in store.live_owners(table),
-            lambda: store.release_owner(table, entry_id),
-        )
+        return TableHold(f"push {entry_id} on {table!r}", self.store.holds("owner"), table, entry_id)
 
     def live_owners(self, table: str) -> frozenset[str]:
         """The entries whose pushing process still holds its claim."""
-        return self.store.live_owners(table)
+        return self.store.holds("owner").live(table)
 
     def versions(self, table: str) -> list[int]:
         """The retained versions of ``table``, oldest first."""
@@ -116,15 +96,15 @@ class Coordination(ManagerBase):
 
     def release(self, lease: Lease) -> None:
         """Let a reader's pin go."""
-        self.store.release(lease)
+        self.store.pins.release(lease)
 
     def pinned_states(self, table: str) -> list[TableState]:
         """The versions live readers pin."""
-        return self.store.pinned_states(table)
+        return self.store.pins.pinned_states(table)
 
     def ignored_leases(self, table: str) -> list[str]:
         """Malformed leases of ``table`` skipped so far, each with why."""
-        return self.store.ignored_leases(table)
+        return self.store.pins.ignored(table)
 
     def collect_garbage(self, table: str) -> int:
         """Sweep the table's unreferenced metadata; how much went."""

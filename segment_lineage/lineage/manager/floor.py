@@ -108,7 +108,7 @@ class _QueueUse:
             if not lost:
                 return False
             try:
-                self.ticket = self.store.join_queue(self.table, self.commit_id)
+                self.ticket = self.store.queues.join(self.table, self.commit_id)
             except LineageError:
                 self.ticket = None
             if self.ticket is None:
@@ -123,7 +123,7 @@ class _QueueUse:
             return False  # only tickets that stood still are ahead: race, as without a queue
         self.ahead = ahead
         try:
-            gone = self.store.await_turn(self.table, ahead[0], max(0.0, min(QUEUE_WAIT_S, budget_s)))
+            gone = self.store.queues.await_turn(self.table, ahead[0], max(0.0, min(QUEUE_WAIT_S, budget_s)))
         except LineageError:
             gone = False
         if not gone:
@@ -145,7 +145,7 @@ class _QueueUse:
     def leave(self) -> None:
         if self.ticket is not None:
             with contextlib.suppress(LineageError):
-                self.store.leave_queue(self.table, self.ticket)
+                self.store.queues.leave(self.table, self.ticket)
             self.ticket = None
 
 
@@ -200,7 +200,7 @@ class _FloorUse:
         self.losses = 0
         self.tried = True
         try:
-            self.store.take_floor(self.table, seen, self.commit_id, now_ms + FLOOR_MS)
+            self.store.floors.take(self.table, seen, self.commit_id, now_ms + FLOOR_MS)
         except LineageError:
             return None  # refused (no right to create it) or no answer: go on without it
         return 0.0  # read again: under the floor if this writer holds it now
@@ -232,4 +232,4 @@ class _FloorUse:
     def leave(self) -> None:
         if self.tried:
             with contextlib.suppress(LineageError):  # it lapses on its own
-                self.store.leave_floor(self.table, self.commit_id)
+                self.store.floors.leave(self.table, self.commit_id)

@@ -194,7 +194,7 @@ class Reads(ManagerBase):
             self.resolve_version(table, version=version)  # validates it
         started = self.retry.clock()
         for _ in range(PIN_ATTEMPTS):
-            lease = self.store.pin(table, version)
+            lease = self.store.pins.pin(table, version)
             try:
                 then = lease.state
                 if version is not None and then.version != version:
@@ -208,9 +208,9 @@ class Reads(ManagerBase):
                     then.loaded()  # a reader holds the state past the store's life, maybe
                     return lease
             except BaseException:
-                self.store.release(lease)
+                self.store.pins.release(lease)
                 raise
-            self.store.release(lease)  # condemned between our read and our lease: take the newest
+            self.store.pins.release(lease)  # condemned between our read and our lease: take the newest
         raise ContentionError(
             table, PIN_ATTEMPTS, self.retry.clock() - started, doing="pinning a version retention left alone"
         )

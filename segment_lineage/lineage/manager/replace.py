@@ -161,7 +161,7 @@ class ReplaceOps(Reads):
         :func:`segment_lineage.lineage.core.transitions.complete_replace`.
 
         ``owned``: this process holds the entry's owner claim
-        (``store.hold_owner``), and the commit lands only while it stands
+        (``store.holds("owner")``), and the commit lands only while it stands
         (ClaimLostError, nothing committed, once it is gone). ``check`` is
         called with the version the commit applies to, before the change:
         what it raises refuses the commit."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.model import (
@@ -24,6 +24,9 @@ from segment_lineage.lineage.core.model import (
 MAX_VERSIONS = DEFAULT_VERSIONS_KEPT  # past versions each store keeps readable
 MAX_HISTORY = 10_240  # history records each store keeps (older ones are compacted away)
 MEMBER_PREFIX = "member-"  # an election member's name: this, then its join order
+LOCK = "lock"  # the name of a table's single hold of a kind (a pass's, a mirror's)
+
+HoldKind = Literal["owner", "pass", "mirror"]
 
 
 # A drop's call back once the table is marked dropping: (its root, its config).
@@ -117,6 +120,133 @@ class Snapshot:
     queue: tuple[str, ...] = ()  # the table's commit queue, oldest ticket first (read by read_now)
 
 
+class Holds(Protocol):
+    """Holds of one kind on tables, each an ephemeral claim that lives as long
+    as this client's session: ``owner`` (a running push's entry, by entry
+    id), ``pass`` (one retention pass at a time) and ``mirror`` (one publish,
+    drop or disable of a table's mirror at a time), named :data:`LOCK`."""
+
+    def hold(self, table: str, name: str = LOCK) -> None:
+        """Take the hold. ``owner``: RefusedError when another session owns the
+        entry; this session again is fine. ``pass``: PassRunningError when
+        another client holds it; this session again is fine. ``mirror``:
+        MirrorHeldError when another client holds it, or this one already
+        does (two holders of one process never overlap)."""
+        ...
+
+    def holds(self, table: str, name: str = LOCK) -> bool:
+        """Whether this client still holds it (asks the server)."""
+        ...
+
+    def release(self, table: str, name: str = LOCK) -> None:
+        """Let it go, if it is still this session's (gone with the session anyway)."""
+        ...
+
+    def live(self, table: str) -> frozenset[str]:
+        """The names held on ``table`` by live sessions (an owner: the entries
+        whose pushing process still holds its session)."""
+        ...
+
+
+class Queues(Protocol):
+    """The tables' commit queues: a writer that lost a race waits its turn."""
+
+    def join(self, table: str, commit_id: str) -> str | None:
+        """A ticket at the tail of the table's commit queue, gone with this
+        client's session (or :meth:`leave`). None when the store keeps no
+        queue for the table (a table made before queues, under an ACL policy,
+        until ``lineage acl apply``): commit without one."""
+        ...
+
+    def await_turn(self, table: str, ahead: str, timeout_s: float) -> bool:
+        """Wait until ticket ``ahead`` is gone: True when it is, False after
+        ``timeout_s`` or at once where the store cannot wait (then poll)."""
+        ...
+
+    def leave(self, table: str, ticket: str) -> None:
+        """Give up a ticket (best effort: it goes with the session anyway)."""
+        ...
+
+
+class Floors(Protocol):
+    """Who holds a table's commits a while (see :class:`Floor`)."""
+
+    def take(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
+        """Take the floor for ``commit_id`` if it is still as ``seen``
+        (compare-and-set); False when someone else changed it first."""
+        ...
+
+    def leave(self, table: str, commit_id: str) -> None:
+        """Free the floor if ``commit_id`` holds it."""
+        ...
+
+
+class Pins(Protocol):
+    """Readers' pins on table versions; retention keeps a pinned version's files."""
+
+    def pin(self, table: str, version: int | None = None) -> Lease:
+        """Pin one consistent version for a reader: the current one, or a retained one."""
+        ...
+
+    def release(self, lease: Lease) -> None: ...
+
+    def leases(self, table: str) -> list[LeaseInfo]: ...
+
+    def pinned_states(self, table: str) -> list[TableState]:
+        """The versions live readers hold: retention keeps their files. A
+        malformed lease is skipped, not fatal: see :meth:`ignored`."""
+        ...
+
+    def ignored(self, table: str) -> list[str]:
+        """Why each malformed lease of ``table`` seen so far was skipped
+        (leases are written by readers; retention reports these)."""
+        ...
+
+
+class Elections(Protocol):
+    """Elections bound to this client's session; the first member leads."""
+
+    def join(self, role: str, identity: str) -> str:
+        """Join ``role``'s election for as long as this session lives; returns the member's name."""
+        ...
+
+    def members(self, role: str) -> list[str]:
+        """The members of ``role``'s election, in join order."""
+        ...
+
+    def member(self, role: str, name: str) -> Member | None:
+        """One member (None once it is gone)."""
+        ...
+
+    def leave(self, role: str, name: str) -> None:
+        """Leave; a member already gone is fine."""
+        ...
+
+
+class Session(Protocol):
+    """This client's session, which holds, tickets, pins and members live as long as."""
+
+    @property
+    def timeout_s(self) -> float: ...
+
+    def connected(self) -> bool:
+        """Whether the client is connected now (no request sent)."""
+        ...
+
+    def id(self) -> int | None:
+        """This client's current session (None while there is none)."""
+        ...
+
+    def alive(self, since: int) -> bool:
+        """False once the session ``since`` is suspended, lost or replaced."""
+        ...
+
+    def confirm(self) -> None:
+        """One round trip to the server; StoreUnavailableError when it fails
+        (a session that expired while the process was paused fails it)."""
+        ...
+
+
 class Store(Protocol):
     def now_ms(self) -> int:
         """The single clock every timestamp comes from (ZooKeeper's, for ZkStore)."""
@@ -153,22 +283,6 @@ class Store(Protocol):
         round trip where the store can (what every commit attempt starts with)."""
         ...
 
-    def join_queue(self, table: str, commit_id: str) -> str | None:
-        """A ticket at the tail of the table's commit queue, gone with this
-        client's session (or :meth:`leave_queue`). None when the store keeps
-        no queue for the table (a table made before queues, under an ACL
-        policy, until ``lineage acl apply``): commit without one."""
-        ...
-
-    def await_turn(self, table: str, ahead: str, timeout_s: float) -> bool:
-        """Wait until ticket ``ahead`` is gone: True when it is, False after
-        ``timeout_s`` or at once where the store cannot wait (then poll)."""
-        ...
-
-    def leave_queue(self, table: str, ticket: str) -> None:
-        """Give up a ticket (best effort: it goes with the session anyway)."""
-        ...
-
     def write(
         self,
         table: str,
@@ -183,7 +297,7 @@ class Store(Protocol):
         """Swap ``base`` for ``change.state`` at version ``base.version + 1``.
 
         ``owner``: the entry this commit is made for by the push that holds
-        it (:meth:`hold_owner`): the swap lands only while that claim stands,
+        it (``holds("owner")``): the swap lands only while that claim stands,
         checked in the same request (ZooKeeper: a ``check`` of the owner node
         in the multi), so a push paused past its session never lands late.
         ``role``: a change only that role and the admins may make
@@ -195,15 +309,6 @@ class Store(Protocol):
         written), RetryableStoreError (nothing written), TooLargeError (never
         retry), ClaimLostError (``owner``'s claim is gone: nothing written).
         """
-        ...
-
-    def take_floor(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
-        """Take the floor for ``commit_id`` if it is still as ``seen``
-        (compare-and-set); False when someone else changed it first."""
-        ...
-
-    def leave_floor(self, table: str, commit_id: str) -> None:
-        """Free the floor if ``commit_id`` holds it."""
         ...
 
     def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:
@@ -244,42 +349,6 @@ class Store(Protocol):
         ``roles``, when an ACL policy is in force (no roles: admins only)."""
         ...
 
-    def hold_owner(self, table: str, entry_id: str) -> None:
-        """Mark ``entry_id``'s push as running for as long as this client's
-        session lives (ZooKeeper: an ephemeral node)."""
-        ...
-
-    def release_owner(self, table: str, entry_id: str) -> None: ...
-
-    def live_owners(self, table: str) -> frozenset[str]:
-        """Entries whose pushing process still holds its session."""
-        ...
-
-    def hold_pass(self, table: str) -> None:
-        """Hold ``table`` for one retention pass, for as long as this client's
-        session lives (ZooKeeper: an ephemeral node). PassRunningError when
-        another client holds it; holding it again from the same session is fine."""
-        ...
-
-    def holds_pass(self, table: str) -> bool:
-        """Whether this client still holds ``table``'s pass (asks the server)."""
-        ...
-
-    def release_pass(self, table: str) -> None: ...
-
-    def hold_mirror(self, table: str) -> None:
-        """Hold ``table``'s mirror (its Delta log) for one publish, drop or
-        disable, for as long as this client's session lives (ZooKeeper: an
-        ephemeral node). MirrorHeldError when another client holds it, or
-        this one already does (two holders of one process never overlap)."""
-        ...
-
-    def holds_mirror(self, table: str) -> bool:
-        """Whether this client still holds ``table``'s mirror (asks the server)."""
-        ...
-
-    def release_mirror(self, table: str) -> None: ...
-
     def versions(self, table: str) -> list[int]:
         """The versions still readable (time travel, rollback targets), oldest first."""
         ...
@@ -288,65 +357,39 @@ class Store(Protocol):
         """One retained version. VersionGoneError when it is not retained."""
         ...
 
-    def pin(self, table: str, version: int | None = None) -> Lease:
-        """Pin one consistent version for a reader: the current one, or a
-        retained one. Retention keeps a pinned version's files."""
-        ...
-
-    def release(self, lease: Lease) -> None: ...
-
-    def leases(self, table: str) -> list[LeaseInfo]: ...
-
-    def pinned_states(self, table: str) -> list[TableState]:
-        """The versions live readers hold: retention keeps their files. A
-        malformed lease is skipped, not fatal: see :meth:`ignored_leases`."""
-        ...
-
-    def ignored_leases(self, table: str) -> list[str]:
-        """Why each malformed lease of ``table`` seen so far was skipped
-        (leases are written by readers; retention reports these)."""
-        ...
-
     def collect_garbage(self, table: str) -> int:
         """Reclaim the store's own unreferenced metadata; returns how much."""
         ...
 
-    # ---- the client's session, and elections bound to it ---------------------
+    # ---- the coordination recipes, after kazoo's ``client.Lock(path)`` -----------
 
-    session_timeout_s: float
-
-    def connected(self) -> bool:
-        """Whether the client is connected now (no request sent)."""
+    def holds(self, kind: HoldKind) -> Holds:
+        """The holds of one kind: a push's owner claims, retention passes, mirror publishes."""
         ...
 
-    def session_id(self) -> int | None:
-        """This client's current session (None while there is none)."""
+    @property
+    def queues(self) -> Queues:
+        """The tables' commit queues."""
         ...
 
-    def session_alive(self, since: int) -> bool:
-        """False once the session ``since`` is suspended, lost or replaced."""
+    @property
+    def floors(self) -> Floors:
+        """The tables' floors."""
         ...
 
-    def confirm_session(self) -> None:
-        """One round trip to the server; StoreUnavailableError when it fails
-        (a session that expired while the process was paused fails it)."""
+    @property
+    def pins(self) -> Pins:
+        """Readers' pins (leases) on table versions."""
         ...
 
-    def join_election(self, role: str, identity: str) -> str:
-        """Join ``role``'s election for as long as this session lives; returns
-        the member's name. The first member (in name order) leads."""
+    @property
+    def elections(self) -> Elections:
+        """Elections bound to this client's session."""
         ...
 
-    def election(self, role: str) -> list[str]:
-        """The members of ``role``'s election, in join order."""
-        ...
-
-    def election_member(self, role: str, name: str) -> Member | None:
-        """One member (None once it is gone)."""
-        ...
-
-    def leave_election(self, role: str, name: str) -> None:
-        """Leave; a member already gone is fine."""
+    @property
+    def session(self) -> Session:
+        """This client's session."""
         ...
 
     def close(self) -> None: ...

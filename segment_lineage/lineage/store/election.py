@@ -38,7 +38,7 @@ def trust_s(store: Store) -> float:
     """How long a confirmation from ZooKeeper is trusted: a third of the
     session timeout, so a paused process asks again before its session could
     have expired unnoticed."""
-    return store.session_timeout_s / 3
+    return store.session.timeout_s / 3
 
 
 def rank(role: str, tag: str) -> int:
@@ -107,14 +107,14 @@ class Leadership:
 
     def _check(self, sent: float, keep: bool) -> str | None:
         store = self.store
-        if not store.connected():
+        if not store.session.connected():
             self._leading = False
             self._leader_identity = None
             return None
-        session = store.session_id()
+        session = store.session.id()
         if self._member is None or session != self._session:
             self._join(session)
-        members = store.election(self.role)
+        members = store.elections.members(self.role)
         mine = self._member
         assert mine is not None
         if mine not in members:  # our member went with an old session: rejoin
@@ -129,7 +129,7 @@ class Leadership:
             # leading from before the leave: the next one may lead at once.
             self._leading = False
             self._leader_identity = None
-            store.leave_election(self.role, mine)
+            store.elections.leave(self.role, mine)
             self._join(session)
             return None
         if self._leading:
@@ -143,7 +143,7 @@ class Leadership:
         if first == self._tag:
             # A member of ours from a join whose answer was lost: it would
             # block this process from ever leading. Remove it; lead next time.
-            store.leave_election(self.role, members[0])
+            store.elections.leave(self.role, members[0])
         self._leader_identity = first.rsplit(" #", 1)[0]
         return None
 
@@ -151,7 +151,7 @@ class Leadership:
         """The tag a member carries (read once: a name is never reused)."""
         tag = self._tags.get(name)
         if tag is None:
-            found = self.store.election_member(self.role, name)
+            found = self.store.elections.member(self.role, name)
             if found is None:
                 return None
             tag = self._tags[name] = found.identity
@@ -166,7 +166,7 @@ class Leadership:
         return False
 
     def _join(self, session: int | None) -> None:
-        self._member = self.store.join_election(self.role, self._tag)
+        self._member = self.store.elections.join(self.role, self._tag)
         self._session = session
         self._confirmed = None
         self._leading = False
@@ -180,7 +180,7 @@ class Leadership:
         with self._lock:
             if (
                 self._session is None
-                or not self.store.session_alive(self._session)
+                or not self.store.session.alive(self._session)
                 or term != self._member
                 or not self._leading
                 or self._confirmed is None
@@ -192,7 +192,7 @@ class Leadership:
 
     @property
     def connected(self) -> bool:
-        return self.store.connected()
+        return self.store.session.connected()
 
     @property
     def leading(self) -> bool:
@@ -215,13 +215,13 @@ class Leadership:
         with self._lock:
             member, self._member, self._leading = self._member, None, False
             store = self.store
-            if not store.connected():
+            if not store.session.connected():
                 return
             with contextlib.suppress(StoreUnavailableError):
-                for name in store.election(self.role):
-                    found = store.election_member(self.role, name) if name != member else None
+                for name in store.elections.members(self.role):
+                    found = store.elections.member(self.role, name) if name != member else None
                     if name == member or (found is not None and found.identity == self._tag):
-                        store.leave_election(self.role, name)
+                        store.elections.leave(self.role, name)
 
 
 def owner_role(table: str) -> str:
@@ -291,7 +291,7 @@ class Ownership:
 
     @property
     def connected(self) -> bool:
-        return self.store.connected()
+        return self.store.session.connected()
 
     def resign(self) -> None:
         """Leave every election (on a clean stop), so the others take over at once."""
@@ -313,20 +313,20 @@ class SessionCheck:
     def __init__(self, store: Store, *, clock: Clock = time.monotonic) -> None:
         self.store = store
         self._clock = clock
-        self.session = store.session_id()
+        self.session = store.session.id()
         self._confirmed = clock()
 
     def holds(self) -> bool:
-        if self.session is None or not self.store.session_alive(self.session):
+        if self.session is None or not self.store.session.alive(self.session):
             return False
         if self._clock() - self._confirmed < trust_s(self.store):
             return True
         sent = self._clock()
         try:
-            self.store.confirm_session()
+            self.store.session.confirm()
         except StoreUnavailableError:
             return False
-        if not self.store.session_alive(self.session):
+        if not self.store.session.alive(self.session):
             return False
         self._confirmed = sent
         return True

@@ -14,8 +14,6 @@ from dataclasses import replace
 
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
-    MirrorHeldError,
-    PassRunningError,
     TableExistsError,
     TableNotFoundError,
     VersionGoneError,
@@ -28,50 +26,48 @@ from segment_lineage.lineage.core.model import (
     TableConfig,
     TableState,
 )
-from segment_lineage.lineage.core.names import check_role, check_table_name
+from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.roots import check_no_overlap
 from segment_lineage.lineage.core.schema_versions import config_at
 from segment_lineage.lineage.store.contract import (
     MAX_HISTORY,
     MAX_VERSIONS,
-    MEMBER_PREFIX,
-    Floor,
-    Lease,
-    LeaseInfo,
-    Member,
+    HoldKind,
+    Holds,
     OnMarked,
     Snapshot,
     TableListing,
     VersionConflict,
     WriteOutcomeUnknown,
 )
-
-SESSION = 1  # the one session of a memory store's client
-FREE = Floor(None, 0, 0)
+from segment_lineage.lineage.store.memory_recipes import (
+    MemoryElections,
+    MemoryFloors,
+    MemoryPins,
+    MemoryQueues,
+    MemorySession,
+    memory_holds,
+)
 
 
 class MemoryStore:
     def __init__(self, clock: Callable[[], int] | None = None) -> None:
         self._clock = clock or (lambda: int(time.time() * 1000))
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # shared with the recipes
         self._tables: dict[str, TableState] = {}
         self._history: dict[str, list[HistoryRecord]] = {}
         self._unknown: list[bool] = []
-        self._owners: dict[str, set[str]] = {}
-        self._leases: dict[str, dict[str, TableState]] = {}
-        self._next_lease = 0
         self._versions: dict[str, dict[int, TableState]] = {}
-        self._passes: dict[str, object] = {}  # table -> the session holding its retention pass
-        self._mirror_holds: set[str] = set()  # tables whose mirror this store's client holds
         self._dropping: dict[str, TableState] = {}  # marked dropping, their metadata not yet gone
-        self._floors: dict[str, Floor] = {}
-        self._queues: dict[str, dict[str, str]] = {}  # table -> ticket -> commit id, oldest first
-        self._tickets = 0
-        self._session = object()
         self._id = uuid.uuid4().hex
-        self._members: dict[str, dict[str, str]] = {}  # role -> member name -> identity
-        self._next_member = 0
-        self.session_timeout_s = 10.0
+        owners, passes, mirrors = memory_holds(self._lock, self._tables)
+        self._holds: dict[str, Holds] = {"owner": owners, "pass": passes, "mirror": mirrors}
+        self._owners, self._passes, self._mirrors = owners, passes, mirrors
+        self.queues = MemoryQueues(self._lock, self._tables)
+        self.floors = MemoryFloors(self._lock, self._tables)
+        self.pins = MemoryPins(self._lock, self._state_of)
+        self.elections = MemoryElections(self._lock)
+        self.session = MemorySession()
 
     def inject_unknown(self, *, landed: bool, times: int = 1) -> None:
         """The next ``times`` writes report an unknown outcome; ``landed`` says
@@ -127,51 +123,16 @@ class MemoryStore:
 
     def read_now(self, table: str) -> tuple[Snapshot, int]:
         snap = self.read(table)
-        with self._lock:
-            queue = tuple(self._queues.get(table, {}))
-        return replace(snap, queue=queue), self.now_ms()
-
-    def join_queue(self, table: str, commit_id: str) -> str | None:
-        with self._lock:
-            if table not in self._tables:
-                raise TableNotFoundError(table)
-            self._tickets += 1
-            ticket = f"t-{commit_id}-{self._tickets:010d}"
-            self._queues.setdefault(table, {})[ticket] = commit_id
-            return ticket
-
-    def await_turn(self, table: str, ahead: str, timeout_s: float) -> bool:
-        with self._lock:
-            return ahead not in self._queues.get(table, {})  # never waits: the caller polls
-
-    def leave_queue(self, table: str, ticket: str) -> None:
-        with self._lock:
-            self._queues.get(table, {}).pop(ticket, None)
+        return replace(snap, queue=self.queues.tickets(table)), self.now_ms()
 
     def read(self, table: str) -> Snapshot:
         with self._lock:
             state = self._tables.get(table)
-            floor = self._floors.get(table, FREE)
+            floor = self.floors.current(table)
             dropping = table in self._dropping
         if state is None:
             raise TableNotFoundError(table, dropping=dropping)
         return Snapshot(state, state.version, floor)
-
-    def take_floor(self, table: str, seen: Floor | None, commit_id: str, until_ms: int) -> bool:
-        with self._lock:
-            if table not in self._tables:
-                raise TableNotFoundError(table)
-            current = self._floors.get(table, FREE)
-            if seen is None or current.version != seen.version:
-                return False
-            self._floors[table] = Floor(commit_id, until_ms, current.version + 1)
-            return True
-
-    def leave_floor(self, table: str, commit_id: str) -> None:
-        with self._lock:
-            current = self._floors.get(table, FREE)
-            if current.holder == commit_id:
-                self._floors[table] = Floor(None, 0, current.version + 1)
 
     def write(
         self,
@@ -188,11 +149,11 @@ class MemoryStore:
             current = self._tables.get(table)
             if current is None:
                 raise TableNotFoundError(table)
-            if owner is not None and owner not in self._owners.get(table, set()):
+            if owner is not None and not self._owners.holds(table, owner):
                 raise ClaimLostError(table, owner)
             if current.version != base.token:
                 raise VersionConflict(f"table {table} is at version {current.version}")
-            if base.floor is not None and self._floors.get(table, FREE).version != base.floor.version:
+            if base.floor is not None and self.floors.current(table).version != base.floor.version:
                 raise VersionConflict(f"table {table}: a writer took the floor")
             outcome = self._unknown.pop(0) if self._unknown else None
             if outcome is False:
@@ -254,56 +215,12 @@ class MemoryStore:
         with self._lock:
             self._dropping.pop(table, None)
             self._history.pop(table, None)
-            self._floors.pop(table, None)
-            self._queues.pop(table, None)
-            self._mirror_holds.discard(table)  # its node goes with the table's on ZooKeeper
+            self.floors.forget(table)
+            self.queues.forget(table)
+            self._mirrors.forget(table)  # its node goes with the table's on ZooKeeper
 
     def require_role(self, *roles: str, doing: str) -> None:
         return None  # no ACL policy in memory
-
-    def hold_owner(self, table: str, entry_id: str) -> None:
-        self.read(table)
-        with self._lock:
-            self._owners.setdefault(table, set()).add(entry_id)
-
-    def release_owner(self, table: str, entry_id: str) -> None:
-        with self._lock:
-            self._owners.get(table, set()).discard(entry_id)
-
-    def live_owners(self, table: str) -> frozenset[str]:
-        with self._lock:
-            return frozenset(self._owners.get(table, set()))
-
-    def hold_pass(self, table: str) -> None:
-        self.read(table)
-        with self._lock:
-            if table in self._passes:  # held, by another client or by a pass of this one
-                raise PassRunningError(table)
-            self._passes[table] = self._session
-
-    def holds_pass(self, table: str) -> bool:
-        with self._lock:
-            return self._passes.get(table) == self._session
-
-    def release_pass(self, table: str) -> None:
-        with self._lock:
-            if self._passes.get(table) == self._session:
-                del self._passes[table]
-
-    def hold_mirror(self, table: str) -> None:
-        self.read(table)
-        with self._lock:
-            if table in self._mirror_holds:
-                raise MirrorHeldError(table)
-            self._mirror_holds.add(table)
-
-    def holds_mirror(self, table: str) -> bool:
-        with self._lock:
-            return table in self._mirror_holds
-
-    def release_mirror(self, table: str) -> None:
-        with self._lock:
-            self._mirror_holds.discard(table)
 
     def versions(self, table: str) -> list[int]:
         self.read(table)
@@ -323,66 +240,14 @@ class MemoryStore:
         # As ZooKeeper rebuilds it: the current config, with the version's own schema.
         return state if state is current else state.replace(config=config_at(current.config, version))
 
-    def pin(self, table: str, version: int | None = None) -> Lease:
-        state = self.read(table).state if version is None else self.read_version(table, version)
-        with self._lock:
-            self._next_lease += 1
-            lease_id = f"lease-{self._next_lease:010d}"
-            self._leases.setdefault(table, {})[lease_id] = state
-        return Lease(table, lease_id, state)
-
-    def release(self, lease: Lease) -> None:
-        with self._lock:
-            self._leases.get(lease.table, {}).pop(lease.lease_id, None)
-
-    def leases(self, table: str) -> list[LeaseInfo]:
-        with self._lock:
-            return [LeaseInfo(k, v.version) for k, v in sorted(self._leases.get(table, {}).items())]
-
-    def pinned_states(self, table: str) -> list[TableState]:
-        with self._lock:
-            return list(self._leases.get(table, {}).values())
-
-    def ignored_leases(self, table: str) -> list[str]:
-        return []  # leases here are made by pin() alone: none is malformed
-
     def collect_garbage(self, table: str) -> int:
         return 0  # versions here are plain objects: the interpreter reclaims them
 
-    # ---- one session that never ends, and its elections ------------------------
+    def holds(self, kind: HoldKind) -> Holds:
+        return self._holds[kind]
 
-    def connected(self) -> bool:
-        return True
-
-    def session_id(self) -> int | None:
-        return SESSION
-
-    def session_alive(self, since: int) -> bool:
-        return since == SESSION
-
-    def confirm_session(self) -> None:
-        return None
-
-    def join_election(self, role: str, identity: str) -> str:
-        check_role(role)
-        with self._lock:
-            name = f"{MEMBER_PREFIX}{self._next_member:010d}"
-            self._next_member += 1
-            self._members.setdefault(role, {})[name] = identity
-            return name
-
-    def election(self, role: str) -> list[str]:
-        with self._lock:
-            return sorted(self._members.get(role, {}))
-
-    def election_member(self, role: str, name: str) -> Member | None:
-        with self._lock:
-            identity = self._members.get(role, {}).get(name)
-        return None if identity is None else Member(name, identity, SESSION)
-
-    def leave_election(self, role: str, name: str) -> None:
-        with self._lock:
-            self._members.get(role, {}).pop(name, None)
+    def _state_of(self, table: str, version: int | None) -> TableState:
+        return self.read(table).state if version is None else self.read_version(table, version)
 
     def close(self) -> None:
         pass

@@ -45,9 +45,9 @@ class ApplyReport:
 
 
 def apply_policy(store: ZkStore, policy: AclPolicy) -> ApplyReport:
-    if store.identity is None:
+    if store.nodes.identity is None:
         raise InvalidInputError("applying an ACL policy needs LINEAGE_ZK_AUTH: the admin identity")
-    if policy.role_of(store.identity) != ADMIN_ROLE:
+    if policy.role_of(store.nodes.identity) != ADMIN_ROLE:
         raise InvalidInputError("the identity applying an ACL policy must be one of its admins")
     with translated(
         "applying the ACL policy",
@@ -59,11 +59,11 @@ def apply_policy(store: ZkStore, policy: AclPolicy) -> ApplyReport:
 
 def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
     root = store.root
-    store.forget_policy()
-    store.policy()  # refuses an identity the policy in force does not know
-    store.ensure_node(root, Place.FOLDER)
+    store.nodes.forget_policy()
+    store.nodes.policy()  # refuses an identity the policy in force does not know
+    store.nodes.ensure_node(root, Place.FOLDER)
     _write_policy(store, policy)
-    store.forget_policy()
+    store.nodes.forget_policy()
     if store.client.chroot:
         # Connecting through a chroot reads the chroot node ("/" here):
         # every role must be able to, whoever created it.
@@ -78,19 +78,19 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
         (f"{root}/leaders", Place.LEADERS),
         *((f"{root}/leaders/{name}", Place.ELECTION) for name in ELECTIONS),
     ):
-        if store.ensure_node(path, place):
+        if store.nodes.ensure_node(path, place):
             created.append(path)
     for table in store.zk.get_children(f"{root}/tables"):
         for folder, place in TABLE_FOLDERS.items():
             path = f"{root}/tables/{table}/{folder}"
-            if store.ensure_node(path, place, folder_data(place)):
+            if store.nodes.ensure_node(path, place, folder_data(place)):
                 created.append(path)
             own = OWN_FOLDER_OF.get(place)
             if own is None:
                 continue
             for ident in policy.own_folder_ids(own):
                 own_path = f"{path}/{own_folder(ident)}"
-                if store.ensure_node(own_path, own, owner=ident):
+                if store.nodes.ensure_node(own_path, own, owner=ident):
                     created.append(own_path)
     nodes = 0
     strangers: list[str] = []

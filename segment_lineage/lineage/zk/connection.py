@@ -311,20 +311,7 @@ class ZkConnection:
 
     # ---- the session -------------------------------------------------------------
 
-    def connected(self) -> bool:
-        return bool(self.client.connected)
-
     def session_id(self) -> int | None:
         """The current ZooKeeper session's id (None while there is none)."""
         client_id = self.client.client_id
         return int(client_id[0]) if client_id else None
-
-    def session_alive(self, since: int) -> bool:
-        """False once the connection is suspended or the session is lost, or
-        once the session ``since`` was replaced by a new one."""
-        return bool(self.client.connected) and self.session_id() == since
-
-    def confirm_session(self, root: str) -> None:
-        """One round trip to the server: a dead session fails it."""
-        with translated("ZooKeeper did not answer", refused=None):
-            self.exists(root)

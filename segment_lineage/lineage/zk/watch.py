@@ -57,7 +57,7 @@ class WatchedTable:
                 self.state()  # a missing table or a refused read is reported here, by the store
                 # The watch's first call counts as a change, so whatever moved since
                 # the read above is read again on the next call.
-                DataWatch(store.client, store.head_path(self.table), self._on_change)
+                DataWatch(store.client, store.paths.head(self.table), self._on_change)
         except BaseException:
             self.close()
             raise
@@ -82,7 +82,7 @@ class WatchedTable:
         with self._lock:
             if self._closed:
                 raise RefusedError(f"the watch on table {self.table!r} is closed", table=self.table)
-            now = (self._changes, self.store.commits_sent)
+            now = (self._changes, self.store.zk.commits_sent)
             if self._state is not None and self._seen == now:
                 return self._state
         # Read outside the lock: kazoo's event thread must not wait on a read.

@@ -4,13 +4,13 @@ a reader (retention keeps its blobs and files)."""
 
 from __future__ import annotations
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from segment_lineage.lineage import codec
-from segment_lineage.lineage.core.errors import CorruptRecordError, RefusedError
+from segment_lineage.lineage.core.errors import CorruptRecordError, RefusedError, StoreUnavailableError
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.names import check_entry_id
-from segment_lineage.lineage.store.contract import Lease, LeaseInfo, ReadAgainError
+from segment_lineage.lineage.store.contract import LOCK, Lease, LeaseInfo, ReadAgainError
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
 from segment_lineage.lineage.zk.store.heads import Heads, Loaded
@@ -19,11 +19,14 @@ from segment_lineage.lineage.zk.store.versions import Versions
 
 
 class Owners:
+    """A push's owner claim on its entry (the hold kind ``owner``, named by entry id)."""
+
     def __init__(self, zk: ZkConnection, ephemerals: Ephemerals) -> None:
         self.zk = zk
         self.ephemerals = ephemerals
 
-    def hold(self, table: str, entry_id: str) -> None:
+    def hold(self, table: str, name: str = LOCK) -> None:
+        entry_id = name
         try:
             self.ephemerals.create(table, "owners", check_entry_id(entry_id), b"", sequence=False)
         except NodeExistsError:
@@ -38,8 +41,16 @@ class Owners:
         """The owner node a push of ``entry_id`` holds (its commits check it)."""
         return self.ephemerals.own_path(table, "owners", check_entry_id(entry_id))
 
-    def release(self, table: str, entry_id: str) -> None:
-        self.ephemerals.delete_quietly(self.path(table, entry_id), "owner")
+    def holds(self, table: str, name: str = LOCK) -> bool:
+        """Whether this session still holds the claim on entry ``name``."""
+        try:
+            stat = self.zk.exists(self.path(table, name), doing="owner")
+        except (NoNodeError, StoreUnavailableError):
+            return False
+        return stat is not None and stat.ephemeralOwner == self.zk.session_id()
+
+    def release(self, table: str, name: str = LOCK) -> None:
+        self.ephemerals.delete_quietly(self.path(table, name), "owner")
 
     def live(self, table: str) -> frozenset[str]:
         return frozenset(i.rsplit("/", 1)[-1] for i in self.ephemerals.listing(table, "owners"))
@@ -105,3 +116,6 @@ class Leases:
         return [
             LeaseInfo(lease_id, record.version) for lease_id, record in self.versions.records(table, "leases")
         ]
+
+    def ignored(self, table: str) -> list[str]:
+        return self.versions.ignored_leases(table)

@@ -27,7 +27,7 @@ from segment_lineage.lineage.core.errors import (
     StoreUnavailableError,
     TableNotFoundError,
 )
-from segment_lineage.lineage.store.contract import MEMBER_PREFIX, Floor, Member
+from segment_lineage.lineage.store.contract import LOCK, MEMBER_PREFIX, Floor, Member
 from segment_lineage.lineage.zk.connection import UNAVAILABLE, ZkConnection, translated
 from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
 from segment_lineage.lineage.zk.store.nodes import Nodes
@@ -252,27 +252,27 @@ class TableHolds:
         self.busy = busy
         self._doing = f"{folder} lock"
         self._lock = threading.Lock()
-        self._held: set[str] = set()  # tables this store holds
+        self._held: set[tuple[str, str]] = set()  # (table, name) this store holds
         self._who = f"{socket.gethostname()} pid {os.getpid()}".encode()[:200]  # said to those who wait
 
-    def path(self, table: str) -> str:
-        return self.paths.lock(table, self.folder)
+    def path(self, table: str, name: str = LOCK) -> str:
+        return f"{self.paths.folder(table, self.folder)}/{name}"
 
-    def hold(self, table: str) -> None:
+    def hold(self, table: str, name: str = LOCK) -> None:
         with self._lock:
-            if table in self._held:  # two holders in one process never overlap either
+            if (table, name) in self._held:  # two holders in one process never overlap either
                 raise self.busy(table, f"this one, pid {os.getpid()}")
-            self._held.add(table)
+            self._held.add((table, name))
         try:
-            self._hold(table, self.path(table))
+            self._hold(table, name, self.path(table, name))
         except BaseException:
             with self._lock:
-                self._held.discard(table)
+                self._held.discard((table, name))
             raise
 
-    def _hold(self, table: str, path: str) -> None:
+    def _hold(self, table: str, name: str, path: str) -> None:
         try:
-            self.ephemerals.create(table, self.folder, "lock", self._who, sequence=False)
+            self.ephemerals.create(table, self.folder, name, self._who, sequence=False)
             return
         except (NodeExistsError, StoreUnavailableError) as exc:
             # Taken already (by another holder, or by this session before a
@@ -303,19 +303,19 @@ class TableHolds:
             return None
         return raw.decode("utf-8", "replace")[:200] or None
 
-    def holds(self, table: str) -> bool:
+    def holds(self, table: str, name: str = LOCK) -> bool:
         try:
-            stat = self.zk.exists(self.path(table), doing=self._doing)
+            stat = self.zk.exists(self.path(table, name), doing=self._doing)
         except (NoNodeError, StoreUnavailableError):
             return False
         return stat is not None and stat.ephemeralOwner == self.zk.session_id()
 
-    def release(self, table: str) -> None:
+    def release(self, table: str, name: str = LOCK) -> None:
         """Release the hold, if it is still this session's: a holder whose
         session lapsed must not take away the hold of the one after it."""
         with self._lock:
-            self._held.discard(table)
-        path = self.path(table)
+            self._held.discard((table, name))
+        path = self.path(table, name)
         try:
             stat = self.zk.exists(path, doing=self._doing)
         except NoNodeError:
@@ -324,6 +324,9 @@ class TableHolds:
             return
         with contextlib.suppress(NoNodeError, BadVersionError):
             self.zk.delete(path, version=stat.version)
+
+    def live(self, table: str) -> frozenset[str]:
+        return frozenset(self.ephemerals.listing(table, self.folder))
 
 
 class Elections:
