@@ -357,7 +357,7 @@ def daemon(ctx: Ctx, ops: int) -> None:
     a few of its own); ``ops`` scheduled passes, heartbeats between them.
     The run may stop it (SIGTERM) at any switch point; it then resigns."""
     world = ctx.world
-    ownership = Ownership(ctx.store, ctx.actor.name, clock=world.clock.monotonic)
+    ownership = Ownership(ctx.store, ctx.actor.name, env=world.env)
     deleted: list[str] = []
 
     def on_deleted(location: str) -> None:

@@ -1,39 +1,21 @@
 """Virtual time: ZooKeeper's clock, the file system's clock and the
 monotonic clock the code waits on, all driven by the simulation.
 
-The code under test reads time in three ways: the store's ``now_ms`` (given a
-clock here), ``RetryPolicy(sleep=..., clock=...)`` (the manager's only clock),
-and the clocks the push, the retention pass and the daemon take as arguments,
-whose defaults (``time.monotonic``, ``time.sleep``, ``time.time``) are looked
-up in their module's ``time`` when called. The simulation calls those with
-the defaults, so it patches the ``time`` name of each module in
-:data:`TIMED_MODULES` for the run's duration (:func:`patched_time`), and no
-other module, thread or library sees a fake clock.
+The code under test reads time in two ways, both handed in: the store's
+``now_ms`` (the memory store is given :meth:`VirtualClock.zk_ms`), and the
+manager's env (:class:`segment_lineage.lineage.core.env.Env`), which the
+world builds from this clock and a seeded random and from which the push,
+retention, the daemon and elections take their clocks and ids. No module is
+patched: the simulation runs the code as shipped.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
-import types
-import uuid
-from collections.abc import Callable, Iterator
-from random import Random
-from typing import Any
+from collections.abc import Callable
 
 DAY_MS = 86_400_000
 # Virtual runs start here (2025-06-15T00:00:00Z), whatever the host's clock says.
 EPOCH_MS = 1_749_945_600_000
-# Modules of the code under test whose clocks default to their module's ``time``
-# (time.monotonic, time.sleep, time.time); tests/test_simulation.py checks that
-# every such module of ingest, retention and the manager is named here.
-TIMED_MODULES = (
-    "segment_lineage.ingest.push",  # the push's duration, owner wait and name stamp
-    "segment_lineage.retention.executor",  # progress
-    "segment_lineage.retention.daemon",  # pass durations, the last success
-    "segment_lineage.retention.schedule",  # whether a cron ever fires, from now
-    "segment_lineage.ingest.jobs",  # a repeated job's look-up time
-)
 
 
 class VirtualClock:
@@ -61,57 +43,3 @@ class VirtualClock:
 
     def monotonic(self) -> float:
         return self.elapsed_ms / 1000.0
-
-
-class TimeShim(types.SimpleNamespace):
-    """Stands in for the ``time`` module inside the patched modules."""
-
-    def __init__(self, clock: VirtualClock, sleep: Callable[[float], None]) -> None:
-        super().__init__()
-        self._clock = clock
-        self._sleep = sleep
-
-    def monotonic(self) -> float:
-        return self._clock.monotonic()
-
-    def time(self) -> float:
-        return self._clock.zk_ms() / 1000.0
-
-    def sleep(self, seconds: float) -> None:
-        self._sleep(seconds)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-
-@contextlib.contextmanager
-def patched(target: object, name: str, value: object) -> Iterator[None]:
-    old = getattr(target, name)
-    setattr(target, name, value)
-    try:
-        yield
-    finally:
-        setattr(target, name, old)
-
-
-@contextlib.contextmanager
-def patched_time(clock: VirtualClock, sleep: Callable[[float], None], seed: int) -> Iterator[None]:
-    """Virtual time and seeded ids for the run's duration: the default
-    clocks of push and retention (the push's name stamp included: it reads
-    ``time.time``, which the shim answers with ZooKeeper's virtual clock), and
-    uuid4 (entry ids, commit ids and blob ids become a function of the seed)."""
-    import importlib
-
-    ids = Random(f"uuid/{seed}")
-    shim = TimeShim(clock, sleep)
-
-    def uuid4() -> uuid.UUID:
-        return uuid.UUID(int=ids.getrandbits(128), version=4)
-
-    with contextlib.ExitStack() as stack:
-        for name in TIMED_MODULES:
-            module = importlib.import_module(name)
-            if getattr(module, "time", None) is time:
-                stack.enter_context(patched(module, "time", shim))
-        stack.enter_context(patched(uuid, "uuid4", uuid4))
-        yield

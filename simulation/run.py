@@ -25,7 +25,7 @@ from segment_lineage.lineage.manager import commit_step
 from segment_lineage.lineage.store.memory import MemoryStore
 from simulation.actors import FS_KINDS, body, plan_actors
 from simulation.checker import Checker, Violation
-from simulation.clock import DAY_MS, EPOCH_MS, VirtualClock, patched_time
+from simulation.clock import DAY_MS, EPOCH_MS, VirtualClock
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor, Hung, Scheduler
 from simulation.world import World
@@ -219,14 +219,13 @@ def run_seed(config: RunConfig) -> RunResult:
                 _attach_memory(world)
             stack.enter_context(hooked(scheduler))
             stack.enter_context(daemon_log(world))
-            stack.enter_context(patched_time(clock, world.sleep, config.seed))
             _Run(world, config, result).go()
     result.seconds = time.perf_counter() - began
     return result
 
 
 def _attach_memory(world: World) -> None:
-    store = MemoryStore(clock=world.clock.zk_ms)
+    store = MemoryStore(clock=world.clock.zk_ms, env=world.env)
     world.store = store
 
     def new_store(actor: Actor) -> StoreProxy:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from segment_lineage.lineage.core.env import Env
 from segment_lineage.lineage.core.model import TableConfig, TableState, TableType
 from segment_lineage.lineage.core.retry import RetryPolicy
 from segment_lineage.lineage.manager import LineageManager
@@ -58,6 +60,15 @@ class World:
         self.seed = seed
         self.scheduler = scheduler
         self.clock = clock
+        ids = Random(f"uuid/{seed}")
+        # The code's clocks and ids, handed in: virtual time (the wall clock is
+        # ZooKeeper's virtual one) and ids that are a function of the seed.
+        self.env = Env(
+            wall=lambda: clock.zk_ms() / 1000.0,
+            monotonic=clock.monotonic,
+            sleep=self.sleep,
+            new_id=lambda: uuid.UUID(int=ids.getrandbits(128), version=4),
+        )
         self.lake = base / "lake"
         self.lake.mkdir(parents=True, exist_ok=True)
         self.home = base / "cwd"
@@ -110,7 +121,7 @@ class World:
             clock=self.clock.monotonic,
             rng=Random(rng.random()),
         )
-        made = LineageManager(store, retry=retry, actor=actor, **self._deep_storage())
+        made = LineageManager(store, retry=retry, actor=actor, env=self.env, **self._deep_storage())
         # Half the processes publish after each of their commits, as the CLI's
         # do; the others (a library user's) leave it to a sync, so logs lag.
         hook = self._mirror_hook(actor) if rng.random() < 0.5 else None

@@ -66,7 +66,7 @@ def attach(world: World, hosts: str) -> Iterator[None]:
     def new_store(actor: Actor) -> StoreProxy:
         client = connect(ZkSettings(hosts=chroot))
         requests = ClientProxy(client, world.scheduler.switch)
-        store = ZkStore(requests)
+        store = ZkStore(requests, env=world.env)
         stores.append(store)
         proxy = StoreProxy(
             store,
@@ -82,7 +82,7 @@ def attach(world: World, hosts: str) -> Iterator[None]:
     def fence(proxy: StoreProxy) -> Any:
         inner = proxy.inner
         assert isinstance(inner, ZkStore)
-        check = SessionCheck(inner, clock=world.clock.monotonic)
+        check = SessionCheck(inner, env=world.env)
         return session_fence(check, "the pass's ZooKeeper session ended")
 
     world.new_store = new_store

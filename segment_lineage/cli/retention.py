@@ -135,7 +135,7 @@ def run(
         if table:
             m.table(table)  # not found is said as such, before any pass
         fence = session_fence(
-            SessionCheck(store),
+            SessionCheck(store, env=m.env),
             "the ZooKeeper session was suspended or lost during the pass: deleting nothing more",
         )
         options = dataclasses.replace(
@@ -294,7 +294,9 @@ def daemon(
                     "no table %s yet: cleaned once created (a misspelled --table is never cleaned)",
                     ", ".join(repr(n) for n in missing),
                 )
-            Daemon(m, Ownership(store, identity), schedule, options, table).serve(metrics_host, metrics_port)
+            Daemon(m, Ownership(store, identity, env=m.env), schedule, options, table).serve(
+                metrics_host, metrics_port
+            )
         finally:  # the session ends with the process: no line for that
             store.client.remove_listener(listener)
 

@@ -6,7 +6,6 @@ no other attempt of the job ended first, so a job's data lands once."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 
 from segment_lineage.ingest.push_plan import PushMode, PushResult, _check_job_id, check_job
@@ -94,8 +93,8 @@ def completed_job(
 ) -> PushResult | None:
     """The result of ``job_id``'s completed push of ``table`` (reported as
     ``mode``), or None when the job has not completed there. ``clock``
-    (monotonic seconds; default ``time.monotonic``) times the look-up."""
-    clock = clock or time.monotonic
+    (monotonic seconds; default the manager's env's) times the look-up."""
+    clock = clock or manager.env.monotonic
     began = clock()
     earlier, _ = job_end(manager, table, _check_job_id(job_id), None, 0)
     if earlier is None or earlier.entry_id is None:

@@ -21,8 +21,9 @@ answer, or after its scheduler crashed, never applies its data twice.
 
 A push reads time only through its ``clock`` (monotonic seconds: how long it
 took, the owner wait's deadline), ``sleep`` (the owner wait) and ``wall``
-(seconds since the epoch: the stamp in its segment names); by default
-``time.monotonic``, ``time.sleep`` and ``time.time``.
+(seconds since the epoch: the stamp in its segment names); by default the
+manager's env's (:mod:`segment_lineage.lineage.core.env`), which also makes
+its entry id.
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -188,11 +187,9 @@ def consistent_push(
     ConflictError (another push holds the scope), PushError (the write failed;
     the entry was reverted), OutcomeUnknownError (re-read before retrying).
     """
-    # The defaults are looked up here, at the call: the simulation runs the
-    # push in virtual time by swapping this module's ``time``.
-    clock = clock or time.monotonic
-    sleep = sleep or time.sleep
-    wall = wall or time.time
+    clock = clock or manager.env.monotonic
+    sleep = sleep or manager.env.sleep
+    wall = wall or manager.env.wall
     began = clock()
     say = progress or (lambda _msg: None)
     job_checked = 0
@@ -207,7 +204,7 @@ def consistent_push(
     mode = PushMode.of(mode, state.config)
     check_mode(state, mode, interval)
     policy = SchemaPolicy.parse(schema_policy)
-    target = _target(state, mode, interval, schema, policy, partitions, wall)
+    target = _target(state, mode, interval, schema, policy, partitions, wall, manager.env.text_id)
     ends = _Ending(reason, schema, policy, mode, time_unit, job_id, job_checked)
     run = PushRun(manager, target)
     with _claimed(manager, target):
@@ -296,6 +293,7 @@ def _target(
     policy: SchemaPolicy,
     partitions: int,
     wall: Callable[[], float],
+    new_id: Callable[[], str],
 ) -> PushTarget:
     """What the push will write, once its schema and partitions were checked
     against the table, its mode and interval already checked (PushRefusedError:
@@ -306,7 +304,7 @@ def _target(
     if partitions < 1:
         raise PushRefusedError(f"a push needs at least one partition, got {partitions}")
     stamp = push_stamp(dt.datetime.fromtimestamp(wall(), tz=dt.UTC))
-    entry_id = str(uuid.uuid4())
+    entry_id = new_id()
     return PushTarget(
         table=table,
         root=state.config.root,
@@ -380,7 +378,7 @@ def plan_push(
     """What a push of ``rows`` rows in ``partitions`` segments would do now
     (a dry run): the segments it would replace, what it would do to the
     schema; refused as the push would be. Nothing is written or committed."""
-    began = time.monotonic()
+    began = manager.env.monotonic()
     state = manager.table(table)
     refused = transitions.purging_refusal(state.config, "a push")
     if refused is not None:
@@ -405,7 +403,7 @@ def plan_push(
         rows=rows,
         size_bytes=0,
         replaced=len(replaced),
-        seconds=time.monotonic() - began,
+        seconds=manager.env.monotonic() - began,
         dry_run=True,
         replaced_rows=sum(state.segments[n].rows for n in replaced),
         schema_note=note,

@@ -28,7 +28,6 @@ import dataclasses
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -104,8 +103,8 @@ class Daemon:
     ) -> None:
         """``clock`` (monotonic seconds) times the passes, and is the passes'
         clock unless ``options`` names one; ``wall`` (seconds since the epoch)
-        dates the last success and the first scheduled run. By default
-        ``time.monotonic`` and ``time.time``. ``jobs`` make the maintenance
+        dates the last success and the first scheduled run. By default the
+        manager's env's (:mod:`segment_lineage.lineage.core.env`). ``jobs`` make the maintenance
         jobs run after each pass, each given the manager and the daemon's
         metrics registry for its own metrics (by default the mirror's
         catch-up, :class:`segment_lineage.mirror.job.MirrorJob`)."""
@@ -123,20 +122,19 @@ class Daemon:
         self.status = Status()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self._clock = clock
-        self._wall = wall
+        self._clock = clock or manager.env.monotonic
+        self._wall = wall or manager.env.wall
         self._labelled: set[str] = set()  # tables the ownership gauges name
         self._unowned: set[str] = set()  # tables nobody owned at the last check
         self._busy: str | None = None  # the table a pass is on (not handed over meanwhile)
 
     def clock(self) -> float:
-        """The pass clock: the one given, else ``time.monotonic`` looked up
-        at each call (so a clock swapped after the daemon was built holds)."""
-        return (self._clock or time.monotonic)()
+        """The pass clock (monotonic seconds)."""
+        return self._clock()
 
     def wall(self) -> float:
-        """Seconds since the epoch: the one given, else ``time.time`` at each call."""
-        return (self._wall or time.time)()
+        """Seconds since the epoch."""
+        return self._wall()
 
     # ---- one pass --------------------------------------------------------------
 
@@ -219,7 +217,7 @@ class Daemon:
             self.options,
             fence=fence,
             progress=log.info,
-            clock=self.options.clock or self._clock or self.clock,
+            clock=self.options.clock or self._clock,
         )
 
     def _wanted(self) -> list[str]:

@@ -18,7 +18,6 @@ write, the pass stops for that table and deletes nothing.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -84,8 +83,7 @@ class PassOptions:
     fence: Fence = no_fence  # raises FencedError once this process may no longer delete
     progress: Progress = quiet  # told how a long pass is going
     on_deleted: Progress = quiet  # told each location this pass deleted (audits, the fault checker)
-    # Monotonic seconds, paces the progress messages; None: time.monotonic, looked up
-    # when the pass runs (the simulation swaps this module's ``time`` for virtual time).
+    # Monotonic seconds, paces the progress messages; None: the manager's env's.
     clock: Callable[[], float] | None = None
 
 
@@ -185,7 +183,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions) -> Tab
     _fill(report, current)
 
     todo = _still_unreferenced(manager, table, root, current, report)
-    deleted = _delete(root, todo, table, options, report)
+    deleted = _delete(root, todo, table, options, report, options.clock or manager.env.monotonic)
     if deleted:
         try:
             report.dirs_removed = prune_dirs(root, deleted)
@@ -218,12 +216,17 @@ def _still_unreferenced(
 
 
 def _delete(
-    root: DeepStore, todo: list[Deletion], table: str, options: PassOptions, report: TableReport
+    root: DeepStore,
+    todo: list[Deletion],
+    table: str,
+    options: PassOptions,
+    report: TableReport,
+    clock: Callable[[], float],
 ) -> list[str]:
-    """Delete ``todo`` under the pass's fence, counting into ``report``; the
-    locations now gone (deleted, or found gone)."""
+    """Delete ``todo`` under the pass's fence, counting into ``report`` and
+    saying how it goes by ``clock``; the locations now gone (deleted, or
+    found gone)."""
     deleted: list[str] = []
-    clock = options.clock or time.monotonic
     last_said = clock()
     for done, (deletion, outcome) in enumerate(delete_all(root, todo, options.fence), 1):
         if isinstance(outcome, str):

@@ -13,12 +13,12 @@ import copy
 import dataclasses
 import getpass
 import socket
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Self
 
+from segment_lineage.lineage.core.env import SYSTEM, Env
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
     ContentionError,
@@ -108,9 +108,12 @@ class ManagerBase:
     """The store, the retry budget and the audit of every commit, and the
     commit loop the operations run through.
 
-    The manager reads no clock of its own: it waits and measures with its
-    retry policy's ``sleep`` and ``clock`` (``RetryPolicy(sleep=..., clock=...)``)
-    and takes the time of a commit from the store (``now_ms``)."""
+    The manager reads no clock and makes no id of its own: its ``env``
+    (:class:`~segment_lineage.lineage.core.env.Env`) gives the ids and the
+    clocks, and the features it serves take theirs from it too; it waits and
+    measures with its retry policy's ``sleep`` and ``clock`` (the env's,
+    unless a ``RetryPolicy`` is given) and takes the time of a commit from
+    the store (``now_ms``)."""
 
     def __init__(
         self,
@@ -120,10 +123,12 @@ class ManagerBase:
         actor: str | None = None,
         job_id: str | None = None,
         claims: ClaimFiles | None = None,
+        env: Env = SYSTEM,
     ) -> None:
         self.store = store
         self.claims = claims  # deep storage, to claim a new table's root (None: roots are not claimed)
-        self.retry = retry or RetryPolicy()
+        self.env = env  # the clocks, the sleep and the ids every feature takes from here
+        self.retry = retry or RetryPolicy(sleep=env.sleep, clock=env.monotonic)
         self.actor = actor or default_actor()
         self.job_id = job_id
         self._stuck = StuckTickets()  # queue tickets seen standing still, shared by this manager's commits
@@ -175,7 +180,7 @@ class ManagerBase:
         first wanted) unless ``load``: for callers that look at what changed only."""
         check_table_name(table)
         audit = self.audit(reason)
-        commit_id = uuid.uuid4().hex
+        commit_id = self.env.hex_id()
         floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
         queue = _QueueUse(self.store, table, commit_id, self.retry.sleep, self.retry.clock, self._stuck)
         try:

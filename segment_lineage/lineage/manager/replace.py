@@ -5,7 +5,6 @@ restores a past version's visible set in one commit."""
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -74,7 +73,7 @@ class ReplaceOps(Reads):
         retention pass takes it. See :func:`segment_lineage.lineage.core.transitions.start_replace`
         for ``interval`` and ``live_owners``.
         """
-        eid = entry_id or str(uuid.uuid4())
+        eid = entry_id or self.env.text_id()
         self.open_replace(
             table,
             segments_from,
@@ -103,7 +102,7 @@ class ReplaceOps(Reads):
     ) -> Committed:
         """:meth:`start_replace`, returning the commit: its change names the
         entry and the stale entries force cleanup reverted (``cleaned``)."""
-        eid = entry_id or str(uuid.uuid4())
+        eid = entry_id or self.env.text_id()
         src, dst = list(segments_from), list(segments_to)
         self.require_role(PUSHER, doing="opening a replacement")
         audit = self.audit(reason)

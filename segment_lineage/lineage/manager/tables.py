@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import uuid
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.config import state_dir
@@ -62,12 +61,12 @@ class TableOps(ManagerBase):
                     "are the table's to register or reclaim",
                 )
         if self.claims is None:
-            return self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
+            return self.store.create_table(config, self.audit(reason), self.env.hex_id())
         # Claimed first, then created, then checked: of two stores creating
         # tables on one root at once, the second finds the first's marker.
         fresh = self._claim(config.name, config.root)
         try:
-            state = self.store.create_table(config, self.audit(reason), uuid.uuid4().hex)
+            state = self.store.create_table(config, self.audit(reason), self.env.hex_id())
         except (InvalidInputError, RefusedError, TableExistsError, AuthError):
             # Not created by this call: the marker it made goes too, unless a
             # table of that name has this root by now (a twin job that trusted

@@ -23,15 +23,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
-import time
-import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 
+from segment_lineage.lineage.core.env import SYSTEM, Env
 from segment_lineage.lineage.core.errors import LineageError, StoreUnavailableError
 from segment_lineage.lineage.core.names import check_role, check_table_name
 from segment_lineage.lineage.store.contract import Store
-
-Clock = Callable[[], float]  # seconds, monotonic
 
 
 def trust_s(store: Store) -> float:
@@ -57,7 +54,7 @@ class Leadership:
         role: str,
         identity: str,
         *,
-        clock: Clock = time.monotonic,
+        env: Env = SYSTEM,
         prefer: bool = False,
     ) -> None:
         """``prefer``: lead only while no other candidate ranks higher for
@@ -73,8 +70,8 @@ class Leadership:
         # What this candidacy's members carry: its identity and a token of its
         # own, so a member of a join whose answer was lost is known as ours
         # (and only ours: candidates may share a session).
-        self._tag = f"{identity} #{uuid.uuid4().hex[:8]}"
-        self._clock = clock
+        self._tag = f"{identity} #{env.hex_id()[:8]}"
+        self._clock = env.monotonic
         self._lock = threading.Lock()
         self._member: str | None = None
         self._session: int | None = None
@@ -237,10 +234,10 @@ class Ownership:
     candidate that dies (its session expires) leaves its tables to the
     others at their next :meth:`check`. Thread-safe."""
 
-    def __init__(self, store: Store, identity: str, *, clock: Clock = time.monotonic) -> None:
+    def __init__(self, store: Store, identity: str, *, env: Env = SYSTEM) -> None:
         self.store = store
         self.identity = identity
-        self._clock = clock
+        self._env = env
         self._lock = threading.Lock()
         self._candidacies: dict[str, Leadership] = {}
         self._owners: dict[str, str | None] = {}  # table -> its owner's identity, as last seen
@@ -263,7 +260,7 @@ class Ownership:
                 try:
                     if candidacy is None:
                         candidacy = Leadership(
-                            self.store, owner_role(table), self.identity, clock=self._clock, prefer=True
+                            self.store, owner_role(table), self.identity, env=self._env, prefer=True
                         )
                         self._candidacies[table] = candidacy
                     term = candidacy.check(keep=table in keep)
@@ -310,11 +307,11 @@ class SessionCheck:
     past its session timeout therefore fails the check on waking, before the
     client has even noticed the session is gone."""
 
-    def __init__(self, store: Store, *, clock: Clock = time.monotonic) -> None:
+    def __init__(self, store: Store, *, env: Env = SYSTEM) -> None:
         self.store = store
-        self._clock = clock
+        self._clock = env.monotonic
         self.session = store.session.id()
-        self._confirmed = clock()
+        self._confirmed = self._clock()
 
     def holds(self) -> bool:
         if self.session is None or not self.store.session.alive(self.session):

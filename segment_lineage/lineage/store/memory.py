@@ -7,11 +7,10 @@ outcome (after applying them, or not) so the manager's recovery can be tested.
 from __future__ import annotations
 
 import threading
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+from segment_lineage.lineage.core.env import SYSTEM, Env
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
     TableExistsError,
@@ -51,15 +50,16 @@ from segment_lineage.lineage.store.memory_recipes import (
 
 
 class MemoryStore:
-    def __init__(self, clock: Callable[[], int] | None = None) -> None:
-        self._clock = clock or (lambda: int(time.time() * 1000))
+    def __init__(self, clock: Callable[[], int] | None = None, env: Env = SYSTEM) -> None:
+        """``clock``: the store's milliseconds (ZooKeeper's clock; default the env's wall clock)."""
+        self._clock = clock or env.wall_ms
         self._lock = threading.RLock()  # shared with the recipes
         self._tables: dict[str, TableState] = {}
         self._history: dict[str, list[HistoryRecord]] = {}
         self._unknown: list[bool] = []
         self._versions: dict[str, dict[int, TableState]] = {}
         self._dropping: dict[str, TableState] = {}  # marked dropping, their metadata not yet gone
-        self._id = uuid.uuid4().hex
+        self._id = env.hex_id()
         owners, passes, mirrors = memory_holds(self._lock, self._tables)
         self._holds: dict[str, Holds] = {"owner": owners, "pass": passes, "mirror": mirrors}
         self._owners, self._passes, self._mirrors = owners, passes, mirrors

@@ -39,6 +39,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.security import ACL
 
+from segment_lineage.lineage.core.env import SYSTEM, Env
 from segment_lineage.lineage.core.errors import AuthError, LineageError, StoreUnavailableError
 
 # What a request to ZooKeeper may fail with (a timeout of a raw wait included).
@@ -120,9 +121,10 @@ class ZkConnection:
     client reconnects.
     """
 
-    def __init__(self, client: KazooClient, op_timeout_s: float) -> None:
+    def __init__(self, client: KazooClient, op_timeout_s: float, env: Env = SYSTEM) -> None:
         self.client = client
         self.op_timeout_s = op_timeout_s
+        self.env = env  # the ids and clocks the store's decisions take (its own waits stay on real time)
         self._commits_sent = 0  # multis sent, whatever their outcome
         self._commits_lock = threading.Lock()
         # When a wait for ZooKeeper last ran out, until it answers again: while

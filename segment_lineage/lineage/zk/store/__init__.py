@@ -51,6 +51,7 @@ from collections.abc import Iterator, Sequence
 from kazoo.client import KazooClient
 from kazoo.security import ACL
 
+from segment_lineage.lineage.core.env import SYSTEM, Env
 from segment_lineage.lineage.core.errors import MirrorHeldError, PassRunningError
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableConfig, TableState
 from segment_lineage.lineage.store.contract import HoldKind, Holds, OnMarked, Snapshot, TableListing
@@ -83,12 +84,13 @@ class ZkStore:
         root: str = ROOT,
         op_timeout_s: float = 10.0,
         session_timeout_s: float = 10.0,
+        env: Env = SYSTEM,
     ) -> None:
         self.client = client
         self.root = root
         self.op_timeout_s = op_timeout_s
         self._owns_client = owns_client
-        self.zk = ZkConnection(client, op_timeout_s)
+        self.zk = ZkConnection(client, op_timeout_s, env)
         self.session = ZkSession(self.zk, root, session_timeout_s)
         self.paths = Paths(root)
         self.nodes = Nodes(self.zk, self.paths, acl, identity)

@@ -7,9 +7,8 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache
@@ -32,8 +31,18 @@ CACHE_RECORDS = 50_000
 BLOB_ID = re.compile(r"^[0-9a-f]{32}$")  # what new_blob_id makes
 
 
-def new_blob_id() -> str:
-    return uuid.uuid4().hex
+@dataclass
+class NewBlobs:
+    """The blobs one commit adds, each under a new id from ``new_id`` (the
+    store's env: 32 hex digits, as :data:`BLOB_ID` says)."""
+
+    new_id: Callable[[], str]
+    raw: dict[str, bytes] = field(default_factory=dict)
+
+    def add(self, data: bytes) -> str:
+        blob = self.new_id()
+        self.raw[blob] = data
+        return blob
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList
 from segment_lineage.lineage.core import buckets as layout
 from segment_lineage.lineage.core.acl import Place
+from segment_lineage.lineage.core.env import SYSTEM
 from segment_lineage.lineage.core.errors import (
     AuthError,
     ClaimLostError,
@@ -33,7 +34,7 @@ from segment_lineage.lineage.store.contract import (
     WriteOutcomeUnknown,
 )
 from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
-from segment_lineage.lineage.zk.store.blobs import BlobStore, Bucket, new_blob_id
+from segment_lineage.lineage.zk.store.blobs import BlobStore, Bucket, NewBlobs
 from segment_lineage.lineage.zk.store.gc import MetadataGc
 from segment_lineage.lineage.zk.store.heads import Loaded
 from segment_lineage.lineage.zk.store.nodes import Nodes
@@ -47,7 +48,7 @@ HISTORY_TAIL = 64  # history records kept in the head before sealing a blob
 HISTORY_TAIL_BYTES = 64 * 1024  # ... or fewer, when their text makes them this large
 
 
-def name_list(names: tuple[str, ...], blobs: dict[str, bytes]) -> NameList:
+def name_list(names: tuple[str, ...], blobs: NewBlobs) -> NameList:
     """A list of segment names, inline when short, else in chunk blobs added to ``blobs``."""
     if len(codec.dumps(list(names))) <= INLINE_NAMES_BYTES:
         return NameList(names=names, chunks=(), count=len(names))
@@ -56,20 +57,16 @@ def name_list(names: tuple[str, ...], blobs: dict[str, bytes]) -> NameList:
     size = 0
     for name in names:
         if current and size + len(name) + 3 > layout.BLOB_LIMIT - 128:
-            blob = new_blob_id()
-            blobs[blob] = codec.encode_names(current)
-            chunk_ids.append(blob)
+            chunk_ids.append(blobs.add(codec.encode_names(current)))
             current, size = [], 0
         current.append(name)
         size += len(name) + 3
     if current:
-        blob = new_blob_id()
-        blobs[blob] = codec.encode_names(current)
-        chunk_ids.append(blob)
+        chunk_ids.append(blobs.add(codec.encode_names(current)))
     return NameList(names=None, chunks=tuple(chunk_ids), count=len(names))
 
 
-def encode_record(kind: str, obj: Any, base: Loaded, blobs: dict[str, bytes]) -> dict[str, object]:
+def encode_record(kind: str, obj: Any, base: Loaded, blobs: NewBlobs) -> dict[str, object]:
     """One record of a bucket; an entry reuses the name lists of ``base``
     that it still has, else writes new ones into ``blobs``."""
     if kind == SEGMENTS:
@@ -89,7 +86,7 @@ def _buckets(
     kind: str,
     new: Mapping[str, Any],
     base: Loaded,
-    blobs: dict[str, bytes],
+    blobs: NewBlobs,
     table: str,
     decoded: dict[str, Bucket],
 ) -> tuple[str, ...]:
@@ -107,8 +104,7 @@ def _buckets(
     count = found.count
     ids = list(old_ids) if len(old_ids) == count else [""] * count
     for i, (keys, raw) in found.rewritten.items():
-        blob = new_blob_id()
-        blobs[blob] = raw
+        blob = blobs.add(raw)
         ids[i] = blob
         if kind != ENTRIES:  # records stored as they are: what reading the blob would give
             decoded[blob] = Bucket(i, count, tuple((k, new[k]) for k in keys))
@@ -137,11 +133,17 @@ class CommitPlan:
 
 
 def plan_commit(
-    table: str, loaded: Loaded, change: Change, audit: Audit, commit_id: str, now_ms: int
+    table: str,
+    loaded: Loaded,
+    change: Change,
+    audit: Audit,
+    commit_id: str,
+    now_ms: int,
+    new_id: Callable[[], str] = SYSTEM.hex_id,
 ) -> CommitPlan:
-    """The commit's writes, as data (no ZooKeeper call)."""
+    """The commit's writes, as data (no ZooKeeper call); new blobs are named by ``new_id``."""
     state = change.state
-    blobs: dict[str, bytes] = {}
+    blobs = NewBlobs(new_id)
     decoded: dict[str, Bucket] = {}
     buckets = {
         SEGMENTS: _buckets(SEGMENTS, state.segments, loaded, blobs, table, decoded),
@@ -157,9 +159,7 @@ def plan_commit(
         len(tail) >= HISTORY_TAIL or codec.history_size((*tail, record)) > HISTORY_TAIL_BYTES
     )
     if sealed:
-        blob = new_blob_id()
-        blobs[blob] = codec.encode_history(tail, last)
-        last, tail = blob, ()
+        last, tail = blobs.add(codec.encode_history(tail, last)), ()
     head = Head(
         config=state.config,
         version=version,
@@ -174,13 +174,13 @@ def plan_commit(
     # The version's own record, for time travel and rollback: its bucket
     # blobs and (a superset of) the name chunks its entries use.
     used = codec.bucket_ids(buckets) | ({last} if sealed else set())
-    chunks = loaded.chunk_blobs() | (set(blobs) - used)
+    chunks = loaded.chunk_blobs() | (set(blobs.raw) - used)
     version_record = codec.encode_lease(codec.LeaseRecord(version, buckets, tuple(sorted(chunks))))
     # A small change's blobs go in the multi itself (one round trip, and
     # a lost race leaves nothing behind); a large one's are written first.
-    inline = sum(map(len, blobs.values())) + len(raw) + len(version_record) <= INLINE_MULTI_BYTES
+    inline = sum(map(len, blobs.raw.values())) + len(raw) + len(version_record) <= INLINE_MULTI_BYTES
     after = TableState(state.config, version, state.segments, state.entries, state.pending)
-    return CommitPlan(table, loaded, after, raw, version_record, blobs, decoded, sealed, inline)
+    return CommitPlan(table, loaded, after, raw, version_record, blobs.raw, decoded, sealed, inline)
 
 
 @dataclass(frozen=True)
@@ -322,7 +322,7 @@ class Commits:
         loaded = base.token
         if not isinstance(loaded, Loaded):
             raise TypeError("snapshot was not read from this store")
-        plan = plan_commit(table, loaded, change, audit, commit_id, now_ms)
+        plan = plan_commit(table, loaded, change, audit, commit_id, now_ms, self.zk.env.hex_id)
         self.versions.ensure_folder(table)
         if not plan.inline:
             self.blobs.write(table, plan.blobs)

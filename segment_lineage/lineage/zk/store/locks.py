@@ -12,7 +12,6 @@ import os
 import re
 import socket
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -80,14 +79,14 @@ class Queues:
     def _no_queue(self, table: str) -> bool:
         with self._lock:
             since = self._missing.get(table)
-            if since is not None and time.monotonic() - since > NO_QUEUE_RETRY_S:
+            if since is not None and self.zk.env.monotonic() - since > NO_QUEUE_RETRY_S:
                 del self._missing[table]  # an admin may have run 'acl apply' since
                 since = None
             return since is not None
 
     def _mark_no_queue(self, table: str) -> None:
         with self._lock:
-            self._missing[table] = time.monotonic()
+            self._missing[table] = self.zk.env.monotonic()
 
     def join(self, table: str, commit_id: str) -> str | None:
         if self._no_queue(table) or not TICKET.match(f"{TICKET_PREFIX}{commit_id}-0000000000"):

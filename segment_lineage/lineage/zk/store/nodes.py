@@ -5,7 +5,6 @@ store id are made here."""
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Sequence
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -203,7 +202,7 @@ class Nodes:
             self.ensure_root()
             path = self.paths.store_id
             try:
-                self.ensure_node(path, Place.GUARD, uuid.uuid4().hex.encode())
+                self.ensure_node(path, Place.GUARD, self.zk.env.hex_id().encode())
                 raw, _ = self.zk.get(path, doing="reading the store id")
             except NoNodeError:
                 raise StoreUnavailableError(f"the store id {path} vanished; retry") from None

@@ -6,7 +6,6 @@ it again), listing them, and the registry of their deep-storage roots."""
 from __future__ import annotations
 
 import contextlib
-import uuid
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
@@ -27,7 +26,6 @@ from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.roots import check_no_overlap, overlaps
 from segment_lineage.lineage.store.contract import OnMarked, TableListing, VersionConflict
 from segment_lineage.lineage.zk.connection import UNKNOWN, ZkConnection, translated
-from segment_lineage.lineage.zk.store.blobs import new_blob_id
 from segment_lineage.lineage.zk.store.heads import READ_ATTEMPTS, Heads
 from segment_lineage.lineage.zk.store.nodes import Nodes, folder_data
 from segment_lineage.lineage.zk.store.paths import Paths
@@ -44,7 +42,7 @@ class Tables:
         table = check_table_name(config.name)
         self.nodes.ensure_root()
         now = self.nodes.now_ms()
-        empty = {kind: new_blob_id() for kind in KINDS}
+        empty = {kind: self.zk.env.hex_id() for kind in KINDS}
         record = HistoryRecord(
             1,
             commit_id,
@@ -234,7 +232,7 @@ class Tables:
         marked = Head(
             head.config,
             head.version + 1,
-            uuid.uuid4().hex,
+            self.zk.env.hex_id(),
             head.buckets,
             head.history_last,
             head.history_tail,
