@@ -376,13 +376,14 @@ def daemon(ctx: Ctx, ops: int) -> None:
     )
     service = Daemon(ctx.manager, ownership, Schedule(interval_ms=2_000), options, given)
     world.daemons[ctx.actor.aid] = service
+    world.candidates[ctx.actor.aid] = (ownership, ctx.store)
     try:
         for _ in range(ops):
             if service.stopping:
                 break
             before = len(deleted)
             service.tick()
-            world.checker.check_owned(service)
+            world.checker.check_owned(ctx.actor.aid)
             failed = service.status.last_pass_failed and service.status.last_error
             ctx.note(
                 f"tick: owns {', '.join(service.status.owned) or 'nothing'}, {len(deleted) - before} deleted"
@@ -391,7 +392,7 @@ def daemon(ctx: Ctx, ops: int) -> None:
             for _ in range(ctx.rng.randint(0, 2)):
                 world.sleep(HEARTBEAT_S)
                 service.heartbeat()
-                world.checker.check_owned(service)
+                world.checker.check_owned(ctx.actor.aid)
     finally:
         if not ctx.actor.doomed:  # a process that died leaves with its session
             ownership.resign()

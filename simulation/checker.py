@@ -45,7 +45,6 @@ from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S, FLOOR_POLL_S
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.lineage.store.election import owner_role
-from segment_lineage.retention.daemon import Daemon
 from simulation.world import World
 
 # Each violation's likely hole (the outside tester's list, fault-matrix 21-30).
@@ -688,34 +687,31 @@ class Checker:
     def check_election(self) -> None:
         """At most one retention daemon owns a table in a live session of its own."""
         owners: dict[str, list[str]] = {}
-        for aid, service in sorted(self.world.daemons.items()):
-            ownership = service.owners
-            proxy = getattr(ownership, "store", None)
-            session = getattr(proxy, "sim_session", None)
-            if session is None or not session.alive or getattr(proxy, "dead", True):
+        for aid, (ownership, proxy) in sorted(self.world.candidates.items()):
+            session = proxy.sim_session
+            if not session.alive or proxy.dead:
                 continue
-            for table, candidacy in getattr(ownership, "_candidacies", {}).items():
+            for table, candidacy in ownership.candidacies().items():
                 if candidacy.leading and candidacy.session == session.number:
                     owners.setdefault(table, []).append(f"a{aid}")
         for table, found in sorted(owners.items()):
             if len(found) > 1:
                 self.flag("two-leaders", f"daemons {', '.join(found)} both own {table} in a live term")
 
-    def check_owned(self, service: Daemon) -> None:
-        """Right after a daemon checked its elections: every table it stands
-        for has a candidate in that table's own election, so someone owns it
-        by the next check (daemons given different tables each clean theirs;
-        one leader for every daemon's tables would leave the others' alone)."""
-        proxy = getattr(service.owners, "store", None)
-        session = getattr(proxy, "sim_session", None)
-        candidacies = getattr(service.owners, "_candidacies", {})
-        for table, owner in sorted(service.owners.owners().items()):
+    def check_owned(self, aid: int) -> None:
+        """Right after daemon ``aid`` checked its elections: every table it
+        stands for has a candidate in that table's own election, so someone
+        owns it by the next check (daemons given different tables each clean
+        theirs; one leader for every daemon's tables would leave the others'
+        alone)."""
+        ownership, proxy = self.world.candidates[aid]
+        candidacies = ownership.candidacies()
+        for table, owner in sorted(ownership.owners().items()):
             # Tested: an owner seen (None: its check found none, as when its join was
             # lost) by a check in the daemon's current session (a session that
             # expired since, during a pass, took its members with it).
-            current = (
-                session is not None and getattr(candidacies.get(table), "session", None) == session.number
-            )
+            candidacy = candidacies.get(table)
+            current = candidacy is not None and candidacy.session == proxy.sim_session.number
             if owner is not None and current and not self.world.store.elections.members(owner_role(table)):
                 self.flag("unowned-table", f"{table}: no candidate in its election after a daemon's check")
 

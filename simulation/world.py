@@ -21,6 +21,7 @@ from segment_lineage.lineage.core.model import TableConfig, TableState, TableTyp
 from segment_lineage.lineage.core.retry import RetryPolicy
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.store.contract import Store
+from segment_lineage.lineage.store.election import Ownership
 from simulation.clock import DAY_MS, VirtualClock
 from simulation.proxy import Sessions, StoreProxy
 from simulation.scheduler import Actor, Scheduler
@@ -86,6 +87,7 @@ class World:
         self.fence: Callable[[StoreProxy], Callable[[], None]] = StoreProxy.fence
         self.checker: Checker
         self.daemons: dict[int, Daemon] = {}  # actor -> its retention daemon
+        self.candidates: dict[int, tuple[Ownership, StoreProxy]] = {}  # actor -> its daemon's candidacy
         self.daemon_errors: list[str] = []  # what a daemon logged as an unexpected failure
         self.step = 0
         self.mirror_warnings: list[tuple[str, str]] = []  # (actor, warning) of publishes after commits

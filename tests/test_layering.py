@@ -2,9 +2,9 @@
 
 The layers, bottom up (docs/design.md, "Where the code lives"):
 ``lineage/core`` (pure) < ``lineage/codec`` < ``lineage/store`` and
-``lineage/storage`` < ``lineage/zk`` and ``lineage/manager`` < ``ingest`` <
-``mirror`` < ``retention`` < ``cli`` and the composition at the top of
-``segment_lineage``.
+``lineage/storage`` < ``lineage/zk`` and ``lineage/manager`` < ``ingest`` and
+``mirror`` (side by side: neither imports the other) < ``retention`` <
+``cli`` and the composition at the top of ``segment_lineage``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # Features go through the manager (the only door into the lineage): never
     # the store, its codec or ZooKeeper.
     "ingest": {*FEATURE_MAY, "ingest"},
-    "mirror": {*FEATURE_MAY, "ingest", "mirror"},
+    "mirror": {*FEATURE_MAY, "mirror"},
     "retention": {*FEATURE_MAY, "mirror", "retention"},
     # Helpers beside the packages: the sample data the demo and tutorial push.
     "flights": {"lineage.core"},

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from segment_lineage.ingest.arrow_push import push_arrow
-from segment_lineage.ingest.schemas import arrow_schema, from_arrow, schema_of
+from segment_lineage.ingest.schemas import from_arrow, schema_of
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import InvalidInputError
@@ -29,6 +29,7 @@ from segment_lineage.lineage.core.schema import (
     resolve,
 )
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.arrow_types import arrow_schema
 from tests.helpers.run import cli as run
 from tests.helpers.run import cli_history as history
 

@@ -269,7 +269,7 @@ def table_show(name: str) -> None:
     schema = snap.state.config.schema
     shown = view
     if schema is not None:
-        from segment_lineage.ingest.schemas import to_arrow
+        from segment_lineage.lineage.storage.arrow_types import to_arrow
 
         files = [str(to_arrow(f.type)) for f in schema]  # the types its files hold, as Arrow names them
         view = {**view, "arrow_schema": [f"{f.name}: {t}" for f, t in zip(schema, files, strict=True)]}

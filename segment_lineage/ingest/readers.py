@@ -20,10 +20,10 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from segment_lineage.ingest.errors import NoColumnsError, SnapshotTooOldError, StorageError
-from segment_lineage.ingest.schemas import arrow_schema
 from segment_lineage.lineage.core.model import Segment
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.arrow_types import arrow_schema
 from segment_lineage.lineage.storage.deep import DeepStore
 
 

@@ -1,6 +1,7 @@
-"""The table schema's logical types (``lineage.core.schema``) in Arrow's and
-Spark's terms, and the checks a push makes on its input's columns before
-anything is written.
+"""What a push's input's Arrow columns are as the table schema's logical
+types (``lineage.core.schema``), and the checks a push makes on them before
+anything is written. The other way, logical to Arrow, is
+:mod:`segment_lineage.lineage.storage.arrow_types` (the mirror speaks it too).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from segment_lineage.lineage.core.schema import (
     resolve,
     written_schema,
 )
+from segment_lineage.lineage.storage.arrow_types import to_arrow
 
 _FROM_ARROW_ID = {
     pa.null(): "null",
@@ -35,24 +37,6 @@ _FROM_ARROW_ID = {
     pa.date32(): "date",
     pa.date64(): "date",
 }
-_TO_ARROW = {
-    "null": pa.null(),
-    "boolean": pa.bool_(),
-    "int8": pa.int8(),
-    "int16": pa.int16(),
-    "int32": pa.int32(),
-    "int64": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "string": pa.string(),
-    "binary": pa.binary(),
-    "date": pa.date32(),
-    "time": pa.time64("us"),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-}
-
-
 # Arrow types Spark (and so every reader of the table) cannot read, and what to use instead.
 _UNREADABLE = {
     "uint": "a signed integer (int64 holds every uint32)",
@@ -106,23 +90,6 @@ def from_arrow(kind: pa.DataType, where: str = "") -> DataType:
     raise PushRefusedError(f"column {where!r} has type {kind}, which a table cannot hold")
 
 
-def to_arrow(kind: DataType) -> pa.DataType:
-    if kind.name in _TO_ARROW:
-        return _TO_ARROW[kind.name]
-    if kind.name == "decimal":
-        precision, scale = kind.params
-        return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
-    if kind.name == "fixed_binary":
-        return pa.binary(kind.params[0])
-    if kind.name == "list":
-        return pa.list_(to_arrow(kind.children[0].type))
-    if kind.name == "map":
-        return pa.map_(to_arrow(kind.children[0].type), to_arrow(kind.children[1].type))
-    if kind.name == "struct":
-        return pa.struct([pa.field(f.name, to_arrow(f.type)) for f in kind.children])
-    raise ValueError(f"no Arrow type for {kind}")  # check_type admits no other
-
-
 def schema_of(arrow: pa.Schema) -> Schema:
     """A table schema from an Arrow schema; PushRefusedError for a column a
     table cannot record, or columns a table cannot have (a name twice)."""
@@ -131,10 +98,6 @@ def schema_of(arrow: pa.Schema) -> Schema:
         return check_fields(fields)
     except ValueError as exc:
         raise PushRefusedError(f"the input's columns cannot be recorded: {exc}") from None
-
-
-def arrow_schema(schema: Schema) -> pa.Schema:
-    return pa.schema([pa.field(f.name, to_arrow(f.type)) for f in schema])
 
 
 def plan_schema(config: TableConfig, given: Schema, policy: SchemaPolicy, *, full_refresh: bool) -> Schema:

@@ -37,7 +37,7 @@ from segment_lineage.ingest.push import (
     plan_push,
 )
 from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS
-from segment_lineage.ingest.schemas import plan_schema, schema_of, to_arrow
+from segment_lineage.ingest.schemas import plan_schema, schema_of
 from segment_lineage.ingest.segments import check_one_chunk, check_times_present
 from segment_lineage.ingest.spark_jvm import start_quiet_jvm
 from segment_lineage.ingest.spark_plan import (
@@ -53,6 +53,7 @@ from segment_lineage.lineage.core.failpoints import ENV as FAILPOINT_ENV
 from segment_lineage.lineage.core.model import TableConfig, TimeUnit
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.arrow_types import to_arrow
 from segment_lineage.lineage.storage.deep import DeepStore
 
 NATIVE_SCHEMES = ("file", "hdfs")

@@ -23,9 +23,9 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from segment_lineage.ingest.schemas import arrow_schema
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.schema import Schema
+from segment_lineage.lineage.storage.arrow_types import arrow_schema
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
 from segment_lineage.mirror.log_files import RESET_OPERATION, Commit, LogFiles, window_start

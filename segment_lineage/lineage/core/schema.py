@@ -1,6 +1,7 @@
 """A table's schema: its columns and their logical types, recorded at its
 first push and enforced on every later one. No I/O here, and no engine: the
-Arrow and Spark mappings live with the writers (``ingest.schemas``).
+Arrow mappings are ``lineage.storage.arrow_types`` (to Arrow) and
+``ingest.schemas`` (a push's input).
 
 Types are logical, as Spark, Delta and Parquet readers see them: ``string``
 whatever its Arrow width, ``timestamp`` for an instant (UTC-adjusted) and

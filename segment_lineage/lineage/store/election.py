@@ -242,6 +242,11 @@ class Ownership:
         self._candidacies: dict[str, Leadership] = {}
         self._owners: dict[str, str | None] = {}  # table -> its owner's identity, as last seen
 
+    def candidacies(self) -> dict[str, Leadership]:
+        """This process's candidacy for each table it stands for (a copy)."""
+        with self._lock:
+            return dict(self._candidacies)
+
     def check(self, tables: Sequence[str], *, keep: Collection[str] = ()) -> dict[str, str]:
         """Stand for every table in ``tables`` (leaving the elections of those
         no longer in it), hand over tables a higher-ranked candidate stands
