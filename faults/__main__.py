@@ -44,7 +44,7 @@ TESTED = (
         "concurrent writers, first write included",
         "16 processes committing; 2 racing the first write",
         "every acknowledged change present, one unbroken version chain",
-        (f"{T}test_concurrency.py",),
+        (f"{T}lineage/manager/test_concurrency.py",),
     ),
     TestScenario(
         2,
@@ -52,9 +52,9 @@ TESTED = (
         "overlapping range intents, name conflicts",
         "exactly one wins; the others leave nothing behind",
         (
-            f"{T}test_contract.py::test_overlapping_replace_range_intents_conflict_even_with_no_segments",
-            f"{T}test_push.py::test_overlapping_range_pushes_conflict_on_intent",
-            f"{T}test_contract.py::test_name_conflicts",
+            f"{T}lineage/store/test_contract.py::test_overlapping_replace_range_intents_conflict_even_with_no_segments",
+            f"{T}ingest/test_push.py::test_overlapping_range_pushes_conflict_on_intent",
+            f"{T}lineage/store/test_contract.py::test_name_conflicts",
         ),
     ),
     TestScenario(
@@ -62,7 +62,7 @@ TESTED = (
         "SIGKILL of the pusher at every step",
         "SIGKILL at 6 push steps, SIGTERM mid-push",
         "readers keep the old snapshot; a rerun succeeds",
-        (f"{T}test_push_crash.py",),
+        (f"{T}ingest/test_push_crash.py",),
     ),
     TestScenario(
         4,
@@ -70,9 +70,9 @@ TESTED = (
         "a reply lost after the head swap (store level)",
         "the retry recognises its own write; errors after it say 'unknown'",
         (
-            f"{T}test_contract.py::test_find_commit_recognises_only_its_own_write",
-            f"{T}test_contract.py::test_errors_after_an_unknown_outcome_are_reported_as_unknown",
-            f"{T}test_zk_store.py::test_a_lost_request_is_retried",
+            f"{T}lineage/store/test_contract.py::test_find_commit_recognises_only_its_own_write",
+            f"{T}lineage/store/test_contract.py::test_errors_after_an_unknown_outcome_are_reported_as_unknown",
+            f"{T}lineage/zk/test_zk_store.py::test_a_lost_request_is_retried",
         ),
     ),
     TestScenario(
@@ -81,8 +81,8 @@ TESTED = (
         "daemon sessions expired mid-pass, leader SIGKILLed",
         "no delete after the loss; the next term finishes",
         (
-            f"{T}test_retention_daemon.py::test_session_expiry_mid_pass_deletes_nothing_and_the_next_term_finishes",
-            f"{T}test_retention_daemon.py::test_killing_the_leader_mid_pass_lets_the_other_finish",
+            f"{T}retention/test_retention_daemon.py::test_session_expiry_mid_pass_deletes_nothing_and_the_next_term_finishes",
+            f"{T}retention/test_retention_daemon.py::test_killing_the_leader_mid_pass_lets_the_other_finish",
         ),
     ),
     TestScenario(
@@ -90,14 +90,14 @@ TESTED = (
         "whole ensemble restarted",
         "ZooKeeper restarted under a running daemon, twice",
         "the daemon carries on",
-        (f"{T}test_retention_daemon.py::test_the_daemon_survives_a_zookeeper_restart",),
+        (f"{T}retention/test_retention_daemon.py::test_the_daemon_survives_a_zookeeper_restart",),
     ),
     TestScenario(
         7,
         "one, then two of three servers down",
         "servers stopped under a client",
         "work with a majority; clean failure without",
-        (f"{T}test_ensemble.py",),
+        (f"{T}lineage/zk/test_ensemble.py",),
     ),
     TestScenario(
         8,
@@ -105,7 +105,7 @@ TESTED = (
         "SIGSTOP of the leading daemon past its session",
         "its stale plan deletes nothing",
         (
-            f"{T}test_retention_daemon.py::test_a_daemon_stopped_past_its_session_timeout_deletes_nothing_stale",
+            f"{T}retention/test_retention_daemon.py::test_a_daemon_stopped_past_its_session_timeout_deletes_nothing_stale",
         ),
     ),
     TestScenario(
@@ -114,7 +114,7 @@ TESTED = (
         "a revert and a retention pass at once",
         "exactly one wins; nothing visible points at a missing file",
         (
-            f"{T}test_retention.py::test_revert_racing_retention_leaves_nothing_visible_pointing_at_a_missing_file",
+            f"{T}retention/test_retention.py::test_revert_racing_retention_leaves_nothing_visible_pointing_at_a_missing_file",
         ),
     ),
     TestScenario(
@@ -123,9 +123,9 @@ TESTED = (
         "late uploads",
         "refused",
         (
-            f"{T}test_contract.py::test_segments_of_a_reverted_entry_cannot_be_registered",
-            f"{T}test_contract.py::test_a_late_upload_of_a_name_left_out_at_end_is_refused",
-            f"{T}test_contract.py::test_reverted_names_need_force_cleanup_to_be_reused",
+            f"{T}lineage/store/test_contract.py::test_segments_of_a_reverted_entry_cannot_be_registered",
+            f"{T}lineage/store/test_contract.py::test_a_late_upload_of_a_name_left_out_at_end_is_refused",
+            f"{T}lineage/store/test_contract.py::test_reverted_names_need_force_cleanup_to_be_reused",
         ),
     ),
     TestScenario(
@@ -134,9 +134,9 @@ TESTED = (
         "zero-grace passes under leases",
         "the reader's files stay until it is done",
         (
-            f"{T}test_retention.py::test_a_reader_lease_keeps_its_files_through_a_zero_grace_pass",
-            f"{T}test_push.py::test_a_reader_keeps_its_snapshot_and_detects_reclaimed_files",
-            f"{T}test_rollback.py::test_as_of_reads_pin_old_files_and_refuse_reclaimed_ones",
+            f"{T}retention/test_retention.py::test_a_reader_lease_keeps_its_files_through_a_zero_grace_pass",
+            f"{T}ingest/test_push.py::test_a_reader_keeps_its_snapshot_and_detects_reclaimed_files",
+            f"{T}lineage/manager/test_rollback.py::test_as_of_reads_pin_old_files_and_refuse_reclaimed_ones",
         ),
     ),
     TestScenario(
@@ -144,7 +144,7 @@ TESTED = (
         "clocks an hour off",
         "client and daemon clocks one hour ahead and behind",
         "nothing deleted early",
-        (f"{T}test_retention.py::test_clocks_off_by_an_hour_get_nothing_deleted_early",),
+        (f"{T}retention/test_retention.py::test_clocks_off_by_an_hour_get_nothing_deleted_early",),
     ),
     TestScenario(
         13,
@@ -152,8 +152,8 @@ TESTED = (
         "a 100,000-segment table and replace; an oversized change",
         "works within the size budget, or refused up front without retrying",
         (
-            f"{T}test_zk_store.py::test_100k_segments_and_a_100k_replace_stay_under_512kb",
-            f"{T}test_zk_store.py::test_an_oversized_change_is_refused_up_front_and_not_retried",
+            f"{T}lineage/zk/test_zk_store.py::test_100k_segments_and_a_100k_replace_stay_under_512kb",
+            f"{T}lineage/zk/test_zk_store.py::test_an_oversized_change_is_refused_up_front_and_not_retried",
         ),
     ),
     TestScenario(
@@ -162,9 +162,9 @@ TESTED = (
         "bad JSON, unknown states and formats, duplicates, missing blobs",
         "readers and retention fail closed; nothing deleted",
         (
-            f"{T}test_zk_store.py::test_corrupted_heads_fail_closed",
-            f"{T}test_zk_store.py::test_corrupted_buckets_fail_closed",
-            f"{T}test_retention.py::test_a_pass_on_a_corrupted_table_fails_closed_and_deletes_nothing",
+            f"{T}lineage/zk/test_zk_store.py::test_corrupted_heads_fail_closed",
+            f"{T}lineage/zk/test_zk_store.py::test_corrupted_buckets_fail_closed",
+            f"{T}retention/test_retention.py::test_a_pass_on_a_corrupted_table_fails_closed_and_deletes_nothing",
         ),
     ),
     TestScenario(
@@ -173,9 +173,9 @@ TESTED = (
         "every bad name and location of the matrix, CLI misuse",
         "refused before any ZooKeeper or file call; nothing changed",
         (
-            f"{T}test_names.py",
-            f"{T}test_bad_input.py",
-            f"{T}test_contract.py::test_bad_input_changes_nothing",
+            f"{T}lineage/core/test_names.py",
+            f"{T}cli/test_bad_input.py",
+            f"{T}lineage/store/test_contract.py::test_bad_input_changes_nothing",
         ),
     ),
     TestScenario(
@@ -184,8 +184,8 @@ TESTED = (
         "locations outside the root, ../, symlinks out, sibling tables",
         "the delete is refused; files outside survive",
         (
-            f"{T}test_retention.py::test_a_location_escaping_the_root_is_refused_and_the_outside_file_survives",
-            f"{T}test_retention.py::test_traversal_attempts_are_refused_and_sentinels_outside_survive",
+            f"{T}retention/test_retention.py::test_a_location_escaping_the_root_is_refused_and_the_outside_file_survives",
+            f"{T}retention/test_retention.py::test_traversal_attempts_are_refused_and_sentinels_outside_survive",
         ),
     ),
     TestScenario(
@@ -194,10 +194,10 @@ TESTED = (
         "unknown ids, twice, IN_PROGRESS without force, chained, concurrent",
         "exactly one succeeds; failed calls change nothing",
         (
-            f"{T}test_contract.py::test_revert_rules",
-            f"{T}test_contract.py::test_refused_revert_of_a_chained_entry",
-            f"{T}test_contract.py::test_revert_of_a_completed_entry_whose_replaced_segments_are_gone",
-            f"{T}test_rollback.py",
+            f"{T}lineage/store/test_contract.py::test_revert_rules",
+            f"{T}lineage/store/test_contract.py::test_refused_revert_of_a_chained_entry",
+            f"{T}lineage/store/test_contract.py::test_revert_of_a_completed_entry_whose_replaced_segments_are_gone",
+            f"{T}lineage/manager/test_rollback.py",
         ),
     ),
     TestScenario(
@@ -206,9 +206,9 @@ TESTED = (
         "failing tasks, a native writer retried, speculation",
         "only successful attempts become segments; the rest are reaped",
         (
-            f"{T}test_spark_push.py::test_a_task_failing_once_leaves_no_duplicates",
-            f"{T}test_spark_push.py::test_native_writer_task_retried_once_leaves_no_duplicates",
-            f"{T}test_spark_push.py::test_push_on_a_standalone_cluster_with_speculation",
+            f"{T}ingest/test_spark_push.py::test_a_task_failing_once_leaves_no_duplicates",
+            f"{T}ingest/test_spark_push.py::test_native_writer_task_retried_once_leaves_no_duplicates",
+            f"{T}ingest/test_spark_push.py::test_push_on_a_standalone_cluster_with_speculation",
         ),
         quick=False,
     ),
@@ -219,12 +219,12 @@ TESTED = (
         "untrusted or misnamed TLS certificates",
         "refused; nothing changed; no secret in output",
         (
-            f"{T}test_zk_store.py::test_digest_auth_owns_every_znode_and_refuses_others",
-            f"{T}test_cli.py::test_bad_auth_format_is_refused",
-            f"{T}test_security.py::test_each_role_does_its_work_and_nothing_else",
-            f"{T}test_security.py::test_no_secret_in_logs_errors_or_verbose_tracebacks",
-            f"{T}test_tls.py::test_a_certificate_for_another_name_is_refused",
-            f"{T}test_tls.py::test_a_server_signed_by_an_untrusted_ca_is_refused",
+            f"{T}lineage/zk/test_zk_store.py::test_digest_auth_owns_every_znode_and_refuses_others",
+            f"{T}cli/test_cli.py::test_bad_auth_format_is_refused",
+            f"{T}lineage/zk/test_security.py::test_each_role_does_its_work_and_nothing_else",
+            f"{T}lineage/zk/test_security.py::test_no_secret_in_logs_errors_or_verbose_tracebacks",
+            f"{T}lineage/zk/test_tls.py::test_a_certificate_for_another_name_is_refused",
+            f"{T}lineage/zk/test_tls.py::test_a_server_signed_by_an_untrusted_ca_is_refused",
         ),
     ),
     TestScenario(
@@ -232,7 +232,7 @@ TESTED = (
         "deep-store delete failing halfway",
         "deletes failing partway through a pass",
         "a later pass converges",
-        (f"{T}test_retention.py::test_a_delete_failing_halfway_converges_on_the_next_pass",),
+        (f"{T}retention/test_retention.py::test_a_delete_failing_halfway_converges_on_the_next_pass",),
     ),
 )
 

@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 from segment_lineage.cli import app
 from segment_lineage.lineage.config import SETTINGS, parse
 from segment_lineage.sample import write_sample
+from tests.helpers.paths import REPO
 
-ROOT = Path(__file__).parent.parent
+ROOT = REPO
 DOCKER = ROOT / "docker"
 runner = CliRunner()
 

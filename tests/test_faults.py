@@ -14,6 +14,7 @@ from faults.checker import Checks, one_complete_snapshot
 from faults.cluster import Cluster
 from faults.proxy import TcpProxy
 from faults.scenarios import SCENARIOS, Context, Outcome, Scenario, run
+from tests.helpers.paths import REPO
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def test_every_matrix_scenario_is_covered() -> None:
     assert covered >= set(range(1, 21))  # and the project's own rows past the matrix (31: the mirror)
     nodes = {node.split("::")[0] for t in TESTED for node in t.nodes}
     for node in nodes:
-        assert (Path(__file__).parent.parent / node).exists(), node
+        assert (REPO / node).exists(), node
 
 
 def test_the_snapshot_check_catches_a_mix_and_a_part() -> None:

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
+from tests.helpers.paths import REPO
+
+ROOT = REPO
 PACKAGE = ROOT / "segment_lineage"
 NS = "segment_lineage."
 OUTSIDE = (

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 import segment_lineage
+from tests.helpers.paths import REPO
 
-ROOT = Path(__file__).parent.parent
+ROOT = REPO
 PAGE = ROOT / "docs" / "python-api.md"
 EXAMPLE = "## A complete example"
 

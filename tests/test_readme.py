@@ -22,8 +22,9 @@ import pytest
 from typer.testing import CliRunner
 
 from segment_lineage.cli import app
+from tests.helpers.paths import REPO
 
-README = Path(__file__).parent.parent / "README.md"
+README = REPO / "README.md"
 SKIPPED = ("lineage retention daemon", "lineage retention health", "lineage zk start | stop | status")
 pytestmark = pytest.mark.slow  # one line starts Spark
 

@@ -8,7 +8,6 @@ import ast
 import logging
 import re
 from collections.abc import Collection, Iterator, Sequence
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -17,6 +16,7 @@ from segment_lineage.lineage.zk.server import ZkServer
 from simulation.checker import Checker
 from simulation.proxy import StoreProxy
 from simulation.run import RunConfig, run_seed, shrink
+from tests.helpers.paths import REPO
 
 SEEDS = range(1, 31)  # about 60 s on two cores; `make simulate` runs 200 seeds of 400 steps
 STEPS = 300
@@ -62,7 +62,7 @@ def test_the_code_takes_its_clocks_and_ids_from_the_env() -> None:
     ``time.monotonic()``, ``time.sleep()`` or ``datetime.now()``, or made a
     ``uuid4()``, itself would run on the real clock, or with a random id, in
     the middle of a virtual run, silently; unless it is named above with why."""
-    package = Path(__file__).parent.parent / "segment_lineage"
+    package = REPO / "segment_lineage"
     found: dict[str, list[str]] = {}
     for path in sorted(package.rglob("*.py")):
         module = ".".join(path.relative_to(package.parent).with_suffix("").parts)

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
+from tests.helpers.paths import REPO
+
+ROOT = REPO
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 pytestmark = pytest.mark.slow
 

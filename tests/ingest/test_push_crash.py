@@ -19,8 +19,9 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.store import ZkStore
 from tests.conftest import fast_retry
+from tests.helpers.paths import REPO
 
-ROOT = Path(__file__).parent.parent
+ROOT = REPO
 STEPS = [
     ("push.before-start", "old"),
     ("push.after-start", "old"),

@@ -43,6 +43,7 @@ from segment_lineage.lineage.zk.client import ZkSettings
 from segment_lineage.lineage.zk.connect import store_for
 from segment_lineage.lineage.zk.server import free_port
 from segment_lineage.lineage.zk.store import ROOT, ZkStore
+from tests.helpers.paths import REPO
 from tests.helpers.run import IDENTITIES, ident
 from tests.helpers.zk import dump, walk
 
@@ -373,7 +374,7 @@ def test_no_secret_in_logs_errors_or_verbose_tracebacks(
 
 
 def test_the_security_page_shows_the_rights_in_force() -> None:
-    text = (Path(__file__).parent.parent / "docs" / "security.md").read_text()
+    text = (REPO / "docs" / "security.md").read_text()
     for place, rights in RIGHTS.items():
         rows = [line for line in text.splitlines() if line.startswith(f"| {place.value} |")]
         assert len(rows) == 1, place

@@ -15,7 +15,7 @@ import pytest
 from segment_lineage.lineage.core.acl import ADMIN_ROLE
 from segment_lineage.lineage.core.visibility import visible_segments
 from tests.helpers.run import IDENTITIES
-from tests.test_security import cli, store_as
+from tests.lineage.zk.test_security import cli, store_as
 
 pytestmark = [pytest.mark.zk, pytest.mark.slow]
 

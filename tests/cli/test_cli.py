@@ -23,6 +23,7 @@ from segment_lineage.cli.ingest import choose_engine
 from segment_lineage.lineage.core.roots import canonical_root, file_uri
 from segment_lineage.lineage.zk.server import ZkServer, free_port
 from tests.helpers.files import parquet_file
+from tests.helpers.paths import REPO
 
 runner = CliRunner()
 JVM_LINES = (
@@ -193,7 +194,7 @@ def test_the_runbook_undoes_a_rollback_by_rolling_forward(zk_hosts: str, tmp_pat
     assert json.loads(out)["appear"] == ["bad"]
     code, _, _ = run(zk_hosts, "rollback", "rb", "--to-version", before, "--reason", "undo")
     assert code == 0 and visible() == {"good", "bad"}
-    runbook = (Path(__file__).parent.parent / "docs" / "operations.md").read_text()
+    runbook = (REPO / "docs" / "operations.md").read_text()
     assert "lineage rollback events --to-version V-1" in runbook
 
 
@@ -624,7 +625,7 @@ def test_help_names_values_not_types_and_lists_commands_as_a_newcomer_meets_them
 
 
 def test_docs_name_every_command() -> None:
-    text = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    text = (REPO / "docs" / "cli.md").read_text()
     for group in app.registered_groups:
         assert group.typer_instance is not None
         for command in group.typer_instance.registered_commands:
@@ -634,7 +635,7 @@ def test_docs_name_every_command() -> None:
 
 
 def test_dockerfile_copies_what_exists_and_runs_the_cli() -> None:
-    root = Path(__file__).parent.parent
+    root = REPO
     text = (root / "docker" / "Dockerfile").read_text()
     copies = [line.split()[1:-1] for line in text.splitlines() if line.startswith("COPY ")]
     assert copies

@@ -24,10 +24,11 @@ from segment_lineage.ingest.spark_readers import pinned_table, read_table, relea
 from segment_lineage.lineage.core.model import DeletionReason, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
+from tests.helpers.paths import REPO
 from tests.helpers.run import lineage_process
 from tests.helpers.spark_cluster import SparkCluster
 
-ROOT = Path(__file__).parent.parent
+ROOT = REPO
 pytestmark = pytest.mark.slow
 
 

@@ -25,6 +25,7 @@ from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.zk.client import ZkSettings
 from segment_lineage.lineage.zk.connect import store_for
 from segment_lineage.lineage.zk.server import ZkServer, free_port
+from tests.helpers.paths import REPO
 
 pytestmark = [pytest.mark.zk, pytest.mark.slow]
 
@@ -116,7 +117,7 @@ def test_a_push_cut_off_from_zookeeper_says_what_it_left_and_the_next_push_clean
 
     import pyarrow.parquet as pq
 
-    root = Path(__file__).parent.parent
+    root = REPO
     env = {**os.environ, "LINEAGE_ZK": f"{server.hosts}/cut", "LINEAGE_ZK_SESSION_TIMEOUT": "4"}
     env.pop("LINEAGE_FAILPOINT", None)
 

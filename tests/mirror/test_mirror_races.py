@@ -26,7 +26,7 @@ from segment_lineage.mirror.errors import MirrorError
 from segment_lineage.mirror.publisher import sync, sync_many
 from segment_lineage.mirror.views import mirror_commits
 from tests.helpers.run import cli as run
-from tests.test_mirror import duck_rows, write_month
+from tests.mirror.test_mirror import duck_rows, write_month
 
 pytestmark = pytest.mark.zk
 

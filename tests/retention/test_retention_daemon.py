@@ -37,11 +37,12 @@ from segment_lineage.retention.report import TableReport
 from segment_lineage.retention.schedule import Schedule
 from tests.conftest import fast_retry
 from tests.helpers.owners import OwnsAll
+from tests.helpers.paths import REPO
 from tests.helpers.run import wait_for
 
 pytestmark = [pytest.mark.zk, pytest.mark.slow]
 SESSION_S = 4
-ROOT = Path(__file__).parent.parent
+ROOT = REPO
 
 
 @dataclass
