@@ -7,6 +7,7 @@ import os
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -467,16 +468,18 @@ def test_a_twin_create_of_the_same_table_keeps_the_marker(
     loses with TableExistsError must not take away the marker the winner
     trusted."""
     root = tmp_path / "t"
-    real_create = ZkStore.create_table
+    store = zk_manager.store
+    assert isinstance(store, ZkStore)
+    real_create = store.create_table
     raced: list[bool] = []
 
-    def create(self: ZkStore, *args: object, **kwargs: object) -> object:
+    def create(*args: Any, **kwargs: Any) -> Any:
         if not raced:
             raced.append(True)
             other.create_table(config("t", root))  # the twin finds this job's marker and lands first
-        return real_create(self, *args, **kwargs)  # type: ignore[arg-type]
+        return real_create(*args, **kwargs)
 
-    monkeypatch.setattr(ZkStore, "create_table", create)
+    monkeypatch.setattr(store, "create_table", create)
     from segment_lineage.lineage.core.errors import TableExistsError
 
     with pytest.raises(TableExistsError):

@@ -707,13 +707,14 @@ def test_an_election_leads_in_join_order_and_forgets_who_leaves(manager: Lineage
 
 
 def test_a_leader_holds_its_term_until_it_resigns(manager: LineageManager) -> None:
+    from segment_lineage.lineage.core.env import Env
     from segment_lineage.lineage.store.election import Leadership
 
     store = manager.store
     now = [0.0]
     # A join whose answer was lost leaves a member of this candidate first in
     # line: the candidate removes it rather than wait behind itself forever.
-    leader = Leadership(store, "retention", "a", clock=lambda: now[0])
+    leader = Leadership(store, "retention", "a", env=Env(monotonic=lambda: now[0]))
     joined: list[str] = []
     real_join = store.elections.join
 
@@ -726,7 +727,7 @@ def test_a_leader_holds_its_term_until_it_resigns(manager: LineageManager) -> No
     store.elections.join = lost_answer  # type: ignore[method-assign]
     try:
         assert leader.check() is None  # the join's answer was lost
-        other = Leadership(store, "retention", "b", clock=lambda: now[0])  # same session, not ours
+        other = Leadership(store, "retention", "b", env=Env(monotonic=lambda: now[0]))  # same session
         assert leader.check() is None and leader.leader_identity == "a"
         assert joined[0] not in store.elections.members("retention")
         assert other.check() is None and other.leader_identity == "a"

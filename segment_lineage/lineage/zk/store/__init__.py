@@ -46,26 +46,26 @@ holds (``holds(kind)``: owners in :mod:`.leases`, passes and mirrors in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from kazoo.client import KazooClient
 from kazoo.security import ACL
 
 from segment_lineage.lineage.core.env import SYSTEM, Env
 from segment_lineage.lineage.core.errors import MirrorHeldError, PassRunningError
-from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableConfig, TableState
-from segment_lineage.lineage.store.contract import HoldKind, Holds, OnMarked, Snapshot, TableListing
+from segment_lineage.lineage.store.contract import HoldKind, Holds, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.blobs import BlobStore
 from segment_lineage.lineage.zk.store.commit import Commits
 from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
-from segment_lineage.lineage.zk.store.gc import METADATA_GRACE_MS, MetadataGc
+from segment_lineage.lineage.zk.store.gc import MetadataGc
 from segment_lineage.lineage.zk.store.heads import Heads
 from segment_lineage.lineage.zk.store.history import History
 from segment_lineage.lineage.zk.store.leases import Leases, Owners
 from segment_lineage.lineage.zk.store.locks import Elections, Floors, Queues, TableHolds
 from segment_lineage.lineage.zk.store.nodes import Nodes
-from segment_lineage.lineage.zk.store.paths import ROOT, Paths
+from segment_lineage.lineage.zk.store.paths import ROOT as ROOT
+from segment_lineage.lineage.zk.store.paths import Paths
 from segment_lineage.lineage.zk.store.session import ZkSession
 from segment_lineage.lineage.zk.store.tables import Tables
 from segment_lineage.lineage.zk.store.versions import Versions
@@ -112,87 +112,31 @@ class ZkStore:
         passes = TableHolds(self.zk, self.paths, self.ephemerals, "passes", lambda t, _: PassRunningError(t))
         mirrors = TableHolds(self.zk, self.paths, self.ephemerals, "mirror", MirrorHeldError)
         self._holds: dict[str, Holds] = {"owner": self.owners, "pass": passes, "mirror": mirrors}
+        # The table log is the collaborators' own methods, handed out as they are.
+        self.now_ms = self.nodes.now_ms
+        self.store_id = self.nodes.store_id  # its ensemble and chroot, which root claims name
+        self.require_role = self.nodes.require_role
+        self.create_table = self.tables.create_table
+        self.drop_table = self.tables.drop_table  # marks the head dropping, deletes the blobs, then the head
+        self.roots = self.tables.roots
+        self.list_tables = self.tables.list_tables
+        self.table_listing = self.tables.table_listing
+        self.read = self.heads.read
+        self.write = self.commits.write
+        self.find_commit = self.history_.find_commit
+        self.iter_history = self.history_.iter_history
+        self.history = self.history_.history
+        self.versions = self.versions_.versions
+        self.read_version = self.versions_.read_version
+        self.collect_garbage = self.gc.collect  # one mark-and-sweep pass; how many blobs went
 
     def holds(self, kind: HoldKind) -> Holds:
         return self._holds[kind]
-
-    # ---- the table log -------------------------------------------------------------
-
-    def now_ms(self) -> int:
-        return self.nodes.now_ms()
-
-    def store_id(self) -> str:
-        """This store's id (its ensemble and chroot), which root claims name."""
-        return self.nodes.store_id()
-
-    def require_role(self, *roles: str, doing: str) -> None:
-        """AuthError when a policy is in force and this identity has none of ``roles`` (nor admin)."""
-        self.nodes.require_role(*roles, doing=doing)
-
-    def create_table(self, config: TableConfig, audit: Audit, commit_id: str) -> TableState:
-        return self.tables.create_table(config, audit, commit_id)
-
-    def drop_table(
-        self,
-        table: str,
-        audit: Audit,
-        expected_version: int | None,
-        *,
-        resume_only: bool = False,
-        on_marked: OnMarked | None = None,
-    ) -> None:
-        """Mark the head dropping (compare-and-set), delete the blobs, then the head."""
-        self.tables.drop_table(table, audit, expected_version, resume_only=resume_only, on_marked=on_marked)
-
-    def roots(self) -> dict[str, str]:
-        return self.tables.roots()
-
-    def list_tables(self) -> list[str]:
-        return self.tables.list_tables()
-
-    def table_listing(self) -> TableListing:
-        return self.tables.table_listing()
-
-    def read(self, table: str) -> Snapshot:
-        return self.heads.read(table)
 
     def read_now(self, table: str) -> tuple[Snapshot, int]:
         self.nodes.ensure_root()
         snap, now = self.heads.read_at(table, commit=True)
         return snap, self.nodes.now_ms() if now is None else now  # the clock node was missing: made again
-
-    def write(
-        self,
-        table: str,
-        base: Snapshot,
-        change: Change,
-        audit: Audit,
-        commit_id: str,
-        now_ms: int,
-        owner: str | None = None,
-        role: str | None = None,
-    ) -> TableState:
-        return self.commits.write(table, base, change, audit, commit_id, now_ms, owner, role)
-
-    def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:
-        return self.history_.find_commit(table, commit_id, after_version)
-
-    def iter_history(self, table: str) -> Iterator[HistoryRecord]:
-        return self.history_.iter_history(table)
-
-    def history(self, table: str, limit: int | None = None) -> list[HistoryRecord]:
-        return self.history_.history(table, limit)
-
-    def versions(self, table: str) -> list[int]:
-        """The retained versions of a table, oldest first."""
-        return self.versions_.versions(table)
-
-    def read_version(self, table: str, version: int) -> TableState:
-        return self.versions_.read_version(table, version)
-
-    def collect_garbage(self, table: str, grace_ms: int = METADATA_GRACE_MS) -> int:
-        """One mark-and-sweep pass over a table's unreferenced blobs; how many were deleted."""
-        return self.gc.collect(table, grace_ms)
 
     def close(self) -> None:
         self.zk.detach()
