@@ -92,25 +92,27 @@ def _split_after(command: Any, args: list[str]) -> tuple[list[str], list[str]]:
     rest: list[str] = []
     at = 0
     while at < len(args):
-        arg = args[at]
-        name = arg.split("=", 1)[0]
-        if arg == "--":
+        if args[at] == "--":
             rest += args[at:]
             break
-        if name in own:
-            take = 2 if name in valued and "=" not in arg else 1
-            rest += args[at : at + take]
-            at += take
-        elif arg in GLOBAL_FLAGS or (name in GLOBAL_VALUED and "=" in arg):
-            hoisted.append(arg)
-            at += 1
-        elif arg in GLOBAL_VALUED and at + 1 < len(args):
-            hoisted += args[at : at + 2]
-            at += 2
-        else:
-            rest.append(arg)
-            at += 1
+        global_option, take = _one_argument(args, at, own, valued)
+        (hoisted if global_option else rest).extend(args[at : at + take])
+        at += take
     return hoisted, rest
+
+
+def _one_argument(args: list[str], at: int, own: set[str], valued: set[str]) -> tuple[bool, int]:
+    """Whether ``args[at]`` is a global option, and how many arguments it
+    takes with its value (the command's own options come first)."""
+    arg = args[at]
+    name = arg.split("=", 1)[0]
+    if name in own:
+        return False, 2 if name in valued and "=" not in arg else 1
+    if arg in GLOBAL_FLAGS or (name in GLOBAL_VALUED and "=" in arg):
+        return True, 1
+    if arg in GLOBAL_VALUED and at + 1 < len(args):
+        return True, 2
+    return False, 1
 
 
 # Every command that changes a table takes one: it is kept in the table's history.

@@ -6,6 +6,9 @@ anything is written. The other way, logical to Arrow, is
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pyarrow as pa
 
 from segment_lineage.ingest.errors import PushRefusedError
@@ -45,10 +48,7 @@ _UNREADABLE = {
 }
 
 
-def from_arrow(kind: pa.DataType, where: str = "") -> DataType:
-    """The logical type of an Arrow type; PushRefusedError for one a table
-    cannot hold (unsigned integers, half floats, intervals, decimals over 38
-    digits, a union, a duration, an extension type), before anything is written."""
+def _refuse_unreadable(kind: pa.DataType, where: str) -> None:
     for prefix, instead in _UNREADABLE.items():
         if str(kind).startswith(prefix):
             raise PushRefusedError(
@@ -56,37 +56,48 @@ def from_arrow(kind: pa.DataType, where: str = "") -> DataType:
             )
     if pa.types.is_decimal(kind) and kind.precision > 38:
         raise PushRefusedError(f"column {where!r} has type {kind}: a decimal holds at most 38 digits here")
+
+
+def _list(kind: Any, where: str) -> DataType:
+    return DataType("list", (), (Field("element", from_arrow(kind.value_type, where)),))
+
+
+def _map(kind: Any, where: str) -> DataType:
+    key, value = from_arrow(kind.key_type, where), from_arrow(kind.item_type, where)
+    return DataType("map", (), (Field("key", key), Field("value", value)))
+
+
+def _struct(kind: Any, where: str) -> DataType:
+    return DataType("struct", (), tuple(Field(f.name, from_arrow(f.type, f"{where}.{f.name}")) for f in kind))
+
+
+# The Arrow types with parameters or children, each with its logical type, in order.
+_SHAPED: tuple[tuple[Callable[[Any], bool], Callable[[Any, str], DataType]], ...] = (
+    (pa.types.is_string_view, lambda _k, _w: DataType("string")),
+    (pa.types.is_binary_view, lambda _k, _w: DataType("binary")),
+    (pa.types.is_timestamp, lambda k, _w: DataType("timestamp" if k.tz is not None else "timestamp_ntz")),
+    (pa.types.is_time, lambda _k, _w: DataType("time")),
+    (pa.types.is_decimal, lambda k, _w: DataType("decimal", (k.precision, k.scale))),
+    (pa.types.is_fixed_size_binary, lambda k, _w: DataType("fixed_binary", (k.byte_width,))),
+    (pa.types.is_dictionary, lambda k, w: from_arrow(k.value_type, w)),
+    (pa.types.is_map, _map),
+    (pa.types.is_list, _list),
+    (pa.types.is_large_list, _list),
+    (pa.types.is_fixed_size_list, _list),
+    (pa.types.is_struct, _struct),
+)
+
+
+def from_arrow(kind: pa.DataType, where: str = "") -> DataType:
+    """The logical type of an Arrow type; PushRefusedError for one a table
+    cannot hold (unsigned integers, half floats, intervals, decimals over 38
+    digits, a union, a duration, an extension type), before anything is written."""
+    _refuse_unreadable(kind, where)
     if kind in _FROM_ARROW_ID:
         return DataType(_FROM_ARROW_ID[kind])
-    if pa.types.is_string_view(kind):
-        return DataType("string")
-    if pa.types.is_binary_view(kind):
-        return DataType("binary")
-    if pa.types.is_timestamp(kind):
-        return DataType("timestamp" if kind.tz is not None else "timestamp_ntz")
-    if pa.types.is_time(kind):
-        return DataType("time")
-    if pa.types.is_decimal(kind):
-        return DataType("decimal", (kind.precision, kind.scale))
-    if pa.types.is_fixed_size_binary(kind):
-        return DataType("fixed_binary", (kind.byte_width,))
-    if pa.types.is_dictionary(kind):
-        return from_arrow(kind.value_type, where)
-    if pa.types.is_map(kind):
-        return DataType(
-            "map",
-            (),
-            (
-                Field("key", from_arrow(kind.key_type, where)),
-                Field("value", from_arrow(kind.item_type, where)),
-            ),
-        )
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-        return DataType("list", (), (Field("element", from_arrow(kind.value_type, where)),))
-    if pa.types.is_struct(kind):
-        return DataType(
-            "struct", (), tuple(Field(f.name, from_arrow(f.type, f"{where}.{f.name}")) for f in kind)
-        )
+    for matches, logical in _SHAPED:
+        if matches(kind):
+            return logical(kind, where)
     raise PushRefusedError(f"column {where!r} has type {kind}, which a table cannot hold")
 
 

@@ -112,6 +112,34 @@ def abandon_push(state: TableState, entry_id: str, files: Sequence[str], now_ms:
     )
 
 
+def _see_orphans(
+    state: TableState, pending: dict[str, PendingDeletion], orphans: Sequence[str], now_ms: int
+) -> None:
+    """Record files first seen unreferenced, as ORPHAN_SEEN with now; a
+    registered segment's file is refused."""
+    registered = {seg.location for seg in state.segments.values()} if orphans else set()
+    for location in orphans:
+        check_location(location)
+        if location in registered:
+            raise RefusedError(
+                f"file {location!r} belongs to a registered segment: not an orphan", table=state.config.name
+            )
+        pending.setdefault(location, PendingDeletion(location, "file", DeletionReason.ORPHAN_SEEN, now_ms))
+
+
+def _convict_orphans(state: TableState, pending: dict[str, PendingDeletion], convict: Sequence[str]) -> None:
+    """Condemn orphans seen a grace ago (ORPHAN: never registered again);
+    one no longer seen as an orphan is refused."""
+    for location in convict:
+        seen = pending.get(location)
+        if seen is None or seen.reason is not DeletionReason.ORPHAN_SEEN:
+            raise RefusedError(
+                f"file {location!r} is no longer an orphan seen unreferenced (registered meanwhile?)",
+                table=state.config.name,
+            )
+        pending[location] = dataclasses.replace(seen, reason=DeletionReason.ORPHAN)
+
+
 def retention_mark(
     state: TableState,
     condemn: Mapping[str, DeletionReason],
@@ -132,22 +160,8 @@ def retention_mark(
     pending = editable(state.pending)
     for name, reason in condemn.items():
         _queue_for_deletion(segments, pending, [name], reason, now_ms)
-    registered = {seg.location for seg in state.segments.values()} if orphans else set()
-    for location in orphans:
-        check_location(location)
-        if location in registered:
-            raise RefusedError(
-                f"file {location!r} belongs to a registered segment: not an orphan", table=state.config.name
-            )
-        pending.setdefault(location, PendingDeletion(location, "file", DeletionReason.ORPHAN_SEEN, now_ms))
-    for location in convict:
-        seen = pending.get(location)
-        if seen is None or seen.reason is not DeletionReason.ORPHAN_SEEN:
-            raise RefusedError(
-                f"file {location!r} is no longer an orphan seen unreferenced (registered meanwhile?)",
-                table=state.config.name,
-            )
-        pending[location] = dataclasses.replace(seen, reason=DeletionReason.ORPHAN)
+    _see_orphans(state, pending, orphans, now_ms)
+    _convict_orphans(state, pending, convict)
     for location in forget:
         if location in pending and pending[location].reason is DeletionReason.ORPHAN_SEEN:
             del pending[location]
