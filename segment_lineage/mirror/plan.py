@@ -143,6 +143,35 @@ def published_schema(schema: Schema | None, table: str) -> Schema:
         raise MirrorRefusedError(exc.message, table=table, remedy=exc.remedy) from None
 
 
+def _columns(shown: Shown, fields: tuple[str, ...]) -> Columns:
+    """How the columns change. They compare as sets: Delta appends added
+    columns at the end, where the table may have them elsewhere (a column
+    typed null, left out of the mirror, that a later push types)."""
+    if shown.version is None:
+        return Columns.REPLACED  # the first version creates the log
+    if set(fields) == set(shown.fields):
+        return Columns.SAME
+    if set(shown.fields) < set(fields):
+        return Columns.ADDED
+    return Columns.REPLACED
+
+
+def _replaced_files(shown: Shown, state: TableState, target: Mapping[str, Segment]) -> tuple[str, ...]:
+    """Every file shown goes when the schema is replaced; refused when one
+    would stay: one Delta commit may not add and remove one path, and the
+    schema of files that stay cannot change (only a refresh replaces a schema)."""
+    kept = sorted(set(target) & shown.files)
+    if kept:
+        raise MirrorRefusedError(
+            f"version {state.version} of table {state.config.name!r} changes the type of columns "
+            f"the mirror shows while file {kept[0]!r} stays: the mirror cannot publish it",
+            table=state.config.name,
+            remedy=f"rebuild the mirror (its version numbers start again at 0): lineage mirror disable "
+            f"{state.config.name}, then lineage mirror enable {state.config.name}",
+        )
+    return tuple(sorted(shown.files))
+
+
 def plan_step(
     shown: Shown,
     state: TableState,
@@ -154,35 +183,11 @@ def plan_step(
     does. ``schema`` is ``published_schema`` of the state's, and ``fields``
     its columns encoded as the format records them (compared with
     ``shown.fields``)."""
-    visible = visible_segments(state)
-    target = {seg.location: seg for seg in visible}
-    # Columns compare as sets: Delta appends added columns at the end, where
-    # the table may have them elsewhere (a column typed null, left out of the
-    # mirror, that a later push types).
-    if shown.version is None:
-        columns = Columns.REPLACED  # the first version creates the log
-    elif set(fields) == set(shown.fields):
-        columns = Columns.SAME
-    elif set(shown.fields) < set(fields):
-        columns = Columns.ADDED
-    else:
-        columns = Columns.REPLACED
+    target = {seg.location: seg for seg in visible_segments(state)}
+    columns = _columns(shown, fields)
     if columns is Columns.REPLACED:
         adds = tuple(target[loc] for loc in sorted(target))
-        removes = tuple(sorted(shown.files))
-        if shown.version is None:
-            removes = ()
-        kept = sorted(set(target) & shown.files)
-        if shown.version is not None and kept:
-            # One Delta commit may not add and remove one path: the schema of
-            # files that stay cannot change (only a refresh replaces a schema).
-            raise MirrorRefusedError(
-                f"version {state.version} of table {state.config.name!r} changes the type of columns "
-                f"the mirror shows while file {kept[0]!r} stays: the mirror cannot publish it",
-                table=state.config.name,
-                remedy=f"rebuild the mirror (its version numbers start again at 0): lineage mirror disable "
-                f"{state.config.name}, then lineage mirror enable {state.config.name}",
-            )
+        removes = () if shown.version is None else _replaced_files(shown, state, target)
     else:
         adds = tuple(target[loc] for loc in sorted(target) if loc not in shown.files)
         removes = tuple(sorted(loc for loc in shown.files if loc not in target))

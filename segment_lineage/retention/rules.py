@@ -193,31 +193,40 @@ def _waiting(f: Facts, names: Iterable[str], why: str) -> Part:
 def _entry(f: Facts, entry: LineageEntry) -> Part:
     """One lineage entry's due: its replaced or abandoned segments, or the
     entry itself once none of them remain."""
-    config, now, segments = f.state.config, f.policy.now_ms, f.state.segments
-    tag = entry.entry_id[:8]
     if entry.state is EntryState.COMPLETED:
-        remaining = [n for n in entry.segments_from if n in segments]
-        due = entry.timestamp_ms + config.replaced_segments_retention_ms
-        if not remaining:
-            return Part(remove_entries=(entry.entry_id,))
-        if due <= now:
-            return _take(f, remaining, DeletionReason.REPLACED)
-        return _waiting(f, remaining, f"replaced by push {tag}: kept for rollback until {format_time(due)}")
-    due = entry.timestamp_ms + config.lineage_entry_cleanup_retention_ms
-    old = due <= now
-    if entry.state is EntryState.IN_PROGRESS and (
-        not old or entry.entry_id in f.live_owners or entry.held(now)
-    ):
-        return _waiting(f, entry.segments_to, f"written by push {tag}, still running")
-    remaining = [n for n in entry.segments_to if n in segments]
+        return _completed(f, entry)
+    return _unfinished(f, entry)
+
+
+def _completed(f: Facts, entry: LineageEntry) -> Part:
+    """A completed push: the segments it replaced go once kept long enough for rollback."""
+    remaining = [n for n in entry.segments_from if n in f.state.segments]
+    due = entry.timestamp_ms + f.state.config.replaced_segments_retention_ms
     if not remaining:
-        done = entry.state is EntryState.REVERTED or old
-        return Part(remove_entries=(entry.entry_id,) if done else ())
+        return Part(remove_entries=(entry.entry_id,))
+    if due <= f.policy.now_ms:
+        return _take(f, remaining, DeletionReason.REPLACED)
+    tag = entry.entry_id[:8]
+    return _waiting(f, remaining, f"replaced by push {tag}: kept for rollback until {format_time(due)}")
+
+
+def _unfinished(f: Facts, entry: LineageEntry) -> Part:
+    """A running, reverted or abandoned push: what it wrote goes once its
+    entry is old, unless its push still runs."""
+    now, tag = f.policy.now_ms, entry.entry_id[:8]
+    due = entry.timestamp_ms + f.state.config.lineage_entry_cleanup_retention_ms
+    old = due <= now
+    running = entry.state is EntryState.IN_PROGRESS
+    if running and (not old or entry.entry_id in f.live_owners or entry.held(now)):
+        return _waiting(f, entry.segments_to, f"written by push {tag}, still running")
+    remaining = [n for n in entry.segments_to if n in f.state.segments]
+    reverted = entry.state is EntryState.REVERTED
+    if not remaining:
+        return Part(remove_entries=(entry.entry_id,) if reverted or old else ())
     if not old:
         return _waiting(
             f, remaining, f"written by reverted push {tag}: kept for rollback until {format_time(due)}"
         )
-    reverted = entry.state is EntryState.REVERTED
     return _take(f, remaining, DeletionReason.REVERTED_OUTPUT if reverted else DeletionReason.STALE_PUSH)
 
 

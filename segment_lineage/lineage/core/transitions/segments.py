@@ -4,7 +4,7 @@ and ``delete_segments``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from segment_lineage.lineage.core.buckets import editable
 from segment_lineage.lineage.core.errors import (
@@ -37,6 +37,30 @@ from segment_lineage.lineage.core.transitions.segment_requirements import (
     segment_rules,
 )
 from segment_lineage.lineage.core.visibility import locked_segments
+
+
+def _pending_after(
+    state: TableState,
+    segments: Mapping[str, Segment],
+    taken_over: list[str],
+    superseded: list[Segment],
+    now_ms: int,
+) -> Mapping[str, PendingDeletion]:
+    """The pending deletions once a batch is registered: files it took over
+    are no longer pending; an earlier upload of a name uploaded again to
+    another file leaves that file pending (no longer referenced)."""
+    pending: Mapping[str, PendingDeletion] = state.pending
+    if taken_over:
+        gone = frozenset(taken_over)
+        pending = {k: v for k, v in state.pending.items() if k not in gone}
+    moved = [old for old in superseded if old.location != segments[old.name].location]
+    if moved:
+        pending = dict(pending)
+        for old in moved:
+            pending[old.location] = PendingDeletion(
+                old.location, old.name, DeletionReason.STRAY, now_ms, old.entry_id, old.size_bytes
+            )
+    return pending
 
 
 def register_segments(
@@ -83,17 +107,7 @@ def register_segments(
             created_ms=now_ms,
         )
     count, rows, size = _totals(new)
-    pending = state.pending
-    if taken_over:
-        gone = frozenset(taken_over)
-        pending = {k: v for k, v in state.pending.items() if k not in gone}
-    moved = [old for old in superseded if old.location != segments[old.name].location]
-    if moved:
-        pending = dict(pending)
-        for old in moved:  # the earlier upload's file, no longer referenced
-            pending[old.location] = PendingDeletion(
-                old.location, old.name, DeletionReason.STRAY, now_ms, old.entry_id, old.size_bytes
-            )
+    pending = _pending_after(state, segments, taken_over, superseded, now_ms)
     return Change(
         state=state.replace(segments=segments, pending=pending),
         operation=Operation.REGISTER,
