@@ -282,6 +282,34 @@ def test_metadata_garbage_is_marked_then_swept_after_its_grace(
     assert sorted(fresh.read(T).state.segments) == sorted(["s1", "s2", *(f"g{i}" for i in range(5))])
 
 
+def test_a_commit_that_seals_history_hands_the_garbage_pass_off_and_does_not_wait(
+    m: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer does not pay for metadata collection: a commit that seals
+    its history tail returns while the pass it asked for is still running,
+    and the store's close waits for that pass."""
+    store = m.store
+    assert isinstance(store, ZkStore)
+    started, release = threading.Event(), threading.Event()
+    real = MetadataGc.collect
+
+    def slow(self: MetadataGc, table: str, grace_ms: int = 600_000) -> int:
+        started.set()
+        assert release.wait(30)
+        return real(self, table, grace_ms)
+
+    monkeypatch.setattr(MetadataGc, "collect", slow)
+    for i in range(zk_commit.HISTORY_TAIL + 2):  # at least one commit seals the tail
+        m.register_segments(T, [seg(f"h{i}")])
+    assert started.wait(30)  # a pass was asked for, and is running (blocked) ...
+    assert store.sweeper.passes == 0  # ... while every commit has returned
+    assert not store.sweeper.drain(0.2)
+    release.set()
+    assert store.sweeper.drain(30) and store.sweeper.passes >= 1
+    marks = store.client.exists(store.paths.gc(T))
+    assert marks is not None  # the pass ran to the end: it wrote its marks
+
+
 def test_a_writer_whose_new_blobs_were_collected_does_not_commit_them(
     m: LineageManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:

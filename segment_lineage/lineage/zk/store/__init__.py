@@ -58,7 +58,7 @@ from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.blobs import BlobStore
 from segment_lineage.lineage.zk.store.commit import Commits
 from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
-from segment_lineage.lineage.zk.store.gc import MetadataGc
+from segment_lineage.lineage.zk.store.gc import MetadataGc, Sweeper
 from segment_lineage.lineage.zk.store.heads import Heads
 from segment_lineage.lineage.zk.store.history import History
 from segment_lineage.lineage.zk.store.leases import Leases, Owners
@@ -103,8 +103,9 @@ class ZkStore:
         self.versions_ = Versions(self.zk, self.paths, self.nodes, self.heads, self.ephemerals)
         self.gc = MetadataGc(self.zk, self.paths, self.nodes, self.heads, self.history_, self.versions_)
         self.owners = Owners(self.zk, self.ephemerals)
+        self.sweeper = Sweeper(self.gc)
         self.commits = Commits(
-            self.zk, self.paths, self.nodes, self.blobs, self.versions_, self.gc, self.owners.path
+            self.zk, self.paths, self.nodes, self.blobs, self.versions_, self.sweeper, self.owners.path
         )
         self.tables = Tables(self.zk, self.paths, self.nodes, self.heads)
         self.pins = Leases(self.paths, self.heads, self.versions_, self.ephemerals)
@@ -139,6 +140,7 @@ class ZkStore:
         return snap, self.nodes.now_ms() if now is None else now  # the clock node was missing: made again
 
     def close(self) -> None:
+        self.sweeper.drain(self.op_timeout_s)  # a garbage pass a commit handed off, if one runs
         self.zk.detach()
         if self._owns_client:
             self.client.stop()

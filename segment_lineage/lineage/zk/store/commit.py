@@ -35,7 +35,7 @@ from segment_lineage.lineage.store.contract import (
 )
 from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
 from segment_lineage.lineage.zk.store.blobs import BlobStore, Bucket, NewBlobs
-from segment_lineage.lineage.zk.store.gc import MetadataGc
+from segment_lineage.lineage.zk.store.gc import Sweeper
 from segment_lineage.lineage.zk.store.heads import Loaded
 from segment_lineage.lineage.zk.store.nodes import Nodes
 from segment_lineage.lineage.zk.store.paths import Paths
@@ -273,7 +273,7 @@ class Commits:
         nodes: Nodes,
         blobs: BlobStore,
         versions: Versions,
-        gc: MetadataGc,
+        sweeper: Sweeper,
         owner_path: Callable[[str, str], str],
     ) -> None:
         self.zk = zk
@@ -281,7 +281,7 @@ class Commits:
         self.nodes = nodes
         self.blobs = blobs
         self.versions = versions
-        self.gc = gc
+        self.sweeper = sweeper
         self.owner_path = owner_path  # (table, entry) -> the push's owner node
 
     def _multi(self, plan: CommitPlan, base: Snapshot, owner: str | None, guard_path: str | None) -> Any:
@@ -349,5 +349,5 @@ class Commits:
         for blob, bucket in plan.decoded.items():
             self.blobs.remember(blob, bucket)
         if plan.sealed and self.nodes.may_sweep():
-            self.gc.collect_quietly(table)
+            self.sweeper.request(table)  # collected in the background: the writer does not wait
         return plan.state

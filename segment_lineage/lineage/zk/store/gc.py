@@ -6,6 +6,7 @@ later ones, go this way."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -142,3 +143,51 @@ class MetadataGc:
             self.collect(table)
         except LineageError as exc:
             log.warning("metadata garbage pass on %s skipped: %s", table, exc.message)
+
+
+class Sweeper:
+    """Metadata collection off the writer's path. A commit that sealed a
+    history blob (one in HISTORY_TAIL) hands its table here and returns; one
+    background thread collects the tables handed in, each once however often
+    it was (a table handed in again while it is collected is collected once
+    more). The thread ends when there is nothing left, and the store's close
+    waits for it a bounded time (:meth:`drain`).
+
+    Safe to cut short: a pass is a mark-and-sweep whose marks are
+    compare-and-set (a process killed mid-pass is a crash like any other),
+    and retention collects every table it cleans at the end of each pass."""
+
+    def __init__(self, gc: MetadataGc) -> None:
+        self.gc = gc
+        self._lock = threading.Condition()
+        self._tables: dict[str, None] = {}  # handed in, not yet collected, in order
+        self._thread: threading.Thread | None = None
+        self.passes = 0  # passes run (tests wait on them)
+
+    def request(self, table: str) -> None:
+        with self._lock:
+            self._tables[table] = None
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lineage-metadata-gc", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._tables:
+                    self._thread = None
+                    self._lock.notify_all()
+                    return
+                table = next(iter(self._tables))
+                del self._tables[table]
+            try:
+                self.gc.collect_quietly(table)
+            except Exception:  # a closed client, say: the next pass (or retention's) collects it
+                log.warning("metadata garbage pass on %s stopped", table, exc_info=True)
+            with self._lock:
+                self.passes += 1
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until every table handed in was collected (True), or ``timeout_s`` passed."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._thread is None, timeout=max(0.0, timeout_s))
