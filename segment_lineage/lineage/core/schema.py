@@ -222,6 +222,20 @@ class SchemaDiff:
         shown = "; ".join(parts[:limit])
         return shown + (f"; and {len(parts) - limit} more" if len(parts) > limit else "")
 
+    def refused(self, limit: int = 8) -> str:
+        """What a push that does not fit is refused for. A column gone while
+        a new one comes may be a rename: both sides are named. Otherwise the
+        changed types and new columns, with the columns it lacks said apart,
+        as accepted (alone, they read as null in its rows)."""
+        if self.added and self.missing:
+            return self.describe(limit)
+        why = SchemaDiff((), self.added, self.changed).describe(limit)
+        if not self.missing:
+            return why
+        names = ", ".join(repr(f.name) for f in self.missing[:limit])
+        more = f" and {len(self.missing) - limit} more" if len(self.missing) > limit else ""
+        return f"{why} (it also lacks {names}{more}, which alone is accepted: read as null)"
+
 
 def compare(recorded: Schema, given: Schema) -> SchemaDiff:
     have = {f.name: f for f in recorded}
@@ -372,7 +386,7 @@ def _mismatch(recorded: Schema, given: Schema, diff: SchemaDiff, table: str) -> 
     else:
         hint = "fix the input's columns, or replace the schema with a refresh push and --replace-schema"
     return SchemaMismatchError(
-        f"the input does not fit table {table!r}: {diff.describe()}",
+        f"the input does not fit table {table!r}: {diff.refused()}",
         table=table,
         expected=_columns(recorded),
         found=_columns(given),

@@ -62,6 +62,19 @@ def test_a_narrower_integer_or_float_is_widened_and_a_wider_one_refused() -> Non
         )
 
 
+def test_a_changed_type_is_refused_for_itself_and_a_missing_column_is_said_to_be_fine() -> None:
+    """Columns a push lacks are accepted (they read as null): a push refused
+    for a changed type says so, and does not list the lacking column as a
+    reason."""
+    changed = (BASE[0], Field("dep_delay", STRING))  # 'flight' left out
+    with pytest.raises(SchemaMismatchError) as caught:
+        resolve(BASE, changed, SchemaPolicy.ENFORCE, "flights", full_refresh=False)
+    message = caught.value.message
+    assert "column 'dep_delay' is string, the table has double" in message
+    assert "is missing" not in message
+    assert "it also lacks 'flight', which alone is accepted: read as null" in message
+
+
 def test_a_renamed_column_is_refused_naming_both_sides_even_when_evolving() -> None:
     renamed = (BASE[0], Field("dep_delay_min", DOUBLE), BASE[2])
     for policy in (SchemaPolicy.ENFORCE, SchemaPolicy.EVOLVE):
