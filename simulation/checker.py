@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from segment_lineage.ingest.errors import SnapshotTooOldError, StorageError
 from segment_lineage.lineage.core.errors import AuthError, ContentionError, LineageError, VersionGoneError
-from segment_lineage.lineage.core.model import EntryState, Operation, Segment, TableState
+from segment_lineage.lineage.core.model import EntryState, Operation, Segment, TableState, TableType
 from segment_lineage.lineage.core.names import push_dir_owner, push_tag
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S, FLOOR_POLL_S
@@ -263,6 +263,17 @@ class Checker:
             return 6
         return None
 
+    def _one_refresh_shown(self, table: str, state: TableState) -> None:
+        """A REFRESH table shows one push's snapshot: the visible segments a
+        push wrote all come from one entry (segments registered by hand,
+        outside any entry, aside). Two refreshes both shown double the rows."""
+        if state.config.table_type is not TableType.REFRESH:
+            return
+        shown = sorted({seg.entry_id for seg in visible_segments(state) if seg.entry_id is not None})
+        if len(shown) > 1:
+            entries = ", ".join(e[:8] for e in shown)
+            self.flag("two-refreshes-shown", f"{table} v{state.version} shows the pushes of {entries}")
+
     def _observe(self) -> None:
         store = self.world.store
         protected: dict[str, str] = {}
@@ -285,6 +296,7 @@ class Checker:
                 self.flag("unreadable", f"table {table}: {exc.message}")
                 continue
             self._note_version(table, state)
+            self._one_refresh_shown(table, state)
             join = info.path.rstrip("/") + "/"
             for seg in state.segments.values():
                 path = join + seg.location

@@ -8,6 +8,7 @@ import ast
 import logging
 import re
 from collections.abc import Collection, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -274,6 +275,24 @@ def test_the_checker_catches_a_push_landing_after_its_session_without_the_owner_
     monkeypatch.setattr(MemoryStore, "write", unfenced)
     result = run_seed(RunConfig(seed, steps=400))
     assert [v.kind for v in result.violations] == ["late-commit"], describe(result)
+
+
+def test_the_checker_catches_two_refreshes_shown_without_the_whole_table_intent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The outside trial's doubled rows: two refreshes of a table with no
+    segment yet share no ``from``, so without the whole-table intent both
+    land and the table shows both snapshots (two-refreshes-shown)."""
+    from segment_lineage.lineage.core import transitions
+
+    real = transitions.start_replace
+
+    def without_intent(*args: Any, **kwargs: Any) -> Any:
+        return real(*args, **{**kwargs, "whole": False})
+
+    monkeypatch.setattr(transitions, "start_replace", without_intent)
+    result = run_seed(RunConfig(30, steps=400))
+    assert "two-refreshes-shown" in {v.kind for v in result.violations}, describe(result)
 
 
 def test_the_checker_catches_a_floor_hog_stalling_writers_without_the_floor_budget(

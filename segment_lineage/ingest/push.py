@@ -136,6 +136,7 @@ def _start(
             force_cleanup=True,
             interval=target.interval,
             live_owners=owners,
+            whole=mode is PushMode.REFRESH,
         )
 
     deadline = clock() + owner_wait_s

@@ -189,6 +189,56 @@ def test_overlapping_range_pushes_conflict_on_intent(manager: LineageManager, ti
     assert len(errors) == 1 and isinstance(errors[0], PushRefusedError)  # it wrote no rows
 
 
+def test_two_refreshes_of_an_empty_table_never_both_land(
+    manager: LineageManager, refresh: str, timed: str
+) -> None:
+    """A refresh replaces the whole table, so two never run at once, even on
+    a table with no segment yet, where their ``from`` share nothing (an
+    outsider's trial: both landed, and the table showed their rows twice).
+    A replace-range push meets a running refresh too; an append does not."""
+    started, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def slow_write(target: PushTarget) -> Written:
+        started.set()
+        assert release.wait(30)
+        return Written(())
+
+    for table in (refresh, timed):
+        started.clear()
+        release.clear()
+
+        def first_push(table: str = table) -> None:
+            try:
+                consistent_push(manager, table, slow_write, partitions=1, mode=PushMode.REFRESH)
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=first_push)
+        thread.start()
+        try:
+            assert started.wait(30)
+            running = next(
+                e for e in manager.table(table).entries.values() if e.state is EntryState.IN_PROGRESS
+            )
+            assert running.whole
+            with pytest.raises(ConflictError, match=f"running entry {running.entry_id} is a refresh"):
+                push_arrow(manager, table, [rows("again", 1, DAY)], mode="refresh", owner_wait_s=0)
+            if table == timed:
+                with pytest.raises(ConflictError, match="a refresh replaces the whole table"):
+                    push_arrow(
+                        manager, table, [rows("r", 1, DAY)], mode="replace-range", interval=(0, 2 * DAY),
+                        owner_wait_s=0,
+                    )  # fmt: skip
+                push_arrow(manager, table, [rows("app", 1, DAY)], mode="append")  # appends never conflict
+        finally:
+            release.set()
+            thread.join()
+    assert len(errors) == 2 and all(isinstance(e, PushRefusedError) for e in errors)  # they wrote no rows
+    push_arrow(manager, refresh, [rows("one", 2, DAY)], mode="refresh")
+    assert sum(s.rows for s in manager.table(refresh).segments.values()) == 2
+
+
 def test_an_append_during_a_replace_is_not_lost(manager: LineageManager, timed: str) -> None:
     push_arrow(manager, timed, [rows("old", 2, 10)], mode="append")
 

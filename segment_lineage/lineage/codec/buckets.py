@@ -102,6 +102,8 @@ def entry_to_dict(entry: LineageEntry, src: NameList, dst: NameList) -> dict[str
         d["interval"] = list(entry.interval)
     if entry.held_until_ms is not None:
         d["held"] = entry.held_until_ms
+    if entry.whole:
+        d["whole"] = True
     for key, names in (("from", src), ("to", dst)):
         if names.names is not None:
             d[key] = list(names.names)
@@ -124,6 +126,7 @@ class StoredEntry:
     dst: NameList
     interval: tuple[int, int] | None = None
     held_until_ms: int | None = None
+    whole: bool = False
 
     def resolve(self, src: tuple[str, ...], dst: tuple[str, ...]) -> LineageEntry:
         return LineageEntry(
@@ -136,6 +139,7 @@ class StoredEntry:
             self.audit,
             self.interval,
             self.held_until_ms,
+            self.whole,
         )
 
 
@@ -158,6 +162,7 @@ def stored_entry_from_dict(d: Mapping[str, Any]) -> StoredEntry:
         dst=_names(d, "to"),
         interval=_interval(d),
         held_until_ms=_opt(d, "held", int),  # absent in records written before holds existed
+        whole=_opt(d, "whole", bool) or False,  # absent: not a refresh (or written before the flag)
     )
 
 

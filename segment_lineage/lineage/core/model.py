@@ -328,6 +328,10 @@ class LineageEntry:
     # running: it is held (an owner with a TTL, on the store's clock) until
     # then, and neither force cleanup nor retention takes it before.
     held_until_ms: int | None = None
+    # A refresh: the entry means to replace every segment of the table, so it
+    # conflicts with any other running refresh or replace-range push, even on
+    # a table with no segment yet (their ``from`` would share nothing).
+    whole: bool = False
 
     @property
     def live(self) -> bool:

@@ -107,8 +107,13 @@ def start_replace(
     interval: tuple[int, int] | None = None,
     live_owners: frozenset[str] | None = None,
     held_until_ms: int | None = None,
+    whole: bool = False,
 ) -> Change:
     """Open a replacement: ``segments_to`` stay hidden until it completes.
+
+    ``whole`` records a refresh's intent (it replaces every segment): it
+    conflicts with another running refresh or replace-range push, even on a
+    table with no segment.
 
     ``interval`` ([start, end) in ms) records a replace-range push's intent:
     another IN_PROGRESS entry with an overlapping interval conflicts, even
@@ -140,7 +145,8 @@ def start_replace(
     require(state, rules)
     src_set, dst_set = frozenset(src), frozenset(dst)
     overlaps = [
-        Overlap.of(entry, src_set, dst_set, interval, live_owners, now_ms) for entry in state.entries.values()
+        Overlap.of(entry, src_set, dst_set, interval, live_owners, now_ms, whole)
+        for entry in state.entries.values()
     ]
     require(state, (rule for overlap in overlaps for rule in overlap_rules(overlap, force_cleanup)))
 
@@ -164,6 +170,7 @@ def start_replace(
         audit=audit,
         interval=interval,
         held_until_ms=held_until_ms,
+        whole=whole,
     )
     for name in adopted:
         segments[name] = dataclasses.replace(segments[name], entry_id=entry_id)

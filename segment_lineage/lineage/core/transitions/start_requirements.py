@@ -166,6 +166,7 @@ class Overlap:
     from_names: frozenset[str]  # this push's segmentsFrom that the entry replaces too
     to_names: frozenset[str]  # this push's segmentsTo that the entry names too
     interval: tuple[int, int] | None  # this push's interval, when it overlaps the running entry's
+    whole: bool  # this push or the running entry means to replace the whole table, and the other a part
     owned: bool  # the entry's pushing process still holds a session
     held: bool  # the entry was opened by hand and its hold still stands
     owners_known: bool = False  # live owners were given: an unowned entry's pusher is gone
@@ -179,20 +180,27 @@ class Overlap:
         interval: tuple[int, int] | None,
         live_owners: frozenset[str] | None,
         now_ms: int,
+        whole: bool = False,
     ) -> Overlap:
-        """``live_owners`` None: no entry counts as owned (Pinot's rule)."""
+        """``live_owners`` None: no entry counts as owned (Pinot's rule).
+        ``whole``: this push is a refresh (it means to replace every segment)."""
+        running = entry.state is EntryState.IN_PROGRESS
         intent = (
-            entry.state is EntryState.IN_PROGRESS
+            running
             and interval is not None
             and entry.interval is not None
             and interval[0] < entry.interval[1]
             and entry.interval[0] < interval[1]
         )
+        # A refresh's scope is the whole table: it meets any other scope.
+        scoped, entry_scoped = whole or interval is not None, entry.whole or entry.interval is not None
+        whole_overlap = running and (whole or entry.whole) and scoped and entry_scoped
         return cls(
             entry=entry,
             from_names=src.intersection(entry.segments_from),
             to_names=dst.intersection(entry.segments_to),
             interval=interval if intent else None,
+            whole=whole_overlap,
             owned=live_owners is not None and entry.entry_id in live_owners,
             held=entry.held(now_ms),
             owners_known=live_owners is not None,
@@ -202,7 +210,7 @@ class Overlap:
     def running(self) -> bool:
         """An IN_PROGRESS entry that shares a name or a time with this push."""
         return self.entry.state is EntryState.IN_PROGRESS and bool(
-            self.from_names or self.to_names or self.interval
+            self.from_names or self.to_names or self.interval or self.whole
         )
 
     @property
@@ -237,11 +245,17 @@ def overlap_rules(overlap: Overlap, force_cleanup: bool) -> tuple[Requirement, .
         return (
             NotHeldByHand(overlap),
             IntervalsDisjoint(overlap),
+            NoRefreshAcross(overlap),
             PusherGone(overlap),
             FromNotReplaced(overlap),
             ToNotNamed(overlap),
         )
-    return (IntervalsDisjoint(overlap), FromNotReplaced(overlap), ToNotNamed(overlap))
+    return (
+        IntervalsDisjoint(overlap),
+        NoRefreshAcross(overlap),
+        FromNotReplaced(overlap),
+        ToNotNamed(overlap),
+    )
 
 
 @dataclass(frozen=True)
@@ -306,6 +320,33 @@ class IntervalsDisjoint:
                 found=_span(entry.interval),
                 remedy="wait for that push to end, or replace a disjoint interval",
             )
+
+
+@dataclass(frozen=True)
+class NoRefreshAcross:
+    """A refresh (which replaces the whole table) runs alone: not beside
+    another refresh or a replace-range push, even when the table holds no
+    segment for their ``from`` to share."""
+
+    overlap: Overlap
+
+    def check(self, state: TableState) -> None:
+        entry = self.overlap.entry
+        if not self.overlap.whole:
+            return
+        if entry.whole or entry.interval is None:
+            theirs = "a refresh of the whole table"
+        else:
+            theirs = f"replacing {_span(entry.interval)}"
+        raise RunningEntryConflict(
+            f"running entry {entry.entry_id} is {theirs}, which this push's scope overlaps "
+            "(a refresh replaces the whole table)",
+            table=state.config.name,
+            entry_id=entry.entry_id,
+            expected="no running refresh, nor a running replace-range push beside a refresh",
+            found=f"running entry {entry.entry_id} ({theirs})",
+            remedy="wait for that push to end",
+        )
 
 
 @dataclass(frozen=True)
