@@ -350,24 +350,21 @@ def test_the_daemon_reads_time_only_through_the_clocks_it_is_given(
     assert given[1].clock is own.clock
 
 
-def test_a_daemon_given_no_clocks_reads_the_time_of_its_module_at_each_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The simulation swaps a module's ``time`` for a virtual one: a daemon
-    built before the swap must follow it, not keep the real clock it saw."""
-    import types
-
-    import segment_lineage.retention.daemon as daemon_module
+def test_a_daemon_given_no_clocks_takes_its_managers_env(tmp_path: Path) -> None:
+    """Time is handed in, never patched: a daemon given no clocks reads its
+    manager's env (the simulation's virtual one), at each call."""
+    from segment_lineage.lineage.core.env import Env
     from segment_lineage.lineage.store.memory import MemoryStore
 
-    manager = LineageManager(MemoryStore(), retry=fast_retry(), claims=RootClaimFiles())
+    now = [7.0, 4321.0]
+    env = Env(monotonic=lambda: now[0], wall=lambda: now[1])
+    manager = LineageManager(MemoryStore(env=env), retry=fast_retry(), claims=RootClaimFiles(), env=env)
     manager.create_table(TableConfig.build("t", str(tmp_path / "t")))
     daemon = Daemon(manager, OwnsAll(), Schedule(interval_ms=1000), PassOptions())
-    virtual = types.SimpleNamespace(monotonic=lambda: 7.0, time=lambda: 4321.0)
-    monkeypatch.setattr(daemon_module, "time", virtual)
     assert daemon.clock() == 7.0 and daemon.wall() == 4321.0
+    now[1] = 4322.0
     daemon.tick()
-    assert daemon.status.last_success_ms == 4_321_000
+    assert daemon.status.last_success_ms == 4_322_000
 
 
 def test_the_leader_publishes_what_the_commits_did_not_and_reports_the_lag(
