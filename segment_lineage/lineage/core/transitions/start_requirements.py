@@ -192,9 +192,11 @@ class Overlap:
             and interval[0] < entry.interval[1]
             and entry.interval[0] < interval[1]
         )
-        # A refresh's scope is the whole table: it meets any other scope.
-        scoped, entry_scoped = whole or interval is not None, entry.whole or entry.interval is not None
-        whole_overlap = running and (whole or entry.whole) and scoped and entry_scoped
+        # A refresh's scope is the whole table: it meets any other scope (an interval, a refresh).
+        whole_overlap = (
+            running and (whole or entry.whole) and (whole or interval is not None)
+            and (entry.whole or entry.interval is not None)
+        )  # fmt: skip
         return cls(
             entry=entry,
             from_names=src.intersection(entry.segments_from),
@@ -245,17 +247,11 @@ def overlap_rules(overlap: Overlap, force_cleanup: bool) -> tuple[Requirement, .
         return (
             NotHeldByHand(overlap),
             IntervalsDisjoint(overlap),
-            NoRefreshAcross(overlap),
             PusherGone(overlap),
             FromNotReplaced(overlap),
             ToNotNamed(overlap),
         )
-    return (
-        IntervalsDisjoint(overlap),
-        NoRefreshAcross(overlap),
-        FromNotReplaced(overlap),
-        ToNotNamed(overlap),
-    )
+    return (IntervalsDisjoint(overlap), FromNotReplaced(overlap), ToNotNamed(overlap))
 
 
 @dataclass(frozen=True)
@@ -304,7 +300,10 @@ class NotHeldByHand:
 
 @dataclass(frozen=True)
 class IntervalsDisjoint:
-    """A replace-range push's interval overlaps no running entry's."""
+    """A push's scope overlaps no running entry's: two replace-range
+    intervals that overlap, or a refresh (the whole table) beside another
+    refresh or a replace-range push, even when the table holds no segment
+    for their ``from`` to share."""
 
     overlap: Overlap
 
@@ -320,33 +319,21 @@ class IntervalsDisjoint:
                 found=_span(entry.interval),
                 remedy="wait for that push to end, or replace a disjoint interval",
             )
-
-
-@dataclass(frozen=True)
-class NoRefreshAcross:
-    """A refresh (which replaces the whole table) runs alone: not beside
-    another refresh or a replace-range push, even when the table holds no
-    segment for their ``from`` to share."""
-
-    overlap: Overlap
-
-    def check(self, state: TableState) -> None:
-        entry = self.overlap.entry
-        if not self.overlap.whole:
-            return
-        if entry.whole or entry.interval is None:
-            theirs = "a refresh of the whole table"
-        else:
-            theirs = f"replacing {_span(entry.interval)}"
-        raise RunningEntryConflict(
-            f"running entry {entry.entry_id} is {theirs}, which this push's scope overlaps "
-            "(a refresh replaces the whole table)",
-            table=state.config.name,
-            entry_id=entry.entry_id,
-            expected="no running refresh, nor a running replace-range push beside a refresh",
-            found=f"running entry {entry.entry_id} ({theirs})",
-            remedy="wait for that push to end",
-        )
+        if self.overlap.whole:
+            theirs = (
+                f"replacing {_span(entry.interval)}"
+                if entry.interval is not None and not entry.whole
+                else "a refresh of the whole table"
+            )
+            raise RunningEntryConflict(
+                f"running entry {entry.entry_id} is {theirs}, which this push's scope overlaps "
+                "(a refresh replaces the whole table)",
+                table=state.config.name,
+                entry_id=entry.entry_id,
+                expected="no running refresh, nor a running replace-range push beside a refresh",
+                found=f"running entry {entry.entry_id} ({theirs})",
+                remedy="wait for that push to end",
+            )
 
 
 @dataclass(frozen=True)
