@@ -407,8 +407,7 @@ class Daemon:
         """How often the elections are checked between passes: often enough
         that a dead daemon's tables move within its session timeout of the
         expiry."""
-        timeout = self.manager.session_timeout_s
-        return HEARTBEAT_S if not timeout else max(0.5, min(HEARTBEAT_S, timeout / 3))
+        return max(0.5, min(HEARTBEAT_S, self.manager.session_timeout_s / 3))
 
     def stop(self) -> None:
         self._stopping.set()

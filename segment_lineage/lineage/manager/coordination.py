@@ -62,8 +62,8 @@ class Coordination(ManagerBase):
         return self.store.now_ms()
 
     @property
-    def session_timeout_s(self) -> float | None:
-        """The store's session timeout (None: a store without sessions)."""
+    def session_timeout_s(self) -> float:
+        """The store's session timeout (every store has a session now)."""
         return float(self.store.session.timeout_s)
 
     def snapshot(self, table: str) -> Snapshot:
