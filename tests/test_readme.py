@@ -79,7 +79,7 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
         before = history() if "table create" not in command else []
         code, out = run(*shlex.split(command)[1:])
         if "--as-of 2026-11-01T00:00:00Z" in command:  # before the table existed: a clear refusal
-            assert code == 2 and "did not exist at 2026-11-01T00:00:00Z" in out, (line, out)
+            assert code == 3 and "did not exist at 2026-11-01T00:00:00Z" in out, (line, out)
             continue
         assert code == 0, (line, out)
         if "--dry-run" in command or command == "lineage retention run":

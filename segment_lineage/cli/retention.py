@@ -353,7 +353,7 @@ def health(
     base = url.strip().rstrip("/")
     target = base if base.endswith(("/healthz", "/health")) else base + "/healthz"
     if not target.startswith(("http://", "https://")) or any(c.isspace() for c in target):
-        raise RetentionError(f"invalid daemon URL {url!r}: use http://host:port")
+        raise InvalidInputError(f"invalid daemon URL {url!r}: use http://host:port")
     try:
         with urllib.request.urlopen(target, timeout=5) as response:  # noqa: S310 - scheme checked above
             body, code = response.read(), response.status
@@ -362,7 +362,7 @@ def health(
     except (urllib.error.URLError, OSError) as exc:
         raise RetentionError(f"no daemon answered at {target}: {getattr(exc, 'reason', exc)}") from None
     except (ValueError, http.client.HTTPException) as exc:  # a port that is no number, a bracket left open
-        raise RetentionError(f"invalid daemon URL {url!r}: {exc}; use http://host:port") from None
+        raise InvalidInputError(f"invalid daemon URL {url!r}: {exc}; use http://host:port") from None
     try:
         status = json.loads(body)
     except ValueError:

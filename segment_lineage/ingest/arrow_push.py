@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.ingest.errors import PushInputError, PushRefusedError, unreadable_input
 from segment_lineage.ingest.micros import in_micros
 from segment_lineage.ingest.push import (
     PushMode,
@@ -247,15 +247,14 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
     header, types inferred; JSON lines. Files whose names start with '.' or
     '_' (markers, checksums) are skipped, as Spark skips them."""
     if fmt not in INPUT_FORMATS:
-        raise PushRefusedError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
+        raise PushInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
     try:
         dataset = ds.dataset(path, format=fmt, ignore_prefixes=[".", "_"])
         if fmt == "parquet":
             check_same_columns(dataset, path)
         data = dataset.to_table()
     except (OSError, ValueError, pa.ArrowException) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise PushRefusedError(f"cannot read input {path!r} as {fmt}: {first}") from None
+        raise unreadable_input(path, fmt, exc) from None
     if fmt == "parquet":
         return data
     # Text has no zone: Spark (session zone UTC) reads such times as UTC instants, and so do we.

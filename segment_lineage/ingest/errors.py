@@ -23,6 +23,7 @@ __all__ = [
     "PushRefusedError",
     "SnapshotTooOldError",
     "StorageError",
+    "unreadable_input",
 ]
 
 
@@ -116,3 +117,18 @@ class PushInterrupted(KeyboardInterrupt):
         self.entry_id = entry_id
         self.signum = signum
         self.cleanup = cleanup  # nothing, reverted, completed or left
+
+
+def unreadable_input(path: str, fmt: str, exc: BaseException) -> IngestError:
+    """The error for an input that could not be read: bad input (exit 2) when
+    the input itself is at fault (missing, not allowed, not in its format),
+    a refusal (exit 1) when reading it failed on the way (an I/O error, a
+    store that did not answer), which a rerun may get past."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, FileNotFoundError) and first == path:  # Arrow's word for a device or a pipe
+        first = "not a regular file or a directory of files"
+    message = f"cannot read input {path!r} as {fmt}: {first}"
+    at_fault = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError)
+    if isinstance(exc, at_fault) or not isinstance(exc, OSError):  # ArrowInvalid is a ValueError
+        return PushInputError(message)
+    return PushRefusedError(message)

@@ -79,7 +79,9 @@ class SnapshotReader:
             return (self.arrow_schema() or pa.schema([])).empty_table()
         try:
             data = self.dataset()
-            return data.head(limit) if limit is not None else data.to_table()
+            # A limit past the rows there are reads them all (Arrow's head takes a C int).
+            everything = limit is None or limit >= sum(s.rows for s in self.segments)
+            return data.to_table() if everything else data.head(limit)
         except FileNotFoundError as exc:
             raise self.too_old(str(exc)) from None
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:

@@ -27,7 +27,7 @@ from pyspark.sql.types import (
     IntegerType,
 )
 
-from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.ingest.errors import PushInputError, PushRefusedError, unreadable_input
 from segment_lineage.ingest.push import (
     PushMode,
     PushResult,
@@ -121,15 +121,14 @@ def sample_frame(spark: SparkSession, label: str, count: int) -> DataFrame:
 
 def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFrame:
     if fmt not in INPUT_FORMATS:
-        raise PushRefusedError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
+        raise PushInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
     reader = spark.read
     if fmt == "csv":
         reader = reader.option("header", "true").option("inferSchema", "true")
     try:
         df = reader.format(fmt).load(path)
-    except AnalysisException as exc:  # a missing path, an unreadable file
-        first = str(exc).splitlines()[0]
-        raise PushRefusedError(f"cannot read input {path!r} as {fmt}: {first}") from None
+    except AnalysisException as exc:  # a missing path, an unreadable file: the input is at fault
+        raise unreadable_input(path, fmt, ValueError(str(exc))) from None
     if fmt == "csv":  # whole numbers as Arrow's CSV reader infers them: 64 bits, whatever their size
         for field in df.schema:
             if isinstance(field.dataType, IntegerType):

@@ -408,6 +408,8 @@ def test_refusals_exit_1_with_the_reason_and_a_hint(zk_hosts: str, tmp_path: Pat
         (["end-replace", "events", "nope"], "invalid entry id 'nope'"),
         (["export", "events", "--format", "delta"], "unknown export format"),
         (["history", "events", "--limit", "0"], "invalid limit"),
+        (["push", "events", "--input", "/dev/null"], "cannot read input '/dev/null' as parquet: not a regular"),
+        (["retention", "health", "--url", "notaurl"], "invalid daemon URL 'notaurl'"),
     ],
 )
 def test_bad_input_exits_2_and_changes_nothing(
@@ -438,6 +440,7 @@ def test_not_found_exits_3_in_every_command(zk_hosts: str, tmp_path: Path) -> No
         ["segment", "delete", "nf", "nosuch"],
         ["segments", "nf", "--as-of", "999"],
         ["history", "ghost"],
+        ["read", "nf", "--as-of", "2001-01-01"],  # a time before the table: no version then
     ):
         code, out, err = run(zk_hosts, *args)
         assert code == 3 and err.startswith("error: "), (args, code, out, err)
@@ -448,6 +451,17 @@ def test_not_found_exits_3_in_every_command(zk_hosts: str, tmp_path: Path) -> No
     code, out, err = run(zk_hosts, "push", "nf", "--input", str(tmp_path / "none.parquet"), "--json")
     report = json.loads(err)  # a global option after the command counts too
     assert code == report["code"] == 2 and report["error"], err
+
+
+def test_a_limit_past_every_row_or_version_means_all_of_them(zk_hosts: str, tmp_path: Path) -> None:
+    """A huge --limit (past a C int, past sys.maxsize) is no limit, not a traceback."""
+    run(zk_hosts, "table", "create", "big", "--root", str(tmp_path / "big"))
+    pq.write_table(pa.table({"i": [1, 2, 3]}), tmp_path / "in.parquet")
+    assert run(zk_hosts, "push", "big", "--input", str(tmp_path / "in.parquet"))[0] == 0
+    code, out, err = run(zk_hosts, "read", "big", "--limit", str(2**31))
+    assert code == 0 and "3 of 3 rows" in out, err
+    code, out, err = run(zk_hosts, "--json", "history", "big", "--limit", str(10**20))
+    assert code == 0 and len(json.loads(out)) == 3, err
 
 
 def test_verbose_shows_the_traceback(zk_hosts: str) -> None:

@@ -597,7 +597,7 @@ def test_a_bad_table_name_is_refused_at_start_and_a_health_url_is_checked(lineag
     assert bad.exit_code == 2 and "invalid table name 'bad name'" in bad.stderr, bad.output
     for url in ("http://127.0.0.1:abc", "http://[::1", "http://127.0.0.1:9302/x\ny", "127.0.0.1:9108"):
         result = runner.invoke(app, ["retention", "health", "--url", url])
-        assert result.exit_code == 1 and "invalid daemon URL" in result.stderr, (url, result.output)
+        assert result.exit_code == 2 and "invalid daemon URL" in result.stderr, (url, result.output)
         assert "Traceback" not in result.output
 
 

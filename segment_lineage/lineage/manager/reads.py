@@ -4,6 +4,7 @@ lease exists."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 from segment_lineage.lineage.core.errors import (
@@ -52,7 +53,8 @@ class Reads(ManagerBase):
         check_table_name(table)
         if limit is not None and limit < 1:
             raise InvalidInputError(f"invalid limit {limit}: must be at least 1")
-        return self.store.history(table, limit)
+        # A limit past any history there can be is no limit (islice stops at sys.maxsize).
+        return self.store.history(table, None if limit is not None and limit >= sys.maxsize else limit)
 
     def resolve_version(
         self,
@@ -93,10 +95,21 @@ class Reads(ManagerBase):
                 f"no version of table {table!r} exists then yet",
                 remedy="give a past time, or no time for the current version",
             )
+        oldest: HistoryRecord | None = None
         for record in self.store.iter_history(table):  # newest first, read only as far as needed
             if record.at_ms <= at_ms:
                 return record.version
-        raise InvalidInputError(f"table {table!r} did not exist at {format_time(at_ms)}")
+            oldest = record
+        if oldest is None or oldest.version == 1:  # the table's whole history is kept: it was not there
+            raise NotFoundError(
+                f"table {table!r} did not exist at {format_time(at_ms)}",
+                remedy="give a later time; 'lineage history' lists the versions and their times",
+            )
+        raise NotFoundError(
+            f"no version of table {table!r} from {format_time(at_ms)} is kept: the oldest, "
+            f"{oldest.version}, is from {format_time(oldest.at_ms)}",
+            remedy="give a later time; 'lineage history' lists the versions and their times",
+        )
 
     def _before_last_push(self, table: str, ends: Iterator[HistoryRecord]) -> int:
         """The version before the newest push still in force (``ends``: the

@@ -289,7 +289,7 @@ def test_every_time_argument_takes_one_form_and_every_message_prints_iso_utc(
     code, _, err = run(zk_hosts, *push, "ms:1359676800000/ms:1362200000000")
     assert code == 0, err
     code, _, err = run(zk_hosts, "rollback", "zoned", "--to-time", "2001-01-01", "--dry-run")
-    assert code == 2 and "did not exist at 2001-01-01T00:00:00Z" in err
+    assert code == 3 and "did not exist at 2001-01-01T00:00:00Z" in err
     code, _, err = run(zk_hosts, "rollback", "zoned", "--to-time", "978307200000", "--dry-run")
     assert code == 2 and "ms:978307200000" in err
 
