@@ -408,7 +408,7 @@ def test_refusals_exit_1_with_the_reason_and_a_hint(zk_hosts: str, tmp_path: Pat
         (["end-replace", "events", "nope"], "invalid entry id 'nope'"),
         (["export", "events", "--format", "delta"], "unknown export format"),
         (["history", "events", "--limit", "0"], "invalid limit"),
-        (["push", "events", "--input", "/dev/null"], "cannot read input '/dev/null' as parquet: not a regular"),
+        (["push", "events", "--input", "/dev/null"], "'/dev/null' as parquet: not a regular"),
         (["retention", "health", "--url", "notaurl"], "invalid daemon URL 'notaurl'"),
     ],
 )

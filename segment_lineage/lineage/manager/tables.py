@@ -24,7 +24,7 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.model import EntryState, TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.retry import Attempts
-from segment_lineage.lineage.core.roots import canonical_root
+from segment_lineage.lineage.core.roots import canonical_root, check_no_overlap
 from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.manager.commit import Committed, ManagerBase
 from segment_lineage.lineage.storage.claims import (
@@ -62,6 +62,13 @@ class TableOps(ManagerBase):
                 )
         if self.claims is None:
             return self.store.create_table(config, self.audit(reason), self.env.hex_id())
+        # The refusals the store would give, said before the marker (and the
+        # folder it makes) is written: a refused create leaves nothing behind.
+        roots = self.store.roots()
+        taken = [name for name in roots if name.casefold() == config.name.casefold()]
+        if taken:
+            raise TableExistsError(config.name, taken[0])
+        check_no_overlap(config.name, config.root, roots)
         # Claimed first, then created, then checked: of two stores creating
         # tables on one root at once, the second finds the first's marker.
         fresh = self._claim(config.name, config.root)

@@ -462,6 +462,18 @@ def test_a_root_that_already_holds_files_is_refused_unless_asked(zk_hosts: str, 
     assert run(zk_hosts, "table", "create", "fresh", "--root", str(tmp_path / "new" / "dir"))[0] == 0
 
 
+def test_a_refused_create_leaves_no_folder_behind(zk_hosts: str, tmp_path: Path) -> None:
+    """A root that is another table's (in another case), or a name taken (in
+    another case), is refused before the root's marker and its folder are made."""
+    roots = tmp_path / "roots"
+    assert run(zk_hosts, "table", "create", "twin1", "--root", str(roots / "t1"))[0] == 0
+    code, _, err = run(zk_hosts, "table", "create", "twin2", "--root", str(roots / "T1"))
+    assert code == 1 and "is the root of table 'twin1'" in err, err
+    code, _, err = run(zk_hosts, "table", "create", "TWIN1", "--root", str(roots / "t2"))
+    assert code == 1 and "differs only in case from existing table 'twin1'" in err, err
+    assert sorted(p.name for p in roots.iterdir()) == ["t1"]
+
+
 def test_rows_without_a_time_are_refused_where_the_table_has_a_time_column(
     zk_hosts: str, tmp_path: Path
 ) -> None:

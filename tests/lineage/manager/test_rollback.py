@@ -13,6 +13,7 @@ from segment_lineage.lineage.core.errors import (
     ConflictError,
     InvalidInputError,
     LineageError,
+    NotFoundError,
     RefusedError,
     VersionGoneError,
 )
@@ -179,7 +180,7 @@ def test_unknown_versions_and_bad_targets_are_refused(
     assert m.resolve_version(T, at_ms=m.store.now_ms()) == newest
     with pytest.raises(InvalidInputError, match="in the future"):
         m.resolve_version(T, at_ms=m.store.now_ms() + 60_000)
-    with pytest.raises(InvalidInputError, match="did not exist"):
+    with pytest.raises(NotFoundError, match="did not exist"):
         m.resolve_version(T, at_ms=0)
     assert m.rollback(T, newest).committed_version is None  # already there: nothing to do
 
