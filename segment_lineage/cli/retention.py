@@ -113,6 +113,7 @@ def run(
     from segment_lineage.lineage.core.acl import RETENTION
     from segment_lineage.lineage.store.election import SessionCheck
     from segment_lineage.retention.deletes import session_fence
+    from segment_lineage.retention.errors import FencedError
     from segment_lineage.retention.executor import PassOptions, run_pass
 
     grace_ms = parse_period(min_grace)
@@ -141,7 +142,11 @@ def run(
         options = dataclasses.replace(
             options, fence=fence, progress=say
         )  # a later pass redoes what it leaves
-        reports = run_pass(m, [table] if table else None, options)
+        try:
+            reports = run_pass(m, [table] if table else None, options)
+        except FencedError as exc:  # stopped: what it did before the stop is told, then why
+            _print_reports(exc.done, as_json, dry_run=options.dry_run, summary=summary)
+            raise
     _print_reports(reports, as_json, dry_run=options.dry_run, summary=summary)
     if not confirmed and not dry_run:
         _say("dry run: nothing was deleted; run again with --yes to delete")

@@ -95,19 +95,19 @@ def abandon(
     landed: nothing undone) or "left" (the cleanup failed too: the next push
     cleans up, once the owner node lapses).
     """
-    files: set[str] = set()
+    files: dict[str, int] = {}  # location -> size in bytes (0 while unknown)
     if written is not None:
-        files.update(s.location for s in written.segments)
-        files.update(written.strays)
+        files.update((s.location, s.size_bytes) for s in written.segments)
+        files.update((location, 0) for location in written.strays)
     deep = DeepStore.for_root(target.root)
     try:
-        files.update(f.location for f in deep.list(target.push_dir))
+        files.update((f.location, f.size) for f in deep.list(target.push_dir))
         if not files:  # nothing written, but the writer may have made the directories
             remove_empty_dirs(deep, target.push_dir)
     except LineageError as exc:
         log.warning("listing %s of a failed push: %s", target.push_dir, exc.message)
     reason = f"push failed: {type(cause).__name__}"
-    listed = sorted(files)
+    listed = dict(sorted(files.items()))
     try:
         done = manager.commit(
             table, lambda s, now: transitions.abandon_push(s, target.entry_id, listed, now), reason

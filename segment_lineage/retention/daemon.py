@@ -170,6 +170,7 @@ class Daemon:
                 reports += run_pass(self.manager, [table], self._options(table, term))
             except FencedError as exc:  # lost mid-pass (a hand-over waits for the pass): said as a stop
                 stopped.append(exc.message)
+                reports += exc.done  # what it deleted before the stop counts
             except Exception as exc:  # run_pass reports a table's own failures; this is the rest
                 if not isinstance(exc, LineageError):
                     log.exception("pass on %s failed unexpectedly", table)

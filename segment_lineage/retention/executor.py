@@ -133,6 +133,16 @@ def check_root_claim(manager: LineageManager, table: str, root: str) -> None:
 
 def _run_table(manager: LineageManager, table: str, options: PassOptions) -> TableReport:
     report = TableReport(table, options.dry_run)
+    try:
+        return _run_table_into(manager, table, options, report)
+    except FencedError as exc:  # what it deleted before the fence fell is told all the same
+        exc.done.append(report)
+        raise
+
+
+def _run_table_into(
+    manager: LineageManager, table: str, options: PassOptions, report: TableReport
+) -> TableReport:
     config = manager.table(table).config
     check_root_claim(manager, table, config.root)
     root = DeepStore.for_root(config.root)
@@ -411,7 +421,10 @@ def run_pass(
             continue
         try:
             reports.append(run_table(manager, table, options))
-        except (OutcomeUnknownError, FencedError):
+        except FencedError as exc:
+            exc.done[:0] = reports  # the tables before it, then its own
+            raise
+        except OutcomeUnknownError:
             raise
         except TableNotFoundError:  # dropped since it was listed (or during its pass): nothing to do
             gone = TableReport(table, options.dry_run)

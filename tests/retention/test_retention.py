@@ -18,7 +18,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.lineage.storage.deep import FileInfo
-from segment_lineage.retention.executor import PassOptions, run_table
+from segment_lineage.retention.executor import PassOptions, run_pass, run_table
 from segment_lineage.retention.planner import Policy, plan
 
 HOUR = 3_600_000
@@ -636,11 +636,13 @@ def test_a_fence_lost_mid_pass_stops_the_deletes_and_every_deleted_file_is_repor
 
     reported: list[str] = []
     options = PassOptions(min_grace_ms=0, orphans=False, fence=fence, on_deleted=reported.append)
-    with pytest.raises(FencedError, match="the session was lost"):
-        run_table(mem, "big", options)
+    with pytest.raises(FencedError, match="the session was lost") as stopped:
+        run_pass(mem, ["big"], options)
     gone = {f"{n}.parquet" for n in names if not (tmp_path / "big" / f"{n}.parquet").exists()}
     assert len(gone) == 699  # the pass checks the fence once before any delete
     assert set(reported) == gone and len(reported) == len(gone)
+    (done,) = stopped.value.done  # what the stopped pass deleted is told, not lost with it
+    assert (done.table, done.files_deleted, done.bytes_deleted) == ("big", 699, 699 * seg("x").size_bytes)
     assert len(mem.table("big").pending) == 2_000  # cleared only by a pass that finishes
 
     again: list[str] = []

@@ -197,9 +197,10 @@ class ExpiresMidPass:
     """A candidacy whose ZooKeeper session expires just before the first
     file delete of its first pass, as when the client was cut off."""
 
-    def __init__(self, ownership: Ownership, hosts: str) -> None:
+    def __init__(self, ownership: Ownership, hosts: str, at_call: int = 3) -> None:
         self.inner = ownership
         self.hosts = hosts
+        self.at_call = at_call
         self.calls = 0
         self.lock = threading.Lock()
 
@@ -212,7 +213,7 @@ class ExpiresMidPass:
 
     def _holds(self, table: str, term: str) -> bool:
         self.calls += 1
-        if self.calls == 3:  # after the check before the table and the pass's first fence: before a delete
+        if self.calls == self.at_call:  # 3: after the check before the table and the pass's first fence
             client = self.inner.store.client
             old = client.client_id
             twin = KazooClient(hosts=self.hosts, client_id=old)
@@ -239,6 +240,26 @@ def test_session_expiry_mid_pass_deletes_nothing_and_the_next_term_finishes(
         daemon.tick()  # a new session, a new term: the pass is finished
         assert not table.remaining() and table.manager.table("events").pending == {}
         assert daemon.status.last_pass_failed is False
+    finally:
+        daemon_store.close()
+
+
+def test_a_pass_stopped_after_some_deletes_counts_them(
+    zk_hosts: str, zk_store: ZkStore, tmp_path: Path
+) -> None:
+    """The session expires after two of six deletes: the pass stops, and the
+    two files it did delete are counted (a stopped pass reported 0)."""
+    table = replaced_table(zk_store, tmp_path / "events")
+    daemon_store = ZkStore(connect(ZkSettings(hosts=zk_hosts)), session_timeout_s=SESSION_S)
+    try:
+        candidate = ExpiresMidPass(Ownership(daemon_store, "test:1"), zk_hosts, at_call=5)
+        manager = LineageManager(daemon_store, retry=fast_retry())
+        daemon = Daemon(manager, candidate, Schedule(interval_ms=1000), PassOptions(min_grace_ms=0))
+        daemon.tick()
+        assert daemon.status.failures == 1 and "session was lost" in (daemon.status.last_error or "")
+        assert len(table.remaining()) == 4
+        assert daemon.metrics.files._value.get() == 2
+        assert daemon.metrics.bytes._value.get() > 0
     finally:
         daemon_store.close()
 

@@ -22,6 +22,7 @@ from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import ClaimLostError, ConflictError
 from segment_lineage.lineage.core.model import (
+    DeletionReason,
     EntryState,
     Operation,
     Segment,
@@ -225,6 +226,44 @@ def test_a_push_whose_claim_lapsed_before_its_end_reports_it_in_one_line(tmp_pat
     assert state.pending
     again = push_arrow(m, "t", [table], mode="append", job_id="j")  # the rerun pushes it, once
     assert again.rows == 3 and not again.repeated
+
+
+def test_a_late_push_queues_its_files_with_their_sizes_even_once_seen_as_orphans(tmp_path: Path) -> None:
+    """A push paused past its claim while its rerun cleaned its entry up and
+    landed, and a retention pass saw its file unreferenced: its end is
+    refused, and its file is queued for retention now (not left to the
+    orphan grace), with its size, so the pass that deletes it counts it."""
+    from segment_lineage.lineage.core import failpoints
+    from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
+    from segment_lineage.retention.executor import PassOptions, run_pass
+
+    store = MemoryStore()
+    m = LineageManager(store, retry=fast_retry(), claims=RootClaimFiles())  # roots claimed: retention runs
+    m.create_table(TableConfig.build("t", str(tmp_path / "t")))  # REFRESH: the rerun replaces the late one
+    table = pa.table({"v": pa.array([1, 2, 3], pa.int64())})
+
+    def overtaken() -> None:
+        failpoints.set_hook("push.after-write", None)
+        for entry in store.holds("owner").live("t"):  # the late push's session ends
+            store.holds("owner").release("t", entry)
+        push_arrow(m, "t", [table])  # its rerun cleans its entry up and lands
+        run_pass(m, ["t"], PassOptions())
+        seen = [p for p in m.table("t").pending.values() if p.reason is DeletionReason.ORPHAN_SEEN]
+        assert seen, "the pass saw the late push's file unreferenced"
+
+    failpoints.set_hook("push.after-write", overtaken)
+    try:
+        with pytest.raises(ClaimLostError) as lost:
+            push_arrow(m, "t", [table])
+    finally:
+        failpoints.set_hook("push.after-write", None)
+    assert "queued for retention" in lost.value.message
+    state = m.table("t")
+    late = [p for p in state.pending.values() if p.entry_id == lost.value.entry_id]
+    assert late and all(p.reason is DeletionReason.STRAY for p in late)
+    assert all(p.size_bytes == (tmp_path / "t" / p.location).stat().st_size > 0 for p in late)
+    (report,) = run_pass(m, ["t"], PassOptions(min_grace_ms=0))
+    assert report.files_deleted == len(late) and report.bytes_deleted == sum(p.size_bytes for p in late)
 
 
 def _month(month: int) -> pa.Table:

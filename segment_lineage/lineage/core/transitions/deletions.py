@@ -75,10 +75,13 @@ def _is_name(name: str) -> bool:
     return True
 
 
-def abandon_push(state: TableState, entry_id: str, files: Sequence[str], now_ms: int) -> Change:
+def abandon_push(state: TableState, entry_id: str, files: Mapping[str, int], now_ms: int) -> Change:
     """A failed push, in one commit: revert its entry if it is still
     IN_PROGRESS, unregister the segments it registered, and queue those and
-    every other file it wrote (``files``) for the retention daemon.
+    every other file it wrote (``files``: location -> size in bytes) for the
+    retention daemon. A file a retention pass saw unreferenced meanwhile is
+    queued now too: it need not wait out the orphan grace, its push says
+    what it is.
 
     A COMPLETED entry is left alone (the push landed). Unlike a revert, nothing
     is kept for a later rollback: a failed push has no snapshot to return to.
@@ -100,10 +103,15 @@ def abandon_push(state: TableState, entry_id: str, files: Sequence[str], now_ms:
     own = [n for n in listed if n in segments and segments[n].entry_id == entry_id]
     _queue_for_deletion(segments, pending, own, DeletionReason.ABANDONED, now_ms)
     registered = {seg.location.casefold() for seg in segments.values()}
-    for location in files:
+    for location, size in files.items():
         check_location(location)
-        if location.casefold() not in registered and location not in pending:
-            pending[location] = PendingDeletion(location, "file", DeletionReason.STRAY, now_ms, entry_id)
+        seen = pending.get(location)
+        if location.casefold() not in registered and (
+            seen is None or seen.reason is DeletionReason.ORPHAN_SEEN
+        ):
+            pending[location] = PendingDeletion(
+                location, "file", DeletionReason.STRAY, now_ms, entry_id, size
+            )
     return Change(
         state=state.replace(segments=segments, pending=pending, entries=entries),
         operation=Operation.ABANDON_PUSH,
