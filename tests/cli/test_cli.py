@@ -557,6 +557,36 @@ def test_commands_start_the_embedded_server_when_needed(
         ZkServer(lineage_home / "zookeeper", port).stop()
 
 
+def test_a_frozen_embedded_server_is_said_to_be_frozen_within_one_bounded_wait(
+    lineage_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command meeting the embedded server running but not answering (a
+    frozen process) fails after one bounded wait, saying so; it waited out
+    the whole start-up time (60 s) as if the server were starting."""
+    import segment_lineage.lineage.zk.server as server_module
+
+    port = free_port()
+    monkeypatch.setenv("LINEAGE_ZK_PORT", str(port))
+    monkeypatch.setattr(server_module, "ANSWER_TIMEOUT_S", 2.0, raising=False)
+    server = ZkServer(lineage_home / "zookeeper", port)
+    server.start()
+    pid = server.pid()
+    assert pid is not None
+    long_ago = time.time() - 3600  # started an hour ago: its start-up is long over
+    os.utime(server.pid_file, (long_ago, long_ago))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        result = runner.invoke(app, ["table", "list"])
+        took = time.monotonic() - began
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        server.stop()
+    assert result.exit_code == 1 and f"(pid {pid}) is running but did not answer" in result.stderr
+    assert "frozen or overloaded" in result.stderr and "lineage zk stop" in result.stderr
+    assert took < 10, f"waited {took:.0f}s"
+
+
 def test_missing_java_is_a_clear_error(lineage_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LINEAGE_ZK_PORT", str(free_port()))
     monkeypatch.setenv("PATH", "/nonexistent")

@@ -24,6 +24,9 @@ from segment_lineage.lineage.core.roots import STATE_MARKER
 
 ENV_PORT = "LINEAGE_ZK_PORT"
 START_TIMEOUT_S = 60.0
+# How long a server started earlier may take to answer: one bounded wait, as
+# every ZooKeeper call has (a frozen or overloaded server is told as such).
+ANSWER_TIMEOUT_S = 10.0
 DEFAULT_HEAP_MB = 256  # when the machine's memory is unknown
 MIN_HEAP_MB = 64
 MAX_DEFAULT_HEAP_MB = 2048
@@ -258,9 +261,10 @@ class ZkServer:
         marker = self.directory / STATE_MARKER
         if not marker.exists():
             marker.write_text("A ZooKeeper server's data (segment-lineage): never a table's root.\n")
-        if self.pid() is not None:
+        running = self.pid()
+        if running is not None:
             if wait:
-                self.wait_serving()
+                self._wait_running(running)
             return
         if not self.peers and four_letter(self.client_port) is not None:
             raise ServerError(
@@ -299,6 +303,26 @@ class ZkServer:
         self.pid_file.write_text(f"{proc.pid}\n")
         if wait:
             self.wait_serving()
+
+    def _wait_running(self, pid: int) -> None:
+        """Wait for a server this call did not start: for the rest of its
+        start-up if it began lately, else one bounded wait, and then say it
+        runs but does not answer (frozen, overloaded), not that it is starting."""
+        try:
+            age_s = time.time() - self.pid_file.stat().st_mtime  # the pid file is written at start
+        except OSError:
+            age_s = 0.0
+        timeout = max(ANSWER_TIMEOUT_S, START_TIMEOUT_S - age_s)
+        try:
+            self.wait_serving(timeout)
+        except ServerError as exc:
+            if self.pid() != pid:
+                raise
+            raise ServerError(
+                f"ZooKeeper (pid {pid}) is running but did not answer on port {self.client_port} "
+                f"within {timeout:.0f}s: frozen or overloaded",
+                remedy=f"see its log ({self.log_file}); restart it: lineage zk stop, then lineage zk start",
+            ) from exc
 
     def wait_serving(self, timeout: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout

@@ -51,6 +51,7 @@ def part(label: str) -> pa.Table:
         ("stopped", "push.before-start"),
         ("stopped", "push.after-start"),
         ("stopped", "push.after-write"),
+        ("frozen", "push.before-start"),
         ("frozen", "push.after-start"),
         ("frozen", "push.after-write"),
     ],
