@@ -29,6 +29,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.lineage.store.election import Ownership
 from segment_lineage.retention.daemon import HEARTBEAT_S, Daemon
+from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.executor import PassOptions, run_pass, run_table
 from segment_lineage.retention.schedule import Schedule
 from simulation.proxy import StoreProxy
@@ -130,32 +131,47 @@ class Ctx:
         return True
 
     def retention(self, *, force: bool | None = None, orphan_grace_ms: int | None = None) -> None:
+        deleted: list[str] = []  # what this pass deleted, as it went
+
+        def on_deleted(location: str) -> None:
+            deleted.append(location)
+            self.world.deleted_log.append((self.actor.name, "", location))
+
         options = PassOptions(
             force=self.rng.random() < 0.3 if force is None else force,
             min_grace_ms=self.rng.choice([0, 500, 5_000]),
             orphans=True,
             orphan_grace_ms=orphan_grace_ms or self.rng.choice([5 * 60_000, HOUR_MS]),
             fence=self.world.fence(self.store),
-            on_deleted=lambda location: self.world.deleted_log.append((self.actor.name, "", location)),
+            on_deleted=on_deleted,
         )
         try:
-            if self.rng.random() < 0.6:
-                table = self.table()
-                aim = self.rng.random()  # where passes race: an upload not yet added, files queued
-                uploads = sorted(set(self.world.uploading.values()))
-                queued = sorted(n for n in self.world.tables if self.world.checker.pending_in(n))
-                if aim < 0.6 and uploads:
-                    table = self.rng.choice(uploads)
-                elif aim < 0.6 and queued:
-                    table = self.rng.choice(queued)
-                if table is not None:
-                    report = run_table(self.manager, table, options)
-                    self.note(f"retention {table}: {report.files_deleted} deleted")
-            else:
-                reports = run_pass(self.manager, None, options)
-                self.note(f"retention pass: {sum(r.files_deleted for r in reports)} deleted")
+            self._retention(options, deleted)
+        except FencedError as exc:  # stopped: what it reports must still be what it deleted
+            self.world.checker.check_pass_counted(self.actor.name, exc.done, deleted)
+            self.failed("retention", exc)
         except LineageError as exc:
             self.failed("retention", exc)
+
+    def _retention(self, options: PassOptions, deleted: list[str]) -> None:
+        """One pass, on one table (often where passes race) or on all."""
+        if self.rng.random() < 0.6:
+            table = self.table()
+            aim = self.rng.random()  # where passes race: an upload not yet added, files queued
+            uploads = sorted(set(self.world.uploading.values()))
+            queued = sorted(n for n in self.world.tables if self.world.checker.pending_in(n))
+            if aim < 0.6 and uploads:
+                table = self.rng.choice(uploads)
+            elif aim < 0.6 and queued:
+                table = self.rng.choice(queued)
+            if table is not None:
+                report = run_table(self.manager, table, options)
+                self.note(f"retention {table}: {report.files_deleted} deleted")
+                self.world.checker.check_pass_counted(self.actor.name, [report], deleted)
+        else:
+            reports = run_pass(self.manager, None, options)
+            self.note(f"retention pass: {sum(r.files_deleted for r in reports)} deleted")
+            self.world.checker.check_pass_counted(self.actor.name, reports, deleted)
 
 
 def pusher(ctx: Ctx, ops: int) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -45,6 +46,7 @@ from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S, FLOOR_POLL_S
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.lineage.store.election import owner_role
+from segment_lineage.retention.report import TableReport
 from simulation.world import World
 
 # Each violation's likely hole (the outside tester's list, fault-matrix 21-30).
@@ -566,6 +568,13 @@ class Checker:
             # The floors one commit meets hold it a few seconds at most: a writer
             # never spends its deadline waiting on floors (a hog's, say).
             self.flag("floor-starved", f"{actor}: waited {error.floor_wait_s:.1f}s on floors: {text}", 13)
+
+    def check_pass_counted(self, actor: str, reports: Sequence[TableReport], deleted: Sequence[str]) -> None:
+        """A pass reports the files it deleted, every one, even when its
+        fence stopped it halfway (the operator's count, and the daemon's metrics)."""
+        counted = sum(r.files_deleted for r in reports)
+        if counted != len(deleted):
+            self.flag("pass-miscounted", f"{actor}: deleted {len(deleted)} file(s), reported {counted}")
 
     def check_metadata(self, actor: str, table: str, asked: int, state: TableState) -> None:
         """A look at a past version's metadata: that version, showing what it showed."""

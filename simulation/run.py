@@ -67,11 +67,13 @@ LATE_AIMED = {"mirror.before-commit": 0.6}
 # long GC pause, a frozen VM) past its ZooKeeper session, so its claims go
 # while it waits, and it resumes later. (label, actor kind, chance at each
 # visit.) A push that wrote its files, or is about to send its last commit,
-# while its job is rerun elsewhere or retention cleans its entry up.
+# while its job is rerun elsewhere or retention cleans its entry up; a
+# retention pass between two deletes, whose fence stops it when it resumes.
 AIMED_STALLS: tuple[tuple[str, str, float], ...] = (
     ("push.after-write", "push", 0.25),
     ("end.before-commit", "push", 0.15),
     ("store.write", "push", 0.05),
+    ("retention.mid-delete", "retention", 0.05),  # a pass stopped between two deletes: it counts what it did
 )
 STALL_STEPS = (150, 900)  # a stall lasts this many steps (well past any session)
 # Calls whose answer may be lost (applied, or not): commits, and joining an

@@ -87,18 +87,26 @@ class PassOptions:
     clock: Callable[[], float] | None = None
 
 
-def run_table(manager: LineageManager, table: str, options: PassOptions | None = None) -> TableReport:
-    """One pass over one table. Raises OutcomeUnknownError (nothing deleted)
-    and FencedError (the process may no longer delete); other per-file
-    failures are reported and retried by the next pass. Passes over one table
-    never overlap: PassRunningError (nothing done) while another holds it."""
+def run_table(
+    manager: LineageManager,
+    table: str,
+    options: PassOptions | None = None,
+    report: TableReport | None = None,
+) -> TableReport:
+    """One pass over one table, counted into ``report`` (a new one when
+    None: given, it keeps what the pass did when it raises). Raises
+    OutcomeUnknownError and FencedError (the process may no longer delete);
+    other per-file failures are reported and retried by the next pass.
+    Passes over one table never overlap: PassRunningError (nothing done)
+    while another holds it."""
     options = options or PassOptions()
+    report = report or TableReport(table, options.dry_run)
     if options.dry_run:
-        return _run_table(manager, table, options)
+        return _run_table(manager, table, options, report)
     hold = manager.pass_hold(table)
     hold.take()
     try:
-        return _run_table(manager, table, options)
+        return _run_table(manager, table, options, report)
     finally:
         try:
             hold.release()
@@ -131,8 +139,7 @@ def check_root_claim(manager: LineageManager, table: str, root: str) -> None:
     check_claim(claim, manager.store_id(), table, root, live=True)
 
 
-def _run_table(manager: LineageManager, table: str, options: PassOptions) -> TableReport:
-    report = TableReport(table, options.dry_run)
+def _run_table(manager: LineageManager, table: str, options: PassOptions, report: TableReport) -> TableReport:
     try:
         return _run_table_into(manager, table, options, report)
     except FencedError as exc:  # what it deleted before the fence fell is told all the same
@@ -419,22 +426,22 @@ def run_pass(
             skipped.errors.append(f"skipped, its metadata is unreadable: {unreadable[table]}")
             reports.append(skipped)
             continue
+        # A table's report is made here: what its pass deleted before a failure still counts.
+        report = TableReport(table, options.dry_run)
         try:
-            reports.append(run_table(manager, table, options))
+            reports.append(run_table(manager, table, options, report))
         except FencedError as exc:
             exc.done[:0] = reports  # the tables before it, then its own
             raise
         except OutcomeUnknownError:
             raise
         except TableNotFoundError:  # dropped since it was listed (or during its pass): nothing to do
-            gone = TableReport(table, options.dry_run)
-            gone.note = "dropped before its pass finished: nothing more to do"
-            reports.append(gone)
+            report.note = "dropped before its pass finished: nothing more to do"
+            reports.append(report)
         except LineageError as exc:
-            corrupt = isinstance(exc, CorruptRecordError)
-            failed = TableReport(table, options.dry_run, unreadable=corrupt)
-            failed.errors.append(
-                f"skipped, its metadata is unreadable: {exc.message}" if corrupt else exc.message
+            report.unreadable = isinstance(exc, CorruptRecordError)
+            report.errors.append(
+                f"skipped, its metadata is unreadable: {exc.message}" if report.unreadable else exc.message
             )
-            reports.append(failed)
+            reports.append(report)
     return reports
