@@ -13,7 +13,12 @@ For each N (segments of the table), in the same run and on the same disk:
   gives versions per second;
 * read: DuckDB's ``delta_scan`` over the mirror beside DuckDB's
   ``read_parquet`` over the same files listed by hand (what a reader without
-  the mirror would have to do), ``count(*)`` and a sum over every row.
+  the mirror would have to do), ``count(*)`` and a sum over every row;
+* one day of a year: a table of day-chunked files (one a day), and a query
+  for one day through the mirror, with the statistics its add actions carry
+  and through a copy of the same log without them (as the mirror was
+  before it wrote any): DuckDB by a day number (its delta reader skips no
+  file on a timestamp), Polars by time; the files each opened are in the notes.
 
 Each segment is a real one-row Parquet file, so every read is real.
 """
@@ -148,6 +153,110 @@ def duck_reads(table: Mirrored) -> tuple[Callable[[], Callable[[], Any]], Callab
     )
 
 
+class Days:
+    """A mirrored table of ``days`` day-chunked files, and a copy of its root
+    whose log carries no statistics."""
+
+    def __init__(self, ctx: Context, days: int, rows: int = 1_000) -> None:
+        import datetime as dt
+        import json
+
+        self.m: LineageManager = fresh_manager(ctx.hosts)
+        self.root = ctx.work / f"days-{days}-{uuid.uuid4().hex[:8]}"
+        self.bare = ctx.work / f"days-bare-{days}-{uuid.uuid4().hex[:8]}"
+        self.days = days
+        config = TableConfig.build(
+            "days", str(self.root), "APPEND", time_column="ts", time_granularity="day", mirror="delta"
+        )
+        self.m.create_table(config)
+        start = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+        step = dt.timedelta(days=1) / rows
+        stamps = [start + d * dt.timedelta(days=1) + i * step for d in range(days) for i in range(rows)]
+        data = pa.table(
+            {
+                "ts": pa.array(stamps, pa.timestamp("us", tz="UTC")),
+                "day": pa.array([d for d in range(days) for _ in range(rows)], pa.int32()),
+                "v": pa.array(range(days * rows), pa.int64()),
+            }
+        )
+        push_arrow(self.m, "days", [data], mode="append")
+        sync(self.m, "days")
+        shutil.copytree(self.root, self.bare)
+        for log in (self.bare / "_delta_log").iterdir():  # the same log, as JSON without statistics
+            if log.suffix != ".json":
+                log.unlink()
+                continue
+            actions = [json.loads(line) for line in log.read_text().splitlines() if line]
+            for action in actions:
+                action.get("add", {}).pop("stats", None)
+            log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+        self.day = days // 2
+        self.low = start + self.day * dt.timedelta(days=1)
+        self.high = self.low + dt.timedelta(days=1)
+        self.expected = (rows, sum(range(self.day * rows, (self.day + 1) * rows)))  # count, sum(v)
+
+    def duck(self, root: Any) -> Callable[[], Callable[[], Any]]:
+        from segment_lineage.ingest.readers import duckdb_connection
+
+        con = duckdb_connection()
+        query = "SELECT count(*), sum(v) FROM delta_scan(?) WHERE day = ?"
+        return lambda: lambda: con.execute(query, [str(root), self.day]).fetchone()
+
+    def duck_files(self, root: Any) -> str:
+        import re
+
+        from segment_lineage.ingest.readers import duckdb_connection
+
+        query = "EXPLAIN ANALYZE SELECT count(*), sum(v) FROM delta_scan(?) WHERE day = ?"
+        plan = str(duckdb_connection().execute(query, [str(root), self.day]).fetchall())
+        return "/".join(re.findall(r"Scanning Files: (\d+)/(\d+)", plan)[0])
+
+    def polars(self, root: Any) -> Any:
+        import polars as pl
+
+        return (
+            pl.scan_delta(str(root))
+            .filter((pl.col("ts") >= self.low) & (pl.col("ts") < self.high))
+            .select(pl.len(), pl.col("v").sum())
+        )
+
+    def close(self) -> None:
+        close_and_drop(self.m)
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.bare, ignore_errors=True)
+
+
+def polars_sources(plan: str) -> int:
+    """The files a Polars plan scans ("[first, ... N other sources]")."""
+    import re
+
+    more = re.search(r"\.\.\. (\d+) other sources", plan)
+    return 1 + int(more.group(1)) if more else plan.count(".parquet")
+
+
+def one_day(ctx: Context, suite: Suite) -> None:
+    days = 60 if ctx.quick else 365
+    table = Days(ctx, days)
+    try:
+
+        def same(found: Any) -> None:
+            row = tuple(found.row(0)) if hasattr(found, "row") else tuple(found)
+            assert row == table.expected, row
+
+        op = "one day of a year"
+        for label, root in (("with statistics", table.root), ("without statistics", table.bare)):
+            suite.add(case(op, days, f"DuckDB, {label}", measure(table.duck(root), 5, same)))
+            query = table.polars(root)
+            suite.add(case(op, days, f"Polars, {label}", measure(lambda q=query: q.collect, 5, same)))
+            polars_files = polars_sources(table.polars(root).explain())
+            suite.notes.append(
+                f"one day of {days} ({label}): DuckDB opened {table.duck_files(root)} files, "
+                f"Polars {polars_files} of {days}"
+            )
+    finally:
+        table.close()
+
+
 def run(ctx: Context) -> list[Suite]:
     suite = Suite(
         "mirror", "Mirror: publishing to Delta Lake, and reading through it", "segments", __doc__ or ""
@@ -178,6 +287,7 @@ def run(ctx: Context) -> list[Suite]:
             table.close()
             for leftover in ctx.work.glob(f"delta-{n}-*"):
                 shutil.rmtree(leftover, ignore_errors=True)
+    one_day(ctx, suite)
     suite.notes.append(
         "publish: p50 and p99 over the rounds, each after one commit replacing one segment; "
         "the Delta peer appends one file to a Delta table of the same files with write_deltalake."

@@ -18,6 +18,8 @@ references.
 from __future__ import annotations
 
 import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote
 
@@ -37,12 +39,16 @@ from segment_lineage.mirror.plan import (
     described,
     removes_all,
 )
+from segment_lineage.mirror.stats import file_stats
+
+log = logging.getLogger("segment_lineage.mirror")
 
 APP_ID = "segment-lineage"
 LOG_SETTINGS = {
     "delta.enableExpiredLogCleanup": "false",  # old commits tell retention what readers may still read
     "delta.logRetentionDuration": "interval 3650 days",
 }
+STATS_READERS = 8  # footers read at once for one commit's added files
 MAX_HISTORY = 1_000_000  # mirror commits read for a version map, newest first
 
 
@@ -235,10 +241,12 @@ class DeltaLog:
         return expected
 
     def _adds(self, step: Step) -> list[Any]:
-        """The add actions of ``step``'s files, with their sizes as stored."""
+        """The add actions of ``step``'s files, with their sizes as stored and
+        their statistics as their footers state them (:mod:`.stats`)."""
         from deltalake.transaction import AddAction
 
         sizes = self._sizes(step)
+        stats = self._stats([seg.location for seg in step.adds])
         return [
             AddAction(
                 seg.location,
@@ -246,10 +254,34 @@ class DeltaLog:
                 {},
                 seg.created_ms,
                 True,
-                None,  # type: ignore[arg-type]  # no statistics: a count registered by hand is only its caller's
+                stats.get(seg.location),  # type: ignore[arg-type]  # None: none, engines read the file
             )
             for seg in step.adds
         ]
+
+    def _stats(self, locations: list[str]) -> dict[str, str]:
+        """Each file's statistics from its Parquet footer (one small read per
+        file, a few at once); a file whose footer cannot be read gets none,
+        and engines then read it whole."""
+        import pyarrow.parquet as pq
+
+        fs = self.store.filesystem()
+
+        def one(location: str) -> tuple[str, str | None]:
+            try:
+                return location, file_stats(pq.read_metadata(self.store.path(location), filesystem=fs))
+            except (OSError, ValueError, pa.ArrowException, LineageError) as exc:
+                log.warning("no statistics for %s in the Delta log: %s", location, _first(exc))
+                return location, None
+
+        if len(locations) <= 1:
+            found = [one(location) for location in locations]
+        else:
+            with ThreadPoolExecutor(
+                min(len(locations), STATS_READERS), thread_name_prefix="mirror-stats"
+            ) as pool:
+                found = list(pool.map(one, locations))
+        return {location: stats for location, stats in found if stats is not None}
 
     def _add_columns(self, step: Step, delta_schema: Any, now_ms: int, hooks: Any) -> None:
         """A commit adding the new columns alone: it shows the files published

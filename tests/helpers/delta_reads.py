@@ -30,3 +30,23 @@ def read_delta(root: str, version: int | None = None) -> pa.Table:
         _POOL.append(ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")))
     result: Any = _POOL[0].submit(_read, root, version).result(timeout=120)
     return result
+
+
+def _pruned(root: str, column: str, low: Any, high: Any) -> tuple[int, int, int]:
+    import pyarrow.dataset as pds
+    from deltalake import DeltaTable
+
+    data = DeltaTable(root).to_pyarrow_dataset()
+    kind = data.schema.field(column).type
+    where = (pds.field(column) >= pa.scalar(low, kind)) & (pds.field(column) < pa.scalar(high, kind))
+    kept = list(data.get_fragments(filter=where))
+    return len(list(data.get_fragments())), len(kept), data.to_table(filter=where).num_rows
+
+
+def pruned_delta(root: str, column: str, low: Any, high: Any) -> tuple[int, int, int]:
+    """deltalake's dataset of the current version, filtered to ``low <=
+    column < high``: (files, files kept by their statistics, rows read), in the worker."""
+    if not _POOL:
+        _POOL.append(ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")))
+    result: Any = _POOL[0].submit(_pruned, root, column, low, high).result(timeout=120)
+    return result
