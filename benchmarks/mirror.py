@@ -18,7 +18,8 @@ For each N (segments of the table), in the same run and on the same disk:
   for one day through the mirror, with the statistics its add actions carry
   and through a copy of the same log without them (as the mirror was
   before it wrote any): DuckDB by a day number (its delta reader skips no
-  file on a timestamp), Polars by time; the files each opened are in the notes.
+  file on a timestamp), Polars and delta-rs (in a worker process) by time;
+  the files each opened are in the notes.
 
 Each segment is a real one-row Parquet file, so every read is real.
 """
@@ -226,6 +227,35 @@ class Days:
         shutil.rmtree(self.bare, ignore_errors=True)
 
 
+def _delta_rs_day(root: str, low: Any, high: Any, rounds: int) -> tuple[list[float], int, int]:
+    """In a worker process (deltalake's reads can abort the process that
+    made them as it exits): one day read ``rounds`` times, each from a fresh
+    look at the log; the times, the files kept by the filter, the rows."""
+    import time
+
+    import pyarrow.dataset as pds
+    from deltalake import DeltaTable
+
+    times, kept, rows = [], 0, 0
+    for _ in range(rounds):
+        began = time.perf_counter()
+        data = DeltaTable(root).to_pyarrow_dataset()
+        kind = data.schema.field("ts").type
+        where = (pds.field("ts") >= pa.scalar(low, kind)) & (pds.field("ts") < pa.scalar(high, kind))
+        rows = data.to_table(filter=where, columns=["v"]).num_rows
+        times.append(time.perf_counter() - began)
+        kept = len(list(data.get_fragments(filter=where)))
+    return times, kept, rows
+
+
+def delta_rs_day(root: str, low: Any, high: Any, rounds: int) -> tuple[list[float], int, int]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_delta_rs_day, root, low, high, rounds).result(timeout=600)
+
+
 def polars_sources(plan: str) -> int:
     """The files a Polars plan scans ("[first, ... N other sources]")."""
     import re
@@ -248,10 +278,13 @@ def one_day(ctx: Context, suite: Suite) -> None:
             suite.add(case(op, days, f"DuckDB, {label}", measure(table.duck(root), 5, same)))
             query = table.polars(root)
             suite.add(case(op, days, f"Polars, {label}", measure(lambda q=query: q.collect, 5, same)))
+            times, kept, rows = delta_rs_day(str(root), table.low, table.high, 5)
+            assert rows == table.expected[0], rows
+            suite.add(case(op, days, f"delta-rs, {label}", (times, [0] * len(times))))
             polars_files = polars_sources(table.polars(root).explain())
             suite.notes.append(
                 f"one day of {days} ({label}): DuckDB opened {table.duck_files(root)} files, "
-                f"Polars {polars_files} of {days}"
+                f"Polars {polars_files} of {days}, delta-rs {kept} of {days}"
             )
     finally:
         table.close()
