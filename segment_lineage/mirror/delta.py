@@ -139,6 +139,11 @@ class DeltaLog:
     def exists(self) -> bool:
         return self.shown.version is not None
 
+    def mark(self) -> tuple[tuple[int, int] | None, ...] | None:
+        """The log's newest commit file as it is now, and the next one's
+        absence (:meth:`LogFiles.mark`); None before the first commit."""
+        return None if self.shown.version is None else self.files.mark(self.shown.version)
+
     def _read(self) -> None:
         self._all = None
         from deltalake import DeltaTable

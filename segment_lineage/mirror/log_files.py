@@ -104,6 +104,11 @@ class LogFiles:
         a ZooKeeper server's data directory."""
         self.store.check_side_unmarked(MIRROR_LOG_DIR, walk=walk)
 
+    def mark(self, version: int) -> tuple[tuple[int, int] | None, ...]:
+        """Commit ``version``'s file as it is (size, time) and whether the next
+        version's is there: equal marks mean the log did not move between them."""
+        return self.store.stat_side(MIRROR_LOG_DIR, [f"{version:020d}.json", f"{version + 1:020d}.json"])
+
     def commit_versions(self) -> list[int]:
         """The versions whose commit files are there, newest first."""
         return sorted((v for n in self.names() if (v := commit_version(n)) is not None), reverse=True)

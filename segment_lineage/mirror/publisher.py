@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
@@ -115,10 +117,47 @@ def sync_holding(
     return _attempts(manager, table, dry_run=False, repair=repair, clean=clean)
 
 
+class _Written:
+    """The logs this process wrote last, as it left them (a few roots): the
+    next publish to one of them starts from it instead of reading the log
+    again, if its newest commit file is as it was and no next one is there
+    (another writer's commit, a repair, a log removed and begun again would
+    each show). Taken out while in use: one publish at a time uses one."""
+
+    KEPT = 8
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._logs: dict[str, tuple[DeltaLog, Any]] = {}
+
+    def take(self, root: str) -> DeltaLog:
+        with self._lock:
+            kept = self._logs.pop(root, None)
+        if kept is not None:
+            log, mark = kept
+            with contextlib.suppress(LineageError):
+                if log.mark() == mark:
+                    return log
+        return DeltaLog.open(root)
+
+    def keep(self, log: DeltaLog) -> None:
+        mark = log.mark()
+        if mark is None or mark[0] is None or mark[1] is not None:
+            return  # nothing written yet, or the log moved already
+        with self._lock:
+            self._logs.pop(log.root, None)
+            while len(self._logs) >= self.KEPT:
+                self._logs.pop(next(iter(self._logs)))
+            self._logs[log.root] = (log, mark)
+
+
+WRITTEN = _Written()
+
+
 def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: bool, clean: bool) -> SyncReport:
     root = manager.table(table).config.root
     for _ in range(SYNC_ATTEMPTS):
-        log = DeltaLog.open(root)
+        log = DeltaLog.open(root) if dry_run or repair else WRITTEN.take(root)
         failpoint("mirror.after-log-read")
         state = manager.table(table)  # read after the log: whatever it published, this is newer
         check_log(state, log, foreign_too=not repair)
@@ -134,6 +173,8 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
             horizon = log_horizon(state.config, manager.now_ms())
             still_held(manager, table, "before removing old log files,")
             report = dataclasses.replace(report, cleaned=log.clean(horizon))
+        if not dry_run:
+            WRITTEN.keep(log)
         return report
     raise ContentionError(table, SYNC_ATTEMPTS, 0.0, doing="publishing to the Delta mirror")
 

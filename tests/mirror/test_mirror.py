@@ -254,6 +254,43 @@ def test_the_mirror_refuses_a_log_another_writer_changed(
     assert run(zk_hosts, "mirror", "sync", "t")[0] == 0
 
 
+def test_a_publish_starts_from_the_log_this_process_wrote_unless_it_moved(
+    zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next publish does not read the log again when this process wrote
+    its newest commit and nothing came after it; another writer's commit, or
+    the log removed and begun again, is read as it is."""
+    from deltalake import write_deltalake
+
+    from segment_lineage.mirror import publisher
+    from segment_lineage.mirror.delta import DeltaLog
+
+    reads: list[str] = []
+    real_open = DeltaLog.open
+
+    def counted(root: str) -> DeltaLog:
+        reads.append(root)
+        return real_open(root)
+
+    monkeypatch.setattr(DeltaLog, "open", staticmethod(counted))
+    root = str(tmp_path / "t")
+    zk_manager.create_table(TableConfig.build("t", root, "APPEND", time_column="ts", mirror="delta"))
+    for month in (1, 2, 3):
+        data = pq.read_table(write_month(tmp_path / f"{month}.parquet", month, [month]))
+        push_arrow(zk_manager, "t", [data], mode="append")
+        sync(zk_manager, "t")
+    assert len(reads) == 1  # the first publish reads (no log yet); the next two start where it left off
+    assert duck_rows(root) == [(1,), (2,), (3,)]
+    write_deltalake(root, pq.read_table(tmp_path / "1.parquet"), mode="append")  # another writer's commit
+    with pytest.raises(MirrorRefusedError, match="another writer made"):
+        sync(zk_manager, "t")
+    assert len(reads) == 2
+    publisher.sync(zk_manager, "t", repair=True)
+    push_arrow(zk_manager, "t", [pq.read_table(tmp_path / "2.parquet")], mode="append")
+    sync(zk_manager, "t")
+    assert duck_rows(root) == [(1,), (2,), (2,), (3,)]
+
+
 @pytest.mark.zk
 def test_a_leftover_log_is_refused_until_removed(zk_hosts: str, tmp_path: Path) -> None:
     root = tmp_path / "t"

@@ -188,6 +188,20 @@ class DeepStore:
         except OSError as exc:
             raise StorageError(f"reading {folder}/{name} under {self.root!r} failed: {exc}") from None
 
+    def stat_side(self, folder: str, names: Sequence[str]) -> tuple[tuple[int, int] | None, ...]:
+        """Each file's (size, modification time in ns) in a side folder, None
+        where there is none: one batched look."""
+        import pyarrow.fs as pafs
+
+        paths = [self.side_path(folder, name) for name in names]
+        try:
+            infos = self.filesystem().get_file_info(paths)
+        except OSError as exc:
+            raise StorageError(f"looking at {folder}/ under {self.root!r} failed: {exc}") from None
+        return tuple(
+            (int(i.size or 0), int(i.mtime_ns or 0)) if i.type == pafs.FileType.File else None for i in infos
+        )
+
     def list_side(self, folder: str) -> list[str]:
         """The names of the files directly in a side folder (none when it is not there)."""
         import pyarrow.fs as pafs
