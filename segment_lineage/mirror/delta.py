@@ -39,7 +39,7 @@ from segment_lineage.mirror.plan import (
     described,
     removes_all,
 )
-from segment_lineage.mirror.stats import file_stats
+from segment_lineage.mirror.stats import footer_stats
 
 log = logging.getLogger("segment_lineage.mirror")
 
@@ -206,7 +206,7 @@ class DeltaLog:
             step.columns is Columns.SAME and removes_all(step, self.shown.files)
         )
         hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
-        adds = self._adds(step)
+        adds = self._adds(step, [field.name for field in delta_schema.fields])
         expected = 0 if self.shown.version is None else self.shown.version + 1
         try:
             if self.shown.version is None:
@@ -245,13 +245,14 @@ class DeltaLog:
         self._all = None
         return expected
 
-    def _adds(self, step: Step) -> list[Any]:
+    def _adds(self, step: Step, columns: list[str]) -> list[Any]:
         """The add actions of ``step``'s files, with their sizes as stored and
-        their statistics as their footers state them (:mod:`.stats`)."""
+        their statistics as their footers state them (:mod:`.stats`), for a
+        table of ``columns``."""
         from deltalake.transaction import AddAction
 
         sizes = self._sizes(step)
-        stats = self._stats([seg.location for seg in step.adds])
+        stats = self._stats([seg.location for seg in step.adds], columns)
         return [
             AddAction(
                 seg.location,
@@ -264,27 +265,25 @@ class DeltaLog:
             for seg in step.adds
         ]
 
-    def _stats(self, locations: list[str]) -> dict[str, str]:
+    def _stats(self, locations: list[str], columns: list[str]) -> dict[str, str]:
         """Each file's statistics from its Parquet footer (one small read per
-        file, a few at once); a file whose footer cannot be read gets none,
-        and engines then read it whole."""
-        import pyarrow.parquet as pq
-
+        file, a few at once, and its floating-point columns where they are
+        small enough to look for NaN); a file that cannot be read so gets
+        none, and engines then read it whole."""
         fs = self.store.filesystem()
 
         def one(location: str) -> tuple[str, str | None]:
             try:
-                return location, file_stats(pq.read_metadata(self.store.path(location), filesystem=fs))
-            except (OSError, ValueError, pa.ArrowException, LineageError) as exc:
+                return location, footer_stats(self.store.path(location), fs, columns)
+            except Exception as exc:  # noqa: BLE001  no statistics is always safe; a publish goes on
                 log.warning("no statistics for %s in the Delta log: %s", location, _first(exc))
                 return location, None
 
         if len(locations) <= 1:
             found = [one(location) for location in locations]
         else:
-            with ThreadPoolExecutor(
-                min(len(locations), STATS_READERS), thread_name_prefix="mirror-stats"
-            ) as pool:
+            workers = min(len(locations), STATS_READERS)
+            with ThreadPoolExecutor(workers, thread_name_prefix="mirror-stats") as pool:
                 found = list(pool.map(one, locations))
         return {location: stats for location, stats in found if stats is not None}
 

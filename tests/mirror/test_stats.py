@@ -7,36 +7,43 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+import pytest
 
 from benchmarks.mirror import polars_sources
 from segment_lineage.ingest.readers import duckdb_connection
-from segment_lineage.mirror.stats import MAX_TEXT, file_stats
-from tests.helpers.delta_reads import pruned_delta
+from segment_lineage.mirror.stats import MAX_TEXT, footer_stats
+from tests.helpers.delta_reads import delta_counts, pruned_delta
 from tests.helpers.run import cli as run
 
 UTC = dt.UTC
 DAY0 = dt.datetime(2024, 1, 1, tzinfo=UTC)
 
 
-def stats_of(path: Path, table: pa.Table, **options: object) -> dict[str, object]:
+def stats_of(
+    path: Path, table: pa.Table, columns: list[str] | None = None, **options: object
+) -> dict[str, object]:
+    """The statistics the mirror writes for ``table`` written at ``path``, in a table of ``columns``."""
     pq.write_table(table, path, **options)  # type: ignore[arg-type]
-    result: dict[str, object] = json.loads(file_stats(pq.read_metadata(path)))
+    wanted = table.column_names if columns is None else columns
+    result: dict[str, object] = json.loads(footer_stats(str(path), pafs.LocalFileSystem(), wanted))
     return result
 
 
 def test_each_type_gets_bounds_that_still_hold_after_rounding(tmp_path: Path) -> None:
-    long_text = "x" * (MAX_TEXT + 1)
+    long_text = "x" * (MAX_TEXT + 5)
     table = pa.table(
         {
             "i": pa.array([3, None, -7, 12], pa.int32()),
-            "f": [1.5, float("nan"), None, -2.25],
+            "f": [1.5, None, None, -2.25],
             "s": ["b", "a", None, "c"],
-            "long": ["a", long_text, "b", "c"],
+            "long": ["a" + long_text, long_text, "b", "c"],
             "d": [dt.date(2024, 1, 2), dt.date(2023, 12, 31), None, dt.date(2024, 1, 1)],
             "ts": pa.array(
                 [
@@ -49,39 +56,81 @@ def test_each_type_gets_bounds_that_still_hold_after_rounding(tmp_path: Path) ->
             ),
             "local": pa.array([1_000_000_001, 2, 3, 4], pa.timestamp("ns")),
             "flag": [True, None, False, True],
+            "dec": pa.array(
+                [Decimal("19.99"), None, Decimal("-0.10"), Decimal("1E+3")], pa.decimal128(10, 2)
+            ),
             "none": pa.array([None, None, None, None], pa.int64()),
-            "nested": [{"x": 1}, {"x": 2}, None, {"x": 3}],
         }
     )
-    stats = stats_of(tmp_path / "a.parquet", table, row_group_size=2)  # bounds over two row groups
+    columns = [*table.column_names, "later"]  # a column the table gained after this file
+    stats = stats_of(tmp_path / "a.parquet", table, columns, row_group_size=2)  # over two row groups
     assert stats["numRecords"] == 4
     assert stats["minValues"] == {
         "i": -7,
-        "f": -2.25,  # NaN is no bound
+        "f": -2.25,
         "s": "a",
+        "long": "a" + "x" * (MAX_TEXT - 1),  # a prefix sorts before the text
         "d": "2023-12-31",
         "ts": "2024-01-01T00:00:00.000Z",  # an instant: Z
         "local": "1970-01-01T00:00:00.000",  # a local date-time: no zone
+        "flag": False,
+        "dec": -0.1,
     }
     assert stats["maxValues"] == {
         "i": 12,
         "f": 1.5,
         "s": "c",
+        "long": "x" * (MAX_TEXT - 1) + "y",  # the prefix raised: still above the text
         "d": "2024-01-02",
         "ts": "2024-01-01T01:00:00.001Z",  # 01:00:00.000001 rounded up: still a maximum
         "local": "1970-01-01T00:00:01.001",
+        "flag": True,
+        "dec": 1000,
     }
     assert stats["nullCount"] == {
-        "i": 1, "f": 1, "s": 1, "long": 0, "d": 1, "ts": 1, "local": 0, "flag": 1, "none": 4,
-    }  # fmt: skip  # no nested column: its path is not the column's name
+        "i": 1, "f": 2, "s": 1, "long": 0, "d": 1, "ts": 1, "local": 0,
+        "flag": 1, "dec": 1, "none": 4, "later": 4,
+    }  # fmt: skip
+    text = footer_stats(str(tmp_path / "a.parquet"), pafs.LocalFileSystem(), columns)
+    assert '"dec":-0.10' in text and '"dec":1000.00' in text  # decimals as exact numbers
 
 
-def test_a_row_group_without_statistics_leaves_the_column_without_bounds(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("column", "why"),
+    [
+        (pa.array([1.0, float("nan"), 3.0]), "a NaN, which DuckDB orders above every number"),
+        (pa.array([1.0, float("inf"), 3.0]), "an infinity, which JSON cannot say"),
+        (pa.array([b"a", b"b", b"c"]), "binary"),
+        (pa.array([{"x": 1}, {"x": 2}, None]), "a nested column"),
+        (pa.array([-719162, 2932897, 100_000_000], pa.int32()).cast(pa.date32()), "a date past year 9999"),
+    ],
+)
+def test_a_column_that_cannot_be_bounded_takes_every_bound_from_the_file(
+    tmp_path: Path, column: pa.Array, why: str
+) -> None:
+    """delta-rs reads a bound missing beside others as null, and skips the
+    file for any filter on that column: such a file carries counts only."""
+    table = pa.table({"id": [1, 2, 3], "odd": column})
+    stats = stats_of(tmp_path / "a.parquet", table)
+    assert "minValues" not in stats and "maxValues" not in stats, why
+    assert stats["numRecords"] == 3 and stats["nullCount"]["id"] == 0  # type: ignore[index]
+
+
+def test_a_row_group_without_statistics_leaves_the_file_with_counts(tmp_path: Path) -> None:
     table = pa.table({"a": [1, 2, 3, 4], "b": [5, 6, 7, 8]})
     stats = stats_of(tmp_path / "a.parquet", table, write_statistics=["b"])
-    assert stats == {"numRecords": 4, "minValues": {"b": 5}, "maxValues": {"b": 8}, "nullCount": {"b": 0}}
+    assert stats == {"numRecords": 4, "nullCount": {"b": 0}}
+    nulls_only = stats_of(
+        tmp_path / "n.parquet", pa.table({"a": [1, 2], "b": pa.array([None, None], pa.int64())})
+    )
+    assert nulls_only == {
+        "numRecords": 2,
+        "minValues": {"a": 1},
+        "maxValues": {"a": 2},
+        "nullCount": {"a": 0, "b": 2},
+    }
     empty = stats_of(tmp_path / "e.parquet", table.slice(0, 0))
-    assert empty == {"numRecords": 0}
+    assert empty == {"numRecords": 0}  # no row group: nothing to count
 
 
 def _day_rows(days: int) -> pa.Table:
@@ -129,6 +178,48 @@ def test_engines_skip_the_days_a_filter_rules_out(zk_hosts: str, tmp_path: Path)
     assert _duck_files(root, f"ts > TIMESTAMPTZ '{edge.isoformat()}'")[1] == 1
     assert pl.scan_delta(root).filter(pl.col("ts") > edge).collect().height == 1
     assert pruned_delta(root, "ts", edge, DAY0 + dt.timedelta(days=31))[1:] == (1, 1)
+
+
+def test_engines_find_every_row_whatever_the_columns_hold(zk_hosts: str, tmp_path: Path) -> None:
+    """An outside trial's wrong answers: booleans, long text, decimals and a
+    float column holding NaN. Through the mirror, every engine returns what
+    the same filter keeps of an unskipped read, in its own semantics (DuckDB
+    orders NaN above every number)."""
+    root = str(tmp_path / "odd")
+    code, _, err = run(
+        zk_hosts, "table", "create", "odd", "--root", root, "--type", "APPEND", "--mirror", "delta"
+    )
+    assert code == 0, err
+    for part, x in enumerate(([1.0, float("nan")], [3.0, 4.0])):
+        data = pa.table(
+            {
+                "id": [2 * part, 2 * part + 1],
+                "flag": [True, part == 1],
+                "name": ["a" * 40 if part == 0 else "c", "b" * 40],
+                "x": x,
+                "dec": pa.array([Decimal("1.25"), Decimal(part)], pa.decimal128(10, 2)),
+            }
+        )
+        pq.write_table(data, tmp_path / f"p{part}.parquet")
+        code, _, err = run(
+            zk_hosts, "push", "odd", "--input", str(tmp_path / f"p{part}.parquet"), "--mode", "append"
+        )
+        assert code == 0 and "warning" not in err, err
+    filters = [
+        ("flag", "==", True), ("name", "==", "c"), ("name", ">", "b"), ("x", ">", 3.5), ("x", "<", 2.0),
+        ("dec", ">", Decimal("1.00")), ("dec", "<", Decimal("0.50")), ("id", "==", 3), ("x", "null", None),
+    ]  # fmt: skip
+    assert [found for found, _ in delta_counts(root, filters)] == [
+        truth for _, truth in delta_counts(root, filters)
+    ]
+    con = duckdb_connection()
+    files = [str(p) for p in Path(root).rglob("*.parquet") if "_delta_log" not in str(p)]
+    for where in ("x > 100", "x = 'nan'::double", "flag", "name = 'c'", "dec > 1.00", "name > 'b'"):
+        through = con.execute(f"SELECT count(*) FROM delta_scan(?) WHERE {where}", [root]).fetchone()
+        truth = con.execute(f"SELECT count(*) FROM read_parquet(?) WHERE {where}", [files]).fetchone()
+        assert through == truth, where
+    for expr in (pl.col("flag"), pl.col("name") == "c", pl.col("x") > 3.5, pl.col("x").is_nan()):
+        assert pl.scan_delta(root).filter(expr).collect().height == pl.read_parquet(files).filter(expr).height
 
 
 def test_the_record_count_is_the_files_not_the_callers(zk_hosts: str, tmp_path: Path) -> None:
