@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -47,10 +48,12 @@ from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import DeltaLog, MirrorConflict, location
-from segment_lineage.mirror.errors import MirrorRefusedError, NoMirrorError
+from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError, NoMirrorError
 from segment_lineage.mirror.log_files import LogFiles
 from segment_lineage.mirror.publishing import SyncReport, publish, records_of, still_held
 from segment_lineage.mirror.window import horizon as log_horizon
+
+logger = logging.getLogger("segment_lineage.mirror")
 
 SYNC_ATTEMPTS = 5
 HOLD_TRIES = 10_000  # looks at a mirror another holds, within the wait's deadline
@@ -282,6 +285,9 @@ def sync_many(
                 out.append((table, exc))
         except LineageError as exc:
             out.append((table, exc))
+        except Exception as exc:  # a bug: told with its traceback; the others go on
+            logger.exception("publishing %s to its mirror failed unexpectedly", table)
+            out.append((table, MirrorError(f"publishing failed unexpectedly: {type(exc).__name__}: {exc}")))
     return out
 
 

@@ -291,6 +291,42 @@ def test_a_publish_starts_from_the_log_this_process_wrote_unless_it_moved(
     assert duck_rows(root) == [(1,), (2,), (2,), (3,)]
 
 
+def test_an_unexpected_failure_of_one_mirror_is_that_tables_and_the_others_go_on(
+    zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in one table's publish (any exception) is that table's failed
+    result, told with its traceback; the daemon's catch-up goes on to the
+    others and counts it (it escaped the daemon's pass before)."""
+    from prometheus_client import CollectorRegistry
+
+    from segment_lineage.mirror import publisher
+    from segment_lineage.mirror.job import MirrorJob
+
+    for name in ("a", "b"):
+        zk_manager.create_table(
+            TableConfig.build(name, str(tmp_path / name), "APPEND", time_column="ts", mirror="delta")
+        )
+        push_arrow(
+            zk_manager,
+            name,
+            [pq.read_table(write_month(tmp_path / f"{name}.parquet", 1, [1]))],
+            mode="append",
+        )
+    real = publisher.sync
+
+    def broken(manager: LineageManager, table: str, **options: object) -> object:
+        if table == "a":
+            raise OverflowError("date value out of range")
+        return real(manager, table, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(publisher, "sync", broken)
+    job = MirrorJob(zk_manager, CollectorRegistry())
+    job.run(None, lambda: False)
+    assert job.failures._value.get() == 1
+    assert job.lag_versions.labels("a")._value.get() >= 1 and job.lag_versions.labels("b")._value.get() == 0
+    assert duck_rows(str(tmp_path / "b")) == [(1,)]
+
+
 @pytest.mark.zk
 def test_a_leftover_log_is_refused_until_removed(zk_hosts: str, tmp_path: Path) -> None:
     root = tmp_path / "t"
