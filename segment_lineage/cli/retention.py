@@ -10,9 +10,10 @@ import os
 import socket
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -348,6 +349,42 @@ def _connection_line(session_timeout_s: float) -> Callable[[str], None]:
     return listener
 
 
+def health_target(url: str) -> str:
+    """The health address of a daemon's metrics URL (``/healthz`` added),
+    InvalidInputError for one that is not http(s)://host[:port][/path]: a
+    port out of range, no host, or credentials (never sent, never echoed)."""
+    base = url.strip().rstrip("/")
+    try:
+        parts = urllib.parse.urlsplit(base)
+        port = parts.port  # ValueError past 65535 or not a number
+    except ValueError as exc:
+        raise InvalidInputError(f"invalid daemon URL {url!r}: {exc}; use http://host:port") from None
+    if "@" in parts.netloc:
+        raise InvalidInputError(
+            "invalid daemon URL: it holds credentials, which are never sent; use http://host:port"
+        )
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in base):
+        raise InvalidInputError(f"invalid daemon URL {url!r}: use http://host:port")
+    if port == 0:
+        raise InvalidInputError(f"invalid daemon URL {url!r}: port 0; use http://host:port")
+    return base if base.endswith(("/healthz", "/health")) else base + "/healthz"
+
+
+def health_report(body: bytes, target: str) -> dict[str, Any]:
+    """The daemon's health report, RetentionError for an answer that is none
+    (not JSON, or not the report's shape)."""
+    try:
+        status = json.loads(body)
+    except ValueError:
+        status = None
+    lists = isinstance(status, dict) and all(
+        isinstance(status.get(k) or [], list) for k in ("owned", "unowned")
+    )
+    if not lists:
+        raise RetentionError(f"{target} did not answer with a health report")
+    return status  # type: ignore[no-any-return]
+
+
 @retention_app.command("health")
 def health(
     url: Annotated[
@@ -355,10 +392,7 @@ def health(
     ] = "http://127.0.0.1:9108",
 ) -> None:
     """Ask a running daemon whether it is healthy (exit 0) or not (exit 1)."""
-    base = url.strip().rstrip("/")
-    target = base if base.endswith(("/healthz", "/health")) else base + "/healthz"
-    if not target.startswith(("http://", "https://")) or any(c.isspace() for c in target):
-        raise InvalidInputError(f"invalid daemon URL {url!r}: use http://host:port")
+    target = health_target(url)
     try:
         with urllib.request.urlopen(target, timeout=5) as response:  # noqa: S310 - scheme checked above
             body, code = response.read(), response.status
@@ -368,10 +402,7 @@ def health(
         raise RetentionError(f"no daemon answered at {target}: {getattr(exc, 'reason', exc)}") from None
     except (ValueError, http.client.HTTPException) as exc:  # a port that is no number, a bracket left open
         raise InvalidInputError(f"invalid daemon URL {url!r}: {exc}; use http://host:port") from None
-    try:
-        status = json.loads(body)
-    except ValueError:
-        raise RetentionError(f"{target} did not answer with a health report") from None
+    status = health_report(body, target)
     state = "healthy" if code == 200 else "UNHEALTHY"
     owned, unowned = status.get("owned") or [], status.get("unowned") or []
     role = (f"owns {len(owned)} of {status.get('tables')} table(s)" if owned else "standby") + (

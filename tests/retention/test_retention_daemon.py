@@ -616,10 +616,47 @@ def test_a_bad_table_name_is_refused_at_start_and_a_health_url_is_checked(lineag
         app, ["retention", "daemon", "--interval", "1m", "--table", "t1", "--table", "bad name"]
     )
     assert bad.exit_code == 2 and "invalid table name 'bad name'" in bad.stderr, bad.output
-    for url in ("http://127.0.0.1:abc", "http://[::1", "http://127.0.0.1:9302/x\ny", "127.0.0.1:9108"):
+    for url in (
+        "http://127.0.0.1:abc",
+        "http://[::1",
+        "http://127.0.0.1:9302/x\ny",
+        "127.0.0.1:9108",
+        "http://127.0.0.1:99999",
+        "http://127.0.0.1:0",
+        "http://user:secret@127.0.0.1:9108",
+        "http:///healthz",
+    ):
         result = runner.invoke(app, ["retention", "health", "--url", url])
         assert result.exit_code == 2 and "invalid daemon URL" in result.stderr, (url, result.output)
-        assert "Traceback" not in result.output
+        assert "Traceback" not in result.output and "secret" not in result.output
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b"null", b'"text"', b'{"owned": 5}', b"not json"])
+def test_an_answer_that_is_no_health_report_is_said_so(lineage_home: Path, body: bytes) -> None:
+    import http.server
+
+    from segment_lineage.cli import app
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            return None
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        result = CliRunner().invoke(app, ["retention", "health", "--url", url])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 1 and "did not answer with a health report" in result.stderr, result.output
+    assert "Traceback" not in result.output
 
 
 def test_a_standby_whose_last_pass_was_fenced_is_healthy(tmp_path: Path) -> None:
