@@ -60,24 +60,28 @@ def zk_stop() -> None:
 
 @zk_app.command("status")
 def zk_status() -> None:
-    """Say whether the embedded ZooKeeper server is running."""
+    """Say whether the embedded ZooKeeper server is running and answering (exit 0), or not (exit 1)."""
     from segment_lineage.lineage.zk.server import embedded_server
 
     server = embedded_server(settings=current().settings)
     serving = server.is_serving()
+    pid = server.pid()
     heap_mb = server.running_heap_mb()
     data = {
-        "running": serving,
+        "running": serving or pid is not None,
+        "answering": serving,
         "hosts": server.hosts,
-        "pid": server.pid(),
+        "pid": pid,
         "heap_mb": heap_mb,
         "directory": str(server.directory),
     }
-    emit(
-        data,
-        f"ZooKeeper {'running' if serving else 'not running'} at {server.hosts}"
-        + (f" (pid {server.pid()}, heap {heap_mb} MB)" if server.pid() and heap_mb else "")
-        + (f" (pid {server.pid()})" if server.pid() and not heap_mb else ""),
-    )
+    process = "" if pid is None else f" (pid {pid}" + (f", heap {heap_mb} MB)" if heap_mb else ")")
+    if serving:
+        said = f"ZooKeeper running at {server.hosts}{process}"
+    elif pid is not None:  # its process is there, and silent: stopped, frozen or overloaded
+        said = f"ZooKeeper running at {server.hosts}{process} but not answering: frozen or overloaded"
+    else:
+        said = f"ZooKeeper not running at {server.hosts}"
+    emit(data, said)
     if not serving:
         raise typer.Exit(1)

@@ -579,12 +579,15 @@ def test_a_frozen_embedded_server_is_said_to_be_frozen_within_one_bounded_wait(
         began = time.monotonic()
         result = runner.invoke(app, ["table", "list"])
         took = time.monotonic() - began
+        status = runner.invoke(app, ["--json", "zk", "status"])
     finally:
         os.kill(pid, signal.SIGCONT)
         server.stop()
     assert result.exit_code == 1 and f"(pid {pid}) is running but did not answer" in result.stderr
     assert "frozen or overloaded" in result.stderr and "lineage zk stop" in result.stderr
     assert took < 10, f"waited {took:.0f}s"
+    said = json.loads(status.stdout)  # running, and silent: not "not running"
+    assert status.exit_code == 1 and said["running"] is True and said["answering"] is False
 
 
 def test_missing_java_is_a_clear_error(lineage_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
