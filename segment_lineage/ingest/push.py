@@ -282,7 +282,7 @@ def _begin(
     replacing = f"replacing {len(replaced)} segment(s) with up to {len(target.names)}"
     say(f"started entry {target.entry_id}: {replacing}")
     for stale in cleaned:
-        say(f"cleaned up stale entry {stale} (its process is gone): reverted, its uploads queued")
+        say(f"cleaned up stale entry {stale} (its push's session ended): reverted, its uploads queued")
     return replaced, replaced_rows, cleaned
 
 

@@ -453,6 +453,18 @@ def test_not_found_exits_3_in_every_command(zk_hosts: str, tmp_path: Path) -> No
     assert code == report["code"] == 2 and report["error"], err
 
 
+def test_a_root_no_folder_can_be_made_at_is_bad_input(zk_hosts: str, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    for root, why in (
+        (tmp_path / ("a" * 300), "a part of it is longer than 255 bytes"),
+        (tmp_path / "a-file", "is a file, not a folder"),
+        (tmp_path / "a-file" / "below", "is a file, not a folder"),
+    ):
+        code, _, err = run(zk_hosts, "table", "create", "nowhere", "--root", str(root))
+        assert code == 2 and why in err, err
+    assert "nowhere" not in run(zk_hosts, "table", "list")[1]
+
+
 def test_a_limit_past_every_row_or_version_means_all_of_them(zk_hosts: str, tmp_path: Path) -> None:
     """A huge --limit (past a C int, past sys.maxsize) is no limit, not a traceback."""
     run(zk_hosts, "table", "create", "big", "--root", str(tmp_path / "big"))

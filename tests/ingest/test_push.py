@@ -34,7 +34,7 @@ from segment_lineage.lineage.core.model import (
     TableConfig,
     TimeUnit,
 )
-from segment_lineage.lineage.core.periods import parse_time
+from segment_lineage.lineage.core.periods import parse_time, parse_version_or_time
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 
@@ -411,6 +411,16 @@ def test_intervals_parse() -> None:
     ]:
         with pytest.raises(InvalidInputError, match="invalid interval"):
             parse_interval(bad)
+
+
+def test_a_version_or_time_has_one_spelling() -> None:
+    """Digits are ASCII digits (int() reads Arabic-Indic ones as a version
+    too), and ms: takes the number right after it."""
+    assert parse_version_or_time(" 123 ") == (123, None)
+    assert parse_version_or_time("ms:-5") == (None, -5)
+    for bad in ["\u0661\u0662\u0663", "ms: 5", "ms:+5", "\uff11\uff12"]:
+        with pytest.raises(InvalidInputError):
+            parse_version_or_time(bad)
 
 
 def test_a_writer_failing_partway_queues_every_file_it_wrote(

@@ -60,7 +60,7 @@ def parse_time(text: str) -> int:
     if not raw or not raw.isascii() or not raw.isprintable():
         raise InvalidInputError(f"invalid time {text!r}: use {TIME_FORMS}")
     if raw.startswith("ms:"):
-        digits = raw[3:].strip()
+        digits = raw[3:]  # no space, no sign but a minus: one way to write a number
         if not digits.lstrip("-").isdigit() or len(digits) > 16:
             raise InvalidInputError(f"invalid time {text!r}: ms: takes whole epoch milliseconds")
         return int(digits)
@@ -110,9 +110,9 @@ def parse_version_or_time(text: str) -> tuple[int | None, int | None]:
     """``--as-of`` and friends: a bare number up to 10 digits is a table
     version; anything else is a time (:func:`parse_time`)."""
     raw = text.strip()
-    if raw.isdigit() and len(raw) <= 10:
+    if raw.isascii() and raw.isdigit() and len(raw) <= 10:  # ASCII digits: int() takes others too
         return int(raw), None
-    if raw.isdigit():
+    if raw.isascii() and raw.isdigit():
         raise InvalidInputError(
             f"ambiguous {text!r}: a version has at most 10 digits; write ms:{raw} for epoch milliseconds"
         )

@@ -47,10 +47,30 @@ def resolve_root(root: str, state_dir: str | os.PathLike[str], *, walk: bool = T
     )
     if resolved == "/":
         raise _invalid(root, "it resolves to the file system root")
-    problem = state_dir_problem(resolved, walk=walk)
+    problem = local_shape_problem(resolved) or state_dir_problem(resolved, walk=walk)
     if problem is not None:
         raise _invalid(root, problem)
     return resolved
+
+
+NAME_MAX = 255  # bytes in one part of a local path
+PATH_MAX = 4095  # bytes in a whole local path
+
+
+def local_shape_problem(path: str) -> str | None:
+    """Why a local folder can never be made at ``path`` (None: it can): a
+    part or the whole too long for the file system, or a file where a folder
+    must be (the root, or a folder above it)."""
+    if any(len(part.encode()) > NAME_MAX for part in path.split("/")):
+        return f"a part of it is longer than {NAME_MAX} bytes"
+    if len(path.encode()) > PATH_MAX:
+        return f"it is longer than {PATH_MAX} bytes"
+    current = path
+    while not os.path.lexists(current):  # the nearest part that exists must be a folder
+        current = os.path.dirname(current)
+    if not os.path.isdir(current):
+        return f"{current!r} is a file, not a folder"
+    return None
 
 
 # ---- state directories: marked on disk, never scanned ---------------------------
