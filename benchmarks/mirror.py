@@ -248,12 +248,11 @@ def _delta_rs_day(root: str, low: Any, high: Any, rounds: int) -> tuple[list[flo
     return times, kept, rows
 
 
-def delta_rs_day(root: str, low: Any, high: Any, rounds: int) -> tuple[list[float], int, int]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_delta_rs_day, root, low, high, rounds).result(timeout=600)
+def delta_rs_day(pool: Any, root: str, low: Any, high: Any, rounds: int) -> tuple[list[float], int, int]:
+    result: tuple[list[float], int, int] = pool.submit(_delta_rs_day, root, low, high, rounds).result(
+        timeout=600
+    )
+    return result
 
 
 def polars_sources(plan: str) -> int:
@@ -265,8 +264,12 @@ def polars_sources(plan: str) -> int:
 
 
 def one_day(ctx: Context, suite: Suite) -> None:
-    days = 60 if ctx.quick else 365
+    days, rounds = (20, 3) if ctx.quick else (365, 5)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     table = Days(ctx, days)
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))  # delta-rs's reads
     try:
 
         def same(found: Any) -> None:
@@ -275,10 +278,10 @@ def one_day(ctx: Context, suite: Suite) -> None:
 
         op = "one day of a year"
         for label, root in (("with statistics", table.root), ("without statistics", table.bare)):
-            suite.add(case(op, days, f"DuckDB, {label}", measure(table.duck(root), 5, same)))
+            suite.add(case(op, days, f"DuckDB, {label}", measure(table.duck(root), rounds, same)))
             query = table.polars(root)
-            suite.add(case(op, days, f"Polars, {label}", measure(lambda q=query: q.collect, 5, same)))
-            times, kept, rows = delta_rs_day(str(root), table.low, table.high, 5)
+            suite.add(case(op, days, f"Polars, {label}", measure(lambda q=query: q.collect, rounds, same)))
+            times, kept, rows = delta_rs_day(pool, str(root), table.low, table.high, rounds)
             assert rows == table.expected[0], rows
             suite.add(case(op, days, f"delta-rs, {label}", (times, [0] * len(times))))
             polars_files = polars_sources(table.polars(root).explain())
@@ -287,6 +290,7 @@ def one_day(ctx: Context, suite: Suite) -> None:
                 f"Polars {polars_files} of {days}, delta-rs {kept} of {days}"
             )
     finally:
+        pool.shutdown()
         table.close()
 
 
