@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
 
 # The push's options, declared once.
 Input = Annotated[str, typer.Option("--input", help="Input files or directory.")]
-Format = Annotated[str, typer.Option("--format", help="parquet, csv or json.")]
+Format = Annotated[str, typer.Option("--format", help="parquet, csv (with a header row) or json (lines).")]
 Mode = Annotated[
     str | None,
     typer.Option(

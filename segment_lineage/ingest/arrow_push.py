@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from segment_lineage.ingest.errors import PushInputError, PushRefusedError, unreadable_input
+from segment_lineage.ingest.errors import PushInputError, PushRefusedError, check_csv_header, unreadable_input
 from segment_lineage.ingest.micros import in_micros
 from segment_lineage.ingest.push import (
     PushMode,
@@ -257,6 +257,8 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
         raise unreadable_input(path, fmt, exc) from None
     if fmt == "parquet":
         return data
+    if fmt == "csv":
+        check_csv_header(path, data.column_names)
     # Text has no zone: Spark (session zone UTC) reads such times as UTC instants, and so do we.
     for index, field in enumerate(data.schema):
         if pa.types.is_timestamp(field.type) and field.type.tz is None:

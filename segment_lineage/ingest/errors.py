@@ -23,6 +23,7 @@ __all__ = [
     "PushRefusedError",
     "SnapshotTooOldError",
     "StorageError",
+    "check_csv_header",
     "unreadable_input",
 ]
 
@@ -132,3 +133,22 @@ def unreadable_input(path: str, fmt: str, exc: BaseException) -> IngestError:
     if isinstance(exc, at_fault) or not isinstance(exc, OSError):  # ArrowInvalid is a ValueError
         return PushInputError(message)
     return PushRefusedError(message)
+
+
+def check_csv_header(path: str, names: list[str]) -> None:
+    """PushInputError when a CSV input's first row looks like data, not a
+    header (every name a number): read as a header, it would name the
+    columns after one row's values and leave that row out."""
+
+    def number(text: str) -> bool:
+        try:
+            float(text)
+        except ValueError:
+            return False
+        return True
+
+    if names and all(number(name) for name in names):
+        raise PushInputError(
+            f"the CSV input {path!r} has no header row: its first row ({', '.join(names[:5])}) is numbers",
+            remedy="add a header row naming the columns",
+        )

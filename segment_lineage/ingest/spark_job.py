@@ -27,7 +27,7 @@ from pyspark.sql.types import (
     IntegerType,
 )
 
-from segment_lineage.ingest.errors import PushInputError, PushRefusedError, unreadable_input
+from segment_lineage.ingest.errors import PushInputError, PushRefusedError, check_csv_header, unreadable_input
 from segment_lineage.ingest.push import (
     PushMode,
     PushResult,
@@ -130,6 +130,7 @@ def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFram
     except AnalysisException as exc:  # a missing path, an unreadable file: the input is at fault
         raise unreadable_input(path, fmt, ValueError(str(exc))) from None
     if fmt == "csv":  # whole numbers as Arrow's CSV reader infers them: 64 bits, whatever their size
+        check_csv_header(path, df.columns)
         for field in df.schema:
             if isinstance(field.dataType, IntegerType):
                 df = df.withColumn(field.name, F.col(quoted(field.name)).cast("long"))

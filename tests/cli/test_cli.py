@@ -232,7 +232,10 @@ def test_a_small_local_push_runs_without_a_jvm_and_says_so(zk_hosts: str, tmp_pa
     empty.write_text("label,i\n")
     refused = push("--input", str(empty), "--format", "csv")
     assert refused.returncode == 1 and "the input has no rows" in refused.stderr
+    headless = tmp_path / "headless.csv"
+    headless.write_text("1,2\n3,4\n")  # no header: its first row would name the columns
     for args, message in (
+        (["--input", str(headless), "--format", "csv"], "has no header row: its first row (1, 2) is numbers"),
         (["--input", str(csv), "--engine", "magic"], "unknown engine 'magic'"),
         (["--input", str(csv), "--segments", "0"], "--segments must be at least 1"),
         (["--input", str(csv), "--format", "xml"], "unknown input format 'xml'"),
