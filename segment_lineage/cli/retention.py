@@ -354,11 +354,17 @@ def health_target(url: str) -> str:
     InvalidInputError for one that is not http(s)://host[:port][/path]: a
     port out of range, no host, or credentials (never sent, never echoed)."""
     base = url.strip().rstrip("/")
+    if "@" in base.split("://", 1)[-1].split("/", 1)[0]:  # said before any parsing that would echo it
+        raise InvalidInputError(
+            "invalid daemon URL: it holds credentials, which are never sent; use http://host:port"
+        )
     try:
         parts = urllib.parse.urlsplit(base)
         port = parts.port  # ValueError past 65535 or not a number
     except ValueError as exc:
         raise InvalidInputError(f"invalid daemon URL {url!r}: {exc}; use http://host:port") from None
+    if parts.query or parts.fragment:
+        raise InvalidInputError(f"invalid daemon URL {url!r}: no query or fragment; use http://host:port")
     if "@" in parts.netloc:
         raise InvalidInputError(
             "invalid daemon URL: it holds credentials, which are never sent; use http://host:port"
@@ -375,12 +381,16 @@ def health_report(body: bytes, target: str) -> dict[str, Any]:
     (not JSON, or not the report's shape)."""
     try:
         status = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         status = None
-    lists = isinstance(status, dict) and all(
-        isinstance(status.get(k) or [], list) for k in ("owned", "unowned")
+    names = ("owned", "unowned")
+    shaped = (
+        isinstance(status, dict)
+        and all(key in status for key in ("connected", "passes", "failures"))  # what every report says
+        and all(isinstance(status.get(k) or [], list) for k in names)
+        and all(isinstance(t, str) for k in names for t in status.get(k) or [])
     )
-    if not lists:
+    if not shaped:
         raise RetentionError(f"{target} did not answer with a health report")
     return status  # type: ignore[no-any-return]
 

@@ -118,12 +118,19 @@ def file_stats(meta: pq.FileMetaData, columns: Sequence[str], nan_free: Collecti
 
 
 def _object(values: dict[str, Any]) -> str:
-    """A JSON object; decimals as exact numbers (JSON's numbers are text)."""
+    """A JSON object; decimals as exact numbers (JSON's numbers are text),
+    text as its characters, not escapes: delta-rs 1.6 decodes the escape of
+    a character past U+FFFFF (a surrogate pair) to a lower one, and skipped
+    files holding the text."""
     shown = (
-        f"{json.dumps(k)}:{format(v, 'f') if isinstance(v, decimal.Decimal) else json.dumps(v)}"
+        f"{_text_json(k)}:{format(v, 'f') if isinstance(v, decimal.Decimal) else _text_json(v)}"
         for k, v in values.items()
     )
     return "{" + ",".join(shown) + "}"
+
+
+def _text_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _column(

@@ -605,6 +605,27 @@ def test_a_frozen_embedded_server_is_said_to_be_frozen_within_one_bounded_wait(
     assert status.exit_code == 1 and said["running"] is True and said["answering"] is False
 
 
+def test_a_stale_pid_file_naming_another_process_is_never_signalled(
+    lineage_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a crash or a reboot the pid file may name an unrelated process:
+    it is not the server, and 'zk stop' leaves it alone."""
+    monkeypatch.setenv("LINEAGE_ZK_PORT", str(free_port()))
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        server_dir = lineage_home / "zookeeper"
+        server_dir.mkdir(parents=True, exist_ok=True)
+        (server_dir / "zookeeper.pid").write_text(f"{other.pid}\n")
+        status = runner.invoke(app, ["zk", "status"])
+        assert status.exit_code == 1 and "not running" in status.stdout, status.output
+        stopped = runner.invoke(app, ["zk", "stop"])
+        assert "was not running" in stopped.stdout, stopped.output
+        assert other.poll() is None  # still running: never signalled
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_missing_java_is_a_clear_error(lineage_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LINEAGE_ZK_PORT", str(free_port()))
     monkeypatch.setenv("PATH", "/nonexistent")

@@ -196,6 +196,7 @@ def test_engines_find_every_row_whatever_the_columns_hold(zk_hosts: str, tmp_pat
                 "id": [2 * part, 2 * part + 1],
                 "flag": [True, part == 1],
                 "name": ["a" * 40 if part == 0 else "c", "b" * 40],
+                "far": ["a", "b"] if part == 0 else ["c", "x" + chr(0x10FFFF)],  # an escape delta-rs misread
                 "x": x,
                 "dec": pa.array([Decimal("1.25"), Decimal(part)], pa.decimal128(10, 2)),
             }
@@ -207,6 +208,7 @@ def test_engines_find_every_row_whatever_the_columns_hold(zk_hosts: str, tmp_pat
         assert code == 0 and "warning" not in err, err
     filters = [
         ("flag", "==", True), ("name", "==", "c"), ("name", ">", "b"), ("x", ">", 3.5), ("x", "<", 2.0),
+        ("far", "==", "x" + chr(0x10FFFF)), ("far", ">", "x"),
         ("dec", ">", Decimal("1.00")), ("dec", "<", Decimal("0.50")), ("id", "==", 3), ("x", "null", None),
     ]  # fmt: skip
     assert [found for found, _ in delta_counts(root, filters)] == [
@@ -214,11 +216,26 @@ def test_engines_find_every_row_whatever_the_columns_hold(zk_hosts: str, tmp_pat
     ]
     con = duckdb_connection()
     files = [str(p) for p in Path(root).rglob("*.parquet") if "_delta_log" not in str(p)]
-    for where in ("x > 100", "x = 'nan'::double", "flag", "name = 'c'", "dec > 1.00", "name > 'b'"):
+    far = "x" + chr(0x10FFFF)
+    for where in (
+        "x > 100",
+        "x = 'nan'::double",
+        "flag",
+        "name = 'c'",
+        "dec > 1.00",
+        "name > 'b'",
+        f"far = '{far}'",
+    ):
         through = con.execute(f"SELECT count(*) FROM delta_scan(?) WHERE {where}", [root]).fetchone()
         truth = con.execute(f"SELECT count(*) FROM read_parquet(?) WHERE {where}", [files]).fetchone()
         assert through == truth, where
-    for expr in (pl.col("flag"), pl.col("name") == "c", pl.col("x") > 3.5, pl.col("x").is_nan()):
+    for expr in (
+        pl.col("flag"),
+        pl.col("name") == "c",
+        pl.col("x") > 3.5,
+        pl.col("x").is_nan(),
+        pl.col("far") == far,
+    ):
         assert pl.scan_delta(root).filter(expr).collect().height == pl.read_parquet(files).filter(expr).height
 
 

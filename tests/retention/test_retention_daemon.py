@@ -624,6 +624,9 @@ def test_a_bad_table_name_is_refused_at_start_and_a_health_url_is_checked(lineag
         "http://127.0.0.1:99999",
         "http://127.0.0.1:0",
         "http://user:secret@127.0.0.1:9108",
+        "http://user:secret@127.0.0.1:65536",
+        "http://user:secret@[::1",
+        "http://127.0.0.1:9108/?x=1",
         "http:///healthz",
     ):
         result = runner.invoke(app, ["retention", "health", "--url", url])
@@ -631,7 +634,20 @@ def test_a_bad_table_name_is_refused_at_start_and_a_health_url_is_checked(lineag
         assert "Traceback" not in result.output and "secret" not in result.output
 
 
-@pytest.mark.parametrize("body", [b"[1, 2]", b"null", b'"text"', b'{"owned": 5}', b"not json"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[1, 2]",
+        b"null",
+        b'"text"',
+        b'{"owned": 5}',
+        b"not json",
+        b'{"healthy": false}',  # JSON, but no daemon's report: not a healthy daemon
+        b'{"connected": true, "passes": 1, "failures": 0, "unowned": [1, 2]}',
+        b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+    ],
+    ids=["list", "null", "text", "count", "not-json", "other-json", "numbers-as-tables", "deep"],
+)
 def test_an_answer_that_is_no_health_report_is_said_so(lineage_home: Path, body: bytes) -> None:
     import http.server
 

@@ -136,13 +136,23 @@ def _listening(port: int) -> bool:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live ZooKeeper server: a pid file left by a
+    server that died (a crash, a reboot) may name another process by now,
+    which is never ours to signal. Where ``/proc`` tells a process's command
+    line, it must run ZooKeeper's main class."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()  # no /proc here: the pid is all there is to go by
+    except OSError:
         return True
-    return True
+    return b"org.apache.zookeeper." in command
 
 
 @dataclass
@@ -324,12 +334,21 @@ class ZkServer:
                 remedy=f"see its log ({self.log_file}); restart it: lineage zk stop, then lineage zk start",
             ) from exc
 
+    def _process_there(self) -> bool:
+        """Whether the pid file's process exists at all (while a server
+        starts, its process runs Python's command line until Java's begins)."""
+        try:
+            os.kill(int(self.pid_file.read_text().strip()), 0)
+        except (OSError, ValueError):
+            return False
+        return True
+
     def wait_serving(self, timeout: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.is_serving():
                 return
-            if self.pid() is None:
+            if not self._process_there():
                 tail = self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
                 raise ServerError(f"ZooKeeper exited during start-up; last log lines:\n{tail}")
             time.sleep(0.1)
