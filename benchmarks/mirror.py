@@ -250,10 +250,9 @@ def _delta_rs_day(root: str, low: Any, high: Any, rounds: int) -> tuple[list[flo
 
 
 def delta_rs_day(pool: Any, root: str, low: Any, high: Any, rounds: int) -> tuple[list[float], int, int]:
-    result: tuple[list[float], int, int] = pool.submit(_delta_rs_day, root, low, high, rounds).result(
-        timeout=600
-    )
-    return result
+    """:func:`_delta_rs_day` in ``pool``'s worker process."""
+    found: tuple[list[float], int, int] = pool.submit(_delta_rs_day, root, low, high, rounds).result(600)
+    return found
 
 
 def polars_sources(plan: str) -> int:
@@ -265,10 +264,10 @@ def polars_sources(plan: str) -> int:
 
 
 def one_day(ctx: Context, suite: Suite) -> None:
-    days, rounds = (20, 3) if ctx.quick else (365, 5)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    days, rounds = (20, 3) if ctx.quick else (365, 5)
     table = Days(ctx, days)
     pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))  # delta-rs's reads
     try:

@@ -303,8 +303,10 @@ def test_the_checker_catches_a_stopped_pass_that_loses_its_count(monkeypatch: py
     from segment_lineage.retention import executor
     from segment_lineage.retention.report import TableReport
 
+    real = executor._run_table
+
     def report_lost(manager: Any, table: str, options: Any, report: Any) -> Any:
-        return executor._run_table_into(manager, table, options, TableReport(table, options.dry_run))
+        return real(manager, table, options, TableReport(table, options.dry_run))
 
     monkeypatch.setattr(executor, "_run_table", report_lost)
     result = run_seed(RunConfig(48, steps=400))

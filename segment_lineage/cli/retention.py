@@ -365,10 +365,6 @@ def health_target(url: str) -> str:
         raise InvalidInputError(f"invalid daemon URL {url!r}: {exc}; use http://host:port") from None
     if parts.query or parts.fragment:
         raise InvalidInputError(f"invalid daemon URL {url!r}: no query or fragment; use http://host:port")
-    if "@" in parts.netloc:
-        raise InvalidInputError(
-            "invalid daemon URL: it holds credentials, which are never sent; use http://host:port"
-        )
     if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in base):
         raise InvalidInputError(f"invalid daemon URL {url!r}: use http://host:port")
     if port == 0:

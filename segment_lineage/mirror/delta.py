@@ -18,8 +18,6 @@ references.
 from __future__ import annotations
 
 import json
-import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote
 
@@ -39,16 +37,13 @@ from segment_lineage.mirror.plan import (
     described,
     removes_all,
 )
-from segment_lineage.mirror.stats import footer_stats
-
-log = logging.getLogger("segment_lineage.mirror")
+from segment_lineage.mirror.stats import files_stats
 
 APP_ID = "segment-lineage"
 LOG_SETTINGS = {
     "delta.enableExpiredLogCleanup": "false",  # old commits tell retention what readers may still read
     "delta.logRetentionDuration": "interval 3650 days",
 }
-STATS_READERS = 8  # footers read at once for one commit's added files
 MAX_HISTORY = 1_000_000  # mirror commits read for a version map, newest first
 
 
@@ -252,7 +247,7 @@ class DeltaLog:
         from deltalake.transaction import AddAction
 
         sizes = self._sizes(step)
-        stats = self._stats([seg.location for seg in step.adds], columns)
+        stats = files_stats(self.store, [seg.location for seg in step.adds], columns)
         return [
             AddAction(
                 seg.location,
@@ -264,28 +259,6 @@ class DeltaLog:
             )
             for seg in step.adds
         ]
-
-    def _stats(self, locations: list[str], columns: list[str]) -> dict[str, str]:
-        """Each file's statistics from its Parquet footer (one small read per
-        file, a few at once, and its floating-point columns where they are
-        small enough to look for NaN); a file that cannot be read so gets
-        none, and engines then read it whole."""
-        fs = self.store.filesystem()
-
-        def one(location: str) -> tuple[str, str | None]:
-            try:
-                return location, footer_stats(self.store.path(location), fs, columns)
-            except Exception as exc:  # noqa: BLE001  no statistics is always safe; a publish goes on
-                log.warning("no statistics for %s in the Delta log: %s", location, _first(exc))
-                return location, None
-
-        if len(locations) <= 1:
-            found = [one(location) for location in locations]
-        else:
-            workers = min(len(locations), STATS_READERS)
-            with ThreadPoolExecutor(workers, thread_name_prefix="mirror-stats") as pool:
-                found = list(pool.map(one, locations))
-        return {location: stats for location, stats in found if stats is not None}
 
     def _add_columns(self, step: Step, delta_schema: Any, now_ms: int, hooks: Any) -> None:
         """A commit adding the new columns alone: it shows the files published

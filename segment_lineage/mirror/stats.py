@@ -29,22 +29,27 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import logging
 import math
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from segment_lineage.lineage.storage.deep import DeepStore
+
+log = logging.getLogger("segment_lineage.mirror")
+
 MAX_TEXT = 32  # characters kept of a text bound, as Delta's own writers keep
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _EPOCH_DAY = dt.date(1970, 1, 1)
 
-Bound = Callable[
-    [Any, bool], Any
-]  # (a row group's raw or converted bound, is it the maximum) -> JSON value or None
+# (a row group's raw or converted bound, whether it is the maximum) -> a JSON value, or None
+Bound = Callable[[Any, bool], Any]
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,32 @@ class Chunk:
     stats: Any  # pyarrow's Statistics, or None when the writer wrote none
 
 
+STATS_READERS = 8  # footers read at once for one commit's added files
 NAN_LOOK_BYTES = 64 << 20  # floating-point data read at most, per file, to know it holds no NaN
+
+
+def files_stats(store: DeepStore, locations: Sequence[str], columns: Sequence[str]) -> dict[str, str]:
+    """Each file's statistics (:func:`footer_stats`), a few files at once;
+    a file that cannot be read so gets none (engines then read it whole,
+    which is always safe), and the publish goes on."""
+    fs = store.filesystem()
+
+    def one(location: str) -> tuple[str, str | None]:
+        try:
+            return location, footer_stats(store.path(location), fs, columns)
+        except Exception as exc:  # noqa: BLE001  no statistics is always safe
+            said = str(exc).partition("\n")[0] or type(exc).__name__
+            log.warning("no statistics for %s in the Delta log: %s", location, said)
+            return location, None
+
+    if len(locations) <= 1:
+        found = [one(location) for location in locations]
+    else:
+        with ThreadPoolExecutor(
+            min(len(locations), STATS_READERS), thread_name_prefix="mirror-stats"
+        ) as pool:
+            found = list(pool.map(one, locations))
+    return {location: stats for location, stats in found if stats is not None}
 
 
 def footer_stats(path: str, fs: Any, columns: Sequence[str]) -> str:

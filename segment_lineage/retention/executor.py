@@ -107,6 +107,9 @@ def run_table(
     hold.take()
     try:
         return _run_table(manager, table, options, report)
+    except FencedError as exc:  # what it deleted before the fence fell is told all the same
+        exc.done.append(report)
+        raise
     finally:
         try:
             hold.release()
@@ -140,16 +143,6 @@ def check_root_claim(manager: LineageManager, table: str, root: str) -> None:
 
 
 def _run_table(manager: LineageManager, table: str, options: PassOptions, report: TableReport) -> TableReport:
-    try:
-        return _run_table_into(manager, table, options, report)
-    except FencedError as exc:  # what it deleted before the fence fell is told all the same
-        exc.done.append(report)
-        raise
-
-
-def _run_table_into(
-    manager: LineageManager, table: str, options: PassOptions, report: TableReport
-) -> TableReport:
     config = manager.table(table).config
     check_root_claim(manager, table, config.root)
     root = DeepStore.for_root(config.root)

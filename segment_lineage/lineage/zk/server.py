@@ -135,17 +135,24 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a live ZooKeeper server: a pid file left by a
-    server that died (a crash, a reboot) may name another process by now,
-    which is never ours to signal. Where ``/proc`` tells a process's command
-    line, it must run ZooKeeper's main class."""
+def _exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists at all (whatever it runs)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        pass
+        return True
+    return True
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live ZooKeeper server: a pid file left by a
+    server that died (a crash, a reboot) may name another process by now,
+    which is never ours to signal. Where ``/proc`` tells a process's command
+    line, it must run ZooKeeper's main class."""
+    if not _exists(pid):
+        return False
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except FileNotFoundError:
@@ -182,12 +189,16 @@ class ZkServer:
     def hosts(self) -> str:
         return f"127.0.0.1:{self.client_port}"
 
-    def pid(self) -> int | None:
+    def _pid_written(self) -> int | None:
+        """The pid the file names (None: no file, or no number in it)."""
         try:
-            pid = int(self.pid_file.read_text().strip())
+            return int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if _alive(pid) else None
+
+    def pid(self) -> int | None:
+        pid = self._pid_written()
+        return pid if pid is not None and _alive(pid) else None
 
     def running_heap_mb(self) -> int | None:
         """The heap the running server was started with (from its command line)."""
@@ -334,21 +345,13 @@ class ZkServer:
                 remedy=f"see its log ({self.log_file}); restart it: lineage zk stop, then lineage zk start",
             ) from exc
 
-    def _process_there(self) -> bool:
-        """Whether the pid file's process exists at all (while a server
-        starts, its process runs Python's command line until Java's begins)."""
-        try:
-            os.kill(int(self.pid_file.read_text().strip()), 0)
-        except (OSError, ValueError):
-            return False
-        return True
-
     def wait_serving(self, timeout: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.is_serving():
                 return
-            if not self._process_there():
+            written = self._pid_written()  # exists at all: a starting server runs Python's command line first
+            if written is None or not _exists(written):
                 tail = self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
                 raise ServerError(f"ZooKeeper exited during start-up; last log lines:\n{tail}")
             time.sleep(0.1)
