@@ -18,6 +18,7 @@ import importlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from segment_lineage.ingest.arrow_push import push_arrow
+    from segment_lineage.ingest.audit import Audit, AuditFailedError, AuditView
     from segment_lineage.ingest.errors import PushError, SnapshotTooOldError
     from segment_lineage.ingest.readers import SnapshotReader
     from segment_lineage.ingest.spark_job import push_dataframe
@@ -59,6 +60,9 @@ _HOMES: dict[str, str] = {
     "push_dataframe": "segment_lineage.ingest.spark_job",
     "SnapshotReader": "segment_lineage.ingest.readers",
     "pinned_table": "segment_lineage.ingest.spark_readers",
+    # checks a push's rows pass before they show (write-audit-publish)
+    "Audit": "segment_lineage.ingest.audit",
+    "AuditView": "segment_lineage.ingest.audit",
     # cleaning up
     "run_pass": "segment_lineage.retention.executor",
     "PassOptions": "segment_lineage.retention.executor",
@@ -75,9 +79,13 @@ _HOMES: dict[str, str] = {
     "StoreUnavailableError": "segment_lineage.lineage.core.errors",
     "PushError": "segment_lineage.ingest.errors",
     "SnapshotTooOldError": "segment_lineage.ingest.errors",
+    "AuditFailedError": "segment_lineage.ingest.audit",
 }
 
 __all__ = [
+    "Audit",
+    "AuditFailedError",
+    "AuditView",
     "ConflictError",
     "ContentionError",
     "InvalidInputError",

@@ -46,11 +46,13 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
     data = tmp_path / "data"
     data.mkdir()
     day = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
-    for name, start in (("day1", day), ("fix", day), ("all", day), ("day2", day + dt.timedelta(days=1)),
-                        ("day3", day + dt.timedelta(days=2))):  # fmt: skip
-        stamps = [start + dt.timedelta(hours=h) for h in range(3)]
+    later = {"day2": 1, "day3": 2, "day4": 3}  # days after the first
+    for name in ("day1", "fix", "all", "day2", "day3", "day4"):
+        start = day + dt.timedelta(days=later.get(name, 0))
+        count = 1000 if name == "day4" else 3  # day4's push is audited for at least 1,000 rows
+        stamps = [start + dt.timedelta(seconds=60 * k) for k in range(count)]
         (data / name).mkdir()  # an input directory, as a batch job leaves one
-        pq.write_table(pa.table({"ts": stamps, "v": [1, 2, 3]}), data / name / "part-0.parquet")
+        pq.write_table(pa.table({"ts": stamps, "v": list(range(count))}), data / name / "part-0.parquet")
     root = tmp_path / "lake" / "events"
     entry = ""
 
@@ -86,6 +88,8 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
             assert history() == before, line  # nothing changed
         if command.startswith("lineage start-replace"):
             entry = out.split()[0]
+        if "--audit-" in command:  # what it passed is on record
+            assert str(history()[0]["audit"]).startswith("passed: min-rows 1000 (1000 rows written)"), out
         if "--job-id" in command:  # run again: nothing pushed twice
             again = run(*shlex.split(command)[1:])
             assert again[0] == 0 and "nothing pushed again" in again[1]

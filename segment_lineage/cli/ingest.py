@@ -15,6 +15,7 @@ from segment_lineage.lineage.core.redact import mask_assignment
 from segment_lineage.lineage.core.views import human_size, render_table
 
 if TYPE_CHECKING:
+    from segment_lineage.ingest.audit import Audit
     from segment_lineage.ingest.push import PushMode, PushResult
     from segment_lineage.lineage.core.schema import SchemaPolicy
     from segment_lineage.lineage.manager import LineageManager
@@ -95,6 +96,28 @@ ReplaceSchema = Annotated[
     bool,
     typer.Option("--replace-schema", help="A refresh only: the input's columns become the table's schema."),
 ]
+AuditSql = Annotated[
+    str | None,
+    typer.Option(
+        "--audit-sql",
+        help="Before the new rows show: a DuckDB query over the views 'staged' (the rows written) and "
+        "'current' (the rows replaced) that must return one true value, or the push is reverted.",
+    ),
+]
+AuditMinRows = Annotated[
+    int | None, typer.Option("--audit-min-rows", help="Revert the push if it wrote fewer rows than this.")
+]
+AuditMaxChange = Annotated[
+    float | None,
+    typer.Option(
+        "--audit-max-change",
+        help="Revert the push if the table's visible rows would change by more than this percentage.",
+    ),
+]
+AuditNotNull = Annotated[
+    list[str] | None,
+    typer.Option("--audit-not-null", help="Revert the push if this column holds a null (repeatable)."),
+]
 TruncateTimestamps = Annotated[
     bool,
     typer.Option(
@@ -123,12 +146,19 @@ def push(
     dry_run: DryRun = False,
     replace_schema: ReplaceSchema = False,
     truncate_timestamps: TruncateTimestamps = False,
+    audit_sql: AuditSql = None,
+    audit_min_rows: AuditMinRows = None,
+    audit_max_change: AuditMaxChange = None,
+    audit_not_null: AuditNotNull = None,
 ) -> None:
     """Consistent push: the new data appears all at once, or not at all.
     Written by Spark, or for a small local input by Arrow in this process
     (no JVM to start); the output says which. The input's columns must be
     the table's (recorded at its first push; 'lineage table show' prints
-    them), unless --evolve-schema or --replace-schema says otherwise."""
+    them), unless --evolve-schema or --replace-schema says otherwise.
+    The --audit-* checks run on the written rows before they show; the
+    history record keeps what they passed."""
+    from segment_lineage.ingest.audit import Audit
     from segment_lineage.ingest.jobs import completed_job
     from segment_lineage.ingest.push import PushMode, parse_interval
     from segment_lineage.ingest.push_plan import check_mode
@@ -137,6 +167,7 @@ def push(
     span = parse_interval(interval) if interval is not None else None
     spark_conf = parse_conf(conf or [])
     _check_flags(engine, writer, segments_n, target_mb, fmt, master, spark_conf)
+    audit = Audit(audit_min_rows, audit_max_change, tuple(audit_not_null or ()), audit_sql)
 
     with manager() as m, progress(f"pushing {table}") as say:
         state = m.table(table)
@@ -167,11 +198,12 @@ def push(
             result = push_arrow(
                 m, table, parts, mode=chosen, interval=span, reason=reason, progress=say, job_id=job_id,
                 schema_policy=policy, dry_run=dry_run, truncate_timestamps=truncate_timestamps,
+                audit=audit or None,
             )  # fmt: skip
         else:
             result = _push_with_spark(
                 m, table, input_path, fmt, chosen, span, master, spark_conf, segments_n, target_mb, reason,
-                writer, job_id, policy, dry_run, say,
+                writer, job_id, policy, dry_run, say, audit or None,
             )  # fmt: skip
     _emit_push(result, used)
 
@@ -246,6 +278,7 @@ def _push_with_spark(
     policy: SchemaPolicy,
     dry_run: bool,
     say: Callable[[str], None],
+    audit: Audit | None,
 ) -> PushResult:
     from segment_lineage.ingest.spark_job import push_dataframe, read_input, spark_session
 
@@ -267,6 +300,7 @@ def _push_with_spark(
             job_id=job_id,
             schema_policy=policy,
             dry_run=dry_run,
+            audit=audit,
         )
     finally:
         spark.stop()
@@ -354,6 +388,7 @@ def _emit_push(result: PushResult, engine: str | None) -> None:
             "undone": result.undone,
             "dry_run": result.dry_run,
             **({"schema": result.schema_note} if result.dry_run else {}),
+            "audit": result.audited,
             "seconds": round(result.seconds, 3),
         },
         result.summary(),

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from segment_lineage.ingest.audit import Audit
 from segment_lineage.ingest.errors import PushInputError, PushRefusedError, check_csv_header, unreadable_input
 from segment_lineage.ingest.micros import in_micros
 from segment_lineage.ingest.push import (
@@ -141,6 +142,7 @@ def push_arrow(
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
     dry_run: bool = False,
     truncate_timestamps: bool = False,
+    audit: Audit | None = None,
 ) -> PushResult:
     """Push ``parts`` (one segment each, all with the same columns) into
     ``table``; ``job_id`` makes a retried job return its completed push's
@@ -150,7 +152,8 @@ def push_arrow(
     (``evolve`` adds new columns, ``replace`` with a refresh replaces it).
     ``dry_run``: every check, then what the push would do; nothing written.
     Nanosecond timestamps that are not whole microseconds are refused (segments
-    store microseconds) unless ``truncate_timestamps``."""
+    store microseconds) unless ``truncate_timestamps``. ``audit``: checks the
+    written rows must pass before they show (:mod:`segment_lineage.ingest.audit`)."""
     parts, given = _checked_parts(parts, truncate_timestamps)
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
@@ -174,6 +177,7 @@ def push_arrow(
             interval=interval,
             schema=written_columns,
             schema_policy=policy,
+            audit=audit,
         )
 
     write = _writer(parts, time_unit, granularity)
@@ -194,6 +198,7 @@ def push_arrow(
         schema=written_columns,
         schema_policy=policy,
         time_unit=time_unit,
+        audit=audit,
     )
 
 

@@ -29,11 +29,15 @@ its entry id.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
+
+from segment_lineage.ingest.audit import Audit, Figures, failed, judge_data, judge_rows, record_text
 from segment_lineage.ingest.errors import (
     PushRefusedError,
 )
@@ -70,6 +74,7 @@ from segment_lineage.lineage.core.model import (
 from segment_lineage.lineage.core.names import push_dir
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.storage.arrow_types import arrow_schema
 
 __all__ = [  # what callers take from here; the pure half lives in push_plan
     "PushMode",
@@ -170,6 +175,7 @@ def consistent_push(
     schema: Schema | None = None,
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
     time_unit: TimeUnit | None = None,
+    audit: Audit | None = None,
 ) -> PushResult:
     """Run ``write`` inside a consistent push of ``table``.
 
@@ -183,6 +189,8 @@ def consistent_push(
 
     ``job_id`` makes the push idempotent (the module's docstring says how).
     ``clock``, ``sleep`` and ``wall`` are the only clocks it reads (ditto).
+    ``audit``: checks the written data must pass before the entry ends
+    (:mod:`segment_lineage.ingest.audit`; AuditFailedError: reverted).
 
     Raises PushRefusedError (nothing written: bad mode, interval or input),
     ConflictError (another push holds the scope), PushError (the write failed;
@@ -206,7 +214,9 @@ def consistent_push(
     check_mode(state, mode, interval)
     policy = SchemaPolicy.parse(schema_policy)
     target = _target(state, mode, interval, schema, policy, partitions, wall, manager.env.text_id)
-    ends = _Ending(reason, schema, policy, mode, time_unit, job_id, job_checked)
+    if audit:
+        audit.check_before(_arrow(schema), _arrow(state.config.schema))
+    ends = _Ending(reason, schema, policy, mode, time_unit, job_id, job_checked, audit or None)
     run = PushRun(manager, target)
     with _claimed(manager, target):
         try:
@@ -226,7 +236,13 @@ def consistent_push(
                 raise error from None
             raise error from exc
     hides = mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND
-    return _result(target, mode, written, (replaced, replaced_rows, cleaned), clock() - began, job_id, hides)
+    started = (replaced, replaced_rows, cleaned)
+    result = _result(target, mode, written, started, clock() - began, job_id, hides)
+    return dataclasses.replace(result, audited=run.audited)
+
+
+def _arrow(schema: Schema | None) -> pa.Schema | None:
+    return None if schema is None else arrow_schema(schema)
 
 
 @contextlib.contextmanager
@@ -328,6 +344,7 @@ class _Ending:
     time_unit: TimeUnit | None
     job_id: str | None
     job_checked: int
+    audit: Audit | None = None
 
 
 def _write_and_end(
@@ -347,6 +364,7 @@ def _write_and_end(
     names = [s.name for s in written.segments]
     subset = names if len(names) < len(target.names) else None
     job_check = job_still_open(manager, target.table, ends.job_id, target.entry_id, ends.job_checked)
+    audited = None if ends.audit is None else _audited(run, ends.audit, written, rows, say)
     manager.complete_replace(
         target.table,
         target.entry_id,
@@ -360,9 +378,37 @@ def _write_and_end(
         time_unit=ends.time_unit,
         owned=True,
         check=job_check,
+        audit=audited,
     )
     failpoint("push.after-end")
     return written
+
+
+def _audited(
+    run: PushRun, audit: Audit, written: Written, rows: int, say: Callable[[str], None]
+) -> Callable[[TableState], str]:
+    """Run the audit on the written files (AuditFailedError: the push is
+    reverted), and return the last commit's part of it: the row checks
+    judged again on the version the commit applies to, and the words the
+    history record keeps."""
+    table, entry_id = run.target.table, run.target.entry_id
+    state = run.manager.table(table)
+    data = judge_data(audit, table, state, entry_id, written.segments)
+    error = failed(table, judge_rows(audit, Figures.of(state, entry_id, rows)) + data)
+    if error is not None:
+        raise error
+    failpoint("push.after-audit")
+
+    def fenced(current: TableState) -> str:
+        verdicts = judge_rows(audit, Figures.of(current, entry_id, rows)) + data
+        late = failed(table, verdicts)
+        if late is not None:
+            raise late
+        run.audited = record_text(verdicts)
+        return run.audited
+
+    say(f"audit passed: {record_text(data + judge_rows(audit, Figures.of(state, entry_id, rows)))}")
+    return fenced
 
 
 def plan_push(
@@ -375,10 +421,12 @@ def plan_push(
     interval: tuple[int, int] | None = None,
     schema: Schema | None = None,
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
+    audit: Audit | None = None,
 ) -> PushResult:
     """What a push of ``rows`` rows in ``partitions`` segments would do now
     (a dry run): the segments it would replace, what it would do to the
-    schema; refused as the push would be. Nothing is written or committed."""
+    schema; refused as the push would be (an ``audit`` that cannot pass
+    whatever the data, too). Nothing is written or committed."""
     began = manager.env.monotonic()
     state = manager.table(table)
     refused = transitions.purging_refusal(state.config, "a push")
@@ -395,6 +443,8 @@ def plan_push(
             table,
             full_refresh=mode is PushMode.REFRESH,
         )
+    if audit:
+        audit.check_before(_arrow(schema), _arrow(state.config.schema))
     replaced = plan_from(state, mode, interval)
     return PushResult(
         table=table,

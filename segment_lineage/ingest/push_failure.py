@@ -48,6 +48,7 @@ class PushRun:
     target: PushTarget
     started: bool = False
     written: Written | None = None
+    audited: str | None = None  # what its audit passed, once its last commit judged it
 
     def failure(self, exc: BaseException, job_id: str | None) -> BaseException:
         """The error to raise for ``exc``, after cleaning up what the push

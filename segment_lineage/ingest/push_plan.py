@@ -89,6 +89,7 @@ class PushResult:
     replaced_rows: int | None = None  # rows of the segments it replaces (would, for a dry run)
     hides_appended: bool = False  # a refresh of an APPEND table: every earlier row is hidden
     schema_note: str | None = None  # a dry run's: what it would do to the schema (None: nothing)
+    audited: str | None = None  # the checks its data passed, with their figures (None: no audit)
 
     def summary(self) -> str:
         if self.dry_run:
@@ -118,6 +119,8 @@ class PushResult:
             text += f"; cleaned up stale entr{'y' if len(self.cleaned) == 1 else 'ies'} " + ", ".join(
                 self.cleaned
             )
+        if self.audited:
+            text += f"; audit {self.audited}"
         return text + self._hiding(False)
 
     def _hiding(self, would: bool) -> str:

@@ -27,6 +27,7 @@ from pyspark.sql.types import (
     IntegerType,
 )
 
+from segment_lineage.ingest.audit import Audit
 from segment_lineage.ingest.errors import PushInputError, PushRefusedError, check_csv_header, unreadable_input
 from segment_lineage.ingest.push import (
     PushMode,
@@ -238,6 +239,7 @@ def push_dataframe(
     job_id: str | None = None,
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
     dry_run: bool = False,
+    audit: Audit | None = None,
 ) -> PushResult:
     """Consistent push of ``df`` into ``table``: all of it appears at once, or none.
 
@@ -252,7 +254,8 @@ def push_dataframe(
     (``evolve`` adds new columns, ``replace`` with a refresh replaces it);
     narrower integers and floats are widened to the recorded types.
     ``dry_run``: every check, then what the push would do (one job counts
-    the rows); nothing written.
+    the rows); nothing written. ``audit``: checks the written rows must pass
+    before they show (:mod:`segment_lineage.ingest.audit`).
     """
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
@@ -276,6 +279,7 @@ def push_dataframe(
             interval=interval,
             schema=columns,
             schema_policy=policy,
+            audit=audit,
         )
     write = _writer(shaped, state.config, writer, time_unit, progress, progress_every_s)
     return consistent_push(
@@ -292,4 +296,5 @@ def push_dataframe(
         schema=columns,
         schema_policy=policy,
         time_unit=time_unit,
+        audit=audit,
     )

@@ -1,4 +1,5 @@
-"""A pushing process for crash tests: python -m tests.helpers.push_once HOSTS TABLE LABEL ROWS."""
+"""A pushing process for crash tests: python -m tests.helpers.push_once HOSTS TABLE LABEL ROWS.
+Its push is audited (checks that pass), so it meets every step a push can."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 import pyarrow as pa
 
 from segment_lineage.ingest.arrow_push import push_arrow
+from segment_lineage.ingest.audit import Audit
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.zk.client import connect, settings_from_env
 from segment_lineage.lineage.zk.store import ZkStore
@@ -18,7 +20,8 @@ def main() -> None:
     assert settings is not None
     store = ZkStore(connect(settings))
     parts = [pa.table({"label": [label] * count, "i": list(range(count))}) for _ in range(2)]
-    result = push_arrow(LineageManager(store), table, parts, owner_wait_s=30)
+    audit = Audit(min_rows=1, not_null=("label",))
+    result = push_arrow(LineageManager(store), table, parts, owner_wait_s=30, audit=audit)
     print(result.summary())
     store.close()
 

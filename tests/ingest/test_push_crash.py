@@ -27,6 +27,7 @@ STEPS = [
     ("push.after-start", "old"),
     ("push.mid-write", "old"),
     ("push.after-write", "old"),
+    ("push.after-audit", "old"),
     ("end.before-commit", "old"),
     ("end.after-commit", "new"),
     ("push.after-end", "new"),

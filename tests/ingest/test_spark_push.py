@@ -515,3 +515,27 @@ def test_ctrl_c_during_a_spark_push_says_one_line_and_no_traceback(zk_hosts: str
     assert (
         last.startswith("error: push to 'big' interrupted by SIGINT: entry ") or last == "error: interrupted"
     ), text
+
+
+def test_a_spark_push_is_audited_before_its_rows_show(
+    spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """The audit reads what Spark wrote (several segments): a failing check
+    reverts the push, a passing one is recorded."""
+    from segment_lineage.ingest.audit import Audit, AuditFailedError
+
+    m = zk_manager
+    m.create_table(TableConfig.build("audited", str(tmp_path / "audited")))
+    push_dataframe(m, "audited", labelled(spark, "old", 40), segments=2)
+    every_tenth_null = F.when(F.col("i") % 10 == 0, None).otherwise(F.col("i"))
+    holey = labelled(spark, "new", 30).withColumn("i", every_tenth_null)
+    with pytest.raises(AuditFailedError, match=r"not-null i \(3 null\(s\)\)"):
+        push_dataframe(m, "audited", holey, segments=3, audit=Audit(not_null=("i",)))
+    assert [label for label, _ in snapshot(m, "audited")] == ["old"] * 40
+    audit = Audit(
+        min_rows=30, max_change_pct=50, not_null=("label",),
+        sql="SELECT count(DISTINCT label) = 1 AND min(ts) IS NOT NULL FROM staged",
+    )  # fmt: skip
+    done = push_dataframe(m, "audited", labelled(spark, "new", 30), segments=3, audit=audit)
+    assert done.audited is not None and "max-change 50% (-25.0%: 40 -> 30 rows)" in done.audited
+    assert [label for label, _ in snapshot(m, "audited")] == ["new"] * 30

@@ -74,6 +74,7 @@ def _detail_from_dict(d: Mapping[str, Any]) -> Detail:
         target=_opt(d, "target", int),
         schema=_opt(d, "schema", str),
         settings=_opt(d, "settings", str),
+        audit=_opt(d, "audit", str),
     )
 
 

@@ -25,6 +25,7 @@ PUSH_POINTS = (
     "push.after-start",
     "push.mid-write",
     "push.after-write",
+    "push.after-audit",  # only with an audit: its checks passed, the last commit not yet sent
     "push.after-end",
 )
 STORE_POINTS = ("store.before-head-swap",)  # every commit, right before the one multi that swaps the head

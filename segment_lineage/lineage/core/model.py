@@ -396,13 +396,14 @@ class Change:
 class Detail:
     """What a commit's history record says beyond its counts: a push's mode
     and interval, a rollback's target, what a push did to the schema, which
-    settings an alter changed."""
+    settings an alter changed, the checks a push's data passed (its audit)."""
 
     mode: str | None = None
     interval: tuple[int, int] | None = None
     target: int | None = None
     schema: str | None = None
     settings: str | None = None
+    audit: str | None = None
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,8 @@ def detail_text(record: HistoryRecord) -> str | None:
     if d.target is not None:
         parts.append(f"to v{d.target}")
     parts += [text for text in (d.schema, d.settings) if text is not None]
+    if d.audit is not None:
+        parts.append(f"audit {d.audit}")
     return "; ".join(parts) or None
 
 

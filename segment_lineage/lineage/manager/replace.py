@@ -151,6 +151,7 @@ class ReplaceOps(Reads):
         time_unit: TimeUnit | None = None,
         owned: bool = False,
         check: Callable[[TableState], None] | None = None,
+        audit: Callable[[TableState], str] | None = None,
     ) -> Committed:
         """Register ``uploads`` into the IN_PROGRESS entry, queue ``strays``
         and end the entry, in one commit (what a push does once its files
@@ -163,13 +164,16 @@ class ReplaceOps(Reads):
         (``store.holds("owner")``), and the commit lands only while it stands
         (ClaimLostError, nothing committed, once it is gone). ``check`` is
         called with the version the commit applies to, before the change:
-        what it raises refuses the commit."""
+        what it raises refuses the commit. So is ``audit``, whose answer (the
+        checks the push's data passed, judged on that version) goes in the
+        history record."""
         batch, queued = list(uploads), list(strays)
         subset = None if to_subset is None else list(to_subset)
 
         def update(s: TableState, now: int) -> Change:
             if check is not None:
                 check(s)
+            audited = None if audit is None else audit(s)
             return transitions.complete_replace(
                 s,
                 entry_id,
@@ -181,6 +185,7 @@ class ReplaceOps(Reads):
                 policy=schema_policy,
                 mode=mode,
                 time_unit=time_unit,
+                audit=audited,
             )
 
         return self.commit(table, update, reason, owner=entry_id if owned else None)

@@ -317,6 +317,7 @@ def complete_replace(
     policy: SchemaPolicy = SchemaPolicy.ENFORCE,
     mode: str | None = None,
     time_unit: TimeUnit | None = None,
+    audit: str | None = None,
 ) -> Change:
     """A push's last step as one change: register ``uploads`` bound to the
     IN_PROGRESS entry, queue ``strays`` (files no segment references) for
@@ -335,7 +336,8 @@ def complete_replace(
     recorded schema under ``policy`` (:func:`segment_lineage.lineage.core.schema.resolve`)
     on this state, so two first pushes with different columns never both
     record theirs. ``mode`` (the push's, as the user named it) and the
-    entry's interval go in the history record, with what became of the schema.
+    entry's interval go in the history record, with what became of the schema
+    and ``audit`` (the checks its data passed, in words).
     """
     entry = _entry(state, entry_id)
     require(state, [NotRevertedToEnd(entry)])
@@ -351,9 +353,10 @@ def complete_replace(
     ended = end_replace(registered, entry_id, now_ms, to_subset)
     if config.schema_replaced_by == entry_id and config is not state.config:
         check_only_its_own_left(ended.state, entry_id)
-    if mode is None and entry.interval is None and note is None:
+    if mode is None and entry.interval is None and note is None and audit is None:
         return ended
-    return dataclasses.replace(ended, detail=Detail(mode=mode, interval=entry.interval, schema=note))
+    detail = Detail(mode=mode, interval=entry.interval, schema=note, audit=audit)
+    return dataclasses.replace(ended, detail=detail)
 
 
 def _completed_with(state: TableState, entry: LineageEntry, uploads: Sequence[Segment]) -> bool:

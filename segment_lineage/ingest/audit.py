@@ -1,0 +1,331 @@
+"""Write-audit-publish: checks a push's data must pass before its entry ends.
+
+A push's IN_PROGRESS entry is a staged snapshot no reader sees. With an
+:class:`Audit`, the push looks at it after writing and ends the entry only
+if every check passes; otherwise the entry is reverted (the files queued for
+retention, as after any failed push) and :class:`AuditFailedError` names
+each failing check with its figures. The checks:
+
+- ``min_rows``: the push wrote at least that many rows;
+- ``max_change_pct``: the table's visible rows after the push differ from
+  those before by at most that percentage (a table without rows before has
+  nothing to compare with: passed, and said so);
+- ``not_null``: those columns hold no null in the rows written (counted from
+  the files' footers, read where a footer does not say);
+- ``sql``: a DuckDB query over the views ``staged`` (the rows written) and
+  ``current`` (the rows the push replaces) returns one row of one true value;
+- ``checks``: Python callables given an :class:`AuditView`, each returning True.
+
+The row figures (``min_rows``, ``max_change_pct``) are judged again inside the
+commit that ends the entry, on the version it applies to, so rows another push
+made visible meanwhile count; the data checks read files nobody else changes
+(the push's own, and the ones its entry replaces, which stay while it runs).
+What passed, with its figures, goes in the version's history record.
+
+The pure half (the checks, their figures, the words) is here with the edge
+that reads files; :mod:`segment_lineage.ingest.push` calls both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from segment_lineage.ingest.errors import PushError, PushInputError
+from segment_lineage.lineage.core.errors import RefusedError
+from segment_lineage.lineage.core.model import Segment, TableState
+from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.storage.arrow_types import arrow_schema
+from segment_lineage.lineage.storage.deep import DeepStore
+
+SQL_LIMIT = 65_536  # characters of an audit query
+SQL_SHOWN = 160  # characters of it the history record keeps
+RESULT_SHOWN = 80  # characters of a failing answer the message shows
+
+
+class AuditFailedError(PushError, RefusedError):
+    """A push's data failed its audit: its entry was reverted, nothing shown."""
+
+
+@dataclass(frozen=True)
+class AuditView:
+    """What a Python check looks at: the rows written (``staged``), the rows
+    the push replaces (``current``), and the table's visible rows before and
+    after the push."""
+
+    table: str
+    staged: pads.Dataset
+    current: pads.Dataset
+    staged_rows: int
+    rows_before: int
+    rows_after: int
+
+
+Check = Callable[[AuditView], bool]
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The checks a push's data must pass (the module's docstring says each)."""
+
+    min_rows: int | None = None
+    max_change_pct: float | None = None
+    not_null: tuple[str, ...] = ()
+    sql: str | None = None
+    checks: tuple[Check, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.min_rows is not None and (type(self.min_rows) is not int or self.min_rows < 0):
+            raise PushInputError(f"the audit's minimum rows must be a whole number >= 0, not {self.min_rows}")
+        pct = self.max_change_pct
+        if pct is not None and (isinstance(pct, bool) or not isinstance(pct, int | float) or not pct >= 0
+                                or math.isinf(pct)):  # fmt: skip
+            raise PushInputError(f"the audit's maximum change must be a percentage >= 0, not {pct!r}")
+        for name in self.not_null:
+            if not isinstance(name, str) or not name:
+                raise PushInputError(f"the audit's not-null columns must be named, not {name!r}")
+        if len(set(self.not_null)) != len(self.not_null):
+            raise PushInputError("the audit names a not-null column twice")
+        if self.sql is not None:
+            _check_sql(self.sql)
+        for check in self.checks:
+            if not callable(check):
+                raise PushInputError(f"an audit check must be callable, not {check!r}")
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.min_rows is not None or self.max_change_pct is not None or self.not_null or self.sql
+            or self.checks
+        )  # fmt: skip
+
+    def check_before(self, columns: pa.Schema | None, current: pa.Schema | None) -> None:
+        """Refuse what cannot pass whatever the data (PushInputError, before
+        anything is written): a not-null column the push does not write, a
+        query DuckDB cannot run (a syntax error, an unknown column or table),
+        or DuckDB missing. ``columns``: what the push writes (None: the
+        caller vouches; checked once written); ``current``: the table's."""
+        if columns is not None:
+            missing = [n for n in self.not_null if n not in columns.names]
+            if missing:
+                raise PushInputError(
+                    f"--audit-not-null names column(s) the push does not write: {', '.join(missing)} "
+                    f"(it writes {', '.join(columns.names) or 'none'})"
+                )
+        if self.sql is None:
+            return
+        duckdb = _duckdb()
+        if columns is None:
+            return
+        con = duckdb.connect()
+        try:
+            con.register("staged", columns.empty_table())
+            con.register("current", (current or columns).empty_table())
+            con.execute(self.sql).fetchmany(1)
+        except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException) as exc:
+            raise PushInputError(f"the audit query cannot run: {_first_line(exc)}") from None
+        except duckdb.Error:
+            pass  # an error only data could make, or none on empty views: judged on the data
+        finally:
+            con.close()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One check's outcome: its name, whether it passed, and its figures."""
+
+    check: str
+    passed: bool
+    figures: str
+
+    def text(self) -> str:
+        return f"{self.check} ({self.figures})"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A push's rows beside the table's, on one version."""
+
+    staged: int
+    before: int
+    replaced: int
+
+    @property
+    def after(self) -> int:
+        return self.before - self.replaced + self.staged
+
+    @staticmethod
+    def of(state: TableState, entry_id: str, staged: int) -> Figures:
+        """The figures on ``state``, on which ``entry_id`` runs: the rows
+        readers see, and those of its ``from`` among them."""
+        visible = visible_segments(state)
+        entry = state.entries.get(entry_id)
+        hides = frozenset(() if entry is None else entry.segments_from)
+        return Figures(
+            staged=staged,
+            before=sum(s.rows for s in visible),
+            replaced=sum(s.rows for s in visible if s.name in hides),
+        )
+
+
+def judge_rows(audit: Audit, figures: Figures) -> list[Verdict]:
+    """The row checks on ``figures`` (pure)."""
+    out = []
+    if audit.min_rows is not None:
+        out.append(Verdict(f"min-rows {audit.min_rows}", figures.staged >= audit.min_rows,
+                           f"{figures.staged} rows written"))  # fmt: skip
+    if audit.max_change_pct is not None:
+        limit = f"max-change {audit.max_change_pct:g}%"
+        if figures.before == 0:
+            out.append(Verdict(limit, True, f"no rows before, {figures.after} after: nothing to compare"))
+        else:
+            change = 100.0 * (figures.after - figures.before) / figures.before
+            within = abs(change) <= audit.max_change_pct
+            out.append(Verdict(limit, within, f"{change:+.1f}%: {figures.before} -> {figures.after} rows"))
+    return out
+
+
+def record_text(verdicts: Sequence[Verdict]) -> str:
+    """What the history record says of a passed audit."""
+    return "passed: " + "; ".join(v.text() for v in verdicts)
+
+
+def failed(table: str, verdicts: Sequence[Verdict]) -> AuditFailedError | None:
+    """The error naming every failing check of ``verdicts`` (None: all passed)."""
+    bad = [v for v in verdicts if not v.passed]
+    if not bad:
+        return None
+    return AuditFailedError(
+        f"push to {table!r} failed its audit: " + "; ".join(v.text() for v in bad),
+        remedy="the push was reverted and readers never saw its rows; fix the data (or the check) "
+        "and push again",
+    )
+
+
+# ---- the edge: reading the staged files --------------------------------------
+
+
+def judge_data(
+    audit: Audit, table: str, state: TableState, entry_id: str, segments: Sequence[Segment]
+) -> list[Verdict]:
+    """The data checks on the files a push wrote (``segments``) beside those
+    its entry replaces on ``state``."""
+    if not (audit.not_null or audit.sql or audit.checks):
+        return []
+    deep = DeepStore.for_root(state.config.root)
+    fs = deep.filesystem()
+    paths = [deep.path(s.location) for s in segments]
+    staged = pads.dataset(paths, format="parquet", filesystem=fs)
+    current = _current(state, entry_id, deep, staged.schema)
+    out = [_not_null(name, paths, fs, staged.schema) for name in audit.not_null]
+    if audit.sql is not None:
+        out.append(_query(audit.sql, staged, current))
+    if audit.checks:
+        figures = Figures.of(state, entry_id, sum(s.rows for s in segments))
+        view = AuditView(table, staged, current, figures.staged, figures.before, figures.after)
+        out += [_call(check, view) for check in audit.checks]
+    return out
+
+
+def _current(state: TableState, entry_id: str, deep: DeepStore, staged: pa.Schema) -> pads.Dataset:
+    """The rows ``entry_id`` replaces, in the table's recorded columns
+    (files written before a column was added read it as null)."""
+    entry = state.entries.get(entry_id)
+    hides = [] if entry is None else [state.segments[n] for n in entry.segments_from if n in state.segments]
+    schema = staged if state.config.schema is None else arrow_schema(state.config.schema)
+    if not hides:
+        return pads.dataset(schema.empty_table())
+    paths = [deep.path(s.location) for s in hides]
+    return pads.dataset(paths, format="parquet", filesystem=deep.filesystem(), schema=schema)
+
+
+def _not_null(name: str, paths: Sequence[str], fs: Any, schema: pa.Schema) -> Verdict:
+    check = f"not-null {name}"
+    if name not in schema.names:
+        return Verdict(check, False, "no such column in the rows written")
+    nulls = sum(_nulls(path, name, fs) for path in paths)
+    return Verdict(check, nulls == 0, f"{nulls} null(s)")
+
+
+def _nulls(path: str, name: str, fs: Any) -> int:
+    """Nulls of top-level column ``name`` in one file: from its footer where
+    every row group states them, else by reading the column."""
+    with fs.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source)
+        meta = parquet.metadata
+        leaf = [i for i in range(meta.num_columns) if meta.schema.column(i).path == name]
+        counted = 0
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(leaf[0]).statistics if len(leaf) == 1 else None
+            if stats is None or not stats.has_null_count:
+                return int(parquet.read(columns=[name]).column(name).null_count)
+            counted += stats.null_count
+        return counted
+
+
+def _query(sql: str, staged: pads.Dataset, current: pads.Dataset) -> Verdict:
+    duckdb = _duckdb()
+    check = f"sql {_shown(sql)}"
+    con = duckdb.connect()
+    try:
+        con.register("staged", staged)
+        con.register("current", current)
+        cursor = con.execute(sql)
+        rows = cursor.fetchmany(2)
+        width = len(cursor.description or ())
+    except duckdb.Error as exc:
+        return Verdict(check, False, f"the query failed: {_first_line(exc)}")
+    finally:
+        con.close()
+    if len(rows) == 1 and width == 1 and rows[0][0] is True:
+        return Verdict(check, True, "true")
+    answer = "no rows" if not rows else repr(rows[0] if width > 1 else rows[0][0])
+    if len(rows) > 1:
+        answer = "more than one row"
+    elif width > 1:
+        answer = f"{width} columns"
+    return Verdict(check, False, f"returned {answer[:RESULT_SHOWN]}, not one true value")
+
+
+def _call(check: Check, view: AuditView) -> Verdict:
+    name = f"check {getattr(check, '__name__', None) or type(check).__name__}"
+    try:
+        answer = check(view)
+    except Exception as exc:  # noqa: BLE001 -- a caller's check: whatever it raised fails it, named
+        return Verdict(name, False, f"raised {type(exc).__name__}: {_first_line(exc)}")
+    if answer is True:
+        return Verdict(name, True, "true")
+    return Verdict(name, False, f"returned {repr(answer)[:RESULT_SHOWN]}, not True")
+
+
+def _duckdb() -> Any:
+    try:
+        import duckdb
+    except ImportError:
+        raise PushInputError("--audit-sql runs DuckDB, which is not installed: pip install duckdb") from None
+    return duckdb
+
+
+def _check_sql(sql: str) -> None:
+    if not isinstance(sql, str) or not sql.strip():
+        raise PushInputError("the audit query is empty")
+    if len(sql) > SQL_LIMIT:
+        raise PushInputError(f"the audit query is {len(sql)} characters; at most {SQL_LIMIT} are allowed")
+    if any((ord(c) < 32 and c not in "\t\n\r") or 0xD800 <= ord(c) <= 0xDFFF for c in sql):
+        raise PushInputError("the audit query contains control characters or unpaired surrogates")
+
+
+def _shown(sql: str) -> str:
+    """The query on one line, cut to what a history record keeps."""
+    text = " ".join(sql.split())
+    return repr(text if len(text) <= SQL_SHOWN else text[: SQL_SHOWN - 3] + "...")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
