@@ -34,7 +34,7 @@ from segment_lineage.retention.executor import PassOptions, run_pass, run_table
 from segment_lineage.retention.schedule import Schedule
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor
-from simulation.world import World
+from simulation.world import AUDIT, World
 
 Body = Callable[[Actor], None]
 FS_KINDS = frozenset(
@@ -90,7 +90,8 @@ class Ctx:
             self.failed(f"push {table}", exc)
             return
         self.world.publishing[self.actor.aid] = table  # its publish after the commit, if it has one
-        arguments = {"parts": parts, "mode": mode, "interval": interval}
+        audited = (self.actor.aid + self.pushes) % 3 == 0
+        arguments = {"parts": parts, "mode": mode, "interval": interval, "audit": AUDIT if audited else None}
         if job is not None:
             self.world.jobs[job] = (self.actor.aid, table, arguments)
         try:
@@ -110,6 +111,7 @@ class Ctx:
                 interval=arguments["interval"],
                 owner_wait_s=self.rng.choice([0.0, 1.0, 3.0]),
                 job_id=job,
+                audit=arguments["audit"],
             )
             again = " (job already done)" if result.repeated else ""
             self.note(f"pushed {table} {result.entry_id[:8]} ({arguments['mode']}){again}{what}")

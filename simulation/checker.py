@@ -10,7 +10,9 @@
     version's visible segments' rows, or a clear error (snapshot too old,
     version gone).
 (c) Every commit an actor was told landed is in the history, at its
-    version, and the versions form an unbroken chain.
+    version, and the versions form an unbroken chain. An audited push's end
+    changed the table's visible rows no more than its audit allows, judged
+    on the version before it.
 (d) After the run, with faults off, quiescent passes and pushes converge: no
     IN_PROGRESS entry whose owner is gone, nothing left pending.
 (e) A mirrored table's Delta log (its retention outlasts the run) keeps every
@@ -40,14 +42,21 @@ import pyarrow.parquet as pq
 
 from segment_lineage.ingest.errors import SnapshotTooOldError, StorageError
 from segment_lineage.lineage.core.errors import AuthError, ContentionError, LineageError, VersionGoneError
-from segment_lineage.lineage.core.model import EntryState, Operation, Segment, TableState, TableType
+from segment_lineage.lineage.core.model import (
+    EntryState,
+    HistoryRecord,
+    Operation,
+    Segment,
+    TableState,
+    TableType,
+)
 from segment_lineage.lineage.core.names import push_dir_owner, push_tag
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S, FLOOR_POLL_S
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.lineage.store.election import owner_role
 from segment_lineage.retention.report import TableReport
-from simulation.world import World
+from simulation.world import AUDIT, World
 
 # Each violation's likely hole (the outside tester's list, fault-matrix 21-30).
 HOLES = {
@@ -690,6 +699,7 @@ class Checker:
                     f"{table}: {late[0].operation.value} by {late[0].actor} landed at v{late[0].version}, "
                     f"after the purge at v{purged}",
                 )
+            self._audits_held(table, records)
             ends = Counter(r.job_id for r in records if r.operation is Operation.END_REPLACE and r.job_id)
             for job, count in sorted(ends.items()):
                 if count > 1:
@@ -704,6 +714,29 @@ class Checker:
                         f"{ack.actor}'s commit {ack.commit_id[:8]} acknowledged at v{ack.version} of {table} "
                         "is not in the history",
                     )
+
+    def _audits_held(self, table: str, records: Sequence[HistoryRecord]) -> None:
+        """An audited push's end (its record says what its audit passed) made
+        visible what the audit allows, judged on the version before it and
+        its own: a row check judged on an older version lets a push land that
+        changes the table more than its audit allows."""
+        for record in records:
+            said = record.detail.audit if record.detail is not None else None
+            if record.operation is not Operation.END_REPLACE or not said:
+                continue
+            before, after = self.visible_at(table, record.version - 1), self.visible_at(table, record.version)
+            if before is None or after is None:
+                continue
+            rows_before, rows_after = sum(s.rows for s in before), sum(s.rows for s in after)
+            limit = AUDIT.max_change_pct or 0.0
+            grew = abs(rows_after - rows_before) * 100 > limit * rows_before
+            if (rows_before and grew) or record.rows < (AUDIT.min_rows or 0):
+                self.flag(
+                    "audit-unfenced",
+                    f"{table}: v{record.version} by {record.actor} passed its audit "
+                    f"({said}) but took the table from {rows_before} to {rows_after} "
+                    f"visible rows, {record.rows} written",
+                )
 
     def check_election(self) -> None:
         """At most one retention daemon owns a table in a live session of its own."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from segment_lineage.ingest.audit import Audit
 from segment_lineage.lineage.core.env import Env
 from segment_lineage.lineage.core.model import TableConfig, TableState, TableType
 from segment_lineage.lineage.core.retry import RetryPolicy
@@ -25,6 +26,10 @@ from segment_lineage.lineage.store.election import Ownership
 from simulation.clock import DAY_MS, VirtualClock
 from simulation.proxy import Sessions, StoreProxy
 from simulation.scheduler import Actor, Scheduler
+
+# Every third push of an actor is audited (no draw decides which: the seeds'
+# other choices stay as they were); the checker holds each audited end to it.
+AUDIT = Audit(min_rows=2, max_change_pct=60.0, not_null=("token",))
 
 if TYPE_CHECKING:
     from segment_lineage.retention.daemon import Daemon

@@ -231,7 +231,7 @@ def test_the_checker_catches_daemons_sharing_one_leader_for_all_tables(
     assert "unowned-table" in {v.kind for v in result.violations}, describe(result)
 
 
-@pytest.mark.parametrize(("seed", "kind"), [(27, "mirror-stranger"), (32, "mirror-stranger")])
+@pytest.mark.parametrize(("seed", "kind"), [(27, "mirror-stranger"), (34, "mirror-stranger")])
 def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     monkeypatch: pytest.MonkeyPatch, seed: int, kind: str
 ) -> None:
@@ -375,3 +375,20 @@ def test_the_checker_catches_retention_refused_its_own_mark(monkeypatch: pytest.
     monkeypatch.setattr(commit, "guard_role", lambda *a: "admin" if judged(*a) else None)
     result = run_seed(RunConfig(3, steps=400))
     assert [v.kind for v in result.violations] == ["role-refused"], describe(result)
+
+
+def test_the_checker_catches_an_audit_judged_only_before_its_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An audit whose row checks are judged once, after writing, and not again
+    in the last commit: a push or a rollback landing in between lets an
+    audited push change the table more than its audit allows (audit-unfenced)."""
+    from segment_lineage.ingest import push
+
+    real = push.Figures.of
+    first: dict[str, Any] = {}
+
+    def judged_once(state: Any, entry_id: str, staged: int) -> Any:
+        return first.setdefault(entry_id, real(state, entry_id, staged))
+
+    monkeypatch.setattr(push.Figures, "of", staticmethod(judged_once))
+    result = run_seed(RunConfig(17, steps=400))
+    assert "audit-unfenced" in {v.kind for v in result.violations}, describe(result)
