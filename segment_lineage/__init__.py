@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from segment_lineage.ingest.readers import SnapshotReader
     from segment_lineage.ingest.spark_job import push_dataframe
     from segment_lineage.ingest.spark_readers import pinned_table
+    from segment_lineage.ingest.stage import publish
     from segment_lineage.lineage.core.errors import (
         ConflictError,
         ContentionError,
@@ -63,6 +64,7 @@ _HOMES: dict[str, str] = {
     # checks a push's rows pass before they show (write-audit-publish)
     "Audit": "segment_lineage.ingest.audit",
     "AuditView": "segment_lineage.ingest.audit",
+    "publish": "segment_lineage.ingest.stage",
     # cleaning up
     "run_pass": "segment_lineage.retention.executor",
     "PassOptions": "segment_lineage.retention.executor",
@@ -108,6 +110,7 @@ __all__ = [
     "TableNotFoundError",
     "open_store",
     "pinned_table",
+    "publish",
     "push_arrow",
     "push_dataframe",
     "run_pass",

@@ -147,6 +147,7 @@ COMMAND_ORDER = (
     "demo",
     "table",
     "push",
+    "publish",
     "read",
     "rollback",
     "history",

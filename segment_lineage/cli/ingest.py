@@ -12,7 +12,7 @@ from segment_lineage.cli.context import Reason, current, emit, manager
 from segment_lineage.cli.progress import progress
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.redact import mask_assignment
-from segment_lineage.lineage.core.views import human_size, render_table
+from segment_lineage.lineage.core.views import human_size, iso, render_table
 
 if TYPE_CHECKING:
     from segment_lineage.ingest.audit import Audit
@@ -96,6 +96,23 @@ ReplaceSchema = Annotated[
     bool,
     typer.Option("--replace-schema", help="A refresh only: the input's columns become the table's schema."),
 ]
+Stage = Annotated[
+    bool,
+    typer.Option(
+        "--stage",
+        help="Write (and audit) the rows but do not show them: 'lineage publish' shows them, "
+        "'lineage revert' drops them, 'lineage read --entry' reads them.",
+    ),
+]
+Hold = Annotated[
+    str | None,
+    typer.Option(
+        "--hold",
+        metavar="PERIOD",
+        help="With --stage: keep the staged push this long (default: the table's lineage entry cleanup "
+        "retention); then it is cleaned up.",
+    ),
+]
 AuditSql = Annotated[
     str | None,
     typer.Option(
@@ -150,6 +167,8 @@ def push(
     audit_min_rows: AuditMinRows = None,
     audit_max_change: AuditMaxChange = None,
     audit_not_null: AuditNotNull = None,
+    stage: Stage = False,
+    hold: Hold = None,
 ) -> None:
     """Consistent push: the new data appears all at once, or not at all.
     Written by Spark, or for a small local input by Arrow in this process
@@ -162,12 +181,14 @@ def push(
     from segment_lineage.ingest.jobs import completed_job
     from segment_lineage.ingest.push import PushMode, parse_interval
     from segment_lineage.ingest.push_plan import check_mode
+    from segment_lineage.ingest.stage import stage_hold
 
     asked = PushMode.parse(mode) if mode is not None else None
     span = parse_interval(interval) if interval is not None else None
     spark_conf = parse_conf(conf or [])
     _check_flags(engine, writer, segments_n, target_mb, fmt, master, spark_conf)
     audit = Audit(audit_min_rows, audit_max_change, tuple(audit_not_null or ()), audit_sql)
+    stage_hold(stage, hold, job_id)  # refused before anything is read
 
     with manager() as m, progress(f"pushing {table}") as say:
         state = m.table(table)
@@ -175,7 +196,7 @@ def push(
         if job_id is not None:  # a job done is reported as it was done, whatever this run's flags
             earlier = completed_job(m, table, job_id, chosen)
             if earlier is not None:  # nothing to read or write
-                _emit_push(earlier, None)
+                emit_push(earlier, None)
                 return
         policy = _schema_policy(evolve_schema, replace_schema, chosen)
         check_mode(state, chosen, span)  # fail fast, before any data is read
@@ -198,14 +219,14 @@ def push(
             result = push_arrow(
                 m, table, parts, mode=chosen, interval=span, reason=reason, progress=say, job_id=job_id,
                 schema_policy=policy, dry_run=dry_run, truncate_timestamps=truncate_timestamps,
-                audit=audit or None,
+                audit=audit or None, stage=stage, hold=hold,
             )  # fmt: skip
         else:
             result = _push_with_spark(
                 m, table, input_path, fmt, chosen, span, master, spark_conf, segments_n, target_mb, reason,
-                writer, job_id, policy, dry_run, say, audit or None,
+                writer, job_id, policy, dry_run, say, (audit or None, stage, hold),
             )  # fmt: skip
-    _emit_push(result, used)
+    emit_push(result, used)
 
 
 def _check_flags(
@@ -278,7 +299,7 @@ def _push_with_spark(
     policy: SchemaPolicy,
     dry_run: bool,
     say: Callable[[str], None],
-    audit: Audit | None,
+    checks: tuple[Audit | None, bool, str | None],
 ) -> PushResult:
     from segment_lineage.ingest.spark_job import push_dataframe, read_input, spark_session
 
@@ -300,7 +321,9 @@ def _push_with_spark(
             job_id=job_id,
             schema_policy=policy,
             dry_run=dry_run,
-            audit=audit,
+            audit=checks[0],
+            stage=checks[1],
+            hold=checks[2],
         )
     finally:
         spark.stop()
@@ -369,7 +392,7 @@ def _check_local_input(input_path: str) -> None:
         raise InvalidInputError(f"input {input_path!r} does not exist; nothing was pushed")
 
 
-def _emit_push(result: PushResult, engine: str | None) -> None:
+def emit_push(result: PushResult, engine: str | None) -> None:
     """Print a push's result (a repeated job's says so; it used no engine)."""
     emit(
         {
@@ -389,6 +412,8 @@ def _emit_push(result: PushResult, engine: str | None) -> None:
             "dry_run": result.dry_run,
             **({"schema": result.schema_note} if result.dry_run else {}),
             "audit": result.audited,
+            "staged_until": None if result.staged_until_ms is None else iso(result.staged_until_ms),
+            "published": result.published,
             "seconds": round(result.seconds, 3),
         },
         result.summary(),
@@ -402,13 +427,17 @@ def read(
         str | None,
         typer.Option("--as-of", help="A table version, or a time (ISO-8601, or ms:EPOCH_MS)."),
     ] = None,
+    entry: Annotated[
+        str | None, typer.Option("--entry", help="What the staged push ENTRY would show once published.")
+    ] = None,
 ) -> None:
-    """Print rows of the table's current snapshot (or a past one), pinned while reading."""
+    """Print rows of the table's current snapshot (or a past one, or a staged
+    push's), pinned while reading."""
     from segment_lineage.ingest.readers import SnapshotReader
 
     if limit < 0:
         raise InvalidInputError(f"invalid limit {limit}: must be 0 or more")
-    with manager() as m, SnapshotReader(m, table, as_of) as reader:
+    with manager() as m, SnapshotReader(m, table, as_of, entry) as reader:
         data = reader.to_arrow(limit)
         total = sum(s.rows for s in reader.segments)
         version = reader.version

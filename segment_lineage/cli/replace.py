@@ -16,6 +16,7 @@ from segment_lineage.lineage.core.views import entry_view, render_table
 def register(app: typer.Typer) -> None:
     app.command("start-replace")(start_replace)
     app.command("end-replace")(end_replace)
+    app.command("publish")(publish)
     app.command("revert")(revert)
     app.command("rollback")(rollback)
     app.command("entries")(entries)
@@ -81,6 +82,19 @@ def end_replace(
     )
 
 
+def publish(table: str, entry: str, reason: Reason = None) -> None:
+    """Show a staged push's rows ('lineage push --stage'): its audit runs
+    again, then one commit shows them and hides what it replaces. A failing
+    check leaves it staged."""
+    from segment_lineage.cli.ingest import emit_push
+    from segment_lineage.cli.progress import progress
+    from segment_lineage.ingest.stage import publish as publish_staged
+
+    with manager() as m, progress(f"publishing {entry} of {table}") as say:
+        done = publish_staged(m, table, entry, reason=reason, progress=say)
+    emit_push(done, None)
+
+
 def revert(
     table: str,
     entry: str,
@@ -90,7 +104,8 @@ def revert(
     ] = False,
     reason: Reason = None,
 ) -> None:
-    """Revert a replacement (Pinot's rules): the replaced segments show again."""
+    """Revert a replacement (Pinot's rules): the replaced segments show again.
+    A staged push is dropped (no --force needed): its files go to retention."""
     with manager() as m:
         entry = m.resolve_entry(table, entry)
         if dry_run:
@@ -165,7 +180,10 @@ def entries(table: str) -> None:
         rows = [entry_view(e) for e in m.entries(table)]
     emit(
         rows,
-        render_table(rows, ["id", "state", "from", "to", "timestamp", "actor", "reason"])
+        render_table(
+            [{**r, "state": "STAGED" if r["staged"] else r["state"]} for r in rows],
+            ["id", "state", "from", "to", "timestamp", "actor", "reason"],
+        )
         if rows
         else "(no lineage entries)",
     )

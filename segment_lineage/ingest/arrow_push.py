@@ -143,6 +143,8 @@ def push_arrow(
     dry_run: bool = False,
     truncate_timestamps: bool = False,
     audit: Audit | None = None,
+    stage: bool = False,
+    hold: str | None = None,
 ) -> PushResult:
     """Push ``parts`` (one segment each, all with the same columns) into
     ``table``; ``job_id`` makes a retried job return its completed push's
@@ -153,7 +155,8 @@ def push_arrow(
     ``dry_run``: every check, then what the push would do; nothing written.
     Nanosecond timestamps that are not whole microseconds are refused (segments
     store microseconds) unless ``truncate_timestamps``. ``audit``: checks the
-    written rows must pass before they show (:mod:`segment_lineage.ingest.audit`)."""
+    written rows must pass before they show (:mod:`segment_lineage.ingest.audit`); ``stage`` (held for
+    ``hold``) leaves them staged for a publish (:mod:`segment_lineage.ingest.stage`)."""
     parts, given = _checked_parts(parts, truncate_timestamps)
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
@@ -199,6 +202,8 @@ def push_arrow(
         schema_policy=policy,
         time_unit=time_unit,
         audit=audit,
+        stage=stage,
+        hold=hold,
     )
 
 

@@ -28,6 +28,7 @@ that reads files; :mod:`segment_lineage.ingest.push` calls both.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,9 @@ import pyarrow.parquet as pq
 from segment_lineage.ingest.errors import PushError, PushInputError
 from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import Segment, TableState
+from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.arrow_types import arrow_schema
 from segment_lineage.lineage.storage.deep import DeepStore
 
@@ -104,12 +107,37 @@ class Audit:
             or self.checks
         )  # fmt: skip
 
-    def check_before(self, columns: pa.Schema | None, current: pa.Schema | None) -> None:
+    def to_text(self) -> str | None:
+        """The checks a staged push's publish runs again, as text (its Python
+        ``checks`` cannot be kept: a publish is given its own). None: none."""
+        kept = {
+            "min_rows": self.min_rows,
+            "max_change_pct": self.max_change_pct,
+            "not_null": list(self.not_null),
+            "sql": self.sql,
+        }
+        kept = {k: v for k, v in kept.items() if v not in (None, [])}
+        return json.dumps(kept, ensure_ascii=False, sort_keys=True) if kept else None
+
+    @staticmethod
+    def from_text(text: str | None, checks: Sequence[Check] = ()) -> Audit:
+        """The audit :meth:`to_text` kept, with ``checks`` besides."""
+        kept = {} if text is None else json.loads(text)
+        if not isinstance(kept, dict) or set(kept) - {"min_rows", "max_change_pct", "not_null", "sql"}:
+            raise PushInputError(f"a staged push's audit is not one this version reads: {text!r:.120}")
+        not_null = tuple(kept.get("not_null", ()))
+        return Audit(
+            kept.get("min_rows"), kept.get("max_change_pct"), not_null, kept.get("sql"), tuple(checks)
+        )
+
+    def check_before(self, written: Schema | None, recorded: Schema | None) -> None:
         """Refuse what cannot pass whatever the data (PushInputError, before
         anything is written): a not-null column the push does not write, a
         query DuckDB cannot run (a syntax error, an unknown column or table),
-        or DuckDB missing. ``columns``: what the push writes (None: the
-        caller vouches; checked once written); ``current``: the table's."""
+        or DuckDB missing. ``written``: the columns the push writes (None:
+        the caller vouches; checked once written); ``recorded``: the table's."""
+        columns = None if written is None else arrow_schema(written)
+        current = None if recorded is None else arrow_schema(recorded)
         if columns is not None:
             missing = [n for n in self.not_null if n not in columns.names]
             if missing:
@@ -195,19 +223,64 @@ def record_text(verdicts: Sequence[Verdict]) -> str:
     return "passed: " + "; ".join(v.text() for v in verdicts)
 
 
-def failed(table: str, verdicts: Sequence[Verdict]) -> AuditFailedError | None:
+REVERTED = "the push was reverted and readers never saw its rows; fix the data (or the check) and push again"
+
+
+def failed(table: str, verdicts: Sequence[Verdict], remedy: str = REVERTED) -> AuditFailedError | None:
     """The error naming every failing check of ``verdicts`` (None: all passed)."""
     bad = [v for v in verdicts if not v.passed]
     if not bad:
         return None
     return AuditFailedError(
-        f"push to {table!r} failed its audit: " + "; ".join(v.text() for v in bad),
-        remedy="the push was reverted and readers never saw its rows; fix the data (or the check) "
-        "and push again",
+        f"push to {table!r} failed its audit: " + "; ".join(v.text() for v in bad), remedy=remedy
     )
 
 
 # ---- the edge: reading the staged files --------------------------------------
+
+
+class Judgement:
+    """An audit judged on a push's written files, and what its last commit
+    calls (with the version it applies to): the row checks judged again
+    there (AuditFailedError refuses the commit), then the words the history
+    record keeps (also ``recorded``, once the commit judged them)."""
+
+    def __init__(
+        self, audit: Audit, table: str, entry_id: str, rows: int, data: Sequence[Verdict], remedy: str
+    ) -> None:
+        self.audit, self.table, self.entry_id, self.rows, self.data = audit, table, entry_id, rows, list(data)
+        self.remedy = remedy
+        self.recorded: str | None = None
+
+    def __call__(self, state: TableState) -> str:
+        verdicts = judge_rows(self.audit, Figures.of(state, self.entry_id, self.rows)) + self.data
+        error = failed(self.table, verdicts, self.remedy)
+        if error is not None:
+            raise error
+        self.recorded = record_text(verdicts)
+        return self.recorded
+
+
+def judge_push(
+    manager: LineageManager,
+    audit: Audit,
+    table: str,
+    entry_id: str,
+    segments: Sequence[Segment],
+    remedy: str = REVERTED,
+) -> tuple[Judgement, str]:
+    """Run ``audit`` on the files of ``entry_id`` (``segments``) on the
+    table's state now: AuditFailedError naming every failing check (and
+    ``remedy``), else its last commit's part, and what passed in words (on
+    this state)."""
+    state = manager.table(table)
+    rows = sum(s.rows for s in segments)
+    data = judge_data(audit, table, state, entry_id, segments)
+    verdicts = judge_rows(audit, Figures.of(state, entry_id, rows)) + data
+    error = failed(table, verdicts, remedy)
+    if error is not None:
+        raise error
+    return Judgement(audit, table, entry_id, rows, data, remedy), record_text(verdicts)
 
 
 def judge_data(

@@ -35,14 +35,11 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import pyarrow as pa
-
-from segment_lineage.ingest.audit import Audit, Figures, failed, judge_data, judge_rows, record_text
-from segment_lineage.ingest.errors import (
-    PushRefusedError,
-)
+from segment_lineage.ingest.audit import Audit, judge_push
+from segment_lineage.ingest.errors import PushRefusedError
 from segment_lineage.ingest.interrupts import signals_as_interrupt
 from segment_lineage.ingest.jobs import JobDone, earlier_result, job_end, job_still_open
+from segment_lineage.ingest.push_dry_run import plan_push
 from segment_lineage.ingest.push_failure import PushRun
 from segment_lineage.ingest.push_plan import (
     PushMode,
@@ -58,6 +55,7 @@ from segment_lineage.ingest.push_plan import (
     push_stamp,
     segment_names,
 )
+from segment_lineage.ingest.stage import stage_end, stage_hold
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
@@ -73,8 +71,8 @@ from segment_lineage.lineage.core.model import (
 )
 from segment_lineage.lineage.core.names import push_dir
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
+from segment_lineage.lineage.core.staged import Staged
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.storage.arrow_types import arrow_schema
 
 __all__ = [  # what callers take from here; the pure half lives in push_plan
     "PushMode",
@@ -176,6 +174,8 @@ def consistent_push(
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
     time_unit: TimeUnit | None = None,
     audit: Audit | None = None,
+    stage: bool = False,
+    hold: str | None = None,
 ) -> PushResult:
     """Run ``write`` inside a consistent push of ``table``.
 
@@ -191,6 +191,9 @@ def consistent_push(
     ``clock``, ``sleep`` and ``wall`` are the only clocks it reads (ditto).
     ``audit``: checks the written data must pass before the entry ends
     (:mod:`segment_lineage.ingest.audit`; AuditFailedError: reverted).
+    ``stage``: leave the entry staged instead of ending it, held for ``hold``
+    (a period; default the table's lineage entry cleanup retention) until
+    :func:`segment_lineage.ingest.stage.publish` ends it or a revert drops it.
 
     Raises PushRefusedError (nothing written: bad mode, interval or input),
     ConflictError (another push holds the scope), PushError (the write failed;
@@ -215,8 +218,9 @@ def consistent_push(
     policy = SchemaPolicy.parse(schema_policy)
     target = _target(state, mode, interval, schema, policy, partitions, wall, manager.env.text_id)
     if audit:
-        audit.check_before(_arrow(schema), _arrow(state.config.schema))
-    ends = _Ending(reason, schema, policy, mode, time_unit, job_id, job_checked, audit or None)
+        audit.check_before(schema, state.config.schema)
+    ends = _Ending(reason, schema, policy, mode, time_unit, job_id, job_checked, audit or None,
+                   stage_hold(stage, hold, job_id))  # fmt: skip
     run = PushRun(manager, target)
     with _claimed(manager, target):
         try:
@@ -238,11 +242,8 @@ def consistent_push(
     hides = mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND
     started = (replaced, replaced_rows, cleaned)
     result = _result(target, mode, written, started, clock() - began, job_id, hides)
-    return dataclasses.replace(result, audited=run.audited)
-
-
-def _arrow(schema: Schema | None) -> pa.Schema | None:
-    return None if schema is None else arrow_schema(schema)
+    audited = None if run.judged is None else run.judged.recorded
+    return dataclasses.replace(result, audited=audited, staged_until_ms=run.staged_until_ms)
 
 
 @contextlib.contextmanager
@@ -345,6 +346,7 @@ class _Ending:
     job_id: str | None
     job_checked: int
     audit: Audit | None = None
+    stage: int | None = None  # a staged push's hold in ms (0: the table's default); None: not staged
 
 
 def _write_and_end(
@@ -364,7 +366,19 @@ def _write_and_end(
     names = [s.name for s in written.segments]
     subset = names if len(names) < len(target.names) else None
     job_check = job_still_open(manager, target.table, ends.job_id, target.entry_id, ends.job_checked)
-    audited = None if ends.audit is None else _audited(run, ends.audit, written, rows, say)
+    audited = None
+    if ends.audit is not None:
+        audited, passed = judge_push(manager, ends.audit, target.table, target.entry_id, written.segments)
+        failpoint("push.after-audit")
+        say(f"audit {passed}")
+        run.judged = audited
+    if ends.stage is not None:
+        audit = None if ends.audit is None else ends.audit.to_text()
+        unit = None if ends.time_unit is None else ends.time_unit.value
+        staged = Staged(ends.mode.value, ends.policy.value, ends.schema, unit, audit)
+        run.staged_until_ms = stage_end(run, staged, ends.stage, ends.reason, audited)
+        failpoint("push.after-end")
+        return written
     manager.complete_replace(
         target.table,
         target.entry_id,
@@ -382,81 +396,3 @@ def _write_and_end(
     )
     failpoint("push.after-end")
     return written
-
-
-def _audited(
-    run: PushRun, audit: Audit, written: Written, rows: int, say: Callable[[str], None]
-) -> Callable[[TableState], str]:
-    """Run the audit on the written files (AuditFailedError: the push is
-    reverted), and return the last commit's part of it: the row checks
-    judged again on the version the commit applies to, and the words the
-    history record keeps."""
-    table, entry_id = run.target.table, run.target.entry_id
-    state = run.manager.table(table)
-    data = judge_data(audit, table, state, entry_id, written.segments)
-    error = failed(table, judge_rows(audit, Figures.of(state, entry_id, rows)) + data)
-    if error is not None:
-        raise error
-    failpoint("push.after-audit")
-
-    def fenced(current: TableState) -> str:
-        verdicts = judge_rows(audit, Figures.of(current, entry_id, rows)) + data
-        late = failed(table, verdicts)
-        if late is not None:
-            raise late
-        run.audited = record_text(verdicts)
-        return run.audited
-
-    say(f"audit passed: {record_text(data + judge_rows(audit, Figures.of(state, entry_id, rows)))}")
-    return fenced
-
-
-def plan_push(
-    manager: LineageManager,
-    table: str,
-    *,
-    partitions: int,
-    rows: int,
-    mode: PushMode | str | None = None,
-    interval: tuple[int, int] | None = None,
-    schema: Schema | None = None,
-    schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
-    audit: Audit | None = None,
-) -> PushResult:
-    """What a push of ``rows`` rows in ``partitions`` segments would do now
-    (a dry run): the segments it would replace, what it would do to the
-    schema; refused as the push would be (an ``audit`` that cannot pass
-    whatever the data, too). Nothing is written or committed."""
-    began = manager.env.monotonic()
-    state = manager.table(table)
-    refused = transitions.purging_refusal(state.config, "a push")
-    if refused is not None:
-        raise refused
-    mode = PushMode.of(mode, state.config)
-    check_mode(state, mode, interval)
-    note = None
-    if schema is not None:
-        _, note = resolve(
-            state.config.schema,
-            schema,
-            SchemaPolicy.parse(schema_policy),
-            table,
-            full_refresh=mode is PushMode.REFRESH,
-        )
-    if audit:
-        audit.check_before(_arrow(schema), _arrow(state.config.schema))
-    replaced = plan_from(state, mode, interval)
-    return PushResult(
-        table=table,
-        entry_id="",
-        mode=mode,
-        segments=partitions,
-        rows=rows,
-        size_bytes=0,
-        replaced=len(replaced),
-        seconds=manager.env.monotonic() - began,
-        dry_run=True,
-        replaced_rows=sum(state.segments[n].rows for n in replaced),
-        schema_note=note,
-        hides_appended=mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND,
-    )

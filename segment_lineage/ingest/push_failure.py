@@ -8,6 +8,7 @@ import logging
 import signal
 from dataclasses import dataclass
 
+from segment_lineage.ingest.audit import Judgement
 from segment_lineage.ingest.errors import (
     PushError,
     PushInterrupted,
@@ -48,7 +49,8 @@ class PushRun:
     target: PushTarget
     started: bool = False
     written: Written | None = None
-    audited: str | None = None  # what its audit passed, once its last commit judged it
+    judged: Judgement | None = None  # its audit, once judged on its files (its last commit judges again)
+    staged_until_ms: int | None = None  # a staged push's: its entry is held until then
 
     def failure(self, exc: BaseException, job_id: str | None) -> BaseException:
         """The error to raise for ``exc``, after cleaning up what the push

@@ -90,6 +90,8 @@ class PushResult:
     hides_appended: bool = False  # a refresh of an APPEND table: every earlier row is hidden
     schema_note: str | None = None  # a dry run's: what it would do to the schema (None: nothing)
     audited: str | None = None  # the checks its data passed, with their figures (None: no audit)
+    staged_until_ms: int | None = None  # staged, not shown: held until then for a publish or a revert
+    published: bool = False  # a staged push's publish: its rows are shown now
 
     def summary(self) -> str:
         if self.dry_run:
@@ -110,8 +112,9 @@ class PushResult:
                 )
             return text
         of_rows = "" if self.replaced_rows is None else f" of {self.replaced_rows} rows"
+        verb = "published the staged push to" if self.published else "staged" if self.staged else "pushed"
         text = (
-            f"pushed {self.table} ({self.mode.value}): entry {self.entry_id}, {self.segments} segment(s), "
+            f"{verb} {self.table} ({self.mode.value}): entry {self.entry_id}, {self.segments} segment(s), "
             f"{self.rows} rows, {self.size_bytes} bytes, replaced {self.replaced} segment(s){of_rows}, "
             f"{self.seconds:.1f}s"
         )
@@ -121,7 +124,18 @@ class PushResult:
             )
         if self.audited:
             text += f"; audit {self.audited}"
+        if self.staged:
+            entry = self.entry_id[:8]
+            return text + (
+                f"; readers see none of it until 'lineage publish {self.table} {entry}' ('lineage read "
+                f"{self.table} --entry {entry}' reads it; 'lineage revert {self.table} {entry}' drops it); "
+                f"held until {format_time(self.staged_until_ms or 0)}"
+            )
         return text + self._hiding(False)
+
+    @property
+    def staged(self) -> bool:
+        return self.staged_until_ms is not None
 
     def _hiding(self, would: bool) -> str:
         """What a refresh of an APPEND table does to its earlier rows."""

@@ -19,7 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as pads
 
-from segment_lineage.ingest.errors import NoColumnsError, SnapshotTooOldError, StorageError
+from segment_lineage.ingest.errors import NoColumnsError, PushInputError, SnapshotTooOldError, StorageError
+from segment_lineage.ingest.stage import staged_segments
 from segment_lineage.lineage.core.model import Segment
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
@@ -29,18 +30,29 @@ from segment_lineage.lineage.storage.deep import DeepStore
 
 class SnapshotReader:
     """``as_of`` reads a retained past version instead (a version number, or
-    text: a version, an ISO-8601 time or ``ms:EPOCH_MS``), pinned the same way."""
+    text: a version, an ISO-8601 time or ``ms:EPOCH_MS``), pinned the same way.
+    ``entry`` reads what a staged push (its id or a unique prefix) would show
+    once published, on the current version: its files are kept by its hold."""
 
-    def __init__(self, manager: LineageManager, table: str, as_of: int | str | None = None) -> None:
+    def __init__(
+        self, manager: LineageManager, table: str, as_of: int | str | None = None, entry: str | None = None
+    ) -> None:
         self.manager = manager
         self.table = table
+        if entry is not None and as_of is not None:
+            raise PushInputError("a staged push is read on the current version: --entry goes without --as-of")
         version = None if as_of is None else manager.resolve_as_of(table, as_of)
+        staged = None if entry is None else manager.resolve_entry(table, entry)
         # Pinned, then verified against a later head: accepted here means readable until closed.
         self.lease = manager.pin_readable(table, version)
         self._closed = False
         try:
             self.version = self.lease.state.version
-            self.segments: list[Segment] = visible_segments(self.lease.state)
+            self.segments: list[Segment] = (
+                visible_segments(self.lease.state)
+                if staged is None
+                else staged_segments(self.lease.state, staged, manager.now_ms())
+            )
             self.store = DeepStore.for_root(self.lease.state.config.root)
         except BaseException:
             self.close()

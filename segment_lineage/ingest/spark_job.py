@@ -240,6 +240,8 @@ def push_dataframe(
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
     dry_run: bool = False,
     audit: Audit | None = None,
+    stage: bool = False,
+    hold: str | None = None,
 ) -> PushResult:
     """Consistent push of ``df`` into ``table``: all of it appears at once, or none.
 
@@ -255,7 +257,8 @@ def push_dataframe(
     narrower integers and floats are widened to the recorded types.
     ``dry_run``: every check, then what the push would do (one job counts
     the rows); nothing written. ``audit``: checks the written rows must pass
-    before they show (:mod:`segment_lineage.ingest.audit`).
+    before they show (:mod:`segment_lineage.ingest.audit`); ``stage`` (held for
+    ``hold``) leaves them staged for a publish (:mod:`segment_lineage.ingest.stage`).
     """
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
@@ -297,4 +300,6 @@ def push_dataframe(
         schema_policy=policy,
         time_unit=time_unit,
         audit=audit,
+        stage=stage,
+        hold=hold,
     )

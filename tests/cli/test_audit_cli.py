@@ -62,3 +62,55 @@ def test_an_audit_that_cannot_pass_exits_2_and_writes_nothing(zk_hosts: str, tmp
     code, out, _ = run(zk_hosts, "--json", "history", "t")
     assert [r["operation"] for r in json.loads(out)] == ["CREATE_TABLE"]  # nothing started
     assert not list((tmp_path / "t").rglob("*.parquet"))
+
+
+def test_stage_read_publish_and_revert_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None:
+    assert run(zk_hosts, "table", "create", "wap", "--root", str(tmp_path / "wap"))[0] == 0
+    old, new = tmp_path / "old.csv", tmp_path / "new.csv"
+    old.write_text("k,v\n" + "".join(f"old{i},{i}\n" for i in range(3)))
+    new.write_text("k,v\n" + "".join(f"new{i},{i}\n" for i in range(5)))
+    assert process(zk_hosts, "push", "wap", "--input", str(old), "--format", "csv").returncode == 0
+
+    staged = process(
+        zk_hosts, "--json", "push", "wap", "--input", str(new), "--format", "csv", "--stage", "--hold", "2h",
+        "--audit-min-rows", "5",
+    )  # fmt: skip
+    assert staged.returncode == 0, staged.stderr
+    out = json.loads(staged.stdout)
+    entry = out["entry"][:8]
+    assert out["staged_until"] and out["audit"].startswith("passed: min-rows 5")
+
+    def read(*args: str) -> list[str]:
+        code, text, err = run(zk_hosts, "--json", "read", "wap", "--limit", "100", *args)
+        assert code == 0, err
+        return sorted(r["k"] for r in json.loads(text)["rows"])
+
+    assert read() == ["old0", "old1", "old2"]
+    assert read("--entry", entry) == [f"new{i}" for i in range(5)]
+    code, text, _ = run(zk_hosts, "entries", "wap")
+    assert code == 0 and "STAGED" in text
+
+    published = process(zk_hosts, "publish", "wap", entry, "--reason", "looked fine")
+    assert published.returncode == 0, published.stderr
+    assert "published the staged push to wap" in published.stdout
+    assert "audit passed: min-rows 5" in published.stderr  # its checks ran again
+    assert read() == [f"new{i}" for i in range(5)]
+    again = process(zk_hosts, "publish", "wap", entry)
+    assert again.returncode == 1 and "is not a staged push: it is COMPLETED" in again.stderr
+
+    dropped = process(zk_hosts, "--json", "push", "wap", "--input", str(old), "--format", "csv", "--stage")
+    second = json.loads(dropped.stdout)["entry"][:8]
+    code, _, err = run(zk_hosts, "revert", "wap", second)
+    assert code == 0, err
+    assert read() == [f"new{i}" for i in range(5)]
+    code, _, err = run(zk_hosts, "read", "wap", "--entry", second)
+    assert code == 1 and "REVERTED" in err
+    for args, said in (
+        (["--hold", "1h"], "--hold goes only with --stage"),
+        (["--stage", "--job-id", "j1"], "--stage does not go with --job-id"),
+        (["--stage", "--hold", "later"], "invalid --hold 'later'"),
+    ):
+        code, _, err = run(zk_hosts, "push", "wap", "--input", str(new), "--format", "csv", *args)
+        assert code == 2 and said in err, (args, err)
+    code, _, err = run(zk_hosts, "read", "wap", "--entry", second, "--as-of", "1")
+    assert code == 2 and "--entry goes without --as-of" in err

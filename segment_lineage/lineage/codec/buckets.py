@@ -33,12 +33,15 @@ from segment_lineage.lineage.core.model import (
     EntryState,
     LineageEntry,
     PendingDeletion,
+    TimeUnit,
 )
 from segment_lineage.lineage.core.names import (
     check_entry_id,
     check_location,
     check_segment_name,
 )
+from segment_lineage.lineage.core.schema import SchemaPolicy
+from segment_lineage.lineage.core.staged import Staged
 
 BUCKET = "segment-lineage.bucket"
 NAMES = "segment-lineage.names"
@@ -104,6 +107,8 @@ def entry_to_dict(entry: LineageEntry, src: NameList, dst: NameList) -> dict[str
         d["held"] = entry.held_until_ms
     if entry.whole:
         d["whole"] = True
+    if entry.staged is not None:
+        d["staged"] = staged_to_dict(entry.staged)
     for key, names in (("from", src), ("to", dst)):
         if names.names is not None:
             d[key] = list(names.names)
@@ -111,6 +116,36 @@ def entry_to_dict(entry: LineageEntry, src: NameList, dst: NameList) -> dict[str
             d[key + "_chunks"] = list(names.chunks)
             d[key + "_count"] = names.count
     return d
+
+
+def staged_to_dict(staged: Staged) -> dict[str, object]:
+    from segment_lineage.lineage.codec.head import (
+        _type_to_json,  # head's column codec (head imports this module)
+    )
+
+    d: dict[str, object] = {"policy": staged.policy}
+    if staged.mode is not None:
+        d["mode"] = staged.mode
+    if staged.schema is not None:
+        d["schema"] = [[f.name, _type_to_json(f.type)] for f in staged.schema]
+    if staged.time_unit is not None:
+        d["time_unit"] = staged.time_unit
+    if staged.audit is not None:
+        d["audit"] = staged.audit
+    return d
+
+
+def staged_from_dict(d: Mapping[str, Any]) -> Staged:
+    from segment_lineage.lineage.codec.head import _schema_from_json  # (head imports this module)
+
+    unit = _opt(d, "time_unit", str)
+    return Staged(
+        mode=_opt(d, "mode", str),
+        policy=_enum(SchemaPolicy, d.get("policy"), "schema policy").value,
+        schema=_schema_from_json(d.get("schema")),
+        time_unit=None if unit is None else _enum(TimeUnit, unit, "time unit").value,
+        audit=_opt(d, "audit", str),
+    )
 
 
 @dataclass(frozen=True)
@@ -127,6 +162,7 @@ class StoredEntry:
     interval: tuple[int, int] | None = None
     held_until_ms: int | None = None
     whole: bool = False
+    staged: Staged | None = None
 
     def resolve(self, src: tuple[str, ...], dst: tuple[str, ...]) -> LineageEntry:
         return LineageEntry(
@@ -140,6 +176,7 @@ class StoredEntry:
             self.interval,
             self.held_until_ms,
             self.whole,
+            self.staged,
         )
 
 
@@ -163,6 +200,7 @@ def stored_entry_from_dict(d: Mapping[str, Any]) -> StoredEntry:
         interval=_interval(d),
         held_until_ms=_opt(d, "held", int),  # absent in records written before holds existed
         whole=_opt(d, "whole", bool) or False,  # absent: not a refresh (or written before the flag)
+        staged=staged_from_dict(_get(d, "staged", dict)) if "staged" in d else None,
     )
 
 

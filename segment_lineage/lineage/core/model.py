@@ -12,6 +12,7 @@ from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.names import check_root_has_no_secret, check_table_name, check_text
 from segment_lineage.lineage.core.periods import parse_period
 from segment_lineage.lineage.core.schema import PastSchema, Schema
+from segment_lineage.lineage.core.staged import Staged
 
 MAX_REASON_BYTES = 4096  # UTF-8: a thousand characters of any script
 
@@ -332,6 +333,7 @@ class LineageEntry:
     # conflicts with any other running refresh or replace-range push, even on
     # a table with no segment yet (their ``from`` would share nothing).
     whole: bool = False
+    staged: Staged | None = None  # a staged push's, kept for its publish
 
     @property
     def live(self) -> bool:

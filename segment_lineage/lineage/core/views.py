@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from segment_lineage.lineage.core.model import HistoryRecord, LineageEntry, Segment, TableState
+from segment_lineage.lineage.core.model import EntryState, HistoryRecord, LineageEntry, Segment, TableState
 from segment_lineage.lineage.core.periods import format_period, format_time
 from segment_lineage.lineage.core.roots import file_uri
 from segment_lineage.lineage.core.schema import render
@@ -94,6 +94,7 @@ def entry_view(entry: LineageEntry) -> dict[str, Any]:
         "job_id": entry.audit.job_id,
         "reason": entry.audit.reason,
         "held_until": None if entry.held_until_ms is None else iso(entry.held_until_ms),
+        "staged": entry.staged is not None and entry.state is EntryState.IN_PROGRESS,
     }
 
 

@@ -14,6 +14,7 @@ from segment_lineage.lineage.core.errors import ConflictError
 from segment_lineage.lineage.core.model import Change, EntryState, Segment, TableState, TimeUnit
 from segment_lineage.lineage.core.periods import parse_period
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
+from segment_lineage.lineage.core.staged import Staged
 from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
 from segment_lineage.lineage.manager.commit import Committed
 from segment_lineage.lineage.manager.reads import Reads
@@ -189,6 +190,36 @@ class ReplaceOps(Reads):
             )
 
         return self.commit(table, update, reason, owner=entry_id if owned else None)
+
+    def stage_replace(
+        self,
+        table: str,
+        entry_id: str,
+        uploads: Sequence[Segment],
+        *,
+        staged: Staged,
+        hold_ms: int | None = None,
+        strays: Sequence[str] = (),
+        reason: str | None = None,
+        check: Callable[[TableState], None] | None = None,
+        audit: Callable[[TableState], str] | None = None,
+    ) -> Committed:
+        """A staged push's last commit (:func:`segment_lineage.lineage.core.transitions.stage_replace`),
+        fenced by the push's owner claim as :meth:`complete_replace`: the
+        entry is held for ``hold_ms`` from the commit (default: the table's
+        lineage entry cleanup retention). ``check`` and ``audit`` as there."""
+        batch, queued = list(uploads), list(strays)
+
+        def update(s: TableState, now: int) -> Change:
+            if check is not None:
+                check(s)
+            audited = None if audit is None else audit(s)
+            span = s.config.lineage_entry_cleanup_retention_ms if hold_ms is None else hold_ms
+            return transitions.stage_replace(
+                s, entry_id, batch, now, queued, held_until_ms=now + span, staged=staged, audit=audited
+            )
+
+        return self.commit(table, update, reason, owner=entry_id)
 
     def revert_replace(
         self, table: str, entry_id: str, *, force: bool = False, reason: str | None = None

@@ -22,7 +22,8 @@ Differences from Pinot, on purpose:
   left out in a REVERTED companion entry.
 
 One module per family: ``segments`` (register, delete), ``replace`` (start,
-end, revert, and a push's register-and-end), ``deletions`` (file queues and
+end, revert, and a push's register-and-end), ``stage`` (a push's
+register-and-keep, for a publish later), ``deletions`` (file queues and
 retention's marks), ``rollback``, ``settings`` (a table's settings altered),
 ``purge`` (a table dropped with ``--purge``: everything queued, nothing else
 changes it).
@@ -53,6 +54,7 @@ from segment_lineage.lineage.core.transitions.replace import (
 from segment_lineage.lineage.core.transitions.rollback import rollback
 from segment_lineage.lineage.core.transitions.segments import delete_segments, register_segments
 from segment_lineage.lineage.core.transitions.settings import alter_table
+from segment_lineage.lineage.core.transitions.stage import stage_replace
 
 __all__ = [
     "abandon_push",
@@ -69,5 +71,6 @@ __all__ = [
     "retention_mark",
     "revert_replace",
     "rollback",
+    "stage_replace",
     "start_replace",
 ]

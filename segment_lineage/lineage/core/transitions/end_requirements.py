@@ -132,13 +132,14 @@ class NotRevertedYet:
 
 @dataclass(frozen=True)
 class ForcedIfRunning:
-    """An IN_PROGRESS entry is reverted only with ``force`` (its push may be alive)."""
+    """An IN_PROGRESS entry is reverted only with ``force`` (its push may be
+    alive), unless it is staged (its push is done: it waits for a publish)."""
 
     entry: LineageEntry
     force: bool
 
     def check(self, state: TableState) -> None:
-        if self.entry.state is EntryState.IN_PROGRESS and not self.force:
+        if self.entry.state is EntryState.IN_PROGRESS and not self.force and self.entry.staged is None:
             raise RefusedError(
                 f"entry {self.entry.entry_id} is IN_PROGRESS; a push may still be running",
                 table=state.config.name,

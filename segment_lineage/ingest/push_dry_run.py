@@ -1,0 +1,62 @@
+"""A push's dry run: what it would do now, refused as the push would be,
+with nothing written or committed (``lineage push --dry-run``)."""
+
+from __future__ import annotations
+
+from segment_lineage.ingest.audit import Audit
+from segment_lineage.ingest.push_plan import PushMode, PushResult, check_mode, plan_from
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.model import TableType
+from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
+from segment_lineage.lineage.manager import LineageManager
+
+
+def plan_push(
+    manager: LineageManager,
+    table: str,
+    *,
+    partitions: int,
+    rows: int,
+    mode: PushMode | str | None = None,
+    interval: tuple[int, int] | None = None,
+    schema: Schema | None = None,
+    schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
+    audit: Audit | None = None,
+) -> PushResult:
+    """What a push of ``rows`` rows in ``partitions`` segments would do now
+    (a dry run): the segments it would replace, what it would do to the
+    schema; refused as the push would be (an ``audit`` that cannot pass
+    whatever the data, too). Nothing is written or committed."""
+    began = manager.env.monotonic()
+    state = manager.table(table)
+    refused = transitions.purging_refusal(state.config, "a push")
+    if refused is not None:
+        raise refused
+    mode = PushMode.of(mode, state.config)
+    check_mode(state, mode, interval)
+    note = None
+    if schema is not None:
+        _, note = resolve(
+            state.config.schema,
+            schema,
+            SchemaPolicy.parse(schema_policy),
+            table,
+            full_refresh=mode is PushMode.REFRESH,
+        )
+    if audit:
+        audit.check_before(schema, state.config.schema)
+    replaced = plan_from(state, mode, interval)
+    return PushResult(
+        table=table,
+        entry_id="",
+        mode=mode,
+        segments=partitions,
+        rows=rows,
+        size_bytes=0,
+        replaced=len(replaced),
+        seconds=manager.env.monotonic() - began,
+        dry_run=True,
+        replaced_rows=sum(state.segments[n].rows for n in replaced),
+        schema_note=note,
+        hides_appended=mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND,
+    )

@@ -1,0 +1,167 @@
+"""Staged pushes: written and audited now, shown later (write-audit-publish).
+
+``push --stage`` runs a push up to its last commit, which registers its files
+and keeps its entry IN_PROGRESS (:func:`stage_end`): held for a while (no
+other push's force cleanup and no retention pass takes it before the hold
+ends), with what its publish needs (:class:`~segment_lineage.lineage.core.staged.Staged`),
+and its owner claim released, so the pushing process may exit. Readers see
+none of it. Then:
+
+- :func:`staged_segments` is the snapshot readers would see once it is
+  published (``lineage read T --entry ID``);
+- :func:`publish` ends the entry, after running its audit again (its stored
+  checks, and any Python checks the caller gives), under the entry's owner
+  claim as a push's end is: one publisher at a time, and a publisher paused
+  past its session commits nothing;
+- ``lineage revert T ID`` drops it (its files are reclaimed by retention).
+
+A staged entry left alone is cleaned up like an entry opened by hand: once
+its hold ends, by the next overlapping push's force cleanup or by retention.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+
+from segment_lineage.ingest.audit import Audit, Check, Judgement, judge_push
+from segment_lineage.ingest.errors import PushInputError, PushRefusedError
+from segment_lineage.ingest.push_failure import PushRun
+from segment_lineage.ingest.push_plan import PushMode, PushResult
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
+from segment_lineage.lineage.core.model import EntryState, LineageEntry, Segment, TableState, TimeUnit
+from segment_lineage.lineage.core.periods import parse_period
+from segment_lineage.lineage.core.schema import SchemaPolicy
+from segment_lineage.lineage.core.staged import Staged
+from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.manager import LineageManager
+
+
+def stage_hold(stage: bool, hold: str | None, job_id: str | None) -> int | None:
+    """A staged push's hold in ms (0: the table's lineage entry cleanup
+    retention), or None: not staged. PushInputError for a hold without
+    ``stage``, a hold that is not a positive period, or a job id."""
+    if not stage:
+        if hold is not None:
+            raise PushInputError("--hold goes only with --stage")
+        return None
+    if job_id is not None:
+        raise PushInputError(
+            "--stage does not go with --job-id: a staged push becomes the job's only once published; "
+            "publish it ('lineage publish') rather than pushing the job again"
+        )
+    if hold is None:
+        return 0
+    try:
+        held = parse_period(hold)
+    except InvalidInputError as exc:
+        raise PushInputError(f"invalid --hold {hold!r}: {exc.message}") from None
+    if held <= 0:
+        raise PushInputError(f"invalid --hold {hold!r}: a staged push is held for some time")
+    return held
+
+
+def stage_end(
+    run: PushRun, staged: Staged, hold_ms: int, reason: str | None, judged: Judgement | None
+) -> int:
+    """A staged push's last commit, fenced by its claim as an end is: its
+    files registered, its entry kept with ``staged`` for ``hold_ms`` (0: the
+    table's default). Returns the time its hold ends (store clock, ms)."""
+    table, entry_id, written = run.target.table, run.target.entry_id, run.written
+    assert written is not None
+    done = run.manager.stage_replace(
+        table, entry_id, written.segments, staged=staged, hold_ms=hold_ms or None, strays=written.strays,
+        reason=reason, audit=judged,
+    )  # fmt: skip
+    held = done.state.entries[entry_id].held_until_ms
+    assert held is not None
+    return held
+
+
+def staged_entry(state: TableState, entry_id: str) -> tuple[LineageEntry, Staged]:
+    """The staged push ``entry_id`` of ``state``; PushRefusedError (saying
+    what it is instead) when it is none."""
+    entry = state.entries.get(entry_id)
+    table = state.config.name
+    if entry is not None and entry.state is EntryState.IN_PROGRESS and entry.staged is not None:
+        return entry, entry.staged
+    if entry is None:
+        what = "no longer an entry (retention removed it)"
+    elif entry.state is EntryState.COMPLETED:
+        what = "COMPLETED: it was published (or was never staged)"
+    elif entry.state is EntryState.REVERTED:
+        what = "REVERTED: it was dropped, or its hold ended and it was cleaned up"
+    else:
+        what = "a push still running, or a replacement opened by hand (end it with 'lineage end-replace')"
+    raise PushRefusedError(f"entry {entry_id} of table {table!r} is not a staged push: it is {what}")
+
+
+def _registered(state: TableState, entry: LineageEntry) -> list[Segment]:
+    return [state.segments[n] for n in entry.segments_to if n in state.segments]
+
+
+def _subset(entry: LineageEntry, segments: Sequence[Segment]) -> list[str] | None:
+    return [s.name for s in segments] if len(segments) < len(entry.segments_to) else None
+
+
+def staged_segments(state: TableState, entry_id: str, now_ms: int) -> list[Segment]:
+    """What readers of ``state`` would see once the staged push ``entry_id`` is published."""
+    entry, _ = staged_entry(state, entry_id)
+    ended = transitions.end_replace(state, entry_id, now_ms, _subset(entry, _registered(state, entry)))
+    return visible_segments(ended.state)
+
+
+def publish(
+    manager: LineageManager,
+    table: str,
+    entry: str,
+    *,
+    reason: str | None = None,
+    checks: Sequence[Check] = (),
+    progress: Callable[[str], None] | None = None,
+) -> PushResult:
+    """End the staged push ``entry`` (an id or a unique prefix): its audit
+    runs again (the checks it was staged with, and ``checks``), then one
+    commit shows its rows and hides what it replaces, recording the schema,
+    the audit's figures and who published. An audit that fails leaves it
+    staged (AuditFailedError); PushRefusedError when it is not staged."""
+    began = manager.env.monotonic()
+    say = progress or (lambda _msg: None)
+    entry_id = manager.resolve_entry(table, entry)
+    staged_entry(manager.table(table), entry_id)
+    owner = manager.owner_hold(table, entry_id)  # one publisher, fenced as a push's end
+    owner.take()
+    try:
+        state = manager.table(table)
+        found, staged = staged_entry(state, entry_id)
+        segments = _registered(state, found)
+        audit = Audit.from_text(staged.audit, checks)
+        judged = None
+        if audit:
+            judged, passed = judge_push(
+                manager,
+                audit,
+                table,
+                entry_id,
+                segments,
+                remedy="it stays staged: revert it, or fix the check",
+            )
+            say(f"audit {passed}")
+        unit = None if staged.time_unit is None else TimeUnit(staged.time_unit)
+        manager.complete_replace(
+            table, entry_id, [], to_subset=_subset(found, segments), reason=reason, schema=staged.schema,
+            schema_policy=SchemaPolicy(staged.policy), mode=staged.mode, time_unit=unit, owned=True,
+            audit=judged,
+        )  # fmt: skip
+    finally:
+        with contextlib.suppress(LineageError):
+            owner.release()
+    hidden = [state.segments[n] for n in found.segments_from if n in state.segments]
+    return PushResult(
+        table=table, entry_id=entry_id, mode=PushMode.parse(staged.mode or "refresh"), segments=len(segments),
+        rows=sum(s.rows for s in segments), size_bytes=sum(s.size_bytes for s in segments),
+        replaced=len(found.segments_from), replaced_rows=sum(s.rows for s in hidden),
+        seconds=manager.env.monotonic() - began, audited=None if judged is None else judged.recorded,
+        published=True,
+    )  # fmt: skip
