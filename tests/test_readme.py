@@ -3,7 +3,8 @@ ZooKeeper and real files, checking what its comments claim.
 
 Its placeholders become local things: the S3 root a directory, ``/data/...``
 small Parquet inputs, the Spark master local mode, ``ENTRY`` the entry the
-line before opened, version 42 a version the table has. Three lines need
+line before opened, ``STAGED`` the entry the staged push made, version 42 a
+version the table has. Three lines need
 infrastructure other tests start (the retention daemon and its health
 check, the embedded server's start and stop): they are named in SKIPPED.
 """
@@ -46,8 +47,9 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
     data = tmp_path / "data"
     data.mkdir()
     day = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
-    later = {"day2": 1, "day3": 2, "day4": 3}  # days after the first
-    for name in ("day1", "fix", "all", "day2", "day3", "day4"):
+    later = {"day2": 1, "day3": 2, "day4": 3, "day5": 4}  # days after the first
+    staged = ""  # the entry the staged push made
+    for name in ("day1", "fix", "all", "day2", "day3", "day4", "day5"):
         start = day + dt.timedelta(days=later.get(name, 0))
         count = 1000 if name == "day4" else 3  # day4's push is audited for at least 1,000 rows
         stamps = [start + dt.timedelta(seconds=60 * k) for k in range(count)]
@@ -70,7 +72,7 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
             continue
         command = line.split(" #")[0].strip()
         command = command.replace("s3://lake/events", str(root)).replace("/data/", f"{data}/")
-        command = command.replace("spark://host:7077", "local[1]").replace("ENTRY", entry)
+        command = command.replace("spark://host:7077", "local[1]").replace("ENTRY", entry).replace("STAGED", staged)
         command = command.replace("--as-of 2026-11-21T09:00:00Z", "--as-of 2026-11-01T00:00:00Z")
         if "--to-version 42" in command:
             command = command.replace("42", str(history()[1]["version"]))
@@ -88,6 +90,11 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
             assert history() == before, line  # nothing changed
         if command.startswith("lineage start-replace"):
             entry = out.split()[0]
+        if "--stage" in command:
+            staged = out.split("entry ")[1].split(",")[0]
+            assert "readers see none of it" in out, out
+        if command.startswith("lineage publish"):
+            assert "published the staged push" in out and history()[0]["operation"] == "END_REPLACE", out
         if "--audit-" in command:  # what it passed is on record
             assert str(history()[0]["audit"]).startswith("passed: min-rows 1000 (1000 rows written)"), out
         if "--job-id" in command:  # run again: nothing pushed twice
