@@ -4,9 +4,9 @@ ZooKeeper and real files, checking what its comments claim.
 Its placeholders become local things: the S3 root a directory, ``/data/...``
 small Parquet inputs, the Spark master local mode, ``ENTRY`` the entry the
 line before opened, ``STAGED`` the entry the staged push made, version 42 a
-version the table has. Three lines need
-infrastructure other tests start (the retention daemon and its health
-check, the embedded server's start and stop): they are named in SKIPPED.
+version the table has. Three lines need infrastructure other tests start
+(the retention daemon and its health check, the embedded server's start and
+stop): they are named in SKIPPED.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
             continue
         command = line.split(" #")[0].strip()
         command = command.replace("s3://lake/events", str(root)).replace("/data/", f"{data}/")
-        command = command.replace("spark://host:7077", "local[1]").replace("ENTRY", entry).replace("STAGED", staged)
+        command = command.replace("spark://host:7077", "local[1]").replace("ENTRY", entry)
+        command = command.replace("STAGED", staged)
         command = command.replace("--as-of 2026-11-21T09:00:00Z", "--as-of 2026-11-01T00:00:00Z")
         if "--to-version 42" in command:
             command = command.replace("42", str(history()[1]["version"]))
