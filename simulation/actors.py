@@ -19,6 +19,7 @@ from typing import Any
 from segment_lineage.ingest.arrow_push import push_arrow
 from segment_lineage.ingest.errors import StorageError
 from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.ingest.stage import publish
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.acl import PUSHER, READER, RETENTION
 from segment_lineage.lineage.core.errors import AuthError, LineageError, RefusedError
@@ -42,6 +43,7 @@ FS_KINDS = frozenset(
     | {"remirror", "zkhome", "foreign", "intruder"}
 )
 HOUR_MS = 3_600_000
+STAGE_HOLD = "30s"  # a staged push left alone is cleaned up within the run
 # Under an ACL policy (a run with an intruder), the identities the kinds run
 # as; the other kinds are an admin's work.
 POLICY_ROLES = {"push": PUSHER, "rerun": PUSHER, "intruder": PUSHER, "retention": RETENTION, "read": READER}
@@ -59,6 +61,7 @@ class Ctx:
             self.store.role = POLICY_ROLES.get(actor.kind)
         self.manager: LineageManager = world.manager(self.store, actor.name, rng)
         self.pushes = 0
+        self.staged: list[tuple[str, str]] = []  # (table, entry) of its staged pushes not yet settled
 
     def note(self, text: str) -> None:
         self.actor.notes.append(text)
@@ -91,7 +94,12 @@ class Ctx:
             return
         self.world.publishing[self.actor.aid] = table  # its publish after the commit, if it has one
         audited = (self.actor.aid + self.pushes) % 3 == 0
-        arguments = {"parts": parts, "mode": mode, "interval": interval, "audit": AUDIT if audited else None}
+        # A pusher's every fourth push (no job's) is staged; its next turn
+        # publishes or reverts it, unless its hold ends first.
+        staged = self.actor.kind == "push" and job is None and (self.actor.aid + self.pushes) % 4 == 2
+        arguments: dict[str, Any] = {"parts": parts, "mode": mode, "interval": interval}
+        arguments["audit"] = AUDIT if audited else None
+        arguments["stage"] = staged
         if job is not None:
             self.world.jobs[job] = (self.actor.aid, table, arguments)
         try:
@@ -112,11 +120,32 @@ class Ctx:
                 owner_wait_s=self.rng.choice([0.0, 1.0, 3.0]),
                 job_id=job,
                 audit=arguments["audit"],
+                stage=arguments.get("stage", False),
+                hold=STAGE_HOLD if arguments.get("stage") else None,
             )
             again = " (job already done)" if result.repeated else ""
-            self.note(f"pushed {table} {result.entry_id[:8]} ({arguments['mode']}){again}{what}")
+            if result.staged:
+                self.staged.append((table, result.entry_id))
+            verb = "staged" if result.staged else "pushed"
+            self.note(f"{verb} {table} {result.entry_id[:8]} ({arguments['mode']}){again}{what}")
         except LineageError as exc:
             self.failed(f"push {table}{what}", exc)
+
+    def settle_staged(self) -> bool:
+        """Publish (every other time) or revert its oldest staged push. True when it had one."""
+        if not self.staged:
+            return False
+        table, entry = self.staged.pop(0)
+        try:
+            if self.pushes % 2 == 0:
+                publish(self.manager, table, entry)
+                self.note(f"published {table} {entry[:8]}")
+            else:
+                self.manager.revert_replace(table, entry)
+                self.note(f"reverted staged {table} {entry[:8]}")
+        except LineageError as exc:
+            self.failed(f"settle staged {table} {entry[:8]}", exc)
+        return True
 
     def rerun_stalled_job(self) -> bool:
         """A job's scheduler that judged a stalled attempt dead (its process
@@ -178,6 +207,8 @@ class Ctx:
 
 def pusher(ctx: Ctx, ops: int) -> None:
     for _ in range(ops):
+        if ctx.settle_staged():
+            continue
         if ctx.rng.random() < 0.3 and ctx.rerun_stalled_job():
             continue
         table = ctx.table()

@@ -330,10 +330,16 @@ class Checker:
                 for e in state.entries.values()
                 if e.state is EntryState.IN_PROGRESS and e.entry_id in owners
             }
+            staged = {  # a staged push's files, kept by its hold until a publish or revert
+                e.entry_id
+                for e in state.entries.values()
+                if e.state is EntryState.IN_PROGRESS and e.held(now)
+            }
             for seg in state.segments.values():
-                if seg.entry_id in running:
+                if seg.entry_id in running or seg.entry_id in staged:
+                    what = "running" if seg.entry_id in running else "held staged"
                     protected[join + seg.location] = (
-                        f"registered to running push {seg.entry_id[:8]} of {table}"
+                        f"registered to {what} push {seg.entry_id[:8]} of {table}"
                     )
             for location, pend in state.pending.items():
                 path = join + location
@@ -791,10 +797,12 @@ class Checker:
                     f"({len(state.segments)} segment(s), {len(state.pending)} file(s) queued)",
                 )
             owners = store.holds("owner").live(table)
+            now = self.world.clock.zk_ms()
+            # A staged push still held is kept, rightly: on a real clock its hold may outlast the run.
             stale = [
                 e.entry_id[:8]
                 for e in state.entries.values()
-                if e.state is EntryState.IN_PROGRESS and e.entry_id not in owners
+                if e.state is EntryState.IN_PROGRESS and e.entry_id not in owners and not e.held(now)
             ]
             if stale:
                 self.flag(

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from segment_lineage.ingest.audit_sql import RESULT_SHOWN, check_query, check_text, first_line, run_query
 from segment_lineage.ingest.errors import PushError, PushInputError
 from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import Segment, TableState
@@ -47,9 +48,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.arrow_types import arrow_schema
 from segment_lineage.lineage.storage.deep import DeepStore
 
-SQL_LIMIT = 65_536  # characters of an audit query
-SQL_SHOWN = 160  # characters of it the history record keeps
-RESULT_SHOWN = 80  # characters of a failing answer the message shows
+SQL_SHOWN = 160  # characters of a query the history record keeps
 
 
 class AuditFailedError(PushError, RefusedError):
@@ -90,13 +89,17 @@ class Audit:
         if pct is not None and (isinstance(pct, bool) or not isinstance(pct, int | float) or not pct >= 0
                                 or math.isinf(pct)):  # fmt: skip
             raise PushInputError(f"the audit's maximum change must be a percentage >= 0, not {pct!r}")
+        if pct is not None:
+            object.__setattr__(self, "max_change_pct", abs(pct))  # -0 is 0
         for name in self.not_null:
             if not isinstance(name, str) or not name:
                 raise PushInputError(f"the audit's not-null columns must be named, not {name!r}")
+            if not name.isprintable() or len(name.encode("utf-8", "surrogatepass")) > 255:
+                raise PushInputError(f"invalid not-null column {name!r}: printable, at most 255 bytes")
         if len(set(self.not_null)) != len(self.not_null):
             raise PushInputError("the audit names a not-null column twice")
         if self.sql is not None:
-            _check_sql(self.sql)
+            check_text(self.sql)
         for check in self.checks:
             if not callable(check):
                 raise PushInputError(f"an audit check must be callable, not {check!r}")
@@ -133,9 +136,10 @@ class Audit:
     def check_before(self, written: Schema | None, recorded: Schema | None) -> None:
         """Refuse what cannot pass whatever the data (PushInputError, before
         anything is written): a not-null column the push does not write, a
-        query DuckDB cannot run (a syntax error, an unknown column or table),
-        or DuckDB missing. ``written``: the columns the push writes (None:
-        the caller vouches; checked once written); ``recorded``: the table's."""
+        query that can never answer one true or false value, or DuckDB
+        missing (:mod:`segment_lineage.ingest.audit_sql`). ``written``: the
+        columns the push writes (None: the caller vouches; checked once
+        written); ``recorded``: the table's."""
         columns = None if written is None else arrow_schema(written)
         current = None if recorded is None else arrow_schema(recorded)
         if columns is not None:
@@ -145,22 +149,8 @@ class Audit:
                     f"--audit-not-null names column(s) the push does not write: {', '.join(missing)} "
                     f"(it writes {', '.join(columns.names) or 'none'})"
                 )
-        if self.sql is None:
-            return
-        duckdb = _duckdb()
-        if columns is None:
-            return
-        con = duckdb.connect()
-        try:
-            con.register("staged", columns.empty_table())
-            con.register("current", (current or columns).empty_table())
-            con.execute(self.sql).fetchmany(1)
-        except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException) as exc:
-            raise PushInputError(f"the audit query cannot run: {_first_line(exc)}") from None
-        except duckdb.Error:
-            pass  # an error only data could make, or none on empty views: judged on the data
-        finally:
-            con.close()
+        if self.sql is not None:
+            check_query(self.sql, columns, current)
 
 
 @dataclass(frozen=True)
@@ -214,8 +204,17 @@ def judge_rows(audit: Audit, figures: Figures) -> list[Verdict]:
         else:
             change = 100.0 * (figures.after - figures.before) / figures.before
             within = abs(change) <= audit.max_change_pct
-            out.append(Verdict(limit, within, f"{change:+.1f}%: {figures.before} -> {figures.after} rows"))
+            out.append(
+                Verdict(limit, within, f"{_percent(change)}: {figures.before} -> {figures.after} rows")
+            )
     return out
+
+
+def _percent(change: float) -> str:
+    """A change in percent, to one decimal, or to two significant digits
+    where one decimal would show a change as none."""
+    text = f"{change:+.1f}%"
+    return f"{change:+.2g}%" if change and text in ("+0.0%", "-0.0%") else text
 
 
 def record_text(verdicts: Sequence[Verdict]) -> str:
@@ -342,27 +341,8 @@ def _nulls(path: str, name: str, fs: Any) -> int:
 
 
 def _query(sql: str, staged: pads.Dataset, current: pads.Dataset) -> Verdict:
-    duckdb = _duckdb()
-    check = f"sql {_shown(sql)}"
-    con = duckdb.connect()
-    try:
-        con.register("staged", staged)
-        con.register("current", current)
-        cursor = con.execute(sql)
-        rows = cursor.fetchmany(2)
-        width = len(cursor.description or ())
-    except duckdb.Error as exc:
-        return Verdict(check, False, f"the query failed: {_first_line(exc)}")
-    finally:
-        con.close()
-    if len(rows) == 1 and width == 1 and rows[0][0] is True:
-        return Verdict(check, True, "true")
-    answer = "no rows" if not rows else repr(rows[0] if width > 1 else rows[0][0])
-    if len(rows) > 1:
-        answer = "more than one row"
-    elif width > 1:
-        answer = f"{width} columns"
-    return Verdict(check, False, f"returned {answer[:RESULT_SHOWN]}, not one true value")
+    passed, figures = run_query(sql, staged, current)
+    return Verdict(f"sql {_shown(sql)}", passed, figures)
 
 
 def _call(check: Check, view: AuditView) -> Verdict:
@@ -370,35 +350,13 @@ def _call(check: Check, view: AuditView) -> Verdict:
     try:
         answer = check(view)
     except Exception as exc:  # noqa: BLE001 -- a caller's check: whatever it raised fails it, named
-        return Verdict(name, False, f"raised {type(exc).__name__}: {_first_line(exc)}")
+        return Verdict(name, False, f"raised {type(exc).__name__}: {first_line(exc)}")
     if answer is True:
         return Verdict(name, True, "true")
     return Verdict(name, False, f"returned {repr(answer)[:RESULT_SHOWN]}, not True")
-
-
-def _duckdb() -> Any:
-    try:
-        import duckdb
-    except ImportError:
-        raise PushInputError("--audit-sql runs DuckDB, which is not installed: pip install duckdb") from None
-    return duckdb
-
-
-def _check_sql(sql: str) -> None:
-    if not isinstance(sql, str) or not sql.strip():
-        raise PushInputError("the audit query is empty")
-    if len(sql) > SQL_LIMIT:
-        raise PushInputError(f"the audit query is {len(sql)} characters; at most {SQL_LIMIT} are allowed")
-    if any((ord(c) < 32 and c not in "\t\n\r") or 0xD800 <= ord(c) <= 0xDFFF for c in sql):
-        raise PushInputError("the audit query contains control characters or unpaired surrogates")
 
 
 def _shown(sql: str) -> str:
     """The query on one line, cut to what a history record keeps."""
     text = " ".join(sql.split())
     return repr(text if len(text) <= SQL_SHOWN else text[: SQL_SHOWN - 3] + "...")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:300]

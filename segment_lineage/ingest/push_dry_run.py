@@ -3,11 +3,12 @@ with nothing written or committed (``lineage push --dry-run``)."""
 
 from __future__ import annotations
 
-from segment_lineage.ingest.audit import Audit
+from segment_lineage.ingest.audit import Audit, Figures, failed, judge_rows, record_text
 from segment_lineage.ingest.push_plan import PushMode, PushResult, check_mode, plan_from
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.model import TableType
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
+from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
 
 
@@ -43,9 +44,19 @@ def plan_push(
             table,
             full_refresh=mode is PushMode.REFRESH,
         )
+    replaced = plan_from(state, mode, interval)
+    replaced_rows = sum(state.segments[n].rows for n in replaced)
+    would = None
     if audit:
         audit.check_before(schema, state.config.schema)
-    replaced = plan_from(state, mode, interval)
+        # The row checks, on the rows it would write; the data checks need the files.
+        before = sum(s.rows for s in visible_segments(state))
+        verdicts = judge_rows(audit, Figures(staged=rows, before=before, replaced=replaced_rows))
+        error = failed(table, verdicts, remedy="a dry run: nothing was written")
+        if error is not None:
+            raise error
+        if verdicts:
+            would = "would pass " + record_text(verdicts).removeprefix("passed: ")
     return PushResult(
         table=table,
         entry_id="",
@@ -56,7 +67,8 @@ def plan_push(
         replaced=len(replaced),
         seconds=manager.env.monotonic() - began,
         dry_run=True,
-        replaced_rows=sum(state.segments[n].rows for n in replaced),
+        replaced_rows=replaced_rows,
         schema_note=note,
+        audited=would,
         hides_appended=mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND,
     )

@@ -8,7 +8,7 @@ import logging
 import signal
 from dataclasses import dataclass
 
-from segment_lineage.ingest.audit import Judgement
+from segment_lineage.ingest.audit import AuditFailedError, Judgement
 from segment_lineage.ingest.errors import (
     PushError,
     PushInterrupted,
@@ -110,6 +110,8 @@ def abandon(
     except LineageError as exc:
         log.warning("listing %s of a failed push: %s", target.push_dir, exc.message)
     reason = f"push failed: {type(cause).__name__}"
+    if isinstance(cause, AuditFailedError):  # which checks, with their figures, in the history
+        reason = cause.message.encode("utf-8")[:900].decode("utf-8", "ignore")
     listed = dict(sorted(files.items()))
     try:
         done = manager.commit(

@@ -98,7 +98,13 @@ class PushResult:
             return (
                 f"dry run: pushing {self.table} ({self.mode.value}) would write {self.segments} segment(s) "
                 f"of {self.rows} rows, replacing {self.replaced} segment(s) of {self.replaced_rows} rows; "
-                f"schema: {self.schema_note or 'unchanged'}; nothing was written{self._hiding(True)}"
+                f"schema: {self.schema_note or 'unchanged'}; "
+                + (
+                    f"audit: {self.audited} (its data checks run on the written rows); "
+                    if self.audited
+                    else ""
+                )
+                + f"nothing was written{self._hiding(True)}"
             )
         if self.repeated:
             text = (
@@ -136,6 +142,9 @@ class PushResult:
     @property
     def staged(self) -> bool:
         return self.staged_until_ms is not None
+
+    def _would_audit(self) -> str:
+        return f"audit: {self.audited} (its data checks run on the written rows); " if self.audited else ""
 
     def _hiding(self, would: bool) -> str:
         """What a refresh of an APPEND table does to its earlier rows."""

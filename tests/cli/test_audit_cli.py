@@ -6,7 +6,13 @@ that cannot pass whatever the data exits 2 before anything is written."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.cli.test_cli import process, run
 
@@ -114,3 +120,44 @@ def test_stage_read_publish_and_revert_from_the_command_line(zk_hosts: str, tmp_
         assert code == 2 and said in err, (args, err)
     code, _, err = run(zk_hosts, "read", "wap", "--entry", second, "--as-of", "1")
     assert code == 2 and "--entry goes without --as-of" in err
+
+
+@pytest.mark.parametrize(
+    ("sent", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")]
+)
+def test_a_signal_during_the_audit_query_stops_it_at_once_and_reverts(
+    zk_hosts: str, tmp_path: Path, sent: signal.Signals, code: int, name: str
+) -> None:
+    """The query runs for hours; the signal stops it within seconds, and the
+    push ends as an interrupted push does (its entry reverted, one line)."""
+    table = f"slow{code}"
+    assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    data = tmp_path / "in.csv"
+    data.write_text("a,b\n1,x\n2,y\n")
+    command = [
+        sys.executable, "-m", "segment_lineage", "--zk", zk_hosts, "push", table, "--input", str(data),
+        "--format", "csv", "--audit-sql", "SELECT count(*) > 0 FROM staged, range(100000000000)",
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    head = []
+    try:
+        assert proc.stderr is not None
+        for _ in range(10):  # until the rows are written: the audit runs next
+            line = proc.stderr.readline()
+            head.append(line)
+            if not line or line.startswith("wrote "):
+                break
+        time.sleep(1.0)  # into the query
+        proc.send_signal(sent)
+        sent_at = time.monotonic()
+        _, rest = proc.communicate(timeout=60)
+        took = time.monotonic() - sent_at
+        err = "".join(head) + rest
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    said = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(said) == 1 and f"interrupted by {name}" in said[0] and "reverted" in said[0], err
+    assert "Traceback" not in err and took < 20, (took, err)
+    _, out, _ = run(zk_hosts, "entries", table, "--json")
+    assert [e["state"] for e in json.loads(out)] == ["REVERTED"]
