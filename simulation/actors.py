@@ -93,10 +93,11 @@ class Ctx:
             self.failed(f"push {table}", exc)
             return
         self.world.publishing[self.actor.aid] = table  # its publish after the commit, if it has one
-        audited = (self.actor.aid + self.pushes) % 3 == 0
-        # A pusher's every fourth push (no job's) is staged; its next turn
-        # publishes or reverts it, unless its hold ends first.
-        staged = self.actor.kind == "push" and job is None and (self.actor.aid + self.pushes) % 4 == 2
+        audited = self.world.wap and (self.actor.aid + self.pushes) % 3 == 0
+        # In odd seeds, a pusher's every fourth push (no job's) is staged;
+        # its next turn publishes or reverts it, unless its hold ends first.
+        staged = self.world.wap and self.actor.kind == "push" and job is None
+        staged = staged and (self.actor.aid + self.pushes) % 4 == 2
         arguments: dict[str, Any] = {"parts": parts, "mode": mode, "interval": interval}
         arguments["audit"] = AUDIT if audited else None
         arguments["stage"] = staged

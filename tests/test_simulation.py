@@ -231,7 +231,7 @@ def test_the_checker_catches_daemons_sharing_one_leader_for_all_tables(
     assert "unowned-table" in {v.kind for v in result.violations}, describe(result)
 
 
-@pytest.mark.parametrize(("seed", "kind"), [(27, "mirror-stranger"), (34, "mirror-stranger")])
+@pytest.mark.parametrize(("seed", "kind"), [(27, "mirror-stranger"), (32, "mirror-stranger")])
 def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     monkeypatch: pytest.MonkeyPatch, seed: int, kind: str
 ) -> None:
@@ -348,7 +348,7 @@ def test_the_checker_catches_a_repair_that_cannot_write_over_another_writers_col
     from segment_lineage.mirror.delta import DeltaLog
 
     monkeypatch.setattr(DeltaLog, "reset", lambda *_a, **_k: 0)
-    result = run_seed(RunConfig(11, steps=400))  # a cast with the other engine and a repair
+    result = run_seed(RunConfig(13, steps=400))  # a cast with the other engine and a repair
     assert [v.kind for v in result.violations] == ["mirror-unrepairable"], describe(result)
 
 
@@ -381,14 +381,14 @@ def test_the_checker_catches_an_audit_judged_only_before_its_commit(monkeypatch:
     """An audit whose row checks are judged once, after writing, and not again
     in the last commit: a push or a rollback landing in between lets an
     audited push change the table more than its audit allows (audit-unfenced)."""
-    from segment_lineage.ingest import push
+    from segment_lineage.ingest import audit
 
-    real = push.Figures.of
+    real = audit.Figures.of
     first: dict[str, Any] = {}
 
     def judged_once(state: Any, entry_id: str, staged: int) -> Any:
         return first.setdefault(entry_id, real(state, entry_id, staged))
 
-    monkeypatch.setattr(push.Figures, "of", staticmethod(judged_once))
+    monkeypatch.setattr(audit.Figures, "of", staticmethod(judged_once))
     result = run_seed(RunConfig(17, steps=400))
     assert "audit-unfenced" in {v.kind for v in result.violations}, describe(result)
