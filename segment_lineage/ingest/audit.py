@@ -72,6 +72,23 @@ class AuditView:
 Check = Callable[[AuditView], bool]
 
 
+def _percentage(pct: object) -> float:
+    """A maximum change: a finite percentage >= 0 (-0 is 0)."""
+    if isinstance(pct, bool) or not isinstance(pct, int | float) or not 0 <= pct < math.inf:
+        raise PushInputError(f"the audit's maximum change must be a percentage >= 0, not {pct!r}")
+    return abs(float(pct))
+
+
+def _check_columns(names: Sequence[str]) -> None:
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise PushInputError(f"the audit's not-null columns must be named, not {name!r}")
+        if not name.isprintable() or len(name.encode("utf-8", "surrogatepass")) > 255:
+            raise PushInputError(f"invalid not-null column {name!r}: printable, at most 255 bytes")
+    if len(set(names)) != len(names):
+        raise PushInputError("the audit names a not-null column twice")
+
+
 @dataclass(frozen=True)
 class Audit:
     """The checks a push's data must pass (the module's docstring says each)."""
@@ -85,19 +102,9 @@ class Audit:
     def __post_init__(self) -> None:
         if self.min_rows is not None and (type(self.min_rows) is not int or self.min_rows < 0):
             raise PushInputError(f"the audit's minimum rows must be a whole number >= 0, not {self.min_rows}")
-        pct = self.max_change_pct
-        if pct is not None and (isinstance(pct, bool) or not isinstance(pct, int | float) or not pct >= 0
-                                or math.isinf(pct)):  # fmt: skip
-            raise PushInputError(f"the audit's maximum change must be a percentage >= 0, not {pct!r}")
-        if pct is not None:
-            object.__setattr__(self, "max_change_pct", abs(pct))  # -0 is 0
-        for name in self.not_null:
-            if not isinstance(name, str) or not name:
-                raise PushInputError(f"the audit's not-null columns must be named, not {name!r}")
-            if not name.isprintable() or len(name.encode("utf-8", "surrogatepass")) > 255:
-                raise PushInputError(f"invalid not-null column {name!r}: printable, at most 255 bytes")
-        if len(set(self.not_null)) != len(self.not_null):
-            raise PushInputError("the audit names a not-null column twice")
+        if self.max_change_pct is not None:
+            object.__setattr__(self, "max_change_pct", _percentage(self.max_change_pct))
+        _check_columns(self.not_null)
         if self.sql is not None:
             check_text(self.sql)
         for check in self.checks:
