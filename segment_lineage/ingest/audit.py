@@ -39,7 +39,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from segment_lineage.ingest.audit_sql import RESULT_SHOWN, check_query, check_text, first_line, run_query
-from segment_lineage.ingest.errors import PushError, PushInputError
+from segment_lineage.ingest.errors import PushError, PushInputError, StorageError
 from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import Segment, TableState
 from segment_lineage.lineage.core.schema import Schema
@@ -299,9 +299,14 @@ def judge_data(
     deep = DeepStore.for_root(state.config.root)
     fs = deep.filesystem()
     paths = [deep.path(s.location) for s in segments]
-    staged = pads.dataset(paths, format="parquet", filesystem=fs)
-    current = _current(state, entry_id, deep, staged.schema)
-    out = [_not_null(name, paths, fs, staged.schema) for name in audit.not_null]
+    try:
+        staged = pads.dataset(paths, format="parquet", filesystem=fs)
+        current = _current(state, entry_id, deep, staged.schema)
+        out = [_not_null(name, paths, fs, staged.schema) for name in audit.not_null]
+    except (OSError, pa.ArrowException) as exc:
+        raise StorageError(
+            f"the audit of push {entry_id} to table {table!r} cannot read its files: {first_line(exc)}"
+        ) from None
     if audit.sql is not None:
         out.append(_query(audit.sql, staged, current))
     if audit.checks:

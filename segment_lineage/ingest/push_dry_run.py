@@ -45,6 +45,14 @@ def plan_push(
             full_refresh=mode is PushMode.REFRESH,
         )
     replaced = plan_from(state, mode, interval)
+    # Its start, on this state, with nothing committed: refused as the push
+    # would be by a running push or a held entry (a staged push) in its way.
+    owners = manager.live_owners(table)
+    transitions.start_replace(
+        state, replaced, (f"{table}_dry_run_probe",), entry_id=manager.env.text_id(), audit=manager.audit(),
+        now_ms=manager.now_ms(), force_cleanup=True, interval=interval, live_owners=owners,
+        whole=mode is PushMode.REFRESH,
+    )  # fmt: skip
     replaced_rows = sum(state.segments[n].rows for n in replaced)
     would = None
     if audit:

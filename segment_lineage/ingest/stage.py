@@ -29,7 +29,7 @@ from segment_lineage.ingest.errors import PushInputError, PushRefusedError
 from segment_lineage.ingest.push_failure import PushRun
 from segment_lineage.ingest.push_plan import PushMode, PushResult
 from segment_lineage.lineage.core import transitions
-from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
+from segment_lineage.lineage.core.errors import EntryNotFoundError, InvalidInputError, LineageError
 from segment_lineage.lineage.core.model import EntryState, LineageEntry, Segment, TableState, TimeUnit
 from segment_lineage.lineage.core.periods import parse_period
 from segment_lineage.lineage.core.schema import SchemaPolicy
@@ -80,15 +80,22 @@ def stage_end(
 
 
 def staged_entry(state: TableState, entry_id: str) -> tuple[LineageEntry, Staged]:
-    """The staged push ``entry_id`` of ``state``; PushRefusedError (saying
-    what it is instead) when it is none."""
+    """The staged push ``entry_id`` of ``state``; EntryNotFoundError when the
+    table has no such entry, PushRefusedError (saying what it is instead)
+    when it is no staged push, or one whose files were reclaimed."""
     entry = state.entries.get(entry_id)
     table = state.config.name
-    if entry is not None and entry.state is EntryState.IN_PROGRESS and entry.staged is not None:
-        return entry, entry.staged
     if entry is None:
-        what = "no longer an entry (retention removed it)"
-    elif entry.state is EntryState.COMPLETED:
+        raise EntryNotFoundError(table, entry_id)
+    if entry.state is EntryState.IN_PROGRESS and entry.staged is not None:
+        if not _registered(state, entry):
+            raise PushRefusedError(
+                f"staged push {entry_id} of table {table!r} has no file left: its hold ended and "
+                "retention reclaimed them",
+                remedy=f"drop it ('lineage revert {table} {entry_id}') and push again",
+            )
+        return entry, entry.staged
+    if entry.state is EntryState.COMPLETED:
         what = "COMPLETED: it was published (or was never staged)"
     elif entry.state is EntryState.REVERTED:
         what = "REVERTED: it was dropped, or its hold ended and it was cleaned up"
@@ -101,6 +108,38 @@ def _registered(state: TableState, entry: LineageEntry) -> list[Segment]:
     return [state.segments[n] for n in entry.segments_to if n in state.segments]
 
 
+def nothing_new_in_scope(entry: LineageEntry) -> Callable[[TableState], None]:
+    """The publish's check on the version it commits on: a staged refresh or
+    replace-range hides only what it named when it started, so a segment
+    pushed into its scope since (an append) would stay visible beside its
+    rows: refused, naming them."""
+
+    def check(state: TableState) -> None:
+        own = set(entry.segments_from) | set(entry.segments_to)
+        if entry.whole:
+            new = [s for s in visible_segments(state) if s.name not in own]
+        elif entry.interval is not None:
+            start, end = entry.interval
+            new = [
+                s for s in visible_segments(state)
+                if s.name not in own and (s.min_time is None or s.max_time is None
+                                          or (s.max_time >= start and s.min_time < end))
+            ]  # fmt: skip
+        else:
+            return
+        if new:
+            table = state.config.name
+            named = ", ".join(s.name for s in new[:3]) + (", ..." if len(new) > 3 else "")
+            raise PushRefusedError(
+                f"staged push {entry.entry_id} of table {table!r} would leave {len(new)} segment(s) pushed "
+                f"since it was staged ({named}) visible beside its rows: it hides only what the table held "
+                "when it was staged",
+                remedy=f"revert it ('lineage revert {table} {entry.entry_id}') and push again",
+            )
+
+    return check
+
+
 def _subset(entry: LineageEntry, segments: Sequence[Segment]) -> list[str] | None:
     return [s.name for s in segments] if len(segments) < len(entry.segments_to) else None
 
@@ -108,6 +147,7 @@ def _subset(entry: LineageEntry, segments: Sequence[Segment]) -> list[str] | Non
 def staged_segments(state: TableState, entry_id: str, now_ms: int) -> list[Segment]:
     """What readers of ``state`` would see once the staged push ``entry_id`` is published."""
     entry, _ = staged_entry(state, entry_id)
+    nothing_new_in_scope(entry)(state)
     ended = transitions.end_replace(state, entry_id, now_ms, _subset(entry, _registered(state, entry)))
     return visible_segments(ended.state)
 
@@ -129,7 +169,8 @@ def publish(
     began = manager.env.monotonic()
     say = progress or (lambda _msg: None)
     entry_id = manager.resolve_entry(table, entry)
-    staged_entry(manager.table(table), entry_id)
+    found, _ = staged_entry(manager.table(table), entry_id)
+    nothing_new_in_scope(found)(manager.table(table))
     owner = manager.owner_hold(table, entry_id)  # one publisher, fenced as a push's end
     owner.take()
     try:
@@ -152,7 +193,7 @@ def publish(
         manager.complete_replace(
             table, entry_id, [], to_subset=_subset(found, segments), reason=reason, schema=staged.schema,
             schema_policy=SchemaPolicy(staged.policy), mode=staged.mode, time_unit=unit, owned=True,
-            audit=judged,
+            check=nothing_new_in_scope(found), audit=judged,
         )  # fmt: skip
     finally:
         with contextlib.suppress(LineageError):

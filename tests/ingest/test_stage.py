@@ -182,3 +182,45 @@ def test_a_staged_record_reads_back_as_written_and_a_bad_one_fails_closed() -> N
     ):
         with pytest.raises(_Bad):
             staged_from_dict(bad)
+
+
+def test_a_staged_refresh_is_not_published_over_rows_appended_since(
+    manager: LineageManager, tmp_path: Path
+) -> None:
+    """A staged refresh hides what the table held when it was staged: rows
+    appended since would stay visible beside it, so its publish (and its
+    read) is refused, naming them; a revert and a new push is the way."""
+    manager.create_table(TableConfig.build("ap", str(tmp_path / "ap"), "APPEND"))
+    push_arrow(manager, "ap", [rows(10, "old")])
+    staged = push_arrow(manager, "ap", [rows(3, "new")], mode="refresh", stage=True)
+    push_arrow(manager, "ap", [rows(5, "appended")])
+    with pytest.raises(PushRefusedError, match="would leave 1 segment\\(s\\) pushed since it was staged"):
+        publish(manager, "ap", staged.entry_id)
+    with pytest.raises(PushRefusedError, match="pushed since it was staged"):
+        labels(manager, "ap", staged.entry_id)
+    assert labels(manager, "ap") == sorted(["old"] * 10 + ["appended"] * 5)
+    manager.revert_replace("ap", staged.entry_id)
+
+
+def test_a_dry_run_is_refused_as_the_push_would_be_by_a_staged_push(
+    manager: LineageManager, table: str
+) -> None:
+    push_arrow(manager, table, [rows(3, "new")], stage=True)
+    with pytest.raises(ConflictError, match="is a staged push"):
+        push_arrow(manager, table, [rows(1, "other")], dry_run=True)
+
+
+def test_publish_names_a_missing_entry_and_a_missing_file(
+    manager: LineageManager, table: str, tmp_path: Path
+) -> None:
+    from segment_lineage.ingest.errors import StorageError
+    from segment_lineage.lineage.core.errors import NotFoundError
+
+    with pytest.raises(NotFoundError, match="does not exist"):
+        publish(manager, table, "ae68f79b-658a-4441-b634-eba5a1407b25")
+    staged = push_arrow(manager, table, [rows(3, "new")], stage=True, audit=Audit(not_null=("id",)))
+    for path in (tmp_path / "snap").rglob("push_*/*.parquet"):
+        path.unlink()
+    with pytest.raises(StorageError, match="cannot read its files"):
+        publish(manager, table, staged.entry_id)
+    assert manager.table(table).entries[staged.entry_id].state is EntryState.IN_PROGRESS
