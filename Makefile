@@ -54,7 +54,7 @@ bench-daemons: $(STAMP)
 
 CLI_DOC_COMMANDS := "" "zk start" "zk stop" "zk status" "table create" "table alter" "table list" "table show" "table claim" \
 	"table drop" "segment add" "segment list" "segment delete" "segments" "start-replace" "end-replace" \
-	"revert" "rollback" "entries" "history" "export" "push" "read" "retention run" \
+	"revert" "rollback" "entries" "history" "export" "push" "publish" "read" "retention run" \
 	"retention daemon" "retention health" "mirror enable" "mirror disable" "mirror sync" "mirror status" \
 	"mirror versions" "mirror repair" "acl digest" "acl apply" "acl show" "config show" "demo"
 
