@@ -44,7 +44,6 @@ from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import Segment, TableState
 from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.core.visibility import visible_segments
-from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.arrow_types import arrow_schema
 from segment_lineage.lineage.storage.deep import DeepStore
 
@@ -268,7 +267,7 @@ class Judgement:
 
 
 def judge_push(
-    manager: LineageManager,
+    state: TableState,
     audit: Audit,
     table: str,
     entry_id: str,
@@ -276,13 +275,13 @@ def judge_push(
     remedy: str = REVERTED,
 ) -> tuple[Judgement, str]:
     """Run ``audit`` on the files of ``entry_id`` (``segments``) on the
-    table's state now: AuditFailedError naming every failing check (and
-    ``remedy``), else its last commit's part, and what passed in words (on
-    this state)."""
-    state = manager.table(table)
+    table's ``state`` (read now): AuditFailedError naming every failing check
+    (and ``remedy``), else its last commit's part, and what passed in words
+    (on this state)."""
     rows = sum(s.rows for s in segments)
-    data = judge_data(audit, table, state, entry_id, segments)
-    verdicts = judge_rows(audit, Figures.of(state, entry_id, rows)) + data
+    figures = Figures.of(state, entry_id, rows)
+    data = judge_data(audit, table, state, entry_id, segments, figures)
+    verdicts = judge_rows(audit, figures) + data
     error = failed(table, verdicts, remedy)
     if error is not None:
         raise error
@@ -290,10 +289,15 @@ def judge_push(
 
 
 def judge_data(
-    audit: Audit, table: str, state: TableState, entry_id: str, segments: Sequence[Segment]
+    audit: Audit,
+    table: str,
+    state: TableState,
+    entry_id: str,
+    segments: Sequence[Segment],
+    figures: Figures,
 ) -> list[Verdict]:
     """The data checks on the files a push wrote (``segments``) beside those
-    its entry replaces on ``state``."""
+    its entry replaces on ``state`` (whose row ``figures`` a Python check is given)."""
     if not (audit.not_null or audit.sql or audit.checks):
         return []
     deep = DeepStore.for_root(state.config.root)
@@ -310,7 +314,6 @@ def judge_data(
     if audit.sql is not None:
         out.append(_query(audit.sql, staged, current))
     if audit.checks:
-        figures = Figures.of(state, entry_id, sum(s.rows for s in segments))
         view = AuditView(table, staged, current, figures.staged, figures.before, figures.after)
         out += [_call(check, view) for check in audit.checks]
     return out

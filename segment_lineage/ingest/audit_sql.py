@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import threading
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from segment_lineage.ingest.errors import PushInputError
+from segment_lineage.ingest.interrupts import signals_handled
 
 SQL_LIMIT = 65_536  # characters of an audit query
 RESULT_SHOWN = 80  # characters of a failing answer the message shows
@@ -125,20 +125,13 @@ def _stoppable(con: Any, stopped: list[int]) -> Iterator[None]:
     """SIGINT and SIGTERM interrupt the query at once (DuckDB would look for
     Python's signal only between chunks, and turn it into its own error):
     the signal is noted in ``stopped`` for the caller to raise again."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def stop(signum: int, frame: FrameType | None) -> None:
         stopped.append(signum)
         con.interrupt()
 
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with signals_handled(stop):
         yield
-    finally:
-        for signum, before in previous.items():
-            signal.signal(signum, before if before is not None else signal.SIG_DFL)
 
 
 def first_line(exc: BaseException) -> str:

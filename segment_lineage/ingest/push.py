@@ -368,7 +368,8 @@ def _write_and_end(
     job_check = job_still_open(manager, target.table, ends.job_id, target.entry_id, ends.job_checked)
     audited = None
     if ends.audit is not None:
-        audited, passed = judge_push(manager, ends.audit, target.table, target.entry_id, written.segments)
+        state = manager.table(target.table)
+        audited, passed = judge_push(state, ends.audit, target.table, target.entry_id, written.segments)
         failpoint("push.after-audit")
         say(f"audit {passed}")
         run.judged = audited

@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from segment_lineage.ingest.errors import NoColumnsError, PushInputError, SnapshotTooOldError, StorageError
-from segment_lineage.ingest.stage import staged_segments
 from segment_lineage.lineage.core.model import Segment
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
@@ -48,11 +47,12 @@ class SnapshotReader:
         self._closed = False
         try:
             self.version = self.lease.state.version
-            self.segments: list[Segment] = (
-                visible_segments(self.lease.state)
-                if staged is None
-                else staged_segments(self.lease.state, staged, manager.now_ms())
-            )
+            if staged is None:
+                self.segments: list[Segment] = visible_segments(self.lease.state)
+            else:
+                from segment_lineage.ingest.stage import staged_segments  # a staged push's readers only
+
+                self.segments = staged_segments(self.lease.state, staged, manager.now_ms())
             self.store = DeepStore.for_root(self.lease.state.config.root)
         except BaseException:
             self.close()

@@ -169,8 +169,9 @@ def publish(
     began = manager.env.monotonic()
     say = progress or (lambda _msg: None)
     entry_id = manager.resolve_entry(table, entry)
-    found, _ = staged_entry(manager.table(table), entry_id)
-    nothing_new_in_scope(found)(manager.table(table))
+    before = manager.table(table)  # refused before the claim is taken, when it cannot be published
+    found, _ = staged_entry(before, entry_id)
+    nothing_new_in_scope(found)(before)
     owner = manager.owner_hold(table, entry_id)  # one publisher, fenced as a push's end
     owner.take()
     try:
@@ -181,7 +182,7 @@ def publish(
         judged = None
         if audit:
             judged, passed = judge_push(
-                manager,
+                state,
                 audit,
                 table,
                 entry_id,

@@ -7,7 +7,7 @@ The underscored helpers are private to the transitions package.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from segment_lineage.lineage.core.errors import (
@@ -117,3 +117,14 @@ def _entry(state: TableState, entry_id: str) -> LineageEntry:
     if entry is None:
         raise EntryNotFoundError(state.config.name, entry_id)
     return entry
+
+
+def _registered_with(state: TableState, entry: LineageEntry, uploads: Sequence[Segment]) -> bool:
+    """Whether each of ``uploads`` is one of ``entry``'s, registered where it says
+    (a push's last commit landed already: staging or ending again changes nothing)."""
+    listed = frozenset(entry.segments_to)
+    for upload in uploads:
+        seg = state.segments.get(upload.name)
+        if upload.name not in listed or seg is None or seg.location != upload.location:
+            return False
+    return True

@@ -38,6 +38,7 @@ from segment_lineage.lineage.core.transitions.common import (
     Requirement,
     _entry,
     _queue_for_deletion,
+    _registered_with,
     _totals,
     _within,
     require,
@@ -341,7 +342,7 @@ def complete_replace(
     """
     entry = _entry(state, entry_id)
     require(state, [NotRevertedToEnd(entry)])
-    if entry.state is EntryState.COMPLETED and _completed_with(state, entry, uploads):
+    if entry.state is EntryState.COMPLETED and _registered_with(state, entry, uploads):
         return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
     config, note = with_written_schema(state, entry_id, schema, policy, mode)
     config = with_time_unit(config, time_unit, entry_id)
@@ -357,16 +358,6 @@ def complete_replace(
         return ended
     detail = Detail(mode=mode, interval=entry.interval, schema=note, audit=audit)
     return dataclasses.replace(ended, detail=detail)
-
-
-def _completed_with(state: TableState, entry: LineageEntry, uploads: Sequence[Segment]) -> bool:
-    """Whether ``entry`` completed with each of ``uploads``, registered where it says."""
-    listed = frozenset(entry.segments_to)
-    for upload in uploads:
-        seg = state.segments.get(upload.name)
-        if upload.name not in listed or seg is None or seg.location != upload.location:
-            return False
-    return True
 
 
 def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = False) -> Change:

@@ -25,7 +25,7 @@ from segment_lineage.lineage.core.model import (
 )
 from segment_lineage.lineage.core.schema import SchemaPolicy
 from segment_lineage.lineage.core.staged import Staged
-from segment_lineage.lineage.core.transitions.common import _entry, _totals
+from segment_lineage.lineage.core.transitions.common import _entry, _registered_with, _totals
 from segment_lineage.lineage.core.transitions.deletions import queue_files
 from segment_lineage.lineage.core.transitions.segments import register_segments
 from segment_lineage.lineage.core.transitions.written import with_time_unit, with_written_schema
@@ -59,9 +59,7 @@ def stage_replace(
             expected="IN_PROGRESS",
             found=entry.state.value,
         )
-    if entry.staged == staged and all(
-        (seg := state.segments.get(u.name)) is not None and seg.location == u.location for u in uploads
-    ):
+    if entry.staged == staged and _registered_with(state, entry, uploads):
         return Change(state=state, operation=Operation.REGISTER, entry_id=entry_id, changed=False)
     config, _ = with_written_schema(state, entry_id, staged.schema, SchemaPolicy(staged.policy), staged.mode)
     with_time_unit(config, None if staged.time_unit is None else TimeUnit(staged.time_unit), entry_id)
