@@ -35,18 +35,22 @@ from segment_lineage.retention.executor import PassOptions, run_pass, run_table
 from segment_lineage.retention.schedule import Schedule
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor
+from simulation.sets import setter
 from simulation.world import AUDIT, World
 
 Body = Callable[[Actor], None]
 FS_KINDS = frozenset(
     {"push", "retention", "daemon", "readd", "upload", "create", "symlink", "janitor", "saboteur", "mirror"}
-    | {"remirror", "zkhome", "foreign", "intruder"}
+    | {"remirror", "zkhome", "foreign", "intruder", "set"}
 )
 HOUR_MS = 3_600_000
 STAGE_HOLD = "30s"  # a staged push left alone is cleaned up within the run
 # Under an ACL policy (a run with an intruder), the identities the kinds run
 # as; the other kinds are an admin's work.
-POLICY_ROLES = {"push": PUSHER, "rerun": PUSHER, "intruder": PUSHER, "retention": RETENTION, "read": READER}
+POLICY_ROLES = {
+    "push": PUSHER, "rerun": PUSHER, "intruder": PUSHER, "set": PUSHER,
+    "retention": RETENTION, "read": READER,
+}  # fmt: skip
 
 
 class Ctx:
@@ -912,6 +916,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "purge": purger,
     "janitor": janitor,
     "saboteur": saboteur,
+    "set": setter,
 }
 
 
@@ -954,4 +959,6 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
         cast.append(("intruder", rng.randint(2, 4)))
     if rng.random() < 0.3:  # an operator dropping tables with --purge
         cast.append(("purge", 1))
+    if rng.random() < 0.5:  # a nightly job pushing tables as one set, and reading them as one cut
+        cast.append(("set", rng.randint(2, 4)))
     return cast

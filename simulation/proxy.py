@@ -156,6 +156,8 @@ class StoreProxy:
         try:
             if name == "write":
                 result = self._write(fn, args, kwargs)
+            elif name == "write_together":
+                result = self._write_together(fn, args[0] if args else kwargs["writes"])
             elif name == "await_turn":  # never block the baton: look once, the caller sleeps in virtual time
                 result = fn(args[0], args[1], 0.0)
             elif special is not None:
@@ -185,9 +187,14 @@ class StoreProxy:
                 needed = " or ".join(roles or (ADMIN_ROLE,))
                 raise AuthError(f"{doing} needs the {needed} role; identity is {self.role}")
         elif name == "write":
-            guard = kwargs.get("role", args[7] if len(args) > 7 else None)
-            if self.role == READER or (guard is not None and guard != self.role):
-                raise AuthError(f"this change needs the {guard or 'pusher'} role; identity is {self.role}")
+            self._acl_write(kwargs.get("role", args[7] if len(args) > 7 else None))
+        elif name == "write_together":
+            for w in args[0] if args else kwargs["writes"]:
+                self._acl_write(w.role)
+
+    def _acl_write(self, guard: str | None) -> None:
+        if self.role == READER or (guard is not None and guard != self.role):
+            raise AuthError(f"this change needs the {guard or 'pusher'} role; identity is {self.role}")
 
     def _write(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         landed, self.lose_next_write = self.lose_next_write, None
@@ -200,6 +207,20 @@ class StoreProxy:
         table, commit_id = args[0], args[4] if len(args) > 4 else kwargs["commit_id"]
         self._on_ack(table, commit_id, state.version)
         return state
+
+    def _write_together(self, fn: Callable[..., Any], writes: Any) -> Any:
+        """Several tables' commits in one request: lost, or answered, as one."""
+        landed, self.lose_next_write = self.lose_next_write, None
+        if landed is False:
+            raise WriteOutcomeUnknown("simulated: the request was lost before it was applied")
+        states = fn(writes)
+        for w in writes:
+            self._late(w.table, w.change)
+        if landed:
+            raise WriteOutcomeUnknown("simulated: applied, but the answer was lost")
+        for w, state in zip(writes, states, strict=True):
+            self._on_ack(w.table, w.commit_id, state.version)
+        return states
 
     def _late(self, table: str, change: Any) -> None:
         """A push's start or end landed for an entry whose claim its process lost."""

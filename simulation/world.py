@@ -109,6 +109,8 @@ class World:
         # every server the project starts marks its own): nobody else deletes in them.
         self.state_dirs: set[str] = set()
         self.policy = False  # an ACL policy in force (a cast with an intruder): actors run under roles
+        self.sets: dict[str, tuple[str, ...]] = {}  # a push set's (or set rollback's) id -> its tables
+        self.set_history: dict[str, tuple[int, set[str]]] = {}  # table -> (version, the sets its history has)
 
     # ---- actors -----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from segment_lineage.cli import (
     history,
     ingest,
     mirror,
+    push_set,
     replace,
     retention,
     segment,
@@ -24,7 +25,7 @@ from segment_lineage.cli.context import app
 
 __all__ = ["app", "main"]
 
-for group in (zk, table, segment, replace, history, acl, config, demo, ingest, retention, mirror):
+for group in (zk, table, segment, replace, history, acl, config, demo, ingest, push_set, retention, mirror):
     group.register(app)
 
 

@@ -149,6 +149,8 @@ COMMAND_ORDER = (
     "push",
     "read",
     "publish",
+    "push-set",
+    "cut",
     "rollback",
     "history",
     "segments",

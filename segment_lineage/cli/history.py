@@ -73,6 +73,8 @@ def history_text(rows: list[dict[str, object]], details: list[str | None], mirro
     for row, detail in zip(rows, details, strict=True):
         at = str(row["at"])
         notes = [detail] if detail else []
+        if row.get("set"):
+            notes.append(f"set {row['set']}")
         if row.get("reason"):
             notes.append(f"reason: {row['reason']}")
         cleaned = row.get("cleaned") or []

@@ -122,7 +122,7 @@ def revert(
 
 
 def rollback(
-    table: str,
+    table: Annotated[str | None, typer.Argument(help="The table (none with --set).")] = None,
     to_version: Annotated[
         int | None, typer.Option("--to-version", help="Roll back (or forward) to it.")
     ] = None,
@@ -139,12 +139,23 @@ def rollback(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would change; change nothing.")
     ] = False,
+    set_id: Annotated[
+        str | None,
+        typer.Option("--set", help="Undo this push set: every table of it, in one commit (no TABLE)."),
+    ] = None,
     reason: Reason = None,
 ) -> None:
     """Make the table look as it did at another version, in one commit.
 
     With no target, undo the newest completed push. Nothing is deleted: roll
     forward to a later version to undo a rollback."""
+    if set_id is not None:
+        if table is not None or to_version is not None or to_time is not None or entry is not None:
+            raise InvalidInputError("--set goes alone: it names every table and version itself")
+        _rollback_set(set_id, dry_run, reason)
+        return
+    if table is None:
+        raise InvalidInputError("name the table to roll back (or a push set with --set)")
     with manager() as m:
         if entry is not None and (to_version is not None or to_time is not None):
             raise InvalidInputError("give at most one of a version, a time and an entry")
@@ -172,6 +183,20 @@ def rollback(
     if plan.schema is not None:
         lines.append(f"  {plan.schema}")
     emit(data, "\n".join(lines))
+
+
+def _rollback_set(set_id: str, dry_run: bool, reason: str | None) -> None:
+    with manager() as m:
+        done = m.rollback_set(set_id, dry_run=dry_run, reason=reason)
+    if done.committed is None:
+        head = f"dry run: rolling back set {set_id} would take, in one commit:"
+    else:
+        head = f"rolled back set {set_id} in one commit (set {done.rollback_set}):"
+    lines = [head]
+    for table, target in done.targets.items():
+        now = "" if done.committed is None else f": now version {done.committed.get(table, '(unchanged)')}"
+        lines.append(f"  {table} back to version {target}{now}")
+    emit(dataclasses.asdict(done), "\n".join(lines))
 
 
 def entries(table: str) -> None:

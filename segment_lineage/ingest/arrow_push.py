@@ -24,7 +24,7 @@ from segment_lineage.ingest.push import (
     consistent_push,
     plan_push,
 )
-from segment_lineage.ingest.push_plan import INPUT_FORMATS
+from segment_lineage.ingest.push_plan import INPUT_FORMATS, Prepared
 from segment_lineage.ingest.schemas import conform, plan_schema, schema_of
 from segment_lineage.ingest.segments import (
     check_one_chunk,
@@ -157,6 +157,60 @@ def push_arrow(
     store microseconds) unless ``truncate_timestamps``. ``audit``: checks the
     written rows must pass before they show (:mod:`segment_lineage.ingest.audit`); ``stage`` (held for
     ``hold``) leaves them staged for a publish (:mod:`segment_lineage.ingest.stage`)."""
+    prepared = prepare_arrow(
+        manager, table, parts, mode=mode, interval=interval, progress=progress, schema_policy=schema_policy,
+        truncate_timestamps=truncate_timestamps, audit=audit, job_id=job_id,
+    )  # fmt: skip
+    if dry_run:
+        return plan_push(
+            manager,
+            table,
+            partitions=prepared.filled or 0,
+            rows=prepared.rows or 0,
+            mode=prepared.mode,
+            interval=interval,
+            schema=prepared.schema,
+            schema_policy=prepared.schema_policy,
+            audit=audit,
+        )
+    return consistent_push(
+        manager,
+        table,
+        prepared.write,
+        partitions=prepared.partitions,
+        mode=prepared.mode,
+        interval=interval,
+        reason=reason,
+        owner_wait_s=owner_wait_s,
+        progress=progress,
+        job_id=job_id,
+        clock=clock,
+        sleep=sleep,
+        wall=wall,
+        schema=prepared.schema,
+        schema_policy=prepared.schema_policy,
+        time_unit=prepared.time_unit,
+        audit=audit,
+        stage=stage,
+        hold=hold,
+    )
+
+
+def prepare_arrow(
+    manager: LineageManager,
+    table: str,
+    parts: Sequence[pa.Table],
+    *,
+    mode: PushMode | str | None = None,
+    interval: tuple[int, int] | None = None,
+    progress: Callable[[str], None] | None = None,
+    schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
+    truncate_timestamps: bool = False,
+    audit: Audit | None = None,
+    job_id: str | None = None,
+) -> Prepared:
+    """:func:`push_arrow`'s checks and shaping (its columns against the
+    table's, its times, its chunks), without pushing: a push set's table."""
     parts, given = _checked_parts(parts, truncate_timestamps)
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
@@ -170,41 +224,12 @@ def push_arrow(
     policy = SchemaPolicy.parse(schema_policy)
     written_columns = plan_schema(state.config, given, policy, full_refresh=mode is PushMode.REFRESH)
     parts = [conform(part, written_columns) for part in parts]
-    if dry_run:
-        return plan_push(
-            manager,
-            table,
-            partitions=sum(1 for p in parts if p.num_rows),
-            rows=sum(p.num_rows for p in parts),
-            mode=mode,
-            interval=interval,
-            schema=written_columns,
-            schema_policy=policy,
-            audit=audit,
-        )
-
-    write = _writer(parts, time_unit, granularity)
-    return consistent_push(
-        manager,
-        table,
-        write,
-        partitions=len(parts),
-        mode=mode,
-        interval=interval,
-        reason=reason,
-        owner_wait_s=owner_wait_s,
-        progress=progress,
-        job_id=job_id,
-        clock=clock,
-        sleep=sleep,
-        wall=wall,
-        schema=written_columns,
-        schema_policy=policy,
-        time_unit=time_unit,
-        audit=audit,
-        stage=stage,
-        hold=hold,
-    )
+    return Prepared(
+        table=table, write=_writer(parts, time_unit, granularity), partitions=len(parts),
+        rows=sum(p.num_rows for p in parts), mode=mode, interval=interval, schema=written_columns,
+        schema_policy=policy, time_unit=time_unit, audit=audit, job_id=job_id,
+        filled=sum(1 for p in parts if p.num_rows),
+    )  # fmt: skip
 
 
 # ---- small inputs, read in this process (the CLI's Arrow engine) ------------------

@@ -9,15 +9,28 @@ re-exports every name here.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from segment_lineage.ingest.errors import PushInputError, PushRefusedError
 from segment_lineage.lineage.core.errors import InvalidInputError, RunningEntryConflict
-from segment_lineage.lineage.core.model import EntryState, Segment, TableConfig, TableState, TableType
+from segment_lineage.lineage.core.model import (
+    EntryState,
+    Segment,
+    TableConfig,
+    TableState,
+    TableType,
+    TimeUnit,
+)
 from segment_lineage.lineage.core.names import check_text, push_tag
 from segment_lineage.lineage.core.periods import format_time, parse_time
+from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
 from segment_lineage.lineage.core.visibility import visible_segments
+
+if TYPE_CHECKING:
+    from segment_lineage.ingest.audit import Audit
 
 INPUT_FORMATS = ("parquet", "csv", "json")  # what a push reads, with Spark or with Arrow
 WRITERS = ("auto", "native", "arrow")  # how Spark writes a push's segments
@@ -69,6 +82,25 @@ class Written:
 
     segments: tuple[Segment, ...]
     strays: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A push checked and shaped, not started: its writer and what its last
+    commit checks and records (one table of a push set)."""
+
+    table: str
+    write: Callable[[PushTarget], Written]
+    partitions: int
+    rows: int | None  # None: not counted (a Spark frame is counted only by a dry run)
+    mode: PushMode
+    interval: tuple[int, int] | None
+    schema: Schema | None
+    schema_policy: SchemaPolicy
+    time_unit: TimeUnit | None
+    audit: Audit | None = None
+    job_id: str | None = None
+    filled: int | None = None  # the partitions with rows, where known before writing
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ file-not-found.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -25,6 +26,9 @@ from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.arrow_types import arrow_schema
 from segment_lineage.lineage.storage.deep import DeepStore
+
+if TYPE_CHECKING:
+    from segment_lineage.ingest.cut import Cut
 
 
 class SnapshotReader:
@@ -57,6 +61,15 @@ class SnapshotReader:
         except BaseException:
             self.close()
             raise
+
+    @staticmethod
+    def together(manager: LineageManager, tables: Sequence[str]) -> Cut:
+        """Readers of ``tables`` at versions current together (a consistent
+        cut: a push set is seen in all its tables or in none); close it, or
+        use it as a context manager."""
+        from segment_lineage.ingest.cut import Cut
+
+        return Cut(manager, tables)
 
     def __enter__(self) -> SnapshotReader:
         return self

@@ -37,7 +37,7 @@ from segment_lineage.ingest.push import (
     consistent_push,
     plan_push,
 )
-from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS
+from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS, Prepared
 from segment_lineage.ingest.schemas import plan_schema, schema_of
 from segment_lineage.ingest.segments import check_one_chunk, check_times_present
 from segment_lineage.ingest.spark_jvm import start_quiet_jvm
@@ -260,6 +260,61 @@ def push_dataframe(
     before they show (:mod:`segment_lineage.ingest.audit`); ``stage`` (held for
     ``hold``) leaves them staged for a publish (:mod:`segment_lineage.ingest.stage`).
     """
+    prepared = prepare_dataframe(
+        manager, table, df, mode=mode, interval=interval, segments=segments, target_mb=target_mb,
+        progress=progress, writer=writer, progress_every_s=progress_every_s, job_id=job_id,
+        schema_policy=schema_policy, audit=audit,
+    )  # fmt: skip
+    if dry_run:
+        return plan_push(
+            manager,
+            table,
+            partitions=prepared.partitions,
+            rows=df.count(),
+            mode=prepared.mode,
+            interval=interval,
+            schema=prepared.schema,
+            schema_policy=prepared.schema_policy,
+            audit=audit,
+        )
+    return consistent_push(
+        manager,
+        table,
+        prepared.write,
+        partitions=prepared.partitions,
+        mode=prepared.mode,
+        interval=interval,
+        reason=reason,
+        progress=progress,
+        owner_wait_s=owner_wait_s,
+        job_id=job_id,
+        schema=prepared.schema,
+        schema_policy=prepared.schema_policy,
+        time_unit=prepared.time_unit,
+        audit=audit,
+        stage=stage,
+        hold=hold,
+    )
+
+
+def prepare_dataframe(
+    manager: LineageManager,
+    table: str,
+    df: DataFrame,
+    *,
+    mode: PushMode | str | None = None,
+    interval: tuple[int, int] | None = None,
+    segments: int | None = None,
+    target_mb: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    writer: str = "auto",
+    progress_every_s: float = 5.0,
+    job_id: str | None = None,
+    schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
+    audit: Audit | None = None,
+) -> Prepared:
+    """:func:`push_dataframe`'s checks and shaping (its columns against the
+    table's, its times, its partitions), without pushing: a push set's table."""
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
     policy = SchemaPolicy.parse(schema_policy)
@@ -271,35 +326,8 @@ def push_dataframe(
         shaped = plan_chunked(df, time_column, time_unit, granularity, segments, target_mb)
     else:
         shaped = plan_partitions(df, segments, target_mb)
-    partitions = shaped.rdd.getNumPartitions()
-    if dry_run:
-        return plan_push(
-            manager,
-            table,
-            partitions=partitions,
-            rows=df.count(),
-            mode=mode,
-            interval=interval,
-            schema=columns,
-            schema_policy=policy,
-            audit=audit,
-        )
-    write = _writer(shaped, state.config, writer, time_unit, progress, progress_every_s)
-    return consistent_push(
-        manager,
-        table,
-        write,
-        partitions=partitions,
-        mode=mode,
-        interval=interval,
-        reason=reason,
-        progress=progress,
-        owner_wait_s=owner_wait_s,
-        job_id=job_id,
-        schema=columns,
-        schema_policy=policy,
-        time_unit=time_unit,
-        audit=audit,
-        stage=stage,
-        hold=hold,
-    )
+    return Prepared(
+        table=table, write=_writer(shaped, state.config, writer, time_unit, progress, progress_every_s),
+        partitions=shaped.rdd.getNumPartitions(), rows=None, mode=mode, interval=interval, schema=columns,
+        schema_policy=policy, time_unit=time_unit, audit=audit, job_id=job_id,
+    )  # fmt: skip

@@ -92,6 +92,8 @@ class Step:
                 out["segment_lineage.reason"] = self.record.reason
             if self.record.job_id is not None:
                 out["segment_lineage.job_id"] = self.record.job_id
+            if self.record.set_id is not None:  # a push set's: a reader's consistent cut across tables
+                out["segment_lineage.set"] = self.record.set_id
         return out
 
 

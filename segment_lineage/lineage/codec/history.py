@@ -50,6 +50,7 @@ def history_to_dict(h: HistoryRecord) -> dict[str, object]:
         "bytes": h.size_bytes,
         **({"cleaned": list(h.cleaned)} if h.cleaned else {}),
         **({} if h.detail is None else {"detail": _detail_to_dict(h.detail)}),
+        **({} if h.set_id is None else {"set": h.set_id}),
     }
 
 
@@ -93,6 +94,7 @@ def history_from_dict(d: Mapping[str, Any]) -> HistoryRecord:
         size_bytes=_get(d, "bytes", int),
         cleaned=tuple(check_entry_id(e) for e in _str_list(d, "cleaned")) if "cleaned" in d else (),
         detail=_detail_from_dict(_get(d, "detail", dict)) if "detail" in d else None,
+        set_id=_opt(d, "set", str),
     )
 
 

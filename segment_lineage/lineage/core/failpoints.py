@@ -28,6 +28,13 @@ PUSH_POINTS = (
     "push.after-audit",  # only with an audit: its checks passed, the last commit not yet sent
     "push.after-end",
 )
+SET_POINTS = (  # a push set's, between its tables' push points (push.before-start, push.mid-write)
+    "set.after-start",  # every table's entry started
+    "set.after-write",  # every table's files written (and audited)
+    "set.before-commit",  # the one commit that ends every entry, about to be sent
+    "set.after-commit",
+    "set.after-end",
+)
 STORE_POINTS = ("store.before-head-swap",)  # every commit, right before the one multi that swaps the head
 RETENTION_POINTS = ("retention.after-mark", "retention.mid-delete", "retention.before-clear")
 MIRROR_POINTS = ("mirror.after-log-read", "mirror.before-commit", "mirror.after-commit")

@@ -293,11 +293,13 @@ class Audit:
     actor: str
     job_id: str | None = None
     reason: str | None = None
+    set_id: str | None = None  # the push set (or set rollback) the change is part of
 
     def __post_init__(self) -> None:
         check_text("actor", self.actor, 256)
         check_text("job id", self.job_id, 256)
         check_text("reason", self.reason, MAX_REASON_BYTES)
+        check_text("set id", self.set_id, 64)
 
 
 @dataclass(frozen=True)
@@ -425,6 +427,7 @@ class HistoryRecord:
     size_bytes: int
     cleaned: tuple[str, ...] = ()  # entries force cleanup reverted (or removed) in this commit
     detail: Detail | None = None
+    set_id: str | None = None  # committed with other tables' changes in one request (a push set)
 
     @staticmethod
     def of(version: int, commit_id: str, at_ms: int, change: Change, audit: Audit) -> HistoryRecord:
@@ -443,4 +446,5 @@ class HistoryRecord:
             change.size_bytes,
             change.cleaned,
             change.detail,
+            audit.set_id,
         )

@@ -111,6 +111,7 @@ def history_view(record: HistoryRecord) -> dict[str, Any]:
         "rows": record.rows,
         "bytes": record.size_bytes,
         "cleaned": list(record.cleaned),
+        "set": record.set_id,
         **detail_view(record),
     }
 

@@ -16,7 +16,7 @@ from segment_lineage.lineage.core.periods import parse_period
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
 from segment_lineage.lineage.core.staged import Staged
 from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
-from segment_lineage.lineage.manager.commit import Committed
+from segment_lineage.lineage.manager.commit import Committed, Update
 from segment_lineage.lineage.manager.reads import Reads
 
 
@@ -168,27 +168,10 @@ class ReplaceOps(Reads):
         what it raises refuses the commit. So is ``audit``, whose answer (the
         checks the push's data passed, judged on that version) goes in the
         history record."""
-        batch, queued = list(uploads), list(strays)
-        subset = None if to_subset is None else list(to_subset)
-
-        def update(s: TableState, now: int) -> Change:
-            if check is not None:
-                check(s)
-            audited = None if audit is None else audit(s)
-            return transitions.complete_replace(
-                s,
-                entry_id,
-                batch,
-                now,
-                queued,
-                subset,
-                schema=schema,
-                policy=schema_policy,
-                mode=mode,
-                time_unit=time_unit,
-                audit=audited,
-            )
-
+        update = complete_update(
+            entry_id, uploads, strays=strays, to_subset=to_subset, schema=schema, schema_policy=schema_policy,
+            mode=mode, time_unit=time_unit, check=check, audit=audit,
+        )  # fmt: skip
         return self.commit(table, update, reason, owner=entry_id if owned else None)
 
     def stage_replace(
@@ -288,6 +271,45 @@ class ReplaceOps(Reads):
             target_version,
             committed.state.version if committed.applied else None,
         )
+
+
+def complete_update(
+    entry_id: str,
+    uploads: Sequence[Segment],
+    *,
+    strays: Sequence[str] = (),
+    to_subset: Sequence[str] | None = None,
+    schema: Schema | None = None,
+    schema_policy: SchemaPolicy = SchemaPolicy.ENFORCE,
+    mode: str | None = None,
+    time_unit: TimeUnit | None = None,
+    check: Callable[[TableState], None] | None = None,
+    audit: Callable[[TableState], str] | None = None,
+) -> Update:
+    """The pure update of :meth:`ReplaceOps.complete_replace` (a push's end,
+    alone or as one table of a set)."""
+    batch, queued = list(uploads), list(strays)
+    subset = None if to_subset is None else list(to_subset)
+
+    def update(s: TableState, now: int) -> Change:
+        if check is not None:
+            check(s)
+        audited = None if audit is None else audit(s)
+        return transitions.complete_replace(
+            s,
+            entry_id,
+            batch,
+            now,
+            queued,
+            subset,
+            schema=schema,
+            policy=schema_policy,
+            mode=mode,
+            time_unit=time_unit,
+            audit=audited,
+        )
+
+    return update
 
 
 def _rollback_plan(before: TableState, change: Change, target: int, committed: int | None) -> RollbackPlan:

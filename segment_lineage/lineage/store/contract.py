@@ -7,7 +7,7 @@ Two implementations share it, and one contract test suite runs on both:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -118,6 +118,21 @@ class Snapshot:
     token: object
     floor: Floor | None = None
     queue: tuple[str, ...] = ()  # the table's commit queue, oldest ticket first (read by read_now)
+
+
+@dataclass(frozen=True)
+class Write:
+    """One table's part of a write of several tables at once
+    (:meth:`Store.write_together`): the arguments of :meth:`Store.write`."""
+
+    table: str
+    base: Snapshot
+    change: Change
+    audit: Audit
+    commit_id: str
+    now_ms: int
+    owner: str | None = None
+    role: str | None = None
 
 
 class Holds(Protocol):
@@ -309,6 +324,14 @@ class Store(Protocol):
         written), RetryableStoreError (nothing written), TooLargeError (never
         retry), ClaimLostError (``owner``'s claim is gone: nothing written).
         """
+        ...
+
+    def write_together(self, writes: Sequence[Write]) -> list[TableState]:
+        """:meth:`write` of every table of ``writes`` in one request (ZooKeeper:
+        one multi): all of them land, or none. The errors are :meth:`write`'s,
+        raised for the first table whose part was refused (its ``table``
+        attribute, where the error has one, names it); TooLargeError when the
+        request would exceed the store's limit (nothing sent)."""
         ...
 
     def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:

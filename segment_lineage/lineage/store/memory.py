@@ -7,7 +7,7 @@ outcome (after applying them, or not) so the manager's recovery can be tested.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from segment_lineage.lineage.core.env import SYSTEM, Env
@@ -37,6 +37,7 @@ from segment_lineage.lineage.store.contract import (
     Snapshot,
     TableListing,
     VersionConflict,
+    Write,
     WriteOutcomeUnknown,
 )
 from segment_lineage.lineage.store.memory_recipes import (
@@ -145,31 +146,42 @@ class MemoryStore:
         owner: str | None = None,
         role: str | None = None,  # no ACL policy here: anyone may
     ) -> TableState:
+        return self.write_together([Write(table, base, change, audit, commit_id, now_ms, owner, role)])[0]
+
+    def write_together(self, writes: Sequence[Write]) -> list[TableState]:
         with self._lock:
-            current = self._tables.get(table)
-            if current is None:
-                raise TableNotFoundError(table)
-            if owner is not None and not self._owners.holds(table, owner):
-                raise ClaimLostError(table, owner)
-            if current.version != base.token:
-                raise VersionConflict(f"table {table} is at version {current.version}")
-            if base.floor is not None and self.floors.current(table).version != base.floor.version:
-                raise VersionConflict(f"table {table}: a writer took the floor")
+            for w in writes:  # every check before any change: all land, or none
+                self._check_write(w)
             outcome = self._unknown.pop(0) if self._unknown else None
             if outcome is False:
                 raise WriteOutcomeUnknown("injected: lost before it was applied")
-            state = change.state.replace(version=current.version + 1)
-            self._tables[table] = state
-            kept = self._versions.setdefault(table, {})
-            kept[state.version] = state
-            for old in sorted(kept)[: -(state.config.versions_kept or MAX_VERSIONS)]:
-                del kept[old]
-            records = self._history[table]
-            records.append(HistoryRecord.of(state.version, commit_id, now_ms, change, audit))
-            del records[: max(0, len(records) - MAX_HISTORY)]
+            states = [self._apply_write(w) for w in writes]
             if outcome is True:
                 raise WriteOutcomeUnknown("injected: applied, but the reply was lost")
-            return state
+            return states
+
+    def _check_write(self, w: Write) -> None:
+        current = self._tables.get(w.table)
+        if current is None:
+            raise TableNotFoundError(w.table)
+        if w.owner is not None and not self._owners.holds(w.table, w.owner):
+            raise ClaimLostError(w.table, w.owner)
+        if current.version != w.base.token:
+            raise VersionConflict(f"table {w.table} is at version {current.version}")
+        if w.base.floor is not None and self.floors.current(w.table).version != w.base.floor.version:
+            raise VersionConflict(f"table {w.table}: a writer took the floor")
+
+    def _apply_write(self, w: Write) -> TableState:
+        state = w.change.state.replace(version=self._tables[w.table].version + 1)
+        self._tables[w.table] = state
+        kept = self._versions.setdefault(w.table, {})
+        kept[state.version] = state
+        for old in sorted(kept)[: -(state.config.versions_kept or MAX_VERSIONS)]:
+            del kept[old]
+        records = self._history[w.table]
+        records.append(HistoryRecord.of(state.version, w.commit_id, w.now_ms, w.change, w.audit))
+        del records[: max(0, len(records) - MAX_HISTORY)]
+        return state
 
     def find_commit(self, table: str, commit_id: str, after_version: int) -> HistoryRecord | None:
         with self._lock:

@@ -124,6 +124,7 @@ class ZkStore:
         self.table_listing = self.tables.table_listing
         self.read = self.heads.read
         self.write = self.commits.write
+        self.write_together = self.commits.write_together  # several tables in one multi
         self.find_commit = self.history_.find_commit
         self.iter_history = self.history_.iter_history
         self.history = self.history_.history

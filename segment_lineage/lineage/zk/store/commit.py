@@ -7,11 +7,11 @@ still there instead."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError, RolledBackError, RuntimeInconsistency
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList
@@ -31,10 +31,11 @@ from segment_lineage.lineage.store.contract import (
     RetryableStoreError,
     Snapshot,
     VersionConflict,
+    Write,
     WriteOutcomeUnknown,
 )
 from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
-from segment_lineage.lineage.zk.store.blobs import BlobStore, Bucket, NewBlobs
+from segment_lineage.lineage.zk.store.blobs import REQUEST_LIMIT, BlobStore, Bucket, NewBlobs
 from segment_lineage.lineage.zk.store.gc import Sweeper
 from segment_lineage.lineage.zk.store.heads import Loaded
 from segment_lineage.lineage.zk.store.nodes import Nodes
@@ -46,6 +47,7 @@ INLINE_MULTI_BYTES = 128 * 1024  # blobs, head and version record up to this go 
 INLINE_NAMES_BYTES = 4 * 1024  # shorter name lists live inside the entry record
 HISTORY_TAIL = 64  # history records kept in the head before sealing a blob
 HISTORY_TAIL_BYTES = 64 * 1024  # ... or fewer, when their text makes them this large
+PATH_OVERHEAD = 160  # an operation's path beside the table's name, its ACL and its framing, at most
 
 
 def name_list(names: tuple[str, ...], blobs: NewBlobs) -> NameList:
@@ -131,6 +133,14 @@ class CommitPlan:
     def version(self) -> int:
         return self.state.version
 
+    @property
+    def request_bytes(self) -> int:
+        """What this commit adds to a multi: its data and, per operation, a path."""
+        data = len(self.head) + len(self.version_record)
+        if self.inline:
+            data += sum(map(len, self.blobs.values()))
+        return data + (len(self.blobs) + 5) * (len(self.table) + PATH_OVERHEAD)
+
 
 def plan_commit(
     table: str,
@@ -140,8 +150,13 @@ def plan_commit(
     commit_id: str,
     now_ms: int,
     new_id: Callable[[], str] = SYSTEM.hex_id,
+    *,
+    small: bool = False,
 ) -> CommitPlan:
-    """The commit's writes, as data (no ZooKeeper call); new blobs are named by ``new_id``."""
+    """The commit's writes, as data (no ZooKeeper call); new blobs are named by ``new_id``.
+    ``small``: the head as small as it can be (its history tail sealed into a
+    blob) and every blob written before the multi, for a request that carries
+    many tables' commits."""
     state = change.state
     blobs = NewBlobs(new_id)
     decoded: dict[str, Bucket] = {}
@@ -156,7 +171,7 @@ def plan_commit(
     # Sealed by count and by size: long reasons in any script never push
     # the head past its limit.
     sealed = bool(tail) and (
-        len(tail) >= HISTORY_TAIL or codec.history_size((*tail, record)) > HISTORY_TAIL_BYTES
+        small or len(tail) >= HISTORY_TAIL or codec.history_size((*tail, record)) > HISTORY_TAIL_BYTES
     )
     if sealed:
         last, tail = blobs.add(codec.encode_history(tail, last)), ()
@@ -178,7 +193,8 @@ def plan_commit(
     version_record = codec.encode_lease(codec.LeaseRecord(version, buckets, tuple(sorted(chunks))))
     # A small change's blobs go in the multi itself (one round trip, and
     # a lost race leaves nothing behind); a large one's are written first.
-    inline = sum(map(len, blobs.raw.values())) + len(raw) + len(version_record) <= INLINE_MULTI_BYTES
+    size = sum(map(len, blobs.raw.values())) + len(raw) + len(version_record)
+    inline = not small and size <= INLINE_MULTI_BYTES
     after = TableState(state.config, version, state.segments, state.entries, state.pending)
     return CommitPlan(table, loaded, after, raw, version_record, blobs.raw, decoded, sealed, inline)
 
@@ -284,13 +300,13 @@ class Commits:
         self.sweeper = sweeper
         self.owner_path = owner_path  # (table, entry) -> the push's owner node
 
-    def _multi(self, plan: CommitPlan, base: Snapshot, owner: str | None, guard_path: str | None) -> Any:
-        """One multi: swap the head only if every new blob is there (written
-        first, a garbage pass may have taken those of a writer paused too
-        long), nobody took the floor, the role may write, and the push's
-        claim stands (its session did not end since it took it)."""
+    def _ops(self, txn: Any, plan: CommitPlan, base: Snapshot, owner: str | None, guard: str | None) -> int:
+        """Add one commit's operations to ``txn``: swap the head only if every
+        new blob is there (written first, a garbage pass may have taken those
+        of a writer paused too long), nobody took the floor, the role may
+        write, and the push's claim stands (its session did not end since it
+        took it). Returns how many operations it added."""
         table = plan.table
-        txn = self.zk.transaction()
         txn.set_data(self.paths.head(table), plan.head, version=plan.base.zversion)
         for blob, data in plan.blobs.items():
             if plan.inline:
@@ -302,11 +318,11 @@ class Commits:
         )
         if base.floor is not None:
             txn.check(self.paths.floor(table), base.floor.version)
-        if guard_path is not None:  # only that role may write it: others are refused the multi
-            txn.set_data(guard_path, b"", -1)
+        if guard is not None:  # only that role may write it: others are refused the multi
+            txn.set_data(guard, b"", -1)
         if owner is not None:
             txn.check(self.owner_path(table, owner), -1)
-        return txn
+        return 2 + len(plan.blobs) + (base.floor is not None) + (guard is not None) + (owner is not None)
 
     def write(
         self,
@@ -319,35 +335,80 @@ class Commits:
         owner: str | None = None,
         role: str | None = None,
     ) -> TableState:
-        loaded = base.token
-        if not isinstance(loaded, Loaded):
-            raise TypeError("snapshot was not read from this store")
-        plan = plan_commit(table, loaded, change, audit, commit_id, now_ms, self.zk.env.hex_id)
-        self.versions.ensure_folder(table)
-        if not plan.inline:
-            self.blobs.write(table, plan.blobs)
-        guard_path = self.paths.guard_node(role) if role is not None and self.nodes.policy() else None
-        txn = self._multi(plan, base, owner, guard_path)
+        return self.write_together([Write(table, base, change, audit, commit_id, now_ms, owner, role)])[0]
+
+    def write_together(self, writes: Sequence[Write]) -> list[TableState]:
+        """One multi for every table's commit (a single table's is the
+        common case): all land, or none."""
+        plans = self._plans(writes, small=False)
+        if len(plans) > 1 and sum(p.request_bytes for p in plans) > INLINE_MULTI_BYTES:
+            plans = self._plans(writes, small=True)  # blobs first, history tails sealed
+            size = sum(p.request_bytes for p in plans)
+            if size > REQUEST_LIMIT:
+                raise TooLargeError(
+                    f"the commit of {len(plans)} tables together would send {size} bytes in one request, "
+                    f"over the limit of {REQUEST_LIMIT}; nothing was committed"
+                )
+        for plan in plans:
+            self.versions.ensure_folder(plan.table)
+            if not plan.inline:
+                self.blobs.write(plan.table, plan.blobs)
+        guards = [self._guard(w.role) for w in writes]
+        txn = self.zk.transaction()
+        counts = [
+            self._ops(txn, plan, w.base, w.owner, guard)
+            for plan, w, guard in zip(plans, writes, guards, strict=True)
+        ]
         failpoint("store.before-head-swap")
+        what = f"table {writes[0].table!r}" if len(writes) == 1 else f"{len(writes)} tables"
         with translated(
             "head swap",
-            refused=f"ZooKeeper refused writing table {table!r}: not authorised",
+            refused=f"ZooKeeper refused writing {what}: not authorised",
             failure=WriteOutcomeUnknown,
         ):
-            results = self.zk.commit(txn)
-        r = split_results(list(results), base.floor is not None, owner is not None, guard_path is not None)
-        if not plan.inline and r.refused_whole:
+            results = list(self.zk.commit(txn))
+        parts: list[Results] = []
+        for w, g, count in zip(writes, guards, counts, strict=True):
+            mine, results = results[:count], results[count:]
+            parts.append(split_results(mine, w.base.floor is not None, w.owner is not None, g is not None))
+        if any(r.refused_whole for r in parts):
             # The multi was refused as a whole: no head, version or lease
             # references this attempt's blobs. Take them away now rather than
             # leave them to the sweep: under contention a big commit's
             # attempts would otherwise fill the server's memory.
-            self.blobs.discard(table, plan.blobs)
-        error = _refused_by_role(self.nodes, table, role, guard_path, r) or outcome(plan, r, owner)
-        if error is not None:
-            raise error
-        # The writer's next read needs no decoding of the buckets it wrote.
-        for blob, bucket in plan.decoded.items():
-            self.blobs.remember(blob, bucket)
-        if plan.sealed and self.nodes.may_sweep():
-            self.sweeper.request(table)  # collected in the background: the writer does not wait
-        return plan.state
+            for plan in plans:
+                if not plan.inline:
+                    self.blobs.discard(plan.table, plan.blobs)
+        for plan, w, g, r in sorted(zip(plans, writes, guards, parts, strict=True), key=_cause_first):
+            error = _refused_by_role(self.nodes, w.table, w.role, g, r) or outcome(plan, r, w.owner)
+            if error is not None:
+                raise error
+        for plan in plans:  # the writer's next read needs no decoding of the buckets it wrote
+            for blob, bucket in plan.decoded.items():
+                self.blobs.remember(blob, bucket)
+            if plan.sealed and self.nodes.may_sweep():
+                self.sweeper.request(plan.table)  # collected in the background: the writer does not wait
+        return [plan.state for plan in plans]
+
+    def _plans(self, writes: Sequence[Write], *, small: bool) -> list[CommitPlan]:
+        plans = []
+        for w in writes:
+            loaded = w.base.token
+            if not isinstance(loaded, Loaded):
+                raise TypeError("snapshot was not read from this store")
+            plans.append(
+                plan_commit(w.table, loaded, w.change, w.audit, w.commit_id, w.now_ms, self.zk.env.hex_id,
+                            small=small)
+            )  # fmt: skip
+        return plans
+
+    def _guard(self, role: str | None) -> str | None:
+        return self.paths.guard_node(role) if role is not None and self.nodes.policy() else None
+
+
+def _cause_first(part: tuple[CommitPlan, Write, str | None, Results]) -> int:
+    """The table whose own operation failed the multi comes first: the
+    others' operations only rolled back with it (or failed as inconsistent)."""
+    r = part[3]
+    mine = (r.head, *r.failed, r.claim, r.guard)
+    return 0 if any(refused(x) and not isinstance(x, RuntimeInconsistency) for x in mine) else 1

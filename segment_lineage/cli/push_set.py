@@ -1,0 +1,160 @@
+"""Several tables as one: ``lineage push-set SPEC.toml`` and ``lineage cut``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from segment_lineage.cli.context import Reason, current, emit, manager
+from segment_lineage.cli.ingest import (
+    ENGINES,
+    DryRun,
+    JobId,
+    Master,
+    _check_local_input,
+    _schema_policy,
+    choose_engine,
+    push_view,
+)
+from segment_lineage.cli.progress import progress
+from segment_lineage.lineage.core.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from segment_lineage.ingest.push_plan import Prepared
+    from segment_lineage.ingest.push_set import SetResult
+    from segment_lineage.ingest.push_set_spec import SpecBlock
+    from segment_lineage.lineage.manager import LineageManager
+
+
+def register(app: typer.Typer) -> None:
+    app.command("push-set")(push_set)
+    app.command("cut")(cut)
+
+
+def push_set(
+    spec: Annotated[str, typer.Argument(help="The set's TOML file: one [[push]] block per table.")],
+    reason: Reason = None,
+    job_id: JobId = None,
+    dry_run: DryRun = False,
+    engine: Annotated[
+        str, typer.Option("--engine", help="auto, arrow or spark, for every table (auto: as push chooses).")
+    ] = "auto",
+    master: Master = None,
+) -> None:
+    """Push several tables as one: every table's new rows show in one commit,
+    or none do (a failure in any table reverts them all). Each [[push]]
+    block names a table and an input (relative to the spec's folder), and
+    may give mode, format, interval, evolve_schema, job_id and audit_* keys
+    (docs/cli.md). The history of every table records the set's id;
+    'lineage rollback --set ID' undoes it, 'lineage cut' reads tables together."""
+    from segment_lineage.ingest.push_set import push_set as run_set
+    from segment_lineage.ingest.push_set_spec import read_spec
+
+    if engine not in ENGINES:
+        raise InvalidInputError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
+    blocks = read_spec(spec)
+    with (
+        manager() as m,
+        progress("pushing the set") as say,
+        _engines(m, blocks, engine, master, say) as prepared,
+    ):
+        result = run_set(m, prepared, reason=reason, job_id=job_id, dry_run=dry_run, progress=say)
+    _emit_set(result)
+
+
+@contextlib.contextmanager
+def _engines(
+    m: LineageManager, blocks: list[SpecBlock], engine: str, master: str | None, say: Callable[[str], None]
+) -> Iterator[list[Prepared]]:
+    """Every block read and checked: Arrow in this process for small local
+    inputs, one Spark session for the rest (kept until the set is pushed)."""
+    from segment_lineage.ingest.arrow_push import prepare_arrow, read_input_arrow, split_parts
+    from segment_lineage.ingest.push import PushMode
+
+    configured = current().settings
+    chosen = {
+        b.table: choose_engine(
+            engine,
+            b.input,
+            master,
+            {},
+            configured.spark_master if configured.spark_master_configured else None,
+        )[0]
+        for b in blocks
+    }
+    for b in blocks:
+        _check_local_input(b.input)
+    spark = None
+    if "spark" in chosen.values():
+        from segment_lineage.ingest.spark_job import spark_session
+
+        spark = spark_session(master, conf={}, settings=configured, quiet_logs=not current().verbose)
+    try:
+        prepared = []
+        for b in blocks:
+            state = m.table(b.table)
+            mode = PushMode.of(None if b.mode is None else PushMode.parse(b.mode), state.config)
+            policy = _schema_policy(b.evolve_schema, False, mode)
+            span, audit = _span_and_audit(b)
+            say(f"{b.table}: engine {chosen[b.table]}")
+            same = {"mode": mode, "interval": span, "progress": say, "schema_policy": policy, "audit": audit,
+                    "job_id": b.job_id}  # fmt: skip
+            if chosen[b.table] == "arrow":
+                parts = split_parts(read_input_arrow(b.input, b.format), None, None)
+                prepared.append(prepare_arrow(m, b.table, parts, **same))
+            else:
+                from segment_lineage.ingest.spark_job import prepare_dataframe, read_input
+
+                assert spark is not None
+                prepared.append(prepare_dataframe(m, b.table, read_input(spark, b.input, b.format), **same))
+        yield prepared
+    finally:
+        if spark is not None:
+            spark.stop()
+
+
+def _span_and_audit(b: SpecBlock) -> tuple[tuple[int, int] | None, Any]:
+    from segment_lineage.ingest.audit import Audit
+    from segment_lineage.ingest.push import parse_interval
+
+    span = None if b.interval is None else parse_interval(b.interval)
+    audit = Audit(b.audit_min_rows, b.audit_max_change, b.audit_not_null, b.audit_sql)
+    return span, audit or None
+
+
+def _emit_set(result: SetResult) -> None:
+    if result.repeated:
+        head = "the set's job already completed in every table: nothing pushed again"
+    elif result.dry_run:
+        head = f"dry run of a push set of {len(result.pushes)} table(s): nothing written"
+    else:
+        head = f"pushed set {result.set_id}: {len(result.pushes)} table(s) in one commit"
+    lines = [head, *(f"  {p.table}: {p.summary()}" for p in result.pushes)]
+    if not result.dry_run and not result.repeated:
+        lines.append(f"undo it with: lineage rollback --set {result.set_id}")
+    tables = [{"table": p.table, **push_view(p, None)} for p in result.pushes]
+    body = {"set": result.set_id, "repeated": result.repeated, "dry_run": result.dry_run,
+            "seconds": round(result.seconds, 3), "tables": tables}  # fmt: skip
+    emit(body, "\n".join(lines))
+
+
+def cut(
+    tables: Annotated[list[str], typer.Argument(help="The tables to read together.")],
+) -> None:
+    """Versions of TABLES that were current together (a consistent cut: a
+    push set is in all of them or in none), and each one's newest set."""
+    from segment_lineage.ingest.readers import SnapshotReader
+
+    with manager() as m, SnapshotReader.together(m, tables) as together:
+        versions = together.versions
+        sets = together.sets()
+        rows = {t: sum(s.rows for s in together[t].segments) for t in tables}
+    data = [{"table": t, "version": versions[t], "set": sets[t], "rows": rows[t]} for t in tables]
+    width = max(len(t) for t in tables)
+    text = "\n".join(
+        f"{t:<{width}}  version {versions[t]}  {rows[t]} rows  set {sets[t] or '-'}" for t in tables
+    )
+    emit(data, text)

@@ -1,0 +1,262 @@
+"""A push set: several tables pushed as one, so readers never see one
+table's new rows beside another's old ones (a fact table and its
+dimensions rebuilt together).
+
+    for each table: hold owner -> start_replace -> write (as a push does)
+    then: every entry ends in one commit (one ZooKeeper multi), or none
+
+Each table's entry is started and its files written as a single push's
+are; then :meth:`~segment_lineage.lineage.manager.LineageManager.commit_together`
+registers every table's files and ends every entry in one request, each
+table's part fenced as a push's end is (its owner claim, its head's
+version, its job's other attempts, its audit judged again on the version it
+lands on). A failure in any table, before or at that commit (bad input, a
+refusal, a conflict, a lost claim, Ctrl-C), reverts every entry of the set,
+and the error names the table and the reason. After an unknown outcome
+nothing is cleaned up: the set landed everywhere or nowhere, and the next
+push of each table judges its entry.
+
+Every version the set makes carries the set's id in its history record
+(``lineage history``); ``lineage rollback --set ID`` undoes a set in one
+commit, and :func:`segment_lineage.ingest.cut.read_cut` reads tables at
+versions current together.
+
+A job id (the set's, or one table's own) makes the set idempotent: when
+every table's job already completed, nothing is pushed and the earlier
+pushes are reported; when only some did, the set is refused (it could not
+be applied as one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from segment_lineage.ingest.audit import judge_push
+from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.ingest.interrupts import signals_as_interrupt
+from segment_lineage.ingest.jobs import JobDone, earlier_result, job_end, job_still_open
+from segment_lineage.ingest.push import _begin, _claimed, _Ending, _result, _target
+from segment_lineage.ingest.push_dry_run import plan_push
+from segment_lineage.ingest.push_failure import PushRun
+from segment_lineage.ingest.push_plan import Prepared, PushMode, PushResult, _check_job_id, check_mode
+from segment_lineage.lineage.core.errors import LineageError, OutcomeUnknownError
+from segment_lineage.lineage.core.failpoints import failpoint
+from segment_lineage.lineage.core.model import TableType
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.manager.replace import complete_update
+from segment_lineage.lineage.manager.together import Together, check_set_tables
+
+
+@dataclass(frozen=True)
+class SetResult:
+    """What a push set did: its id and each table's push, in the set's order."""
+
+    set_id: str
+    pushes: tuple[PushResult, ...]
+    seconds: float
+    repeated: bool = False  # every table's job had completed: nothing was pushed
+    dry_run: bool = False
+
+
+@dataclass
+class _Member:
+    """One table of a set under way."""
+
+    prepared: Prepared
+    run: PushRun
+    ends: _Ending
+    hides: bool  # a refresh of an APPEND table: it hides what was appended
+    started: tuple[tuple[str, ...], int, tuple[str, ...]] = ((), 0, ())
+
+
+def push_set(
+    manager: LineageManager,
+    pushes: Sequence[Prepared],
+    *,
+    reason: str | None = None,
+    job_id: str | None = None,
+    dry_run: bool = False,
+    owner_wait_s: float = 15.0,
+    progress: Callable[[str], None] | None = None,
+    set_id: str | None = None,
+) -> SetResult:
+    """Push every table of ``pushes`` (:func:`~segment_lineage.ingest.arrow_push.prepare_arrow`,
+    :func:`~segment_lineage.ingest.spark_job.prepare_dataframe`) as one (the
+    module's docstring says how). ``job_id``: every table's job, unless its
+    push names its own. ``dry_run``: every check, then what each push would
+    do; nothing written. ``set_id``: the id its records carry (default: a
+    new one); a caller's own must be new to every table."""
+    clock, say = manager.env.monotonic, progress or (lambda _msg: None)
+    began = clock()
+    check_set_tables([p.table for p in pushes])
+    jobs = {p.table: _job(p.job_id or job_id) for p in pushes}
+    done = _jobs_done(manager, pushes, jobs)
+    set_id = set_id or manager.env.text_id()
+    if done is not None:
+        return SetResult(set_id, done, clock() - began, repeated=True)
+    if dry_run:
+        planned = tuple(_plan(manager, p) for p in pushes)
+        return SetResult(set_id, planned, clock() - began, dry_run=True)
+    members = [_member(manager, p, jobs[p.table], reason) for p in pushes]
+    say(f"push set {set_id}: {len(members)} table(s): {', '.join(p.table for p in pushes)}")
+    _run(manager, members, set_id, reason, owner_wait_s, say)
+    results = tuple(_member_result(m, clock() - began) for m in members)
+    return SetResult(set_id, results, clock() - began)
+
+
+def _job(job_id: str | None) -> str | None:
+    return None if job_id is None else _check_job_id(job_id)
+
+
+def _jobs_done(
+    manager: LineageManager, pushes: Sequence[Prepared], jobs: dict[str, str | None]
+) -> tuple[PushResult, ...] | None:
+    """Each table's earlier push, when every table's job completed; None
+    when none did (or no job was named); PushRefusedError when only some did."""
+    done: dict[str, str] = {}
+    for p in pushes:
+        job = jobs[p.table]
+        if job is not None:
+            record, _ = job_end(manager, p.table, job, None, 0)
+            if record is not None and record.entry_id is not None:
+                done[p.table] = record.entry_id
+    if not done:
+        return None
+    if len(done) < len(pushes):
+        left = [p.table for p in pushes if p.table not in done]
+        raise PushRefusedError(
+            f"the set's job already completed in {', '.join(sorted(done))} but not in {', '.join(left)}: "
+            "it could not be applied as one",
+            remedy="push the tables left with a job id of their own, or the whole set with a new job id",
+        )
+    clock = manager.env.monotonic
+    return tuple(
+        earlier_result(manager.for_job(jobs[p.table]), p.table, jobs[p.table] or "", done[p.table], p.mode,
+                       clock, clock())
+        for p in pushes
+    )  # fmt: skip
+
+
+def _plan(manager: LineageManager, p: Prepared) -> PushResult:
+    return plan_push(
+        manager, p.table, partitions=p.filled or p.partitions, rows=p.rows or 0, mode=p.mode,
+        interval=p.interval, schema=p.schema, schema_policy=p.schema_policy, audit=p.audit,
+    )  # fmt: skip
+
+
+def _member(manager: LineageManager, p: Prepared, job_id: str | None, reason: str | None) -> _Member:
+    """A table of the set, checked against the table as a push is before it
+    starts (nothing of the set is started until every table passed)."""
+    state = manager.table(p.table)
+    check_mode(state, p.mode, p.interval)
+    target = _target(state, p.mode, p.interval, p.schema, p.schema_policy, p.partitions, manager.env.wall,
+                     manager.env.text_id)  # fmt: skip
+    if p.audit:
+        p.audit.check_before(p.schema, state.config.schema)
+    ends = _Ending(reason, p.schema, p.schema_policy, p.mode, p.time_unit, job_id, 0, p.audit or None)
+    hides = p.mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND
+    return _Member(p, PushRun(manager.for_job(job_id), target), ends, hides)
+
+
+def _run(
+    manager: LineageManager,
+    members: list[_Member],
+    set_id: str,
+    reason: str | None,
+    owner_wait_s: float,
+    say: Callable[[str], None],
+) -> None:
+    """Start, write and end every table; on any failure, revert them all."""
+    current: list[str] = []  # the table being worked on (its name names a failure)
+    with contextlib.ExitStack() as claims:
+        try:
+            with signals_as_interrupt():
+                for m in members:
+                    current[:] = [m.run.target.table]
+                    claims.enter_context(_claimed(m.run.manager, m.run.target))
+                    told = _told(say, m.run.target.table)
+                    m.started = _begin(
+                        m.run, m.ends, owner_wait_s, manager.env.monotonic, manager.env.sleep, told
+                    )
+                failpoint("set.after-start")
+                for m in members:
+                    current[:] = [m.run.target.table]
+                    _write(m, say)
+                failpoint("set.after-write")
+                current.clear()
+                parts = [_ending(m) for m in members]
+                manager.commit_together(parts, reason, set_id=set_id)
+                failpoint("set.after-end")
+        except BaseException as exc:
+            error = _failed(members, exc, current, set_id)
+            if error is exc:
+                raise
+            raise error from None
+
+
+def _told(say: Callable[[str], None], table: str) -> Callable[[str], None]:
+    return lambda message: say(f"{table}: {message}")
+
+
+def _write(m: _Member, say: Callable[[str], None]) -> None:
+    run, target = m.run, m.run.target
+    written = run.written = m.prepared.write(target)
+    if not written.segments:
+        raise PushRefusedError("the input has no rows; nothing was pushed")
+    rows = sum(s.rows for s in written.segments)
+    say(f"{target.table}: wrote {len(written.segments)} segment(s), {rows} rows")
+    if m.ends.audit is not None:
+        state = run.manager.table(target.table)
+        run.judged, passed = judge_push(state, m.ends.audit, target.table, target.entry_id, written.segments)
+        say(f"{target.table}: audit {passed}")
+
+
+def _ending(m: _Member) -> Together:
+    """The table's part of the set's commit: a push's end, fenced as one."""
+    run, target, ends = m.run, m.run.target, m.ends
+    written = run.written
+    assert written is not None
+    names = [s.name for s in written.segments]
+    update = complete_update(
+        target.entry_id, written.segments, strays=written.strays,
+        to_subset=names if len(names) < len(target.names) else None, schema=ends.schema,
+        schema_policy=ends.policy, mode=ends.mode.value, time_unit=ends.time_unit,
+        check=job_still_open(run.manager, target.table, ends.job_id, target.entry_id, ends.job_checked),
+        audit=run.judged,
+    )  # fmt: skip
+    return Together(target.table, update, owner=target.entry_id, job_id=ends.job_id)
+
+
+def _failed(members: list[_Member], exc: BaseException, current: list[str], set_id: str) -> BaseException:
+    """Every table of the set cleaned up as a failed push is; the error to
+    raise: the failing table's, saying it failed the whole set."""
+    failing = current[0] if current else getattr(exc, "table", None)
+    if isinstance(exc, JobDone):  # another attempt of a table's job completed meanwhile
+        exc = PushRefusedError(
+            f"another attempt of the job completed in table {failing!r} meanwhile as entry {exc.entry_id}"
+        )
+    errors: dict[str, BaseException] = {}
+    for m in members:
+        table = m.run.target.table
+        errors[table] = m.run.failure(exc, m.ends.job_id)
+    chosen = errors.get(failing or "", next(iter(errors.values())))
+    if isinstance(chosen, LineageError):
+        others = [t for t, m in zip(errors, members, strict=True) if t != failing and m.run.started]
+        where = f"table {failing!r}: " if failing and failing not in chosen.message else ""
+        unknown = isinstance(chosen, OutcomeUnknownError)
+        after = (
+            f"; the set's other entries ({', '.join(others)}) were reverted with it"
+            if others and not unknown
+            else ""
+        )
+        chosen.args = (f"push set {set_id} failed: {where}{chosen.message}{after}", *chosen.args[1:])
+    return chosen
+
+
+def _member_result(m: _Member, seconds: float) -> PushResult:
+    written = m.run.written
+    assert written is not None
+    result = _result(m.run.target, m.ends.mode, written, m.started, seconds, m.ends.job_id, m.hides)
+    return result if m.run.judged is None else replace(result, audited=m.run.judged.recorded)

@@ -1,0 +1,300 @@
+"""Several tables at once: one commit that changes every table of a set or
+none (a push set's end, a set's rollback), and a consistent cut (versions
+that were current together).
+
+A set commit is the commit loop of :mod:`.commit` over several tables: each
+attempt reads every table, applies each table's pure update to its version,
+and sends every change in one request (:meth:`Store.write_together`: one
+ZooKeeper multi), each fenced as a single commit is (its head's version, its
+push's owner claim, its floor, its role). A conflict on any table retries the
+whole set; each change's history record carries the set's id. The commit id
+is the same in every table, so after an unknown outcome one look finds
+whether the set landed (it landed everywhere or nowhere).
+
+A cut reads every table's version twice in a row and keeps the first read
+when no version moved in between: at the moment between the two reads,
+those versions were all current (a version only ever grows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.acl import PUSHER
+from segment_lineage.lineage.core.errors import (
+    ClaimLostError,
+    ContentionError,
+    InvalidInputError,
+    LineageError,
+    NotFoundError,
+    OutcomeUnknownError,
+    StoreUnavailableError,
+)
+from segment_lineage.lineage.core.failpoints import failpoint
+from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableState
+from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.retry import Attempts
+from segment_lineage.lineage.core.roles import guard_role
+from segment_lineage.lineage.core.transitions.purge import refuse_while_purging
+from segment_lineage.lineage.manager.commit import Committed, Update
+from segment_lineage.lineage.manager.floor import _FloorUse
+from segment_lineage.lineage.manager.reads import Reads
+from segment_lineage.lineage.store.contract import (
+    ReadAgainError,
+    RetryableStoreError,
+    Snapshot,
+    VersionConflict,
+    Write,
+    WriteOutcomeUnknown,
+)
+
+# Tables in one set commit, refused up front past it: 175 tables of 20 columns
+# fit in one request (python -m benchmarks.sets); wider tables' heads may
+# fit fewer, which the request's size refuses at the commit (nothing applied).
+MAX_SET_TABLES = 100
+CUT_ATTEMPTS = 20  # double reads of a cut before giving up (the tables kept moving)
+
+
+@dataclass(frozen=True)
+class Together:
+    """One table's part of a set commit: its pure update, the entry whose
+    owner claim fences it (None: none), and the job it records."""
+
+    table: str
+    update: Update
+    owner: str | None = None
+    job_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SetRollback:
+    """What rolling back a set does (or did), table by table: the version
+    before the set's, and the version the rollback made (None: a dry run)."""
+
+    set_id: str
+    targets: dict[str, int]
+    committed: dict[str, int] | None
+    rollback_set: str | None  # the rollback's own set id
+
+
+def check_set_tables(tables: Sequence[str]) -> None:
+    """InvalidInputError unless ``tables`` are 1 to MAX_SET_TABLES distinct
+    table names (case twins are one table to the store)."""
+    if not tables:
+        raise InvalidInputError("a set names at least one table")
+    if len(tables) > MAX_SET_TABLES:
+        raise InvalidInputError(f"a set has at most {MAX_SET_TABLES} tables, got {len(tables)}")
+    seen: dict[str, str] = {}
+    for table in tables:
+        check_table_name(table)
+        twin = seen.setdefault(table.casefold(), table)
+        if twin != table or list(tables).count(table) > 1:
+            raise InvalidInputError(f"table {table!r} is named twice in the set")
+
+
+class TogetherOps(Reads):
+    """Set commits, set rollbacks and cuts."""
+
+    def commit_together(
+        self, parts: Sequence[Together], reason: str | None = None, *, set_id: str | None = None
+    ) -> list[Committed]:
+        """Apply each part's update to its table, all in one request, with
+        bounded retries; every change's record carries ``set_id`` (default:
+        a new id). Parts whose update changes nothing are left out; when
+        none changes anything, nothing is written. Raises what a single
+        commit raises, for the first table refused (its name in the message)."""
+        check_set_tables([p.table for p in parts])
+        sid = set_id or self.env.text_id()
+        audits = {p.table: Audit(self.actor, p.job_id or self.job_id, reason, sid) for p in parts}
+        commit_id = self.env.hex_id()
+        floors = {p.table: _FloorUse(self.store, p.table, commit_id, self.retry.clock) for p in parts}
+        try:
+            done = self._together(parts, audits, commit_id, floors)
+        finally:
+            for floor in floors.values():
+                floor.leave()
+        if self.after_commit is not None:
+            for part, committed in zip(parts, done, strict=True):
+                if committed.applied:
+                    self.after_commit(self, part.table, committed)
+        return done
+
+    def _together(
+        self,
+        parts: Sequence[Together],
+        audits: dict[str, Audit],
+        commit_id: str,
+        floors: dict[str, _FloorUse],
+    ) -> list[Committed]:
+        attempts = Attempts(self.retry)
+        unknown: dict[str, int] | None = None  # the versions read before an unknown outcome
+        cause, retryable = "", False
+        while attempts.next():
+            try:
+                reads = [self.store.read_now(p.table) for p in parts]
+                if unknown is not None:
+                    landed = self._set_landed(parts, commit_id, unknown)
+                    if landed is not None:
+                        return landed
+            except LineageError as exc:
+                if unknown is not None and not isinstance(exc, NotFoundError):
+                    raise OutcomeUnknownError(parts[0].table, commit_id, exc.message) from None
+                raise
+            pause = max(
+                (floors[p.table].wait_or_take(s, n) or 0.0 for p, (s, n) in zip(parts, reads, strict=True)),
+                default=0,
+            )
+            if pause > 0:
+                attempts.refund()  # waited for another writer's floor: not a lost race
+                self.retry.sleep(pause)
+                continue
+            now = max(n for _, n in reads)
+            try:
+                changes = [p.update(s.state, now) for p, (s, _) in zip(parts, reads, strict=True)]
+                for change, (snap, _) in zip(changes, reads, strict=True):
+                    change.state.loaded()
+                    snap.state.loaded()
+                    refuse_while_purging(snap.state, change)
+            except ReadAgainError:
+                continue
+            writes = [
+                Write(
+                    p.table,
+                    snap,
+                    change,
+                    audits[p.table],
+                    commit_id,
+                    now,
+                    p.owner,
+                    guard_role(snap.state, change),
+                )
+                for p, (snap, _), change in zip(parts, reads, changes, strict=True)
+                if change.changed
+            ]
+            if not writes:
+                return [
+                    Committed(s.state, c, commit_id, applied=False)
+                    for (s, _), c in zip(reads, changes, strict=True)
+                ]
+            try:
+                failpoint("set.before-commit")
+                states = iter(self.store.write_together(writes))
+            except ClaimLostError as exc:
+                if unknown is not None:
+                    raise OutcomeUnknownError(exc.table or parts[0].table, commit_id, exc.message) from None
+                raise
+            except VersionConflict:
+                for floor in floors.values():
+                    floor.lost()
+                attempts.backoff()
+                continue
+            except RetryableStoreError as exc:
+                cause, retryable = exc.message, True
+                attempts.backoff()
+                continue
+            except WriteOutcomeUnknown as exc:
+                cause = exc.message
+                if unknown is None:
+                    unknown = {p.table: s.state.version for p, (s, _) in zip(parts, reads, strict=True)}
+                attempts.backoff()
+                continue
+            failpoint("set.after-commit")
+            return [
+                Committed(next(states), c, commit_id, applied=True)
+                if c.changed
+                else Committed(s.state, c, commit_id, applied=False)
+                for (s, _), c in zip(reads, changes, strict=True)
+            ]
+        if unknown is not None:
+            try:
+                landed = self._set_landed(parts, commit_id, unknown)
+            except LineageError as exc:
+                raise OutcomeUnknownError(parts[0].table, commit_id, cause or exc.message) from None
+            if landed is not None:
+                return landed
+            raise OutcomeUnknownError(parts[0].table, commit_id, cause)
+        if retryable:
+            raise StoreUnavailableError(
+                f"writing the set's tables kept failing ({cause}); nothing was committed"
+            )
+        raise ContentionError(
+            ", ".join(p.table for p in parts), attempts.count, attempts.elapsed, doing="committing the set"
+        )
+
+    def _set_landed(
+        self, parts: Sequence[Together], commit_id: str, since: dict[str, int]
+    ) -> list[Committed] | None:
+        """The set's commits, when an earlier attempt landed (in every table
+        or in none: one table's record says)."""
+        found: list[HistoryRecord] = []
+        for p in parts:
+            record = self.store.find_commit(p.table, commit_id, since[p.table])
+            if record is None:
+                if found:  # one request: a record in one table and not in another cannot be
+                    raise OutcomeUnknownError(p.table, commit_id, "the set's record is missing here")
+                return None
+            found.append(record)
+        return [
+            self._landed(self.store.read(p.table), record, commit_id, load=True)
+            for p, record in zip(parts, found, strict=True)
+        ]
+
+    # ---- a set's rollback ---------------------------------------------------
+
+    def set_members(self, set_id: str) -> dict[str, int]:
+        """Every table with a version of the set ``set_id`` -> that version
+        (the newest, when a table has several). NotFoundError when no table
+        has it in the history it keeps."""
+        found: dict[str, int] = {}
+        for table in self.store.list_tables():
+            for record in self.store.iter_history(table):
+                if record.set_id == set_id:
+                    found[table] = record.version
+                    break
+        if not found:
+            raise NotFoundError(
+                f"no table has set {set_id!r} in its history",
+                remedy="'lineage history TABLE' shows each version's set",
+            )
+        return found
+
+    def rollback_set(self, set_id: str, *, dry_run: bool = False, reason: str | None = None) -> SetRollback:
+        """Every table of the set ``set_id`` back to its version before the
+        set, in one commit (a set of its own): its rows disappear from every
+        table at once, and so do later changes of those tables."""
+        members = self.set_members(set_id)
+        targets = {table: version - 1 for table, version in sorted(members.items())}
+        states = {table: self._as_of(table, version) for table, version in targets.items()}  # kept at all?
+        if dry_run:
+            return SetRollback(set_id, targets, None, None)
+        self.require_role(PUSHER, doing="a rollback")
+        why = reason or f"rollback of set {set_id}"
+        rollback_id = self.env.text_id()
+        audit = Audit(self.actor, self.job_id, why, rollback_id)
+
+        def undo(table: str) -> Update:
+            def update(state: TableState, now: int) -> Change:
+                return transitions.rollback(state, states[table], now, audit)
+
+            return update
+
+        done = self.commit_together([Together(t, undo(t)) for t in targets], why, set_id=rollback_id)
+        committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
+        return SetRollback(set_id, targets, committed, rollback_id)
+
+    # ---- a consistent cut ---------------------------------------------------
+
+    def cut(self, tables: Sequence[str]) -> dict[str, Snapshot]:
+        """One snapshot per table, of versions that were all current at one
+        moment (see the module's docstring). ContentionError when the tables
+        kept moving for CUT_ATTEMPTS double reads."""
+        check_set_tables(tables)
+        first = {t: self.store.read(t) for t in tables}
+        for _ in range(CUT_ATTEMPTS):
+            second = {t: self.store.read(t) for t in tables}
+            if all(second[t].state.version == first[t].state.version for t in tables):
+                return first
+            first = second
+        raise ContentionError(", ".join(tables), CUT_ATTEMPTS, 0.0, doing="reading a consistent cut")

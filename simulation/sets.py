@@ -1,0 +1,158 @@
+"""Push sets in the simulation: a writer of sets (pushes of two or three
+tables as one, a job's reruns, set rollbacks) and readers of cuts, with the
+cross-table invariant they are judged by:
+
+- after every step, a set (or set rollback) is in the history of all its
+  tables or of none (:func:`check_sets`): its one commit is never half applied;
+- a cut (:class:`~segment_lineage.ingest.cut.Cut`, the real reader) holds,
+  for every set, versions that include it in all its tables or in none
+  (:func:`check_cut`): no reader sees set N in one table and N-1 in another.
+
+Tables an actor dropped are left out: a table made again under the same name
+has another history.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from segment_lineage.ingest.arrow_push import prepare_arrow
+from segment_lineage.ingest.push_set import push_set
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.core.errors import LineageError
+
+if TYPE_CHECKING:
+    from segment_lineage.ingest.push_plan import Prepared
+    from simulation.actors import Ctx
+    from simulation.world import World
+
+
+def setter(ctx: Ctx, ops: int) -> None:
+    """Two or three tables pushed as one set, a fifth of the time a set
+    rolled back, a third of the time a cut read; a job's set run twice now and then."""
+    for n in range(ops):
+        known = sorted(t for t in ctx.manager.list_tables() if t in ctx.world.tables)
+        if len(known) < 2:
+            ctx.world.sleep(ctx.rng.uniform(0.1, 0.5))
+            continue
+        group = ctx.rng.sample(known, k=min(len(known), ctx.rng.choice([2, 2, 3])))
+        roll = ctx.rng.random()
+        if roll < 0.2 and ctx.world.sets:
+            _roll_back(ctx)
+        elif roll < 0.5:
+            read_cut(ctx, group)
+        else:
+            _push(ctx, group, f"s{ctx.actor.aid}-{n}")
+        ctx.world.sleep(ctx.rng.uniform(0, 0.5))
+
+
+def _push(ctx: Ctx, group: list[str], label: str) -> None:
+    world, manager = ctx.world, ctx.manager
+    prepared: list[Prepared] = []
+    try:
+        for table in group:
+            state = manager.table(table)
+            parts, mode, interval = world.parts(
+                world.tables[table], state.config.table_type, ctx.rng, f"{label}-{table}"
+            )
+            prepared.append(prepare_arrow(manager, table, parts, mode=mode, interval=interval))
+    except LineageError as exc:
+        ctx.failed(f"set of {', '.join(group)}", exc)
+        return
+    job = f"{label}-job" if ctx.rng.random() < 0.4 else None
+    for _ in range(2 if job is not None and ctx.rng.random() < 0.3 else 1):
+        set_id = manager.env.text_id()
+        world.sets[set_id] = tuple(group)  # before its commit: the checker judges it from then on
+        try:
+            done = push_set(
+                manager, prepared, job_id=job, set_id=set_id, owner_wait_s=ctx.rng.choice([0.0, 1.0])
+            )
+        except LineageError as exc:
+            ctx.failed(f"set {set_id[:8]} of {', '.join(group)}", exc)
+            continue
+        again = " (job already done)" if done.repeated else ""
+        ctx.note(f"pushed set {set_id[:8]} of {', '.join(group)}{again}")
+
+
+def _roll_back(ctx: Ctx) -> None:
+    world = ctx.world
+    set_id = ctx.rng.choice(sorted(world.sets))
+    try:
+        done = ctx.manager.rollback_set(set_id)
+    except LineageError as exc:
+        ctx.failed(f"rollback of set {set_id[:8]}", exc)
+        return
+    assert done.committed is not None and done.rollback_set is not None
+    world.sets[done.rollback_set] = tuple(sorted(done.committed))
+    ctx.note(f"rolled back set {set_id[:8]}: {done.committed}")
+    for table, version in done.committed.items():
+        world.checker.check_rollback(ctx.actor.name, table, done.targets[table], version)
+
+
+def read_cut(ctx: Ctx, group: list[str]) -> None:
+    """A cut of ``group`` through the real reader, judged while it is held."""
+    try:
+        with SnapshotReader.together(ctx.manager, group) as cut:
+            versions = cut.versions
+            for _ in range(ctx.rng.choice([0, 1, 3])):  # hold it a while: sets land meanwhile
+                ctx.world.sleep(ctx.rng.uniform(0, 0.3))
+            check_cut(ctx.world, ctx.actor.name, versions)
+            ctx.note(f"cut {versions}")
+    except LineageError as exc:
+        ctx.failed(f"cut of {', '.join(group)}", exc)
+
+
+def _history(world: World, table: str) -> dict[str, int]:
+    """Set id -> the version of ``table`` that carries it (the newest)."""
+    found: dict[str, int] = {}
+    for record in world.store.history(table):
+        if record.set_id is not None:
+            found.setdefault(record.set_id, record.version)
+    return found
+
+
+def check_cut(world: World, actor: str, versions: dict[str, int]) -> None:
+    histories = {t: _history(world, t) for t in versions if t not in world.dropped}
+    for set_id, tables in sorted(world.sets.items()):
+        mine = [t for t in tables if t in histories]
+        if len(mine) < 2 or len(mine) < len(tables):
+            continue
+        seen = {t: set_id in histories[t] and histories[t][set_id] <= versions[t] for t in mine}
+        if len(set(seen.values())) > 1:
+            shown, hidden = (
+                sorted(t for t, s in seen.items() if s),
+                sorted(t for t, s in seen.items() if not s),
+            )
+            world.checker.flag(
+                "cut-torn", f"{actor}'s cut {versions} shows set {set_id[:8]} in {shown}, not {hidden}"
+            )
+
+
+def check_sets(world: World) -> None:
+    """Every set is in the history of all its tables or of none, after every step."""
+    if not world.sets:
+        return
+    live = set(world.store.list_tables())
+    for set_id, tables in sorted(world.sets.items()):
+        if any(t in world.dropped or t not in live for t in tables):
+            continue
+        try:
+            present = {t: set_id in _recent(world, t) for t in tables}
+        except LineageError:  # a table being dropped: judged no more
+            continue
+        if len(set(present.values())) > 1:
+            world.checker.flag(
+                "set-torn",
+                f"set {set_id[:8]} is in {sorted(t for t, p in present.items() if p)} "
+                f"but not in {sorted(t for t, p in present.items() if not p)}",
+            )
+
+
+def _recent(world: World, table: str) -> set[str]:
+    """The sets in ``table``'s history, read again only when its version moved."""
+    version = world.store.read(table).state.version
+    cached = world.set_history.get(table)
+    if cached is None or cached[0] != version:
+        cached = (version, {r.set_id for r in world.store.history(table) if r.set_id is not None})
+        world.set_history[table] = cached
+    return cached[1]

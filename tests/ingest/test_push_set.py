@@ -1,0 +1,172 @@
+"""Push sets: several tables pushed as one commit, rolled back as one, read
+as one cut; a failure anywhere reverts every table; on both stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from segment_lineage.ingest.arrow_push import prepare_arrow, push_arrow
+from segment_lineage.ingest.audit import Audit, AuditFailedError
+from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.ingest.push_set import push_set
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.errors import ClaimLostError, InvalidInputError
+from segment_lineage.lineage.core.model import Audit as Audit_
+from segment_lineage.lineage.core.model import EntryState, Operation, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.manager.together import Together
+
+TABLES = ("facts", "dims")
+E1, E2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"
+
+
+def rows(n: int, label: str) -> pa.Table:
+    return pa.table({"label": [label] * n, "id": list(range(n))})
+
+
+def labels(m: LineageManager, table: str) -> list[str]:
+    with SnapshotReader(m, table) as reader:
+        data = reader.to_arrow()
+    return sorted(set(data.column("label").to_pylist())) if data.num_rows else []
+
+
+@pytest.fixture
+def tables(manager: LineageManager, tmp_path: Path) -> tuple[str, ...]:
+    for name in TABLES:
+        manager.create_table(TableConfig.build(name, str(tmp_path / name)))
+        push_arrow(manager, name, [rows(3, "old")])
+    return TABLES
+
+
+def prepared(m: LineageManager, label: str, n: int = 4, **kw: object) -> list:  # type: ignore[type-arg]
+    return [prepare_arrow(m, t, [rows(n, label)], **kw) for t in TABLES]  # type: ignore[arg-type]
+
+
+def test_a_set_lands_in_every_table_in_one_commit(manager: LineageManager, tables: tuple[str, ...]) -> None:
+    done = push_set(manager, prepared(manager, "new"), reason="nightly", job_id="night-1")
+    assert [p.table for p in done.pushes] == list(TABLES)
+    assert all(p.rows == 4 and p.replaced == 1 for p in done.pushes)
+    for table in TABLES:
+        assert labels(manager, table) == ["new"]
+        record = manager.history(table, 1)[0]
+        assert record.operation is Operation.END_REPLACE and record.set_id == done.set_id
+        assert record.job_id == "night-1" and record.reason == "nightly"
+    commits = {manager.history(t, 1)[0].commit_id for t in TABLES}
+    assert len(commits) == 1  # one commit, one id in every table
+
+    again = push_set(manager, prepared(manager, "again"), job_id="night-1")
+    assert again.repeated and labels(manager, "facts") == ["new"]
+
+
+def test_a_failure_in_one_table_reverts_every_table(manager: LineageManager, tables: tuple[str, ...]) -> None:
+    parts = prepared(manager, "new")
+    parts[1] = prepare_arrow(manager, "dims", [rows(2, "new")], audit=Audit(min_rows=10))
+    with pytest.raises(AuditFailedError, match=r"push set [\w-]+ failed: .*'dims'.*min-rows 10") as failed:
+        push_set(manager, parts)
+    assert "other entries (facts) were reverted" in failed.value.message
+    for table in TABLES:
+        assert labels(manager, table) == ["old"]
+        states = [e.state for e in manager.table(table).entries.values()]
+        assert states.count(EntryState.IN_PROGRESS) == 0 and EntryState.REVERTED in states
+
+
+def test_a_set_is_refused_before_anything_starts(manager: LineageManager, tables: tuple[str, ...]) -> None:
+    with pytest.raises(InvalidInputError, match="named twice"):
+        push_set(manager, [prepare_arrow(manager, "facts", [rows(1, "x")])] * 2)
+    with pytest.raises(InvalidInputError, match="at least one table"):
+        push_set(manager, [])
+    versions = {t: manager.table(t).version for t in TABLES}
+    parts = prepared(manager, "new")
+    parts[1] = prepare_arrow(manager, "dims", [rows(2, "new")], mode="append")  # a REFRESH table
+    with pytest.raises(PushRefusedError, match="dims"):
+        push_set(manager, parts)
+    assert {t: manager.table(t).version for t in TABLES} == versions  # nothing started anywhere
+    assert all(labels(manager, t) == ["old"] for t in TABLES)
+
+
+def test_a_set_whose_job_completed_in_some_tables_only_is_refused(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    push_arrow(manager, "facts", [rows(1, "alone")], job_id="j")
+    with pytest.raises(PushRefusedError, match="completed in facts but not in dims"):
+        push_set(manager, prepared(manager, "new"), job_id="j")
+    assert labels(manager, "dims") == ["old"]
+
+
+def test_a_set_rolls_back_in_one_commit(manager: LineageManager, tables: tuple[str, ...]) -> None:
+    done = push_set(manager, prepared(manager, "new"))
+    plan = manager.rollback_set(done.set_id, dry_run=True)
+    assert plan.committed is None and set(plan.targets) == set(TABLES)
+    undone = manager.rollback_set(done.set_id)
+    assert undone.committed is not None and set(undone.committed) == set(TABLES)
+    for table in TABLES:
+        assert labels(manager, table) == ["old"]
+        record = manager.history(table, 1)[0]
+        assert record.operation is Operation.ROLLBACK and record.set_id == undone.rollback_set
+
+
+def test_a_cut_sees_a_set_in_all_its_tables_or_none(manager: LineageManager, tables: tuple[str, ...]) -> None:
+    done = push_set(manager, prepared(manager, "new"))
+    with SnapshotReader.together(manager, list(TABLES)) as cut:
+        assert cut.sets() == {t: done.set_id for t in TABLES}
+        push_set(manager, prepared(manager, "newer"))  # lands after the cut: not seen through it
+        assert {t: sorted(set(cut[t].to_arrow().column("label").to_pylist())) for t in TABLES} == {
+            t: ["new"] for t in TABLES
+        }
+    assert all(labels(manager, t) == ["newer"] for t in TABLES)
+
+
+def _open(entry: str):  # type: ignore[no-untyped-def]
+    """An update that opens a replacement (a change any table accepts)."""
+
+    def update(state, now):  # type: ignore[no-untyped-def]
+        return transitions.start_replace(
+            state, [], [f"seg_{entry[:4]}"], entry_id=entry, audit=Audit_(actor="t"), now_ms=now
+        )
+
+    return update
+
+
+def test_a_late_set_commit_is_fenced_by_every_claim(manager: LineageManager, tables: tuple[str, ...]) -> None:
+    """A part whose claim is gone (its session ended while the set was
+    paused) refuses the whole request: no table is changed."""
+    before = {t: manager.table(t).version for t in TABLES}
+    with pytest.raises(ClaimLostError, match="dims"):
+        manager.commit_together([Together("facts", _open(E1)), Together("dims", _open(E2), owner=E2)])
+    assert {t: manager.table(t).version for t in TABLES} == before
+    done = manager.commit_together([Together("facts", _open(E1)), Together("dims", _open(E2))])
+    assert [c.state.version for c in done] == [before[t] + 1 for t in TABLES]
+
+
+def test_too_many_tables_are_refused(manager: LineageManager) -> None:
+    with pytest.raises(InvalidInputError, match="at most 100 tables"):
+        manager.commit_together([Together(f"t{i}", _open(E1)) for i in range(101)])
+
+
+@pytest.mark.zk
+def test_a_set_over_the_request_size_is_refused_whole(zk_manager: LineageManager, tmp_path: Path) -> None:
+    """Wide tables whose heads together exceed one request: refused before
+    anything is sent, and no table changes."""
+    import dataclasses
+
+    from segment_lineage.lineage.core.errors import TooLargeError
+    from segment_lineage.lineage.core.schema import DataType, Field
+
+    wide = tuple(Field(f"column_with_a_long_name_{i:04d}", DataType("double")) for i in range(1500))
+    names = [f"wide{i}" for i in range(12)]
+    for name in names:
+        zk_manager.create_table(
+            dataclasses.replace(TableConfig.build(name, str(tmp_path / name)), schema=wide)
+        )
+    before = {t: zk_manager.table(t).version for t in names}
+    with pytest.raises(
+        TooLargeError, match=r"12 tables together would send \d+ bytes .* nothing was committed"
+    ):
+        zk_manager.commit_together([Together(t, _open(E1)) for t in names])
+    assert {t: zk_manager.table(t).version for t in names} == before
+    done = zk_manager.commit_together([Together(t, _open(E1)) for t in names[:3]])  # a smaller set fits
+    assert all(c.applied for c in done)
