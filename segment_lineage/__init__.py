@@ -17,11 +17,13 @@ import importlib
 # `import segment_lineage`; type checkers take any constant of this name for True.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from segment_lineage.ingest.arrow_push import push_arrow
+    from segment_lineage.ingest.arrow_push import prepare_arrow, push_arrow
     from segment_lineage.ingest.audit import Audit, AuditFailedError, AuditView
+    from segment_lineage.ingest.cut import Cut
     from segment_lineage.ingest.errors import PushError, SnapshotTooOldError
+    from segment_lineage.ingest.push_set import SetResult, push_set
     from segment_lineage.ingest.readers import SnapshotReader
-    from segment_lineage.ingest.spark_job import push_dataframe
+    from segment_lineage.ingest.spark_job import prepare_dataframe, push_dataframe
     from segment_lineage.ingest.spark_readers import pinned_table
     from segment_lineage.ingest.stage import publish
     from segment_lineage.lineage.core.errors import (
@@ -61,6 +63,12 @@ _HOMES: dict[str, str] = {
     "push_dataframe": "segment_lineage.ingest.spark_job",
     "SnapshotReader": "segment_lineage.ingest.readers",
     "pinned_table": "segment_lineage.ingest.spark_readers",
+    # several tables as one: a push set, and a cut that reads them together
+    "push_set": "segment_lineage.ingest.push_set",
+    "SetResult": "segment_lineage.ingest.push_set",
+    "prepare_arrow": "segment_lineage.ingest.arrow_push",
+    "prepare_dataframe": "segment_lineage.ingest.spark_job",
+    "Cut": "segment_lineage.ingest.cut",
     # checks a push's rows pass before they show (write-audit-publish)
     "Audit": "segment_lineage.ingest.audit",
     "AuditView": "segment_lineage.ingest.audit",
@@ -90,6 +98,7 @@ __all__ = [
     "AuditView",
     "ConflictError",
     "ContentionError",
+    "Cut",
     "InvalidInputError",
     "LineageError",
     "LineageManager",
@@ -102,6 +111,7 @@ __all__ = [
     "RetryPolicy",
     "RootClaimFiles",
     "Segment",
+    "SetResult",
     "SnapshotReader",
     "SnapshotTooOldError",
     "StoreUnavailableError",
@@ -110,9 +120,12 @@ __all__ = [
     "TableNotFoundError",
     "open_store",
     "pinned_table",
+    "prepare_arrow",
+    "prepare_dataframe",
     "publish",
     "push_arrow",
     "push_dataframe",
+    "push_set",
     "run_pass",
 ]
 

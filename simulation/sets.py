@@ -17,9 +17,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from segment_lineage.ingest.arrow_push import prepare_arrow
-from segment_lineage.ingest.push_set import push_set
+from segment_lineage.ingest.push_set import publish_set, push_set, staged_set
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core.errors import LineageError
+
+STAGE_HOLD = "30s"  # a staged set left alone is cleaned up within the run
 
 if TYPE_CHECKING:
     from segment_lineage.ingest.push_plan import Prepared
@@ -30,7 +32,11 @@ if TYPE_CHECKING:
 def setter(ctx: Ctx, ops: int) -> None:
     """Two or three tables pushed as one set, a fifth of the time a set
     rolled back, a third of the time a cut read; a job's set run twice now and then."""
+    staged: list[str] = []  # sets it staged, not yet published or reverted
     for n in range(ops):
+        if staged:
+            _settle(ctx, staged.pop(0), publish=n % 2 == 0)
+            continue
         known = sorted(t for t in ctx.manager.list_tables() if t in ctx.world.tables)
         if len(known) < 2:
             ctx.world.sleep(ctx.rng.uniform(0.1, 0.5))
@@ -42,11 +48,11 @@ def setter(ctx: Ctx, ops: int) -> None:
         elif roll < 0.5:
             read_cut(ctx, group)
         else:
-            _push(ctx, group, f"s{ctx.actor.aid}-{n}")
+            _push(ctx, group, f"s{ctx.actor.aid}-{n}", staged)
         ctx.world.sleep(ctx.rng.uniform(0, 0.5))
 
 
-def _push(ctx: Ctx, group: list[str], label: str) -> None:
+def _push(ctx: Ctx, group: list[str], label: str, staged: list[str]) -> None:
     world, manager = ctx.world, ctx.manager
     prepared: list[Prepared] = []
     try:
@@ -60,18 +66,36 @@ def _push(ctx: Ctx, group: list[str], label: str) -> None:
         ctx.failed(f"set of {', '.join(group)}", exc)
         return
     job = f"{label}-job" if ctx.rng.random() < 0.4 else None
+    stage = job is None and world.wap and ctx.rng.random() < 0.4  # odd seeds: staged sets too
     for _ in range(2 if job is not None and ctx.rng.random() < 0.3 else 1):
         set_id = manager.env.text_id()
         world.sets[set_id] = tuple(group)  # before its commit: the checker judges it from then on
         try:
             done = push_set(
-                manager, prepared, job_id=job, set_id=set_id, owner_wait_s=ctx.rng.choice([0.0, 1.0])
-            )
+                manager, prepared, job_id=job, set_id=set_id, owner_wait_s=ctx.rng.choice([0.0, 1.0]),
+                stage=stage, hold=STAGE_HOLD if stage else None,
+            )  # fmt: skip
         except LineageError as exc:
             ctx.failed(f"set {set_id[:8]} of {', '.join(group)}", exc)
             continue
+        if stage:
+            staged.append(set_id)
         again = " (job already done)" if done.repeated else ""
-        ctx.note(f"pushed set {set_id[:8]} of {', '.join(group)}{again}")
+        ctx.note(f"{'staged' if stage else 'pushed'} set {set_id[:8]} of {', '.join(group)}{again}")
+
+
+def _settle(ctx: Ctx, set_id: str, *, publish: bool) -> None:
+    """Publish a staged set whole, or revert its staged pushes one by one."""
+    try:
+        if publish:
+            publish_set(ctx.manager, set_id)
+            ctx.note(f"published set {set_id[:8]}")
+            return
+        for table, entry in staged_set(ctx.manager, set_id).items():
+            ctx.manager.revert_replace(table, entry)
+        ctx.note(f"reverted staged set {set_id[:8]}")
+    except LineageError as exc:
+        ctx.failed(f"settle staged set {set_id[:8]}", exc)
 
 
 def _roll_back(ctx: Ctx) -> None:
@@ -87,6 +111,20 @@ def _roll_back(ctx: Ctx) -> None:
     ctx.note(f"rolled back set {set_id[:8]}: {done.committed}")
     for table, version in done.committed.items():
         world.checker.check_rollback(ctx.actor.name, table, done.targets[table], version)
+
+
+def cutter(ctx: Ctx, ops: int) -> None:
+    """A reader of several tables at once: a cut of the tables a set wrote
+    last (or of any two), over and over while sets land."""
+    for _ in range(ops):
+        live = set(ctx.manager.list_tables())
+        recent = [g for g in ctx.world.sets.values() if len(g) > 1 and set(g) <= live]
+        known = sorted(t for t in live if t in ctx.world.tables)
+        if recent:
+            read_cut(ctx, list(ctx.rng.choice(recent[-3:])))
+        elif len(known) > 1:
+            read_cut(ctx, ctx.rng.sample(known, 2))
+        ctx.world.sleep(ctx.rng.uniform(0, 0.2))
 
 
 def read_cut(ctx: Ctx, group: list[str]) -> None:

@@ -3,8 +3,9 @@ ZooKeeper and real files, checking what its comments claim.
 
 Its placeholders become local things: the S3 root a directory, ``/data/...``
 small Parquet inputs, the Spark master local mode, ``ENTRY`` the entry the
-line before opened, ``STAGED`` the entry the staged push made, version 42 a
-version the table has. Three lines need infrastructure other tests start
+line before opened, ``STAGED`` the entry the staged push made, ``SET`` the
+set the push set made (``nightly.toml`` pushes ``events`` and a table
+``dims`` made for it), version 42 a version the table has. Three lines need infrastructure other tests start
 (the retention daemon and its health check, the embedded server's start and
 stop): they are named in SKIPPED.
 """
@@ -57,6 +58,11 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
         pq.write_table(pa.table({"ts": stamps, "v": list(range(count))}), data / name / "part-0.parquet")
     root = tmp_path / "lake" / "events"
     entry = ""
+    pq.write_table(pa.table({"id": [1, 2], "name": ["a", "b"]}), data / "dims.parquet")
+    spec = tmp_path / "nightly.toml"
+    blocks = [("events", "data/day5"), ("dims", "data/dims.parquet")]
+    spec.write_text("".join(f'[[push]]\ntable = "{t}"\ninput = "{i}"\n\n' for t, i in blocks))
+    made_set = ""
 
     def run(*args: str) -> tuple[int, str]:
         result = runner.invoke(app, ["--zk", zk_hosts, *args])
@@ -66,6 +72,7 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
         return list(json.loads(run("--json", "history", "events")[1]))
 
     lines = tour()
+    assert run("table", "create", "dims", "--root", str(tmp_path / "lake" / "dims"))[0] == 0
     assert len(lines) >= 25 and len([line for line in lines if line.startswith(SKIPPED)]) == len(SKIPPED)
     for line in lines:
         if line.startswith(SKIPPED):
@@ -73,7 +80,8 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
         command = line.split(" #")[0].strip()
         command = command.replace("s3://lake/events", str(root)).replace("/data/", f"{data}/")
         command = command.replace("spark://host:7077", "local[1]").replace("ENTRY", entry)
-        command = command.replace("STAGED", staged)
+        command = command.replace("STAGED", staged).replace("nightly.toml", str(spec))
+        command = command.replace("--set SET", f"--set {made_set}")
         command = command.replace("--as-of 2026-11-21T09:00:00Z", "--as-of 2026-11-01T00:00:00Z")
         if "--to-version 42" in command:
             command = command.replace("42", str(history()[1]["version"]))
@@ -94,6 +102,11 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
         if "--stage" in command:
             staged = out.split("entry ")[1].split(",")[0]
             assert "readers see none of it" in out, out
+        if command.startswith("lineage push-set"):
+            made_set = out.split("pushed set ")[1].split(":")[0]
+            assert history()[0]["set"] == made_set, out
+        if command.startswith("lineage cut"):
+            assert out.count(made_set) == 2, out  # both tables at versions with the set
         if command.startswith("lineage publish"):
             assert "published the staged push" in out and history()[0]["operation"] == "END_REPLACE", out
         if "--audit-" in command:  # what it passed is on record

@@ -392,3 +392,36 @@ def test_the_checker_catches_an_audit_judged_only_before_its_commit(monkeypatch:
     monkeypatch.setattr(audit.Figures, "of", staticmethod(judged_once))
     result = run_seed(RunConfig(17, steps=400))
     assert "audit-unfenced" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_a_set_applied_one_table_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store whose set write checks and applies each table's commit on its
+    own: a table refused after another landed leaves the set half applied
+    (set-torn), which readers would see."""
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    def one_by_one(self: MemoryStore, writes: Any) -> list[Any]:
+        out = []
+        for w in writes:
+            with self._lock:
+                self._check_write(w)
+                out.append(self._apply_write(w))
+        return out
+
+    monkeypatch.setattr(MemoryStore, "write_together", one_by_one)
+    result = run_seed(RunConfig(4, steps=400))
+    assert "set-torn" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_a_cut_taken_in_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cut that reads each table once, without the second read that proves
+    the versions were current together: a set landing between two of its
+    reads shows in one table and not the other (cut-torn)."""
+    from segment_lineage.lineage.manager import together
+
+    def one_read(self: Any, tables: Any) -> dict[str, Any]:
+        return {t: self.store.read(t) for t in tables}
+
+    monkeypatch.setattr(together.TogetherOps, "cut", one_read)
+    result = run_seed(RunConfig(22, steps=400))
+    assert "cut-torn" in {v.kind for v in result.violations}, describe(result)

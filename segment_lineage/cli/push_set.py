@@ -12,8 +12,10 @@ from segment_lineage.cli.context import Reason, current, emit, manager
 from segment_lineage.cli.ingest import (
     ENGINES,
     DryRun,
+    Hold,
     JobId,
     Master,
+    Stage,
     _check_local_input,
     _schema_policy,
     choose_engine,
@@ -43,26 +45,34 @@ def push_set(
         str, typer.Option("--engine", help="auto, arrow or spark, for every table (auto: as push chooses).")
     ] = "auto",
     master: Master = None,
+    stage: Stage = False,
+    hold: Hold = None,
 ) -> None:
     """Push several tables as one: every table's new rows show in one commit,
     or none do (a failure in any table reverts them all). Each [[push]]
     block names a table and an input (relative to the spec's folder), and
     may give mode, format, interval, evolve_schema, job_id and audit_* keys
     (docs/cli.md). The history of every table records the set's id;
-    'lineage rollback --set ID' undoes it, 'lineage cut' reads tables together."""
+    'lineage rollback --set ID' undoes it, 'lineage cut' reads tables together.
+    --stage stages every table in one commit instead; 'lineage publish --set
+    ID' shows them all in one commit."""
     from segment_lineage.ingest.push_set import push_set as run_set
     from segment_lineage.ingest.push_set_spec import read_spec
+    from segment_lineage.ingest.stage import stage_hold
 
     if engine not in ENGINES:
         raise InvalidInputError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
+    stage_hold(stage, hold, job_id)  # refused before anything is read
     blocks = read_spec(spec)
     with (
         manager() as m,
         progress("pushing the set") as say,
         _engines(m, blocks, engine, master, say) as prepared,
     ):
-        result = run_set(m, prepared, reason=reason, job_id=job_id, dry_run=dry_run, progress=say)
-    _emit_set(result)
+        result = run_set(
+            m, prepared, reason=reason, job_id=job_id, dry_run=dry_run, progress=say, stage=stage, hold=hold
+        )
+    emit_set(result)
 
 
 @contextlib.contextmanager
@@ -125,15 +135,23 @@ def _span_and_audit(b: SpecBlock) -> tuple[tuple[int, int] | None, Any]:
     return span, audit or None
 
 
-def _emit_set(result: SetResult) -> None:
+def emit_set(result: SetResult) -> None:
+    staged = any(p.staged_until_ms is not None for p in result.pushes)
     if result.repeated:
         head = "the set's job already completed in every table: nothing pushed again"
+    elif staged:
+        head = (
+            f"staged set {result.set_id}: {len(result.pushes)} table(s), readers see none of it until "
+            f"'lineage publish --set {result.set_id}'"
+        )
+    elif any(p.published for p in result.pushes):
+        head = f"published set {result.set_id}: {len(result.pushes)} table(s) in one commit"
     elif result.dry_run:
         head = f"dry run of a push set of {len(result.pushes)} table(s): nothing written"
     else:
         head = f"pushed set {result.set_id}: {len(result.pushes)} table(s) in one commit"
     lines = [head, *(f"  {p.table}: {p.summary()}" for p in result.pushes)]
-    if not result.dry_run and not result.repeated:
+    if not (result.dry_run or result.repeated or staged):
         lines.append(f"undo it with: lineage rollback --set {result.set_id}")
     tables = [{"table": p.table, **push_view(p, None)} for p in result.pushes]
     body = {"set": result.set_id, "repeated": result.repeated, "dry_run": result.dry_run,

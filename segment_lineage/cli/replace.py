@@ -82,14 +82,34 @@ def end_replace(
     )
 
 
-def publish(table: str, entry: str, reason: Reason = None) -> None:
+def publish(
+    table: Annotated[str | None, typer.Argument(help="The table (none with --set).")] = None,
+    entry: Annotated[str | None, typer.Argument(help="The staged push's entry (none with --set).")] = None,
+    set_id: Annotated[
+        str | None,
+        typer.Option("--set", help="Publish every table a staged push set staged, in one commit."),
+    ] = None,
+    reason: Reason = None,
+) -> None:
     """Show a staged push's rows ('lineage push --stage'): its audit runs
     again, then one commit shows them and hides what it replaces. A failing
-    check leaves it staged."""
+    check leaves it staged. A staged push set ('push-set --stage') is
+    published whole, with --set."""
     from segment_lineage.cli.ingest import emit_push
     from segment_lineage.cli.progress import progress
     from segment_lineage.ingest.stage import publish as publish_staged
 
+    if set_id is not None:
+        if table is not None or entry is not None:
+            raise InvalidInputError("--set goes alone: the set names its tables and entries")
+        from segment_lineage.cli.push_set import emit_set
+        from segment_lineage.ingest.push_set import publish_set
+
+        with manager() as m, progress(f"publishing set {set_id}") as say:
+            emit_set(publish_set(m, set_id, reason=reason, progress=say))
+        return
+    if table is None or entry is None:
+        raise InvalidInputError("name the table and the staged push's entry (or a staged set with --set)")
     with manager() as m, progress(f"publishing {entry} of {table}") as say:
         done = publish_staged(m, table, entry, reason=reason, progress=say)
     emit_push(done, None)

@@ -41,11 +41,13 @@ from segment_lineage.ingest.push import _begin, _claimed, _Ending, _result, _tar
 from segment_lineage.ingest.push_dry_run import plan_push
 from segment_lineage.ingest.push_failure import PushRun
 from segment_lineage.ingest.push_plan import Prepared, PushMode, PushResult, _check_job_id, check_mode
-from segment_lineage.lineage.core.errors import LineageError, OutcomeUnknownError
+from segment_lineage.ingest.stage import publish_update, stage_hold
+from segment_lineage.lineage.core.errors import LineageError, NotFoundError, OutcomeUnknownError
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import TableType
-from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.manager.replace import complete_update
+from segment_lineage.lineage.core.model import EntryState, TableType
+from segment_lineage.lineage.core.staged import Staged
+from segment_lineage.lineage.manager import LineageManager, TableHold
+from segment_lineage.lineage.manager.replace import complete_update, stage_update
 from segment_lineage.lineage.manager.together import Together, check_set_tables
 
 
@@ -81,17 +83,22 @@ def push_set(
     owner_wait_s: float = 15.0,
     progress: Callable[[str], None] | None = None,
     set_id: str | None = None,
+    stage: bool = False,
+    hold: str | None = None,
 ) -> SetResult:
     """Push every table of ``pushes`` (:func:`~segment_lineage.ingest.arrow_push.prepare_arrow`,
     :func:`~segment_lineage.ingest.spark_job.prepare_dataframe`) as one (the
     module's docstring says how). ``job_id``: every table's job, unless its
     push names its own. ``dry_run``: every check, then what each push would
     do; nothing written. ``set_id``: the id its records carry (default: a
-    new one); a caller's own must be new to every table."""
+    new one); a caller's own must be new to every table. ``stage``: every
+    table's push staged (held for ``hold``) in one commit instead of shown;
+    :func:`publish_set` shows them all in one commit."""
     clock, say = manager.env.monotonic, progress or (lambda _msg: None)
     began = clock()
     check_set_tables([p.table for p in pushes])
     jobs = {p.table: _job(p.job_id or job_id) for p in pushes}
+    hold_ms = stage_hold(stage, hold, next((j for j in jobs.values() if j is not None), None))
     done = _jobs_done(manager, pushes, jobs)
     set_id = set_id or manager.env.text_id()
     if done is not None:
@@ -99,7 +106,7 @@ def push_set(
     if dry_run:
         planned = tuple(_plan(manager, p) for p in pushes)
         return SetResult(set_id, planned, clock() - began, dry_run=True)
-    members = [_member(manager, p, jobs[p.table], reason) for p in pushes]
+    members = [_member(manager, p, jobs[p.table], reason, hold_ms) for p in pushes]
     say(f"push set {set_id}: {len(members)} table(s): {', '.join(p.table for p in pushes)}")
     _run(manager, members, set_id, reason, owner_wait_s, say)
     results = tuple(_member_result(m, clock() - began) for m in members)
@@ -146,7 +153,9 @@ def _plan(manager: LineageManager, p: Prepared) -> PushResult:
     )  # fmt: skip
 
 
-def _member(manager: LineageManager, p: Prepared, job_id: str | None, reason: str | None) -> _Member:
+def _member(
+    manager: LineageManager, p: Prepared, job_id: str | None, reason: str | None, hold_ms: int | None
+) -> _Member:
     """A table of the set, checked against the table as a push is before it
     starts (nothing of the set is started until every table passed)."""
     state = manager.table(p.table)
@@ -155,7 +164,9 @@ def _member(manager: LineageManager, p: Prepared, job_id: str | None, reason: st
                      manager.env.text_id)  # fmt: skip
     if p.audit:
         p.audit.check_before(p.schema, state.config.schema)
-    ends = _Ending(reason, p.schema, p.schema_policy, p.mode, p.time_unit, job_id, 0, p.audit or None)
+    ends = _Ending(
+        reason, p.schema, p.schema_policy, p.mode, p.time_unit, job_id, 0, p.audit or None, hold_ms
+    )
     hides = p.mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND
     return _Member(p, PushRun(manager.for_job(job_id), target), ends, hides)
 
@@ -173,7 +184,10 @@ def _run(
     with contextlib.ExitStack() as claims:
         try:
             with signals_as_interrupt():
-                for m in members:
+                # Started in the tables' name order: two sets of the same tables
+                # queue behind each other's entries instead of each holding one
+                # table the other waits for.
+                for m in sorted(members, key=lambda m: m.run.target.table):
                     current[:] = [m.run.target.table]
                     claims.enter_context(_claimed(m.run.manager, m.run.target))
                     told = _told(say, m.run.target.table)
@@ -186,14 +200,18 @@ def _run(
                     _write(m, say)
                 failpoint("set.after-write")
                 current.clear()
-                parts = [_ending(m) for m in members]
-                manager.commit_together(parts, reason, set_id=set_id)
+                tables = tuple(m.run.target.table for m in members)
+                parts = [_ending(m, set_id, tables) for m in members]
+                done = manager.commit_together(parts, reason, set_id=set_id)
                 failpoint("set.after-end")
         except BaseException as exc:
             error = _failed(members, exc, current, set_id)
             if error is exc:
                 raise
             raise error from None
+    for m, committed in zip(members, done, strict=True):
+        if m.ends.stage is not None:
+            m.run.staged_until_ms = committed.state.entries[m.run.target.entry_id].held_until_ms
 
 
 def _told(say: Callable[[str], None], table: str) -> Callable[[str], None]:
@@ -213,11 +231,19 @@ def _write(m: _Member, say: Callable[[str], None]) -> None:
         say(f"{target.table}: audit {passed}")
 
 
-def _ending(m: _Member) -> Together:
-    """The table's part of the set's commit: a push's end, fenced as one."""
+def _ending(m: _Member, set_id: str, tables: tuple[str, ...]) -> Together:
+    """The table's part of the set's commit: a push's end (or its staging),
+    fenced as one."""
     run, target, ends = m.run, m.run.target, m.ends
     written = run.written
     assert written is not None
+    if ends.stage is not None:
+        text = None if ends.audit is None else ends.audit.to_text()
+        unit = None if ends.time_unit is None else ends.time_unit.value
+        staged = Staged(ends.mode.value, ends.policy.value, ends.schema, unit, text, set_id, tables)
+        update = stage_update(target.entry_id, written.segments, staged, hold_ms=ends.stage or None,
+                              strays=written.strays, audit=run.judged)  # fmt: skip
+        return Together(target.table, update, owner=target.entry_id)
     names = [s.name for s in written.segments]
     update = complete_update(
         target.entry_id, written.segments, strays=written.strays,
@@ -259,4 +285,62 @@ def _member_result(m: _Member, seconds: float) -> PushResult:
     written = m.run.written
     assert written is not None
     result = _result(m.run.target, m.ends.mode, written, m.started, seconds, m.ends.job_id, m.hides)
-    return result if m.run.judged is None else replace(result, audited=m.run.judged.recorded)
+    audited = None if m.run.judged is None else m.run.judged.recorded
+    return replace(result, audited=audited, staged_until_ms=m.run.staged_until_ms)
+
+
+def staged_set(manager: LineageManager, set_id: str) -> dict[str, str]:
+    """Table -> entry of every push the set ``set_id`` staged; NotFoundError
+    when no table has one, PushRefusedError when the set is no longer whole
+    (one of its staged pushes was reverted, cleaned up or published)."""
+    found: dict[str, str] = {}
+    tables: tuple[str, ...] = ()
+    for table in manager.list_tables():
+        for entry in manager.table(table).entries.values():
+            staged = entry.staged
+            if entry.state is EntryState.IN_PROGRESS and staged is not None and staged.set_id == set_id:
+                found[table], tables = entry.entry_id, staged.set_tables
+    if not found:
+        raise NotFoundError(
+            f"no table has a staged push of set {set_id!r}",
+            remedy="'lineage entries TABLE' shows a table's staged pushes",
+        )
+    missing = [t for t in tables if t not in found]
+    if missing:
+        raise PushRefusedError(
+            f"push set {set_id} is no longer whole: its staged push in {', '.join(missing)} was reverted, "
+            "cleaned up or published; nothing was published",
+            remedy="revert its other staged pushes ('lineage revert TABLE ENTRY'), then push the set again",
+        )
+    return {t: found[t] for t in tables}
+
+
+def publish_set(
+    manager: LineageManager,
+    set_id: str,
+    *,
+    reason: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SetResult:
+    """Publish every table a staged push set staged, in one commit: each
+    table's audit runs again under its entry's owner claim (one publisher at
+    a time), then one request ends every entry, or none (a failing audit or
+    any refusal leaves them all staged)."""
+    began = manager.env.monotonic()
+    say = progress or (lambda _msg: None)
+    entries = staged_set(manager, set_id)
+    with contextlib.ExitStack() as claims:
+        for table, entry_id in entries.items():
+            owner = manager.owner_hold(table, entry_id)
+            owner.take()
+            claims.callback(_release, owner)
+        endings = {t: publish_update(manager, t, e, (), say) for t, e in entries.items()}
+        parts = [Together(t, endings[t].update, owner=e) for t, e in entries.items()]
+        manager.commit_together(parts, reason, set_id=set_id)
+    seconds = manager.env.monotonic() - began
+    return SetResult(set_id, tuple(e.done(seconds) for e in endings.values()), seconds)
+
+
+def _release(owner: TableHold) -> None:
+    with contextlib.suppress(LineageError):
+        owner.release()

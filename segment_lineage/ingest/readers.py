@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from segment_lineage.ingest.errors import NoColumnsError, PushInputError, SnapshotTooOldError, StorageError
+from segment_lineage.lineage.core.errors import TableNotFoundError
 from segment_lineage.lineage.core.model import Segment
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
@@ -149,8 +150,12 @@ class SnapshotReader:
         return self.dataset()
 
     def too_old(self, detail: str) -> Exception:
-        """SnapshotTooOldError if the snapshot's segments were reclaimed, else StorageError."""
-        current = self.manager.table(self.table)
+        """SnapshotTooOldError if the snapshot's segments were reclaimed (or
+        the table dropped since, its pin lost with its session), else StorageError."""
+        try:
+            current = self.manager.table(self.table)
+        except TableNotFoundError:
+            return SnapshotTooOldError(self.table, self.version, "the table was dropped since")
         gone = [
             s.name
             for s in self.segments

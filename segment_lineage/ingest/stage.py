@@ -22,7 +22,9 @@ its hold ends, by the next overlapping push's force cleanup or by retention.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from segment_lineage.ingest.audit import Audit, Check, Judgement, judge_push
 from segment_lineage.ingest.errors import PushInputError, PushRefusedError
@@ -36,6 +38,8 @@ from segment_lineage.lineage.core.schema import SchemaPolicy
 from segment_lineage.lineage.core.staged import Staged
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.manager.commit import Update
+from segment_lineage.lineage.manager.replace import complete_update
 
 
 def stage_hold(stage: bool, hold: str | None, job_id: str | None) -> int | None:
@@ -165,45 +169,72 @@ def publish(
     runs again (the checks it was staged with, and ``checks``), then one
     commit shows its rows and hides what it replaces, recording the schema,
     the audit's figures and who published. An audit that fails leaves it
-    staged (AuditFailedError); PushRefusedError when it is not staged."""
+    staged (AuditFailedError); PushRefusedError when it is not staged, or
+    when a push set staged it (:func:`segment_lineage.ingest.push_set.publish_set`
+    publishes a set whole)."""
     began = manager.env.monotonic()
     say = progress or (lambda _msg: None)
     entry_id = manager.resolve_entry(table, entry)
     before = manager.table(table)  # refused before the claim is taken, when it cannot be published
-    found, _ = staged_entry(before, entry_id)
+    found, staged = staged_entry(before, entry_id)
+    if staged.set_id is not None:
+        raise PushRefusedError(
+            f"staged push {entry_id} of table {table!r} is part of push set {staged.set_id} "
+            f"({', '.join(staged.set_tables)}): a set is published whole",
+            remedy=f"lineage publish --set {staged.set_id}",
+        )
     nothing_new_in_scope(found)(before)
     owner = manager.owner_hold(table, entry_id)  # one publisher, fenced as a push's end
     owner.take()
     try:
-        state = manager.table(table)
-        found, staged = staged_entry(state, entry_id)
-        segments = _registered(state, found)
-        audit = Audit.from_text(staged.audit, checks)
-        judged = None
-        if audit:
-            judged, passed = judge_push(
-                state,
-                audit,
-                table,
-                entry_id,
-                segments,
-                remedy="it stays staged: revert it, or fix the check",
-            )
-            say(f"audit {passed}")
-        unit = None if staged.time_unit is None else TimeUnit(staged.time_unit)
-        manager.complete_replace(
-            table, entry_id, [], to_subset=_subset(found, segments), reason=reason, schema=staged.schema,
-            schema_policy=SchemaPolicy(staged.policy), mode=staged.mode, time_unit=unit, owned=True,
-            check=nothing_new_in_scope(found), audit=judged,
-        )  # fmt: skip
+        ending = publish_update(manager, table, entry_id, checks, say)
+        manager.commit(table, ending.update, reason, owner=entry_id)
     finally:
         with contextlib.suppress(LineageError):
             owner.release()
+    return ending.done(manager.env.monotonic() - began)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """A staged push's publish, judged on the table as read under its claim:
+    the commit's update, and what the push did once it lands."""
+
+    update: Update
+    result: PushResult  # but its audit and time: done() gives them once the update committed
+    judged: Judgement | None
+
+    def done(self, seconds: float) -> PushResult:
+        audited = None if self.judged is None else self.judged.recorded  # judged again at the commit
+        return dataclasses.replace(self.result, seconds=seconds, audited=audited)
+
+
+def publish_update(
+    manager: LineageManager, table: str, entry_id: str, checks: Sequence[Check], say: Callable[[str], None]
+) -> Ending:
+    """The publish of ``entry_id`` (its claim held): its audit run again on
+    the table now, and the update that ends the entry (which judges the row
+    checks once more, on the version it commits on)."""
+    state = manager.table(table)
+    found, staged = staged_entry(state, entry_id)
+    segments = _registered(state, found)
+    audit = Audit.from_text(staged.audit, checks)
+    judged = None
+    if audit:
+        remedy = "it stays staged: revert it, or fix the check"
+        judged, passed = judge_push(state, audit, table, entry_id, segments, remedy=remedy)
+        say(f"{table}: audit {passed}" if staged.set_id else f"audit {passed}")
+    unit = None if staged.time_unit is None else TimeUnit(staged.time_unit)
+    update = complete_update(
+        entry_id, [], to_subset=_subset(found, segments), schema=staged.schema,
+        schema_policy=SchemaPolicy(staged.policy), mode=staged.mode, time_unit=unit,
+        check=nothing_new_in_scope(found), audit=judged,
+    )  # fmt: skip
     hidden = [state.segments[n] for n in found.segments_from if n in state.segments]
-    return PushResult(
+    result = PushResult(
         table=table, entry_id=entry_id, mode=PushMode.parse(staged.mode or "refresh"), segments=len(segments),
         rows=sum(s.rows for s in segments), size_bytes=sum(s.size_bytes for s in segments),
         replaced=len(found.segments_from), replaced_rows=sum(s.rows for s in hidden),
-        seconds=manager.env.monotonic() - began, audited=None if judged is None else judged.recorded,
-        published=True,
+        seconds=0.0, published=True,
     )  # fmt: skip
+    return Ending(update, result, judged)

@@ -170,3 +170,113 @@ def test_a_set_over_the_request_size_is_refused_whole(zk_manager: LineageManager
     assert {t: zk_manager.table(t).version for t in names} == before
     done = zk_manager.commit_together([Together(t, _open(E1)) for t in names[:3]])  # a smaller set fits
     assert all(c.applied for c in done)
+
+
+@pytest.mark.zk
+def test_a_reader_of_the_mirrors_picks_a_sets_cut_as_engines_md_says(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """docs/engines.md's recipe, with delta-rs: each table at the Delta
+    version of the newest set every log has, whatever came after in one table."""
+    from deltalake import DeltaTable
+
+    from segment_lineage.mirror.hook import publish_after
+
+    m = zk_manager
+    m.after_commit = publish_after(lambda _text: None)
+    for name in TABLES:
+        m.create_table(TableConfig.build(name, str(tmp_path / name), mirror="delta"))
+    push_set(m, prepared(m, "first"))
+    second = push_set(m, prepared(m, "second"))
+    push_arrow(m, "facts", [rows(2, "later")])  # after the set, in one table only
+
+    def set_versions(table: DeltaTable) -> dict[str, int]:
+        return {c["segment_lineage.set"]: c["version"] for c in table.history() if "segment_lineage.set" in c}
+
+    tables = {name: DeltaTable(str(tmp_path / name)) for name in TABLES}
+    found = {name: set_versions(t) for name, t in tables.items()}
+    common = set.intersection(*(set(v) for v in found.values()))
+    newest = max(common, key=lambda s: found["facts"][s])
+    assert newest == second.set_id
+    for name, table in tables.items():
+        table.load_as_version(found[name][newest])
+        assert set(table.to_pyarrow_table().column("label").to_pylist()) == {"second"}
+
+
+def test_a_staged_set_is_published_whole(manager: LineageManager, tables: tuple[str, ...]) -> None:
+    from segment_lineage.ingest.push_set import publish_set
+    from segment_lineage.ingest.stage import publish
+
+    staged = push_set(manager, prepared(manager, "new", audit=Audit(min_rows=2)), stage=True, hold="2h")
+    assert all(p.staged for p in staged.pushes)
+    assert all(labels(manager, t) == ["old"] for t in TABLES)  # staged: readers see none of it
+    entry = staged.pushes[0].entry_id
+    with pytest.raises(PushRefusedError, match=f"part of push set {staged.set_id}"):
+        publish(manager, "facts", entry)
+    done = publish_set(manager, staged.set_id, reason="checked")
+    assert all(p.published and p.rows == 4 for p in done.pushes)
+    assert all(p.audited and p.audited.startswith("passed: min-rows 2") for p in done.pushes)
+    for table in TABLES:
+        assert labels(manager, table) == ["new"]
+        record = manager.history(table, 1)[0]
+        assert record.operation is Operation.END_REPLACE and record.set_id == staged.set_id
+    assert len({manager.history(t, 1)[0].commit_id for t in TABLES}) == 1  # one commit
+
+    again = push_set(manager, prepared(manager, "newer"), stage=True)
+    manager.revert_replace("dims", again.pushes[1].entry_id)  # one table's staged push dropped
+    with pytest.raises(PushRefusedError, match="no longer whole: its staged push in dims"):
+        publish_set(manager, again.set_id)
+    assert all(labels(manager, t) == ["new"] for t in TABLES)
+    with pytest.raises(InvalidInputError, match="--stage does not go with --job-id"):
+        push_set(manager, prepared(manager, "x"), stage=True, job_id="j")
+
+
+@pytest.mark.zk
+def test_two_sets_of_the_same_tables_queue_behind_each_other(zk_hosts: str, tmp_path: Path) -> None:
+    """Two processes push sets of the same tables, named in opposite orders:
+    each starts its entries in the tables' name order, so the second waits
+    behind the first instead of each holding a table the other needs."""
+    import dataclasses
+    import threading
+    import time
+
+    from segment_lineage.lineage.zk.client import ZkSettings, connect
+    from segment_lineage.lineage.zk.store import ZkStore
+
+    managers = [LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts)))) for _ in range(2)]
+    for name in TABLES:
+        managers[0].create_table(TableConfig.build(name, str(tmp_path / name)))
+
+    def slow(p):  # type: ignore[no-untyped-def]
+        def write(target):  # type: ignore[no-untyped-def]
+            time.sleep(1.0)
+            return p.write(target)
+
+        return dataclasses.replace(p, write=write)
+
+    done: dict[str, object] = {}
+
+    def run(i: int, order: tuple[str, ...]) -> None:
+        m = managers[i]
+        try:
+            done[str(i)] = push_set(m, [slow(prepare_arrow(m, t, [rows(2, f"set{i}")])) for t in order])
+        except Exception as exc:
+            done[str(i)] = exc
+
+    from segment_lineage.lineage.core import failpoints
+
+    failpoints.set_hook("start.after-commit", lambda: time.sleep(0.8))  # each start takes a while
+    first = threading.Thread(target=run, args=(0, TABLES))
+    second = threading.Thread(target=run, args=(1, tuple(reversed(TABLES))))
+    try:
+        first.start()
+        time.sleep(0.3)
+        second.start()
+        first.join(60)
+        second.join(60)
+    finally:
+        failpoints.set_hook("start.after-commit", None)
+    assert not [v for v in done.values() if isinstance(v, Exception)], done
+    assert labels(managers[0], "facts") == labels(managers[0], "dims") == ["set1"]
+    for m in managers:
+        m.store.close()

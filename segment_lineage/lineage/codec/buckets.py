@@ -39,6 +39,7 @@ from segment_lineage.lineage.core.names import (
     check_entry_id,
     check_location,
     check_segment_name,
+    check_table_name,
 )
 from segment_lineage.lineage.core.schema import SchemaPolicy
 from segment_lineage.lineage.core.staged import Staged
@@ -132,6 +133,9 @@ def staged_to_dict(staged: Staged) -> dict[str, object]:
         d["time_unit"] = staged.time_unit
     if staged.audit is not None:
         d["audit"] = staged.audit
+    if staged.set_id is not None:
+        d["set"] = staged.set_id
+        d["set_tables"] = list(staged.set_tables)
     return d
 
 
@@ -145,6 +149,8 @@ def staged_from_dict(d: Mapping[str, Any]) -> Staged:
         schema=_schema_from_json(d.get("schema")),
         time_unit=None if unit is None else _enum(TimeUnit, unit, "time unit").value,
         audit=_opt(d, "audit", str),
+        set_id=_opt(d, "set", str),
+        set_tables=tuple(check_table_name(t) for t in _str_list(d, "set_tables")) if "set" in d else (),
     )
 
 

@@ -3,7 +3,8 @@ kept (held, no owner process) until someone publishes or reverts it.
 
 What its publish needs is kept with the entry: the push's mode, its schema
 policy, the columns it wrote, the time unit it read, and its audit (text in
-the audit's own format, run again at publish; :mod:`segment_lineage.ingest.audit`).
+the audit's own format, run again at publish; :mod:`segment_lineage.ingest.audit`), and,
+for a push set's, the set and its tables (the set is published whole).
 """
 
 from __future__ import annotations
@@ -24,3 +25,5 @@ class Staged:
     schema: Schema | None
     time_unit: str | None  # a TimeUnit's value
     audit: str | None  # the audit's checks, as text (None: none)
+    set_id: str | None = None  # staged by a push set: published only with the set's other tables
+    set_tables: tuple[str, ...] = ()  # every table of that set

@@ -191,17 +191,9 @@ class ReplaceOps(Reads):
         fenced by the push's owner claim as :meth:`complete_replace`: the
         entry is held for ``hold_ms`` from the commit (default: the table's
         lineage entry cleanup retention). ``check`` and ``audit`` as there."""
-        batch, queued = list(uploads), list(strays)
-
-        def update(s: TableState, now: int) -> Change:
-            if check is not None:
-                check(s)
-            audited = None if audit is None else audit(s)
-            span = s.config.lineage_entry_cleanup_retention_ms if hold_ms is None else hold_ms
-            return transitions.stage_replace(
-                s, entry_id, batch, now, queued, held_until_ms=now + span, staged=staged, audit=audited
-            )
-
+        update = stage_update(
+            entry_id, uploads, staged, hold_ms=hold_ms, strays=strays, check=check, audit=audit
+        )
         return self.commit(table, update, reason, owner=entry_id)
 
     def revert_replace(
@@ -307,6 +299,32 @@ def complete_update(
             mode=mode,
             time_unit=time_unit,
             audit=audited,
+        )
+
+    return update
+
+
+def stage_update(
+    entry_id: str,
+    uploads: Sequence[Segment],
+    staged: Staged,
+    *,
+    hold_ms: int | None = None,
+    strays: Sequence[str] = (),
+    check: Callable[[TableState], None] | None = None,
+    audit: Callable[[TableState], str] | None = None,
+) -> Update:
+    """The pure update of :meth:`ReplaceOps.stage_replace` (a staged push's
+    last commit, alone or as one table of a set)."""
+    batch, queued = list(uploads), list(strays)
+
+    def update(s: TableState, now: int) -> Change:
+        if check is not None:
+            check(s)
+        audited = None if audit is None else audit(s)
+        span = s.config.lineage_entry_cleanup_retention_ms if hold_ms is None else hold_ms
+        return transitions.stage_replace(
+            s, entry_id, batch, now, queued, held_until_ms=now + span, staged=staged, audit=audited
         )
 
     return update

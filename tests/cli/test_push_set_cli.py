@@ -1,0 +1,118 @@
+"""``lineage push-set``, ``lineage cut`` and ``lineage rollback --set`` as a
+user types them, on real ZooKeeper: a set lands in every table or none; a
+mistyped spec exits 2 naming the block and key, changing nothing; a table
+that fails fails the set, naming it, and every table keeps its rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests.cli.test_cli import process, run
+
+
+def labels(zk: str, table: str) -> set[str]:
+    code, out, _ = run(zk, "--json", "read", table, "--limit", "1000")
+    assert code == 0, out
+    return {r["label"] for r in json.loads(out)["rows"]}
+
+
+def test_a_push_set_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None:
+    for table in ("facts", "dims"):
+        assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for name, label, n in (("facts", "v1", 50), ("dims", "v1", 5), ("narrow", "v2", 4)):
+        pq.write_table(pa.table({"label": [label] * n, "id": list(range(n))}), inputs / f"{name}.parquet")
+    pq.write_table(pa.table({"other": [1]}), inputs / "wrong.parquet")
+    spec = tmp_path / "nightly.toml"  # inputs relative to the spec's folder, run from elsewhere
+    spec.write_text(
+        '[[push]]\ntable = "facts"\ninput = "in/facts.parquet"\naudit_min_rows = 10\n\n'
+        '[[push]]\ntable = "dims"\ninput = "in/dims.parquet"\n'
+    )
+    done = process(zk_hosts, "--json", "push-set", str(spec), "--job-id", "night-1", "--reason", "nightly")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    set_id = body["set"]
+    assert [t["table"] for t in body["tables"]] == ["facts", "dims"] and body["tables"][0]["rows"] == 50
+    assert body["tables"][0]["audit"].startswith("passed: min-rows 10")
+    assert labels(zk_hosts, "facts") == labels(zk_hosts, "dims") == {"v1"}
+    code, out, _ = run(zk_hosts, "history", "dims", "--limit", "1")
+    assert f"set {set_id}" in out and "reason: nightly" in out
+    again = process(zk_hosts, "push-set", str(spec), "--job-id", "night-1")
+    assert again.returncode == 0 and "nothing pushed again" in again.stdout, again.stderr
+
+    # A table whose rows fail its audit fails the set: both keep their rows.
+    spec.write_text(
+        '[[push]]\ntable = "facts"\ninput = "in/narrow.parquet"\n\n'
+        '[[push]]\ntable = "dims"\ninput = "in/narrow.parquet"\naudit_min_rows = 10\n'
+    )
+    failed = process(zk_hosts, "push-set", str(spec))
+    assert failed.returncode == 1, failed.stderr
+    assert (
+        "push set " in failed.stderr
+        and "'dims' failed its audit: min-rows 10 (4 rows written)" in failed.stderr
+    )
+    assert "other entries (facts) were reverted" in failed.stderr and "Traceback" not in failed.stderr
+    assert labels(zk_hosts, "facts") == labels(zk_hosts, "dims") == {"v1"}
+
+    # Bad input: exit 2, naming what is wrong; nothing written.
+    versions = {
+        t: json.loads(run(zk_hosts, "--json", "history", t)[1])[0]["version"] for t in ("facts", "dims")
+    }
+    for text, said in (
+        ('[[push]]\ntable = "facts"\ninput = "in/facts.parquet"\nmodee = "append"\n', "unknown key 'modee'"),
+        ('[[push]]\ntable = "facts"\n', "[[push]] block 1 needs 'input'"),
+        ("table = 'facts'\n", "unknown key 'table'"),
+        ('[[push]]\ntable = "facts"\ninput = "in/facts.parquet"\n' * 2, "named twice"),
+        ('[[push]]\ntable = "facts"\ninput = "in/nowhere"\n', "does not exist"),
+        ('[[push]]\ntable = "fäcts"\ninput = "in/facts.parquet"\n', "invalid table name"),
+        ('[[push\ntable = "facts"', "not valid TOML"),
+    ):
+        spec.write_text(text)
+        code, _, err = run(zk_hosts, "push-set", str(spec))
+        assert code == 2 and said in err, (text, err)
+    spec.write_text('[[push]]\ntable = "dims"\ninput = "in/wrong.parquet"\n')
+    code, _, err = run(zk_hosts, "push-set", str(spec))
+    assert code == 1 and "does not fit table 'dims'" in err, err
+    code, _, err = run(zk_hosts, "push-set", str(tmp_path / "missing.toml"))
+    assert code == 2 and "does not exist" in err
+    after = {t: json.loads(run(zk_hosts, "--json", "history", t)[1])[0]["version"] for t in ("facts", "dims")}
+    assert after == versions
+
+    # A cut, a set's rollback (a dry run first), and what they refuse.
+    code, out, _ = run(zk_hosts, "cut", "facts", "dims")
+    assert code == 0 and out.count(set_id) == 2, out
+    code, out, _ = run(zk_hosts, "rollback", "--set", set_id, "--dry-run")
+    assert code == 0 and "facts back to version" in out and labels(zk_hosts, "facts") == {"v1"}
+    code, out, _ = run(zk_hosts, "--json", "rollback", "--set", set_id)
+    assert code == 0 and set(json.loads(out)["committed"]) == {"facts", "dims"}, out
+    code, out, _ = run(zk_hosts, "--json", "read", "facts")
+    assert code == 0 and json.loads(out)["rows"] == []
+    assert run(zk_hosts, "rollback", "--set", "no-such-set")[0] == 3
+    assert run(zk_hosts, "rollback", "facts", "--set", set_id)[0] == 2
+    assert run(zk_hosts, "rollback")[0] == 2
+    assert run(zk_hosts, "cut", "facts", "facts")[0] == 2
+    assert run(zk_hosts, "cut", "facts", "nope")[0] == 3
+
+    # A staged set: nothing shows until 'publish --set', which shows every table at once.
+    spec.write_text(
+        "".join(f'[[push]]\ntable = "{t}"\ninput = "in/narrow.parquet"\n' for t in ("facts", "dims"))
+    )
+    code, out, err = run(zk_hosts, "--json", "push-set", str(spec), "--stage", "--hold", "1h")
+    assert code == 0, err
+    staged = json.loads(out)
+    assert all(t["staged_until"] for t in staged["tables"])
+    assert labels(zk_hosts, "dims") == set() and labels(zk_hosts, "facts") == set()  # rolled back above
+    entry = staged["tables"][0]["entry"]
+    code, _, err = run(zk_hosts, "publish", "facts", entry)
+    assert code == 1 and f"lineage publish --set {staged['set']}" in err, err
+    code, out, err = run(zk_hosts, "publish", "--set", staged["set"])
+    assert code == 0 and "published set" in out, err
+    assert labels(zk_hosts, "facts") == labels(zk_hosts, "dims") == {"v2"}
+    assert run(zk_hosts, "push-set", str(spec), "--stage", "--job-id", "j")[0] == 2
+    assert run(zk_hosts, "publish", "--set", "nope")[0] == 3
+    assert run(zk_hosts, "publish", "facts")[0] == 2
