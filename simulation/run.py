@@ -74,11 +74,13 @@ AIMED_STALLS: tuple[tuple[str, str, float], ...] = (
     ("end.before-commit", "push", 0.15),
     ("store.write", "push", 0.05),
     ("retention.mid-delete", "retention", 0.05),  # a pass stopped between two deletes: it counts what it did
+    ("set.after-write", "set", 0.6),  # a push set, every table written, its one commit not yet sent
+    ("set.before-commit", "set", 0.6),
 )
 STALL_STEPS = (150, 900)  # a stall lasts this many steps (well past any session)
 # Calls whose answer may be lost (applied, or not): commits, and joining an
 # election (memory store; on ZooKeeper only commits).
-ANSWERED_CALLS = ("store.write", "store.join_election")
+ANSWERED_CALLS = ("store.write", "store.write_together", "store.join_election")
 
 
 def aimed(label: str, kind: str) -> float:
@@ -140,7 +142,7 @@ class RunResult:
 
 def failpoint_names() -> list[str]:
     names = [*failpoints.PUSH_POINTS, *failpoints.STORE_POINTS, *failpoints.RETENTION_POINTS]
-    names += failpoints.MIRROR_POINTS
+    names += [*failpoints.MIRROR_POINTS, *failpoints.SET_POINTS]
     for op in Operation:
         names += [f"{commit_step(op)}.before-commit", f"{commit_step(op)}.after-commit"]
     return names

@@ -423,5 +423,5 @@ def test_the_checker_catches_a_cut_taken_in_one_read(monkeypatch: pytest.MonkeyP
         return {t: self.store.read(t) for t in tables}
 
     monkeypatch.setattr(together.TogetherOps, "cut", one_read)
-    result = run_seed(RunConfig(22, steps=400))
+    result = run_seed(RunConfig(88, steps=400))
     assert "cut-torn" in {v.kind for v in result.violations}, describe(result)

@@ -54,6 +54,32 @@ def snapshot(m: LineageManager, table: str) -> list[tuple[str, int]]:
     return sorted(zip(data.column("label").to_pylist(), data.column("i").to_pylist(), strict=True))
 
 
+def test_a_push_set_of_spark_frames_lands_in_one_commit(
+    spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """A push set whose tables Spark writes (prepare_dataframe): every table
+    shows its rows in one commit; a table whose rows fail its audit fails
+    the set, and neither table changes."""
+    from segment_lineage.ingest.push_set import push_set
+    from segment_lineage.ingest.spark_job import prepare_dataframe
+
+    m = zk_manager
+    m.create_table(TableConfig.build("facts", str(tmp_path / "facts"), "APPEND", time_column="ts"))
+    m.create_table(TableConfig.build("dims", str(tmp_path / "dims")))
+    sets = [prepare_dataframe(m, "facts", labelled(spark, "f1", 30), segments=2),
+            prepare_dataframe(m, "dims", labelled(spark, "d1", 5), segments=1)]  # fmt: skip
+    done = push_set(m, sets, job_id="nightly-1")
+    assert [p.rows for p in done.pushes] == [30, 5]
+    assert {m.history(t, 1)[0].set_id for t in ("facts", "dims")} == {done.set_id}
+    assert len(snapshot(m, "facts")) == 30 and len(snapshot(m, "dims")) == 5
+    from segment_lineage.ingest.audit import Audit, AuditFailedError
+
+    small = prepare_dataframe(m, "dims", labelled(spark, "d2", 3), audit=Audit(min_rows=10))
+    with pytest.raises(AuditFailedError, match="'dims' failed its audit"):  # written by Spark, then refused
+        push_set(m, [prepare_dataframe(m, "facts", labelled(spark, "f2", 3)), small])
+    assert len(snapshot(m, "facts")) == 30 and snapshot(m, "dims")[0][0] == "d1"
+
+
 def test_refresh_append_and_replace_range(
     spark: SparkSession, zk_manager: LineageManager, tmp_path: Path
 ) -> None:

@@ -94,6 +94,38 @@ def check_set_tables(tables: Sequence[str]) -> None:
             raise InvalidInputError(f"table {table!r} is named twice in the set")
 
 
+@dataclass
+class _SetLoop:
+    """One set commit's attempts so far: what the verdict will rest on."""
+
+    parts: Sequence[Together]
+    commit_id: str
+    attempts: Attempts
+    unknown: dict[str, int] | None = None  # the versions read before an unknown outcome
+    cause: str = ""
+    retryable: bool = False  # the last write failed in a way worth retrying
+
+    def unknown_error(self, message: str) -> OutcomeUnknownError:
+        """An earlier write may have landed: never report "nothing written"."""
+        return OutcomeUnknownError(self.parts[0].table, self.commit_id, message)
+
+
+def _set_changes(
+    parts: Sequence[Together], snaps: list[tuple[Snapshot, int]], now: int
+) -> list[Change] | None:
+    """Each table's pure update on its version, loaded before the write
+    (nothing is written if that fails); None: read again."""
+    try:
+        changes = [p.update(s.state, now) for p, (s, _) in zip(parts, snaps, strict=True)]
+        for change, (snap, _) in zip(changes, snaps, strict=True):
+            change.state.loaded()
+            snap.state.loaded()
+            refuse_while_purging(snap.state, change)  # judged on the version the write compares
+    except ReadAgainError:
+        return None
+    return changes
+
+
 class TogetherOps(Reads):
     """Set commits, set rollbacks and cuts."""
 
@@ -128,99 +160,113 @@ class TogetherOps(Reads):
         commit_id: str,
         floors: dict[str, _FloorUse],
     ) -> list[Committed]:
-        attempts = Attempts(self.retry)
-        unknown: dict[str, int] | None = None  # the versions read before an unknown outcome
-        cause, retryable = "", False
-        while attempts.next():
-            try:
-                reads = [self.store.read_now(p.table) for p in parts]
-                if unknown is not None:
-                    landed = self._set_landed(parts, commit_id, unknown)
-                    if landed is not None:
-                        return landed
-            except LineageError as exc:
-                if unknown is not None and not isinstance(exc, NotFoundError):
-                    raise OutcomeUnknownError(parts[0].table, commit_id, exc.message) from None
-                raise
-            pause = max(
-                (floors[p.table].wait_or_take(s, n) or 0.0 for p, (s, n) in zip(parts, reads, strict=True)),
-                default=0,
-            )
-            if pause > 0:
-                attempts.refund()  # waited for another writer's floor: not a lost race
-                self.retry.sleep(pause)
-                continue
-            now = max(n for _, n in reads)
-            try:
-                changes = [p.update(s.state, now) for p, (s, _) in zip(parts, reads, strict=True)]
-                for change, (snap, _) in zip(changes, reads, strict=True):
-                    change.state.loaded()
-                    snap.state.loaded()
-                    refuse_while_purging(snap.state, change)
-            except ReadAgainError:
-                continue
-            writes = [
-                Write(
-                    p.table,
-                    snap,
-                    change,
-                    audits[p.table],
-                    commit_id,
-                    now,
-                    p.owner,
-                    guard_role(snap.state, change),
-                )
-                for p, (snap, _), change in zip(parts, reads, changes, strict=True)
-                if change.changed
-            ]
-            if not writes:
-                return [
-                    Committed(s.state, c, commit_id, applied=False)
-                    for (s, _), c in zip(reads, changes, strict=True)
-                ]
-            try:
-                failpoint("set.before-commit")
-                states = iter(self.store.write_together(writes))
-            except ClaimLostError as exc:
-                if unknown is not None:
-                    raise OutcomeUnknownError(exc.table or parts[0].table, commit_id, exc.message) from None
-                raise
-            except VersionConflict:
-                for floor in floors.values():
-                    floor.lost()
-                attempts.backoff()
-                continue
-            except RetryableStoreError as exc:
-                cause, retryable = exc.message, True
-                attempts.backoff()
-                continue
-            except WriteOutcomeUnknown as exc:
-                cause = exc.message
-                if unknown is None:
-                    unknown = {p.table: s.state.version for p, (s, _) in zip(parts, reads, strict=True)}
-                attempts.backoff()
-                continue
-            failpoint("set.after-commit")
-            return [
-                Committed(next(states), c, commit_id, applied=True)
-                if c.changed
-                else Committed(s.state, c, commit_id, applied=False)
-                for (s, _), c in zip(reads, changes, strict=True)
-            ]
-        if unknown is not None:
-            try:
-                landed = self._set_landed(parts, commit_id, unknown)
-            except LineageError as exc:
-                raise OutcomeUnknownError(parts[0].table, commit_id, cause or exc.message) from None
+        """The attempts, each through named steps: the reads (and a look for
+        an earlier attempt's commit), the floors, the pure updates, the
+        write; then, out of attempts, the verdict."""
+        loop = _SetLoop(parts, commit_id, Attempts(self.retry))
+        while loop.attempts.next():
+            snaps, landed = self._set_reads(loop)
             if landed is not None:
                 return landed
-            raise OutcomeUnknownError(parts[0].table, commit_id, cause)
-        if retryable:
+            pause = max(
+                floors[p.table].wait_or_take(*read) or 0.0 for p, read in zip(parts, snaps, strict=True)
+            )
+            if pause > 0:
+                loop.attempts.refund()  # waited for another writer's floor: not a lost race
+                self.retry.sleep(pause)
+                continue
+            now = max(n for _, n in snaps)
+            changes = _set_changes(parts, snaps, now)
+            if changes is None:
+                continue  # a bucket loaded late was collected: read again
+            if not any(c.changed for c in changes):
+                return [
+                    Committed(s.state, c, commit_id, applied=False)
+                    for (s, _), c in zip(snaps, changes, strict=True)
+                ]
+            done = self._set_write(loop, snaps, changes, audits, now, floors)
+            if done is not None:
+                return done
+        return self._set_verdict(loop)
+
+    def _set_reads(self, loop: _SetLoop) -> tuple[list[tuple[Snapshot, int]], list[Committed] | None]:
+        """Every table's version and ZooKeeper's time; and, after an unknown
+        outcome, the set's commits when an earlier attempt landed."""
+        parts = loop.parts
+        try:
+            reads = [self.store.read_now(p.table) for p in parts]
+            landed = None if loop.unknown is None else self._set_landed(parts, loop.commit_id, loop.unknown)
+        except LineageError as exc:
+            if loop.unknown is not None and not isinstance(exc, NotFoundError):
+                raise loop.unknown_error(exc.message) from None
+            raise
+        return reads, landed
+
+    def _set_write(
+        self,
+        loop: _SetLoop,
+        snaps: list[tuple[Snapshot, int]],
+        changes: list[Change],
+        audits: dict[str, Audit],
+        now: int,
+        floors: dict[str, _FloorUse],
+    ) -> list[Committed] | None:
+        """The one request; the set's commits, or None: try again."""
+        writes = [
+            Write(p.table, snap, c, audits[p.table], loop.commit_id, now, p.owner, guard_role(snap.state, c))
+            for p, (snap, _), c in zip(loop.parts, snaps, changes, strict=True)
+            if c.changed
+        ]
+        try:
+            failpoint("set.before-commit")
+            states = iter(self.store.write_together(writes))
+        except ClaimLostError as exc:
+            if loop.unknown is not None:  # an earlier attempt may have landed before the claim went
+                raise loop.unknown_error(exc.message) from None
+            raise
+        except VersionConflict:
+            for floor in floors.values():
+                floor.lost()
+            loop.attempts.backoff()
+            return None
+        except RetryableStoreError as exc:
+            loop.cause, loop.retryable = exc.message, True
+            loop.attempts.backoff()
+            return None
+        except WriteOutcomeUnknown as exc:
+            loop.cause = exc.message
+            if loop.unknown is None:
+                loop.unknown = {p.table: s.state.version for p, (s, _) in zip(loop.parts, snaps, strict=True)}
+            loop.attempts.backoff()
+            return None
+        failpoint("set.after-commit")
+        return [
+            Committed(next(states), c, loop.commit_id, applied=True)
+            if c.changed
+            else Committed(s.state, c, loop.commit_id, applied=False)
+            for (s, _), c in zip(snaps, changes, strict=True)
+        ]
+
+    def _set_verdict(self, loop: _SetLoop) -> list[Committed]:
+        """Out of attempts: an earlier attempt's commit found at last, or why
+        nothing could be committed."""
+        if loop.unknown is not None:
+            try:
+                landed = self._set_landed(loop.parts, loop.commit_id, loop.unknown)
+            except LineageError as exc:
+                raise loop.unknown_error(loop.cause or exc.message) from None
+            if landed is not None:
+                return landed
+            raise loop.unknown_error(loop.cause)
+        if loop.retryable:
             raise StoreUnavailableError(
-                f"writing the set's tables kept failing ({cause}); nothing was committed"
+                f"writing the set's tables kept failing ({loop.cause}); nothing was committed"
             )
         raise ContentionError(
-            ", ".join(p.table for p in parts), attempts.count, attempts.elapsed, doing="committing the set"
+            ", ".join(p.table for p in loop.parts),
+            loop.attempts.count,
+            loop.attempts.elapsed,
+            doing="committing the set",
         )
 
     def _set_landed(

@@ -340,20 +340,51 @@ class Commits:
     def write_together(self, writes: Sequence[Write]) -> list[TableState]:
         """One multi for every table's commit (a single table's is the
         common case): all land, or none."""
+        plans = self._sized(writes)
+        for plan in plans:
+            self.versions.ensure_folder(plan.table)
+            if not plan.inline:
+                self.blobs.write(plan.table, plan.blobs)
+        guards = [self._guard(w.role) for w in writes]
+        parts = self._send(plans, writes, guards)
+        if any(r.refused_whole for r in parts):
+            # The multi was refused as a whole: no head, version or lease
+            # references this attempt's blobs. Take them away now rather than
+            # leave them to the sweep: under contention a big commit's
+            # attempts would otherwise fill the server's memory.
+            for plan in plans:
+                if not plan.inline:
+                    self.blobs.discard(plan.table, plan.blobs)
+        for plan, w, guard, r in sorted(zip(plans, writes, guards, parts, strict=True), key=_cause_first):
+            error = _refused_by_role(self.nodes, w.table, w.role, guard, r) or outcome(plan, r, w.owner)
+            if error is not None:
+                raise error
+        for plan in plans:  # the writer's next read needs no decoding of the buckets it wrote
+            for blob, bucket in plan.decoded.items():
+                self.blobs.remember(blob, bucket)
+            if plan.sealed and self.nodes.may_sweep():
+                self.sweeper.request(plan.table)  # collected in the background: the writer does not wait
+        return [plan.state for plan in plans]
+
+    def _sized(self, writes: Sequence[Write]) -> list[CommitPlan]:
+        """The commits' plans; several tables' over INLINE_MULTI_BYTES are
+        planned small (history tails sealed, blobs written first), and
+        refused (TooLargeError, nothing sent) past the request limit."""
         plans = self._plans(writes, small=False)
         if len(plans) > 1 and sum(p.request_bytes for p in plans) > INLINE_MULTI_BYTES:
-            plans = self._plans(writes, small=True)  # blobs first, history tails sealed
+            plans = self._plans(writes, small=True)
             size = sum(p.request_bytes for p in plans)
             if size > REQUEST_LIMIT:
                 raise TooLargeError(
                     f"the commit of {len(plans)} tables together would send {size} bytes in one request, "
                     f"over the limit of {REQUEST_LIMIT}; nothing was committed"
                 )
-        for plan in plans:
-            self.versions.ensure_folder(plan.table)
-            if not plan.inline:
-                self.blobs.write(plan.table, plan.blobs)
-        guards = [self._guard(w.role) for w in writes]
+        return plans
+
+    def _send(
+        self, plans: list[CommitPlan], writes: Sequence[Write], guards: list[str | None]
+    ) -> list[Results]:
+        """The one multi, and its results split table by table."""
         txn = self.zk.transaction()
         counts = [
             self._ops(txn, plan, w.base, w.owner, guard)
@@ -368,27 +399,12 @@ class Commits:
         ):
             results = list(self.zk.commit(txn))
         parts: list[Results] = []
-        for w, g, count in zip(writes, guards, counts, strict=True):
+        for w, guard, count in zip(writes, guards, counts, strict=True):
             mine, results = results[:count], results[count:]
-            parts.append(split_results(mine, w.base.floor is not None, w.owner is not None, g is not None))
-        if any(r.refused_whole for r in parts):
-            # The multi was refused as a whole: no head, version or lease
-            # references this attempt's blobs. Take them away now rather than
-            # leave them to the sweep: under contention a big commit's
-            # attempts would otherwise fill the server's memory.
-            for plan in plans:
-                if not plan.inline:
-                    self.blobs.discard(plan.table, plan.blobs)
-        for plan, w, g, r in sorted(zip(plans, writes, guards, parts, strict=True), key=_cause_first):
-            error = _refused_by_role(self.nodes, w.table, w.role, g, r) or outcome(plan, r, w.owner)
-            if error is not None:
-                raise error
-        for plan in plans:  # the writer's next read needs no decoding of the buckets it wrote
-            for blob, bucket in plan.decoded.items():
-                self.blobs.remember(blob, bucket)
-            if plan.sealed and self.nodes.may_sweep():
-                self.sweeper.request(plan.table)  # collected in the background: the writer does not wait
-        return [plan.state for plan in plans]
+            parts.append(
+                split_results(mine, w.base.floor is not None, w.owner is not None, guard is not None)
+            )
+        return parts
 
     def _plans(self, writes: Sequence[Write], *, small: bool) -> list[CommitPlan]:
         plans = []
