@@ -367,11 +367,11 @@ class Commits:
         return [plan.state for plan in plans]
 
     def _sized(self, writes: Sequence[Write]) -> list[CommitPlan]:
-        """The commits' plans; several tables' over INLINE_MULTI_BYTES are
+        """The commits' plans; several tables' over the request limit are
         planned small (history tails sealed, blobs written first), and
         refused (TooLargeError, nothing sent) past the request limit."""
         plans = self._plans(writes, small=False)
-        if len(plans) > 1 and sum(p.request_bytes for p in plans) > INLINE_MULTI_BYTES:
+        if len(plans) > 1 and sum(p.request_bytes for p in plans) > REQUEST_LIMIT:
             plans = self._plans(writes, small=True)
             size = sum(p.request_bytes for p in plans)
             if size > REQUEST_LIMIT:
