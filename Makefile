@@ -22,12 +22,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Two workers, a test file to each at a time (a file's fixtures, servers and
-# order stay together): the suite is mostly waiting on JVMs, sessions and
-# subprocesses, so two workers on two cores take about half the time.
-PYTEST_WORKERS ?= 2
 test: lint
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/pytest
 
 # The soaks (tests marked soak: minutes each), kept out of `make test`.
 soak: $(STAMP)
