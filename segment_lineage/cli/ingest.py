@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from segment_lineage.cli.context import Reason, current, emit, manager
+from segment_lineage.cli.context import Reason, current, manager
 from segment_lineage.cli.progress import progress
+from segment_lineage.cli.push_output import emit_push
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.redact import mask_assignment
-from segment_lineage.lineage.core.views import human_size, iso, render_table
+from segment_lineage.lineage.core.views import human_size, render_table
 
 if TYPE_CHECKING:
     from segment_lineage.ingest.audit import Audit
@@ -390,36 +391,6 @@ def _check_local_input(input_path: str) -> None:
         return
     if not any(c in input_path for c in "*?[{"):
         raise InvalidInputError(f"input {input_path!r} does not exist; nothing was pushed")
-
-
-def emit_push(result: PushResult, engine: str | None) -> None:
-    """Print a push's result (a repeated job's says so; it used no engine)."""
-    emit(push_view(result, engine), result.summary())
-
-
-def push_view(result: PushResult, engine: str | None) -> dict[str, object]:
-    """A push's result, as ``--json`` prints it."""
-    return {
-        "engine": engine,
-        "mode": result.mode.value,
-        "entry": result.entry_id,
-        "segments": result.segments,
-        "rows": result.rows,
-        "bytes": result.size_bytes,
-        "replaced": result.replaced,
-        "replaced_rows": result.replaced_rows,
-        "hides_appended": result.hides_appended,
-        "cleaned": list(result.cleaned),
-        "job_id": result.job_id,
-        "repeated": result.repeated,
-        "undone": result.undone,
-        "dry_run": result.dry_run,
-        **({"schema": result.schema_note} if result.dry_run else {}),
-        "audit": result.audited,
-        "staged_until": None if result.staged_until_ms is None else iso(result.staged_until_ms),
-        "published": result.published,
-        "seconds": round(result.seconds, 3),
-    }
 
 
 def read(

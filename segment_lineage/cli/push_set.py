@@ -19,9 +19,9 @@ from segment_lineage.cli.ingest import (
     _check_local_input,
     _schema_policy,
     choose_engine,
-    push_view,
 )
 from segment_lineage.cli.progress import progress
+from segment_lineage.cli.push_output import push_view
 from segment_lineage.lineage.core.errors import InvalidInputError
 
 if TYPE_CHECKING:

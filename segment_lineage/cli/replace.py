@@ -95,8 +95,8 @@ def publish(
     again, then one commit shows them and hides what it replaces. A failing
     check leaves it staged. A staged push set ('push-set --stage') is
     published whole, with --set."""
-    from segment_lineage.cli.ingest import emit_push
     from segment_lineage.cli.progress import progress
+    from segment_lineage.cli.push_output import emit_push
     from segment_lineage.ingest.stage import publish as publish_staged
 
     if set_id is not None:

@@ -99,14 +99,14 @@ def push_set(
     check_set_tables([p.table for p in pushes])
     jobs = {p.table: _job(p.job_id or job_id) for p in pushes}
     hold_ms = stage_hold(stage, hold, next((j for j in jobs.values() if j is not None), None))
-    done = _jobs_done(manager, pushes, jobs)
+    done, checked = _jobs_done(manager, pushes, jobs)
     set_id = set_id or manager.env.text_id()
     if done is not None:
         return SetResult(set_id, done, clock() - began, repeated=True)
     if dry_run:
         planned = tuple(_plan(manager, p) for p in pushes)
         return SetResult(set_id, planned, clock() - began, dry_run=True)
-    members = [_member(manager, p, jobs[p.table], reason, hold_ms) for p in pushes]
+    members = [_member(manager, p, jobs[p.table], checked.get(p.table, 0), reason, hold_ms) for p in pushes]
     say(f"push set {set_id}: {len(members)} table(s): {', '.join(p.table for p in pushes)}")
     _run(manager, members, set_id, reason, owner_wait_s, say)
     results = tuple(_member_result(m, clock() - began) for m in members)
@@ -119,18 +119,21 @@ def _job(job_id: str | None) -> str | None:
 
 def _jobs_done(
     manager: LineageManager, pushes: Sequence[Prepared], jobs: dict[str, str | None]
-) -> tuple[PushResult, ...] | None:
-    """Each table's earlier push, when every table's job completed; None
-    when none did (or no job was named); PushRefusedError when only some did."""
+) -> tuple[tuple[PushResult, ...] | None, dict[str, int]]:
+    """Each table's earlier push, when every table's job completed (None
+    when none did, or no job was named; PushRefusedError when only some
+    did); and the version each table's history was searched up to, which
+    the set's start and commit search on from."""
     done: dict[str, str] = {}
+    checked: dict[str, int] = {}
     for p in pushes:
         job = jobs[p.table]
         if job is not None:
-            record, _ = job_end(manager, p.table, job, None, 0)
+            record, checked[p.table] = job_end(manager, p.table, job, None, 0)
             if record is not None and record.entry_id is not None:
                 done[p.table] = record.entry_id
     if not done:
-        return None
+        return None, checked
     if len(done) < len(pushes):
         left = [p.table for p in pushes if p.table not in done]
         raise PushRefusedError(
@@ -143,7 +146,7 @@ def _jobs_done(
         earlier_result(manager.for_job(jobs[p.table]), p.table, jobs[p.table] or "", done[p.table], p.mode,
                        clock, clock())
         for p in pushes
-    )  # fmt: skip
+    ), checked  # fmt: skip
 
 
 def _plan(manager: LineageManager, p: Prepared) -> PushResult:
@@ -154,8 +157,9 @@ def _plan(manager: LineageManager, p: Prepared) -> PushResult:
 
 
 def _member(
-    manager: LineageManager, p: Prepared, job_id: str | None, reason: str | None, hold_ms: int | None
-) -> _Member:
+    manager: LineageManager, p: Prepared, job_id: str | None, checked: int, reason: str | None,
+    hold_ms: int | None,
+) -> _Member:  # fmt: skip
     """A table of the set, checked against the table as a push is before it
     starts (nothing of the set is started until every table passed)."""
     state = manager.table(p.table)
@@ -165,7 +169,7 @@ def _member(
     if p.audit:
         p.audit.check_before(p.schema, state.config.schema)
     ends = _Ending(
-        reason, p.schema, p.schema_policy, p.mode, p.time_unit, job_id, 0, p.audit or None, hold_ms
+        reason, p.schema, p.schema_policy, p.mode, p.time_unit, job_id, checked, p.audit or None, hold_ms
     )
     hides = p.mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND
     return _Member(p, PushRun(manager.for_job(job_id), target), ends, hides)

@@ -86,12 +86,12 @@ def check_set_tables(tables: Sequence[str]) -> None:
         raise InvalidInputError("a set names at least one table")
     if len(tables) > MAX_SET_TABLES:
         raise InvalidInputError(f"a set has at most {MAX_SET_TABLES} tables, got {len(tables)}")
-    seen: dict[str, str] = {}
+    seen: set[str] = set()
     for table in tables:
         check_table_name(table)
-        twin = seen.setdefault(table.casefold(), table)
-        if twin != table or list(tables).count(table) > 1:
+        if table.casefold() in seen:
             raise InvalidInputError(f"table {table!r} is named twice in the set")
+        seen.add(table.casefold())
 
 
 @dataclass
