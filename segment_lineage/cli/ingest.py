@@ -387,8 +387,11 @@ def _check_local_input(input_path: str) -> None:
     from segment_lineage.ingest.arrow_push import local_path
 
     local = local_path(input_path)
-    if local is None or Path(local).exists():
-        return
+    try:
+        if local is None or Path(local).exists():
+            return
+    except OSError as exc:  # a name too long for the file system, say
+        raise InvalidInputError(f"input {input_path[:200]!r} cannot be used: {exc.strerror}") from None
     if not any(c in input_path for c in "*?[{"):
         raise InvalidInputError(f"input {input_path!r} does not exist; nothing was pushed")
 

@@ -116,3 +116,11 @@ def test_a_push_set_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None
     assert run(zk_hosts, "push-set", str(spec), "--stage", "--job-id", "j")[0] == 2
     assert run(zk_hosts, "publish", "--set", "nope")[0] == 3
     assert run(zk_hosts, "publish", "facts")[0] == 2
+
+
+def test_an_input_path_too_long_for_the_file_system_is_bad_input(zk_hosts: str, tmp_path: Path) -> None:
+    assert run(zk_hosts, "table", "create", "longs", "--root", str(tmp_path / "longs"))[0] == 0
+    spec = tmp_path / "long.toml"
+    spec.write_text(f'[[push]]\ntable = "longs"\ninput = "{"y" * 5000}.parquet"\n')
+    code, _, err = run(zk_hosts, "push-set", str(spec), "--engine", "arrow")
+    assert code == 2 and "cannot be used: File name too long" in err, err
