@@ -1,12 +1,12 @@
 # The two set-up commands of the README: `make demo` and `make test`; the other
-# targets (bench, faults, faults-quick, docs) are in docs/. Each works on a fresh
+# targets (test-e2e, bench, faults, faults-quick, docs) are in docs/. Each works on a fresh
 # clone: it creates .venv and installs what it needs.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-daemons docs clean faults faults-quick simulate soak
+.PHONY: demo test test-e2e lint bench bench-daemons docs clean faults faults-quick simulate soak
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,13 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# The end-to-end tests (marked e2e, about 12 minutes): the compose deployment as
+# local processes, the tutorial, Spark on a standalone cluster and on S3, the
+# demo, a quick benchmark run, the fault harness's scenarios and a simulated
+# seed on a real ZooKeeper. CI runs them after `make test`.
+test-e2e: $(STAMP)
+	$(BIN)/pytest -m e2e
 
 # The soaks (tests marked soak: minutes each), kept out of `make test`.
 soak: $(STAMP)

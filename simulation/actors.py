@@ -35,7 +35,7 @@ from segment_lineage.retention.executor import PassOptions, run_pass, run_table
 from segment_lineage.retention.schedule import Schedule
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor
-from simulation.sets import cutter, setter
+from simulation.sets import cutter, rerun_set, setter
 from simulation.world import AUDIT, World
 
 Body = Callable[[Actor], None]
@@ -159,9 +159,13 @@ class Ctx:
         world = self.world
         stopped = {a.aid for a in world.actors if a.paused_until > world.step} - {self.actor.aid}
         stalled = sorted(job for job, (aid, _t, _a) in world.jobs.items() if aid in stopped)
+        stalled += sorted(job for job, (aid, _p) in world.set_jobs.items() if aid in stopped)
         if not stalled:
             return False
         job = self.rng.choice(stalled)
+        if job in world.set_jobs:
+            rerun_set(self, job)
+            return True
         _aid, table, arguments = world.jobs[job]
         self._push_job(table, job, arguments, " (job rerun elsewhere)")
         return True

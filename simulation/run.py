@@ -63,6 +63,11 @@ AIMED_STEPS_AT = {"mirror.before-commit": (600, 2000)}
 # publishes come late in a run (a push takes many steps), and one about to
 # commit while its table is dropped is the race the mirror's hold closes.
 LATE_AIMED = {"mirror.before-commit": 0.6}
+# Stalls that go on after the faults too: a push set's one commit comes late
+# in a run (every table is started and written first), and a set writer
+# stopped past its session there, while its job is rerun elsewhere or
+# retention cleans its entries up, is the race its claims' fence closes.
+LATE_STALLS = {("set.after-write", "set"): 0.5, ("set.before-commit", "set"): 0.5}
 # Stalls aimed where a late landing would hurt: a process stopped (SIGSTOP, a
 # long GC pause, a frozen VM) past its ZooKeeper session, so its claims go
 # while it waits, and it resumes later. (label, actor kind, chance at each
@@ -424,8 +429,21 @@ class _Run:
         return kind in ("pause", "aimed-pause", "crash", "stall")
 
     def _late_pause(self, actor: Actor, draws: tuple[float, float, float]) -> bool:
-        """Maybe an aimed pause after the faults (LATE_AIMED); True when it pauses."""
-        if actor.aid in self.aimed_now or draws[0] >= LATE_AIMED.get(actor.label, 0.0):
+        """Maybe an aimed pause or stall after the faults (LATE_AIMED,
+        LATE_STALLS); True when it pauses."""
+        if actor.aid in self.aimed_now:
+            return False
+        proxy = self.proxies.get(actor.aid)
+        if proxy is not None and draws[0] < LATE_STALLS.get((actor.label, actor.kind), 0.0):
+            self.aimed_now.add(actor.aid)
+            low, high = STALL_STEPS
+            actor.paused_until = self.world.step + low + int(draws[1] * (high - low))
+            proxy.end_session()  # its session times out while it is stopped
+            self.result.trace.append(
+                f"late stall {actor.name} at {actor.label} until step {actor.paused_until}, its session ended"
+            )
+            return True
+        if draws[0] >= LATE_AIMED.get(actor.label, 0.0):
             return False
         self.aimed_now.add(actor.aid)
         low, high = AIMED_STEPS_AT.get(actor.label, AIMED_STEPS)

@@ -24,9 +24,11 @@ from segment_lineage.lineage.core.errors import LineageError
 STAGE_HOLD = "30s"  # a staged set left alone is cleaned up within the run
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from segment_lineage.ingest.push_plan import Prepared
     from simulation.actors import Ctx
-    from simulation.world import World
+    from simulation.world import SetPart, World
 
 
 def setter(ctx: Ctx, ops: int) -> None:
@@ -54,34 +56,70 @@ def setter(ctx: Ctx, ops: int) -> None:
 
 def _push(ctx: Ctx, group: list[str], label: str, staged: list[str]) -> None:
     world, manager = ctx.world, ctx.manager
-    prepared: list[Prepared] = []
+    parts: list[SetPart] = []
     try:
         for table in group:
             state = manager.table(table)
-            parts, mode, interval = world.parts(
+            rows, mode, interval = world.parts(
                 world.tables[table], state.config.table_type, ctx.rng, f"{label}-{table}"
             )
-            prepared.append(prepare_arrow(manager, table, parts, mode=mode, interval=interval))
+            parts.append((table, rows, mode, interval))
+        prepared = _prepare(ctx, parts)
     except LineageError as exc:
         ctx.failed(f"set of {', '.join(group)}", exc)
         return
     job = f"{label}-job" if ctx.rng.random() < 0.4 else None
     stage = job is None and world.wap and ctx.rng.random() < 0.4  # odd seeds: staged sets too
-    for _ in range(2 if job is not None and ctx.rng.random() < 0.3 else 1):
-        set_id = manager.env.text_id()
-        world.sets[set_id] = tuple(group)  # before its commit: the checker judges it from then on
-        try:
-            done = push_set(
-                manager, prepared, job_id=job, set_id=set_id, owner_wait_s=ctx.rng.choice([0.0, 1.0]),
-                stage=stage, hold=STAGE_HOLD if stage else None,
-            )  # fmt: skip
-        except LineageError as exc:
-            ctx.failed(f"set {set_id[:8]} of {', '.join(group)}", exc)
-            continue
-        if stage:
-            staged.append(set_id)
-        again = " (job already done)" if done.repeated else ""
-        ctx.note(f"{'staged' if stage else 'pushed'} set {set_id[:8]} of {', '.join(group)}{again}")
+    if job is not None:
+        world.set_jobs[job] = (ctx.actor.aid, tuple(parts))
+    try:
+        for _ in range(2 if job is not None and ctx.rng.random() < 0.3 else 1):
+            set_id = _push_once(ctx, prepared, job, stage)
+            if set_id is not None and stage:
+                staged.append(set_id)
+    finally:
+        if job is not None and world.set_jobs.get(job, (None,))[0] == ctx.actor.aid:
+            del world.set_jobs[job]
+
+
+def rerun_set(ctx: Ctx, job: str) -> None:
+    """A set's job run again from this process: its attempt looked dead
+    (stopped past its session) and may resume after this run landed."""
+    _aid, parts = ctx.world.set_jobs[job]
+    try:
+        prepared = _prepare(ctx, parts)
+    except LineageError as exc:
+        ctx.failed(f"set of {', '.join(p[0] for p in parts)} (job rerun elsewhere)", exc)
+        return
+    _push_once(ctx, prepared, job, False, " (job rerun elsewhere)")
+
+
+def _prepare(ctx: Ctx, parts: Sequence[SetPart]) -> list[Prepared]:
+    return [
+        prepare_arrow(ctx.manager, table, rows, mode=mode, interval=interval)
+        for table, rows, mode, interval in parts
+    ]
+
+
+def _push_once(
+    ctx: Ctx, prepared: list[Prepared], job: str | None, stage: bool, what: str = ""
+) -> str | None:
+    """One run of a set push; its set id when it landed (or was staged)."""
+    world, manager = ctx.world, ctx.manager
+    group = ", ".join(p.table for p in prepared)
+    set_id = manager.env.text_id()
+    world.sets[set_id] = tuple(p.table for p in prepared)  # before its commit: judged from then on
+    try:
+        done = push_set(
+            manager, prepared, job_id=job, set_id=set_id, owner_wait_s=ctx.rng.choice([0.0, 1.0]),
+            stage=stage, hold=STAGE_HOLD if stage else None,
+        )  # fmt: skip
+    except LineageError as exc:
+        ctx.failed(f"set {set_id[:8]} of {group}{what}", exc)
+        return None
+    again = " (job already done)" if done.repeated else ""
+    ctx.note(f"{'staged' if stage else 'pushed'} set {set_id[:8]} of {group}{again}{what}")
+    return set_id
 
 
 def _settle(ctx: Ctx, set_id: str, *, publish: bool) -> None:

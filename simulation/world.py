@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from segment_lineage.retention.daemon import Daemon
     from simulation.checker import Checker
 
+# One table of a push set's job: its name, parts, mode and interval (what a rerun pushes again).
+SetPart = tuple[str, list[pa.Table], str, tuple[int, int] | None]
+
 TIME_RETENTION_MS = 2 * DAY_MS
 # A mirror's retention longer than the run: every file any of its Delta
 # versions references is one engines may still read (the checker's rule).
@@ -105,6 +108,8 @@ class World:
         # Batch jobs under way: job id -> (the actor running it, table, its push's arguments). A
         # scheduler that judged a stalled attempt dead runs the job again from another process.
         self.jobs: dict[str, tuple[int, str, dict[str, Any]]] = {}
+        # Push sets' jobs under way, alike: job id -> (the actor, each table's (name, parts, mode, interval)).
+        self.set_jobs: dict[str, tuple[int, tuple[SetPart, ...]]] = {}
         # ZooKeeper data directories an operator put under a table's root (marked, as
         # every server the project starts marks its own): nobody else deletes in them.
         self.state_dirs: set[str] = set()

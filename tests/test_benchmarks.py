@@ -111,6 +111,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_quick_run_compares_ours_with_both_peers(quick_run: Path) -> None:
     tmp_path = quick_run
     document = json.loads((tmp_path / "report.json").read_text())
@@ -145,6 +146,7 @@ def test_sustained_pushes_leave_a_small_server_alive() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_quick_retention_run_reclaims_beside_vacuum(quick_run: Path) -> None:
     tmp_path = quick_run
     document = json.loads((tmp_path / "report.json").read_text())

@@ -13,7 +13,7 @@ import pytest
 from tests.helpers.compose import LocalCompose
 from tests.helpers.run import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.ensemble]
+pytestmark = [pytest.mark.slow, pytest.mark.ensemble, pytest.mark.e2e]
 DAEMONS = ("retention-1", "retention-2")
 
 

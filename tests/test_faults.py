@@ -26,6 +26,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[f"s{s.number}" for s in SCENARIOS])
 def test_scenario_holds(cluster: Cluster, tmp_path: Path, scenario: Scenario) -> None:
     outcome = run(scenario, Context(cluster, tmp_path, quick=True), 1)

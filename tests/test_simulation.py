@@ -5,6 +5,7 @@ holds every promise; a seed replays exactly; the checker catches a violation
 from __future__ import annotations
 
 import ast
+import dataclasses
 import logging
 import re
 from collections.abc import Collection, Iterator, Sequence
@@ -150,6 +151,7 @@ def test_the_checker_flags_a_read_of_the_wrong_version_or_a_partial_one() -> Non
 
 @pytest.mark.zk
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_seed_on_real_zookeeper_holds(zk_server: ZkServer) -> None:
     # Seed 19 casts two daemons, a mirror, a rerun, an intruder (ACLs in force) and a purger.
     result = run_seed(RunConfig(19, steps=100, zookeeper=zk_server.hosts))
@@ -409,8 +411,27 @@ def test_the_checker_catches_a_set_applied_one_table_at_a_time(monkeypatch: pyte
         return out
 
     monkeypatch.setattr(MemoryStore, "write_together", one_by_one)
-    result = run_seed(RunConfig(4, steps=400))
+    result = run_seed(RunConfig(100, steps=400))
     assert "set-torn" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_a_set_landing_after_its_session_without_the_owner_fence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store whose set write leaves out its pushes' owner claims: a set
+    writer stopped past its session, between its reads and its one commit,
+    still lands when it resumes (late-commit), after its job was rerun or its
+    entries cleaned up."""
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    write_together = MemoryStore.write_together
+
+    def unfenced(self: MemoryStore, writes: Any) -> list[Any]:
+        return write_together(self, [dataclasses.replace(w, owner=None) for w in writes])
+
+    monkeypatch.setattr(MemoryStore, "write_together", unfenced)
+    result = run_seed(RunConfig(4, steps=400))
+    assert "late-commit" in {v.kind for v in result.violations}, describe(result)
 
 
 def test_the_checker_catches_a_cut_taken_in_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -423,5 +444,5 @@ def test_the_checker_catches_a_cut_taken_in_one_read(monkeypatch: pytest.MonkeyP
         return {t: self.store.read(t) for t in tables}
 
     monkeypatch.setattr(together.TogetherOps, "cut", one_read)
-    result = run_seed(RunConfig(88, steps=400))
+    result = run_seed(RunConfig(358, steps=400))
     assert "cut-torn" in {v.kind for v in result.violations}, describe(result)

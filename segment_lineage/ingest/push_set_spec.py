@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.manager.together import check_set_tables
 
 SPEC_MAX_BYTES = 1024 * 1024
 KEYS: dict[str, type | tuple[type, ...]] = {
@@ -90,7 +91,9 @@ def parse_spec(text: str, folder: Path, name: str = "spec") -> list[SpecBlock]:
     blocks = doc.get("push")
     if not isinstance(blocks, list) or not blocks:
         raise InvalidInputError(f"push set spec {name!r} has no [[push]] block")
-    return [_block(b, i + 1, folder) for i, b in enumerate(blocks)]
+    parsed = [_block(b, i + 1, folder) for i, b in enumerate(blocks)]
+    check_set_tables([b.table for b in parsed])  # names, count and twins, before any input is read
+    return parsed
 
 
 def _block(raw: Any, number: int, folder: Path) -> SpecBlock:

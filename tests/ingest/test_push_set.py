@@ -107,6 +107,9 @@ def test_a_set_rolls_back_in_one_commit(manager: LineageManager, tables: tuple[s
         assert labels(manager, table) == ["old"]
         record = manager.history(table, 1)[0]
         assert record.operation is Operation.ROLLBACK and record.set_id == undone.rollback_set
+    again = manager.rollback_set(done.set_id)  # every table already there: nothing written, no new set
+    assert again.committed == {} and again.rollback_set is None
+    assert manager.history("facts", 1)[0].set_id == undone.rollback_set
 
 
 def test_a_cut_sees_a_set_in_all_its_tables_or_none(manager: LineageManager, tables: tuple[str, ...]) -> None:

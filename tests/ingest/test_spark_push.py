@@ -252,6 +252,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     group.stop()
 
 
+@pytest.mark.e2e
 def test_push_on_a_standalone_cluster_with_speculation(
     cluster: SparkCluster, zk_hosts: str, tmp_path: Path
 ) -> None:
@@ -304,6 +305,7 @@ def test_push_on_a_standalone_cluster_with_speculation(
     )  # partition 0 came from the speculative attempt
 
 
+@pytest.mark.e2e
 def test_push_to_s3(zk_manager: LineageManager, zk_hosts: str, s3: str, tmp_path: Path) -> None:
     # A fresh process, as in production, where executors carry their own credentials.
     m = zk_manager
@@ -484,6 +486,7 @@ def test_time_chunks_keep_every_segment_inside_one_month(
     assert numbers == [0, 1, 2, 6, 7, 8, 100]
 
 
+@pytest.mark.e2e
 def test_the_demo_prints_no_jvm_or_spark_chatter(zk_hosts: str, tmp_path: Path) -> None:
     """``make demo`` as a user sees it: the story, without the JVM's
     incubator warning or Spark's start-up lines."""

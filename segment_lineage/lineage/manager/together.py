@@ -71,12 +71,14 @@ class Together:
 @dataclass(frozen=True)
 class SetRollback:
     """What rolling back a set does (or did), table by table: the version
-    before the set's, and the version the rollback made (None: a dry run)."""
+    before the set's, and the version the rollback made (None: a dry run).
+    Tables that already showed their target are absent from ``committed``;
+    when none changed, nothing was written and ``rollback_set`` is None."""
 
     set_id: str
     targets: dict[str, int]
     committed: dict[str, int] | None
-    rollback_set: str | None  # the rollback's own set id
+    rollback_set: str | None  # the rollback's own set id (None: a dry run, or nothing to do)
 
 
 def check_set_tables(tables: Sequence[str]) -> None:
@@ -328,7 +330,7 @@ class TogetherOps(Reads):
 
         done = self.commit_together([Together(t, undo(t)) for t in targets], why, set_id=rollback_id)
         committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
-        return SetRollback(set_id, targets, committed, rollback_id)
+        return SetRollback(set_id, targets, committed, rollback_id if committed else None)
 
     # ---- a consistent cut ---------------------------------------------------
 
