@@ -207,11 +207,9 @@ def consistent_push(
     job_checked = 0
     if job_id is not None:
         manager = manager.for_job(_check_job_id(job_id))
-        earlier, job_checked = job_end(manager, table, job_id, None, 0)
-        if earlier is not None and earlier.entry_id is not None:
-            say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
-            done_as = PushMode.of(mode, manager.table(table).config)
-            return earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began)
+        done, job_checked = _done_before(manager, table, job_id, mode, say, clock, began)
+        if done is not None:
+            return done
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
     check_mode(state, mode, interval)
@@ -236,14 +234,31 @@ def consistent_push(
             error = run.failure(exc, job_id)
             if error is exc:
                 raise
-            if isinstance(error, ClaimLostError):  # one line: the claim, and what became of the files
-                raise error from None
-            raise error from exc
+            raise error from None if isinstance(error, ClaimLostError) else exc  # a lost claim: one line
     hides = mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND
     started = (replaced, replaced_rows, cleaned)
     result = _result(target, mode, written, started, clock() - began, job_id, hides)
     audited = None if run.judged is None else run.judged.recorded
     return dataclasses.replace(result, audited=audited, staged_until_ms=run.staged_until_ms)
+
+
+def _done_before(
+    manager: LineageManager,
+    table: str,
+    job_id: str,
+    mode: PushMode | str | None,
+    say: Callable[[str], None],
+    clock: Callable[[], float],
+    began: float,
+) -> tuple[PushResult | None, int]:
+    """The job's earlier completed push, if any (nothing to push again), and
+    how far into the history the look went."""
+    earlier, checked = job_end(manager, table, job_id, None, 0)
+    if earlier is None or earlier.entry_id is None:
+        return None, checked
+    say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
+    done_as = PushMode.of(mode, manager.table(table).config)
+    return earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began), checked
 
 
 @contextlib.contextmanager

@@ -79,7 +79,10 @@ def test_a_push_set_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None
     ):
         spec.write_text(text)
         code, _, err = run(zk_hosts, "push-set", str(spec))
-        assert code == 2 and said in err and "engine" not in err, (text, err)  # refused before any input is read
+        assert code == 2 and said in err and "engine" not in err, (
+            text,
+            err,
+        )  # refused before any input is read
     spec.write_text('[[push]]\ntable = "dims"\ninput = "in/wrong.parquet"\n')
     code, _, err = run(zk_hosts, "push-set", str(spec))
     assert code == 1 and "does not fit table 'dims'" in err, err
@@ -97,12 +100,14 @@ def test_a_push_set_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None
     assert code == 0 and set(json.loads(out)["committed"]) == {"facts", "dims"}, out
     code, out, _ = run(zk_hosts, "--json", "read", "facts")
     assert code == 0 and json.loads(out)["rows"] == []
-    versions = {t: json.loads(run(zk_hosts, "--json", "history", t)[1])[0]["version"] for t in ("facts", "dims")}
+    versions = {
+        t: json.loads(run(zk_hosts, "--json", "history", t)[1])[0]["version"] for t in ("facts", "dims")
+    }
     code, out, _ = run(zk_hosts, "rollback", "--set", set_id)  # again: nothing left to undo, nothing written
     assert code == 0 and "nothing to do" in out and out.count("already there") == 2, out
-    assert {t: json.loads(run(zk_hosts, "--json", "history", t)[1])[0]["version"] for t in ("facts", "dims")} == (
-        versions
-    )
+    assert {
+        t: json.loads(run(zk_hosts, "--json", "history", t)[1])[0]["version"] for t in ("facts", "dims")
+    } == (versions)
     assert run(zk_hosts, "rollback", "--set", "no-such-set")[0] == 3
     assert run(zk_hosts, "rollback", "facts", "--set", set_id)[0] == 2
     assert run(zk_hosts, "rollback")[0] == 2
