@@ -98,6 +98,7 @@ def test_push_without_mode_refreshes_a_refresh_table(zk_hosts: str, tmp_path: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_configured_spark_master_makes_auto_push_with_spark(zk_hosts: str, tmp_path: Path) -> None:
     """A deployment's config file names a Spark master (as docker/lineage.toml
     does): `push` with the default --engine auto pushes with Spark, and says

@@ -207,6 +207,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     return lineage_process(*args, env=dict(os.environ, **(env or {})))
 
 
+@pytest.mark.e2e
 def test_cli_push_and_read(zk_hosts: str, tmp_path: Path) -> None:
     data = tmp_path / "input.csv"
     data.write_text("label,i\n" + "".join(f"csv,{i}\n" for i in range(12)))
@@ -502,6 +503,7 @@ def test_the_demo_prints_no_jvm_or_spark_chatter(zk_hosts: str, tmp_path: Path) 
     assert not [line for line in output.splitlines() if any(word in line for word in noise)], output
 
 
+@pytest.mark.e2e
 def test_ctrl_c_during_a_spark_push_says_one_line_and_no_traceback(zk_hosts: str, tmp_path: Path) -> None:
     """`lineage push --engine spark`, interrupted (SIGINT) while Spark writes:
     the last line says the entry was reverted; no py4j or JVM traceback."""

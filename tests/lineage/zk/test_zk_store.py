@@ -53,6 +53,7 @@ def largest_znode(client: KazooClient) -> tuple[int, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_100k_segments_and_a_100k_replace_stay_under_512kb(zk_store: ZkStore, zk_hosts: str) -> None:
     m = LineageManager(zk_store, retry=fast_retry())
     m.create_table(TableConfig.build("big", "/d"))
