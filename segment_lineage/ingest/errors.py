@@ -129,10 +129,21 @@ def unreadable_input(path: str, fmt: str, exc: BaseException) -> IngestError:
     if isinstance(exc, FileNotFoundError) and first == path:  # Arrow's word for a device or a pipe
         first = "not a regular file or a directory of files"
     message = f"cannot read input {path!r} as {fmt}: {first}"
+    named = _named_format(path)
+    remedy = None
+    if named not in (None, fmt):
+        remedy = f'its name says {named}: --format {named} (in a push set\'s block, format = "{named}")'
     at_fault = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError)
     if isinstance(exc, at_fault) or not isinstance(exc, OSError):  # ArrowInvalid is a ValueError
-        return PushInputError(message)
-    return PushRefusedError(message)
+        return PushInputError(message, remedy=remedy)
+    return PushRefusedError(message, remedy=remedy)
+
+
+def _named_format(path: str) -> str | None:
+    """The input format a file's name suggests (never taken as given: a
+    format is chosen out loud), for the hint after a failed read."""
+    suffix = path.rstrip("/").rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    return {"csv": "csv", "json": "json", "jsonl": "json", "ndjson": "json", "parquet": "parquet"}.get(suffix)
 
 
 def check_csv_header(path: str, names: list[str]) -> None:

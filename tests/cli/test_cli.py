@@ -425,6 +425,22 @@ def test_bad_input_exits_2_and_changes_nothing(
     assert run(zk_hosts, "--json", "history", "events")[1] == before
 
 
+def test_a_csv_input_pushed_without_its_format_is_refused_with_the_flag_to_give(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """The format is never guessed from a name (a folder of CSV files may
+    be called anything), but a refused read says what the name suggests."""
+    run(zk_hosts, "table", "create", "events", "--root", str(tmp_path / "d"))
+    (tmp_path / "day.csv").write_text("id,label\n1,a\n")
+    _, before, _ = run(zk_hosts, "--json", "history", "events")
+    code, _, err = run(zk_hosts, "push", "events", "--input", str(tmp_path / "day.csv"))
+    assert code == 2 and "as parquet" in err and "hint: its name says csv: --format csv" in err, err
+    assert run(zk_hosts, "--json", "history", "events")[1] == before
+    (tmp_path / "day.parquet").write_text("id,label\n1,a\n")  # a name that agrees: no hint
+    code, _, err = run(zk_hosts, "push", "events", "--input", str(tmp_path / "day.parquet"))
+    assert code == 2 and "as parquet" in err and "hint" not in err, err
+
+
 def test_usage_errors_exit_2(zk_hosts: str) -> None:
     assert run(zk_hosts, "no-such-command")[0] == 2
     assert run(zk_hosts, "revert")[0] == 2
