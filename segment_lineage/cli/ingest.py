@@ -202,14 +202,7 @@ def push(
         policy = _schema_policy(evolve_schema, replace_schema, chosen)
         check_mode(state, chosen, span)  # fail fast, before any data is read
         _check_local_input(input_path)
-        configured = current().settings
-        used, why = choose_engine(
-            engine,
-            input_path,
-            master,
-            spark_conf,
-            configured.spark_master if configured.spark_master_configured else None,
-        )
+        used, why = engine_for(engine, input_path, master, spark_conf)
         if used == "spark" and fmt == "parquet":
             _check_parquet_schema(m, table, input_path, policy, chosen)  # before a JVM starts
         say(f"engine: {used} ({why})")
@@ -259,6 +252,13 @@ def _check_flags(
 
 
 ENGINES = ("auto", "arrow", "spark")
+
+
+def engine_for(engine: str, input_path: str, master: str | None, conf: dict[str, str]) -> tuple[str, str]:
+    """The engine a push uses, and why, under this command's settings."""
+    configured = current().settings
+    spark_master = configured.spark_master if configured.spark_master_configured else None
+    return choose_engine(engine, input_path, master, conf, spark_master)
 
 
 def choose_engine(

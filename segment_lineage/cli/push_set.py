@@ -18,7 +18,7 @@ from segment_lineage.cli.ingest import (
     Stage,
     _check_local_input,
     _schema_policy,
-    choose_engine,
+    engine_for,
 )
 from segment_lineage.cli.progress import progress
 from segment_lineage.cli.push_output import push_view
@@ -85,16 +85,7 @@ def _engines(
     from segment_lineage.ingest.push import PushMode
 
     configured = current().settings
-    chosen = {
-        b.table: choose_engine(
-            engine,
-            b.input,
-            master,
-            {},
-            configured.spark_master if configured.spark_master_configured else None,
-        )[0]
-        for b in blocks
-    }
+    chosen = {b.table: engine_for(engine, b.input, master, {})[0] for b in blocks}
     for b in blocks:
         _check_local_input(b.input)
     options = []  # every block's options checked before any input is read

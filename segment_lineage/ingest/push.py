@@ -29,7 +29,6 @@ its entry id.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
@@ -199,22 +198,20 @@ def consistent_push(
     ConflictError (another push holds the scope), PushError (the write failed;
     the entry was reverted), OutcomeUnknownError (re-read before retrying).
     """
-    clock = clock or manager.env.monotonic
-    sleep = sleep or manager.env.sleep
-    wall = wall or manager.env.wall
+    env = manager.env
+    clock, sleep, wall = clock or env.monotonic, sleep or env.sleep, wall or env.wall
     began = clock()
     say = progress or (lambda _msg: None)
-    job_checked = 0
     if job_id is not None:
         manager = manager.for_job(_check_job_id(job_id))
-        done, job_checked = _done_before(manager, table, job_id, mode, say, clock, began)
-        if done is not None:
-            return done
+    earlier, job_checked = _done_before(manager, table, job_id, mode, say, clock, began)
+    if earlier is not None:
+        return earlier
     state = manager.table(table)
     mode = PushMode.of(mode, state.config)
     check_mode(state, mode, interval)
     policy = SchemaPolicy.parse(schema_policy)
-    target = _target(state, mode, interval, schema, policy, partitions, wall, manager.env.text_id)
+    target = _target(state, mode, interval, schema, policy, partitions, wall, env.text_id)
     if audit:
         audit.check_before(schema, state.config.schema)
     ends = _Ending(reason, schema, policy, mode, time_unit, job_id, job_checked, audit or None,
@@ -224,7 +221,7 @@ def consistent_push(
         try:
             with signals_as_interrupt():
                 try:
-                    replaced, replaced_rows, cleaned = _begin(run, ends, owner_wait_s, clock, sleep, say)
+                    started = _begin(run, ends, owner_wait_s, clock, sleep, say)
                 except JobDone as done:  # completed meanwhile, by another attempt of the job
                     assert job_id is not None
                     say(f"job {job_id!r} completed meanwhile as entry {done.entry_id}: nothing to push")
@@ -236,23 +233,22 @@ def consistent_push(
                 raise
             raise error from None if isinstance(error, ClaimLostError) else exc  # a lost claim: one line
     hides = mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND
-    started = (replaced, replaced_rows, cleaned)
-    result = _result(target, mode, written, started, clock() - began, job_id, hides)
-    audited = None if run.judged is None else run.judged.recorded
-    return dataclasses.replace(result, audited=audited, staged_until_ms=run.staged_until_ms)
+    return _result(run, mode, written, started, clock() - began, job_id, hides)
 
 
 def _done_before(
     manager: LineageManager,
     table: str,
-    job_id: str,
+    job_id: str | None,
     mode: PushMode | str | None,
     say: Callable[[str], None],
     clock: Callable[[], float],
     began: float,
 ) -> tuple[PushResult | None, int]:
     """The job's earlier completed push, if any (nothing to push again), and
-    how far into the history the look went."""
+    how far into the history the look went (none without a job)."""
+    if job_id is None:
+        return None, 0
     earlier, checked = job_end(manager, table, job_id, None, 0)
     if earlier is None or earlier.entry_id is None:
         return None, checked
@@ -276,7 +272,7 @@ def _claimed(manager: LineageManager, target: PushTarget) -> Iterator[None]:
 
 
 def _result(
-    target: PushTarget,
+    run: PushRun,
     mode: PushMode,
     written: Written,
     started: tuple[tuple[str, ...], int, tuple[str, ...]],
@@ -285,14 +281,16 @@ def _result(
     hides: bool,
 ) -> PushResult:
     """What a push did: ``started`` is what its start replaced, those rows,
-    and the stale entries it cleaned up."""
+    and the stale entries it cleaned up; with its audit's verdict and its
+    hold when staged."""
     replaced, replaced_rows, cleaned = started
-    segments = written.segments
+    segments, target = written.segments, run.target
     return PushResult(
         table=target.table, entry_id=target.entry_id, mode=mode, segments=len(segments),
         rows=sum(s.rows for s in segments), size_bytes=sum(s.size_bytes for s in segments),
         replaced=len(replaced), seconds=seconds, cleaned=cleaned, job_id=job_id,
         replaced_rows=replaced_rows, hides_appended=hides,
+        audited=None if run.judged is None else run.judged.recorded, staged_until_ms=run.staged_until_ms,
     )  # fmt: skip
 
 

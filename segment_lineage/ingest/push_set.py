@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from segment_lineage.ingest.audit import judge_push
 from segment_lineage.ingest.errors import PushRefusedError
@@ -288,9 +288,7 @@ def _failed(members: list[_Member], exc: BaseException, current: list[str], set_
 def _member_result(m: _Member, seconds: float) -> PushResult:
     written = m.run.written
     assert written is not None
-    result = _result(m.run.target, m.ends.mode, written, m.started, seconds, m.ends.job_id, m.hides)
-    audited = None if m.run.judged is None else m.run.judged.recorded
-    return replace(result, audited=audited, staged_until_ms=m.run.staged_until_ms)
+    return _result(m.run, m.ends.mode, written, m.started, seconds, m.ends.job_id, m.hides)
 
 
 def staged_set(manager: LineageManager, set_id: str) -> dict[str, str]:

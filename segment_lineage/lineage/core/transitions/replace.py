@@ -133,17 +133,7 @@ def start_replace(
     check_entry_id(entry_id)
     src = check_segment_names(segments_from, "segmentsFrom")
     dst = check_segment_names(segments_to, "segmentsTo")
-    rules: list[Requirement] = [
-        ReplacesSomething(src, dst),
-        SidesDisjoint(src, dst),
-        EntryIdUnused(entry_id),
-        IntervalNeedsTimeColumn(interval),
-        IntervalNotEmpty(interval),
-        HoldNotBeforeStart(held_until_ms, now_ms),
-        FromVisible(src),
-        ToNotVisible(dst),
-    ]
-    require(state, rules)
+    require(state, _start_rules(src, dst, entry_id, interval, held_until_ms, now_ms))
     src_set, dst_set = frozenset(src), frozenset(dst)
     overlaps = [
         Overlap.of(entry, src_set, dst_set, interval, live_owners, now_ms, whole)
@@ -182,6 +172,27 @@ def start_replace(
         segments=len(dst),
         cleaned=tuple(cleaned),
     )
+
+
+def _start_rules(
+    src: tuple[str, ...],
+    dst: tuple[str, ...],
+    entry_id: str,
+    interval: tuple[int, int] | None,
+    held_until_ms: int | None,
+    now_ms: int,
+) -> list[Requirement]:
+    """What a start needs of the table before any overlap is looked at."""
+    return [
+        ReplacesSomething(src, dst),
+        SidesDisjoint(src, dst),
+        EntryIdUnused(entry_id),
+        IntervalNeedsTimeColumn(interval),
+        IntervalNotEmpty(interval),
+        HoldNotBeforeStart(held_until_ms, now_ms),
+        FromVisible(src),
+        ToNotVisible(dst),
+    ]
 
 
 def _queue_old_snapshots(
