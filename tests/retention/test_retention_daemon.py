@@ -264,7 +264,11 @@ def test_a_pass_stopped_after_some_deletes_counts_them(
         daemon_store.close()
 
 
-@pytest.mark.parametrize("outage_s", [0, 2 * SESSION_S], ids=["within", "past-the-session-timeout"])
+@pytest.mark.parametrize(
+    "outage_s",
+    [pytest.param(0, marks=pytest.mark.e2e), 2 * SESSION_S],  # make test keeps the outage past the session
+    ids=["within", "past-the-session-timeout"],
+)
 def test_the_daemon_survives_a_zookeeper_restart(
     tmp_path: Path, daemons: Callable[..., Proc], outage_s: int
 ) -> None:

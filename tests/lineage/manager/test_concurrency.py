@@ -109,6 +109,7 @@ def _run_writers(target: Any, hosts: str) -> list[Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_sixteen_processes_lose_no_acknowledged_change(zk_hosts: str) -> None:
     setup = _manager(zk_hosts)
     setup.create_table(TableConfig.build(T, f"/d/{T}", "APPEND"))
@@ -133,6 +134,7 @@ def test_sixteen_processes_lose_no_acknowledged_change(zk_hosts: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_sixteen_writers_whose_changes_do_not_overlap_never_give_up(zk_hosts: str) -> None:
     """On the default retry policy, 16 processes pushing their own segments
     to one table all land: losing races to writers of other segments is
