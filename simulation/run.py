@@ -401,9 +401,7 @@ class _Run:
         elif kind == "expire" and proxy is not None:
             proxy.end_session()
         elif kind == "stall" and proxy is not None:
-            low, high = STALL_STEPS
-            actor.paused_until = self.world.step + low + int(r2 * (high - low))
-            proxy.end_session()  # its session times out while it is stopped
+            self._stall(actor, proxy, r2)
             detail = f" until step {actor.paused_until}, its session ended"
         elif kind == "pause":
             actor.paused_until = self.world.step + 5 + int(r2 * 60)
@@ -428,6 +426,13 @@ class _Run:
         self.result.trace.append(f"fault #{self.fault_number} {kind} {actor.name} at {actor.label}{detail}")
         return kind in ("pause", "aimed-pause", "crash", "stall")
 
+    def _stall(self, actor: Actor, proxy: StoreProxy, draw: float) -> None:
+        """``actor`` stopped for STALL_STEPS (``draw`` picks how long), its
+        session timing out while it is stopped."""
+        low, high = STALL_STEPS
+        actor.paused_until = self.world.step + low + int(draw * (high - low))
+        proxy.end_session()
+
     def _late_pause(self, actor: Actor, draws: tuple[float, float, float]) -> bool:
         """Maybe an aimed pause or stall after the faults (LATE_AIMED,
         LATE_STALLS); True when it pauses."""
@@ -436,9 +441,7 @@ class _Run:
         proxy = self.proxies.get(actor.aid)
         if proxy is not None and draws[0] < LATE_STALLS.get((actor.label, actor.kind), 0.0):
             self.aimed_now.add(actor.aid)
-            low, high = STALL_STEPS
-            actor.paused_until = self.world.step + low + int(draws[1] * (high - low))
-            proxy.end_session()  # its session times out while it is stopped
+            self._stall(actor, proxy, draws[1])
             self.result.trace.append(
                 f"late stall {actor.name} at {actor.label} until step {actor.paused_until}, its session ended"
             )

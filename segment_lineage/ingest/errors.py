@@ -3,6 +3,8 @@ CLI's single handler covers them; and deep storage's, under its own name."""
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from segment_lineage.lineage.core.errors import (
     InvalidInputError,
     LineageError,
@@ -142,7 +144,7 @@ def unreadable_input(path: str, fmt: str, exc: BaseException) -> IngestError:
 def _named_format(path: str) -> str | None:
     """The input format a file's name suggests (never taken as given: a
     format is chosen out loud), for the hint after a failed read."""
-    suffix = path.rstrip("/").rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    suffix = PurePosixPath(path.rstrip("/")).suffix.lower().lstrip(".")
     return {"csv": "csv", "json": "json", "jsonl": "json", "ndjson": "json", "parquet": "parquet"}.get(suffix)
 
 
