@@ -95,12 +95,24 @@ def completed_job(
     ``mode``), or None when the job has not completed there. ``clock``
     (monotonic seconds; default the manager's env's) times the look-up."""
     clock = clock or manager.env.monotonic
-    began = clock()
-    earlier, _ = job_end(manager, table, _check_job_id(job_id), None, 0)
+    return earlier_push(manager, table, _check_job_id(job_id), mode, clock, clock())[0]
+
+
+def earlier_push(
+    manager: LineageManager,
+    table: str,
+    job_id: str,
+    mode: PushMode | str | None,
+    clock: Callable[[], float],
+    began: float,
+) -> tuple[PushResult | None, int]:
+    """The result of ``job_id``'s completed push of ``table`` (reported as
+    ``mode``) or None, and how far into the history the look went."""
+    earlier, checked = job_end(manager, table, job_id, None, 0)
     if earlier is None or earlier.entry_id is None:
-        return None
+        return None, checked
     done_as = PushMode.of(mode, manager.table(table).config)
-    return earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began)
+    return earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began), checked
 
 
 def job_still_open(

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from segment_lineage.ingest.audit import Audit, judge_push
 from segment_lineage.ingest.errors import PushRefusedError
 from segment_lineage.ingest.interrupts import signals_as_interrupt
-from segment_lineage.ingest.jobs import JobDone, earlier_result, job_end, job_still_open
+from segment_lineage.ingest.jobs import JobDone, earlier_push, earlier_result, job_end, job_still_open
 from segment_lineage.ingest.push_dry_run import plan_push
 from segment_lineage.ingest.push_failure import PushRun
 from segment_lineage.ingest.push_plan import (
@@ -249,12 +249,10 @@ def _done_before(
     how far into the history the look went (none without a job)."""
     if job_id is None:
         return None, 0
-    earlier, checked = job_end(manager, table, job_id, None, 0)
-    if earlier is None or earlier.entry_id is None:
-        return None, checked
-    say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
-    done_as = PushMode.of(mode, manager.table(table).config)
-    return earlier_result(manager, table, job_id, earlier.entry_id, done_as, clock, began), checked
+    earlier, checked = earlier_push(manager, table, job_id, mode, clock, began)
+    if earlier is not None:
+        say(f"job {job_id!r} already completed as entry {earlier.entry_id}: nothing to push")
+    return earlier, checked
 
 
 @contextlib.contextmanager
