@@ -208,20 +208,20 @@ def rollback(
 def _rollback_set(set_id: str, dry_run: bool, reason: str | None) -> None:
     with manager() as m:
         done = m.rollback_set(set_id, dry_run=dry_run, reason=reason)
-    if done.committed is None:
-        head = f"dry run: rolling back set {set_id} would take, in one commit:"
-    elif done.rollback_set is None:
+    if len(done.already) == len(done.targets):
         head = f"every table of set {set_id} already shows its version before the set: nothing to do"
+    elif done.committed is None:
+        head = f"dry run: rolling back set {set_id} would take, in one commit:"
     else:
         head = f"rolled back set {set_id} in one commit (set {done.rollback_set}):"
     lines = [head]
     for table, target in done.targets.items():
-        if done.committed is None:
-            now = ""
-        elif table in done.committed:
-            now = f": now version {done.committed[table]}"
-        else:
+        if table in done.already:
             now = ": already there"
+        elif done.committed is None:
+            now = ""
+        else:
+            now = f": now version {done.committed[table]}"
         lines.append(f"  {table} back to version {target}{now}")
     emit(dataclasses.asdict(done), "\n".join(lines))
 

@@ -68,6 +68,11 @@ def test_a_push_set_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None
         ('[[push]]\ntable = "facts"\n', "[[push]] block 1 needs 'input'"),
         ("table = 'facts'\n", "unknown key 'table'"),
         ('[[push]]\ntable = "facts"\ninput = "in/facts.parquet"\n' * 2, "named twice"),
+        (
+            '[[push]]\ntable = "Facts"\ninput = "in/facts.parquet"\n\n'
+            '[[push]]\ntable = "facts"\ninput = "in/facts.parquet"\n',
+            "'Facts' and 'facts' differ only in case",
+        ),
         ('[[push]]\ntable = "facts"\ninput = "in/nowhere"\n', "does not exist"),
         ('[[push]]\ntable = "fäcts"\ninput = "in/facts.parquet"\n', "invalid table name"),
         ('[[push\ntable = "facts"', "not valid TOML"),
@@ -104,6 +109,8 @@ def test_a_push_set_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None
         t: json.loads(run(zk_hosts, "--json", "history", t)[1])[0]["version"] for t in ("facts", "dims")
     }
     code, out, _ = run(zk_hosts, "rollback", "--set", set_id)  # again: nothing left to undo, nothing written
+    assert code == 0 and "nothing to do" in out and out.count("already there") == 2, out
+    code, out, _ = run(zk_hosts, "rollback", "--set", set_id, "--dry-run")  # the dry run agrees
     assert code == 0 and "nothing to do" in out and out.count("already there") == 2, out
     assert {
         t: json.loads(run(zk_hosts, "--json", "history", t)[1])[0]["version"] for t in ("facts", "dims")

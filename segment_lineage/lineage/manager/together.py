@@ -79,6 +79,7 @@ class SetRollback:
     targets: dict[str, int]
     committed: dict[str, int] | None
     rollback_set: str | None  # the rollback's own set id (None: a dry run, or nothing to do)
+    already: tuple[str, ...] = ()  # tables that already show their target (nothing to change there)
 
 
 def check_set_tables(tables: Sequence[str]) -> None:
@@ -88,12 +89,16 @@ def check_set_tables(tables: Sequence[str]) -> None:
         raise InvalidInputError("a set names at least one table")
     if len(tables) > MAX_SET_TABLES:
         raise InvalidInputError(f"a set has at most {MAX_SET_TABLES} tables, got {len(tables)}")
-    seen: set[str] = set()
+    seen: dict[str, str] = {}  # case-folded name -> the name as given
     for table in tables:
         check_table_name(table)
-        if table.casefold() in seen:
+        first = seen.get(table.casefold())
+        if first is None:
+            seen[table.casefold()] = table
+            continue
+        if first == table:
             raise InvalidInputError(f"table {table!r} is named twice in the set")
-        seen.add(table.casefold())
+        raise InvalidInputError(f"tables {first!r} and {table!r} differ only in case: one table to the store")
 
 
 @dataclass
@@ -315,12 +320,17 @@ class TogetherOps(Reads):
         members = self.set_members(set_id)
         targets = {table: version - 1 for table, version in sorted(members.items())}
         states = {table: self._as_of(table, version) for table, version in targets.items()}  # kept at all?
-        if dry_run:
-            return SetRollback(set_id, targets, None, None)
-        self.require_role(PUSHER, doing="a rollback")
         why = reason or f"rollback of set {set_id}"
         rollback_id = self.env.text_id()
         audit = Audit(self.actor, self.job_id, why, rollback_id)
+        if dry_run:
+            reads = {t: self.store.read_now(t) for t in targets}
+            already = tuple(
+                t for t, (snap, now) in reads.items()
+                if not transitions.rollback(snap.state, states[t], now, audit).changed
+            )  # fmt: skip
+            return SetRollback(set_id, targets, None, None, already)
+        self.require_role(PUSHER, doing="a rollback")
 
         def undo(table: str) -> Update:
             def update(state: TableState, now: int) -> Change:
@@ -330,7 +340,8 @@ class TogetherOps(Reads):
 
         done = self.commit_together([Together(t, undo(t)) for t in targets], why, set_id=rollback_id)
         committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
-        return SetRollback(set_id, targets, committed, rollback_id if committed else None)
+        already = tuple(t for t in targets if t not in committed)
+        return SetRollback(set_id, targets, committed, rollback_id if committed else None, already)
 
     # ---- a consistent cut ---------------------------------------------------
 
