@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -130,6 +131,10 @@ def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFram
         df = reader.format(fmt).load(path)
     except AnalysisException as exc:  # a missing path, an unreadable file: the input is at fault
         raise unreadable_input(path, fmt, ValueError(str(exc))) from None
+    except Py4JJavaError as exc:  # a file not in the format (its footer), or reading it failed
+        text = str(exc.java_exception)
+        at_fault = "CANNOT_READ_FILE_FOOTER" in text or "is not a Parquet file" in text
+        raise unreadable_input(path, fmt, (ValueError if at_fault else OSError)(text)) from None
     if fmt == "csv":  # whole numbers as Arrow's CSV reader infers them: 64 bits, whatever their size
         check_csv_header(path, df.columns)
         for field in df.schema:

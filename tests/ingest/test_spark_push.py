@@ -18,8 +18,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from segment_lineage.ingest.errors import PushInputError
 from segment_lineage.ingest.readers import SnapshotReader
-from segment_lineage.ingest.spark_job import push_dataframe, spark_session
+from segment_lineage.ingest.spark_job import push_dataframe, read_input, spark_session
 from segment_lineage.ingest.spark_readers import pinned_table, read_table, release_reads
 from segment_lineage.lineage.core.model import DeletionReason, TableConfig
 from segment_lineage.lineage.manager import LineageManager
@@ -570,3 +571,12 @@ def test_a_spark_push_is_audited_before_its_rows_show(
     done = push_dataframe(m, "audited", labelled(spark, "new", 30), segments=3, audit=audit)
     assert done.audited is not None and "max-change 50% (-25.0%: 40 -> 30 rows)" in done.audited
     assert [label for label, _ in snapshot(m, "audited")] == ["new"] * 30
+
+
+def test_an_input_spark_cannot_read_as_parquet_is_bad_input_with_the_format_hint(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    (tmp_path / "day.csv").write_text("id,label\n1,a\n")
+    with pytest.raises(PushInputError, match="as parquet") as refused:
+        read_input(spark, str(tmp_path / "day.csv"), "parquet")
+    assert refused.value.remedy is not None and "--format csv" in refused.value.remedy
