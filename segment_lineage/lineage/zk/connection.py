@@ -213,8 +213,25 @@ class ZkConnection:
 
     # ---- typed calls: kazoo's errors, unless ``doing`` names a translated read ---
 
-    def get(self, path: str, *, retry: bool = False, doing: str | None = None) -> tuple[bytes, ZnodeStat]:
-        return cast("tuple[bytes, ZnodeStat]", self._call(lambda: self.client.get_async(path), doing, retry))
+    def get(
+        self,
+        path: str,
+        *,
+        retry: bool = False,
+        doing: str | None = None,
+        behind: Callable[[], None] | None = None,
+    ) -> tuple[bytes, ZnodeStat]:
+        """``behind()``, when given, sends requests right after the get (and
+        again with it on a retry): one round trip for all. Their answers are
+        the caller's to await."""
+
+        def send() -> Any:
+            pending = self.client.get_async(path)
+            if behind is not None:
+                behind()
+            return pending
+
+        return cast("tuple[bytes, ZnodeStat]", self._call(send, doing, retry))
 
     def get_then(self, path: str, behind: Callable[[], None], *, doing: str) -> tuple[bytes, ZnodeStat]:
         """``get``, with the requests ``behind()`` sends going out right after
@@ -275,6 +292,9 @@ class ZkConnection:
 
     def send_get(self, path: str) -> Any:
         return self.client.get_async(path)
+
+    def send_exists(self, path: str) -> Any:
+        return self.client.exists_async(path)
 
     def send_set(self, path: str, data: bytes) -> Any:
         return self.client.set_async(path, data)

@@ -38,10 +38,13 @@ class NewBlobs:
 
     new_id: Callable[[], str]
     raw: dict[str, bytes] = field(default_factory=dict)
+    decoded: dict[str, Any] = field(default_factory=dict)  # what reading a blob would give, where known
 
-    def add(self, data: bytes) -> str:
+    def add(self, data: bytes, decoded: Any = None) -> str:
         blob = self.new_id()
         self.raw[blob] = data
+        if decoded is not None:
+            self.decoded[blob] = decoded
         return blob
 
 

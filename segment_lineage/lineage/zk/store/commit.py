@@ -47,6 +47,7 @@ INLINE_MULTI_BYTES = 128 * 1024  # blobs, head and version record up to this go 
 INLINE_NAMES_BYTES = 4 * 1024  # shorter name lists live inside the entry record
 HISTORY_TAIL = 64  # history records kept in the head before sealing a blob
 HISTORY_TAIL_BYTES = 64 * 1024  # ... or fewer, when their text makes them this large
+Known = Bucket | tuple[str, ...]  # a decoded bucket, or a name chunk's names
 PATH_OVERHEAD = 160  # an operation's path beside the table's name, its ACL and its framing, at most
 
 
@@ -59,12 +60,12 @@ def name_list(names: tuple[str, ...], blobs: NewBlobs) -> NameList:
     size = 0
     for name in names:
         if current and size + len(name) + 3 > layout.BLOB_LIMIT - 128:
-            chunk_ids.append(blobs.add(codec.encode_names(current)))
+            chunk_ids.append(blobs.add(codec.encode_names(current), tuple(current)))
             current, size = [], 0
         current.append(name)
         size += len(name) + 3
     if current:
-        chunk_ids.append(blobs.add(codec.encode_names(current)))
+        chunk_ids.append(blobs.add(codec.encode_names(current), tuple(current)))
     return NameList(names=None, chunks=tuple(chunk_ids), count=len(names))
 
 
@@ -90,7 +91,7 @@ def _buckets(
     base: Loaded,
     blobs: NewBlobs,
     table: str,
-    decoded: dict[str, Bucket],
+    decoded: dict[str, Known],
 ) -> tuple[str, ...]:
     """The bucket ids of ``kind`` after the change; new buckets go into ``blobs``."""
     old_ids = base.head.buckets[kind]
@@ -110,6 +111,10 @@ def _buckets(
         ids[i] = blob
         if kind != ENTRIES:  # records stored as they are: what reading the blob would give
             decoded[blob] = Bucket(i, count, tuple((k, new[k]) for k in keys))
+        else:  # stored with their name lists' chunks: decoded as a reader would (a few small records)
+            where = f"new entries bucket {blob}"
+            records = codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where)
+            decoded[blob] = Bucket(i, count, tuple(zip(keys, records, strict=True)))
     return tuple(ids)
 
 
@@ -125,7 +130,7 @@ class CommitPlan:
     head: bytes
     version_record: bytes
     blobs: Mapping[str, bytes]
-    decoded: Mapping[str, Bucket]
+    decoded: Mapping[str, Known]  # the new blobs as reading them would give
     sealed: bool  # the history tail was sealed into a blob
     inline: bool  # the blobs go in the multi itself
 
@@ -159,7 +164,7 @@ def plan_commit(
     many tables' commits."""
     state = change.state
     blobs = NewBlobs(new_id)
-    decoded: dict[str, Bucket] = {}
+    decoded: dict[str, Known] = {}
     buckets = {
         SEGMENTS: _buckets(SEGMENTS, state.segments, loaded, blobs, table, decoded),
         ENTRIES: _buckets(ENTRIES, state.entries, loaded, blobs, table, decoded),
@@ -196,6 +201,7 @@ def plan_commit(
     size = sum(map(len, blobs.raw.values())) + len(raw) + len(version_record)
     inline = not small and size <= INLINE_MULTI_BYTES
     after = TableState(state.config, version, state.segments, state.entries, state.pending)
+    decoded.update(blobs.decoded)  # the name chunks, as their names
     return CommitPlan(table, loaded, after, raw, version_record, blobs.raw, decoded, sealed, inline)
 
 
@@ -208,10 +214,17 @@ class Results:
     floor_taken: bool
     claim: object  # None when the commit had no owner
     guard: object  # None when the commit wrote no role guard
+    version: object = None  # the version record's create
 
     @property
     def claim_lost(self) -> bool:
         return isinstance(self.claim, NoNodeError)
+
+    @property
+    def no_versions_folder(self) -> bool:
+        """The version record's folder is missing (a table made before
+        versions were recorded): the multi applied nothing."""
+        return isinstance(self.version, NoNodeError)
 
     @property
     def refused_whole(self) -> bool:
@@ -235,7 +248,8 @@ def split_results(results: list[object], floor: bool, owner: bool, guard: bool) 
         guarded, results = results[-1], results[:-1]
     floor_taken = floor and refused(results[-1])
     checks = results[1:-1] if floor else results[1:]
-    return Results(results[0], tuple(r for r in checks if refused(r)), floor_taken, claim, guarded)
+    failed = tuple(r for r in checks if refused(r))
+    return Results(results[0], failed, floor_taken, claim, guarded, version=checks[-1])
 
 
 def _refused_by_role(
@@ -270,6 +284,8 @@ def outcome(plan: CommitPlan, r: Results, owner: str | None) -> Exception | None
         return TableNotFoundError(table)
     if isinstance(r.head, NoAuthError) or any(isinstance(x, NoAuthError) for x in (*r.failed, r.claim)):
         return AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
+    if r.no_versions_folder:  # made just before this multi, and gone again
+        return RetryableStoreError(f"the versions folder of table {table!r} is missing")
     if r.failed and plan.inline:  # a create of this multi failed: nothing was applied
         return RetryableStoreError(f"creating a new blob failed ({type(r.failed[0]).__name__})")
     if r.failed:
@@ -342,11 +358,17 @@ class Commits:
         common case): all land, or none."""
         plans = self._sized(writes)
         for plan in plans:
-            self.versions.ensure_folder(plan.table)
             if not plan.inline:
                 self.blobs.write(plan.table, plan.blobs)
         guards = [self._guard(w.role) for w in writes]
         parts = self._send(plans, writes, guards)
+        missing = [plan.table for plan, r in zip(plans, parts, strict=True) if r.no_versions_folder]
+        if missing:
+            # Asked only when a multi says so, not before every table's first
+            # commit: a fresh client's commit costs no extra round trip.
+            for table in missing:
+                self.versions.ensure_folder(table)
+            parts = self._send(plans, writes, guards)
         if any(r.refused_whole for r in parts):
             # The multi was refused as a whole: no head, version or lease
             # references this attempt's blobs. Take them away now rather than

@@ -28,13 +28,29 @@ from segment_lineage.lineage.core.model import LineageEntry, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.store.contract import ReadAgainError, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
-from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore, Bucket
+from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore, Bucket, Decode
 from segment_lineage.lineage.zk.store.locks import Floors, Queues
 from segment_lineage.lineage.zk.store.paths import Paths
 
 READ_ATTEMPTS = 5
 STATES_CACHED = 8  # rebuilt versions kept in memory
 MAPS_CACHED = 12  # per-kind bucket maps kept in memory, shared by versions with the same blobs
+PRELOAD_BUCKETS = 32  # differing buckets of a kind fetched ahead (more: left to the comparison)
+
+
+def _differing(heads: Sequence[Head], kind: str) -> list[int]:
+    """The places where the versions ``heads`` hold different ``kind``
+    buckets; none when they are laid out differently (compared as whole
+    maps then) or differ in more than PRELOAD_BUCKETS places."""
+    columns = [h.buckets[kind] for h in heads]
+    if len({len(ids) for ids in columns}) != 1:
+        return []
+    places = [i for i, ids in enumerate(zip(*columns, strict=True)) if len(set(ids)) > 1]
+    return places if len(places) <= PRELOAD_BUCKETS else []
+
+
+def _decode_chunk(_blob: str, raw: bytes, where: str) -> tuple[str, ...]:
+    return tuple(codec.decode_names(raw, where))
 
 
 @dataclass
@@ -98,12 +114,18 @@ class Heads:
 
     def read_head(self, table: str) -> tuple[Head, int]:
         """The head and its znode version. TableNotFoundError, also while it is being dropped."""
+        head, zversion, _ = self.read_head_raw(table)
+        return head, zversion
+
+    def read_head_raw(self, table: str) -> tuple[Head, int, bytes]:
+        """``read_head``, and the head record's bytes as read."""
         path = self.paths.head(table)
         try:
             raw, stat = self.zk.get(path, doing=f"reading table {table!r}")
         except NoNodeError:
             raise TableNotFoundError(table) from None
-        return self._head(table, raw, int(stat.version))
+        head, zversion = self._head(table, raw, int(stat.version))
+        return head, zversion, raw
 
     def _head(self, table: str, raw: bytes, zversion: int) -> tuple[Head, int]:
         path = self.paths.head(table)
@@ -200,9 +222,7 @@ class Heads:
         except ReadAgainError as exc:
             raise BlobGone(str(exc.__cause__)) from None
         chunk_ids = [c for e in stored.values() for c in (*e.src.chunks, *e.dst.chunks)]
-        chunks = self.blobs.decoded(
-            table, chunk_ids, lambda _blob, raw, where: tuple(codec.decode_names(raw, where))
-        )
+        chunks = self.blobs.decoded(table, chunk_ids, _decode_chunk)
         entries: dict[str, LineageEntry] = {}
         lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]] = {}
         for entry in sorted(stored.values(), key=lambda e: (e.created_ms, e.entry_id)):
@@ -213,20 +233,13 @@ class Heads:
         maps[ENTRIES] = entries
         return Loaded(head, zversion, maps, bucket_keys, lists, raw)
 
-    def _bucket_map(self, table: str, kind: str, ids: tuple[str, ...]) -> BucketMap[Any]:
-        """A kind's records in the bucket blobs ``ids``, loaded when wanted.
-        Versions that share the blobs (a rollback leaves the segments alone)
-        share the map, which nobody mutates: comparing them costs nothing."""
-        key = (table, kind, ids)
-        with self._lock:
-            found = self._maps.get(key)
-        if found is not None:
-            return found
+    def _decoder(self, kind: str, ids: tuple[str, ...]) -> Decode:
+        """How a bucket blob of the map ``ids`` is decoded. Placement and
+        duplicates are checked once, when the blob is decoded; the cached
+        result then serves every later read."""
         index_of = {blob: i for i, blob in enumerate(ids)}
 
         def decode(blob: str, raw: bytes, where: str) -> Bucket:
-            # Placement and duplicates are checked once, when the blob is
-            # decoded; the cached result then serves every later read.
             index, count = index_of[blob], len(index_of)
             objs = codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where)
             keys = [o.name for o in objs] if kind == SEGMENTS else [key_of(kind, o) for o in objs]
@@ -239,6 +252,56 @@ class Heads:
                         raise CorruptRecordError(where, f"{key!r} in the wrong bucket")
                     seen.add(key)
             return Bucket(index, count, tuple(zip(keys, objs, strict=True)))
+
+        return decode
+
+    def preload(self, table: str, heads: Sequence[Head]) -> None:
+        """Fetch together what loading each of ``heads`` (versions of one
+        table) and comparing them will fetch: every entries bucket, the
+        segment and pending buckets where they differ (when few do), then
+        the entries' name chunks. Two round trips however many versions (a
+        rollback wants its target's and the head's), where loading them one
+        by one takes two each. Best effort: a blob gone is left to the load."""
+        wanted: dict[str, Decode] = {}
+        for kind in KINDS:
+            places = _differing(heads, kind)
+            for head in heads:
+                ids = head.buckets[kind]
+                decode = self._decoder(kind, ids)
+                for i in range(len(ids)) if kind == ENTRIES else places:
+                    wanted.setdefault(ids[i], decode)
+        try:
+            found = self.blobs.decoded(table, list(wanted), lambda b, raw, where: wanted[b](b, raw, where))
+            stored = [e for b in {*found} for _, e in found[b].pairs if isinstance(e, StoredEntry)]
+            chunks = {c for e in stored for c in (*e.src.chunks, *e.dst.chunks)}
+            self.blobs.decoded(table, sorted(chunks), _decode_chunk)
+        except BlobGone:
+            pass
+
+    def keep(self, table: str, head: Head, zversion: int, raw: bytes) -> None:
+        """Keep ``head`` as the table's last version read, as a read does (a
+        commit's read right after finds it built). Best effort."""
+        if self.last(table, head, zversion) is not None:
+            return
+        try:
+            loaded = self.load(table, head, zversion, raw)
+        except BlobGone:
+            return  # moved on and collected: the next read reads the new head
+        state = loaded.state()
+        with self._lock:
+            self._last[table] = (loaded, Snapshot(state, loaded, None))
+        self.remember_state(table, head.buckets, state)
+
+    def _bucket_map(self, table: str, kind: str, ids: tuple[str, ...]) -> BucketMap[Any]:
+        """A kind's records in the bucket blobs ``ids``, loaded when wanted.
+        Versions that share the blobs (a rollback leaves the segments alone)
+        share the map, which nobody mutates: comparing them costs nothing."""
+        key = (table, kind, ids)
+        with self._lock:
+            found = self._maps.get(key)
+        if found is not None:
+            return found
+        decode = self._decoder(kind, ids)
 
         def load(indexes: Sequence[int]) -> dict[int, Sequence[tuple[str, Any]]]:
             try:

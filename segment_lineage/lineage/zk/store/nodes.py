@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from typing import Any
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
 from kazoo.security import ACL, Id
 
 from segment_lineage.lineage import codec
@@ -21,7 +23,7 @@ from segment_lineage.lineage.core.acl import (
     own_folder,
 )
 from segment_lineage.lineage.core.errors import AuthError, StoreUnavailableError
-from segment_lineage.lineage.zk.connection import ZkConnection, translated
+from segment_lineage.lineage.zk.connection import UNAVAILABLE, ZkConnection, translated
 from segment_lineage.lineage.zk.shared import close_open_nodes
 from segment_lineage.lineage.zk.store.paths import Paths
 
@@ -52,6 +54,7 @@ class Nodes:
         self.identity = identity  # this client's digest id, when it authenticates
         self._policy: tuple[AclPolicy | None] | None = None  # loaded once
         self._ready = False
+        self._shared_sent: list[Any] | None = None  # exists of the shared nodes, sent with the policy's read
         self._store_id: str | None = None
         zk.on_refused = self.refused_by_policy
 
@@ -60,19 +63,32 @@ class Nodes:
     def policy(self) -> AclPolicy | None:
         """The ACL policy in force, read once per store; None when there is none."""
         if self._policy is None:
-            path = f"{self.paths.root}/{POLICY_NODE}"
-            with translated(
-                "reading the ACL policy",
-                refused=f"ZooKeeper refused reading the ACL policy: identity "
-                f"{(self.identity or 'anonymous').partition(':')[0]!r} has no role",
-                remedy="set LINEAGE_ZK_AUTH to an identity the policy names ('lineage acl show' as an admin)",
-            ):
-                try:
-                    raw, _ = self.zk.get(path, retry=True)
-                    self._policy = (codec.decode_policy(raw, path),)
-                except NoNodeError:
-                    self._policy = (None,)
+            self._load_policy()
+        assert self._policy is not None
         return self._policy[0]
+
+    def _load_policy(self) -> None:
+        """Read the policy; on a new client's first contact, ask whether the
+        shared nodes exist in the same round trip (ensure_root's question)."""
+        path = f"{self.paths.root}/{POLICY_NODE}"
+        sent: list[Any] = []
+
+        def behind() -> None:
+            if not self._ready:
+                sent[:] = [self.zk.send_exists(p) for p in self._shared_paths()]
+
+        with translated(
+            "reading the ACL policy",
+            refused=f"ZooKeeper refused reading the ACL policy: identity "
+            f"{(self.identity or 'anonymous').partition(':')[0]!r} has no role",
+            remedy="set LINEAGE_ZK_AUTH to an identity the policy names ('lineage acl show' as an admin)",
+        ):
+            try:
+                raw, _ = self.zk.get(path, retry=True, behind=behind)
+                self._policy = (codec.decode_policy(raw, path),)
+            except NoNodeError:
+                self._policy = (None,)
+        self._shared_sent = sent or None
 
     def refused_by_policy(self) -> None:
         """After a refusal: raise the clearer error when a policy names no role for this identity."""
@@ -157,19 +173,35 @@ class Nodes:
             except NodeExistsError:
                 return False
 
+    def _shared_paths(self) -> tuple[str, ...]:
+        root = self.paths.root
+        return (root, f"{root}/tables", f"{root}/names", f"{root}/clock")
+
+    def _shared_found(self) -> list[ZnodeStat | None]:
+        """Whether each shared node exists: the answers sent with the policy's
+        read when there are some, else asked now (one round trip)."""
+        sent, self._shared_sent = self._shared_sent, None
+        if sent is not None:
+            try:
+                return [self.zk.answer(pending) for pending in sent]
+            except UNAVAILABLE:
+                pass  # sent on a connection lost since: ask again
+        return self.zk.exists_many(self._shared_paths())
+
     def ensure_root(self) -> None:
         """Once per store: the shared nodes exist, and none is left open to
-        anyone (an anonymous run creates them open; see :mod:`segment_lineage.lineage.zk.shared`)."""
+        anyone (an anonymous run creates them open; see :mod:`segment_lineage.lineage.zk.shared`).
+        A new client asks this with its first read of the policy: one round trip."""
         if self._ready:
             return
-        root = self.paths.root
-        paths = (root, f"{root}/tables", f"{root}/names", f"{root}/clock")
+        if self._policy is None:
+            self._load_policy()  # the shared nodes are asked in the same round trip
         with translated("checking the store's nodes", refused="ZooKeeper refused checking the store's nodes"):
-            found = self.zk.exists_many(paths)  # one round trip: usually all are there
-        for path, stat in zip(paths, found, strict=True):
+            found = self._shared_found()  # usually all are there
+        for path, stat in zip(self._shared_paths(), found, strict=True):
             if stat is None:  # in order: a folder before what goes in it
                 self.ensure_node(path, Place.CLOCK if path.endswith("/clock") else Place.FOLDER)
-        close_open_nodes(self.zk.client, root, self.acl_of_node, self.zk.op_timeout_s)
+        close_open_nodes(self.zk.client, self.paths.root, self.acl_of_node, self.zk.op_timeout_s)
         self._ready = True
 
     def now_ms(self) -> int:

@@ -42,7 +42,6 @@ class Versions:
         self.heads = heads
         self.ephemerals = ephemerals
         self._lock = threading.Lock()
-        self._ready: set[str] = set()  # tables whose versions folder exists
         self._ignored: dict[str, dict[str, str]] = {}  # per table: malformed lease path -> why
 
     def versions(self, table: str) -> list[int]:
@@ -54,11 +53,9 @@ class Versions:
         return sorted(out)
 
     def ensure_folder(self, table: str) -> None:
-        """Tables created before versions were recorded get the folder once."""
-        if table in self._ready:
-            return
+        """The folder of a table created before versions were recorded, made
+        when a commit finds it missing."""
         self.nodes.ensure_node(self.paths.folder(table, VERSIONS), Place.VERSIONS)
-        self._ready.add(table)
 
     def records(self, table: str, folder: str) -> list[tuple[str, codec.LeaseRecord]]:
         """The version records under ``folder`` (``versions``, or ``leases``
@@ -159,7 +156,7 @@ class Versions:
         # The version's record goes out with the head (one round trip): it
         # is immutable, so when it was read does not matter.
         pending = self.zk.send_get(self.paths.version(table, version))
-        head, zversion = self.heads.read_head(table)
+        head, zversion, raw = self.heads.read_head_raw(table)
         if version == head.version:
             last = self.heads.last(table, head, zversion)
             if last is not None:
@@ -173,7 +170,19 @@ class Versions:
                 self.heads.remember_state(table, head.buckets, state)
                 return state
         _, record = self.record(table, version, head.version, pending)
-        return self.rebuild(table, head, record)
+        # What comparing the two will want (a rollback, a look at what is
+        # readable), fetched together; the head kept as read, so a commit's
+        # read of it right after decodes nothing.
+        if self.heads.remembered_state(table, record.version, record.buckets) is None:
+            self.heads.preload(table, [head, self._pinned(head, record)])
+        state = self.rebuild(table, head, record)
+        self.heads.keep(table, head, zversion, raw)
+        return state
+
+    @staticmethod
+    def _pinned(head: Head, record: codec.LeaseRecord) -> Head:
+        """The head that version ``record`` had, as a load reads it (``head``: the table's current one)."""
+        return Head(config_at(head.config, record.version), record.version, "", record.buckets, None, ())
 
     def rebuild(self, table: str, head: Head, record: codec.LeaseRecord) -> TableState:
         """The version ``record`` names, with ``head``'s config as that version
@@ -182,7 +191,7 @@ class Versions:
         cached = self.heads.remembered_state(table, record.version, record.buckets)
         if cached is not None and cached.config == config:
             return cached
-        pinned = Head(config, record.version, "", record.buckets, None, ())
+        pinned = self._pinned(head, record)
         try:
             loaded = self.heads.load(table, pinned, -1)
         except BlobGone as gone:
