@@ -139,6 +139,12 @@ class StoreProxy:
             return lambda kind: Recipe(self, f"holds:{kind}", self.inner.holds(kind))
         if name in RECIPES:
             return Recipe(self, name, getattr(self.inner, name))
+        if name == "read_now_many":
+            # Pipelined on ZooKeeper, not atomic: other requests land between
+            # one table's answer and the next. Each table is read at its own
+            # switch point, as before the reads went out together.
+            read_now = self.inner.read_now
+            return lambda tables: [self._call("read_now", read_now, (t,), {}) for t in tables]
         attr = getattr(self.inner, name)
         if name.startswith("_") or not callable(attr):
             return attr

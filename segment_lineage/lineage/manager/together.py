@@ -201,7 +201,7 @@ class TogetherOps(Reads):
         outcome, the set's commits when an earlier attempt landed."""
         parts = loop.parts
         try:
-            reads = [self.store.read_now(p.table) for p in parts]
+            reads = self.store.read_now_many([p.table for p in parts])  # one round trip for all
             landed = None if loop.unknown is None else self._set_landed(parts, loop.commit_id, loop.unknown)
         except LineageError as exc:
             if loop.unknown is not None and not isinstance(exc, NotFoundError):

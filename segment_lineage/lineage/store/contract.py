@@ -298,6 +298,12 @@ class Store(Protocol):
         round trip where the store can (what every commit attempt starts with)."""
         ...
 
+    def read_now_many(self, tables: Sequence[str]) -> list[tuple[Snapshot, int]]:
+        """``read_now`` of each of ``tables``, their requests sent together
+        where the store can (what a set commit's attempt starts with). Each
+        table's version is one it had; they need not have been current together."""
+        ...
+
     def write(
         self,
         table: str,

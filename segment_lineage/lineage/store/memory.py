@@ -126,6 +126,9 @@ class MemoryStore:
         snap = self.read(table)
         return replace(snap, queue=self.queues.tickets(table)), self.now_ms()
 
+    def read_now_many(self, tables: Sequence[str]) -> list[tuple[Snapshot, int]]:
+        return [self.read_now(table) for table in tables]
+
     def read(self, table: str) -> Snapshot:
         with self._lock:
             state = self._tables.get(table)

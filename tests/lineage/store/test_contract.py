@@ -109,6 +109,24 @@ def test_read_now_is_a_read_and_then_the_clock(manager: LineageManager, table: s
         store.read_now("no_such_table")
 
 
+def test_read_now_many_reads_each_table_with_its_queue_and_the_clock(
+    manager: LineageManager, table: str
+) -> None:
+    store = manager.store
+    manager.create_table(TableConfig.build("second", "/d2"))
+    ticket = store.queues.join("second", "c1")
+    before = store.now_ms()
+    read = store.read_now_many([table, "second", table])
+    after = store.now_ms()
+    assert [snap.state.config.name for snap, _ in read] == [table, "second", table]
+    version = store.read(table).state.version
+    assert [snap.state.version for snap, _ in read] == [version, 1, version]
+    assert read[1][0].queue == (ticket,) and read[0][0].queue == ()
+    assert all(before <= now <= after for _, now in read)
+    with pytest.raises(TableNotFoundError):
+        store.read_now_many([table, "no_such_table"])
+
+
 def test_the_commit_queue_keeps_tickets_in_order_until_they_leave(
     manager: LineageManager, table: str
 ) -> None:

@@ -104,14 +104,14 @@ def _store(hosts: str) -> ZkStore:
 
 def _blob_fetches(store: ZkStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     fetched: list[str] = []
-    real = BlobStore._fetch
+    real = BlobStore._send
 
-    def counting(self: BlobStore, table: str, blobs: object) -> dict[str, bytes]:
+    def counting(self: BlobStore, table: str, blobs: object) -> dict[str, object]:
         wanted = list(blobs)  # type: ignore[call-overload]
         fetched.extend(wanted)
         return real(self, table, wanted)
 
-    monkeypatch.setattr(BlobStore, "_fetch", counting)
+    monkeypatch.setattr(BlobStore, "_send", counting)
     return fetched
 
 
@@ -188,11 +188,11 @@ def test_a_commit_whose_bucket_was_collected_before_it_loaded_reads_again(
     m.store.close()
     other = LineageManager(_store(zk_hosts))
     fresh = _store(zk_hosts)
-    real = BlobStore._fetch
+    real = BlobStore._send
     moved: list[str] = []
     segment_ids = other.store.read("late").token.head.buckets["segments"]  # type: ignore[attr-defined]
 
-    def collected_once(self: BlobStore, table: str, blobs: object) -> dict[str, bytes]:
+    def collected_once(self: BlobStore, table: str, blobs: object) -> dict[str, object]:
         wanted = list(blobs)  # type: ignore[call-overload]
         if self is fresh.blobs and not moved and set(wanted) & set(segment_ids):
             moved.append("b")
@@ -200,7 +200,7 @@ def test_a_commit_whose_bucket_was_collected_before_it_loaded_reads_again(
             raise BlobGone(wanted[0])  # as if the sweep took it once the head moved on
         return real(self, table, wanted)
 
-    monkeypatch.setattr(BlobStore, "_fetch", collected_once)
+    monkeypatch.setattr(BlobStore, "_send", collected_once)
     done = LineageManager(fresh).register_segments("late", [Segment("c", "c.parquet")])
     assert moved and done.applied
     assert set(LineageManager(fresh).table("late").segments) == {"a", "b", "c"}
@@ -267,18 +267,18 @@ def test_a_store_failing_while_a_result_loads_fails_a_commit_that_wrote_nothing(
     segment_ids = set(m.store.read("fails").token.head.buckets["segments"])  # type: ignore[attr-defined]
     m.store.close()
     fresh = _store(zk_hosts)
-    real = BlobStore._fetch
+    real = BlobStore._send
 
-    def no_segments(self: BlobStore, table: str, blobs: object) -> dict[str, bytes]:
+    def no_segments(self: BlobStore, table: str, blobs: object) -> dict[str, object]:
         wanted = list(blobs)  # type: ignore[call-overload]
         if self is fresh.blobs and set(wanted) & segment_ids:
             raise StoreUnavailableError("simulated: ZooKeeper stopped answering")
         return real(self, table, wanted)
 
-    monkeypatch.setattr(BlobStore, "_fetch", no_segments)
+    monkeypatch.setattr(BlobStore, "_send", no_segments)
     with pytest.raises(StoreUnavailableError):
         LineageManager(fresh).revert_replace("fails", entry, force=True)
-    monkeypatch.setattr(BlobStore, "_fetch", real)
+    monkeypatch.setattr(BlobStore, "_send", real)
     assert LineageManager(fresh).table("fails").entries[entry].state.value == "IN_PROGRESS"  # nothing written
     fresh.close()
 

@@ -23,6 +23,7 @@ from segment_lineage.lineage.core.model import (
 )
 from segment_lineage.lineage.store.contract import RetryableStoreError, VersionConflict, WriteOutcomeUnknown
 from segment_lineage.lineage.zk.store import commit
+from segment_lineage.lineage.zk.store import outcome as zk_outcome
 from segment_lineage.lineage.zk.store.heads import Loaded
 
 KINDS = (SEGMENTS, ENTRIES, PENDING)
@@ -124,8 +125,8 @@ def test_the_multis_results_are_classified(
     results: list[object], floor: bool, owner: str | None, inline: bool, error: type[Exception] | None
 ) -> None:
     plan = plan_of(inline)
-    r = commit.split_results(results, floor=floor, owner=owner is not None, guard=False)
-    found = commit.outcome(plan, r, owner)
+    r = zk_outcome.split_results(results, floor=floor, owner=owner is not None, guard=False)
+    found = zk_outcome.outcome(plan, r, owner)
     if error is None:
         assert found is None and not r.refused_whole
     else:

@@ -18,10 +18,13 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.utils import AsyncResult
 
-from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core.model import Change, Segment, TableConfig, TableState
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.manager.together import Together
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore
 from tests.conftest import fast_retry
 
 T = "rt"
@@ -162,3 +165,72 @@ def test_a_table_made_before_versions_were_recorded_gets_its_folder_at_its_first
         assert LineageManager(fresh).table_as_of(T, before + 1).segments["after"].location == "after.parquet"
     finally:
         fresh.close()
+
+
+def test_a_set_commits_reads_go_out_together(m: LineageManager, rounds: Any) -> None:
+    """A set commit of five tables: every table's head, floor and queue and
+    the clock in one round trip; the blobs of the versions this client has
+    not built yet, every table's in one more; then the multi. Each table
+    was read apart before: five round trips, and two more for each table
+    not built yet."""
+    names = [f"set{i}" for i in range(5)]
+    for name in names:
+        m.create_table(TableConfig.build(name, f"/{name}"))
+
+    def register(name: str, segment: str) -> Any:
+        def update(state: TableState, now: int) -> Change:
+            return transitions.register_segments(state, [seg(f"{name}_{segment}")], now_ms=now)
+
+        return update
+
+    with rounds() as cold:
+        done = m.commit_together([Together(name, register(name, "a")) for name in names])
+    assert [c.state.version for c in done] == [2] * 5
+    assert len(cold) == 3, str(cold)
+    assert len(cold.batches[0]) == 5 * 3 + 1  # floor, head, queue of each; the clock
+    assert {path.split("/")[-3] for _, path in cold.batches[1]} == set(names)
+    with rounds() as warm:  # the writer knows the versions it wrote
+        done = m.commit_together([Together(name, register(name, "b")) for name in names])
+    assert [c.state.version for c in done] == [3] * 5
+    assert len(warm) == 2, str(warm)
+
+
+def test_a_set_commit_whose_blobs_went_meanwhile_reads_again_and_lands(
+    m: LineageManager, zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table of the set moves on between the batch's read and the fetch of
+    its blobs, and the sweep takes what only the old version had: the set
+    reads again and lands on the new version."""
+    for name in ("g1", "g2"):
+        m.create_table(TableConfig.build(name, f"/{name}"))
+    fresh = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    real = BlobStore._send
+    old: set[str] = set(m.store.read("g2").token.head.bucket_blobs())  # type: ignore[attr-defined]
+    swept: set[str] = set()
+    refused: list[str] = []
+
+    def sweep_after_the_batch(self: BlobStore, table: str, blobs: Any) -> dict[str, Any]:
+        wanted = list(blobs)
+        if self is fresh.blobs and table == "g2" and not swept:
+            m.register_segments("g2", [seg("moved")])
+            swept.update(old - set(m.store.read("g2").token.head.bucket_blobs()))  # type: ignore[attr-defined]
+        gone = [b for b in wanted if b in swept] if self is fresh.blobs else []
+        if gone:
+            refused.append(gone[0])
+            raise BlobGone(gone[0])
+        return real(self, table, wanted)
+
+    monkeypatch.setattr(BlobStore, "_send", sweep_after_the_batch)
+
+    def register(name: str) -> Any:
+        def update(state: TableState, now: int) -> Change:
+            return transitions.register_segments(state, [seg(f"{name}_x")], now_ms=now)
+
+        return update
+
+    try:
+        done = LineageManager(fresh).commit_together([Together(n, register(n)) for n in ("g1", "g2")])
+    finally:
+        fresh.close()
+    assert swept and refused and [c.applied for c in done] == [True, True]
+    assert {"moved", "g2_x"} == set(m.table("g2").segments)

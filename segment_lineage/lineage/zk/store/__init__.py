@@ -140,6 +140,13 @@ class ZkStore:
         snap, now = self.heads.read_at(table, commit=True)
         return snap, self.nodes.now_ms() if now is None else now  # the clock node was missing: made again
 
+    def read_now_many(self, tables: Sequence[str]) -> list[tuple[Snapshot, int]]:
+        self.nodes.ensure_root()
+        read = self.heads.read_many(tables)
+        # None: the clock node was missing (made again) or its answer lost.
+        clock = self.nodes.now_ms() if any(now is None for _, now in read) else 0
+        return [(snap, clock if now is None else now) for snap, now in read]
+
     def close(self) -> None:
         self.sweeper.drain(self.op_timeout_s)  # a garbage pass a commit handed off, if one runs
         self.zk.detach()

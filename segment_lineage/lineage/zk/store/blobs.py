@@ -113,12 +113,14 @@ class BlobStore:
 
     # ---- reading -------------------------------------------------------------------
 
-    def _fetch(self, table: str, blobs: Iterable[str]) -> dict[str, bytes]:
-        """Raw bytes of blobs not in the cache, fetched in one pipelined batch."""
+    def _send(self, table: str, blobs: Iterable[str]) -> dict[str, Any]:
+        """Send the reads of blobs not in the cache (answered by :meth:`_answer`)."""
         wanted = list(blobs)
         if wanted:
             self.zk.check_answering()
-        pending = {b: self.zk.send_get(self.paths.blob(table, b)) for b in wanted}
+        return {b: self.zk.send_get(self.paths.blob(table, b)) for b in wanted}
+
+    def _answer(self, table: str, pending: Mapping[str, Any]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         for blob, result in pending.items():
             with translated(
@@ -135,24 +137,35 @@ class BlobStore:
     def decoded(self, table: str, blobs: Sequence[str], decode: Decode) -> dict[str, Any]:
         """Each of ``blobs`` decoded (``decode(blob, raw, where)``), from the
         cache or fetched. BlobGone when one is gone (the head moved on)."""
-        found: dict[str, Any] = {}
-        missing: list[str] = []
-        for blob in blobs:
-            value = self.cached(blob)
-            if value is None:
-                missing.append(blob)
-            else:
-                found[blob] = value
-        fresh = {
-            blob: decode(blob, raw, self.paths.blob(table, blob))
-            for blob, raw in self._fetch(table, missing).items()
-        }
-        found.update(fresh)
-        if fresh:
-            # What one read needs stays cached together, however large the table.
-            self.note_table(sum(weight(value) for value in found.values()))
-            for blob, value in fresh.items():
-                self.remember(blob, value)
+        return self.decoded_many([(table, blobs, decode)])[0]
+
+    def decoded_many(self, asked: Sequence[tuple[str, Sequence[str], Decode]]) -> list[dict[str, Any]]:
+        """``decoded`` for several tables' blobs, every fetch sent before the
+        first answer is awaited: one round trip for all."""
+        found: list[dict[str, Any]] = []
+        sent: list[dict[str, Any]] = []
+        for table, blobs, _ in asked:
+            cached: dict[str, Any] = {}
+            missing: list[str] = []
+            for blob in blobs:
+                value = self.cached(blob)
+                if value is None:
+                    missing.append(blob)
+                else:
+                    cached[blob] = value
+            found.append(cached)
+            sent.append(self._send(table, missing))
+        for (table, _, decode), out, pending in zip(asked, found, sent, strict=True):
+            fresh = {
+                blob: decode(blob, raw, self.paths.blob(table, blob))
+                for blob, raw in self._answer(table, pending).items()
+            }
+            out.update(fresh)
+            if fresh:
+                # What one read needs stays cached together, however large the table.
+                self.note_table(sum(weight(value) for value in out.values()))
+                for blob, value in fresh.items():
+                    self.remember(blob, value)
         return found
 
     # ---- writing -------------------------------------------------------------------

@@ -11,34 +11,33 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError, RolledBackError, RuntimeInconsistency
-
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList
 from segment_lineage.lineage.core import buckets as layout
 from segment_lineage.lineage.core.acl import Place
 from segment_lineage.lineage.core.env import SYSTEM
 from segment_lineage.lineage.core.errors import (
-    AuthError,
-    ClaimLostError,
-    RefusedError,
-    TableNotFoundError,
     TooLargeError,
 )
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, LineageEntry, TableState
 from segment_lineage.lineage.store.contract import (
-    RetryableStoreError,
     Snapshot,
-    VersionConflict,
     Write,
     WriteOutcomeUnknown,
 )
-from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
+from segment_lineage.lineage.zk.connection import ZkConnection, translated
 from segment_lineage.lineage.zk.store.blobs import REQUEST_LIMIT, BlobStore, Bucket, NewBlobs
 from segment_lineage.lineage.zk.store.gc import Sweeper
 from segment_lineage.lineage.zk.store.heads import Loaded
 from segment_lineage.lineage.zk.store.nodes import Nodes
+from segment_lineage.lineage.zk.store.outcome import (
+    Results,
+    cause_first,
+    outcome,
+    refused_by_role,
+    split_results,
+)
 from segment_lineage.lineage.zk.store.paths import Paths
 from segment_lineage.lineage.zk.store.versions import Versions
 
@@ -205,96 +204,6 @@ def plan_commit(
     return CommitPlan(table, loaded, after, raw, version_record, blobs.raw, decoded, sealed, inline)
 
 
-@dataclass(frozen=True)
-class Results:
-    """The multi's results, by what each operation checked."""
-
-    head: object
-    failed: tuple[object, ...]  # the blob creates or checks that failed
-    floor_taken: bool
-    claim: object  # None when the commit had no owner
-    guard: object  # None when the commit wrote no role guard
-    version: object = None  # the version record's create
-
-    @property
-    def claim_lost(self) -> bool:
-        return isinstance(self.claim, NoNodeError)
-
-    @property
-    def no_versions_folder(self) -> bool:
-        """The version record's folder is missing (a table made before
-        versions were recorded): the multi applied nothing."""
-        return isinstance(self.version, NoNodeError)
-
-    @property
-    def refused_whole(self) -> bool:
-        return bool(
-            isinstance(self.head, (BadVersionError, NoNodeError, NoAuthError))
-            or self.failed
-            or self.floor_taken
-            or self.claim_lost
-            or refused(self.guard)
-        )
-
-
-def split_results(results: list[object], floor: bool, owner: bool, guard: bool) -> Results:
-    """The operations after a failed one fail as "inconsistent": the claim
-    and the guard, last in the multi, are read off first."""
-    claim: object = None
-    if owner:
-        claim, results = results[-1], results[:-1]
-    guarded: object = None
-    if guard:
-        guarded, results = results[-1], results[:-1]
-    floor_taken = floor and refused(results[-1])
-    checks = results[1:-1] if floor else results[1:]
-    failed = tuple(r for r in checks if refused(r))
-    return Results(results[0], failed, floor_taken, claim, guarded, version=checks[-1])
-
-
-def _refused_by_role(
-    nodes: Nodes, table: str, role: str | None, guard_path: str | None, r: Results
-) -> Exception | None:
-    if isinstance(r.guard, NoAuthError):
-        return AuthError(
-            f"ZooKeeper refused this change of table {table!r}: it needs the {role} role "
-            f"(identity {(nodes.identity or 'anonymous').partition(':')[0]!r} is "
-            f"{nodes.role() or 'unknown'}); nothing was changed"
-        )
-    if isinstance(r.guard, NoNodeError):
-        return RefusedError(
-            f"the {role} role's node {guard_path} is missing; nothing was changed",
-            table=table,
-            remedy="run 'lineage acl apply' as an admin (once, for stores made before it)",
-        )
-    return None
-
-
-def outcome(plan: CommitPlan, r: Results, owner: str | None) -> Exception | None:
-    """What the multi's results mean: None when it applied, else the error
-    to raise (a conflict, a lost claim, a refusal, or an unknown outcome)."""
-    table, version = plan.table, plan.base.head.version
-    if r.claim_lost and owner is not None:
-        return ClaimLostError(table, owner)
-    if isinstance(r.head, BadVersionError):
-        return VersionConflict(f"table {table} changed since version {version}")
-    if r.floor_taken and not r.failed and isinstance(r.head, RolledBackError):
-        return VersionConflict(f"table {table}: a writer took the floor since v{version}")
-    if isinstance(r.head, NoNodeError):
-        return TableNotFoundError(table)
-    if isinstance(r.head, NoAuthError) or any(isinstance(x, NoAuthError) for x in (*r.failed, r.claim)):
-        return AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
-    if r.no_versions_folder:  # made just before this multi, and gone again
-        return RetryableStoreError(f"the versions folder of table {table!r} is missing")
-    if r.failed and plan.inline:  # a create of this multi failed: nothing was applied
-        return RetryableStoreError(f"creating a new blob failed ({type(r.failed[0]).__name__})")
-    if r.failed:
-        return RetryableStoreError(f"a new blob vanished before the commit ({type(r.failed[0]).__name__})")
-    if isinstance(r.head, Exception):
-        return WriteOutcomeUnknown(f"head swap: {type(r.head).__name__}")
-    return None
-
-
 class Commits:
     """Sends a :class:`CommitPlan` as one multi and classifies its results."""
 
@@ -361,14 +270,7 @@ class Commits:
             if not plan.inline:
                 self.blobs.write(plan.table, plan.blobs)
         guards = [self._guard(w.role) for w in writes]
-        parts = self._send(plans, writes, guards)
-        missing = [plan.table for plan, r in zip(plans, parts, strict=True) if r.no_versions_folder]
-        if missing:
-            # Asked only when a multi says so, not before every table's first
-            # commit: a fresh client's commit costs no extra round trip.
-            for table in missing:
-                self.versions.ensure_folder(table)
-            parts = self._send(plans, writes, guards)
+        parts = self._send_made(plans, writes, guards)
         if any(r.refused_whole for r in parts):
             # The multi was refused as a whole: no head, version or lease
             # references this attempt's blobs. Take them away now rather than
@@ -377,8 +279,8 @@ class Commits:
             for plan in plans:
                 if not plan.inline:
                     self.blobs.discard(plan.table, plan.blobs)
-        for plan, w, guard, r in sorted(zip(plans, writes, guards, parts, strict=True), key=_cause_first):
-            error = _refused_by_role(self.nodes, w.table, w.role, guard, r) or outcome(plan, r, w.owner)
+        for plan, w, guard, r in sorted(zip(plans, writes, guards, parts, strict=True), key=cause_first):
+            error = refused_by_role(self.nodes, w.table, w.role, guard, r) or outcome(plan, r, w.owner)
             if error is not None:
                 raise error
         for plan in plans:  # the writer's next read needs no decoding of the buckets it wrote
@@ -402,6 +304,18 @@ class Commits:
                     f"over the limit of {REQUEST_LIMIT}; nothing was committed"
                 )
         return plans
+
+    def _send_made(
+        self, plans: list[CommitPlan], writes: Sequence[Write], guards: list[str | None]
+    ) -> list[Results]:
+        """``_send``; again once the versions folders it found missing are
+        made (asked only when a multi says so, not before each client's
+        first commit: that would cost every fresh client a round trip)."""
+        parts = self._send(plans, writes, guards)
+        missing = [plan.table for plan, r in zip(plans, parts, strict=True) if r.no_versions_folder]
+        for table in missing:
+            self.versions.ensure_folder(table)
+        return self._send(plans, writes, guards) if missing else parts
 
     def _send(
         self, plans: list[CommitPlan], writes: Sequence[Write], guards: list[str | None]
@@ -442,11 +356,3 @@ class Commits:
 
     def _guard(self, role: str | None) -> str | None:
         return self.paths.guard_node(role) if role is not None and self.nodes.policy() else None
-
-
-def _cause_first(part: tuple[CommitPlan, Write, str | None, Results]) -> int:
-    """The table whose own operation failed the multi comes first: the
-    others' operations only rolled back with it (or failed as inconsistent)."""
-    r = part[3]
-    mine = (r.head, *r.failed, r.claim, r.guard)
-    return 0 if any(refused(x) and not isinstance(x, RuntimeInconsistency) for x in mine) else 1

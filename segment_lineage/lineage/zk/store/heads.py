@@ -12,6 +12,7 @@ rebuilt (small LRU caches from cachetools).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,7 +27,7 @@ from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, placed
 from segment_lineage.lineage.core.errors import CorruptRecordError, StoreUnavailableError, TableNotFoundError
 from segment_lineage.lineage.core.model import LineageEntry, TableState
 from segment_lineage.lineage.core.names import check_table_name
-from segment_lineage.lineage.store.contract import ReadAgainError, Snapshot
+from segment_lineage.lineage.store.contract import Floor, ReadAgainError, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore, Bucket, Decode
 from segment_lineage.lineage.zk.store.locks import Floors, Queues
@@ -47,6 +48,17 @@ def _differing(heads: Sequence[Head], kind: str) -> list[int]:
         return []
     places = [i for i, ids in enumerate(zip(*columns, strict=True)) if len(set(ids)) > 1]
     return places if len(places) <= PRELOAD_BUCKETS else []
+
+
+def _chunks_of(blobs: Mapping[str, Any]) -> set[str]:
+    """The name chunks the entries among decoded ``blobs`` use."""
+    stored = [e for value in blobs.values() for _, e in value.pairs if isinstance(e, StoredEntry)]
+    return {c for e in stored for c in (*e.src.chunks, *e.dst.chunks)}
+
+
+def _dispatch(decoders: Mapping[str, Decode]) -> Decode:
+    """One decoder that decodes each blob with its own."""
+    return lambda blob, raw, where: decoders[blob](blob, raw, where)
 
 
 def _decode_chunk(_blob: str, raw: bytes, where: str) -> tuple[str, ...]:
@@ -178,22 +190,78 @@ class Heads:
                 floor = self.floors.answer(self.floors.send_read(table), table)
             queue = self.queues.answer(sent[0], table) if sent else ()
             now = self._clock(sent[1]) if sent else None
-            last = self.last(table, head, zversion)
-            if last is not None:  # the head did not move: the same immutable version
-                return replace(last, floor=floor, queue=queue), now
             try:
-                loaded = self.load(table, head, zversion, raw)
+                return replace(self._snapshot(table, head, zversion, raw, floor), queue=queue), now
             except BlobGone as gone:
                 last_gone = str(gone)
-                continue
-            state = loaded.state()
-            snapshot = Snapshot(state, loaded, floor)
-            self._last[table] = (loaded, snapshot)
-            self.remember_state(table, head.buckets, state)
-            return replace(snapshot, queue=queue), now
         raise CorruptRecordError(
             self.paths.head(table), f"blob {last_gone} referenced by the head is missing"
         )
+
+    def _send_commit_read(self, table: str) -> tuple[str, Any, Any, Any]:
+        """Send a commit attempt's reads of ``table``: its floor, head and queue (read_at's order)."""
+        floor = self.floors.send_read(table)
+        return table, floor, self.zk.send_get(self.paths.head(table)), self.queues.send_read(table)
+
+    def _snapshot(self, table: str, head: Head, zversion: int, raw: bytes, floor: Floor | None) -> Snapshot:
+        """The version ``head`` references, with ``floor``: the last one read
+        when the head did not move, else built (BlobGone: read again)."""
+        last = self.last(table, head, zversion)
+        if last is not None:  # the head did not move: the same immutable version
+            return replace(last, floor=floor)
+        loaded = self.load(table, head, zversion, raw)
+        state = loaded.state()
+        snapshot = Snapshot(state, loaded, floor)
+        self._last[table] = (loaded, snapshot)
+        self.remember_state(table, head.buckets, state)
+        return snapshot
+
+    def read_many(self, tables: Sequence[str]) -> list[tuple[Snapshot, int | None]]:
+        """``read_at(table, commit=True)`` of each of ``tables``, their
+        requests sent together: every head, floor and queue, then the clock
+        once, in one round trip (a set commit's read). Versions not built
+        yet are then loaded table by table. A table whose answers did not
+        come (a connection lost meanwhile) or whose blobs went is read
+        again alone, with read_at's retries."""
+        for table in tables:
+            check_table_name(table)
+        self.zk.check_answering()
+        sent = [self._send_commit_read(table) for table in tables]
+        clock = self.zk.send_set(self.paths.clock, b"")
+        answered: list[tuple[str, tuple[Head, int, bytes, Floor | None, tuple[str, ...]] | None]] = []
+        for table, pending_floor, pending_head, pending_queue in sent:
+            try:
+                with self.zk.reading(f"reading table {table!r}"):
+                    try:
+                        raw, stat = self.zk.answer(pending_head)
+                    except NoNodeError:
+                        raise TableNotFoundError(table) from None
+                head, zversion = self._head(table, raw, int(stat.version))
+                floor = self.floors.answer(pending_floor, table)
+                queue = self.queues.answer(pending_queue, table)
+                answered.append((table, (head, zversion, raw, floor, queue)))
+            except StoreUnavailableError:
+                answered.append((table, None))  # read again alone below
+        # The versions not built yet, fetched whole and together: a set
+        # commit checks each whole before its write.
+        self.preload(
+            {t: [a[0]] for t, a in answered if a is not None and self.last(t, a[0], a[1]) is None},
+            whole=True,
+        )
+        out: list[tuple[Snapshot, int | None]] = []
+        for table, got in answered:
+            try:
+                if got is None:
+                    raise BlobGone("")
+                head, zversion, raw, floor, queue = got
+                out.append((replace(self._snapshot(table, head, zversion, raw, floor), queue=queue), None))
+            except BlobGone:
+                out.append(self.read_at(table, commit=True))
+        try:
+            now = self._clock(clock)
+        except StoreUnavailableError:
+            now = None  # the caller asks the clock again
+        return [(snap, now if n is None else n) for snap, n in out]
 
     def _clock(self, pending: Any) -> int | None:
         with self.zk.reading("clock read"):
@@ -255,42 +323,39 @@ class Heads:
 
         return decode
 
-    def preload(self, table: str, heads: Sequence[Head]) -> None:
-        """Fetch together what loading each of ``heads`` (versions of one
-        table) and comparing them will fetch: every entries bucket, the
-        segment and pending buckets where they differ (when few do), then
-        the entries' name chunks. Two round trips however many versions (a
-        rollback wants its target's and the head's), where loading them one
-        by one takes two each. Best effort: a blob gone is left to the load."""
+    def preload(self, versions: Mapping[str, Sequence[Head]], *, whole: bool = False) -> None:
+        """Fetch together what loading the versions ``versions[table]`` of
+        each table and comparing them will fetch: every entries bucket, the
+        segment and pending buckets where a table's versions differ (when
+        few do; ``whole``: every one), then the entries' name chunks. Two
+        round trips in all (a rollback wants its target's and the head's, a
+        set commit every table's), where loading them one by one takes two
+        each. Best effort: a blob gone is left to the load."""
+        wanted = {table: self._wanted(heads, whole) for table, heads in versions.items()}
+        try:
+            found = self.blobs.decoded_many([(table, list(w), _dispatch(w)) for table, w in wanted.items()])
+            chunks = [sorted(_chunks_of(blobs)) for blobs in found]
+            self.blobs.decoded_many([(t, c, _decode_chunk) for t, c in zip(wanted, chunks, strict=True)])
+        except BlobGone:
+            pass
+
+    def _wanted(self, heads: Sequence[Head], whole: bool) -> dict[str, Decode]:
+        """The blobs ``preload`` fetches for versions ``heads`` of one table, each with its decoder."""
         wanted: dict[str, Decode] = {}
         for kind in KINDS:
             places = _differing(heads, kind)
             for head in heads:
                 ids = head.buckets[kind]
                 decode = self._decoder(kind, ids)
-                for i in range(len(ids)) if kind == ENTRIES else places:
+                for i in range(len(ids)) if whole or kind == ENTRIES else places:
                     wanted.setdefault(ids[i], decode)
-        try:
-            found = self.blobs.decoded(table, list(wanted), lambda b, raw, where: wanted[b](b, raw, where))
-            stored = [e for b in {*found} for _, e in found[b].pairs if isinstance(e, StoredEntry)]
-            chunks = {c for e in stored for c in (*e.src.chunks, *e.dst.chunks)}
-            self.blobs.decoded(table, sorted(chunks), _decode_chunk)
-        except BlobGone:
-            pass
+        return wanted
 
     def keep(self, table: str, head: Head, zversion: int, raw: bytes) -> None:
         """Keep ``head`` as the table's last version read, as a read does (a
         commit's read right after finds it built). Best effort."""
-        if self.last(table, head, zversion) is not None:
-            return
-        try:
-            loaded = self.load(table, head, zversion, raw)
-        except BlobGone:
-            return  # moved on and collected: the next read reads the new head
-        state = loaded.state()
-        with self._lock:
-            self._last[table] = (loaded, Snapshot(state, loaded, None))
-        self.remember_state(table, head.buckets, state)
+        with contextlib.suppress(BlobGone):  # moved on and collected: the next read reads the new head
+            self._snapshot(table, head, zversion, raw, None)
 
     def _bucket_map(self, table: str, kind: str, ids: tuple[str, ...]) -> BucketMap[Any]:
         """A kind's records in the bucket blobs ``ids``, loaded when wanted.

@@ -174,7 +174,7 @@ class Versions:
         # readable), fetched together; the head kept as read, so a commit's
         # read of it right after decodes nothing.
         if self.heads.remembered_state(table, record.version, record.buckets) is None:
-            self.heads.preload(table, [head, self._pinned(head, record)])
+            self.heads.preload({table: [head, self._pinned(head, record)]})
         state = self.rebuild(table, head, record)
         self.heads.keep(table, head, zversion, raw)
         return state
