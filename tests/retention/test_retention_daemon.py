@@ -4,6 +4,7 @@ its session timeout), clean stops, metrics and the health check."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -89,7 +90,11 @@ def daemons(tmp_path: Path) -> Iterator[Callable[..., Proc]]:
             args = ["faketime", "-f", f"+{clock_ahead_s:.3f}s", *args]
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
         with log_path.open("wb") as log:
-            popen = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+            # Its own process group: faketime runs the daemon as its child,
+            # and the teardown must stop both.
+            popen = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         proc = Proc(popen, log_path, port)
         started.append(proc)
         wait_for(f"{name} to start", lambda: "retention daemon started" in proc.log(), 30)
@@ -97,9 +102,9 @@ def daemons(tmp_path: Path) -> Iterator[Callable[..., Proc]]:
 
     yield start
     for proc in started:
-        if proc.popen.poll() is None:
-            proc.popen.kill()
-            proc.popen.wait()
+        with contextlib.suppress(ProcessLookupError):  # the daemon, and faketime's child if any
+            os.killpg(proc.popen.pid, signal.SIGKILL)
+        proc.popen.wait()
 
 
 def part(label: str) -> pa.Table:
