@@ -126,7 +126,7 @@ def test_the_multis_results_are_classified(
 ) -> None:
     plan = plan_of(inline)
     r = zk_outcome.split_results(results, floor=floor, owner=owner is not None, guard=False)
-    found = zk_outcome.outcome(plan, r, owner)
+    found = zk_outcome.outcome(r, owner, table=plan.table, version=plan.base.head.version, inline=plan.inline)
     if error is None:
         assert found is None and not r.refused_whole
     else:

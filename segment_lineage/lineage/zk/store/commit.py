@@ -279,8 +279,12 @@ class Commits:
             for plan in plans:
                 if not plan.inline:
                     self.blobs.discard(plan.table, plan.blobs)
-        for plan, w, guard, r in sorted(zip(plans, writes, guards, parts, strict=True), key=cause_first):
-            error = refused_by_role(self.nodes, w.table, w.role, guard, r) or outcome(plan, r, w.owner)
+        for plan, w, guard, r in sorted(
+            zip(plans, writes, guards, parts, strict=True), key=lambda p: cause_first(p[3])
+        ):
+            error = refused_by_role(self.nodes, w.table, w.role, guard, r) or outcome(
+                r, w.owner, table=w.table, version=plan.base.head.version, inline=plan.inline
+            )
             if error is not None:
                 raise error
         for plan in plans:  # the writer's next read needs no decoding of the buckets it wrote

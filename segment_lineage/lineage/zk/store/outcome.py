@@ -5,7 +5,6 @@ outcome). Pure: tests feed it results without a server."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError, RolledBackError, RuntimeInconsistency
 
@@ -13,14 +12,10 @@ from segment_lineage.lineage.core.errors import AuthError, ClaimLostError, Refus
 from segment_lineage.lineage.store.contract import (
     RetryableStoreError,
     VersionConflict,
-    Write,
     WriteOutcomeUnknown,
 )
 from segment_lineage.lineage.zk.connection import refused
 from segment_lineage.lineage.zk.store.nodes import Nodes
-
-if TYPE_CHECKING:  # the plan is only read here
-    from segment_lineage.lineage.zk.store.commit import CommitPlan
 
 
 @dataclass(frozen=True)
@@ -88,10 +83,11 @@ def refused_by_role(
     return None
 
 
-def outcome(plan: CommitPlan, r: Results, owner: str | None) -> Exception | None:
-    """What the multi's results mean: None when it applied, else the error
-    to raise (a conflict, a lost claim, a refusal, or an unknown outcome)."""
-    table, version = plan.table, plan.base.head.version
+def outcome(r: Results, owner: str | None, *, table: str, version: int, inline: bool) -> Exception | None:
+    """What the multi's results mean for a commit of ``table`` on its
+    ``version`` (``inline``: its blobs were created in the multi): None when
+    it applied, else the error to raise (a conflict, a lost claim, a
+    refusal, or an unknown outcome)."""
     if r.claim_lost and owner is not None:
         return ClaimLostError(table, owner)
     if isinstance(r.head, BadVersionError):
@@ -104,7 +100,7 @@ def outcome(plan: CommitPlan, r: Results, owner: str | None) -> Exception | None
         return AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
     if r.no_versions_folder:  # made just before this multi, and gone again
         return RetryableStoreError(f"the versions folder of table {table!r} is missing")
-    if r.failed and plan.inline:  # a create of this multi failed: nothing was applied
+    if r.failed and inline:  # a create of this multi failed: nothing was applied
         return RetryableStoreError(f"creating a new blob failed ({type(r.failed[0]).__name__})")
     if r.failed:
         return RetryableStoreError(f"a new blob vanished before the commit ({type(r.failed[0]).__name__})")
@@ -113,9 +109,8 @@ def outcome(plan: CommitPlan, r: Results, owner: str | None) -> Exception | None
     return None
 
 
-def cause_first(part: tuple[CommitPlan, Write, str | None, Results]) -> int:
+def cause_first(r: Results) -> int:
     """The table whose own operation failed the multi comes first: the
     others' operations only rolled back with it (or failed as inconsistent)."""
-    r = part[3]
     mine = (r.head, *r.failed, r.claim, r.guard)
     return 0 if any(refused(x) and not isinstance(x, RuntimeInconsistency) for x in mine) else 1
