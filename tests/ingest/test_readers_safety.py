@@ -177,16 +177,16 @@ def test_read_version_of_the_head_ignores_a_commit_after_its_read(
     m.register_segments(T, [seg("s0")])
     store: ZkStore = m.store  # type: ignore[assignment]
     asked = store.read(T).state.version
-    real = store.heads.read_head
+    real = store.heads.read_head_raw
     commits: list[int] = []
 
-    def read_head(table: str) -> Any:
+    def read_head_raw(table: str) -> Any:
         head = real(table)
         if not commits:  # another client commits right after our look at the head
             commits.append(other.register_segments(T, [seg("s1")]).state.version)
         return head
 
-    monkeypatch.setattr(store.heads, "read_head", read_head)
+    monkeypatch.setattr(store.heads, "read_head_raw", read_head_raw)
     state = m.table_as_of(T, asked)
     assert commits == [asked + 1]
     assert state.version == asked and set(state.segments) == {"s0"}
