@@ -139,10 +139,10 @@ class StoreProxy:
             return lambda kind: Recipe(self, f"holds:{kind}", self.inner.holds(kind))
         if name in RECIPES:
             return Recipe(self, name, getattr(self.inner, name))
-        if name == "read_now_many":
+        if name == "read_now_many" and not self.zookeeper:
             # Pipelined on ZooKeeper, not atomic: other requests land between
-            # one table's answer and the next. Each table is read at its own
-            # switch point, as before the reads went out together.
+            # one table's answer and the next. In memory each table is read at
+            # its own switch point (on ZooKeeper every request has its own).
             read_now = self.inner.read_now
             return lambda tables: [self._call("read_now", read_now, (t,), {}) for t in tables]
         attr = getattr(self.inner, name)

@@ -233,18 +233,6 @@ class ZkConnection:
 
         return cast("tuple[bytes, ZnodeStat]", self._call(send, doing, retry))
 
-    def get_then(self, path: str, behind: Callable[[], None], *, doing: str) -> tuple[bytes, ZnodeStat]:
-        """``get``, with the requests ``behind()`` sends going out right after
-        it (and again with it on a retry): one round trip for all. Their
-        answers are the caller's to await."""
-
-        def send() -> Any:
-            pending = self.client.get_async(path)
-            behind()
-            return pending
-
-        return cast("tuple[bytes, ZnodeStat]", self._call(send, doing))
-
     def exists_watch(self, path: str, watch: Callable[[Any], None], *, doing: str) -> ZnodeStat | None:
         """``exists``, with a watch that fires once when the node is created,
         changed or deleted."""

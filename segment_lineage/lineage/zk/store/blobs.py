@@ -120,7 +120,8 @@ class BlobStore:
             self.zk.check_answering()
         return {b: self.zk.send_get(self.paths.blob(table, b)) for b in wanted}
 
-    def _answer(self, table: str, pending: Mapping[str, Any]) -> dict[str, bytes]:
+    def _answer(self, table: str, pending: Mapping[str, Any], partial: bool = False) -> dict[str, bytes]:
+        """The bytes of each blob sent for; BlobGone for one gone (``partial``: left out)."""
         out: dict[str, bytes] = {}
         for blob, result in pending.items():
             with translated(
@@ -130,6 +131,8 @@ class BlobStore:
                 try:
                     data, _ = self.zk.answer(result)
                 except NoNodeError:
+                    if partial:
+                        continue
                     raise BlobGone(blob) from None
             out[blob] = data
         return out
@@ -139,9 +142,13 @@ class BlobStore:
         cache or fetched. BlobGone when one is gone (the head moved on)."""
         return self.decoded_many([(table, blobs, decode)])[0]
 
-    def decoded_many(self, asked: Sequence[tuple[str, Sequence[str], Decode]]) -> list[dict[str, Any]]:
+    def decoded_many(
+        self, asked: Sequence[tuple[str, Sequence[str], Decode]], *, partial: bool = False
+    ) -> list[dict[str, Any]]:
         """``decoded`` for several tables' blobs, every fetch sent before the
-        first answer is awaited: one round trip for all."""
+        first answer is awaited: one round trip for all. BlobGone when one is
+        gone; ``partial`` (a prefetch): gone blobs are left out, and the
+        load that wants one finds out."""
         found: list[dict[str, Any]] = []
         sent: list[dict[str, Any]] = []
         for table, blobs, _ in asked:
@@ -158,7 +165,7 @@ class BlobStore:
         for (table, _, decode), out, pending in zip(asked, found, sent, strict=True):
             fresh = {
                 blob: decode(blob, raw, self.paths.blob(table, blob))
-                for blob, raw in self._answer(table, pending).items()
+                for blob, raw in self._answer(table, pending, partial).items()
             }
             out.update(fresh)
             if fresh:

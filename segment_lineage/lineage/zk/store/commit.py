@@ -16,9 +16,7 @@ from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, Name
 from segment_lineage.lineage.core import buckets as layout
 from segment_lineage.lineage.core.acl import Place
 from segment_lineage.lineage.core.env import SYSTEM
-from segment_lineage.lineage.core.errors import (
-    TooLargeError,
-)
+from segment_lineage.lineage.core.errors import LineageError, TooLargeError
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, LineageEntry, TableState
 from segment_lineage.lineage.store.contract import (
@@ -276,9 +274,7 @@ class Commits:
             # references this attempt's blobs. Take them away now rather than
             # leave them to the sweep: under contention a big commit's
             # attempts would otherwise fill the server's memory.
-            for plan in plans:
-                if not plan.inline:
-                    self.blobs.discard(plan.table, plan.blobs)
+            self._discard(plans)
         for plan, w, guard, r in sorted(
             zip(plans, writes, guards, parts, strict=True), key=lambda p: cause_first(p[3])
         ):
@@ -312,14 +308,28 @@ class Commits:
     def _send_made(
         self, plans: list[CommitPlan], writes: Sequence[Write], guards: list[str | None]
     ) -> list[Results]:
-        """``_send``; again once the versions folders it found missing are
-        made (asked only when a multi says so, not before each client's
-        first commit: that would cost every fresh client a round trip)."""
+        """``_send``; once more after making the versions folders when the
+        multi found one missing (a table made before versions were recorded).
+        Asked only then, not before each client's first commit: that would
+        cost every fresh client a round trip. ZooKeeper names only the first
+        operation that failed, so every table's folder is made (each asked
+        first: cheap where it exists)."""
         parts = self._send(plans, writes, guards)
-        missing = [plan.table for plan, r in zip(plans, parts, strict=True) if r.no_versions_folder]
-        for table in missing:
-            self.versions.ensure_folder(table)
-        return self._send(plans, writes, guards) if missing else parts
+        if not any(r.no_versions_folder for r in parts):
+            return parts
+        try:
+            for plan in plans:
+                self.versions.ensure_folder(plan.table)
+        except LineageError:
+            self._discard(plans)  # nothing references them: the multi applied nothing
+            raise
+        return self._send(plans, writes, guards)
+
+    def _discard(self, plans: list[CommitPlan]) -> None:
+        """Take away blobs written before a multi that applied nothing."""
+        for plan in plans:
+            if not plan.inline:
+                self.blobs.discard(plan.table, plan.blobs)
 
     def _send(
         self, plans: list[CommitPlan], writes: Sequence[Write], guards: list[str | None]

@@ -24,7 +24,12 @@ from kazoo.exceptions import NoNodeError
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, StoredEntry
 from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, placed
-from segment_lineage.lineage.core.errors import CorruptRecordError, StoreUnavailableError, TableNotFoundError
+from segment_lineage.lineage.core.errors import (
+    CorruptRecordError,
+    LineageError,
+    StoreUnavailableError,
+    TableNotFoundError,
+)
 from segment_lineage.lineage.core.model import LineageEntry, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.store.contract import Floor, ReadAgainError, Snapshot
@@ -178,7 +183,7 @@ class Heads:
                     sent[:] = [self.queues.send_read(table), self.zk.send_set(self.paths.clock, b"")]
 
             try:
-                raw, stat = self.zk.get_then(path, clock_behind, doing=f"reading table {table!r}")
+                raw, stat = self.zk.get(path, doing=f"reading table {table!r}", behind=clock_behind)
             except NoNodeError:
                 raise TableNotFoundError(table) from None
             head, zversion = self._head(table, raw, int(stat.version))
@@ -250,13 +255,12 @@ class Heads:
         )
         out: list[tuple[Snapshot, int | None]] = []
         for table, got in answered:
-            try:
-                if got is None:
-                    raise BlobGone("")
+            snapshot = None
+            if got is not None:
                 head, zversion, raw, floor, queue = got
-                out.append((replace(self._snapshot(table, head, zversion, raw, floor), queue=queue), None))
-            except BlobGone:
-                out.append(self.read_at(table, commit=True))
+                with contextlib.suppress(BlobGone):  # the table moved on: read again alone
+                    snapshot = replace(self._snapshot(table, head, zversion, raw, floor), queue=queue)
+            out.append((snapshot, None) if snapshot is not None else self.read_at(table, commit=True))
         try:
             now = self._clock(clock)
         except StoreUnavailableError:
@@ -332,12 +336,13 @@ class Heads:
         set commit every table's), where loading them one by one takes two
         each. Best effort: a blob gone is left to the load."""
         wanted = {table: self._wanted(heads, whole) for table, heads in versions.items()}
-        try:
-            found = self.blobs.decoded_many([(table, list(w), _dispatch(w)) for table, w in wanted.items()])
+        with contextlib.suppress(StoreUnavailableError):  # what is missing, the loads fetch with retries
+            asked = [(table, list(w), _dispatch(w)) for table, w in wanted.items()]
+            found = self.blobs.decoded_many(asked, partial=True)
             chunks = [sorted(_chunks_of(blobs)) for blobs in found]
-            self.blobs.decoded_many([(t, c, _decode_chunk) for t, c in zip(wanted, chunks, strict=True)])
-        except BlobGone:
-            pass
+            self.blobs.decoded_many(
+                [(t, c, _decode_chunk) for t, c in zip(wanted, chunks, strict=True)], partial=True
+            )
 
     def _wanted(self, heads: Sequence[Head], whole: bool) -> dict[str, Decode]:
         """The blobs ``preload`` fetches for versions ``heads`` of one table, each with its decoder."""
@@ -354,7 +359,9 @@ class Heads:
     def keep(self, table: str, head: Head, zversion: int, raw: bytes) -> None:
         """Keep ``head`` as the table's last version read, as a read does (a
         commit's read right after finds it built). Best effort."""
-        with contextlib.suppress(BlobGone):  # moved on and collected: the next read reads the new head
+        # A head moved on and collected, a connection lost, a blob missing:
+        # the version asked was built already, and the next read reads anew.
+        with contextlib.suppress(BlobGone, LineageError):
             self._snapshot(table, head, zversion, raw, None)
 
     def _bucket_map(self, table: str, kind: str, ids: tuple[str, ...]) -> BucketMap[Any]:

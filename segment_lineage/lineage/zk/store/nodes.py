@@ -27,6 +27,8 @@ from segment_lineage.lineage.zk.connection import UNAVAILABLE, ZkConnection, tra
 from segment_lineage.lineage.zk.shared import close_open_nodes
 from segment_lineage.lineage.zk.store.paths import Paths
 
+SHARED_FRESH_S = 1.0  # answers older than this (the policy read long before) are asked again
+
 
 def policy_acl(policy: AclPolicy, place: Place, owner: str | None = None) -> list[ACL]:
     """The ZooKeeper ACL of a node at ``place`` under ``policy`` (``owner``:
@@ -54,7 +56,8 @@ class Nodes:
         self.identity = identity  # this client's digest id, when it authenticates
         self._policy: tuple[AclPolicy | None] | None = None  # loaded once
         self._ready = False
-        self._shared_sent: list[Any] | None = None  # exists of the shared nodes, sent with the policy's read
+        # exists of the shared nodes, sent with the policy's read (when, what)
+        self._shared_sent: tuple[float, list[Any]] | None = None
         self._store_id: str | None = None
         zk.on_refused = self.refused_by_policy
 
@@ -88,7 +91,7 @@ class Nodes:
                 self._policy = (codec.decode_policy(raw, path),)
             except NoNodeError:
                 self._policy = (None,)
-        self._shared_sent = sent or None
+        self._shared_sent = (self.zk.env.monotonic(), sent) if sent else None
 
     def refused_by_policy(self) -> None:
         """After a refusal: raise the clearer error when a policy names no role for this identity."""
@@ -181,9 +184,9 @@ class Nodes:
         """Whether each shared node exists: the answers sent with the policy's
         read when there are some, else asked now (one round trip)."""
         sent, self._shared_sent = self._shared_sent, None
-        if sent is not None:
+        if sent is not None and self.zk.env.monotonic() - sent[0] < SHARED_FRESH_S:
             try:
-                return [self.zk.answer(pending) for pending in sent]
+                return [self.zk.answer(pending) for pending in sent[1]]
             except UNAVAILABLE:
                 pass  # sent on a connection lost since: ask again
         return self.zk.exists_many(self._shared_paths())

@@ -1,6 +1,7 @@
 """Classifying a commit multi's results: which operation refused it, and
 what that means (applied; a conflict; a lost claim; a refusal; an unknown
-outcome). Pure: tests feed it results without a server."""
+outcome). Sends nothing (a refusal's message names this identity's role,
+from the policy the store has read): tests feed it results without a server."""
 
 from __future__ import annotations
 
@@ -98,7 +99,7 @@ def outcome(r: Results, owner: str | None, *, table: str, version: int, inline: 
         return TableNotFoundError(table)
     if isinstance(r.head, NoAuthError) or any(isinstance(x, NoAuthError) for x in (*r.failed, r.claim)):
         return AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
-    if r.no_versions_folder:  # made just before this multi, and gone again
+    if r.no_versions_folder:  # made for the resent multi, and gone again
         return RetryableStoreError(f"the versions folder of table {table!r} is missing")
     if r.failed and inline:  # a create of this multi failed: nothing was applied
         return RetryableStoreError(f"creating a new blob failed ({type(r.failed[0]).__name__})")
