@@ -190,7 +190,8 @@ class OutcomeUnknownError(LineageError):
     def __init__(self, table: str, commit_id: str, cause: str) -> None:
         super().__init__(
             f"the outcome of commit {commit_id} on table {table!r} is unknown ({cause})",
-            remedy="re-read the table ('lineage entries TABLE') before doing anything else",
+            remedy="look before doing anything else: 'lineage history TABLE' shows whether the commit "
+            "landed ('lineage entries TABLE', a push's entry)",
         )
         self.table = table
         self.commit_id = commit_id

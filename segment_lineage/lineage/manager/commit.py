@@ -90,11 +90,14 @@ class _Loop:
     unknown_since: int | None = None  # version read before an unknown outcome
     read_again: int = 0  # attempts whose version lost a bucket before it was loaded
     last_cause: str = ""
+    unknown_cause: str = ""  # why the first unknown outcome was unknown
     retryable: bool = False  # the last write failed in a way worth retrying
 
     def unknown(self, message: str) -> OutcomeUnknownError:
-        """Our earlier write may have landed: never report "nothing written"."""
-        return OutcomeUnknownError(self.table, self.commit_id, message)
+        """Our earlier write may have landed: never report "nothing written".
+        The cause told is the unknown outcome's own (a later attempt's, such
+        as "nothing was sent", would read as if nothing had been)."""
+        return OutcomeUnknownError(self.table, self.commit_id, self.unknown_cause or message)
 
 
 def commit_step(operation: Operation) -> str:
@@ -318,6 +321,7 @@ class ManagerBase:
             loop.last_cause = exc.message
             if loop.unknown_since is None:
                 loop.unknown_since = snap.state.version
+                loop.unknown_cause = exc.message
             return _Next.BACKOFF
         failpoint(f"{step}.after-commit")
         return Committed(state, change, loop.commit_id, applied=True)

@@ -110,11 +110,13 @@ class _SetLoop:
     attempts: Attempts
     unknown: dict[str, int] | None = None  # the versions read before an unknown outcome
     cause: str = ""
+    unknown_cause: str = ""  # why the first unknown outcome was unknown
     retryable: bool = False  # the last write failed in a way worth retrying
 
     def unknown_error(self, message: str) -> OutcomeUnknownError:
-        """An earlier write may have landed: never report "nothing written"."""
-        return OutcomeUnknownError(self.parts[0].table, self.commit_id, message)
+        """An earlier write may have landed: never report "nothing written"
+        (the cause told is the unknown outcome's own, not a later attempt's)."""
+        return OutcomeUnknownError(self.parts[0].table, self.commit_id, self.unknown_cause or message)
 
 
 def _set_changes(
@@ -243,6 +245,7 @@ class TogetherOps(Reads):
         except WriteOutcomeUnknown as exc:
             loop.cause = exc.message
             if loop.unknown is None:
+                loop.unknown_cause = exc.message
                 loop.unknown = {p.table: s.state.version for p, (s, _) in zip(loop.parts, snaps, strict=True)}
             loop.attempts.backoff()
             return None

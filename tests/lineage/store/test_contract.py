@@ -576,6 +576,31 @@ def test_errors_after_an_unknown_outcome_are_reported_as_unknown(
         manager.register_segments("shaky", [seg("maybe")])
 
 
+def test_an_unknown_outcome_tells_its_own_cause_not_a_later_attempts(
+    manager: LineageManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reply of the first attempt was lost; later attempts were not even
+    sent: the error says why the outcome is unknown, not "nothing was sent"."""
+    from segment_lineage.lineage.core.errors import OutcomeUnknownError
+    from segment_lineage.lineage.store.contract import RetryableStoreError, WriteOutcomeUnknown
+
+    manager.create_table(TableConfig.build("shaky", "/d/shaky"))
+    sent: list[int] = []
+
+    def lost_then_unsent(*args: object, **kw: object) -> object:
+        sent.append(1)
+        if len(sent) == 1:
+            raise WriteOutcomeUnknown("the reply was lost")
+        raise RetryableStoreError("ZooKeeper is still unreachable; nothing was sent")
+
+    monkeypatch.setattr(manager.store, "write", lost_then_unsent)
+    monkeypatch.setattr(manager.store, "find_commit", lambda *a, **k: None)
+    with pytest.raises(OutcomeUnknownError, match=r"is unknown \(the reply was lost\)") as unknown:
+        manager.register_segments("shaky", [seg("maybe")])
+    assert len(sent) > 1 and "nothing was sent" not in unknown.value.message
+    assert "lineage history" in (unknown.value.remedy or "")
+
+
 # ---- intents, push owners, leases -------------------------------------------------
 
 
