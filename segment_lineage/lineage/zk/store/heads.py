@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -55,10 +55,15 @@ def _differing(heads: Sequence[Head], kind: str) -> list[int]:
     return places if len(places) <= PRELOAD_BUCKETS else []
 
 
+def _chunk_ids(entries: Iterable[StoredEntry]) -> list[str]:
+    """The name chunks ``entries`` use, in their order."""
+    return [c for e in entries for c in (*e.src.chunks, *e.dst.chunks)]
+
+
 def _chunks_of(blobs: Mapping[str, Any]) -> set[str]:
     """The name chunks the entries among decoded ``blobs`` use."""
-    stored = [e for value in blobs.values() for _, e in value.pairs if isinstance(e, StoredEntry)]
-    return {c for e in stored for c in (*e.src.chunks, *e.dst.chunks)}
+    stored = (e for value in blobs.values() for _, e in value.pairs if isinstance(e, StoredEntry))
+    return set(_chunk_ids(stored))
 
 
 def _dispatch(decoders: Mapping[str, Decode]) -> Decode:
@@ -293,8 +298,7 @@ class Heads:
             stored: dict[str, StoredEntry] = dict(entries_map.items())
         except ReadAgainError as exc:
             raise BlobGone(str(exc.__cause__)) from None
-        chunk_ids = [c for e in stored.values() for c in (*e.src.chunks, *e.dst.chunks)]
-        chunks = self.blobs.decoded(table, chunk_ids, _decode_chunk)
+        chunks = self.blobs.decoded(table, _chunk_ids(stored.values()), _decode_chunk)
         entries: dict[str, LineageEntry] = {}
         lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]] = {}
         for entry in sorted(stored.values(), key=lambda e: (e.created_ms, e.entry_id)):
