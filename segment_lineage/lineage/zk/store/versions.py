@@ -173,9 +173,7 @@ class Versions:
         # What comparing the two will want (a rollback, a look at what is
         # readable), fetched together; the head kept as read, so a commit's
         # read of it right after decodes nothing.
-        if self.heads.remembered_state(table, record.version, record.buckets) is None:
-            self.heads.preload({table: [head, self._pinned(head, record)]})
-        state = self.rebuild(table, head, record)
+        state = self.rebuild(table, head, record, ahead=True)
         self.heads.keep(table, head, zversion, raw)
         return state
 
@@ -184,14 +182,19 @@ class Versions:
         """The head that version ``record`` had, as a load reads it (``head``: the table's current one)."""
         return Head(config_at(head.config, record.version), record.version, "", record.buckets, None, ())
 
-    def rebuild(self, table: str, head: Head, record: codec.LeaseRecord) -> TableState:
+    def rebuild(
+        self, table: str, head: Head, record: codec.LeaseRecord, *, ahead: bool = False
+    ) -> TableState:
         """The version ``record`` names, with ``head``'s config as that version
-        is read (its own schema). CorruptRecordError when a blob is gone."""
-        config = config_at(head.config, record.version)
-        cached = self.heads.remembered_state(table, record.version, record.buckets)
-        if cached is not None and cached.config == config:
-            return cached
+        is read (its own schema). CorruptRecordError when a blob is gone.
+        ``ahead``: when it must be built, fetch with it what comparing it
+        with ``head`` will want (see Heads.preload)."""
         pinned = self._pinned(head, record)
+        cached = self.heads.remembered_state(table, record.version, record.buckets)
+        if cached is not None and cached.config == pinned.config:
+            return cached
+        if ahead:
+            self.heads.preload({table: [head, pinned]})
         try:
             loaded = self.heads.load(table, pinned, -1)
         except BlobGone as gone:
