@@ -4,6 +4,8 @@ cross-table invariant they are judged by:
 
 - after every step, a set (or set rollback) is in the history of all its
   tables or of none (:func:`check_sets`): its one commit is never half applied;
+- a set rollback leaves every push set that was whole (applied in every
+  one of its tables or in none) whole (:func:`check_set_rollback`);
 - a cut (:class:`~segment_lineage.ingest.cut.Cut`, the real reader) holds,
   for every set, versions that include it in all its tables or in none
   (:func:`check_cut`): no reader sees set N in one table and N-1 in another.
@@ -14,13 +16,16 @@ has another history.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from segment_lineage.ingest.arrow_push import prepare_arrow
 from segment_lineage.ingest.push_set import publish_set, push_set, staged_set
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.model import HistoryRecord, Operation
 
+HOUR_MS = 3_600_000
 STAGE_HOLD = "30s"  # a staged set left alone is cleaned up within the run
 
 if TYPE_CHECKING:
@@ -118,6 +123,8 @@ def _push_once(
         ctx.failed(f"set {set_id[:8]} of {group}{what}", exc)
         return None
     again = " (job already done)" if done.repeated else ""
+    if not done.repeated:
+        world.landed_sets.append(set_id)
     ctx.note(f"{'staged' if stage else 'pushed'} set {set_id[:8]} of {group}{again}{what}")
     return set_id
 
@@ -136,9 +143,52 @@ def _settle(ctx: Ctx, set_id: str, *, publish: bool) -> None:
         ctx.failed(f"settle staged set {set_id[:8]}", exc)
 
 
-def _roll_back(ctx: Ctx) -> None:
+def undoer(ctx: Ctx, ops: int) -> None:
+    """An operator rolling back an older set soon after a later set changed
+    one of its tables and another table too: what a set rollback must never
+    split. It pushes such sets itself, on three APPEND tables of its own
+    whose replaced files are kept an hour (so that rollbacks are possible)."""
+    mine = _own_tables(ctx)
+    for n in range(ops):
+        ctx.world.sleep(ctx.rng.uniform(0.0, 1.0))
+        older = [s for s in _overlapped(ctx.world) if set(ctx.world.sets[s]) <= set(mine)]
+        if older:
+            _roll_back(ctx, ctx.rng.choice(older))
+            continue
+        live = [t for t in mine if t not in ctx.world.dropped]
+        if len(live) == 3:  # X over the first two, Y over the last two, in turn
+            _push(ctx, live[:2] if n % 3 == 0 else live[1:], f"u{ctx.actor.aid}-{n}", [])
+
+
+def _own_tables(ctx: Ctx) -> list[str]:
+    made: list[str] = []
+    for k in range(3):
+        name = f"o{ctx.actor.aid}x{k}"
+        root = str(ctx.world.lake / name)
+        ctx.world.intend_table(name, root, ctx.actor.cwd, "ms", set())
+        config = ctx.world.config(name, root, "ms", ctx.rng)
+        try:
+            ctx.manager.create_table(replace(config, replaced_segments_retention_ms=HOUR_MS))
+        except LineageError as exc:
+            ctx.failed(f"create {name}", exc)
+            continue
+        made.append(name)
+    return made
+
+
+def _overlapped(world: World) -> list[str]:
+    """Landed sets a later landed set shares a table with, and goes beyond."""
+    landed = world.landed_sets
+    return [
+        x for i, x in enumerate(landed)
+        if any(set(world.sets[x]) & set(world.sets[y]) and set(world.sets[y]) - set(world.sets[x])
+               for y in landed[i + 1:])
+    ]  # fmt: skip
+
+
+def _roll_back(ctx: Ctx, set_id: str | None = None) -> None:
     world = ctx.world
-    set_id = ctx.rng.choice(sorted(world.sets))
+    set_id = set_id or ctx.rng.choice(sorted(world.sets))
     try:
         done = ctx.manager.rollback_set(set_id)
     except LineageError as exc:
@@ -149,6 +199,63 @@ def _roll_back(ctx: Ctx) -> None:
     ctx.note(f"rolled back set {set_id[:8]}: {done.committed}")
     for table, version in done.committed.items():
         world.checker.check_rollback(ctx.actor.name, table, done.targets[table], version)
+    check_set_rollback(world, ctx.actor.name, set_id, done.committed)
+
+
+def check_set_rollback(world: World, actor: str, set_id: str, committed: dict[str, int]) -> None:
+    """A set rollback never splits a push set that was whole: applied in
+    every one of its tables, or in none, just before it. A push set is
+    applied in a table when its version there is one its head still
+    applies: from the head down, a rollback goes to its target, any other
+    version to the one before. Judged once the rollback returned; a table
+    rolled back since by someone else is not judged."""
+    live = set(world.store.list_tables())
+    histories = {t: list(world.store.history(t)) for t in live if t not in world.dropped}
+    mine = {t: r for t in committed for r in histories.get(t, []) if r.version == committed[t]}
+    if len(mine) < len(committed):
+        return  # a rolled back table went
+    since = min(r.at_ms for r in mine.values())
+    moved = {t for t, h in histories.items() if any(r.operation is Operation.ROLLBACK and r.at_ms >= since
+             and r.version not in {committed.get(t)} for r in h)}  # fmt: skip
+    for pushed, tables in sorted(world.sets.items()):
+        where = {t: _set_version(histories.get(t, []), pushed) for t in tables}
+        if any(v is None for v in where.values()) or moved & set(tables):
+            continue
+        before = {t: v in _applied(histories[t], committed[t] - 1 if t in committed else None)
+                  for t, v in where.items()}  # fmt: skip
+        after = {t: v in _applied(histories[t], None) for t, v in where.items()}
+        if len(set(before.values())) == 1 and len(set(after.values())) > 1:
+            shown, hidden = (
+                sorted(t for t, a in after.items() if a),
+                sorted(t for t, a in after.items() if not a),
+            )
+            world.checker.flag(
+                "set-split",
+                f"{actor}'s rollback of set {set_id[:8]} left set {pushed[:8]} "
+                f"applied in {shown} but not in {hidden}",
+            )
+
+
+def _set_version(history: list[HistoryRecord], set_id: str) -> int | None:
+    """The newest version of a table that the push set made (None: none)."""
+    return max(
+        (r.version for r in history if r.set_id == set_id and r.operation is not Operation.ROLLBACK),
+        default=None,
+    )
+
+
+def _applied(history: list[HistoryRecord], head: int | None) -> set[int]:
+    """The versions ``head`` (None: the newest) still applies."""
+    by_version = {r.version: r for r in history}
+    version = max(by_version, default=0) if head is None else head
+    seen: set[int] = set()
+    while version > 0 and version not in seen:
+        seen.add(version)
+        r = by_version.get(version)
+        target = r.detail.target if r is not None and r.detail is not None else None
+        jump = r is not None and r.operation is Operation.ROLLBACK and target is not None
+        version = min(target, version - 1) if jump and target is not None else version - 1
+    return seen
 
 
 def cutter(ctx: Ctx, ops: int) -> None:

@@ -449,3 +449,14 @@ def test_the_checker_catches_a_cut_taken_in_one_read(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(together.TogetherOps, "cut", one_read)
     result = run_seed(RunConfig(358, steps=400))
     assert "cut-torn" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_a_set_rollback_splitting_a_later_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A set rollback that does not judge the later sets it undoes: an
+    operator rolls back set X soon after set Y changed one of X's tables and
+    another one, and Y stays applied in the other table only (set-split)."""
+    from segment_lineage.lineage.manager import together
+
+    monkeypatch.setattr(together, "_refuse_splits", lambda *_: None)
+    result = run_seed(RunConfig(10, steps=400))
+    assert "set-split" in {v.kind for v in result.violations}, describe(result)

@@ -51,6 +51,7 @@ class PushRun:
     written: Written | None = None
     judged: Judgement | None = None  # its audit, once judged on its files (its last commit judges again)
     staged_until_ms: int | None = None  # a staged push's: its entry is held until then
+    cleanup: str | None = None  # after a failure: what became of its entry (a key of CLEANUP_SAID)
 
     def failure(self, exc: BaseException, job_id: str | None) -> BaseException:
         """The error to raise for ``exc``, after cleaning up what the push
@@ -72,7 +73,9 @@ class PushRun:
             # (its entry force-cleaned by a rerun, or removed by retention): that
             # is the reason to give, whatever rule the commit met first.
             exc = ClaimLostError(table, entry_id)
-        cleanup = abandon(manager, table, self.target, self.written, exc) if self.started else "nothing"
+        cleanup = self.cleanup = (
+            abandon(manager, table, self.target, self.written, exc) if self.started else "nothing"
+        )
         if isinstance(exc, ClaimLostError):  # one line: what it did not do, and what became of its files
             return ClaimLostError(table, entry_id, CLAIM_CLEANUP_SAID[cleanup])
         if self.started and isinstance(exc, StoreUnavailableError):

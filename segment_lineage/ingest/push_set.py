@@ -273,16 +273,26 @@ def _failed(members: list[_Member], exc: BaseException, current: list[str], set_
         errors[table] = m.run.failure(exc, m.ends.job_id)
     chosen = errors.get(failing or "", next(iter(errors.values())))
     if isinstance(chosen, LineageError):
-        others = [t for t, m in zip(errors, members, strict=True) if t != failing and m.run.started]
         where = f"table {failing!r}: " if failing and failing not in chosen.message else ""
-        unknown = isinstance(chosen, OutcomeUnknownError)
-        after = (
-            f"; the set's other entries ({', '.join(others)}) were reverted with it"
-            if others and not unknown
-            else ""
-        )
+        after = "" if isinstance(chosen, OutcomeUnknownError) else _others_said(members, failing)
         chosen.args = (f"push set {set_id} failed: {where}{chosen.message}{after}", *chosen.args[1:])
     return chosen
+
+
+def _others_said(members: list[_Member], failing: str | None) -> str:
+    """What became of the set's other started entries (every started entry,
+    when no one table failed): reverted, or left for the next push's cleanup."""
+    which = "other entries" if failing else "entries"
+    others = [m.run for m in members if m.run.started and m.run.target.table != failing]
+    reverted = [r.target.table for r in others if r.cleanup == "reverted"]
+    left = [r.target.table for r in others if r.cleanup == "left"]
+    said = f"; the set's {which} ({', '.join(reverted)}) were reverted with it" if reverted else ""
+    if left:
+        said += (
+            f"; the set's {which} in {', '.join(left)} could not be cleaned up "
+            "(the next push there cleans them up)"
+        )
+    return said
 
 
 def _member_result(m: _Member, seconds: float) -> PushResult:

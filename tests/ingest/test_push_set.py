@@ -14,7 +14,13 @@ from segment_lineage.ingest.errors import PushRefusedError
 from segment_lineage.ingest.push_set import push_set
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core import transitions
-from segment_lineage.lineage.core.errors import ClaimLostError, InvalidInputError
+from segment_lineage.lineage.core.errors import (
+    ClaimLostError,
+    InvalidInputError,
+    LineageError,
+    RefusedError,
+    StoreUnavailableError,
+)
 from segment_lineage.lineage.core.model import Audit as Audit_
 from segment_lineage.lineage.core.model import EntryState, Operation, TableConfig
 from segment_lineage.lineage.manager import LineageManager
@@ -74,6 +80,34 @@ def test_a_failure_in_one_table_reverts_every_table(manager: LineageManager, tab
         assert states.count(EntryState.IN_PROGRESS) == 0 and EntryState.REVERTED in states
 
 
+def test_a_failed_set_tells_which_entries_were_reverted_and_which_were_left(
+    manager: LineageManager, tables: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No one table failed (ZooKeeper stopped answering at the commit): every
+    entry is told of, none as "other"; one whose cleanup failed too is told
+    as left for the next push, not as reverted."""
+    from segment_lineage.ingest import push_failure
+
+    real = push_failure.abandon
+
+    def abandon(m: LineageManager, table: str, *args: object) -> str:
+        return "left" if table == "dims" else real(m, table, *args)  # type: ignore[arg-type]
+
+    def unavailable(*_: object, **__: object) -> None:
+        raise StoreUnavailableError("ZooKeeper did not answer")
+
+    monkeypatch.setattr(push_failure, "abandon", abandon)
+    monkeypatch.setattr(manager, "commit_together", unavailable)
+    with pytest.raises(LineageError) as failed:
+        push_set(manager, prepared(manager, "new"))
+    message = failed.value.message
+    assert "the set's entries (facts) were reverted with it" in message
+    assert "the set's entries in dims could not be cleaned up" in message
+    assert "other entries" not in message
+    states = {t: [e.state for e in manager.table(t).entries.values()] for t in TABLES}
+    assert EntryState.IN_PROGRESS not in states["facts"] and EntryState.IN_PROGRESS in states["dims"]
+
+
 def test_a_set_is_refused_before_anything_starts(manager: LineageManager, tables: tuple[str, ...]) -> None:
     with pytest.raises(InvalidInputError, match="named twice"):
         push_set(manager, [prepare_arrow(manager, "facts", [rows(1, "x")])] * 2)
@@ -110,6 +144,35 @@ def test_a_set_rolls_back_in_one_commit(manager: LineageManager, tables: tuple[s
     again = manager.rollback_set(done.set_id)  # every table already there: nothing written, no new set
     assert again.committed == {} and again.rollback_set is None
     assert manager.history("facts", 1)[0].set_id == undone.rollback_set
+
+
+def test_a_set_rollback_never_splits_a_later_set(manager: LineageManager, tmp_path: Path) -> None:
+    """Set X over u1 and u2, then set Y over u2 and u3: rolling back X alone
+    would undo Y in u2 and keep it in u3. Refused (the dry run too), nothing
+    changed; once Y is rolled back, X rolls back (Y's own rollback is no
+    set to split), and so it does once Y is brought back in every table."""
+    for name in ("u1", "u2", "u3"):
+        manager.create_table(TableConfig.build(name, str(tmp_path / name), max_snapshots=10))
+        push_arrow(manager, name, [rows(2, "old")])
+    x = push_set(manager, [prepare_arrow(manager, t, [rows(2, "x")]) for t in ("u1", "u2")])
+    y = push_set(manager, [prepare_arrow(manager, t, [rows(2, "y")]) for t in ("u2", "u3")])
+    versions = {t: manager.table(t).version for t in ("u1", "u2", "u3")}
+    for dry_run in (True, False):
+        with pytest.raises(RefusedError, match=rf"would undo set {y.set_id} in u2 but not in u3") as refused:
+            manager.rollback_set(x.set_id, dry_run=dry_run)
+        assert f"lineage rollback --set {y.set_id}" in (refused.value.remedy or "")
+    assert {t: manager.table(t).version for t in versions} == versions  # nothing changed
+    assert labels(manager, "u2") == ["y"] and labels(manager, "u3") == ["y"]
+
+    undone_y = manager.rollback_set(y.set_id)
+    assert labels(manager, "u2") == ["x"] and labels(manager, "u3") == ["old"]
+    again = manager.rollback_set(undone_y.rollback_set or "")  # Y back in u2 and u3 at once
+    assert again.committed is not None and set(again.committed) == {"u2", "u3"}
+    assert labels(manager, "u2") == ["y"] and labels(manager, "u3") == ["y"]
+    manager.rollback_set(y.set_id)
+    undone_x = manager.rollback_set(x.set_id)  # Y is undone everywhere: nothing left to split
+    assert undone_x.committed is not None and set(undone_x.committed) == {"u1", "u2"}
+    assert [labels(manager, t) for t in ("u1", "u2", "u3")] == [["old"], ["old"], ["old"]]
 
 
 def test_a_cut_sees_a_set_in_all_its_tables_or_none(manager: LineageManager, tables: tuple[str, ...]) -> None:

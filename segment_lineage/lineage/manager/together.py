@@ -18,10 +18,10 @@ those versions were all current (a version only ever grows).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from segment_lineage.lineage.core import transitions
+from segment_lineage.lineage.core import applied, transitions
 from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
@@ -30,6 +30,7 @@ from segment_lineage.lineage.core.errors import (
     LineageError,
     NotFoundError,
     OutcomeUnknownError,
+    RefusedError,
     StoreUnavailableError,
 )
 from segment_lineage.lineage.core.failpoints import failpoint
@@ -54,6 +55,7 @@ from segment_lineage.lineage.store.contract import (
 # fit in one request (python -m benchmarks.sets); wider tables' heads may
 # fit fewer, which the request's size refuses at the commit (nothing applied).
 MAX_SET_TABLES = 100
+SET_PLAN_ATTEMPTS = 5  # plans of a set rollback whose tables kept moving before giving up
 CUT_ATTEMPTS = 20  # double reads of a cut before giving up (the tables kept moving)
 
 
@@ -303,40 +305,42 @@ class TogetherOps(Reads):
         """Every table with a version of the set ``set_id`` -> that version
         (the newest, when a table has several). NotFoundError when no table
         has it in the history it keeps."""
-        found: dict[str, int] = {}
-        for table in self.store.list_tables():
-            for record in self.store.iter_history(table):
-                if record.set_id == set_id:
-                    found[table] = record.version
-                    break
-        if not found:
-            raise NotFoundError(
-                f"no table has set {set_id!r} in its history",
-                remedy="'lineage history TABLE' shows each version's set",
-            )
-        return found
+        return _members(set_id, {t: self.store.iter_history(t) for t in self.store.list_tables()})
 
     def rollback_set(self, set_id: str, *, dry_run: bool = False, reason: str | None = None) -> SetRollback:
         """Every table of the set ``set_id`` back to its version before the
         set, in one commit (a set of its own): its rows disappear from every
-        table at once, and so do later changes of those tables."""
-        members = self.set_members(set_id)
+        table at once, and so do later changes of those tables. Refused
+        (RefusedError, nothing changed) when that would split a later set,
+        undoing it in some of its tables and not in others; planned again
+        when a table moved since (bounded)."""
+        for _ in range(SET_PLAN_ATTEMPTS):
+            try:
+                return self._rollback_set(set_id, dry_run, reason)
+            except _Moved:
+                continue
+        raise ContentionError(set_id, SET_PLAN_ATTEMPTS, 0.0, doing="planning the set's rollback")
+
+    def _rollback_set(self, set_id: str, dry_run: bool, reason: str | None) -> SetRollback:
+        """One plan of :meth:`rollback_set` and its commit; _Moved when a
+        table's head is no longer the one the plan checked."""
+        histories = {t: list(self.store.iter_history(t)) for t in self.store.list_tables()}
+        members = _members(set_id, histories)
         targets = {table: version - 1 for table, version in sorted(members.items())}
+        heads = {t: max((r.version for r in h), default=0) for t, h in histories.items()}
+        _refuse_splits(set_id, applied.splits(histories, heads, targets))
         states = {table: self._as_of(table, version) for table, version in targets.items()}  # kept at all?
         why = reason or f"rollback of set {set_id}"
         rollback_id = self.env.text_id()
         audit = Audit(self.actor, self.job_id, why, rollback_id)
         if dry_run:
-            reads = {t: self.store.read_now(t) for t in targets}
-            already = tuple(
-                t for t, (snap, now) in reads.items()
-                if not transitions.rollback(snap.state, states[t], now, audit).changed
-            )  # fmt: skip
-            return SetRollback(set_id, targets, None, None, already)
+            return SetRollback(set_id, targets, None, None, self._already(states, audit))
         self.require_role(PUSHER, doing="a rollback")
 
         def undo(table: str) -> Update:
             def update(state: TableState, now: int) -> Change:
+                if state.version != heads[table]:  # the splits were judged on another head
+                    raise _Moved
                 return transitions.rollback(state, states[table], now, audit)
 
             return update
@@ -345,6 +349,14 @@ class TogetherOps(Reads):
         committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
         already = tuple(t for t in targets if t not in committed)
         return SetRollback(set_id, targets, committed, rollback_id if committed else None, already)
+
+    def _already(self, states: dict[str, TableState], audit: Audit) -> tuple[str, ...]:
+        """The tables that already show their target's visible set."""
+        reads = {t: self.store.read_now(t) for t in states}
+        return tuple(
+            t for t, (snap, now) in reads.items()
+            if not transitions.rollback(snap.state, states[t], now, audit).changed
+        )  # fmt: skip
 
     # ---- a consistent cut ---------------------------------------------------
 
@@ -360,3 +372,42 @@ class TogetherOps(Reads):
                 return first
             first = second
         raise ContentionError(", ".join(tables), CUT_ATTEMPTS, 0.0, doing="reading a consistent cut")
+
+
+class _Moved(Exception):
+    """A table moved between a set rollback's plan and its commit (control
+    flow inside rollback_set, never raised out of it)."""
+
+
+def _members(set_id: str, histories: Mapping[str, Iterable[HistoryRecord]]) -> dict[str, int]:
+    """:meth:`TogetherOps.set_members` over the histories given."""
+    found: dict[str, int] = {}
+    for table, history in histories.items():
+        for record in history:
+            if record.set_id == set_id:
+                found[table] = record.version
+                break
+    if not found:
+        raise NotFoundError(
+            f"no table has set {set_id!r} in its history",
+            remedy="'lineage history TABLE' shows each version's set",
+        )
+    return found
+
+
+def _refuse_splits(set_id: str, found: Sequence[applied.Split]) -> None:
+    """RefusedError naming the first set a rollback of ``set_id`` would split."""
+    if not found:
+        return
+    split = found[0]
+    verb = "undo" if split.applied else "bring back"
+    state = "applied" if split.applied else "not applied"
+    later = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    raise RefusedError(
+        f"rolling back set {set_id} would {verb} set {split.set_id} in {', '.join(split.flipped)} "
+        f"but not in {', '.join(split.kept)}{later}: a set shows in every table or in none",
+        expected=f"set {split.set_id} {state} in all its tables or in none",
+        found=f"{state} still in {', '.join(split.kept)}",
+        remedy=f"roll back set {split.set_id} first ('lineage rollback --set {split.set_id}'), "
+        "or roll back each table alone ('lineage rollback TABLE --to-version V')",
+    )

@@ -1,0 +1,102 @@
+"""Which versions a table's head still applies, and which sets a set
+rollback would split.
+
+A version's visible set is its predecessor's with one change applied,
+except a rollback's: a rollback to version T shows exactly what T showed.
+So the changes a head still applies are the versions on its chain: from the
+head down, a rollback jumps to its target, anything else steps to the
+version before. A set's change is applied in a table when its version
+there is on that table's chain.
+
+Rolling back a set moves each of its tables to a new chain (its target's)
+and leaves every other table's as it is. A later set that changed one of
+its tables and another table too would then be undone in one and kept in
+the other: :func:`splits` finds those, so that the rollback can refuse
+instead of silently breaking "a set shows in every table or in none". A
+set already split before (by rolling back one table alone) is not this
+rollback's doing and is left out. Only changes count: a rollback's own
+record (a set rollback carries a set id too) changes nothing a chain does
+not already say.
+
+Pure: history records in, split sets out. A record missing from a history
+(collected metadata) counts as a plain change, one step back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from segment_lineage.lineage.core.model import HistoryRecord, Operation
+
+
+@dataclass(frozen=True)
+class Split:
+    """A set the rollback would split: the tables where its change would
+    flip (undone, or brought back) and those where it would stay as it is."""
+
+    set_id: str
+    flipped: tuple[str, ...]
+    kept: tuple[str, ...]
+    applied: bool  # whether the set is applied now (in every one of its tables)
+
+
+def chain(records: Mapping[int, HistoryRecord], head: int) -> frozenset[int]:
+    """The versions ``head`` still applies (see the module's docstring)."""
+    on: set[int] = set()
+    version = head
+    while version > 0 and version not in on:
+        on.add(version)
+        record = records.get(version)
+        target = record.detail.target if record is not None and record.detail is not None else None
+        if record is not None and record.operation is Operation.ROLLBACK and target is not None:
+            version = min(target, version - 1)  # a target is always older; never loop
+        else:
+            version -= 1
+    return frozenset(on)
+
+
+def set_versions(history: Iterable[HistoryRecord]) -> dict[str, int]:
+    """Set id -> the newest version of this table that a set's change made
+    (rollbacks left out)."""
+    found: dict[str, int] = {}
+    for record in history:
+        if record.set_id is not None and record.operation is not Operation.ROLLBACK:
+            found[record.set_id] = max(record.version, found.get(record.set_id, 0))
+    return found
+
+
+def splits(
+    histories: Mapping[str, Iterable[HistoryRecord]],
+    heads: Mapping[str, int],
+    targets: Mapping[str, int],
+) -> list[Split]:
+    """The sets that moving each table of ``targets`` to its target's chain
+    (every other table staying at its head) would leave applied in some of
+    their tables and not in others, when they were applied in all or none
+    before. ``histories`` holds every table's records, ``heads`` every
+    table's head version."""
+    records = {t: {r.version: r for r in h} for t, h in histories.items()}
+    before = {t: chain(records[t], heads[t]) for t in records}
+    after = {t: chain(records[t], targets[t]) if t in targets else before[t] for t in records}
+    versions = {t: set_versions(records[t].values()) for t in records}
+    touched = sorted({s for t in targets for s in versions.get(t, {})})
+    found = (_split(s, versions, before, after) for s in touched)
+    return [split for split in found if split is not None]
+
+
+def _split(
+    set_id: str,
+    versions: Mapping[str, Mapping[str, int]],
+    before: Mapping[str, frozenset[int]],
+    after: Mapping[str, frozenset[int]],
+) -> Split | None:
+    """The set's split, when it was whole before and is not after."""
+    tables = sorted(t for t, made in versions.items() if set_id in made)
+    was = {t: versions[t][set_id] in before[t] for t in tables}
+    now = {t: versions[t][set_id] in after[t] for t in tables}
+    if len(set(was.values())) > 1 or len(set(now.values())) == 1:
+        return None
+    flipped = tuple(t for t in tables if now[t] != was[t])
+    kept = tuple(t for t in tables if now[t] == was[t])
+    return Split(set_id, flipped, kept, applied=was[tables[0]])

@@ -1,0 +1,56 @@
+"""Which versions a head applies (rollbacks jump to their target) and which
+sets a set rollback would split."""
+
+from __future__ import annotations
+
+from segment_lineage.lineage.core.applied import chain, splits
+from segment_lineage.lineage.core.model import Detail, HistoryRecord, Operation
+
+
+def rec(version: int, set_id: str | None = None, target: int | None = None) -> HistoryRecord:
+    op = Operation.ROLLBACK if target is not None else Operation.END_REPLACE
+    detail = Detail(target=target) if target is not None else None
+    return HistoryRecord(
+        version, f"c{version}", version, op, None, "t", None, None, 0, 0, 0, detail=detail, set_id=set_id
+    )
+
+
+def test_a_chain_jumps_to_each_rollback_target() -> None:
+    records = {v: rec(v) for v in range(1, 5)} | {5: rec(5, target=2), 6: rec(6), 7: rec(7, target=4)}
+    assert chain(records, 4) == {1, 2, 3, 4}
+    assert chain(records, 6) == {1, 2, 5, 6}
+    assert chain(records, 7) == {1, 2, 3, 4, 7}  # rolled forward past the first rollback
+    assert chain({3: rec(3, target=1)}, 4) == {1, 3, 4}  # missing records step back one
+
+
+def test_a_later_set_in_a_table_outside_the_rollback_is_a_split() -> None:
+    histories = {
+        "u1": [rec(1), rec(2, "X")],
+        "u2": [rec(1), rec(2, "X"), rec(3, "Y")],
+        "u3": [rec(1), rec(2, "Y")],
+    }
+    heads = {"u1": 2, "u2": 3, "u3": 2}
+    (split,) = splits(histories, heads, {"u1": 1, "u2": 1})
+    assert (split.set_id, split.flipped, split.kept, split.applied) == ("Y", ("u2",), ("u3",), True)
+    assert splits(histories, heads, {"u1": 1, "u2": 1, "u3": 1}) == []  # every table of Y moves too
+    assert splits(histories, heads, {"u2": 2, "u3": 1}) == []  # Y itself rolled back
+
+
+def test_a_set_already_split_or_already_undone_is_not_this_rollbacks_doing() -> None:
+    histories = {
+        "u1": [rec(1), rec(2, "X")],
+        "u2": [rec(1), rec(2, "X"), rec(3, "Y"), rec(4, "R", target=2)],  # Y undone in u2 alone
+        "u3": [rec(1), rec(2, "Y")],
+    }
+    assert splits(histories, {"u1": 2, "u2": 4, "u3": 2}, {"u1": 1, "u2": 1}) == []
+    histories["u3"].append(rec(3, "R", target=1))  # and in u3: undone everywhere (R is a rollback)
+    assert splits(histories, {"u1": 2, "u2": 4, "u3": 3}, {"u1": 1, "u2": 1}) == []
+
+
+def test_bringing_a_set_back_in_some_tables_only_is_a_split() -> None:
+    histories = {
+        "u1": [rec(1), rec(2, "Y"), rec(3, target=1), rec(4, "X")],
+        "u2": [rec(1), rec(2, "Y"), rec(3, target=1)],
+    }
+    (split,) = splits(histories, {"u1": 4, "u2": 3}, {"u1": 2})  # 2's chain has Y; u2's has not
+    assert split.set_id == "Y" and split.applied is False and split.flipped == ("u1",)
