@@ -194,21 +194,28 @@ def _roll_back(ctx: Ctx, set_id: str | None = None) -> None:
     except LineageError as exc:
         ctx.failed(f"rollback of set {set_id[:8]}", exc)
         return
-    assert done.committed is not None and done.rollback_set is not None
+    assert done.committed is not None
+    if done.rollback_set is None:  # every table already showed its target: nothing written
+        ctx.note(f"set {set_id[:8]} already rolled back")
+        return
     world.sets[done.rollback_set] = tuple(sorted(done.committed))
     ctx.note(f"rolled back set {set_id[:8]}: {done.committed}")
     for table, version in done.committed.items():
         world.checker.check_rollback(ctx.actor.name, table, done.targets[table], version)
-    check_set_rollback(world, ctx.actor.name, set_id, done.committed)
+    check_set_rollback(world, ctx.actor.name, set_id, done.targets, done.committed)
 
 
-def check_set_rollback(world: World, actor: str, set_id: str, committed: dict[str, int]) -> None:
+def check_set_rollback(
+    world: World, actor: str, set_id: str, targets: dict[str, int], committed: dict[str, int]
+) -> None:
     """A set rollback never splits a push set that was whole: applied in
     every one of its tables, or in none, just before it. A push set is
     applied in a table when its version there is one its head still
     applies: from the head down, a rollback goes to its target, any other
-    version to the one before. Judged once the rollback returned; a table
-    rolled back since by someone else is not judged."""
+    version to the one before. A table of the set that already showed its
+    target (nothing committed there) is judged as its target. Judged once
+    the rollback returned; a table rolled back since by someone else is not
+    judged."""
     live = set(world.store.list_tables())
     histories = {t: list(world.store.history(t)) for t in live if t not in world.dropped}
     mine = {t: r for t in committed for r in histories.get(t, []) if r.version == committed[t]}
@@ -223,7 +230,7 @@ def check_set_rollback(world: World, actor: str, set_id: str, committed: dict[st
             continue
         before = {t: v in _applied(histories[t], committed[t] - 1 if t in committed else None)
                   for t, v in where.items()}  # fmt: skip
-        after = {t: v in _applied(histories[t], None) for t, v in where.items()}
+        after = {t: v in _applied(histories[t], _shown_as(t, targets, committed)) for t, v in where.items()}
         if len(set(before.values())) == 1 and len(set(after.values())) > 1:
             shown, hidden = (
                 sorted(t for t, a in after.items() if a),
@@ -234,6 +241,11 @@ def check_set_rollback(world: World, actor: str, set_id: str, committed: dict[st
                 f"{actor}'s rollback of set {set_id[:8]} left set {pushed[:8]} "
                 f"applied in {shown} but not in {hidden}",
             )
+
+
+def _shown_as(table: str, targets: dict[str, int], committed: dict[str, int]) -> int | None:
+    """The version whose chain ``table`` shows after a set rollback (None: its head)."""
+    return targets[table] if table in targets and table not in committed else None
 
 
 def _set_version(history: list[HistoryRecord], set_id: str) -> int | None:
