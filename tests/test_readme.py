@@ -103,7 +103,7 @@ def test_the_readme_tour_does_what_it_says(zk_hosts: str, tmp_path: Path) -> Non
             staged = out.split("entry ")[1].split(",")[0]
             assert "readers see none of it" in out, out
         if command.startswith("lineage push-set"):
-            made_set = out.split("pushed set ")[1].split(":")[0]
+            made_set = out.split()[2]  # "pushed set ID across ...": the id stands alone
             assert history()[0]["set"] == made_set, out
         if command.startswith("lineage cut"):
             assert out.count(made_set) == 2, out  # both tables at versions with the set

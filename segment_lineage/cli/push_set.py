@@ -131,18 +131,18 @@ def emit_set(result: SetResult) -> None:
     if result.repeated:
         head = "the set's job already completed in every table: nothing pushed again"
     elif staged:
-        head = (
-            f"staged set {result.set_id}: {len(result.pushes)} table(s), readers see none of it until "
-            f"'lineage publish --set {result.set_id}'"
-        )
+        head = f"staged set {result.set_id} across {len(result.pushes)} table(s): readers see none of it yet"
     elif any(p.published for p in result.pushes):
-        head = f"published set {result.set_id}: {len(result.pushes)} table(s) in one commit"
+        head = f"published set {result.set_id} across {len(result.pushes)} table(s) in one commit"
     elif result.dry_run:
         head = f"dry run of a push set of {len(result.pushes)} table(s): nothing written"
     else:
-        head = f"pushed set {result.set_id}: {len(result.pushes)} table(s) in one commit"
+        head = f"pushed set {result.set_id} across {len(result.pushes)} table(s) in one commit"
     lines = [head, *(f"  {p.table}: {p.summary()}" for p in result.pushes)]
-    if not (result.dry_run or result.repeated or staged):
+    # The id stands alone, never glued to punctuation: scripts cut it out of these lines.
+    if staged:
+        lines.append(f"publish it with: lineage publish --set {result.set_id}")
+    elif not (result.dry_run or result.repeated):
         lines.append(f"undo it with: lineage rollback --set {result.set_id}")
     tables = [{"table": p.table, **push_view(p, None)} for p in result.pushes]
     body = {"set": result.set_id, "repeated": result.repeated, "dry_run": result.dry_run,

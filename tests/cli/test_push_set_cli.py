@@ -147,3 +147,34 @@ def test_an_input_path_too_long_for_the_file_system_is_bad_input(zk_hosts: str, 
     spec.write_text(f'[[push]]\ntable = "longs"\ninput = "{"y" * 5000}.parquet"\n')
     code, _, err = run(zk_hosts, "push-set", str(spec), "--engine", "arrow")
     assert code == 2 and "cannot be used: File name too long" in err, err
+
+
+def test_the_set_id_stands_alone_in_what_push_set_prints(zk_hosts: str, tmp_path: Path) -> None:
+    """A script cuts the set's id out of the first line ('awk {print $3}')
+    or the last: no punctuation is glued to it, pushed, staged or published."""
+    for table in ("facts", "dims"):
+        assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    pq.write_table(pa.table({"label": ["v1"] * 3, "id": [1, 2, 3]}), tmp_path / "rows.parquet")
+    spec = tmp_path / "set.toml"
+    spec.write_text("".join(f'[[push]]\ntable = "{t}"\ninput = "rows.parquet"\n' for t in ("facts", "dims")))
+
+    def newest_set() -> str:
+        return str(json.loads(run(zk_hosts, "--json", "history", "dims", "--limit", "1")[1])[0]["set"])
+
+    code, out, err = run(zk_hosts, "push-set", str(spec))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["pushed", "set", newest_set()], out
+    assert lines[-1].split()[-1] == newest_set(), out
+    code, out, err = run(zk_hosts, "push-set", str(spec), "--stage")
+    assert code == 0, err
+    lines = out.splitlines()
+    staged = lines[0].split()[2]
+    assert (
+        lines[0].split()[:2] == ["staged", "set"]
+        and lines[-1] == f"publish it with: lineage publish --set {staged}"
+    )
+    code, out, err = run(zk_hosts, "publish", "--set", staged)
+    assert code == 0, err
+    assert out.splitlines()[0].split()[:3] == ["published", "set", staged], out
+    assert staged == newest_set()
