@@ -103,6 +103,13 @@ def cases(entry: str, tmp_path: Path) -> list[tuple[list[str], int, str]]:
         (["start-replace", T, "--from", "b,b", "--to", "e"], 2, "b"),
         (["rollback", T, "--to-version", "0"], 2, "version"),
         (["rollback", T, "--to-version", "999"], 3, "999"),
+        (["rollback", T, "--to-version", "9999999999"], 3, "9999999999"),  # a version yet to come
+        # Past any version there can be: bad input wherever a version is taken, not "not found".
+        (["rollback", T, "--to-version", "12345678901234567890123"], 2, "out of range"),
+        (["rollback", T, "--to-version", "10000000000", "--dry-run"], 2, "out of range"),
+        (["read", T, "--as-of", "12345678901234567890123"], 2, "at most 10 digits"),
+        (["segments", T, "--as-of", "10000000000"], 2, "at most 10 digits"),
+        (["read", T, "--as-of", "0"], 2, "from 1 to 9999999999"),
         (["rollback", T, "--to-time", "yesterday-ish"], 2, "yesterday-ish"),
         (["rollback", T, "--entry", "nope"], 2, "entry"),
         (["rollback", T, "--to-version", "2", "--entry", unknown], 2, "at most one"),

@@ -106,14 +106,33 @@ def format_time(ms: int) -> str:
     return text + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")
 
 
+VERSION_DIGITS = 10  # a version record is named by its version in this many digits
+MAX_VERSION = 10**VERSION_DIGITS - 1
+
+
+def check_version(version: object) -> int:
+    """A table version a user gave: a whole number from 1 to MAX_VERSION, or
+    InvalidInputError (bad input, whichever command took it)."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InvalidInputError(f"invalid version {version!r}: a whole number from 1 to {MAX_VERSION}")
+    if version > MAX_VERSION:
+        raise InvalidInputError(
+            f"invalid version {version}: out of range (a version has at most {VERSION_DIGITS} digits, "
+            f"up to {MAX_VERSION})",
+            remedy="'lineage history TABLE' lists the table's versions",
+        )
+    return version
+
+
 def parse_version_or_time(text: str) -> tuple[int | None, int | None]:
-    """``--as-of`` and friends: a bare number up to 10 digits is a table
-    version; anything else is a time (:func:`parse_time`)."""
+    """``--as-of`` and friends: a bare number up to VERSION_DIGITS digits is
+    a table version; anything else is a time (:func:`parse_time`)."""
     raw = text.strip()
-    if raw.isascii() and raw.isdigit() and len(raw) <= 10:  # ASCII digits: int() takes others too
+    if raw.isascii() and raw.isdigit() and len(raw) <= VERSION_DIGITS:  # ASCII digits: int() takes others too
         return int(raw), None
     if raw.isascii() and raw.isdigit():
         raise InvalidInputError(
-            f"ambiguous {text!r}: a version has at most 10 digits; write ms:{raw} for epoch milliseconds"
+            f"ambiguous {text!r}: a version has at most {VERSION_DIGITS} digits; write ms:{raw} for "
+            "epoch milliseconds"
         )
     return None, parse_time(raw)

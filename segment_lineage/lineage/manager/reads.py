@@ -24,7 +24,7 @@ from segment_lineage.lineage.core.model import (
     TableState,
 )
 from segment_lineage.lineage.core.names import check_entry_id, check_table_name
-from segment_lineage.lineage.core.periods import format_time, parse_version_or_time
+from segment_lineage.lineage.core.periods import check_version, format_time, parse_version_or_time
 from segment_lineage.lineage.core.schema_versions import columns_known
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.commit import ManagerBase
@@ -72,9 +72,7 @@ class Reads(ManagerBase):
         if len(given) > 1:
             raise InvalidInputError("give at most one of a version, a time and an entry")
         if version is not None:
-            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-                raise InvalidInputError(f"invalid version {version!r}: a whole number from 1")
-            return version
+            return check_version(version)
         if at_ms is not None:
             return self._version_at(table, at_ms)
         ends = (r for r in self.store.iter_history(table) if r.operation is Operation.END_REPLACE)
@@ -170,7 +168,7 @@ class Reads(ManagerBase):
     def _as_of(self, table: str, version: int) -> TableState:
         """``table_as_of`` as the store reads it: buckets loaded when first wanted."""
         check_table_name(table)
-        state = self.store.read_version(table, version)
+        state = self.store.read_version(table, check_version(version))
         if state.version != version:  # a store bug must not hand a reader another snapshot
             raise LineageError(
                 f"asked for version {version} of table {table!r}, the store answered version {state.version}"

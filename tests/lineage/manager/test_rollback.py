@@ -175,6 +175,18 @@ def test_unknown_versions_and_bad_targets_are_refused(
         m.rollback(T, newest + 5)
     with pytest.raises(InvalidInputError):
         m.resolve_version(T, version=0)
+    # Past any version there can be: bad input on every way in, not a version not found.
+    huge = 12345678901234567890123
+    for attempt in (
+        lambda: m.resolve_version(T, version=huge),
+        lambda: m.rollback(T, huge),
+        lambda: m.rollback(T, 10_000_000_000, dry_run=True),
+        lambda: m.table_as_of(T, huge),
+        lambda: m.pin_readable(T, huge),
+        lambda: m.resolve_as_of(T, huge),
+    ):
+        with pytest.raises(InvalidInputError, match="out of range"):
+            attempt()
     with pytest.raises(InvalidInputError, match="at most one"):
         m.resolve_version(T, version=1, at_ms=5)
     assert m.resolve_version(T, at_ms=m.store.now_ms()) == newest
