@@ -184,7 +184,7 @@ def publish(
             remedy=f"lineage publish --set {staged.set_id}",
         )
     nothing_new_in_scope(found)(before)
-    owner = manager.owner_hold(table, entry_id)  # one publisher, fenced as a push's end
+    owner = manager.owner_hold(table, entry_id, doing="publishing a staged push")  # one publisher, fenced
     owner.take()
     try:
         ending = publish_update(manager, table, entry_id, checks, say)

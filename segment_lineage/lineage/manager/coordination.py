@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Self
 
+from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.model import HistoryRecord, TableState
 from segment_lineage.lineage.manager.commit import ManagerBase
@@ -78,8 +79,12 @@ class Coordination(ManagerBase):
         """The hold a publish (or a mirror's enable, disable, drop) keeps on ``table``'s mirror."""
         return TableHold(f"mirror of {table!r}", self.store.holds("mirror"), table)
 
-    def owner_hold(self, table: str, entry_id: str) -> TableHold:
-        """A push's owner claim on its entry: its commits are fenced by it."""
+    def owner_hold(self, table: str, entry_id: str, *, doing: str = "a push") -> TableHold:
+        """A push's owner claim on its entry: its commits are fenced by it.
+        Only a pusher (or an admin) holds one: another role is refused here,
+        by its role, before anything is written (not by the ACL of an own
+        owners folder no reader or retention identity has)."""
+        self.require_role(PUSHER, doing=doing)
         return TableHold(f"push {entry_id} on {table!r}", self.store.holds("owner"), table, entry_id)
 
     def live_owners(self, table: str) -> frozenset[str]:

@@ -6,6 +6,7 @@ refused by ZooKeeper itself: the commit writes a node only admins may write."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -275,3 +276,30 @@ def test_time_retention_under_a_policy_is_the_retention_roles(table: tuple[str, 
         assert not visible_segments(admin.read(T).state)
     finally:
         admin.close()
+
+
+def test_a_push_by_another_role_is_refused_by_its_role(table: tuple[str, Path], tmp_path: Path) -> None:
+    """A reader's or retention's push, push set or publish is refused naming
+    the identity, the role it has and the role it needs; not by the ACL of
+    an own owners folder it has none of. Nothing changes."""
+    zk, root = table
+    data = _input(tmp_path / "d9.parquet", 9)
+    spec = tmp_path / "set.toml"
+    spec.write_text(f'[[push]]\ntable = "{T}"\ninput = "{data}"\nmode = "append"\n')
+    code, out, err = cli(zk, IDENTITIES["pusher"], "--json", "push", T, "--input", data, "--stage")
+    assert code == 0, err
+    staged = json.loads(out)["entry"]
+    for role in ("reader", "retention"):
+        user = IDENTITIES[role].partition(":")[0]
+        for doing, words in (
+            ("a push", ["push", T, "--input", data, "--mode", "append"]),
+            ("a push set", ["push-set", str(spec)]),
+            ("publishing a staged push", ["publish", T, staged]),
+        ):
+            before = _snapshot(zk, root)
+            code, _, err = cli(zk, IDENTITIES[role], *words)
+            assert code == 1, (role, doing, err)
+            assert f"error: {doing} needs the pusher role; identity '{user}' is {role}" in err, (role, err)
+            assert "hint: run it as an identity with that role (LINEAGE_ZK_AUTH)" in err, err
+            assert "owners" not in err, err
+            assert _snapshot(zk, root) == before, (role, doing)
