@@ -15,7 +15,7 @@ import pytest
 
 from segment_lineage.lineage.core.acl import ADMIN_ROLE
 from segment_lineage.lineage.core.visibility import visible_segments
-from tests.helpers.run import IDENTITIES
+from tests.helpers.run import IDENTITIES, ident
 from tests.lineage.zk.test_security import cli, store_as
 
 pytestmark = [pytest.mark.zk, pytest.mark.slow]
@@ -303,3 +303,29 @@ def test_a_push_by_another_role_is_refused_by_its_role(table: tuple[str, Path], 
             assert "hint: run it as an identity with that role (LINEAGE_ZK_AUTH)" in err, err
             assert "owners" not in err, err
             assert _snapshot(zk, root) == before, (role, doing)
+
+
+def test_a_missing_versions_folder_is_an_admins_to_make(table: tuple[str, Path], tmp_path: Path) -> None:
+    """A table made before versions were recorded has no versions folder; a
+    commit makes it on demand, which only an admin may under a policy: a
+    pusher is told that, and that 'acl apply' makes it, with nothing
+    changed; after 'acl apply' the pusher's push goes through."""
+    zk, root = table
+    admin = store_as(zk, IDENTITIES[ADMIN_ROLE])
+    try:
+        admin.client.delete(f"{admin.paths.head(T)}/versions", recursive=True)
+    finally:
+        admin.close()
+    push = ["push", T, "--input", _input(tmp_path / "d8.parquet", 8), "--mode", "append"]
+    before = _snapshot(zk, root)
+    code, _, err = cli(zk, IDENTITIES["pusher"], *push)
+    assert code == 1, err
+    assert f"error: table '{T}' has no versions folder" in err and "only an admin may make it" in err, err
+    assert "identity 'loader' is pusher; nothing was committed" in err, err
+    assert "hint: an admin runs 'lineage acl apply' again" in err and "not authorised" not in err, err
+    assert _snapshot(zk, root) == before
+    args = ["--pusher", ident("pusher"), "--retention", ident("retention"), "--reader", ident("reader")]
+    code, out, err = cli(zk, IDENTITIES[ADMIN_ROLE], "acl", "apply", *args)
+    assert code == 0 and "1 folder(s) created" in out, (out, err)
+    code, _, err = cli(zk, IDENTITIES["pusher"], *push)
+    assert code == 0, err

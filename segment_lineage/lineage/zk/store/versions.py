@@ -17,7 +17,12 @@ from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import Head
 from segment_lineage.lineage.core.acl import Place
-from segment_lineage.lineage.core.errors import CorruptRecordError, StoreUnavailableError, VersionGoneError
+from segment_lineage.lineage.core.errors import (
+    AuthError,
+    CorruptRecordError,
+    StoreUnavailableError,
+    VersionGoneError,
+)
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.schema_versions import config_at
@@ -54,8 +59,22 @@ class Versions:
 
     def ensure_folder(self, table: str) -> None:
         """The folder of a table created before versions were recorded, made
-        when a commit finds it missing."""
-        self.nodes.ensure_node(self.paths.folder(table, VERSIONS), Place.VERSIONS)
+        when a commit finds it missing. Under a policy only an admin may
+        create in a head: any other role is told so (AuthError), and that
+        ``lineage acl apply`` makes it."""
+        path = self.paths.folder(table, VERSIONS)
+        try:
+            self.nodes.ensure_node(path, Place.VERSIONS)
+        except AuthError:
+            if self.nodes.policy() is None:
+                raise
+            raise AuthError(
+                f"table {table!r} has no versions folder ({path}; a table made before versions were "
+                f"recorded), and only an admin may make it: identity "
+                f"{(self.nodes.identity or 'anonymous').partition(':')[0]!r} is "
+                f"{self.nodes.role() or 'unknown'}; nothing was committed",
+                remedy="an admin runs 'lineage acl apply' again: it makes every table's missing folders",
+            ) from None
 
     def records(self, table: str, folder: str) -> list[tuple[str, codec.LeaseRecord]]:
         """The version records under ``folder`` (``versions``, or ``leases``
