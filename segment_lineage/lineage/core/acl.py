@@ -163,6 +163,30 @@ _DIGEST_ID = re.compile(r"^[^:\s]{1,64}:[A-Za-z0-9+/]{27}=$")
 _PLAIN_USER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
+# ZooKeeper's auth schemes: a user so named is most likely a scheme given by mistake (digest:user:pw).
+SCHEMES = ("digest", "world", "auth", "ip", "sasl", "x509", "super", "kerberos")
+
+
+def no_role(user: str | None) -> tuple[str, str]:
+    """``identity 'x' has no role`` with why, and its remedy: what every
+    refusal of an identity a role policy does not name says (``user``: its
+    user, None for anonymous). ZooKeeper's digest scheme takes any user and
+    password (they only make the digest id ACLs name), so a wrong password
+    cannot be told from a user the policy does not name: one message covers
+    both."""
+    if user is None:
+        why = "LINEAGE_ZK_AUTH is not set"
+    elif user.lower() in SCHEMES:
+        why = f"LINEAGE_ZK_AUTH is user:password, with no scheme: {user!r} was taken as the user"
+    else:
+        why = "the ACL policy does not name it, or its password is wrong"
+    return (
+        f"identity {user or 'anonymous'!r} has no role ({why})",
+        "set LINEAGE_ZK_AUTH=user:password to an identity the policy names ('lineage acl show', run as "
+        "an admin, lists them)",
+    )
+
+
 def user_of(ident: str) -> str:
     """The user of a digest id (``user:hash``)."""
     return ident.partition(":")[0]

@@ -28,7 +28,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL, make_digest_acl
 
 from segment_lineage.lineage.config import Settings
+from segment_lineage.lineage.core.acl import POLICY_NODE, no_role
 from segment_lineage.lineage.core.errors import AuthError, InvalidInputError, StoreUnavailableError
+from segment_lineage.lineage.zk.store.paths import ROOT as STORE_ROOT
 
 ENV_AUTH = "LINEAGE_ZK_AUTH"
 ENV_SESSION_TIMEOUT = "LINEAGE_ZK_SESSION_TIMEOUT"  # seconds: how soon a dead pusher's claim lapses
@@ -197,17 +199,42 @@ def _client(hosts: str, settings: ZkSettings, auth: tuple[str, str] | None) -> K
     )
 
 
+def _refused(client: KazooClient, settings: ZkSettings) -> AuthError:
+    """Why ZooKeeper refused this identity the chroot: it has no role in the
+    policy there, or, with no policy, the store is another identity's. Asks
+    whether the policy node exists (whoever may read it)."""
+    try:
+        asked = client.exists_async(f"{STORE_ROOT}/{POLICY_NODE}")
+        policy = asked.get(timeout=settings.connect_timeout_s) is not None
+    except NoAuthError:
+        policy = True  # there, and not this identity's to read
+    except (KazooTimeoutError, KazooException):
+        policy = True  # no answer: the common case, a policy refusing an identity it does not name
+    where = f"ZooKeeper at {settings.describe()} refused this identity"
+    if not policy:
+        return AuthError(
+            f"{where}: the store there has no ACL policy and is another identity's",
+            remedy=f"set {ENV_AUTH} to the identity that made it, or have that identity put a role policy "
+            "in force ('lineage acl apply')",
+        )
+    user = parse_auth(settings.auth)
+    message, remedy = no_role(user[0] if user else None)
+    return AuthError(f"{where}: {message}", remedy=remedy)
+
+
 def _start(client: KazooClient, settings: ZkSettings) -> None:
     try:
         client.start(timeout=settings.connect_timeout_s)
+    except NoAuthError:
+        # Connected; only kazoo's look at the chroot was refused: this
+        # identity may not read the store there. Say why before closing.
+        refusal = _refused(client, settings)
+        client.stop()
+        client.close()
+        raise refusal from None
     except (KazooTimeoutError, KazooException) as exc:
         client.stop()
         client.close()
-        if isinstance(exc, NoAuthError):
-            raise AuthError(
-                f"ZooKeeper at {settings.describe()} refused this identity",
-                remedy="check LINEAGE_ZK_AUTH",
-            ) from None
         problem = _tls_problem(settings)
         if problem is not None:
             raise StoreUnavailableError(

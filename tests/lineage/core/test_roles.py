@@ -329,3 +329,42 @@ def test_a_missing_versions_folder_is_an_admins_to_make(table: tuple[str, Path],
     assert code == 0 and "1 folder(s) created" in out, (out, err)
     code, _, err = cli(zk, IDENTITIES["pusher"], *push)
     assert code == 0, err
+
+
+@pytest.mark.parametrize("chroot", ["closed", "readable"])
+def test_an_identity_the_policy_does_not_name_is_told_it_has_no_role(
+    table: tuple[str, Path], chroot: str
+) -> None:
+    """Whether ZooKeeper refuses it the chroot (closed, as 'acl apply' leaves
+    it) or the policy (a chroot anyone may read): an unknown user, a known
+    user with a wrong password (ZooKeeper cannot tell them apart), no
+    identity at all, and a scheme given by mistake each hear 'identity 'x'
+    has no role', why, and where to look."""
+    from kazoo.security import ACL, ANYONE_ID_UNSAFE
+
+    from segment_lineage.lineage.core.acl import READ, Place
+    from segment_lineage.lineage.zk.store.nodes import policy_acl
+
+    zk, root = table
+    if chroot == "readable":
+        admin = store_as(zk, IDENTITIES[ADMIN_ROLE])
+        try:
+            policy = admin.nodes.policy()
+            assert policy is not None
+            admin.client.set_acls("/", [*policy_acl(policy, Place.FOLDER), ACL(READ, ANYONE_ID_UNSAFE)])
+        finally:
+            admin.close()
+    before = _snapshot(zk, root)
+    for auth, user, why in (
+        ("nobody:pw", "nobody", "the ACL policy does not name it, or its password is wrong"),
+        ("loader:wrong-pw", "loader", "the ACL policy does not name it, or its password is wrong"),
+        (None, "anonymous", "LINEAGE_ZK_AUTH is not set"),
+        ("digest:nobody:pw", "digest", "with no scheme: 'digest' was taken as the user"),
+    ):
+        for words in (["table", "list"], ["history", T], ["read", T]):
+            code, _, err = cli(zk, auth, *words)
+            assert code == 1, (auth, words, err)
+            assert f"identity '{user}' has no role (" in err and why in err, (auth, words, err)
+            assert "hint: set LINEAGE_ZK_AUTH=user:password to an identity the policy names" in err, err
+            assert ("refused reading the ACL policy" in err) == (chroot == "readable"), err
+    assert _snapshot(zk, root) == before

@@ -234,7 +234,17 @@ def test_roles_connect_through_a_chroot_the_admin_created(zk_hosts: str) -> None
         code, out, err = cli(zk_hosts, IDENTITIES[role], "acl", "show")
         assert code == 0 and f"({role})" in out, err
     code, _, err = cli(zk_hosts, "intruder:guess", "table", "list")
-    assert code == 1 and "refused this identity" in err, err  # at the chroot already
+    assert code == 1 and "refused this identity: identity 'intruder' has no role" in err, err  # at the chroot
+
+
+def test_another_identitys_store_without_a_policy_is_told_as_such(zk_hosts: str, tmp_path: Path) -> None:
+    """Without a policy a store is its creator's alone: another identity is
+    refused the chroot, and told that, not that it has no role."""
+    code, _, err = cli(zk_hosts, "alice:pw", "table", "create", T, "--root", str(tmp_path / T))
+    assert code == 0, err
+    code, _, err = cli(zk_hosts, "bob:pw", "table", "list")
+    assert code == 1 and "the store there has no ACL policy and is another identity's" in err, err
+    assert "hint: set LINEAGE_ZK_AUTH to the identity that made it" in err and "has no role" not in err, err
 
 
 def test_apply_refuses_bad_input_and_changes_nothing(zk_hosts: str) -> None:

@@ -20,7 +20,9 @@ from segment_lineage.lineage.core.acl import (
     RETENTION,
     AclPolicy,
     Place,
+    no_role,
     own_folder,
+    user_of,
 )
 from segment_lineage.lineage.core.errors import AuthError, StoreUnavailableError
 from segment_lineage.lineage.zk.connection import UNAVAILABLE, ZkConnection, translated
@@ -80,11 +82,11 @@ class Nodes:
             if not self._ready:
                 sent[:] = [self.zk.send_exists(p) for p in self._shared_paths()]
 
+        message, remedy = no_role(None if self.identity is None else user_of(self.identity))
         with translated(
             "reading the ACL policy",
-            refused=f"ZooKeeper refused reading the ACL policy: identity "
-            f"{(self.identity or 'anonymous').partition(':')[0]!r} has no role",
-            remedy="set LINEAGE_ZK_AUTH to an identity the policy names ('lineage acl show' as an admin)",
+            refused=f"ZooKeeper refused reading the ACL policy: {message}",
+            remedy=remedy,
         ):
             try:
                 raw, _ = self.zk.get(path, retry=True, behind=behind)
