@@ -4,11 +4,14 @@ lease exists."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterator
 
+from segment_lineage.lineage.core.buckets import BucketMap
 from segment_lineage.lineage.core.errors import (
     ContentionError,
+    CorruptRecordError,
     InvalidInputError,
     LineageError,
     NotFoundError,
@@ -28,7 +31,7 @@ from segment_lineage.lineage.core.periods import check_version, format_time, par
 from segment_lineage.lineage.core.schema_versions import columns_known
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.commit import ManagerBase
-from segment_lineage.lineage.store.contract import Lease
+from segment_lineage.lineage.store.contract import Lease, ReadAgainError
 
 # A reader whose current version is condemned between its read and its lease
 # pins again at the newest: each retry needs another retention mark meanwhile.
@@ -163,7 +166,43 @@ class Reads(ManagerBase):
         """Version ``version`` itself, or VersionGoneError: never another one,
         whatever commits meanwhile, every record loaded. Not pinned: its files
         may go at any time (use :meth:`pin_readable` to read them)."""
-        return self._as_of(table, version).loaded()
+        state = self._as_of(table, version)
+        with self._past(state):
+            return state.loaded()
+
+    @contextlib.contextmanager
+    def _past(self, *versions: TableState) -> Iterator[None]:
+        """Around work on past versions asked for by number and read earlier,
+        whose segments and pending deletions load when first wanted. A part
+        of one of them collected since means that version is no longer kept
+        (its record was pruned, then its blobs swept): reading the table
+        again cannot bring it back, so VersionGoneError, naming the oldest
+        version kept. A part of another version (the head as read, moved on
+        since) stays ReadAgainError: reading again helps there."""
+        try:
+            yield
+        except ReadAgainError as exc:
+            for state in versions:
+                if exc.blob is not None and exc.blob in _bucket_blobs(state):
+                    raise self._unreadable(state, exc.blob) from None
+            raise
+
+    def _unreadable(self, state: TableState, blob: str) -> LineageError:
+        """Why past version ``state`` cannot be read, its part ``blob`` gone."""
+        table, version = state.config.name, state.version
+        kept = self.store.versions(table)
+        if version in kept:  # the sweep keeps every blob a retained version names: a loss, not a race
+            lost = CorruptRecordError(
+                f"version {version} of table {table!r}",
+                f"its metadata blob {blob} is missing, though the version is retained",
+            )
+            lost.remedy = (
+                "other versions may read ('lineage history' lists them); nothing of this project deletes "
+                "a retained version's blobs: look for what did"
+            )
+            return lost
+        later = [v for v in kept if v > version]
+        return VersionGoneError(table, version, later[0] if later else None)
 
     def _as_of(self, table: str, version: int) -> TableState:
         """``table_as_of`` as the store reads it: buckets loaded when first wanted."""
@@ -213,11 +252,13 @@ class Reads(ManagerBase):
                         f"pinned version {then.version} of table {table!r} instead of version {version}"
                     )
                 current = self._read(table)  # read after the lease exists: see the docstring
-                if version is not None:
-                    self.check_readable(then, current)
-                if version is not None or self._gone(then, current) is None:
-                    then.loaded()  # a reader holds the state past the store's life, maybe
-                    return lease
+                asked = (then,) if version is not None else ()  # the head: pinning again helps
+                with self._past(*asked):
+                    if version is not None:
+                        self.check_readable(then, current)
+                    if version is not None or self._gone(then, current) is None:
+                        then.loaded()  # a reader holds the state past the store's life, maybe
+                        return lease
             except BaseException:
                 self.store.pins.release(lease)
                 raise
@@ -235,13 +276,19 @@ class Reads(ManagerBase):
         out = []
         wanted = [v for v in self.store.versions(table) if lo <= v and (hi is None or v <= hi)]
         for version in wanted[-MAX_EXAMINED:]:
-            try:
-                then = current if version == current.version else self._as_of(table, version)
-            except VersionGoneError:
-                continue
-            if columns_known(current.config, version) and self._gone(then, current) is None:
+            if columns_known(current.config, version) and self._shows_what_stays(table, version, current):
                 out.append(version)
         return out
+
+    def _shows_what_stays(self, table: str, version: int, current: TableState) -> bool:
+        """Whether retained version ``version`` shows only segments ``current``
+        still holds where they were (:meth:`_gone`); False once it is no longer kept."""
+        try:
+            then = current if version == current.version else self._as_of(table, version)
+            with self._past(then):
+                return self._gone(then, current) is None
+        except VersionGoneError:
+            return False
 
     def check_readable(self, then: TableState, current: TableState) -> None:
         """Refuse a past version whose files retention took or is taking:
@@ -263,7 +310,7 @@ class Reads(ManagerBase):
             return
         oldest = None
         for version in self.store.versions(then.config.name):
-            if version > then.version and not self._gone(self._as_of(then.config.name, version), current):
+            if version > then.version and self._shows_what_stays(then.config.name, version, current):
                 oldest = version
                 break
         raise VersionGoneError(
@@ -281,6 +328,12 @@ class Reads(ManagerBase):
             if now is None or seg.location in current.pending or not _same_file(now, seg):
                 return seg.name
         return None
+
+
+def _bucket_blobs(state: TableState) -> set[str]:
+    """The blobs of the maps of ``state`` that load when first wanted."""
+    maps = (state.segments, state.entries, state.pending)
+    return {blob for records in maps if isinstance(records, BucketMap) for blob in records.ids}
 
 
 def _same_file(now: Segment, then: Segment) -> bool:

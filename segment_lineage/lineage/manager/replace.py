@@ -227,8 +227,9 @@ class ReplaceOps(Reads):
         target = self._as_of(table, target_version)
         if dry_run:
             current = self._read(table)
-            change = transitions.rollback(current, target, self.store.now_ms(), self.audit(reason))
-            plan = _rollback_plan(current, change, target_version, None)
+            with self._past(target):  # the target's parts load as the plan wants them
+                change = transitions.rollback(current, target, self.store.now_ms(), self.audit(reason))
+                plan = _rollback_plan(current, change, target_version, None)
             rows_before = sum(s.rows for s in visible_segments(current))
             return dataclasses.replace(
                 plan,
@@ -251,7 +252,8 @@ class ReplaceOps(Reads):
                     table=table,
                     remedy="look at 'lineage history' and run the rollback again if it still applies",
                 )
-            return transitions.rollback(state, target, now, audit)
+            with self._past(target):  # gone, it is gone for every attempt: not read again
+                return transitions.rollback(state, target, now, audit)
 
         why = reason or f"rollback to version {target_version}"
         audit = self.audit(why)

@@ -341,7 +341,10 @@ class TogetherOps(Reads):
             def update(state: TableState, now: int) -> Change:
                 if state.version != heads[table]:  # the splits were judged on another head
                     raise _Moved
-                return transitions.rollback(state, states[table], now, audit)
+                with self._past(states[table]):  # gone, it is gone for every attempt: not read again
+                    change = transitions.rollback(state, states[table], now, audit)
+                    change.state.loaded()  # what it keeps of the target loads here, not after
+                    return change
 
             return update
 
@@ -353,10 +356,11 @@ class TogetherOps(Reads):
     def _already(self, states: dict[str, TableState], audit: Audit) -> tuple[str, ...]:
         """The tables that already show their target's visible set."""
         reads = {t: self.store.read_now(t) for t in states}
-        return tuple(
-            t for t, (snap, now) in reads.items()
-            if not transitions.rollback(snap.state, states[t], now, audit).changed
-        )  # fmt: skip
+        with self._past(*states.values()):
+            return tuple(
+                t for t, (snap, now) in reads.items()
+                if not transitions.rollback(snap.state, states[t], now, audit).changed
+            )  # fmt: skip
 
     # ---- a consistent cut ---------------------------------------------------
 

@@ -48,7 +48,13 @@ class RetryableStoreError(LineageError):
 class ReadAgainError(RetryableStoreError):
     """A part of a version read earlier, loaded only when first wanted, was
     collected since: the table moved on long ago. Read the table again (the
-    commit loop does, as after a lost race)."""
+    commit loop does, as after a lost race). ``blob``: the part that went.
+    A past version asked for by number is not read again: the manager tells
+    it no longer kept (:class:`~segment_lineage.lineage.core.errors.VersionGoneError`)."""
+
+    def __init__(self, message: str, *, blob: str | None = None) -> None:
+        super().__init__(message)
+        self.blob = blob
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ whose ids differ (what keeps a cold rollback flat in the table's size)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from segment_lineage import LineageManager, Segment, TableConfig
 from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, changed_keys, editable
-from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.errors import CorruptRecordError, LineageError, VersionGoneError
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.visibility import visibility_delta, visible_names
 from segment_lineage.lineage.store.contract import ReadAgainError
@@ -208,29 +208,119 @@ def test_a_commit_whose_bucket_was_collected_before_it_loaded_reads_again(
     other.store.close()
 
 
-def test_a_rollback_whose_target_lost_a_bucket_fails_at_once_naming_it(zk_hosts: str, tmp_path: Path) -> None:
-    """The target of a rollback is held by the change, not read again per
-    attempt: a bucket of it gone (here deleted by hand) is reported after a
-    couple of reads, not retried until the budget runs out."""
+def _two_versions(zk_hosts: str, tmp_path: Path, table: str) -> tuple[int, set[str]]:
+    """A table whose version ``old`` has segments and entries buckets the
+    head no longer names; returns ``old`` and its segments buckets gone."""
     m = LineageManager(_store(zk_hosts))
-    m.create_table(TableConfig.build("lost", str(tmp_path / "lost")))
-    m.register_segments("lost", [Segment("a", "a.parquet", rows=1)])
-    target = m.table("lost").version
-    old_ids = set(m.store.read("lost").token.head.buckets["segments"])  # type: ignore[attr-defined]
-    m.register_segments("lost", [Segment("b", "b.parquet", rows=1)])
+    m.create_table(TableConfig.build(table, str(tmp_path / table)))
+    m.register_segments(table, [Segment("a", "a.parquet", rows=1)])
+    old = m.table(table).version
+    old_ids = set(m.store.read(table).token.head.buckets["segments"])  # type: ignore[attr-defined]
+    m.register_segments(table, [Segment("b", "b.parquet", rows=1)])
+    m.start_replace(table, ["a"], ["c"])
+    gone = old_ids - set(m.store.read(table).token.head.buckets["segments"])  # type: ignore[attr-defined]
     m.store.close()
-    fresh = _store(zk_hosts)
-    gone = old_ids - set(fresh.read("lost").token.head.buckets["segments"])  # type: ignore[attr-defined]
     assert gone
+    return old, gone
+
+
+def test_a_rollback_whose_retained_target_lost_a_bucket_fails_at_once_naming_it(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """The target of a rollback is held by the change, not read again per
+    attempt: a bucket of it gone while its version is still retained (here
+    deleted by hand; the sweep keeps what a retained version names) is a
+    loss, reported at once as such, with nothing written and no 'read the
+    table again', which could not help."""
+    target, gone = _two_versions(zk_hosts, tmp_path, "lost")
+    fresh = _store(zk_hosts)
     for blob in gone:
         fresh.client.delete(f"{fresh.paths.head('lost')}/blobs/{blob}")
     writes: list[object] = []
     real = fresh.write
     fresh.write = lambda *a, **k: writes.append(a) or real(*a, **k)  # type: ignore[method-assign]
-    with pytest.raises(ReadAgainError, match="segments metadata blob"):
-        LineageManager(fresh).rollback("lost", target)
+    for dry_run in (True, False):
+        with pytest.raises(CorruptRecordError, match="though the version is retained") as caught:
+            LineageManager(fresh).rollback("lost", target, dry_run=dry_run)
+        assert f"version {target} of table 'lost'" in str(caught.value) and "read the table again" not in str(
+            caught.value
+        )
     assert writes == []
     fresh.close()
+
+
+@pytest.fixture(params=["segments", "entries"])
+def pruned_and_swept(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every past version read from now on is pruned and its old buckets of
+    one kind swept right after its record was read, before they load (as a
+    reader slower than the versions kept and the metadata grace meets it):
+    its segments, which load when first wanted, or its entries, loaded with
+    the version. What was deleted, by path."""
+    from segment_lineage.lineage.zk.store.versions import Versions
+
+    kind = request.param
+    deleted: list[str] = []
+    real = Versions.rebuild
+
+    def racing(self: Versions, table: str, head: object, record: object, **kw: object) -> object:
+        version = record.version  # type: ignore[attr-defined]
+        if version != head.version:  # type: ignore[attr-defined]
+            kept = set(head.buckets[kind])  # type: ignore[attr-defined]
+            paths = [self.paths.version(table, version)]
+            paths += [self.paths.blob(table, b) for b in record.buckets[kind] if b not in kept]  # type: ignore[attr-defined]
+            assert len(paths) > 1, "the version shares its buckets with the head"
+            for path in paths:
+                if self.zk.client.exists(path) is not None:
+                    self.zk.client.delete(path)
+                    deleted.append(path)
+        return real(self, table, head, record, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Versions, "rebuild", racing)
+    return deleted
+
+
+def test_a_past_version_pruned_and_swept_before_it_loaded_is_no_longer_readable(
+    zk_hosts: str, tmp_path: Path, pruned_and_swept: list[str]
+) -> None:
+    """A past version asked for by number whose record was pruned and whose
+    buckets were swept after it was read, before they loaded: reading the
+    table again cannot bring it back, so every way of reading it says it is
+    no longer retained (VersionGoneError: exit 3 on the command line), not
+    'read the table again' nor a retained version's loss, naming the oldest
+    version kept, with nothing written."""
+    from typer.testing import CliRunner
+
+    from segment_lineage.cli import app
+
+    ways: list[tuple[str, Callable[[LineageManager, int], object]]] = [
+        ("table_as_of", lambda m, v: m.table_as_of("t", v)),
+        ("pin_readable", lambda m, v: m.pin_readable("t", v)),
+        ("rollback dry run", lambda m, v: m.rollback("t", v, dry_run=True)),
+        ("rollback", lambda m, v: m.rollback("t", v)),
+    ]
+    for i, (what, way) in enumerate(ways):
+        chroot = f"{zk_hosts}-{i}"
+        old, _ = _two_versions(chroot, tmp_path / str(i), "t")
+        m = LineageManager(_store(chroot))
+        newest = m.table("t").version
+        pruned_and_swept.clear()
+        with pytest.raises(VersionGoneError) as caught:
+            way(m, old)
+        assert pruned_and_swept, (what, "the race did not run")
+        said = str(caught.value)
+        assert f"snapshot too old: version {old} of table 't' is no longer retained" in said, (what, said)
+        assert "(the oldest readable version is " in said, (what, said)
+        assert m.table("t").version == newest, what  # nothing written
+        m.store.close()
+    for i, words in enumerate((["read", "t", "--as-of"], ["segments", "t", "--as-of"]), start=len(ways)):
+        chroot = f"{zk_hosts}-{i}"
+        old, _ = _two_versions(chroot, tmp_path / str(i), "t")
+        pruned_and_swept.clear()
+        result = CliRunner().invoke(app, ["--zk", chroot, *words, str(old)])
+        assert pruned_and_swept, (words, "the race did not run")
+        assert result.exit_code == 3, (words, result.stderr)
+        assert f"error: snapshot too old: version {old} of table 't' is no longer retained" in result.stderr
+        assert "read the table again" not in result.stderr
 
 
 def test_what_a_commit_returns_needs_no_store_afterwards(zk_hosts: str, tmp_path: Path) -> None:
@@ -296,3 +386,31 @@ def test_an_editable_copy_changes_nothing_of_the_map_it_was_taken_from() -> None
         assert dict(original) == records and original["k0"] == 0 and "new" not in original
         assert edited == {**{k: v for k, v in records.items() if k != "k1"}, "k0": -1, "new": 7}
     assert editable({"a": 1}) == {"a": 1}
+
+
+def test_only_a_part_of_the_version_asked_for_is_told_gone() -> None:
+    """The distinction itself: a part gone of the past version asked for is
+    that version no longer kept (reading again cannot help); a part gone of
+    another version (the head as read, moved on since) is still 'read the
+    table again' (reading again helps, and commits do it themselves)."""
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    m = LineageManager(MemoryStore())
+    m.create_table(TableConfig.build("t", "/d/t"))
+    config = m.table("t").config
+
+    def lost(blob: str) -> BucketMap[Segment]:
+        def load(_indexes: Sequence[int]) -> dict[int, Sequence[tuple[str, Segment]]]:
+            raise ReadAgainError("... collected since (the table moved on); read the table again", blob=blob)
+
+        return BucketMap([blob], load)
+
+    asked = TableState(config, 7, lost("of-the-past"))  # type: ignore[arg-type]
+    head = TableState(config, 9, lost("of-the-head"))  # type: ignore[arg-type]
+    with pytest.raises(ReadAgainError, match="read the table again"), m._past(asked):
+        dict(head.segments)
+    with (
+        pytest.raises(VersionGoneError, match="version 7 of table 't' is no longer retained"),
+        m._past(asked),
+    ):
+        dict(asked.segments)

@@ -297,7 +297,7 @@ class Heads:
         try:
             stored: dict[str, StoredEntry] = dict(entries_map.items())
         except ReadAgainError as exc:
-            raise BlobGone(str(exc.__cause__)) from None
+            raise BlobGone(str(exc.blob)) from None
         chunks = self.blobs.decoded(table, _chunk_ids(stored.values()), _decode_chunk)
         entries: dict[str, LineageEntry] = {}
         lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]] = {}
@@ -389,7 +389,8 @@ class Heads:
                     ) from None
                 raise ReadAgainError(
                     f"table {table!r}: {kind} metadata blob {gone} of a version read earlier was "
-                    "collected since (the table moved on); read the table again"
+                    "collected since (the table moved on); read the table again",
+                    blob=str(gone),
                 ) from gone
             out: dict[int, Sequence[tuple[str, Any]]] = {}
             for i in indexes:

@@ -98,12 +98,12 @@ class Leases:
             try:
                 # Loaded now: a lease's blobs stay while it does, and one that
                 # names a blob that is not there is found here, not mid-pass.
-                states.append(self.versions.rebuild(table, head, record).loaded())
+                states.append(self.versions.rebuild(table, head, record, lease=True).loaded())
             except CorruptRecordError as exc:
                 self.versions.ignore_lease(table, f"{base}/{name}", exc.message)
             except ReadAgainError as exc:
                 self.versions.ignore_lease(
-                    table, f"{base}/{name}", f"names blob {exc.__cause__}, which is missing"
+                    table, f"{base}/{name}", f"names blob {exc.blob}, which is missing"
                 )
         return states
 

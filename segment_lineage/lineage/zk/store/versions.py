@@ -202,10 +202,13 @@ class Versions:
         return Head(config_at(head.config, record.version), record.version, "", record.buckets, None, ())
 
     def rebuild(
-        self, table: str, head: Head, record: codec.LeaseRecord, *, ahead: bool = False
+        self, table: str, head: Head, record: codec.LeaseRecord, *, ahead: bool = False, lease: bool = False
     ) -> TableState:
         """The version ``record`` names, with ``head``'s config as that version
-        is read (its own schema). CorruptRecordError when a blob is gone.
+        is read (its own schema). A blob gone: VersionGoneError when the
+        version's record went too (pruned since it was read, then swept),
+        else CorruptRecordError (``lease``: the record is a reader's lease,
+        whose blobs the sweep keeps whatever the versions kept).
         ``ahead``: when it must be built, fetch with it what comparing it
         with ``head`` will want (see Heads.preload)."""
         pinned = self._pinned(head, record)
@@ -217,6 +220,16 @@ class Versions:
         try:
             loaded = self.heads.load(table, pinned, -1)
         except BlobGone as gone:
+            if (
+                not lease
+                and self.zk.exists(
+                    self.paths.version(table, record.version),
+                    doing=f"reading version {record.version} of {table!r}",
+                )
+                is None
+            ):
+                later = [v for v in self.versions(table) if v > record.version]
+                raise VersionGoneError(table, record.version, later[0] if later else None) from None
             raise CorruptRecordError(
                 self.paths.head(table), f"blob {gone} of retained version {record.version} is missing"
             ) from None
