@@ -161,7 +161,11 @@ def rollback(
     ] = False,
     set_id: Annotated[
         str | None,
-        typer.Option("--set", help="Undo this push set: every table of it, in one commit (no TABLE)."),
+        typer.Option(
+            "--set",
+            help="Undo this push set: every table of it, in one commit (no TABLE); refused when that "
+            "would undo a later set in some of its tables only.",
+        ),
     ] = None,
     reason: Reason = None,
 ) -> None:

@@ -178,3 +178,30 @@ def test_the_set_id_stands_alone_in_what_push_set_prints(zk_hosts: str, tmp_path
     assert code == 0, err
     assert out.splitlines()[0].split()[:3] == ["published", "set", staged], out
     assert staged == newest_set()
+
+
+def test_a_set_rollback_that_would_split_a_later_set_is_refused_from_the_command_line(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """Set X over u1 and u2, set Y over u2 and u3: 'rollback --set X' (and its
+    dry run) is refused naming Y, exit 1, nothing changed; after
+    'rollback --set Y' it goes through, and 'lineage cut' shows one state."""
+    for table in ("u1", "u2", "u3"):
+        assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    ids = {}
+    for name, tables in (("x", ("u1", "u2")), ("y", ("u2", "u3"))):
+        pq.write_table(pa.table({"label": [name] * 2, "id": [1, 2]}), tmp_path / f"{name}.parquet")
+        spec = tmp_path / f"{name}.toml"
+        spec.write_text("".join(f'[[push]]\ntable = "{t}"\ninput = "{name}.parquet"\n' for t in tables))
+        code, out, err = run(zk_hosts, "push-set", str(spec))
+        assert code == 0, err
+        ids[name] = out.split()[2]
+    for dry in (["--dry-run"], []):
+        code, out, err = run(zk_hosts, "rollback", "--set", ids["x"], *dry)
+        assert code == 1, (out, err)
+        assert f"would undo set {ids['y']} in u2 but not in u3" in err and f"rollback --set {ids['y']}" in err
+    assert labels(zk_hosts, "u2") == labels(zk_hosts, "u3") == {"y"}
+    assert run(zk_hosts, "rollback", "--set", ids["y"])[0] == 0
+    code, out, err = run(zk_hosts, "rollback", "--set", ids["x"])
+    assert code == 0, err
+    assert labels(zk_hosts, "u1") == labels(zk_hosts, "u2") == labels(zk_hosts, "u3") == set()
