@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from segment_lineage.lineage.codec.columns import schema_from_json, type_to_json
 from segment_lineage.lineage.codec.envelope import (
     _Bad,
     _decoding,
@@ -120,15 +121,11 @@ def entry_to_dict(entry: LineageEntry, src: NameList, dst: NameList) -> dict[str
 
 
 def staged_to_dict(staged: Staged) -> dict[str, object]:
-    from segment_lineage.lineage.codec.head import (
-        _type_to_json,  # head's column codec (head imports this module)
-    )
-
     d: dict[str, object] = {"policy": staged.policy}
     if staged.mode is not None:
         d["mode"] = staged.mode
     if staged.schema is not None:
-        d["schema"] = [[f.name, _type_to_json(f.type)] for f in staged.schema]
+        d["schema"] = [[f.name, type_to_json(f.type)] for f in staged.schema]
     if staged.time_unit is not None:
         d["time_unit"] = staged.time_unit
     if staged.audit is not None:
@@ -140,13 +137,11 @@ def staged_to_dict(staged: Staged) -> dict[str, object]:
 
 
 def staged_from_dict(d: Mapping[str, Any]) -> Staged:
-    from segment_lineage.lineage.codec.head import _schema_from_json  # (head imports this module)
-
     unit = _opt(d, "time_unit", str)
     return Staged(
         mode=_opt(d, "mode", str),
         policy=_enum(SchemaPolicy, d.get("policy"), "schema policy").value,
-        schema=_schema_from_json(d.get("schema")),
+        schema=schema_from_json(d.get("schema")),
         time_unit=None if unit is None else _enum(TimeUnit, unit, "time unit").value,
         audit=_opt(d, "audit", str),
         set_id=_opt(d, "set", str),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from segment_lineage.lineage.codec.buckets import KINDS, bucket_ids
+from segment_lineage.lineage.codec.columns import schema_from_json, type_to_json
 from segment_lineage.lineage.codec.envelope import (
     _Bad,
     _decoding,
@@ -31,7 +32,7 @@ from segment_lineage.lineage.core.model import (
     TimeGranularity,
     TimeUnit,
 )
-from segment_lineage.lineage.core.schema import DataType, Field, PastSchema, Schema, check_fields
+from segment_lineage.lineage.core.schema import PastSchema
 
 HEAD = "segment-lineage.head"
 
@@ -56,7 +57,7 @@ def config_to_dict(config: TableConfig) -> dict[str, object]:
     if config.time_unit is not None:
         d["time_unit"] = config.time_unit.value
     if config.schema is not None:  # likewise: recorded at a table's first push
-        d["schema"] = [[f.name, _type_to_json(f.type)] for f in config.schema]
+        d["schema"] = [[f.name, type_to_json(f.type)] for f in config.schema]
     if config.purging_ms is not None:  # likewise: a table dropped with --purge
         d["purging_ms"] = config.purging_ms
     if config.past_schemas:  # likewise: recorded when a schema first changes
@@ -76,43 +77,8 @@ def config_to_dict(config: TableConfig) -> dict[str, object]:
     return d
 
 
-def _type_to_json(kind: DataType) -> object:
-    """A primitive as its name; another type as [name, params, fields]."""
-    if not kind.params and not kind.children:
-        return kind.name
-    return [kind.name, list(kind.params), [[f.name, _type_to_json(f.type)] for f in kind.children]]
-
-
-def _type_from_json(value: object) -> DataType:
-    if isinstance(value, str):
-        return DataType(value)
-    if not isinstance(value, list) or len(value) != 3 or not isinstance(value[0], str):
-        raise _Bad(f"malformed column type {str(value)[:80]}")
-    name, params, children = value
-    if not isinstance(params, list) or not all(type(p) is int for p in params):
-        raise _Bad(f"malformed parameters of type {name!r}")
-    return DataType(name, tuple(params), _fields_from_json(children))
-
-
-def _fields_from_json(value: object) -> tuple[Field, ...]:
-    if not isinstance(value, list):
-        raise _Bad("a schema must be a list of [name, type] pairs")
-    out = []
-    for item in value:
-        if not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str):
-            raise _Bad(f"malformed column {str(item)[:80]}")
-        out.append(Field(item[0], _type_from_json(item[1])))
-    return tuple(out)
-
-
-def _schema_from_json(value: object) -> Schema | None:
-    if value is None:
-        return None
-    return check_fields(_fields_from_json(value))
-
-
 def _past_to_json(span: PastSchema) -> dict[str, object]:
-    schema = None if span.schema is None else [[f.name, _type_to_json(f.type)] for f in span.schema]
+    schema = None if span.schema is None else [[f.name, type_to_json(f.type)] for f in span.schema]
     return {"since": span.since, "until": span.until, "schema": schema, "by": span.by}
 
 
@@ -129,7 +95,7 @@ def _past_from_json(value: object) -> tuple[PastSchema, ...]:
         span = PastSchema(
             _get(item, "since", int),
             _get(item, "until", int),
-            _schema_from_json(item.get("schema")),
+            schema_from_json(item.get("schema")),
             _opt(item, "by", str),
         )
         if not 0 <= span.since < span.until or (out and span.since < out[-1].until):
@@ -150,7 +116,7 @@ def config_from_dict(d: Mapping[str, Any]) -> TableConfig:
         exclusive_delete=_get(d, "exclusive_delete", bool),
         time_retention_ms=_opt(d, "time_retention_ms", int),
         time_unit=None if d.get("time_unit") is None else _enum(TimeUnit, d["time_unit"], "time unit"),
-        schema=_schema_from_json(d.get("schema")),
+        schema=schema_from_json(d.get("schema")),
         schema_replaced_at=_opt(d, "schema_replaced_at", int),
         schema_replaced_by=_opt(d, "schema_replaced_by", str),
         past_schemas=_past_from_json(d.get("past_schemas")),
