@@ -19,10 +19,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from segment_lineage.ingest.arrow_push import prepare_arrow, push_arrow
     from segment_lineage.ingest.audit import Audit, AuditFailedError, AuditView
-    from segment_lineage.ingest.cut import Cut
     from segment_lineage.ingest.errors import PushError, SnapshotTooOldError
     from segment_lineage.ingest.push_set import SetResult, push_set
-    from segment_lineage.ingest.readers import SnapshotReader
+    from segment_lineage.ingest.readers import Cut, SnapshotReader
     from segment_lineage.ingest.spark_job import prepare_dataframe, push_dataframe
     from segment_lineage.ingest.spark_readers import pinned_table
     from segment_lineage.ingest.stage import publish
@@ -68,7 +67,7 @@ _HOMES: dict[str, str] = {
     "SetResult": "segment_lineage.ingest.push_set",
     "prepare_arrow": "segment_lineage.ingest.arrow_push",
     "prepare_dataframe": "segment_lineage.ingest.spark_job",
-    "Cut": "segment_lineage.ingest.cut",
+    "Cut": "segment_lineage.ingest.readers",
     # checks a push's rows pass before they show (write-audit-publish)
     "Audit": "segment_lineage.ingest.audit",
     "AuditView": "segment_lineage.ingest.audit",

@@ -6,7 +6,7 @@ cross-table invariant they are judged by:
   tables or of none (:func:`check_sets`): its one commit is never half applied;
 - a set rollback leaves every push set that was whole (applied in every
   one of its tables or in none) whole (:func:`check_set_rollback`);
-- a cut (:class:`~segment_lineage.ingest.cut.Cut`, the real reader) holds,
+- a cut (:class:`~segment_lineage.ingest.readers.Cut`, the real reader) holds,
   for every set, versions that include it in all its tables or in none
   (:func:`check_cut`): no reader sees set N in one table and N-1 in another.
 

@@ -18,7 +18,7 @@ push of each table judges its entry.
 
 Every version the set makes carries the set's id in its history record
 (``lineage history``); ``lineage rollback --set ID`` undoes a set in one
-commit, and :func:`segment_lineage.ingest.cut.read_cut` reads tables at
+commit, and :meth:`segment_lineage.ingest.readers.SnapshotReader.together` reads tables at
 versions current together.
 
 A job id (the set's, or one table's own) makes the set idempotent: when
