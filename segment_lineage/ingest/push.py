@@ -256,10 +256,10 @@ def _done_before(
 
 
 @contextlib.contextmanager
-def _claimed(manager: LineageManager, target: PushTarget) -> Iterator[None]:
+def _claimed(manager: LineageManager, target: PushTarget, doing: str = "a push") -> Iterator[None]:
     """The push's owner claim, held while it runs (its session's end lets
     others clean up after it); released at the end, best effort."""
-    owner = manager.owner_hold(target.table, target.entry_id)
+    owner = manager.owner_hold(target.table, target.entry_id, doing=doing)
     failpoint("push.before-start")
     owner.take()
     try:

@@ -42,7 +42,6 @@ from segment_lineage.ingest.push_dry_run import plan_push
 from segment_lineage.ingest.push_failure import PushRun
 from segment_lineage.ingest.push_plan import Prepared, PushMode, PushResult, _check_job_id, check_mode
 from segment_lineage.ingest.stage import publish_update, stage_hold
-from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import LineageError, NotFoundError, OutcomeUnknownError
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import EntryState, TableType
@@ -107,7 +106,6 @@ def push_set(
     if dry_run:
         planned = tuple(_plan(manager, p) for p in pushes)
         return SetResult(set_id, planned, clock() - began, dry_run=True)
-    manager.require_role(PUSHER, doing="a push set")  # each table's claim needs it: said once, up front
     members = [_member(manager, p, jobs[p.table], checked.get(p.table, 0), reason, hold_ms) for p in pushes]
     say(f"push set {set_id}: {len(members)} table(s): {', '.join(p.table for p in pushes)}")
     _run(manager, members, set_id, reason, owner_wait_s, say)
@@ -195,7 +193,7 @@ def _run(
                 # table the other waits for.
                 for m in sorted(members, key=lambda m: m.run.target.table):
                     current[:] = [m.run.target.table]
-                    claims.enter_context(_claimed(m.run.manager, m.run.target))
+                    claims.enter_context(_claimed(m.run.manager, m.run.target, "a push set"))
                     told = _told(say, m.run.target.table)
                     m.started = _begin(
                         m.run, m.ends, owner_wait_s, manager.env.monotonic, manager.env.sleep, told

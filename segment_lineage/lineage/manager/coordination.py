@@ -10,12 +10,12 @@ late write checks), and usable as a context manager.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Self
 
 from segment_lineage.lineage.core.acl import PUSHER
-from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.errors import AuthError, LineageError
 from segment_lineage.lineage.core.model import HistoryRecord, TableState
 from segment_lineage.lineage.manager.commit import ManagerBase
 from segment_lineage.lineage.store.contract import LOCK, Holds, Lease, Snapshot
@@ -28,12 +28,25 @@ class TableHold:
     says whether this session still holds it; ``release`` lets it go (gone
     with the session anyway)."""
 
-    def __init__(self, what: str, holds: Holds, table: str, name: str = LOCK) -> None:
+    def __init__(
+        self,
+        what: str,
+        holds: Holds,
+        table: str,
+        name: str = LOCK,
+        refused: Callable[[], None] | None = None,
+    ) -> None:
         self.what = what
         self._holds, self._table, self._name = holds, table, name
+        self._refused = refused  # raises the clearer error when the store refused the hold
 
     def take(self) -> None:
-        self._holds.hold(self._table, self._name)
+        try:
+            self._holds.hold(self._table, self._name)
+        except AuthError:
+            if self._refused is not None:
+                self._refused()
+            raise
 
     def held(self) -> bool:
         return self._holds.holds(self._table, self._name)
@@ -81,11 +94,15 @@ class Coordination(ManagerBase):
 
     def owner_hold(self, table: str, entry_id: str, *, doing: str = "a push") -> TableHold:
         """A push's owner claim on its entry: its commits are fenced by it.
-        Only a pusher (or an admin) holds one: another role is refused here,
-        by its role, before anything is written (not by the ACL of an own
-        owners folder no reader or retention identity has)."""
-        self.require_role(PUSHER, doing=doing)
-        return TableHold(f"push {entry_id} on {table!r}", self.store.holds("owner"), table, entry_id)
+        Only a pusher (or an admin) holds one: when the store refuses another
+        role's claim (an own owners folder no reader or retention identity
+        has), the error names the role (``doing`` needs the pusher role).
+        Asked only then: a push's way makes no extra request."""
+
+        def refused() -> None:
+            self.require_role(PUSHER, doing=doing)
+
+        return TableHold(f"push {entry_id} on {table!r}", self.store.holds("owner"), table, entry_id, refused)
 
     def live_owners(self, table: str) -> frozenset[str]:
         """The entries whose pushing process still holds its claim."""

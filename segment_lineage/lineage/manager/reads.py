@@ -276,17 +276,19 @@ class Reads(ManagerBase):
         out = []
         wanted = [v for v in self.store.versions(table) if lo <= v and (hi is None or v <= hi)]
         for version in wanted[-MAX_EXAMINED:]:
-            if columns_known(current.config, version) and self._shows_what_stays(table, version, current):
+            if self._shows_what_stays(table, version, current, columns_known(current.config, version)):
                 out.append(version)
         return out
 
-    def _shows_what_stays(self, table: str, version: int, current: TableState) -> bool:
+    def _shows_what_stays(self, table: str, version: int, current: TableState, known: bool) -> bool:
         """Whether retained version ``version`` shows only segments ``current``
-        still holds where they were (:meth:`_gone`); False once it is no longer kept."""
+        still holds where they were (:meth:`_gone`); False once it is no longer
+        kept, or when its columns are not ``known`` (read first all the same:
+        the simulation's schedules count every read)."""
         try:
             then = current if version == current.version else self._as_of(table, version)
             with self._past(then):
-                return self._gone(then, current) is None
+                return known and self._gone(then, current) is None
         except VersionGoneError:
             return False
 
@@ -310,7 +312,7 @@ class Reads(ManagerBase):
             return
         oldest = None
         for version in self.store.versions(then.config.name):
-            if version > then.version and self._shows_what_stays(then.config.name, version, current):
+            if version > then.version and not self._gone(self._as_of(then.config.name, version), current):
                 oldest = version
                 break
         raise VersionGoneError(

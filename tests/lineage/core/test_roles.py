@@ -299,7 +299,9 @@ def test_a_push_by_another_role_is_refused_by_its_role(table: tuple[str, Path], 
             before = _snapshot(zk, root)
             code, _, err = cli(zk, IDENTITIES[role], *words)
             assert code == 1, (role, doing, err)
-            assert f"error: {doing} needs the pusher role; identity '{user}' is {role}" in err, (role, err)
+            # a set's error says it failed, then why (its table's claim was refused by role)
+            assert f"{doing} needs the pusher role; identity '{user}' is {role}" in err, (role, err)
+            assert "error: " in err and "Traceback" not in err, err
             assert "hint: run it as an identity with that role (LINEAGE_ZK_AUTH)" in err, err
             assert "owners" not in err, err
             assert _snapshot(zk, root) == before, (role, doing)
