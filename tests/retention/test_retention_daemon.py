@@ -156,24 +156,32 @@ def test_two_daemons_one_deletes_metrics_health_and_clean_stop(
     deleter = a if a.deleted() else b
     assert deleter.metric("lineage_retention_files_deleted_total") == 6.0
     # The deleter may hand the table to the other once it stands (on a busy
-    # machine the first started may pass before the second stands): ask
-    # who owns it now.
-    wait_for(
-        "one daemon to own the table",
-        lambda: sorted(p.metric("lineage_retention_leader") for p in (a, b)) == [0.0, 1.0],
-    )
-    leader, standby = (a, b) if a.metric("lineage_retention_leader") == 1.0 else (b, a)
+    # machine the first started may pass before the second stands): ask each
+    # daemon's health who owns it now (its metrics move only at its passes).
+    runner = CliRunner()
+    from segment_lineage.cli import app
+
+    def health(p: Proc) -> str:
+        said = runner.invoke(app, ["retention", "health", "--url", f"http://127.0.0.1:{p.port}"])
+        return said.stdout if said.exit_code == 0 else f"exit {said.exit_code}: {said.output}"
+
+    def owners() -> list[Proc]:
+        return [p for p in (a, b) if health(p).startswith("healthy: owns 1 of 1 table(s)")]
+
+    seen: list[list[Proc]] = []
+
+    def one_owner() -> bool:
+        seen.append(owners())
+        return len(seen[-1]) == 1
+
+    wait_for("one daemon to own the table", one_owner)
+    leader = seen[-1][0]
+    standby = b if leader is a else a
     wait_for("the standby to skip a pass", lambda: "pass skipped: standby" in standby.log())
     last_success = "lineage_retention_last_success_timestamp_seconds"
     wait_for("the owner's pass", lambda: leader.metric(last_success) > 0)
     assert leader.metric("lineage_retention_pending_deletions") == 0.0
-    runner = CliRunner()
-    from segment_lineage.cli import app
-
-    healthy = runner.invoke(app, ["retention", "health", "--url", f"http://127.0.0.1:{leader.port}"])
-    assert healthy.exit_code == 0 and healthy.stdout.startswith("healthy: owns 1 of 1 table(s)"), (
-        healthy.output
-    )
+    assert health(standby).startswith("healthy: standby"), health(standby)
     assert table.manager.table("events").pending == {}
 
     leader.popen.send_signal(signal.SIGTERM)
