@@ -45,12 +45,12 @@ def chain(records: Mapping[int, HistoryRecord], head: int) -> frozenset[int]:
     """The versions ``head`` still applies (see the module's docstring)."""
     on: set[int] = set()
     version = head
-    while version > 0 and version not in on:
+    while version > 0:  # always down: a rollback's target is older than it
         on.add(version)
         record = records.get(version)
         target = record.detail.target if record is not None and record.detail is not None else None
         if record is not None and record.operation is Operation.ROLLBACK and target is not None:
-            version = min(target, version - 1)  # a target is always older; never loop
+            version = min(target, version - 1)
         else:
             version -= 1
     return frozenset(on)
@@ -77,10 +77,11 @@ def splits(
     before. ``histories`` holds every table's records, ``heads`` every
     table's head version."""
     records = {t: {r.version: r for r in h} for t, h in histories.items()}
-    before = {t: chain(records[t], heads[t]) for t in records}
-    after = {t: chain(records[t], targets[t]) if t in targets else before[t] for t in records}
     versions = {t: set_versions(records[t].values()) for t in records}
     touched = sorted({s for t in targets for s in versions.get(t, {})})
+    involved = [t for t in records if any(s in versions[t] for s in touched)]  # only their chains matter
+    before = {t: chain(records[t], heads[t]) for t in involved}
+    after = {t: chain(records[t], targets[t]) if t in targets else before[t] for t in involved}
     found = (_split(s, versions, before, after) for s in touched)
     return [split for split in found if split is not None]
 

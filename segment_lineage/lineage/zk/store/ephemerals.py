@@ -61,7 +61,7 @@ class Ephemerals:
             with translated(
                 None,
                 refused=f"ZooKeeper refused {folder} of {table!r}: not authorised; identity "
-                f"{(identity or 'anonymous').partition(':')[0]!r} has no {folder} folder "
+                f"{self.nodes.user!r} has no {folder} folder "
                 f"there ({path})",
                 remedy="an admin makes it: run 'lineage acl apply' again after adding the identity",
             ):

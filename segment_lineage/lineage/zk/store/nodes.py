@@ -82,7 +82,7 @@ class Nodes:
             if not self._ready:
                 sent[:] = [self.zk.send_exists(p) for p in self._shared_paths()]
 
-        message, remedy = no_role(None if self.identity is None else user_of(self.identity))
+        message, remedy = no_role(None if self.identity is None else self.user)
         with translated(
             "reading the ACL policy",
             refused=f"ZooKeeper refused reading the ACL policy: {message}",
@@ -108,6 +108,15 @@ class Nodes:
         policy = self.policy()
         return None if policy is None else policy.role_of(self.identity)
 
+    def who(self) -> str:
+        """``identity 'x' is ROLE``, as refusals name this client."""
+        return f"identity {self.user!r} is {self.role() or 'unknown'}"
+
+    @property
+    def user(self) -> str:
+        """This client's user (its digest id's), or ``anonymous``."""
+        return "anonymous" if self.identity is None else user_of(self.identity)
+
     def acl_at(self, place: Place, owner: str | None = None) -> list[ACL] | None:
         """The ACL a node created at ``place`` gets."""
         policy = self.policy()
@@ -129,8 +138,7 @@ class Nodes:
         role = self.role()
         if role != ADMIN_ROLE and role not in roles:
             raise AuthError(
-                f"{doing} needs the {' or '.join(roles or (ADMIN_ROLE,))} role; identity "
-                f"{(self.identity or 'anonymous').partition(':')[0]!r} is {role or 'unknown'}",
+                f"{doing} needs the {' or '.join(roles or (ADMIN_ROLE,))} role; {self.who()}",
                 remedy="run it as an identity with that role (LINEAGE_ZK_AUTH)",
             )
 

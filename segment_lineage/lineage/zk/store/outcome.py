@@ -72,8 +72,7 @@ def refused_by_role(
     if isinstance(r.guard, NoAuthError):
         return AuthError(
             f"ZooKeeper refused this change of table {table!r}: it needs the {role} role "
-            f"(identity {(nodes.identity or 'anonymous').partition(':')[0]!r} is "
-            f"{nodes.role() or 'unknown'}); nothing was changed"
+            f"({nodes.who()}); nothing was changed"
         )
     if isinstance(r.guard, NoNodeError):
         return RefusedError(

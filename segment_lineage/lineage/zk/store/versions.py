@@ -70,9 +70,7 @@ class Versions:
                 raise
             raise AuthError(
                 f"table {table!r} has no versions folder ({path}; a table made before versions were "
-                f"recorded), and only an admin may make it: identity "
-                f"{(self.nodes.identity or 'anonymous').partition(':')[0]!r} is "
-                f"{self.nodes.role() or 'unknown'}; nothing was committed",
+                f"recorded), and only an admin may make it: {self.nodes.who()}; nothing was committed",
                 remedy="an admin runs 'lineage acl apply' again: it makes every table's missing folders",
             ) from None
 
