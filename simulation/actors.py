@@ -616,6 +616,18 @@ def _emptied(label: str, hid: list[bool]) -> Callable[[TableState, int], Change]
     return update
 
 
+def _was_visible(ctx: Ctx, table: str, version: int, name: str) -> bool:
+    """Whether readers saw segment ``name`` at ``version``: the one a delete
+    was applied to (it may have gone from view since the deleter looked,
+    replaced meanwhile: deleting it then is any pusher's). Read through the
+    world's own store, so no switch point; a version no longer kept is not judged."""
+    try:
+        state = ctx.world.store.read_version(table, version)
+    except LineageError:
+        return False
+    return any(s.name == name for s in visible_segments(state))
+
+
 def _intrude(ctx: Ctx, table: str, what: str) -> bool:
     """Try ``what`` on ``table``; True when it was an admin's work and landed."""
     manager = ctx.manager
@@ -625,7 +637,8 @@ def _intrude(ctx: Ctx, table: str, what: str) -> bool:
         shown = visible_segments(manager.table(table))
         if not shown:
             return False
-        manager.delete_segments(table, [shown[0].name])
+        done = manager.delete_segments(table, [shown[0].name])
+        return done.applied and _was_visible(ctx, table, done.state.version - 1, shown[0].name)
     elif what == "disguised":
         manager.commit(table, _disguised, "sneaky")
     elif what == "emptied":
