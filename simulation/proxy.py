@@ -163,7 +163,8 @@ class StoreProxy:
             if name == "write":
                 result = self._write(fn, args, kwargs)
             elif name == "write_together":
-                result = self._write_together(fn, args[0] if args else kwargs["writes"])
+                checks = args[1] if len(args) > 1 else kwargs.get("checks", ())
+                result = self._write_together(fn, args[0] if args else kwargs["writes"], checks)
             elif name == "await_turn":  # never block the baton: look once, the caller sleeps in virtual time
                 result = fn(args[0], args[1], 0.0)
             elif special is not None:
@@ -214,12 +215,12 @@ class StoreProxy:
         self._on_ack(table, commit_id, state.version)
         return state
 
-    def _write_together(self, fn: Callable[..., Any], writes: Any) -> Any:
+    def _write_together(self, fn: Callable[..., Any], writes: Any, checks: Any = ()) -> Any:
         """Several tables' commits in one request: lost, or answered, as one."""
         landed, self.lose_next_write = self.lose_next_write, None
         if landed is False:
             raise WriteOutcomeUnknown("simulated: the request was lost before it was applied")
-        states = fn(writes)
+        states = fn(writes, checks)
         for w in writes:
             self._late(w.table, w.change)
         if landed:

@@ -228,9 +228,9 @@ def check_set_rollback(
         where = {t: _set_version(histories.get(t, []), pushed) for t in tables}
         if any(v is None for v in where.values()) or moved & set(tables):
             continue
-        before = {t: v in _applied(histories[t], committed[t] - 1 if t in committed else None)
+        before = {t: _shows(histories[t], v, committed[t] - 1 if t in committed else None)
                   for t, v in where.items()}  # fmt: skip
-        after = {t: v in _applied(histories[t], _shown_as(t, targets, committed)) for t, v in where.items()}
+        after = {t: _shows(histories[t], v, _shown_as(t, targets, committed)) for t, v in where.items()}
         if len(set(before.values())) == 1 and len(set(after.values())) > 1:
             shown, hidden = (
                 sorted(t for t, a in after.items() if a),
@@ -249,11 +249,26 @@ def _shown_as(table: str, targets: dict[str, int], committed: dict[str, int]) ->
 
 
 def _set_version(history: list[HistoryRecord], set_id: str) -> int | None:
-    """The newest version of a table that the push set made (None: none)."""
+    """The newest version of a table where the push set's push ended (None:
+    none; a staged set's records show nothing)."""
     return max(
-        (r.version for r in history if r.set_id == set_id and r.operation is not Operation.ROLLBACK),
+        (r.version for r in history if r.set_id == set_id and r.operation is Operation.END_REPLACE),
         default=None,
     )
+
+
+def _shows(history: list[HistoryRecord], version: int | None, head: int | None) -> bool:
+    """Whether ``head`` (None: the newest) still applies the set's end at
+    ``version``: on its chain, and its entry not reverted after it there."""
+    on = _applied(history, head)
+    if version not in on:
+        return False
+    ended = next(r.entry_id for r in history if r.version == version)
+    return not any(
+        r.version in on and r.version > version and r.operation is Operation.REVERT_REPLACE
+        and r.entry_id == ended
+        for r in history
+    )  # fmt: skip
 
 
 def _applied(history: list[HistoryRecord], head: int | None) -> set[int]:

@@ -405,7 +405,7 @@ def test_the_checker_catches_a_set_applied_one_table_at_a_time(monkeypatch: pyte
     (set-torn), which readers would see."""
     from segment_lineage.lineage.store.memory import MemoryStore
 
-    def one_by_one(self: MemoryStore, writes: Any) -> list[Any]:
+    def one_by_one(self: MemoryStore, writes: Any, checks: Any = ()) -> list[Any]:
         out = []
         for w in writes:
             with self._lock:
@@ -429,8 +429,8 @@ def test_the_checker_catches_a_set_landing_after_its_session_without_the_owner_f
 
     write_together = MemoryStore.write_together
 
-    def unfenced(self: MemoryStore, writes: Any) -> list[Any]:
-        return write_together(self, [dataclasses.replace(w, owner=None) for w in writes])
+    def unfenced(self: MemoryStore, writes: Any, checks: Any = ()) -> list[Any]:
+        return write_together(self, [dataclasses.replace(w, owner=None) for w in writes], checks)
 
     monkeypatch.setattr(MemoryStore, "write_together", unfenced)
     result = run_seed(RunConfig(4, steps=400))

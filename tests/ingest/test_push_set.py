@@ -175,6 +175,38 @@ def test_a_set_rollback_never_splits_a_later_set(manager: LineageManager, tmp_pa
     assert [labels(manager, t) for t in ("u1", "u2", "u3")] == [["old"], ["old"], ["old"]]
 
 
+def test_a_set_rollback_fails_when_a_table_it_judged_moves_before_it_lands(
+    manager: LineageManager, tmp_path: Path
+) -> None:
+    """Y over u2 and u3 was undone in u3 alone, so rolling back X (u1, u2)
+    splits nothing. If u3 is rolled forward (Y whole again) between the
+    plan and the commit, the commit's own request finds u3 moved: planned
+    again and refused, and Y stays whole."""
+    from segment_lineage.lineage.core import failpoints
+
+    for name in ("u1", "u2", "u3"):
+        manager.create_table(TableConfig.build(name, str(tmp_path / name), max_snapshots=10))
+        push_arrow(manager, name, [rows(2, "old")])
+    x = push_set(manager, [prepare_arrow(manager, t, [rows(2, "x")]) for t in ("u1", "u2")])
+    push_set(manager, [prepare_arrow(manager, t, [rows(2, "y")]) for t in ("u2", "u3")])
+    with_y = manager.table("u3").version
+    manager.rollback("u3", with_y - 1)
+    meanwhile: list[int] = []
+
+    def forward() -> None:
+        if not meanwhile:
+            meanwhile.append(manager.rollback("u3", with_y).committed_version or 0)
+
+    failpoints.set_hook("set.before-commit", forward)
+    try:
+        with pytest.raises(RefusedError, match=r"would undo set .* in u2 but not in u3"):
+            manager.rollback_set(x.set_id)
+    finally:
+        failpoints.set_hook("set.before-commit", None)
+    assert meanwhile and labels(manager, "u2") == labels(manager, "u3") == ["y"]
+    assert labels(manager, "u1") == ["x"]
+
+
 def test_a_cut_sees_a_set_in_all_its_tables_or_none(manager: LineageManager, tables: tuple[str, ...]) -> None:
     done = push_set(manager, prepared(manager, "new"))
     with SnapshotReader.together(manager, list(TABLES)) as cut:

@@ -5,8 +5,10 @@ A version's visible set is its predecessor's with one change applied,
 except a rollback's: a rollback to version T shows exactly what T showed.
 So the changes a head still applies are the versions on its chain: from the
 head down, a rollback jumps to its target, anything else steps to the
-version before. A set's change is applied in a table when its version
-there is on that table's chain.
+version before. A set's change (the END_REPLACE that made its push
+visible there; a staged set's REGISTER shows nothing) is applied in a table
+when its version there is on that table's chain and no revert of its entry
+after it is.
 
 Rolling back a set moves each of its tables to a new chain (its target's)
 and leaves every other table's as it is. A later set that changed one of
@@ -56,14 +58,38 @@ def chain(records: Mapping[int, HistoryRecord], head: int) -> frozenset[int]:
     return frozenset(on)
 
 
-def set_versions(history: Iterable[HistoryRecord]) -> dict[str, int]:
-    """Set id -> the newest version of this table that a set's change made
-    (rollbacks left out)."""
-    found: dict[str, int] = {}
+@dataclass(frozen=True)
+class SetChange:
+    """Where a set made its push visible in one table: the version, and the entry."""
+
+    version: int
+    entry_id: str | None
+
+
+def set_versions(history: Iterable[HistoryRecord]) -> dict[str, SetChange]:
+    """Set id -> the newest version of this table where a set's push ended
+    (made its rows visible); staged sets and rollbacks left out."""
+    found: dict[str, SetChange] = {}
     for record in history:
-        if record.set_id is not None and record.operation is not Operation.ROLLBACK:
-            found[record.set_id] = max(record.version, found.get(record.set_id, 0))
+        if record.set_id is None or record.operation is not Operation.END_REPLACE:
+            continue
+        if record.set_id not in found or record.version > found[record.set_id].version:
+            found[record.set_id] = SetChange(record.version, record.entry_id)
     return found
+
+
+def is_applied(records: Mapping[int, HistoryRecord], on: frozenset[int], change: SetChange) -> bool:
+    """Whether the chain ``on`` applies ``change``: its version is on it, and
+    no revert of its entry after it is."""
+    if change.version not in on:
+        return False
+    return not any(
+        v > change.version
+        and (r := records.get(v)) is not None
+        and r.operation is Operation.REVERT_REPLACE
+        and r.entry_id == change.entry_id
+        for v in on
+    )
 
 
 def splits(
@@ -79,23 +105,34 @@ def splits(
     records = {t: {r.version: r for r in h} for t, h in histories.items()}
     versions = {t: set_versions(records[t].values()) for t in records}
     touched = sorted({s for t in targets for s in versions.get(t, {})})
-    involved = [t for t in records if any(s in versions[t] for s in touched)]  # only their chains matter
+    involved = _involved(versions, touched)  # only their chains matter
     before = {t: chain(records[t], heads[t]) for t in involved}
     after = {t: chain(records[t], targets[t]) if t in targets else before[t] for t in involved}
-    found = (_split(s, versions, before, after) for s in touched)
+    was = {s: {t: is_applied(records[t], before[t], versions[t][s]) for t in involved if s in versions[t]}
+           for s in touched}  # fmt: skip
+    now = {s: {t: is_applied(records[t], after[t], versions[t][s]) for t in involved if s in versions[t]}
+           for s in touched}  # fmt: skip
+    found = (_split(s, was[s], now[s]) for s in touched)
     return [split for split in found if split is not None]
 
 
-def _split(
-    set_id: str,
-    versions: Mapping[str, Mapping[str, int]],
-    before: Mapping[str, frozenset[int]],
-    after: Mapping[str, frozenset[int]],
-) -> Split | None:
-    """The set's split, when it was whole before and is not after."""
-    tables = sorted(t for t, made in versions.items() if set_id in made)
-    was = {t: versions[t][set_id] in before[t] for t in tables}
-    now = {t: versions[t][set_id] in after[t] for t in tables}
+def judged(histories: Mapping[str, Iterable[HistoryRecord]], targets: Mapping[str, int]) -> list[str]:
+    """The tables whose heads :func:`splits` judges for ``targets``: those of
+    every set that ended a push in one of the targets' tables. A rollback
+    decided on them must find them unmoved when it commits."""
+    versions = {t: set_versions(h) for t, h in histories.items()}
+    return _involved(versions, sorted({s for t in targets for s in versions.get(t, {})}))
+
+
+def _involved(versions: Mapping[str, Mapping[str, SetChange]], touched: Iterable[str]) -> list[str]:
+    wanted = set(touched)
+    return [t for t, made in versions.items() if wanted & made.keys()]
+
+
+def _split(set_id: str, was: Mapping[str, bool], now: Mapping[str, bool]) -> Split | None:
+    """The set's split, when it was whole before (``was``: applied, table by
+    table) and is not after (``now``)."""
+    tables = sorted(was)
     if len(set(was.values())) > 1 or len(set(now.values())) == 1:
         return None
     flipped = tuple(t for t in tables if now[t] != was[t])

@@ -25,6 +25,7 @@ from segment_lineage.lineage.core import applied, transitions
 from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
+    ConflictError,
     ContentionError,
     InvalidInputError,
     LineageError,
@@ -110,6 +111,7 @@ class _SetLoop:
     parts: Sequence[Together]
     commit_id: str
     attempts: Attempts
+    checks: Sequence[Snapshot] = ()  # tables the commit was decided on and leaves as they are
     unknown: dict[str, int] | None = None  # the versions read before an unknown outcome
     cause: str = ""
     unknown_cause: str = ""  # why the first unknown outcome was unknown
@@ -141,20 +143,28 @@ class TogetherOps(Reads):
     """Set commits, set rollbacks and cuts."""
 
     def commit_together(
-        self, parts: Sequence[Together], reason: str | None = None, *, set_id: str | None = None
+        self,
+        parts: Sequence[Together],
+        reason: str | None = None,
+        *,
+        set_id: str | None = None,
+        checks: Sequence[Snapshot] = (),
     ) -> list[Committed]:
         """Apply each part's update to its table, all in one request, with
         bounded retries; every change's record carries ``set_id`` (default:
         a new id). Parts whose update changes nothing are left out; when
         none changes anything, nothing is written. Raises what a single
-        commit raises, for the first table refused (its name in the message)."""
+        commit raises, for the first table refused (its name in the message).
+        The request also compares the heads of ``checks`` (tables the commit
+        was decided on and leaves as they are) and of every part that changes
+        nothing: a table moved since its read fails the attempt."""
         check_set_tables([p.table for p in parts])
         sid = set_id or self.env.text_id()
         audits = {p.table: Audit(self.actor, p.job_id or self.job_id, reason, sid) for p in parts}
         commit_id = self.env.hex_id()
         floors = {p.table: _FloorUse(self.store, p.table, commit_id, self.retry.clock) for p in parts}
         try:
-            done = self._together(parts, audits, commit_id, floors)
+            done = self._together(parts, audits, commit_id, floors, checks)
         finally:
             for floor in floors.values():
                 floor.leave()
@@ -170,11 +180,12 @@ class TogetherOps(Reads):
         audits: dict[str, Audit],
         commit_id: str,
         floors: dict[str, _FloorUse],
+        checks: Sequence[Snapshot] = (),
     ) -> list[Committed]:
         """The attempts, each through named steps: the reads (and a look for
         an earlier attempt's commit), the floors, the pure updates, the
         write; then, out of attempts, the verdict."""
-        loop = _SetLoop(parts, commit_id, Attempts(self.retry))
+        loop = _SetLoop(parts, commit_id, Attempts(self.retry), checks)
         while loop.attempts.next():
             snaps, landed = self._set_reads(loop)
             if landed is not None:
@@ -203,14 +214,23 @@ class TogetherOps(Reads):
     def _set_reads(self, loop: _SetLoop) -> tuple[list[tuple[Snapshot, int]], list[Committed] | None]:
         """Every table's version and ZooKeeper's time; and, after an unknown
         outcome, the set's commits when an earlier attempt landed."""
-        parts = loop.parts
+        parts, checked = loop.parts, [c.state.config.name for c in loop.checks]
         try:
-            reads = self.store.read_now_many([p.table for p in parts])  # one round trip for all
+            # one round trip for all, the tables only checked too
+            reads = self.store.read_now_many([*(p.table for p in parts), *checked])
             landed = None if loop.unknown is None else self._set_landed(parts, loop.commit_id, loop.unknown)
         except LineageError as exc:
             if loop.unknown is not None and not isinstance(exc, NotFoundError):
                 raise loop.unknown_error(exc.message) from None
             raise
+        reads, now = reads[: len(parts)], reads[len(parts) :]
+        moved = [
+            t
+            for t, c, (snap, _) in zip(checked, loop.checks, now, strict=True)
+            if snap.state.version != c.state.version
+        ]
+        if moved and landed is None:  # decided on versions gone: no retry mends that; decide again
+            raise ChecksMovedError(moved)
         return reads, landed
 
     def _set_write(
@@ -230,7 +250,8 @@ class TogetherOps(Reads):
         ]
         try:
             failpoint("set.before-commit")
-            states = iter(self.store.write_together(writes))
+            unchanged = [snap for (snap, _), c in zip(snaps, changes, strict=True) if not c.changed]
+            states = iter(self.store.write_together(writes, [*loop.checks, *unchanged]))
         except ClaimLostError as exc:
             if loop.unknown is not None:  # an earlier attempt may have landed before the claim went
                 raise loop.unknown_error(exc.message) from None
@@ -314,12 +335,17 @@ class TogetherOps(Reads):
         (RefusedError, nothing changed) when that would split a later set,
         undoing it in some of its tables and not in others; planned again
         when a table moved since (bounded)."""
+        began, moved = self.env.monotonic(), ""
         for _ in range(SET_PLAN_ATTEMPTS):
             try:
                 return self._rollback_set(set_id, dry_run, reason)
-            except _Moved:
-                continue
-        raise ContentionError(set_id, SET_PLAN_ATTEMPTS, 0.0, doing="planning the set's rollback")
+            except _Moved as exc:
+                moved = str(exc)
+            except ChecksMovedError as exc:
+                moved = ", ".join(exc.tables)
+        raise ContentionError(
+            moved, SET_PLAN_ATTEMPTS, self.env.monotonic() - began, doing=f"rolling back set {set_id}"
+        )
 
     def _rollback_set(self, set_id: str, dry_run: bool, reason: str | None) -> SetRollback:
         """One plan of :meth:`rollback_set` and its commit; _Moved when a
@@ -329,6 +355,11 @@ class TogetherOps(Reads):
         targets = {table: version - 1 for table, version in sorted(members.items())}
         heads = {t: max((r.version for r in h), default=0) for t, h in histories.items()}
         _refuse_splits(set_id, applied.splits(histories, heads, targets))
+        # The other tables judged must still be as judged when the rollback lands.
+        outside = [self.store.read(t) for t in applied.judged(histories, targets) if t not in targets]
+        moved = [s.state.config.name for s in outside if s.state.version != heads[s.state.config.name]]
+        if moved:
+            raise _Moved(", ".join(moved))
         states = {table: self._as_of(table, version) for table, version in targets.items()}  # kept at all?
         why = reason or f"rollback of set {set_id}"
         rollback_id = self.env.text_id()
@@ -340,7 +371,7 @@ class TogetherOps(Reads):
         def undo(table: str) -> Update:
             def update(state: TableState, now: int) -> Change:
                 if state.version != heads[table]:  # the splits were judged on another head
-                    raise _Moved
+                    raise _Moved(table)
                 with self._past(states[table]):  # gone, it is gone for every attempt: not read again
                     change = transitions.rollback(state, states[table], now, audit)
                     change.state.loaded()  # what it keeps of the target loads here, not after
@@ -348,7 +379,9 @@ class TogetherOps(Reads):
 
             return update
 
-        done = self.commit_together([Together(t, undo(t)) for t in targets], why, set_id=rollback_id)
+        done = self.commit_together(
+            [Together(t, undo(t)) for t in targets], why, set_id=rollback_id, checks=outside
+        )
         committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
         already = tuple(t for t in targets if t not in committed)
         return SetRollback(set_id, targets, committed, rollback_id if committed else None, already)
@@ -378,9 +411,21 @@ class TogetherOps(Reads):
         raise ContentionError(", ".join(tables), CUT_ATTEMPTS, 0.0, doing="reading a consistent cut")
 
 
+class ChecksMovedError(ConflictError):
+    """A table a set commit was decided on (its ``checks``) moved since it
+    was read: nothing was written; decide again on what it shows now."""
+
+    def __init__(self, tables: Sequence[str]) -> None:
+        super().__init__(
+            f"table(s) {', '.join(tables)} changed since the commit was decided on them; nothing was changed",
+            remedy="look at 'lineage history' and run it again if it still applies",
+        )
+        self.tables = tuple(tables)
+
+
 class _Moved(Exception):
-    """A table moved between a set rollback's plan and its commit (control
-    flow inside rollback_set, never raised out of it)."""
+    """A table (its name, the message) moved between a set rollback's plan
+    and its commit (control flow inside rollback_set, never raised out of it)."""
 
 
 def _members(set_id: str, histories: Mapping[str, Iterable[HistoryRecord]]) -> dict[str, int]:
@@ -412,6 +457,10 @@ def _refuse_splits(set_id: str, found: Sequence[applied.Split]) -> None:
         f"but not in {', '.join(split.kept)}{later}: a set shows in every table or in none",
         expected=f"set {split.set_id} {state} in all its tables or in none",
         found=f"{state} still in {', '.join(split.kept)}",
-        remedy=f"roll back set {split.set_id} first ('lineage rollback --set {split.set_id}'), "
-        "or roll back each table alone ('lineage rollback TABLE --to-version V')",
+        remedy=(
+            f"roll back set {split.set_id} first ('lineage rollback --set {split.set_id}'), or roll back "
+            if split.applied
+            else "roll back "
+        )
+        + "each table alone ('lineage rollback TABLE --to-version V')",
     )

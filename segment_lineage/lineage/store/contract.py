@@ -338,9 +338,11 @@ class Store(Protocol):
         """
         ...
 
-    def write_together(self, writes: Sequence[Write]) -> list[TableState]:
+    def write_together(self, writes: Sequence[Write], checks: Sequence[Snapshot] = ()) -> list[TableState]:
         """:meth:`write` of every table of ``writes`` in one request (ZooKeeper:
-        one multi): all of them land, or none. The errors are :meth:`write`'s,
+        one multi): all of them land, or none. Each of ``checks`` (a table the
+        commit was decided on and leaves as it is) must still be at the version
+        read, compared in the same request (VersionConflict otherwise). The errors are :meth:`write`'s,
         raised for the first table whose part was refused (its ``table``
         attribute, where the error has one, names it); TooLargeError when the
         request would exceed the store's limit (nothing sent)."""

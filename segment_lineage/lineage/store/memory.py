@@ -151,10 +151,14 @@ class MemoryStore:
     ) -> TableState:
         return self.write_together([Write(table, base, change, audit, commit_id, now_ms, owner, role)])[0]
 
-    def write_together(self, writes: Sequence[Write]) -> list[TableState]:
+    def write_together(self, writes: Sequence[Write], checks: Sequence[Snapshot] = ()) -> list[TableState]:
         with self._lock:
             for w in writes:  # every check before any change: all land, or none
                 self._check_write(w)
+            for snap in checks:
+                current = self._tables.get(snap.state.config.name)
+                if current is None or current.version != snap.token:
+                    raise VersionConflict(f"table {snap.state.config.name} moved since version {snap.token}")
             outcome = self._unknown.pop(0) if self._unknown else None
             if outcome is False:
                 raise WriteOutcomeUnknown("injected: lost before it was applied")

@@ -7,11 +7,19 @@ from segment_lineage.lineage.core.applied import chain, splits
 from segment_lineage.lineage.core.model import Detail, HistoryRecord, Operation
 
 
-def rec(version: int, set_id: str | None = None, target: int | None = None) -> HistoryRecord:
-    op = Operation.ROLLBACK if target is not None else Operation.END_REPLACE
+def rec(
+    version: int,
+    set_id: str | None = None,
+    target: int | None = None,
+    *,
+    op: Operation = Operation.END_REPLACE,
+    entry: str | None = None,
+) -> HistoryRecord:
+    kind = Operation.ROLLBACK if target is not None else op
     detail = Detail(target=target) if target is not None else None
+    entry = entry or (f"e-{set_id}" if set_id else None)
     return HistoryRecord(
-        version, f"c{version}", version, op, None, "t", None, None, 0, 0, 0, detail=detail, set_id=set_id
+        version, f"c{version}", version, kind, entry, "t", None, None, 0, 0, 0, detail=detail, set_id=set_id
     )
 
 
@@ -54,3 +62,26 @@ def test_bringing_a_set_back_in_some_tables_only_is_a_split() -> None:
     }
     (split,) = splits(histories, {"u1": 4, "u2": 3}, {"u1": 2})  # 2's chain has Y; u2's has not
     assert split.set_id == "Y" and split.applied is False and split.flipped == ("u1",)
+
+
+def test_a_set_reverted_by_hand_is_not_applied_there() -> None:
+    """W, then Y over b and c, then X over a and c, then Y's entry reverted
+    by hand in b and c: Y shows nowhere. Rolling back X takes c back to
+    before the revert there, so Y would come back in c and not in b."""
+    histories = {
+        "a": [rec(1), rec(2, "X")],
+        "b": [rec(1), rec(2, "Y"), rec(3, op=Operation.REVERT_REPLACE, entry="e-Y")],
+        "c": [rec(1), rec(2, "Y"), rec(3, "X"), rec(4, op=Operation.REVERT_REPLACE, entry="e-Y")],
+    }
+    (split,) = splits(histories, {"a": 2, "b": 3, "c": 4}, {"a": 1, "c": 2})
+    assert (split.set_id, split.flipped, split.kept, split.applied) == ("Y", ("c",), ("b",), False)
+
+
+def test_a_staged_set_shows_nothing_so_it_is_never_split() -> None:
+    """A staged set's record registers its files and shows none of them."""
+    histories = {
+        "a": [rec(1), rec(2, "X")],
+        "b": [rec(1), rec(2, "X"), rec(3, "S", op=Operation.REGISTER)],
+        "c": [rec(1), rec(2, "S", op=Operation.REGISTER)],
+    }
+    assert splits(histories, {"a": 2, "b": 3, "c": 2}, {"a": 1, "b": 1}) == []

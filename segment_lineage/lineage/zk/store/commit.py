@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kazoo.exceptions import BadVersionError, NoNodeError
+
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList
 from segment_lineage.lineage.core import buckets as layout
@@ -21,6 +23,7 @@ from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, LineageEntry, TableState
 from segment_lineage.lineage.store.contract import (
     Snapshot,
+    VersionConflict,
     Write,
     WriteOutcomeUnknown,
 )
@@ -260,15 +263,15 @@ class Commits:
     ) -> TableState:
         return self.write_together([Write(table, base, change, audit, commit_id, now_ms, owner, role)])[0]
 
-    def write_together(self, writes: Sequence[Write]) -> list[TableState]:
+    def write_together(self, writes: Sequence[Write], checks: Sequence[Snapshot] = ()) -> list[TableState]:
         """One multi for every table's commit (a single table's is the
-        common case): all land, or none."""
+        common case): all land, or none; ``checks``' heads compared in it."""
         plans = self._sized(writes)
         for plan in plans:
             if not plan.inline:
                 self.blobs.write(plan.table, plan.blobs)
         guards = [self._guard(w.role) for w in writes]
-        parts = self._send_made(plans, writes, guards)
+        parts = self._send_made(plans, writes, guards, checks)
         if any(r.refused_whole for r in parts):
             # The multi was refused as a whole: no head, version or lease
             # references this attempt's blobs. Take them away now rather than
@@ -306,7 +309,11 @@ class Commits:
         return plans
 
     def _send_made(
-        self, plans: list[CommitPlan], writes: Sequence[Write], guards: list[str | None]
+        self,
+        plans: list[CommitPlan],
+        writes: Sequence[Write],
+        guards: list[str | None],
+        checks: Sequence[Snapshot],
     ) -> list[Results]:
         """``_send``; once more after making the versions folders when the
         multi found one missing (a table made before versions were recorded).
@@ -314,7 +321,7 @@ class Commits:
         cost every fresh client a round trip. ZooKeeper names only the first
         operation that failed, so every table's folder is made (each asked
         first: cheap where it exists)."""
-        parts = self._send(plans, writes, guards)
+        parts = self._send(plans, writes, guards, checks)
         if not any(r.no_versions_folder for r in parts):
             return parts
         try:
@@ -323,7 +330,7 @@ class Commits:
         except LineageError:
             self._discard(plans)  # nothing references them: the multi applied nothing
             raise
-        return self._send(plans, writes, guards)
+        return self._send(plans, writes, guards, checks)
 
     def _discard(self, plans: list[CommitPlan]) -> None:
         """Take away blobs written before a multi that applied nothing."""
@@ -332,10 +339,20 @@ class Commits:
                 self.blobs.discard(plan.table, plan.blobs)
 
     def _send(
-        self, plans: list[CommitPlan], writes: Sequence[Write], guards: list[str | None]
+        self,
+        plans: list[CommitPlan],
+        writes: Sequence[Write],
+        guards: list[str | None],
+        checks: Sequence[Snapshot],
     ) -> list[Results]:
-        """The one multi, and its results split table by table."""
+        """The one multi, and its results split table by table; VersionConflict
+        (nothing applied) when one of ``checks`` moved."""
         txn = self.zk.transaction()
+        for snap in checks:  # first: a moved one is the multi's first failure
+            loaded = snap.token
+            if not isinstance(loaded, Loaded):
+                raise TypeError("snapshot was not read from this store")
+            txn.check(self.paths.head(snap.state.config.name), loaded.zversion)
         counts = [
             self._ops(txn, plan, w.base, w.owner, guard)
             for plan, w, guard in zip(plans, writes, guards, strict=True)
@@ -348,6 +365,15 @@ class Commits:
             failure=WriteOutcomeUnknown,
         ):
             results = list(self.zk.commit(txn))
+        checked, results = results[: len(checks)], results[len(checks) :]
+        moved = [
+            s.state.config.name
+            for s, r in zip(checks, checked, strict=True)
+            if isinstance(r, (BadVersionError, NoNodeError))
+        ]
+        if moved:
+            self._discard(plans)  # the multi applied nothing: no head references them
+            raise VersionConflict(f"table(s) {', '.join(moved)} moved since the commit was decided")
         parts: list[Results] = []
         for w, guard, count in zip(writes, guards, counts, strict=True):
             mine, results = results[:count], results[count:]
