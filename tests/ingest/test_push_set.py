@@ -207,6 +207,30 @@ def test_a_set_rollback_fails_when_a_table_it_judged_moves_before_it_lands(
     assert labels(manager, "u1") == ["x"]
 
 
+def test_a_set_rollback_with_an_unreadable_table_is_refused(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """A table whose head cannot be read is left out of the listing; a set
+    over it would be judged, and rolled back, without it. Refused, naming
+    it; once it reads again the rollback goes through whole."""
+    manager, store = zk_manager, zk_manager.store
+    for name in ("b3", "q3"):
+        manager.create_table(TableConfig.build(name, str(tmp_path / name)))
+        push_arrow(manager, name, [rows(2, "old")])
+    x = push_set(manager, [prepare_arrow(manager, t, [rows(2, "x")]) for t in ("b3", "q3")])
+    head = store.paths.head("q3")  # type: ignore[attr-defined]
+    raw, _ = store.client.get(head)  # type: ignore[attr-defined]
+    store.client.set(head, b"{truncated")  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(RefusedError, match=r"table\(s\) q3 cannot be read"):
+            manager.rollback_set(x.set_id)
+    finally:
+        store.client.set(head, raw)  # type: ignore[attr-defined]
+    assert labels(manager, "b3") == labels(manager, "q3") == ["x"]
+    done = manager.rollback_set(x.set_id)
+    assert done.committed is not None and set(done.committed) == {"b3", "q3"}
+
+
 def test_a_cut_sees_a_set_in_all_its_tables_or_none(manager: LineageManager, tables: tuple[str, ...]) -> None:
     done = push_set(manager, prepared(manager, "new"))
     with SnapshotReader.together(manager, list(TABLES)) as cut:

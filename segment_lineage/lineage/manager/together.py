@@ -350,7 +350,14 @@ class TogetherOps(Reads):
     def _rollback_set(self, set_id: str, dry_run: bool, reason: str | None) -> SetRollback:
         """One plan of :meth:`rollback_set` and its commit; _Moved when a
         table's head is no longer the one the plan checked."""
-        histories = {t: list(self.store.iter_history(t)) for t in self.store.list_tables()}
+        listing = self.store.table_listing()
+        if listing.unreadable:  # a table of the set, or of a later one, may be among them: no judging blind
+            raise RefusedError(
+                f"cannot roll back set {set_id}: table(s) {', '.join(sorted(listing.unreadable))} cannot be "
+                "read, and a set over them would be judged (and rolled back) without them",
+                remedy="mend or drop the unreadable table(s) first ('lineage table list' names them)",
+            )
+        histories = {t: list(self.store.iter_history(t)) for t in listing.readable}
         members = _members(set_id, histories)
         targets = {table: version - 1 for table, version in sorted(members.items())}
         heads = {t: max((r.version for r in h), default=0) for t, h in histories.items()}
