@@ -455,8 +455,8 @@ def test_the_checker_catches_a_set_rollback_splitting_a_later_set(monkeypatch: p
     """A set rollback that does not judge the later sets it undoes: an
     operator rolls back set X soon after set Y changed one of X's tables and
     another one, and Y stays applied in the other table only (set-split)."""
-    from segment_lineage.lineage.manager import together
+    from segment_lineage.lineage.manager import set_rollback
 
-    monkeypatch.setattr(together, "_refuse_splits", lambda *_: None)
+    monkeypatch.setattr(set_rollback, "_refuse_splits", lambda *_: None)
     result = run_seed(RunConfig(10, steps=400))
     assert "set-split" in {v.kind for v in result.violations}, describe(result)

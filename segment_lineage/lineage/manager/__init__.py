@@ -16,8 +16,8 @@ The operations live one concern per module, as mixins over the commit loop:
 :mod:`.commit` (the loop, its retry budget and "outcome unknown" recovery),
 :mod:`.floor` (the table's floor), :mod:`.tables` (create, drop, claim),
 :mod:`.segments` (register, delete), :mod:`.replace` (start, end, revert,
-rollback), :mod:`.together` (several tables in one commit, a set's
-rollback, a consistent cut), :mod:`.reads` (snapshots, leases, versions, history) and
+rollback), :mod:`.together` (several tables in one commit, a consistent
+cut), :mod:`.set_rollback` (a push set's rollback), :mod:`.reads` (snapshots, leases, versions, history) and
 :mod:`.coordination` (the store's clock, holds, owners and pins: what
 features need of the store, through the manager only).
 :class:`LineageManager` composes them, so it keeps one flat API of methods.
@@ -35,11 +35,11 @@ from segment_lineage.lineage.manager.floor import FLOOR_MS
 from segment_lineage.lineage.manager.reads import PIN_ATTEMPTS
 from segment_lineage.lineage.manager.replace import ReplaceOps
 from segment_lineage.lineage.manager.segments import SegmentOps
+from segment_lineage.lineage.manager.set_rollback import SetRollbackOps
 from segment_lineage.lineage.manager.tables import TableOps
-from segment_lineage.lineage.manager.together import TogetherOps
 
 __all__ = ["FLOOR_MS", "PIN_ATTEMPTS", "LineageManager", "TableHold", "commit_step"]
 
 
-class LineageManager(TableOps, SegmentOps, ReplaceOps, TogetherOps, Coordination):
+class LineageManager(TableOps, SegmentOps, ReplaceOps, SetRollbackOps, Coordination):
     """Pinot's lineage operations over one :class:`~segment_lineage.lineage.store.contract.Store`."""

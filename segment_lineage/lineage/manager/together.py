@@ -1,5 +1,5 @@
 """Several tables at once: one commit that changes every table of a set or
-none (a push set's end, a set's rollback), and a consistent cut (versions
+none (a push set's end, a set's rollback in :mod:`.set_rollback`), and a consistent cut (versions
 that were current together).
 
 A set commit is the commit loop of :mod:`.commit` over several tables: each
@@ -18,11 +18,9 @@ those versions were all current (a version only ever grows).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from segment_lineage.lineage.core import applied, transitions
-from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
     ConflictError,
@@ -31,11 +29,10 @@ from segment_lineage.lineage.core.errors import (
     LineageError,
     NotFoundError,
     OutcomeUnknownError,
-    RefusedError,
     StoreUnavailableError,
 )
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableState
+from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.core.roles import guard_role
@@ -56,7 +53,6 @@ from segment_lineage.lineage.store.contract import (
 # fit in one request (python -m benchmarks.sets); wider tables' heads may
 # fit fewer, which the request's size refuses at the commit (nothing applied).
 MAX_SET_TABLES = 100
-SET_PLAN_ATTEMPTS = 5  # plans of a set rollback whose tables kept moving before giving up
 CUT_ATTEMPTS = 20  # double reads of a cut before giving up (the tables kept moving)
 
 
@@ -69,20 +65,6 @@ class Together:
     update: Update
     owner: str | None = None
     job_id: str | None = None
-
-
-@dataclass(frozen=True)
-class SetRollback:
-    """What rolling back a set does (or did), table by table: the version
-    before the set's, and the version the rollback made (None: a dry run).
-    Tables that already showed their target are absent from ``committed``;
-    when none changed, nothing was written and ``rollback_set`` is None."""
-
-    set_id: str
-    targets: dict[str, int]
-    committed: dict[str, int] | None
-    rollback_set: str | None  # the rollback's own set id (None: a dry run, or nothing to do)
-    already: tuple[str, ...] = ()  # tables that already show their target (nothing to change there)
 
 
 def check_set_tables(tables: Sequence[str]) -> None:
@@ -140,7 +122,7 @@ def _set_changes(
 
 
 class TogetherOps(Reads):
-    """Set commits, set rollbacks and cuts."""
+    """Set commits and cuts."""
 
     def commit_together(
         self,
@@ -320,88 +302,6 @@ class TogetherOps(Reads):
             for p, record in zip(parts, found, strict=True)
         ]
 
-    # ---- a set's rollback ---------------------------------------------------
-
-    def set_members(self, set_id: str) -> dict[str, int]:
-        """Every table with a version of the set ``set_id`` -> that version
-        (the newest, when a table has several). NotFoundError when no table
-        has it in the history it keeps."""
-        return _members(set_id, {t: self.store.iter_history(t) for t in self.store.list_tables()})
-
-    def rollback_set(self, set_id: str, *, dry_run: bool = False, reason: str | None = None) -> SetRollback:
-        """Every table of the set ``set_id`` back to its version before the
-        set, in one commit (a set of its own): its rows disappear from every
-        table at once, and so do later changes of those tables. Refused
-        (RefusedError, nothing changed) when that would split a later set,
-        undoing it in some of its tables and not in others; planned again
-        when a table moved since (bounded)."""
-        began, moved = self.env.monotonic(), ""
-        for _ in range(SET_PLAN_ATTEMPTS):
-            try:
-                return self._rollback_set(set_id, dry_run, reason)
-            except _Moved as exc:
-                moved = str(exc)
-            except ChecksMovedError as exc:
-                moved = ", ".join(exc.tables)
-        raise ContentionError(
-            moved, SET_PLAN_ATTEMPTS, self.env.monotonic() - began, doing=f"rolling back set {set_id}"
-        )
-
-    def _rollback_set(self, set_id: str, dry_run: bool, reason: str | None) -> SetRollback:
-        """One plan of :meth:`rollback_set` and its commit; _Moved when a
-        table's head is no longer the one the plan checked."""
-        listing = self.store.table_listing()
-        if listing.unreadable:  # a table of the set, or of a later one, may be among them: no judging blind
-            raise RefusedError(
-                f"cannot roll back set {set_id}: table(s) {', '.join(sorted(listing.unreadable))} cannot be "
-                "read, and a set over them would be judged (and rolled back) without them",
-                remedy="mend or drop the unreadable table(s) first ('lineage table list' names them)",
-            )
-        histories = {t: list(self.store.iter_history(t)) for t in listing.readable}
-        members = _members(set_id, histories)
-        targets = {table: version - 1 for table, version in sorted(members.items())}
-        heads = {t: max((r.version for r in h), default=0) for t, h in histories.items()}
-        _refuse_splits(set_id, applied.splits(histories, heads, targets))
-        # The other tables judged must still be as judged when the rollback lands.
-        outside = [self.store.read(t) for t in applied.judged(histories, targets) if t not in targets]
-        moved = [s.state.config.name for s in outside if s.state.version != heads[s.state.config.name]]
-        if moved:
-            raise _Moved(", ".join(moved))
-        states = {table: self._as_of(table, version) for table, version in targets.items()}  # kept at all?
-        why = reason or f"rollback of set {set_id}"
-        rollback_id = self.env.text_id()
-        audit = Audit(self.actor, self.job_id, why, rollback_id)
-        if dry_run:
-            return SetRollback(set_id, targets, None, None, self._already(states, audit))
-        self.require_role(PUSHER, doing="a rollback")
-
-        def undo(table: str) -> Update:
-            def update(state: TableState, now: int) -> Change:
-                if state.version != heads[table]:  # the splits were judged on another head
-                    raise _Moved(table)
-                with self._past(states[table]):  # gone, it is gone for every attempt: not read again
-                    change = transitions.rollback(state, states[table], now, audit)
-                    change.state.loaded()  # what it keeps of the target loads here, not after
-                    return change
-
-            return update
-
-        done = self.commit_together(
-            [Together(t, undo(t)) for t in targets], why, set_id=rollback_id, checks=outside
-        )
-        committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
-        already = tuple(t for t in targets if t not in committed)
-        return SetRollback(set_id, targets, committed, rollback_id if committed else None, already)
-
-    def _already(self, states: dict[str, TableState], audit: Audit) -> tuple[str, ...]:
-        """The tables that already show their target's visible set."""
-        reads = {t: self.store.read_now(t) for t in states}
-        with self._past(*states.values()):
-            return tuple(
-                t for t, (snap, now) in reads.items()
-                if not transitions.rollback(snap.state, states[t], now, audit).changed
-            )  # fmt: skip
-
     # ---- a consistent cut ---------------------------------------------------
 
     def cut(self, tables: Sequence[str]) -> dict[str, Snapshot]:
@@ -428,46 +328,3 @@ class ChecksMovedError(ConflictError):
             remedy="look at 'lineage history' and run it again if it still applies",
         )
         self.tables = tuple(tables)
-
-
-class _Moved(Exception):
-    """A table (its name, the message) moved between a set rollback's plan
-    and its commit (control flow inside rollback_set, never raised out of it)."""
-
-
-def _members(set_id: str, histories: Mapping[str, Iterable[HistoryRecord]]) -> dict[str, int]:
-    """:meth:`TogetherOps.set_members` over the histories given."""
-    found: dict[str, int] = {}
-    for table, history in histories.items():
-        for record in history:
-            if record.set_id == set_id:
-                found[table] = record.version
-                break
-    if not found:
-        raise NotFoundError(
-            f"no table has set {set_id!r} in its history",
-            remedy="'lineage history TABLE' shows each version's set",
-        )
-    return found
-
-
-def _refuse_splits(set_id: str, found: Sequence[applied.Split]) -> None:
-    """RefusedError naming the first set a rollback of ``set_id`` would split."""
-    if not found:
-        return
-    split = found[0]
-    verb = "undo" if split.applied else "bring back"
-    state = "applied" if split.applied else "not applied"
-    later = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-    raise RefusedError(
-        f"rolling back set {set_id} would {verb} set {split.set_id} in {', '.join(split.flipped)} "
-        f"but not in {', '.join(split.kept)}{later}: a set shows in every table or in none",
-        expected=f"set {split.set_id} {state} in all its tables or in none",
-        found=f"{state} still in {', '.join(split.kept)}",
-        remedy=(
-            f"roll back set {split.set_id} first ('lineage rollback --set {split.set_id}'), or roll back "
-            if split.applied
-            else "roll back "
-        )
-        + "each table alone ('lineage rollback TABLE --to-version V')",
-    )
