@@ -129,7 +129,8 @@ def _span_and_audit(b: SpecBlock) -> tuple[tuple[int, int] | None, Any]:
 def emit_set(result: SetResult) -> None:
     staged = any(p.staged_until_ms is not None for p in result.pushes)
     if result.repeated:
-        head = "the set's job already completed in every table: nothing pushed again"
+        done = "" if result.set_id is None else f" as set {result.set_id}"
+        head = f"the set's job already completed in every table{done}: nothing pushed again"
     elif staged:
         head = f"staged set {result.set_id} across {len(result.pushes)} table(s): readers see none of it yet"
     elif any(p.published for p in result.pushes):
@@ -142,7 +143,7 @@ def emit_set(result: SetResult) -> None:
     # The id stands alone, never glued to punctuation: scripts cut it out of these lines.
     if staged:
         lines.append(f"publish it with: lineage publish --set {result.set_id}")
-    elif not (result.dry_run or result.repeated):
+    elif not result.dry_run and result.set_id is not None:
         lines.append(f"undo it with: lineage rollback --set {result.set_id}")
     tables = [{"table": p.table, **push_view(p, None)} for p in result.pushes]
     body = {"set": result.set_id, "repeated": result.repeated, "dry_run": result.dry_run,

@@ -55,10 +55,10 @@ from segment_lineage.lineage.manager.together import Together, check_set_tables
 class SetResult:
     """What a push set did: its id and each table's push, in the set's order."""
 
-    set_id: str
+    set_id: str | None  # None: a dry run's (unless given), or a repeated job's not pushed as one set
     pushes: tuple[PushResult, ...]
     seconds: float
-    repeated: bool = False  # every table's job had completed: nothing was pushed
+    repeated: bool = False  # every table's job had completed: nothing was pushed; set_id is the set it did
     dry_run: bool = False
 
 
@@ -100,12 +100,13 @@ def push_set(
     jobs = {p.table: _job(p.job_id or job_id) for p in pushes}
     hold_ms = stage_hold(stage, hold, next((j for j in jobs.values() if j is not None), None))
     done, checked = _jobs_done(manager, pushes, jobs)
-    set_id = set_id or manager.env.text_id()
     if done is not None:
-        return SetResult(set_id, done, clock() - began, repeated=True)
+        earlier, results = done
+        return SetResult(earlier, results, clock() - began, repeated=True)
     if dry_run:
         planned = tuple(_plan(manager, p) for p in pushes)
-        return SetResult(set_id, planned, clock() - began, dry_run=True)
+        return SetResult(set_id, planned, clock() - began, dry_run=True)  # a new id is made at the push
+    set_id = set_id or manager.env.text_id()
     members = [_member(manager, p, jobs[p.table], checked.get(p.table, 0), reason, hold_ms) for p in pushes]
     say(f"push set {set_id}: {len(members)} table(s): {', '.join(p.table for p in pushes)}")
     _run(manager, members, set_id, reason, owner_wait_s, say)
@@ -119,12 +120,14 @@ def _job(job_id: str | None) -> str | None:
 
 def _jobs_done(
     manager: LineageManager, pushes: Sequence[Prepared], jobs: dict[str, str | None]
-) -> tuple[tuple[PushResult, ...] | None, dict[str, int]]:
-    """Each table's earlier push, when every table's job completed (None
+) -> tuple[tuple[str | None, tuple[PushResult, ...]] | None, dict[str, int]]:
+    """When every table's job completed, the set those pushes ended in (None
+    when they did not end in one set) and each table's earlier push (None
     when none did, or no job was named; PushRefusedError when only some
     did); and the version each table's history was searched up to, which
     the set's start and commit search on from."""
     done: dict[str, str] = {}
+    sets: set[str | None] = set()
     checked: dict[str, int] = {}
     for p in pushes:
         job = jobs[p.table]
@@ -132,6 +135,7 @@ def _jobs_done(
             record, checked[p.table] = job_end(manager, p.table, job, None, 0)
             if record is not None and record.entry_id is not None:
                 done[p.table] = record.entry_id
+                sets.add(record.set_id)
     if not done:
         return None, checked
     if len(done) < len(pushes):
@@ -142,11 +146,12 @@ def _jobs_done(
             remedy="push the tables left with a job id of their own, or the whole set with a new job id",
         )
     clock = manager.env.monotonic
-    return tuple(
+    results = tuple(
         earlier_result(manager.for_job(jobs[p.table]), p.table, jobs[p.table] or "", done[p.table], p.mode,
                        clock, clock())
         for p in pushes
-    ), checked  # fmt: skip
+    )  # fmt: skip
+    return (sets.pop() if len(sets) == 1 else None, results), checked
 
 
 def _plan(manager: LineageManager, p: Prepared) -> PushResult:

@@ -44,6 +44,7 @@ def test_a_push_set_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None
     assert f"set {set_id}" in out and "reason: nightly" in out
     again = process(zk_hosts, "push-set", str(spec), "--job-id", "night-1")
     assert again.returncode == 0 and "nothing pushed again" in again.stdout, again.stderr
+    assert f"as set {set_id}:" in again.stdout and f"rollback --set {set_id}" in again.stdout  # the set it did
 
     # A table whose rows fail its audit fails the set: both keep their rows.
     spec.write_text(

@@ -66,6 +66,8 @@ def test_a_set_lands_in_every_table_in_one_commit(manager: LineageManager, table
 
     again = push_set(manager, prepared(manager, "again"), job_id="night-1")
     assert again.repeated and labels(manager, "facts") == ["new"]
+    assert again.set_id == done.set_id  # the set the job did, the one its records carry
+    assert push_set(manager, prepared(manager, "x"), dry_run=True).set_id is None  # no id until a push
 
 
 def test_a_failure_in_one_table_reverts_every_table(manager: LineageManager, tables: tuple[str, ...]) -> None:
