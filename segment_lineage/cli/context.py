@@ -246,7 +246,9 @@ class LineageGroup(TyperGroup):
             if ctx.params.get("verbose"):
                 traceback.print_exc()
             signum = getattr(exc, "signum", int(signal.SIGINT))
-            said = str(exc) if hasattr(exc, "entry_id") else "interrupted"  # a push says what it undid
+            said = (
+                str(exc) if hasattr(exc, "cleanup") or hasattr(exc, "cleanups") else "interrupted"
+            )  # it says what it undid
             typer.echo(f"error: {said}", err=True)
             raise typer.Exit(128 + signum) from None
         finally:

@@ -122,6 +122,32 @@ class PushInterrupted(KeyboardInterrupt):
         self.cleanup = cleanup  # nothing, reverted, completed or left
 
 
+class PushSetInterrupted(KeyboardInterrupt):
+    """A push set stopped by SIGINT or SIGTERM, after cleaning up every table
+    as :class:`PushInterrupted` says for one (``cleanups``: table -> what
+    became of its entry)."""
+
+    def __init__(self, set_id: str, signum: int, cleanups: dict[str, str]) -> None:
+        name = {2: "SIGINT", 15: "SIGTERM"}.get(signum, f"signal {signum}")
+        by: dict[str, list[str]] = {}
+        for table, cleanup in sorted(cleanups.items()):
+            by.setdefault(cleanup, []).append(table)
+        if set(by) == {"completed"}:
+            what = "it had already landed in every table"
+        else:
+            said = {
+                "nothing": "not started in {}",
+                "reverted": "entries reverted in {} (their files queued for retention)",
+                "completed": "completed in {}",
+            }
+            left = "left for the next push to clean up in {} (reverting failed)"
+            what = "; ".join(said.get(c, left).format(", ".join(t)) for c, t in by.items())
+        super().__init__(f"push set {set_id} interrupted by {name}: {what}")
+        self.set_id = set_id
+        self.signum = signum
+        self.cleanups = dict(cleanups)
+
+
 def unreadable_input(path: str, fmt: str, exc: BaseException) -> IngestError:
     """The error for an input that could not be read: bad input (exit 2) when
     the input itself is at fault (missing, not allowed, not in its format),

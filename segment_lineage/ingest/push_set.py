@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.ingest.audit import judge_push
-from segment_lineage.ingest.errors import PushRefusedError
+from segment_lineage.ingest.errors import PushInterrupted, PushRefusedError, PushSetInterrupted
 from segment_lineage.ingest.interrupts import signals_as_interrupt
 from segment_lineage.ingest.jobs import JobDone, earlier_result, job_end, job_still_open
 from segment_lineage.ingest.push import _begin, _claimed, _Ending, _result, _target
@@ -277,6 +277,9 @@ def _failed(members: list[_Member], exc: BaseException, current: list[str], set_
         table = m.run.target.table
         errors[table] = m.run.failure(exc, m.ends.job_id)
     chosen = errors.get(failing or "", next(iter(errors.values())))
+    if isinstance(chosen, PushInterrupted):  # the whole set was stopped, not the table it was on
+        cleanups = {m.run.target.table: m.run.cleanup or "nothing" for m in members}
+        return PushSetInterrupted(set_id, chosen.signum, cleanups)
     if isinstance(chosen, LineageError):
         where = f"table {failing!r}: " if failing and failing not in chosen.message else ""
         after = "" if isinstance(chosen, OutcomeUnknownError) else _others_said(members, failing)

@@ -6,10 +6,16 @@ that fails fails the set, naming it, and every table keeps its rows."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from tests.cli.test_cli import process, run
 
@@ -44,7 +50,9 @@ def test_a_push_set_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None
     assert f"set {set_id}" in out and "reason: nightly" in out
     again = process(zk_hosts, "push-set", str(spec), "--job-id", "night-1")
     assert again.returncode == 0 and "nothing pushed again" in again.stdout, again.stderr
-    assert f"as set {set_id}:" in again.stdout and f"rollback --set {set_id}" in again.stdout  # the set it did
+    assert (
+        f"as set {set_id}:" in again.stdout and f"rollback --set {set_id}" in again.stdout
+    )  # the set it did
 
     # A table whose rows fail its audit fails the set: both keep their rows.
     spec.write_text(
@@ -206,3 +214,47 @@ def test_a_set_rollback_that_would_split_a_later_set_is_refused_from_the_command
     code, out, err = run(zk_hosts, "rollback", "--set", ids["x"])
     assert code == 0, err
     assert labels(zk_hosts, "u1") == labels(zk_hosts, "u2") == labels(zk_hosts, "u3") == set()
+
+
+@pytest.mark.parametrize(("sent", "name"), [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")])
+def test_a_push_set_stopped_by_a_signal_says_the_set_stopped_and_reverts_every_table(
+    zk_hosts: str, tmp_path: Path, sent: int, name: str
+) -> None:
+    """A signal while the set is between its writes and its commit: one
+    line naming the set (not its last table alone) and every table's
+    entry reverted; no table shows the set."""
+    tables = (f"s{sent}a", f"s{sent}b")
+    for table in tables:
+        assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"label": ["x", "x"]}), source)
+    spec = tmp_path / "set.toml"
+    spec.write_text("".join(f'[[push]]\ntable = "{t}"\ninput = "{source}"\n\n' for t in tables))
+    command = [sys.executable, "-m", "segment_lineage", "--zk", zk_hosts, "push-set", str(spec)]
+    env = dict(os.environ, LINEAGE_FAILPOINT="set.after-write:sleep")
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )  # fmt: skip
+    head: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for _ in range(20):  # until both tables are written: then it sleeps before the commit
+            line = proc.stderr.readline()
+            head.append(line)
+            if not line or sum("wrote" in h for h in head) == len(tables):
+                break
+        time.sleep(0.5)
+        proc.send_signal(sent)
+        _, rest = proc.communicate(timeout=60)
+        err = "".join(head) + rest
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + sent, err
+    said = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(said) == 1 and said[0].startswith("error: push set "), err
+    assert f"interrupted by {name}: entries reverted in {', '.join(tables)}" in said[0], err
+    assert "Traceback" not in err
+    for table in tables:
+        _, out, _ = run(zk_hosts, "entries", table, "--json")
+        assert [e["state"] for e in json.loads(out)] == ["REVERTED"]
