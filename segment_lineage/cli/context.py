@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer._click.exceptions import UsageError  # typer's own click (not the click package)
 from typer.core import TyperGroup
 
 from segment_lineage.lineage.config import Loaded, Settings, load_settings
@@ -229,6 +230,15 @@ class LineageGroup(TyperGroup):
             logging.getLogger().addFilter(not_py4j)  # py4j also logs through the root logger
         try:
             return super().invoke(ctx)
+        except UsageError as exc:
+            if not ctx.params.get("as_json"):
+                raise  # click prints the usage and the error
+            # Scripts read one JSON object, a mistyped option included.
+            command = exc.ctx.command_path if exc.ctx is not None else "lineage"
+            report = {"error": exc.format_message(), "hint": f"'{command} --help' lists its options",
+                      "code": exc.exit_code, "kind": "UsageError"}  # fmt: skip
+            typer.echo(json.dumps(report), err=True)
+            raise typer.Exit(exc.exit_code) from None
         except LineageError as exc:
             if ctx.params.get("verbose"):
                 traceback.print_exc()

@@ -9,7 +9,7 @@ import typer
 
 from segment_lineage.cli.context import Reason, emit, manager, split_names
 from segment_lineage.lineage.core.errors import InvalidInputError
-from segment_lineage.lineage.core.periods import parse_time
+from segment_lineage.lineage.core.periods import parse_time, parse_version
 from segment_lineage.lineage.core.views import entry_view, render_table
 
 
@@ -144,7 +144,7 @@ def revert(
 def rollback(
     table: Annotated[str | None, typer.Argument(help="The table (none with --set).")] = None,
     to_version: Annotated[
-        int | None, typer.Option("--to-version", help="Roll back (or forward) to it.")
+        str | None, typer.Option("--to-version", help="Roll back (or forward) to it.", metavar="INTEGER")
     ] = None,
     to_time: Annotated[
         str | None,
@@ -180,6 +180,7 @@ def rollback(
         return
     if table is None:
         raise InvalidInputError("name the table to roll back (or a push set with --set)")
+    version = None if to_version is None else parse_version(to_version)
     with manager() as m:
         if entry is not None and (to_version is not None or to_time is not None):
             raise InvalidInputError("give at most one of a version, a time and an entry")
@@ -187,7 +188,7 @@ def rollback(
         if entry is not None:
             entry = m.resolve_entry(table, entry, in_history=True)
         target = m.resolve_version(
-            table, version=to_version, at_ms=None if to_time is None else parse_time(to_time), entry_id=entry
+            table, version=version, at_ms=None if to_time is None else parse_time(to_time), entry_id=entry
         )
         plan = m.rollback(table, target, dry_run=dry_run, reason=reason)
     data = dataclasses.asdict(plan)

@@ -45,6 +45,7 @@ from segment_lineage.ingest.stage import publish_update, stage_hold
 from segment_lineage.lineage.core.errors import LineageError, NotFoundError, OutcomeUnknownError
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import EntryState, TableType
+from segment_lineage.lineage.core.names import check_set_id
 from segment_lineage.lineage.core.staged import Staged
 from segment_lineage.lineage.manager import LineageManager, TableHold
 from segment_lineage.lineage.manager.replace import complete_update, stage_update
@@ -313,6 +314,7 @@ def staged_set(manager: LineageManager, set_id: str) -> dict[str, str]:
     """Table -> entry of every push the set ``set_id`` staged; NotFoundError
     when no table has one, PushRefusedError when the set is no longer whole
     (one of its staged pushes was reverted, cleaned up or published)."""
+    check_set_id(set_id)
     found: dict[str, str] = {}
     tables: tuple[str, ...] = ()
     for table in manager.list_tables():

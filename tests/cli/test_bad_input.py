@@ -107,6 +107,12 @@ def cases(entry: str, tmp_path: Path) -> list[tuple[list[str], int, str]]:
         # Past any version there can be: bad input wherever a version is taken, not "not found".
         (["rollback", T, "--to-version", "12345678901234567890123"], 2, "out of range"),
         (["rollback", T, "--to-version", "10000000000", "--dry-run"], 2, "out of range"),
+        (["rollback", T, "--to-version", "9" * 5000], 2, "5000 digits, out of range"),  # not echoed
+        (["rollback", T, "--to-version", "abc"], 2, "invalid version 'abc'"),
+        (["rollback", "--set", ""], 2, "set id is empty"),
+        (["rollback", "--set", "x" * 3000, "--dry-run"], 2, "3000 bytes"),
+        (["rollback", "--set", "no-such-set"], 3, "no-such-set"),
+        (["publish", "--set", " "], 2, "set id is empty"),
         (["read", T, "--as-of", "12345678901234567890123"], 2, "at most 10 digits"),
         (["segments", T, "--as-of", "10000000000"], 2, "at most 10 digits"),
         (["read", T, "--as-of", "0"], 2, "from 1 to 9999999999"),
@@ -131,4 +137,28 @@ def test_misuse_is_refused_by_name_and_changes_nothing(table: tuple[str, KazooCl
         assert result.exit_code == code, (args, result.exit_code, message)
         assert named.lower() in message.lower(), (args, message)
         assert "Traceback" not in message, (args, message)
+        assert not [a for a in args if len(a) > 200 and a in message], (args[:2], message[:300])  # not echoed
         assert dump(client) == before, args
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--json", "rollback", T, "--bogus"], "No such option: --bogus"),
+        (["rollback", T, "--json", "--to-version"], "requires an argument"),
+        (["--json", "history"], "Missing argument 'TABLE'"),
+        (["--json", "no-such-command"], "No such command"),
+    ],
+)
+def test_a_mistyped_command_with_json_says_so_in_one_json_object(
+    table: tuple[str, KazooClient, str, Path], args: list[str], named: str
+) -> None:
+    """Scripts read one JSON object on stderr, a usage error included."""
+    _, client, zk, _ = table
+    before = dump(client)
+    result = runner.invoke(app, ["--zk", zk, *args])
+    assert result.exit_code == 2, result.stderr
+    report = json.loads(result.stderr)
+    assert named in report["error"] and report["code"] == 2 and report["kind"] == "UsageError", report
+    assert result.stdout == ""
+    assert dump(client) == before

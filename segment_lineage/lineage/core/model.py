@@ -9,7 +9,12 @@ from enum import StrEnum
 
 from segment_lineage.lineage.core.buckets import BucketMap
 from segment_lineage.lineage.core.errors import InvalidInputError
-from segment_lineage.lineage.core.names import check_root_has_no_secret, check_table_name, check_text
+from segment_lineage.lineage.core.names import (
+    MAX_SET_ID_BYTES,
+    check_root_has_no_secret,
+    check_table_name,
+    check_text,
+)
 from segment_lineage.lineage.core.periods import parse_period
 from segment_lineage.lineage.core.schema import PastSchema, Schema
 from segment_lineage.lineage.core.staged import Staged
@@ -299,7 +304,7 @@ class Audit:
         check_text("actor", self.actor, 256)
         check_text("job id", self.job_id, 256)
         check_text("reason", self.reason, MAX_REASON_BYTES)
-        check_text("set id", self.set_id, 64)
+        check_text("set id", self.set_id, MAX_SET_ID_BYTES)
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,21 @@ def check_text(what: str, value: str | None, limit: int = 1000) -> str | None:
     return value
 
 
+MAX_SET_ID_BYTES = 64
+
+
+def check_set_id(set_id: str) -> str:
+    """A push set's id a user named (to roll back or publish): not blank,
+    printable, at most MAX_SET_ID_BYTES (the most a record carries), or
+    InvalidInputError, which never echoes it."""
+    if not set_id.strip():
+        raise InvalidInputError(
+            "the set id is empty", remedy="'lineage history TABLE' shows each version's set"
+        )
+    check_text("set id", set_id, MAX_SET_ID_BYTES)
+    return set_id
+
+
 def check_root_has_no_secret(root: str) -> None:
     """A deep-store root is stored in ZooKeeper and printed: it must carry no
     credential (``s3://key:secret@bucket``, ``?secret_key=...``). The message

@@ -124,6 +124,24 @@ def check_version(version: object) -> int:
     return version
 
 
+def parse_version(text: str) -> int:
+    """A table version typed on the command line (``--to-version``), checked
+    as :func:`check_version` does; a number too long for a version is refused
+    by its length, never echoed in full (nor converted: Python refuses to
+    convert numbers past 4,300 digits)."""
+    raw = text.strip()
+    if not (raw.isascii() and raw.isdigit()):  # ASCII digits: int() takes others too
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise InvalidInputError(f"invalid version {shown!r}: a whole number from 1 to {MAX_VERSION}")
+    if len(raw.lstrip("0")) > VERSION_DIGITS:
+        raise InvalidInputError(
+            f"invalid version: {len(raw)} digits, out of range (a version has at most {VERSION_DIGITS} "
+            f"digits, up to {MAX_VERSION})",
+            remedy="'lineage history TABLE' lists the table's versions",
+        )
+    return check_version(int(raw))
+
+
 def parse_version_or_time(text: str) -> tuple[int | None, int | None]:
     """``--as-of`` and friends: a bare number up to VERSION_DIGITS digits is
     a table version; anything else is a time (:func:`parse_time`)."""

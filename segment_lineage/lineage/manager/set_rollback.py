@@ -19,6 +19,7 @@ from segment_lineage.lineage.core import applied, transitions
 from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import ContentionError, NotFoundError, RefusedError
 from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableState
+from segment_lineage.lineage.core.names import check_set_id
 from segment_lineage.lineage.manager.commit import Update
 from segment_lineage.lineage.manager.together import ChecksMovedError, Together, TogetherOps
 
@@ -46,6 +47,7 @@ class SetRollbackOps(TogetherOps):
         """Every table with a version of the set ``set_id`` -> that version
         (the newest, when a table has several). NotFoundError when no table
         has it in the history it keeps."""
+        check_set_id(set_id)
         return _members(set_id, {t: self.store.iter_history(t) for t in self.store.list_tables()})
 
     def rollback_set(self, set_id: str, *, dry_run: bool = False, reason: str | None = None) -> SetRollback:
@@ -55,6 +57,7 @@ class SetRollbackOps(TogetherOps):
         (RefusedError, nothing changed) when that would split a later set,
         undoing it in some of its tables and not in others; planned again
         when a table moved since (bounded)."""
+        check_set_id(set_id)
         began, moved = self.env.monotonic(), ""
         for _ in range(SET_PLAN_ATTEMPTS):
             try:
