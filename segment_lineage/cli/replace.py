@@ -144,7 +144,7 @@ def revert(
 def rollback(
     table: Annotated[str | None, typer.Argument(help="The table (none with --set).")] = None,
     to_version: Annotated[
-        str | None, typer.Option("--to-version", help="Roll back (or forward) to it.", metavar="INTEGER")
+        str | None, typer.Option("--to-version", help="Roll back (or forward) to it.", metavar="N")
     ] = None,
     to_time: Annotated[
         str | None,
