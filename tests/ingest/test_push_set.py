@@ -177,6 +177,36 @@ def test_a_set_rollback_never_splits_a_later_set(manager: LineageManager, tmp_pa
     assert [labels(manager, t) for t in ("u1", "u2", "u3")] == [["old"], ["old"], ["old"]]
 
 
+def test_a_set_rollback_is_refused_when_a_table_of_the_set_no_longer_keeps_its_record(
+    manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each record of a set counts the tables its commit changed. A table
+    that pushed past the history it keeps has lost the set's record: a
+    rollback of the tables still keeping it would leave the set in that
+    one. Refused, naming the count, and nothing changed."""
+    import segment_lineage.lineage.store.memory
+    import segment_lineage.lineage.zk.store.history
+
+    for module in (segment_lineage.lineage.store.memory, segment_lineage.lineage.zk.store.history):
+        monkeypatch.setattr(module, "MAX_HISTORY", 6)
+    for name in ("u1", "u2"):
+        manager.create_table(TableConfig.build(name, str(tmp_path / name), max_snapshots=10))
+        push_arrow(manager, name, [rows(2, "old")])
+    x = push_set(manager, [prepare_arrow(manager, t, [rows(2, "x")]) for t in ("u1", "u2")])
+    assert [manager.history(t, 1)[0].set_size for t in ("u1", "u2")] == [2, 2]
+    for i in range(200):  # until u2's record of X is compacted away (ZooKeeper seals the tail in chunks)
+        if all(r.set_id != x.set_id for r in manager.history("u2")):
+            break
+        push_arrow(manager, "u2", [rows(1, f"later{i}")])
+    assert all(r.set_id != x.set_id for r in manager.history("u2"))
+    versions = {t: manager.table(t).version for t in ("u1", "u2")}
+    for dry_run in (True, False):
+        with pytest.raises(RefusedError, match=r"changed 2 tables, but only 1 \(u1\) still keep its record"):
+            manager.rollback_set(x.set_id, dry_run=dry_run)
+    assert {t: manager.table(t).version for t in versions} == versions
+    assert labels(manager, "u1") == ["x"]
+
+
 def test_a_set_rollback_fails_when_a_table_it_judged_moves_before_it_lands(
     manager: LineageManager, tmp_path: Path
 ) -> None:

@@ -51,6 +51,7 @@ def history_to_dict(h: HistoryRecord) -> dict[str, object]:
         **({"cleaned": list(h.cleaned)} if h.cleaned else {}),
         **({} if h.detail is None else {"detail": _detail_to_dict(h.detail)}),
         **({} if h.set_id is None else {"set": h.set_id}),
+        **({"set_size": h.set_size} if h.set_size else {}),
     }
 
 
@@ -95,6 +96,7 @@ def history_from_dict(d: Mapping[str, Any]) -> HistoryRecord:
         cleaned=tuple(check_entry_id(e) for e in _str_list(d, "cleaned")) if "cleaned" in d else (),
         detail=_detail_from_dict(_get(d, "detail", dict)) if "detail" in d else None,
         set_id=_opt(d, "set", str),
+        set_size=_opt(d, "set_size", int) or 0,
     )
 
 

@@ -299,6 +299,7 @@ class Audit:
     job_id: str | None = None
     reason: str | None = None
     set_id: str | None = None  # the push set (or set rollback) the change is part of
+    set_size: int = 0  # the tables the set's commit changed (0: unknown, or no set)
 
     def __post_init__(self) -> None:
         check_text("actor", self.actor, 256)
@@ -433,6 +434,7 @@ class HistoryRecord:
     cleaned: tuple[str, ...] = ()  # entries force cleanup reverted (or removed) in this commit
     detail: Detail | None = None
     set_id: str | None = None  # committed with other tables' changes in one request (a push set)
+    set_size: int = 0  # the tables that request changed, this one included (0: unknown, or no set)
 
     @staticmethod
     def of(version: int, commit_id: str, at_ms: int, change: Change, audit: Audit) -> HistoryRecord:
@@ -452,4 +454,5 @@ class HistoryRecord:
             change.cleaned,
             change.detail,
             audit.set_id,
+            audit.set_size,
         )

@@ -132,13 +132,25 @@ class _Moved(Exception):
 
 
 def _members(set_id: str, histories: Mapping[str, Iterable[HistoryRecord]]) -> dict[str, int]:
-    """:meth:`TogetherOps.set_members` over the histories given."""
+    """:meth:`TogetherOps.set_members` over the histories given. RefusedError
+    when the set's records count more tables than keep one: the others'
+    were compacted out of their history (or the tables dropped), and a
+    rollback of the rest would split the set."""
     found: dict[str, int] = {}
+    size = 0
     for table, history in histories.items():
         for record in history:
             if record.set_id == set_id:
                 found[table] = record.version
+                size = max(size, record.set_size)
                 break
+    if found and size > len(found):
+        raise RefusedError(
+            f"set {set_id} changed {size} tables, but only {len(found)} ({', '.join(sorted(found))}) still "
+            "keep its record: the others' were compacted out of their history, or the tables were dropped; "
+            "rolling back these alone would leave the set in the others",
+            remedy="roll back each table alone ('lineage rollback TABLE --to-version V')",
+        )
     if not found:
         raise NotFoundError(
             f"no table has set {set_id!r} in its history",

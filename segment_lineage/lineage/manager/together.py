@@ -18,6 +18,7 @@ those versions were all current (a version only ever grows).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -224,12 +225,16 @@ class TogetherOps(Reads):
         now: int,
         floors: dict[str, _FloorUse],
     ) -> list[Committed] | None:
-        """The one request; the set's commits, or None: try again."""
+        """The one request; the set's commits, or None: try again. Each
+        record counts the tables the request changes (a set rollback finds
+        out when one of them no longer keeps its record)."""
+        size = sum(c.changed for c in changes)
         writes = [
-            Write(p.table, snap, c, audits[p.table], loop.commit_id, now, p.owner, guard_role(snap.state, c))
+            Write(p.table, snap, c, dataclasses.replace(audits[p.table], set_size=size), loop.commit_id, now,
+                  p.owner, guard_role(snap.state, c))
             for p, (snap, _), c in zip(loop.parts, snaps, changes, strict=True)
             if c.changed
-        ]
+        ]  # fmt: skip
         try:
             failpoint("set.before-commit")
             unchanged = [snap for (snap, _), c in zip(snaps, changes, strict=True) if not c.changed]
