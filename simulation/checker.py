@@ -42,14 +42,8 @@ import pyarrow.parquet as pq
 
 from segment_lineage.ingest.errors import SnapshotTooOldError, StorageError
 from segment_lineage.lineage.core.errors import AuthError, ContentionError, LineageError, VersionGoneError
-from segment_lineage.lineage.core.model import (
-    EntryState,
-    HistoryRecord,
-    Operation,
-    Segment,
-    TableState,
-    TableType,
-)
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import EntryState, Operation, Segment, TableState, TableType
 from segment_lineage.lineage.core.names import push_dir_owner, push_tag
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S, FLOOR_POLL_S

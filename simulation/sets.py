@@ -23,7 +23,8 @@ from segment_lineage.ingest.arrow_push import prepare_arrow
 from segment_lineage.ingest.push_set import publish_set, push_set, staged_set
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core.errors import LineageError
-from segment_lineage.lineage.core.model import HistoryRecord, Operation
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Operation
 
 HOUR_MS = 3_600_000
 STAGE_HOLD = "30s"  # a staged set left alone is cleaned up within the run

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from segment_lineage.ingest.push_plan import PushMode, PushResult, _check_job_id, check_job
 from segment_lineage.lineage.core.errors import ConflictError, LineageError
-from segment_lineage.lineage.core.model import EntryState, HistoryRecord, Operation, TableState
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import EntryState, Operation, TableState
 from segment_lineage.lineage.manager import LineageManager
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from segment_lineage.lineage.core.model import HistoryRecord, Operation, Segment, TableState
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Operation, Segment, TableState
 from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.schema import Schema, SchemaMismatchError, mirror_columns
 from segment_lineage.lineage.core.visibility import visible_segments

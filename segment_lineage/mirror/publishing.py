@@ -9,7 +9,8 @@ from typing import Any
 
 from segment_lineage.lineage.core.errors import VersionGoneError
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import HistoryRecord, TableState
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.core.schema_versions import span_at
 from segment_lineage.lineage.manager import LineageManager

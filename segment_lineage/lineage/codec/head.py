@@ -24,14 +24,8 @@ from segment_lineage.lineage.codec.envelope import (
     parse,
 )
 from segment_lineage.lineage.codec.history import history_from_dict, history_to_dict
-from segment_lineage.lineage.core.model import (
-    HistoryRecord,
-    MirrorFormat,
-    TableConfig,
-    TableType,
-    TimeGranularity,
-    TimeUnit,
-)
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import MirrorFormat, TableConfig, TableType, TimeGranularity, TimeUnit
 from segment_lineage.lineage.core.schema import PastSchema
 
 HEAD = "segment-lineage.head"

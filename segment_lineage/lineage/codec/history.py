@@ -20,11 +20,8 @@ from segment_lineage.lineage.codec.envelope import (
     dumps,
     parse,
 )
-from segment_lineage.lineage.core.model import (
-    Detail,
-    HistoryRecord,
-    Operation,
-)
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Detail, Operation
 from segment_lineage.lineage.core.names import (
     check_entry_id,
 )

@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from segment_lineage.lineage.core.model import HistoryRecord, Operation
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Operation
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
 
-from segment_lineage.lineage.core.model import EntryState, HistoryRecord, Operation, TableState
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import EntryState, Operation, TableState
 from segment_lineage.lineage.core.visibility import visible_names
 
 COLOURS = {

@@ -6,7 +6,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from segment_lineage.lineage.core.model import EntryState, HistoryRecord, LineageEntry, Segment, TableState
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import EntryState, LineageEntry, Segment, TableState
 from segment_lineage.lineage.core.periods import format_period, format_time
 from segment_lineage.lineage.core.roots import file_uri
 from segment_lineage.lineage.core.schema import render

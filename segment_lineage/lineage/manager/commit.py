@@ -28,7 +28,8 @@ from segment_lineage.lineage.core.errors import (
     StoreUnavailableError,
 )
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, Operation, TableState
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Audit, Change, Operation, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy

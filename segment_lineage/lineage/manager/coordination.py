@@ -16,7 +16,8 @@ from typing import Self
 
 from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import AuthError, LineageError
-from segment_lineage.lineage.core.model import HistoryRecord, TableState
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.manager.commit import ManagerBase
 from segment_lineage.lineage.store.contract import LOCK, Holds, Lease, Snapshot
 

@@ -18,14 +18,8 @@ from segment_lineage.lineage.core.errors import (
     RefusedError,
     VersionGoneError,
 )
-from segment_lineage.lineage.core.model import (
-    EntryState,
-    HistoryRecord,
-    LineageEntry,
-    Operation,
-    Segment,
-    TableState,
-)
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import EntryState, LineageEntry, Operation, Segment, TableState
 from segment_lineage.lineage.core.names import check_entry_id, check_table_name
 from segment_lineage.lineage.core.periods import check_version, format_time, parse_version_or_time
 from segment_lineage.lineage.core.schema_versions import columns_known

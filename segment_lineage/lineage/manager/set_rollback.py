@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from segment_lineage.lineage.core import applied, transitions
 from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import ContentionError, NotFoundError, RefusedError
-from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, TableState
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Audit, Change, TableState
 from segment_lineage.lineage.core.names import check_set_id
 from segment_lineage.lineage.manager.commit import Update
 from segment_lineage.lineage.manager.together import ChecksMovedError, Together, TogetherOps

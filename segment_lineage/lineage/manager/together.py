@@ -33,7 +33,8 @@ from segment_lineage.lineage.core.errors import (
     StoreUnavailableError,
 )
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Audit, Change
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.core.roles import guard_role

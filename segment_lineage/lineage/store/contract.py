@@ -12,14 +12,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from segment_lineage.lineage.core.errors import LineageError
-from segment_lineage.lineage.core.model import (
-    DEFAULT_VERSIONS_KEPT,
-    Audit,
-    Change,
-    HistoryRecord,
-    TableConfig,
-    TableState,
-)
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import DEFAULT_VERSIONS_KEPT, Audit, Change, TableConfig, TableState
 
 MAX_VERSIONS = DEFAULT_VERSIONS_KEPT  # past versions each store keeps readable
 MAX_HISTORY = 10_240  # history records each store keeps (older ones are compacted away)

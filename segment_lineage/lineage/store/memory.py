@@ -17,14 +17,8 @@ from segment_lineage.lineage.core.errors import (
     TableNotFoundError,
     VersionGoneError,
 )
-from segment_lineage.lineage.core.model import (
-    Audit,
-    Change,
-    HistoryRecord,
-    Operation,
-    TableConfig,
-    TableState,
-)
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Audit, Change, Operation, TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.roots import check_no_overlap
 from segment_lineage.lineage.core.schema_versions import config_at

@@ -4,7 +4,8 @@ sets a set rollback would split."""
 from __future__ import annotations
 
 from segment_lineage.lineage.core.applied import chain, splits
-from segment_lineage.lineage.core.model import Detail, HistoryRecord, Operation
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Detail, Operation
 
 
 def rec(

@@ -12,15 +12,8 @@ from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNo
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head
 from segment_lineage.lineage.core.errors import ClaimLostError, TableNotFoundError, TooLargeError
-from segment_lineage.lineage.core.model import (
-    Audit,
-    Change,
-    HistoryRecord,
-    Operation,
-    Segment,
-    TableConfig,
-    TableState,
-)
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Audit, Change, Operation, Segment, TableConfig, TableState
 from segment_lineage.lineage.store.contract import RetryableStoreError, VersionConflict, WriteOutcomeUnknown
 from segment_lineage.lineage.zk.store import commit
 from segment_lineage.lineage.zk.store import outcome as zk_outcome

@@ -20,7 +20,8 @@ from segment_lineage.lineage.core.acl import Place
 from segment_lineage.lineage.core.env import SYSTEM
 from segment_lineage.lineage.core.errors import LineageError, TooLargeError
 from segment_lineage.lineage.core.failpoints import failpoint
-from segment_lineage.lineage.core.model import Audit, Change, HistoryRecord, LineageEntry, TableState
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Audit, Change, LineageEntry, TableState
 from segment_lineage.lineage.store.contract import (
     Snapshot,
     VersionConflict,

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import Head
 from segment_lineage.lineage.core.errors import CorruptRecordError
-from segment_lineage.lineage.core.model import HistoryRecord
+from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.store.contract import MAX_HISTORY
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore

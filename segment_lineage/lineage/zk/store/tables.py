@@ -21,7 +21,8 @@ from segment_lineage.lineage.core.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from segment_lineage.lineage.core.model import Audit, HistoryRecord, Operation, TableConfig, TableState
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Audit, Operation, TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.roots import check_no_overlap, overlaps
 from segment_lineage.lineage.store.contract import OnMarked, TableListing, VersionConflict
