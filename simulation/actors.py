@@ -983,6 +983,6 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
         # the seeds that found a bug before still find it)
         cast += [("set", rng.randint(3, 6)), ("cut", rng.randint(4, 10))]
         if seed % 24 in (10, 16):  # an operator rolling back an older set while later ones land
-            # (not in seeds 4, 100 and 358, which the tests replay for other bugs)
+            # (not in seeds 4, 100 and 358, which the tests replayed for other bugs when it came)
             cast.append(("unset", rng.randint(3, 6)))
     return cast

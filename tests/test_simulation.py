@@ -353,7 +353,7 @@ def test_the_checker_catches_a_repair_that_cannot_write_over_another_writers_col
     from segment_lineage.mirror.delta import DeltaLog
 
     monkeypatch.setattr(DeltaLog, "reset", lambda *_a, **_k: 0)
-    result = run_seed(RunConfig(13, steps=400))  # a cast with the other engine and a repair
+    result = run_seed(RunConfig(60, steps=400))  # a cast with the other engine and a repair
     assert [v.kind for v in result.violations] == ["mirror-unrepairable"], describe(result)
 
 
@@ -414,7 +414,7 @@ def test_the_checker_catches_a_set_applied_one_table_at_a_time(monkeypatch: pyte
         return out
 
     monkeypatch.setattr(MemoryStore, "write_together", one_by_one)
-    result = run_seed(RunConfig(100, steps=400))
+    result = run_seed(RunConfig(28, steps=400))
     assert "set-torn" in {v.kind for v in result.violations}, describe(result)
 
 

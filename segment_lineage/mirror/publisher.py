@@ -31,7 +31,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from segment_lineage.lineage.core import transitions
@@ -43,6 +43,7 @@ from segment_lineage.lineage.core.errors import (
     TableNotFoundError,
 )
 from segment_lineage.lineage.core.failpoints import failpoint
+from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.manager import LineageManager
@@ -50,7 +51,7 @@ from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import DeltaLog, MirrorConflict, location
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError, NoMirrorError
 from segment_lineage.mirror.log_files import LogFiles
-from segment_lineage.mirror.publishing import SyncReport, publish, records_of, still_held
+from segment_lineage.mirror.publishing import SyncReport, publish, records_of, still_held, to_publish
 from segment_lineage.mirror.window import horizon as log_horizon
 
 logger = logging.getLogger("segment_lineage.mirror")
@@ -164,12 +165,14 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
         failpoint("mirror.after-log-read")
         state = manager.table(table)  # read after the log: whatever it published, this is newer
         check_log(state, log, foreign_too=not repair)
-        if repair and log.foreign() is None and owned(manager, state, log):
+        # One pass over the history: whose log it is, and what to publish.
+        records = records_of(manager, table, to_publish(log, state, repair))
+        if repair and log.foreign() is None and owned(manager, state, log, records):
             repair = False  # nothing to repair: a plain sync, and no empty commit
         if not repair:
-            check_owner(manager, state, log)
+            check_owner(manager, state, log, records)
         try:
-            report = publish(manager, table, log, state, dry_run, repair)
+            report = publish(manager, table, log, state, dry_run, repair, records)
         except MirrorConflict:
             continue  # another publisher's commit landed: read both again
         if clean and not dry_run:
@@ -205,18 +208,29 @@ def check_log(state: TableState, log: DeltaLog, *, foreign_too: bool = True) -> 
         )
 
 
-def owned(manager: LineageManager, state: TableState, log: DeltaLog) -> bool:
+def owned(
+    manager: LineageManager,
+    state: TableState,
+    log: DeltaLog,
+    records: Mapping[int, HistoryRecord] | None = None,
+) -> bool:
     """Whether this table wrote the log's newest commit of the publisher's
     (or there is none): it names no version the table has not reached, and
     the commit it names is the one the table's history has at that version.
-    Another writer's commit on top (a VACUUM, a property set) changes nothing."""
+    Another writer's commit on top (a VACUUM, a property set) changes nothing.
+    ``records``: history records already read (the one wanted is read
+    when it is not among them)."""
     if log.shown.lineage_version > state.version:
         return False
     newest = log.newest
     if newest is not None and newest.lineage_version is None:  # another writer's on top: look past it
         newest = next((c for c in log.history() if c.lineage_version and c.commit_id), None)
     if newest is not None and newest.commit_id is not None and newest.lineage_version:
-        record = records_of(manager, state.config.name, [newest.lineage_version]).get(newest.lineage_version)
+        wanted = newest.lineage_version
+        known = records or {}
+        record = (
+            known[wanted] if wanted in known else records_of(manager, state.config.name, [wanted]).get(wanted)
+        )
         return record is None or record.commit_id == newest.commit_id
     return True
 
@@ -235,13 +249,18 @@ def not_the_tables(manager: LineageManager, state: TableState | None, log: Delta
     return None
 
 
-def check_owner(manager: LineageManager, state: TableState, log: DeltaLog) -> None:
+def check_owner(
+    manager: LineageManager,
+    state: TableState,
+    log: DeltaLog,
+    records: Mapping[int, HistoryRecord] | None = None,
+) -> None:
     """Refuse a log this table did not write (:func:`owned`): a dropped
     table's log, under a table created again at its root."""
     name = state.config.name
     newest = log.newest
     published = log.shown.lineage_version
-    if not owned(manager, state, log):
+    if not owned(manager, state, log, records):
         raise MirrorRefusedError(
             f"the Delta log under the root of table {name!r} was not written for this table: it "
             f"publishes version {published} (commit {newest.commit_id if newest else '?'}), which "

@@ -4,6 +4,7 @@ which versions, with which columns, and what became of each."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,11 +70,18 @@ def still_held(
 
 
 def publish(
-    manager: LineageManager, table: str, log: DeltaLog, state: TableState, dry_run: bool, repair: bool = False
+    manager: LineageManager,
+    table: str,
+    log: DeltaLog,
+    state: TableState,
+    dry_run: bool,
+    repair: bool = False,
+    records: Mapping[int, HistoryRecord] | None = None,
 ) -> SyncReport:
     """Publish every version the log does not show yet (with ``repair``,
-    the current one over whatever the log shows), one Delta commit each."""
-    run = _Publishing(manager, table, log, state, dry_run, repair)
+    the current one over whatever the log shows), one Delta commit each.
+    ``records``: history records already read (the rest are read here)."""
+    run = _Publishing(manager, table, log, state, dry_run, repair, dict(records or {}))
     for version in run.versions:
         run.one(version)
     return run.report()
@@ -90,8 +98,8 @@ class _Publishing:
     state: TableState
     dry_run: bool
     repair: bool
-    versions: list[int] = field(default_factory=list)
     records: dict[int, HistoryRecord] = field(default_factory=dict)
+    versions: list[int] = field(default_factory=list)
     published: list[tuple[int, int]] = field(default_factory=list)
     unchanged: list[int] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)
@@ -110,7 +118,8 @@ class _Publishing:
             ]
             if self.state.version > shown.lineage_version and self.state.version not in self.versions:
                 self.versions.append(self.state.version)
-        self.records = records_of(self.manager, self.table, self.versions)
+        unread = [v for v in self.versions if v not in self.records]
+        self.records.update(records_of(self.manager, self.table, unread))
 
     def one(self, version: int) -> None:
         """Publish ``version``, read under a pin (gone: it was reclaimed)."""
@@ -221,6 +230,15 @@ class _Publishing:
             self.waiting if not self.published and shown.version is None else None,
             tuple(self.pending),
         )
+
+
+def to_publish(log: DeltaLog, state: TableState, repair: bool) -> list[int]:
+    """The versions a sync may publish, whose records it reads in one pass:
+    from the one the log shows (whose record says whose log it is) to the
+    table's current one."""
+    if log.shown.version is None or repair:
+        return [state.version, *([log.shown.lineage_version] if log.shown.lineage_version else [])]
+    return list(range(max(1, log.shown.lineage_version), state.version + 1))
 
 
 def records_of(manager: LineageManager, table: str, versions: list[int]) -> dict[int, HistoryRecord]:
