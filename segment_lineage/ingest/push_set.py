@@ -282,7 +282,7 @@ def _failed(members: list[_Member], exc: BaseException, current: list[str], set_
         cleanups = {m.run.target.table: m.run.cleanup or "nothing" for m in members}
         return PushSetInterrupted(set_id, chosen.signum, cleanups)
     if isinstance(chosen, LineageError):
-        where = f"table {failing!r}: " if failing and failing not in chosen.message else ""
+        where = f"table {failing!r}: " if failing and repr(failing) not in chosen.message else ""
         after = "" if isinstance(chosen, OutcomeUnknownError) else _others_said(members, failing)
         chosen.args = (f"push set {set_id} failed: {where}{chosen.message}{after}", *chosen.args[1:])
     return chosen

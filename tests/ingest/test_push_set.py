@@ -110,6 +110,35 @@ def test_a_failed_set_tells_which_entries_were_reverted_and_which_were_left(
     assert EntryState.IN_PROGRESS not in states["facts"] and EntryState.IN_PROGRESS in states["dims"]
 
 
+def test_a_set_whose_entry_another_process_reverted_names_that_table(
+    manager: LineageManager, tmp_path: Path
+) -> None:
+    """Another process force-reverts one table's entry between the set's
+    writes and its commit: the set fails naming that table (even one whose
+    name the message holds anyway: 'entry'), the other table's entry is
+    reverted with it, and no table shows the set."""
+    from segment_lineage.lineage.core import failpoints
+
+    for name in ("entry", "other"):
+        manager.create_table(TableConfig.build(name, str(tmp_path / name)))
+        push_arrow(manager, name, [rows(2, "old")])
+
+    def revert_entry() -> None:
+        running = [e for e in manager.table("entry").entries.values() if e.state is EntryState.IN_PROGRESS]
+        manager.revert_replace("entry", running[0].entry_id, force=True)
+
+    failpoints.set_hook("set.after-write", revert_entry)
+    try:
+        with pytest.raises(LineageError) as failed:
+            push_set(manager, [prepare_arrow(manager, t, [rows(2, "new")]) for t in ("entry", "other")])
+    finally:
+        failpoints.set_hook("set.after-write", None)
+    message = failed.value.message
+    assert "failed: table 'entry': entry " in message and "was reverted" in message, message
+    assert "the set's other entries (other) were reverted with it" in message, message
+    assert labels(manager, "entry") == labels(manager, "other") == ["old"]
+
+
 def test_a_set_is_refused_before_anything_starts(manager: LineageManager, tables: tuple[str, ...]) -> None:
     with pytest.raises(InvalidInputError, match="named twice"):
         push_set(manager, [prepare_arrow(manager, "facts", [rows(1, "x")])] * 2)
