@@ -256,10 +256,14 @@ class LineageGroup(TyperGroup):
             if ctx.params.get("verbose"):
                 traceback.print_exc()
             signum = getattr(exc, "signum", int(signal.SIGINT))
-            said = (
-                str(exc) if hasattr(exc, "cleanup") or hasattr(exc, "cleanups") else "interrupted"
-            )  # it says what it undid
-            typer.echo(f"error: {said}", err=True)
+            told = hasattr(exc, "cleanup") or hasattr(exc, "cleanups")  # a push (or set) says what it undid
+            said = str(exc) if told else "interrupted"
+            if ctx.params.get("as_json"):
+                kind = type(exc).__name__
+                report = {"error": said, "hint": None, "code": 128 + signum, "kind": kind}
+                typer.echo(json.dumps(report), err=True)
+            else:
+                typer.echo(f"error: {said}", err=True)
             raise typer.Exit(128 + signum) from None
         finally:
             kazoo.setLevel(level)

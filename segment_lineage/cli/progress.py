@@ -1,7 +1,8 @@
 """How a long command says how it is going: on a terminal, a live status line
 (rich) that each progress message replaces, with the messages that mark a
-step kept as lines above it; otherwise (a pipe, a file, ``--json``) each
-message as a plain line on stderr."""
+step kept as lines above it; otherwise (a pipe, a file) each message as a
+plain line on stderr. With ``--json`` nothing (stderr holds only an error's
+one JSON object), unless ``--verbose`` asks for the lines too."""
 
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ TRANSIENT = ("writing:",)
 @contextmanager
 def progress(doing: str) -> Iterator[Callable[[str], None]]:
     """A callback for ``doing``'s progress messages, live while the block runs."""
-    if current().json or not sys.stderr.isatty():
+    run = current()
+    if run.json and not run.verbose:  # scripts read one JSON object on stderr, an error's
+        yield lambda _message: None
+        return
+    if run.json or not sys.stderr.isatty():
 
         def plain(message: str) -> None:
             typer.echo(message, err=True)

@@ -472,6 +472,26 @@ def test_not_found_exits_3_in_every_command(zk_hosts: str, tmp_path: Path) -> No
     assert code == report["code"] == 2 and report["error"], err
 
 
+def test_with_json_stderr_holds_only_an_errors_one_json_object(zk_hosts: str, tmp_path: Path) -> None:
+    """A push that starts, writes, then fails (its input does not fit the
+    table) prints its progress lines without --json, and with --json
+    nothing but the error's JSON object: a script parses stderr whole. A
+    push that lands prints nothing on stderr; --verbose brings the lines back."""
+    assert run(zk_hosts, "table", "create", "pj", "--root", str(tmp_path / "pj"))[0] == 0
+    good, bad = tmp_path / "good.parquet", tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), good)
+    pq.write_table(pa.table({"b": ["x"]}), bad)
+    plain = process(zk_hosts, "push", "pj", "--input", str(good))
+    assert plain.returncode == 0 and "wrote 1 segment(s)" in plain.stderr, plain.stderr
+    landed = process(zk_hosts, "--json", "push", "pj", "--input", str(good))
+    assert landed.returncode == 0 and landed.stderr == "" and json.loads(landed.stdout)["rows"] == 2
+    failed = process(zk_hosts, "push", "pj", "--input", str(bad), "--json")
+    report = json.loads(failed.stderr)
+    assert failed.returncode == report["code"] == 1 and "does not fit table 'pj'" in report["error"], report
+    verbose = process(zk_hosts, "--json", "-v", "push", "pj", "--input", str(good))
+    assert verbose.returncode == 0 and "wrote 1 segment(s)" in verbose.stderr, verbose.stderr
+
+
 def test_a_root_no_folder_can_be_made_at_is_bad_input(zk_hosts: str, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("x")
     for root, why in (

@@ -258,3 +258,37 @@ def test_a_push_set_stopped_by_a_signal_says_the_set_stopped_and_reverts_every_t
     for table in tables:
         _, out, _ = run(zk_hosts, "entries", table, "--json")
         assert [e["state"] for e in json.loads(out)] == ["REVERTED"]
+
+
+def test_a_push_set_stopped_by_a_signal_with_json_says_so_in_one_json_object(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """With --json the interrupt is told as every error is: one JSON object
+    on stderr (no progress lines before it), kind PushSetInterrupted, code
+    128 + the signal."""
+    tables = ("ja", "jb")
+    for table in tables:
+        assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"label": ["x", "x"]}), source)
+    spec = tmp_path / "set.toml"
+    spec.write_text("".join(f'[[push]]\ntable = "{t}"\ninput = "{source}"\n\n' for t in tables))
+    command = [sys.executable, "-m", "segment_lineage", "--zk", zk_hosts, "--json", "push-set", str(spec)]
+    env = dict(os.environ, LINEAGE_FAILPOINT="set.after-write:sleep")
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):  # until both tables' entries started (no progress lines to wait on)
+            started = [json.loads(run(zk_hosts, "entries", t, "--json")[1]) for t in tables]
+            if all(s and s[-1]["state"] == "IN_PROGRESS" for s in started):
+                break
+            time.sleep(0.1)
+        time.sleep(1.0)  # into the sleep before the commit
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    report = json.loads(err)
+    assert report["kind"] == "PushSetInterrupted" and report["code"] == 128 + signal.SIGTERM, report
+    assert report["error"].startswith("push set ") and "entries reverted in ja, jb" in report["error"], report
+    assert out == ""
