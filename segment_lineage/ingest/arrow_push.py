@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 import pyarrow.dataset as ds
 
 from segment_lineage.ingest.audit import Audit
@@ -279,12 +280,16 @@ def input_bytes(path: str, stop_past: int | None = None) -> int | None:
 
 def read_input_arrow(path: str, fmt: str) -> pa.Table:
     """A local input read with pyarrow, as Spark reads it: Parquet; CSV with a
-    header, types inferred; JSON lines. Files whose names start with '.' or
-    '_' (markers, checksums) are skipped, as Spark skips them."""
+    header, types inferred, an empty field null (quoted or not, text too);
+    JSON lines. Files whose names start with '.' or '_' (markers, checksums)
+    are skipped, as Spark skips them."""
     if fmt not in INPUT_FORMATS:
         raise PushInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
+    form: str | ds.FileFormat = fmt
+    if fmt == "csv":  # an empty text field is null, as in Spark (Arrow alone reads it as "")
+        form = ds.CsvFileFormat(convert_options=pcsv.ConvertOptions(strings_can_be_null=True))
     try:
-        dataset = ds.dataset(path, format=fmt, ignore_prefixes=[".", "_"])
+        dataset = ds.dataset(path, format=form, ignore_prefixes=[".", "_"])
         if fmt == "parquet":
             check_same_columns(dataset, path)
         data = dataset.to_table()
