@@ -51,9 +51,10 @@ def earlier_result(
     began: float,
 ) -> PushResult:
     """What the job's completed push reported, from its end's history record
-    (its mode as recorded there; ``mode`` where the record is gone)."""
+    (its mode and audit as recorded there; ``mode`` where the record is gone)."""
     record, _ = job_end(manager, table, None, entry_id, 0)
-    recorded = record.detail.mode if record is not None and record.detail is not None else None
+    detail = record.detail if record is not None else None
+    recorded = detail.mode if detail is not None else None
     if recorded:
         with contextlib.suppress(LineageError):
             mode = PushMode.parse(recorded)
@@ -81,6 +82,7 @@ def earlier_result(
         job_id=job_id,
         repeated=True,
         undone=undone,
+        audited=detail.audit if detail is not None else None,
     )
 
 

@@ -141,7 +141,9 @@ class PushResult:
         if self.repeated:
             text = (
                 f"job {self.job_id!r} already pushed {self.table}: entry {self.entry_id}, "
-                f"{self.segments} segment(s), {self.rows} rows, {self.size_bytes} bytes; nothing pushed again"
+                f"{self.segments} segment(s), {self.rows} rows, {self.size_bytes} bytes"
+                + (f", audit {self.audited}" if self.audited else "")
+                + "; nothing pushed again"
             )
             if self.undone:
                 text += (

@@ -123,6 +123,17 @@ def test_a_push_that_passes_records_its_checks(manager: LineageManager, table: s
     assert "audit passed" in result.summary()
 
 
+def test_a_repeated_job_reports_the_audit_its_push_passed(manager: LineageManager, table: str) -> None:
+    """A job run again reports its completed push as it was, audit included
+    (from the push's history record), and pushes nothing."""
+    done = push_arrow(manager, table, [rows(12, "new")], audit=Audit(min_rows=5), job_id="nightly")
+    again = push_arrow(manager, table, [rows(3, "other")], audit=Audit(min_rows=5), job_id="nightly")
+    assert again.repeated and again.entry_id == done.entry_id
+    assert done.audited is not None and again.audited == done.audited
+    assert f"audit {done.audited}; nothing pushed again" in again.summary()
+    assert visible(manager, table) == ["new"] * 12
+
+
 @pytest.mark.parametrize(
     ("audit", "said"),
     [
