@@ -8,13 +8,17 @@ bound (not run) on empty views of the push's columns, so a query that can
 never answer one true or false value (two statements, a COPY, a syntax error,
 an unknown column, a count instead of a comparison) is refused up front.
 SIGINT or SIGTERM while it runs stops it at once and ends as the signal
-would have without it (the push's interrupt, or the default action).
+would have without it (the push's interrupt, or the default action). A query
+still running after SQL_TIMEOUT_S is stopped and fails the audit: a push
+holds its table's owner claim while it audits, so a runaway query (a cross
+join, say) must not hold it for ever.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
@@ -25,6 +29,7 @@ from segment_lineage.ingest.errors import PushInputError
 from segment_lineage.ingest.interrupts import signals_handled
 
 SQL_LIMIT = 65_536  # characters of an audit query
+SQL_TIMEOUT_S = 600.0  # seconds an audit query may run before it is stopped (and fails)
 RESULT_SHOWN = 80  # characters of a failing answer the message shows
 WITHOUT_ACCESS = {  # the views are all a check sees
     "enable_external_access": False,
@@ -95,18 +100,30 @@ def run_query(sql: str, staged: Any, current: Any) -> tuple[bool, str]:
     duckdb = duckdb_module()
     con = duckdb.connect(config=WITHOUT_ACCESS)
     stopped: list[int] = []
+    late = threading.Event()  # set when the query ran past SQL_TIMEOUT_S and was stopped
+
+    def too_long() -> None:
+        late.set()
+        con.interrupt()
+
+    timer = threading.Timer(SQL_TIMEOUT_S, too_long)
+    timer.daemon = True
     try:
         con.register("staged", staged)
         con.register("current", current)
         with _stoppable(con, stopped):
+            timer.start()
             cursor = con.execute(sql)
             rows = cursor.fetchmany(2)
             width = len(cursor.description or ())
     except (duckdb.Error, RuntimeError) as exc:  # DuckDB says "Query interrupted" as a RuntimeError
         if stopped:
             signal.raise_signal(stopped[0])  # as the signal would have ended it
+        if late.is_set():
+            return False, f"the query ran past its limit of {SQL_TIMEOUT_S:g} s and was stopped"
         return False, f"the query failed: {first_line(exc)}"
     finally:
+        timer.cancel()
         con.close()
     if stopped:
         signal.raise_signal(stopped[0])

@@ -9,6 +9,7 @@ commit, on the version it applies to.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -179,6 +180,25 @@ def test_an_append_is_judged_against_the_whole_table(manager: LineageManager, lo
     assert "+20.0%: 10 -> 12 rows" in (last_audit(manager, log) or "")
     with pytest.raises(AuditFailedError, match=r"\+25.0%: 12 -> 15 rows"):
         push_arrow(manager, log, [rows(3, "more")], audit=Audit(max_change_pct=20))
+
+
+def test_an_audit_query_running_past_its_limit_is_stopped_and_fails_the_push(
+    manager: LineageManager, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runaway query (here a count over a trillion generated rows) is
+    stopped at the limit: the audit fails saying so, the push is reverted,
+    and the table keeps its rows; well under the time the query would take."""
+    from segment_lineage.ingest import audit_sql
+
+    push_arrow(manager, table, [rows(10, "old")])
+    monkeypatch.setattr(audit_sql, "SQL_TIMEOUT_S", 0.5)
+    runaway = Audit(sql="SELECT (SELECT count(*) FROM range(1000000000000) r, staged) > 0")
+    began = time.monotonic()
+    with pytest.raises(AuditFailedError, match=r"ran past its limit of 0.5 s and was stopped"):
+        push_arrow(manager, table, [rows(3, "new")], audit=runaway)
+    assert time.monotonic() - began < 60
+    assert visible(manager, table) == ["old"] * 10
+    assert all(e.state is not EntryState.IN_PROGRESS for e in manager.table(table).entries.values())
 
 
 def test_a_first_push_passes_max_change_and_says_why(manager: LineageManager, table: str) -> None:
