@@ -23,6 +23,7 @@ from segment_lineage.lineage.core.model import Audit, Change, TableState
 from segment_lineage.lineage.core.names import check_set_id
 from segment_lineage.lineage.manager.commit import Update
 from segment_lineage.lineage.manager.together import ChecksMovedError, Together, TogetherOps
+from segment_lineage.lineage.store.contract import Snapshot
 
 SET_PLAN_ATTEMPTS = 5  # plans of a set rollback whose tables kept moving before giving up
 
@@ -74,23 +75,13 @@ class SetRollbackOps(TogetherOps):
     def _rollback_set(self, set_id: str, dry_run: bool, reason: str | None) -> SetRollback:
         """One plan of :meth:`rollback_set` and its commit; _Moved when a
         table's head is no longer the one the plan checked."""
-        listing = self.store.table_listing()
-        if listing.unreadable:  # a table of the set, or of a later one, may be among them: no judging blind
-            raise RefusedError(
-                f"cannot roll back set {set_id}: table(s) {', '.join(sorted(listing.unreadable))} cannot be "
-                "read, and a set over them would be judged (and rolled back) without them",
-                remedy="mend or drop the unreadable table(s) first ('lineage table list' names them)",
-            )
-        histories = {t: list(self.store.iter_history(t)) for t in listing.readable}
+        histories = self._histories(set_id)
         members = _members(set_id, histories)
         targets = {table: version - 1 for table, version in sorted(members.items())}
         heads = {t: max((r.version for r in h), default=0) for t, h in histories.items()}
         _refuse_splits(set_id, applied.splits(histories, heads, targets))
-        # The other tables judged must still be as judged when the rollback lands.
-        outside = [self.store.read(t) for t in applied.judged(histories, targets) if t not in targets]
-        moved = [s.state.config.name for s in outside if s.state.version != heads[s.state.config.name]]
-        if moved:
-            raise _Moved(", ".join(moved))
+        others = [t for t in applied.judged(histories, targets) if t not in targets]
+        outside = self._still_as_judged(others, heads)  # checked again in the commit's own request
         states = {table: self._as_of(table, version) for table, version in targets.items()}  # kept at all?
         why = reason or f"rollback of set {set_id}"
         rollback_id = self.env.text_id()
@@ -116,6 +107,28 @@ class SetRollbackOps(TogetherOps):
         committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
         already = tuple(t for t in targets if t not in committed)
         return SetRollback(set_id, targets, committed, rollback_id if committed else None, already)
+
+    def _histories(self, set_id: str) -> dict[str, list[HistoryRecord]]:
+        """Every table's history, newest first; RefusedError when a table
+        cannot be read (a table of the set, or of a later one, may be among
+        them: no judging blind)."""
+        listing = self.store.table_listing()
+        if listing.unreadable:
+            raise RefusedError(
+                f"cannot roll back set {set_id}: table(s) {', '.join(sorted(listing.unreadable))} cannot be "
+                "read, and a set over them would be judged (and rolled back) without them",
+                remedy="mend or drop the unreadable table(s) first ('lineage table list' names them)",
+            )
+        return {t: list(self.store.iter_history(t)) for t in listing.readable}
+
+    def _still_as_judged(self, tables: Sequence[str], heads: Mapping[str, int]) -> list[Snapshot]:
+        """The other tables a rollback judged, read again (their snapshots
+        are checked in its commit's request); _Moved when one moved already."""
+        outside = [self.store.read(t) for t in tables]
+        moved = [s.state.config.name for s in outside if s.state.version != heads[s.state.config.name]]
+        if moved:
+            raise _Moved(", ".join(moved))
+        return outside
 
     def _already(self, states: dict[str, TableState], audit: Audit) -> tuple[str, ...]:
         """The tables that already show their target's visible set."""
