@@ -216,6 +216,17 @@ def test_a_set_rollback_that_would_split_a_later_set_is_refused_from_the_command
     assert labels(zk_hosts, "u1") == labels(zk_hosts, "u2") == labels(zk_hosts, "u3") == set()
 
 
+def _set_of(zk: str, tmp_path: Path, tables: tuple[str, ...]) -> Path:
+    """New tables, and a push-set spec pushing one small input to each."""
+    for table in tables:
+        assert run(zk, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"label": ["x", "x"]}), source)
+    spec = tmp_path / "set.toml"
+    spec.write_text("".join(f'[[push]]\ntable = "{t}"\ninput = "{source}"\n\n' for t in tables))
+    return spec
+
+
 @pytest.mark.parametrize(("sent", "name"), [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")])
 def test_a_push_set_stopped_by_a_signal_says_the_set_stopped_and_reverts_every_table(
     zk_hosts: str, tmp_path: Path, sent: int, name: str
@@ -224,12 +235,7 @@ def test_a_push_set_stopped_by_a_signal_says_the_set_stopped_and_reverts_every_t
     line naming the set (not its last table alone) and every table's
     entry reverted; no table shows the set."""
     tables = (f"s{sent}a", f"s{sent}b")
-    for table in tables:
-        assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
-    source = tmp_path / "in.parquet"
-    pq.write_table(pa.table({"label": ["x", "x"]}), source)
-    spec = tmp_path / "set.toml"
-    spec.write_text("".join(f'[[push]]\ntable = "{t}"\ninput = "{source}"\n\n' for t in tables))
+    spec = _set_of(zk_hosts, tmp_path, tables)
     command = [sys.executable, "-m", "segment_lineage", "--zk", zk_hosts, "push-set", str(spec)]
     env = dict(os.environ, LINEAGE_FAILPOINT="set.after-write:sleep")
     proc = subprocess.Popen(
@@ -267,12 +273,7 @@ def test_a_push_set_stopped_by_a_signal_with_json_says_so_in_one_json_object(
     on stderr (no progress lines before it), kind PushSetInterrupted, code
     128 + the signal."""
     tables = ("ja", "jb")
-    for table in tables:
-        assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
-    source = tmp_path / "in.parquet"
-    pq.write_table(pa.table({"label": ["x", "x"]}), source)
-    spec = tmp_path / "set.toml"
-    spec.write_text("".join(f'[[push]]\ntable = "{t}"\ninput = "{source}"\n\n' for t in tables))
+    spec = _set_of(zk_hosts, tmp_path, tables)
     command = [sys.executable, "-m", "segment_lineage", "--zk", zk_hosts, "--json", "push-set", str(spec)]
     env = dict(os.environ, LINEAGE_FAILPOINT="set.after-write:sleep")
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
