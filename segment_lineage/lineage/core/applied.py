@@ -109,12 +109,26 @@ def splits(
     involved = _involved(versions, touched)  # only their chains matter
     before = {t: chain(records[t], heads[t]) for t in involved}
     after = {t: chain(records[t], targets[t]) if t in targets else before[t] for t in involved}
-    was = {s: {t: is_applied(records[t], before[t], versions[t][s]) for t in involved if s in versions[t]}
-           for s in touched}  # fmt: skip
-    now = {s: {t: is_applied(records[t], after[t], versions[t][s]) for t in involved if s in versions[t]}
-           for s in touched}  # fmt: skip
-    found = (_split(s, was[s], now[s]) for s in touched)
+    found = (
+        _split(s, _applied_in(s, records, versions, before), _applied_in(s, records, versions, after))
+        for s in touched
+    )
     return [split for split in found if split is not None]
+
+
+def _applied_in(
+    set_id: str,
+    records: Mapping[str, Mapping[int, HistoryRecord]],
+    versions: Mapping[str, Mapping[str, SetChange]],
+    chains: Mapping[str, frozenset[int]],
+) -> dict[str, bool]:
+    """Table by table (of ``chains`` whose history has the set), whether
+    the set is applied on its chain."""
+    return {
+        t: is_applied(records[t], on, versions[t][set_id])
+        for t, on in chains.items()
+        if set_id in versions[t]
+    }
 
 
 def judged(histories: Mapping[str, Iterable[HistoryRecord]], targets: Mapping[str, int]) -> list[str]:
