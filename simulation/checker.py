@@ -793,12 +793,13 @@ class Checker:
                     f"({len(state.segments)} segment(s), {len(state.pending)} file(s) queued)",
                 )
             owners = store.holds("owner").live(table)
-            now = self.world.clock.zk_ms()
-            # A staged push still held is kept, rightly: on a real clock its hold may outlast the run.
+            # A staged push still held when the last pass began is kept, rightly: on a real
+            # clock its hold may outlast the passes (and end before this look).
+            passed = self.world.passed_ms.get(table, self.world.clock.zk_ms())
             stale = [
                 e.entry_id[:8]
                 for e in state.entries.values()
-                if e.state is EntryState.IN_PROGRESS and e.entry_id not in owners and not e.held(now)
+                if e.state is EntryState.IN_PROGRESS and e.entry_id not in owners and not e.held(passed)
             ]
             if stale:
                 self.flag(
