@@ -82,7 +82,8 @@ docs: $(STAMP)
 	  echo "anything after \`--\`, stay the command's). \`lineage --version\` prints the version."; echo; \
 	  echo "Exit codes: 0 done, 1 refused or failed, 2 bad input or usage, 3 not found (a table, entry, segment or"; \
 	  echo "version). With \`--json\`, an error is one JSON object on stderr: \`error\`, \`hint\`, \`code\`, \`kind\`"; \
-	  echo "(a mistyped command and an interrupt included; progress lines only with \`--verbose\`)."; echo; \
+	  echo "(a mistyped command and an interrupt included); a warning or note before it is one too, on its own line"; \
+	  echo "(\`{\"warning\": ...}\`); progress lines only with \`--verbose\`."; echo; \
 	  echo "Times: every time argument (\`--interval\`, \`--as-of\`, \`--to-time\`) takes an ISO-8601 date (\`2013-02-01\`),"; \
 	  echo "month (\`2013-02\`, its first day) or date-time, in UTC unless it names its zone"; \
 	  echo "(\`2013-02-01T00:00:00-05:00\`), or \`ms:\` and epoch milliseconds; a bare number is refused as a time"; \

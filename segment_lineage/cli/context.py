@@ -388,7 +388,7 @@ def manager_on(store: ZkStore) -> LineageManager:
     ident = store.nodes.identity
     actor = f"{ident.partition(':')[0]}@{socket.gethostname()}" if ident else None
     made = LineageManager(store, claims=current().claims, actor=actor)
-    made.after_commit = publish_after(lambda text: typer.echo(f"warning: {text}", err=True))
+    made.after_commit = publish_after(lambda text: aside("warning", text))
     return made
 
 
@@ -396,6 +396,15 @@ def manager_on(store: ZkStore) -> LineageManager:
 def manager() -> Iterator[LineageManager]:
     with connection() as store:
         yield manager_on(store)
+
+
+def aside(kind: str, text: str) -> None:
+    """A warning, note or problem beside a command's output, on stderr: with
+    --json one JSON object (``{kind: text}``) on its own line, as an error is."""
+    if current().json:
+        typer.echo(json.dumps({kind: text}), err=True)
+    else:
+        typer.echo(f"{kind}: {text}", err=True)
 
 
 def emit(data: Any, text: str) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from segment_lineage.cli.context import emit, manager
+from segment_lineage.cli.context import aside, emit, manager
 from segment_lineage.lineage.codec.export import to_pinot_znrecord
 from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
 from segment_lineage.lineage.core.graph import history_svg
@@ -45,7 +45,7 @@ def history(
             try:
                 delta = published_as(mirror_commits(m, table))
             except LineageError as exc:  # the history stands without the mirror's versions
-                typer.echo(f"warning: the mirror's Delta versions are not shown: {exc.message}", err=True)
+                aside("warning", f"the mirror's Delta versions are not shown: {exc.message}")
                 delta = {}
             for row in rows:
                 row["delta_version"] = delta.get(row["version"])

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from segment_lineage.cli.context import Reason, emit, manager
+from segment_lineage.cli.context import Reason, aside, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.views import iso, render_pairs, render_table
@@ -63,7 +63,7 @@ def disable(
         f"mirror of {table} disabled; {word}",
     )
     if done.problem:
-        typer.echo(f"warning: {done.problem}", err=True)
+        aside("warning", done.problem)
 
 
 @mirror_app.command("sync")
@@ -170,12 +170,12 @@ def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) ->
         view["problem"] = f"the mirror is disabled but its Delta log remains: lineage mirror disable {table}"
     emit(view, render_pairs(view))
     if view["problem"]:
-        typer.echo(f"problem: {view['problem']}", err=True)
+        aside("problem", view["problem"])
     if found.foreign is not None and found.mirror is not None:
-        typer.echo(
-            f"warning: another writer committed to the Delta log ({found.foreign.operation}); the mirror "
+        aside(
+            "warning",
+            f"another writer committed to the Delta log ({found.foreign.operation}); the mirror "
             f"publishes nothing more until it is repaired (lineage mirror repair {table})",
-            err=True,
         )
 
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from segment_lineage.cli.context import Reason, emit, manager
+from segment_lineage.cli.context import Reason, aside, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.model import TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
@@ -217,11 +217,11 @@ def _grace_note(config: TableConfig) -> None:
         ("a reverted push's files", config.lineage_entry_cleanup_retention_ms),
     ):
         if ms < DEFAULT_MIN_GRACE_MS:
-            typer.echo(
-                f"note: {what} become deletable {format_period(ms)} after they go, but a retention pass "
+            aside(
+                "note",
+                f"{what} become deletable {format_period(ms)} after they go, but a retention pass "
                 f"keeps any file written or queued less than its minimum grace "
                 f"({format_period(DEFAULT_MIN_GRACE_MS)}; lower only with --force) ago",
-                err=True,
             )
 
 
@@ -233,7 +233,7 @@ def table_list() -> None:
         listing = m.table_listing()
     names = list(listing.readable)
     for table, problem in listing.unreadable.items():
-        typer.echo(f"warning: table {table!r} is unreadable: {problem}", err=True)
+        aside("warning", f"table {table!r} is unreadable: {problem}")
     emit(names, "\n".join(names) if names else "(no tables)")
 
 
@@ -320,7 +320,7 @@ def _said_dropped(table: str, dropped: Removal, why: str = "") -> None:
     view = {"dropped": table, "mirror_log_removed": dropped.removed, "problem": dropped.problem}
     emit(view, f"dropped table {table}{why}{word}")
     if dropped.problem:
-        typer.echo(f"warning: {dropped.problem}", err=True)
+        aside("warning", dropped.problem)
 
 
 def _purge(table: str, reason: str | None) -> None:
@@ -371,7 +371,7 @@ def _purge(table: str, reason: str | None) -> None:
                 f"then drops the table: the daemon does it, or 'lineage retention run --table {table} --yes'",
             )
             if removal.problem:
-                typer.echo(f"warning: {removal.problem}", err=True)
+                aside("warning", removal.problem)
             return
         if state.segments or state.pending or strays:
             view = {

@@ -4,6 +4,7 @@ every other table goes on (listing, retention passes, drops, creates)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,10 @@ def test_a_deeply_nested_head_fails_closed_for_its_table_and_the_others_go_on(la
     assert code == 0 and out.split() == ["good"]
     assert f"table 'bad' is unreadable: corrupt lineage record at {ROOT}/tables/bad" in err
     assert "nested too deeply" in err
+    code, out, err = cli(lake.hosts, "--json", "table", "list")  # scripts: JSON on stderr too
+    warned = [json.loads(line) for line in err.splitlines()]
+    assert code == 0 and json.loads(out) == ["good"]
+    assert len(warned) == 1 and warned[0]["warning"].startswith("table 'bad' is unreadable: "), err
 
     code, _, err = cli(lake.hosts, "table", "show", "bad")
     assert code == 1 and f"corrupt lineage record at {ROOT}/tables/bad" in err and "nested too deeply" in err
