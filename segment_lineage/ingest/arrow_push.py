@@ -286,8 +286,11 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
     if fmt not in INPUT_FORMATS:
         raise PushInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
     form: str | ds.FileFormat = fmt
-    if fmt == "csv":  # an empty text field is null, as in Spark (Arrow alone reads it as "")
-        form = ds.CsvFileFormat(convert_options=pcsv.ConvertOptions(strings_can_be_null=True))
+    if (
+        fmt == "csv"
+    ):  # an empty field is null, text too, as in Spark; nothing else is ('NA', 'nan', 'null' stay)
+        nulls = pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
+        form = ds.CsvFileFormat(convert_options=nulls)
     try:
         dataset = ds.dataset(path, format=form, ignore_prefixes=[".", "_"])
         if fmt == "parquet":

@@ -467,6 +467,15 @@ def test_an_empty_csv_field_is_null_whichever_engine_reads_it(spark: SparkSessio
     by_arrow = read_input_arrow(str(tmp_path / "in.csv"), "csv").to_pylist()
     expected = [{"a": 1, "b": None, "c": "x"}, {"a": None, "b": 2, "c": None}, {"a": 3, "b": 4, "c": None}]
     assert by_spark == by_arrow == expected
+    # Text that only looks like a null marker stays text (Namibia's code among them), with either engine.
+    (tmp_path / "markers.csv").write_text(
+        'id,country,name,code\n1,NA,Null,nan\n2,US,None,N/A\n3,"NA","null",#N/A\n'
+    )
+    by_spark = [r.asDict() for r in read_input(spark, str(tmp_path / "markers.csv"), "csv").collect()]
+    by_arrow = read_input_arrow(str(tmp_path / "markers.csv"), "csv").to_pylist()
+    assert by_spark == by_arrow, (by_spark, by_arrow)
+    assert [r["country"] for r in by_arrow] == ["NA", "US", "NA"]
+    assert [r["code"] for r in by_arrow] == ["nan", "N/A", "#N/A"]
 
 
 def test_time_chunks_keep_every_segment_inside_one_month(
