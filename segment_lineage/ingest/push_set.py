@@ -30,6 +30,7 @@ be applied as one).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -103,9 +104,9 @@ def push_set(
     done, checked = _jobs_done(manager, pushes, jobs)
     if done is not None:
         earlier, results = done
-        return SetResult(earlier, results, clock() - began, repeated=True)
+        return SetResult(earlier, results, clock() - began, repeated=True, dry_run=dry_run)
     if dry_run:
-        planned = tuple(_plan(manager, p) for p in pushes)
+        planned = tuple(dataclasses.replace(_plan(manager, p), job_id=jobs[p.table]) for p in pushes)
         return SetResult(set_id, planned, clock() - began, dry_run=True)  # a new id is made at the push
     set_id = set_id or manager.env.text_id()
     members = [_member(manager, p, jobs[p.table], checked.get(p.table, 0), reason, hold_ms) for p in pushes]

@@ -68,6 +68,10 @@ def test_a_set_lands_in_every_table_in_one_commit(manager: LineageManager, table
     assert again.repeated and labels(manager, "facts") == ["new"]
     assert again.set_id == done.set_id  # the set the job did, the one its records carry
     assert push_set(manager, prepared(manager, "x"), dry_run=True).set_id is None  # no id until a push
+    looked = push_set(manager, prepared(manager, "x"), job_id="night-1", dry_run=True)
+    assert looked.repeated and looked.dry_run and looked.set_id == done.set_id
+    planned = push_set(manager, prepared(manager, "x"), job_id="night-2", dry_run=True)
+    assert planned.dry_run and [p.job_id for p in planned.pushes] == ["night-2"] * len(TABLES)
 
 
 def test_a_failure_in_one_table_reverts_every_table(manager: LineageManager, tables: tuple[str, ...]) -> None:
