@@ -198,13 +198,28 @@ def not_py4j(record: logging.LogRecord) -> bool:
     return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
+def _usage_report(exc: UsageError) -> None:
+    """A usage error as one JSON object on stderr (``--json``)."""
+    command = exc.ctx.command_path if exc.ctx is not None else "lineage"
+    report = {"error": exc.format_message(), "hint": f"'{command} --help' lists its options",
+              "code": exc.exit_code, "kind": "UsageError"}  # fmt: skip
+    typer.echo(json.dumps(report), err=True)
+
+
 class LineageGroup(TyperGroup):
     """Turns the package's errors into one line on stderr and an exit code,
     and takes the global options after the command as well as before it."""
 
     def make_context(self, info_name: Any, args: list[str], parent: Any = None, **extra: Any) -> Any:
         name_metavars(self)
-        return super().make_context(info_name, args, parent, **extra)
+        wants_json = "--json" in args
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except UsageError as exc:  # a global option mistyped: with --json, one JSON object too
+            if not wants_json:
+                raise
+            _usage_report(exc)
+            raise typer.Exit(exc.exit_code) from None
 
     def list_commands(self, ctx: Any) -> list[str]:
         """The commands in the order a newcomer meets them (``--help``)."""
@@ -233,11 +248,7 @@ class LineageGroup(TyperGroup):
         except UsageError as exc:
             if not ctx.params.get("as_json"):
                 raise  # click prints the usage and the error
-            # Scripts read one JSON object, a mistyped option included.
-            command = exc.ctx.command_path if exc.ctx is not None else "lineage"
-            report = {"error": exc.format_message(), "hint": f"'{command} --help' lists its options",
-                      "code": exc.exit_code, "kind": "UsageError"}  # fmt: skip
-            typer.echo(json.dumps(report), err=True)
+            _usage_report(exc)  # scripts read one JSON object, a mistyped option included
             raise typer.Exit(exc.exit_code) from None
         except LineageError as exc:
             if ctx.params.get("verbose"):

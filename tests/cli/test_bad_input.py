@@ -148,6 +148,8 @@ def test_misuse_is_refused_by_name_and_changes_nothing(table: tuple[str, KazooCl
         (["rollback", T, "--json", "--to-version"], "requires an argument"),
         (["--json", "history"], "Missing argument 'TABLE'"),
         (["--json", "no-such-command"], "No such command"),
+        (["--json", "-x", "table", "list"], "No such option: -x"),  # a global option mistyped
+        (["--json", "--config"], "requires an argument"),
     ],
 )
 def test_a_mistyped_command_with_json_says_so_in_one_json_object(
