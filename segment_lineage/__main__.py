@@ -1,5 +1,5 @@
 """``python -m segment_lineage`` runs the ``lineage`` command."""
 
-from segment_lineage.cli import app
+from segment_lineage.launch import main
 
-app(prog_name="lineage")
+main()

@@ -61,8 +61,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "sample": {"lineage.core"},
 }
 # The top: the command line and the compositions (the demo, the public API,
-# ``python -m``), which may import anything.
-TOP = {"cli", "demo", "__init__", "__main__"}
+# ``python -m`` and the command's first lines), which may import anything.
+TOP = {"cli", "demo", "__init__", "__main__", "launch"}
 
 
 def imports(path: Path) -> set[str]:

@@ -7,6 +7,8 @@ options and the settings built from them) is in :mod:`segment_lineage.cli.contex
 
 from __future__ import annotations
 
+import sys
+
 from segment_lineage.cli import (
     acl,
     config,
@@ -30,4 +32,8 @@ for group in (zk, table, segment, replace, history, acl, config, demo, ingest, p
 
 
 def main() -> None:
+    """The command, as an install older than :mod:`segment_lineage.launch` runs it."""
+    from segment_lineage.launch import interrupts_from_the_start
+
+    interrupts_from_the_start(sys.argv)
     app()

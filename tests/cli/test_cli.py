@@ -274,6 +274,46 @@ def test_the_engine_follows_the_input(tmp_path: Path) -> None:
     assert choose_engine("arrow", str(big), None, {}) == ("arrow", "asked for")
 
 
+@pytest.mark.parametrize(("sent", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_a_push_is_still_starting_stops_it_with_nothing_pushed(
+    zk_hosts: str, tmp_path: Path, sent: int, code: int
+) -> None:
+    """A push started in the background of a script (SIGINT inherited
+    ignored) and signalled while it is still loading: it stops with the
+    signal's code and one line, and nothing is pushed (the signal was lost,
+    and the push went on, when only the push's own handler listened)."""
+    table = f"early{code}"
+    assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"a": [1, 2, 3]}), source)
+    command = [
+        sys.executable,
+        "-m",
+        "segment_lineage",
+        "--zk",
+        zk_hosts,
+        "push",
+        table,
+        "--input",
+        str(source),
+    ]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
+    )  # fmt: skip
+    try:
+        time.sleep(0.15)  # the interpreter is up; the command is still importing
+        proc.send_signal(sent)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == ["error: interrupted"], err
+    assert "Traceback" not in err
+    _, out, _ = run(zk_hosts, "--json", "entries", table)
+    assert json.loads(out) == []  # nothing started
+
+
 @pytest.mark.parametrize(
     ("sent", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")]
 )

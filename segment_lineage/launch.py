@@ -1,0 +1,41 @@
+"""The ``lineage`` command's first lines, run before the rest is imported.
+
+A push treats SIGINT and SIGTERM as an interrupt from its first line on:
+a push started in the background of a script inherits SIGINT ignored, and
+the push's own handler (:mod:`segment_lineage.ingest.interrupts`) comes
+only once it starts, so a signal sent while the command was still starting
+(importing, connecting, reading its input) was lost and the push went on.
+Before anything is written, an interrupt ends the command with nothing done.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from types import FrameType
+
+PUSHING = frozenset({"push", "push-set"})  # the commands a signal must stop from their first line
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    from segment_lineage.ingest.interrupts import Terminated
+
+    raise Terminated(signum)
+
+
+def interrupts_from_the_start(argv: list[str]) -> None:
+    """For a push, SIGINT and SIGTERM raise an interrupt from now on."""
+    if PUSHING & set(argv[1:]):
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _interrupt)
+
+
+def main() -> None:
+    interrupts_from_the_start(sys.argv)
+    try:
+        from segment_lineage.cli import app
+    except KeyboardInterrupt as exc:  # while the command was still loading: nothing was done
+        signum = getattr(exc, "signum", int(signal.SIGINT))
+        sys.stderr.write("error: interrupted\n")
+        raise SystemExit(128 + signum) from None
+    app(prog_name="lineage")
