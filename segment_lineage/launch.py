@@ -10,6 +10,7 @@ Before anything is written, an interrupt ends the command with nothing done.
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from types import FrameType
@@ -36,6 +37,10 @@ def main() -> None:
         from segment_lineage.cli import app
     except KeyboardInterrupt as exc:  # while the command was still loading: nothing was done
         signum = getattr(exc, "signum", int(signal.SIGINT))
-        sys.stderr.write("error: interrupted\n")
+        if "--json" in sys.argv:  # as every error is told to scripts
+            report = {"error": "interrupted", "hint": None, "code": 128 + signum, "kind": type(exc).__name__}
+            sys.stderr.write(json.dumps(report) + "\n")
+        else:
+            sys.stderr.write("error: interrupted\n")
         raise SystemExit(128 + signum) from None
     app(prog_name="lineage")
