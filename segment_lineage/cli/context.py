@@ -198,12 +198,15 @@ def not_py4j(record: logging.LogRecord) -> bool:
     return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
+def _json_error(error: str, hint: str | None, code: int, kind: str) -> None:
+    """An error as scripts read it (``--json``): one JSON object on stderr."""
+    typer.echo(json.dumps({"error": error, "hint": hint, "code": code, "kind": kind}), err=True)
+
+
 def _usage_report(exc: UsageError) -> None:
     """A usage error as one JSON object on stderr (``--json``)."""
     command = exc.ctx.command_path if exc.ctx is not None else "lineage"
-    report = {"error": exc.format_message(), "hint": f"'{command} --help' lists its options",
-              "code": exc.exit_code, "kind": "UsageError"}  # fmt: skip
-    typer.echo(json.dumps(report), err=True)
+    _json_error(exc.format_message(), f"'{command} --help' lists its options", exc.exit_code, "UsageError")
 
 
 class LineageGroup(TyperGroup):
@@ -255,8 +258,7 @@ class LineageGroup(TyperGroup):
                 traceback.print_exc()
             code = exit_code(exc)
             if ctx.params.get("as_json"):  # scripts read one JSON object
-                report = {"error": exc.message, "hint": exc.remedy, "code": code, "kind": type(exc).__name__}
-                typer.echo(json.dumps(report), err=True)
+                _json_error(exc.message, exc.remedy, code, type(exc).__name__)
             else:
                 typer.echo(f"error: {exc.message}", err=True)
                 if exc.remedy:
@@ -270,9 +272,7 @@ class LineageGroup(TyperGroup):
             told = hasattr(exc, "cleanup") or hasattr(exc, "cleanups")  # a push (or set) says what it undid
             said = str(exc) if told else "interrupted"
             if ctx.params.get("as_json"):
-                kind = type(exc).__name__
-                report = {"error": said, "hint": None, "code": 128 + signum, "kind": kind}
-                typer.echo(json.dumps(report), err=True)
+                _json_error(said, None, 128 + signum, type(exc).__name__)
             else:
                 typer.echo(f"error: {said}", err=True)
             raise typer.Exit(128 + signum) from None

@@ -286,9 +286,8 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
     if fmt not in INPUT_FORMATS:
         raise PushInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
     form: str | ds.FileFormat = fmt
-    if (
-        fmt == "csv"
-    ):  # an empty field is null, text too, as in Spark; nothing else is ('NA', 'nan', 'null' stay)
+    # An empty CSV field is null, text too, as in Spark; nothing else is ('NA', 'nan', 'null' stay text).
+    if fmt == "csv":
         nulls = pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
         form = ds.CsvFileFormat(convert_options=nulls)
     try:

@@ -3,6 +3,7 @@ CLI's single handler covers them; and deep storage's, under its own name."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import PurePosixPath
 
 from segment_lineage.lineage.core.errors import (
@@ -102,6 +103,14 @@ class SnapshotTooOldError(IngestError):
         self.version = version
 
 
+def signal_name(signum: int) -> str:
+    """SIGINT, SIGTERM, ... (``signal N`` for a number no signal has)."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 class PushInterrupted(KeyboardInterrupt):
     """A push stopped by SIGINT or SIGTERM, after cleaning up (``cleanup``:
     nothing to undo, its entry reverted and files queued, it had completed,
@@ -109,7 +118,7 @@ class PushInterrupted(KeyboardInterrupt):
     program unless caught."""
 
     def __init__(self, table: str, entry_id: str, signum: int, cleanup: str) -> None:
-        name = {2: "SIGINT", 15: "SIGTERM"}.get(signum, f"signal {signum}")
+        name = signal_name(signum)
         what = {
             "nothing": "it had not started; nothing changed",
             "reverted": f"entry {entry_id} reverted, its files queued for retention",
@@ -128,7 +137,7 @@ class PushSetInterrupted(KeyboardInterrupt):
     became of its entry)."""
 
     def __init__(self, set_id: str, signum: int, cleanups: dict[str, str]) -> None:
-        name = {2: "SIGINT", 15: "SIGTERM"}.get(signum, f"signal {signum}")
+        name = signal_name(signum)
         by: dict[str, list[str]] = {}
         for table, cleanup in sorted(cleanups.items()):
             by.setdefault(cleanup, []).append(table)

@@ -274,6 +274,21 @@ def test_the_engine_follows_the_input(tmp_path: Path) -> None:
     assert choose_engine("arrow", str(big), None, {}) == ("arrow", "asked for")
 
 
+def _background_push(
+    zk: str, tmp_path: Path, table: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """A new table and a push of three rows into it, started as a push in the
+    background of a script runs: SIGINT inherited ignored."""
+    assert run(zk, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"a": [1, 2, 3]}), source)
+    command = [sys.executable, "-m", "segment_lineage", "--zk", zk, "push", table, "--input", str(source)]
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(("sent", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_while_a_push_is_still_starting_stops_it_with_nothing_pushed(
     zk_hosts: str, tmp_path: Path, sent: int, code: int
@@ -283,24 +298,7 @@ def test_a_signal_while_a_push_is_still_starting_stops_it_with_nothing_pushed(
     signal's code and one line, and nothing is pushed (the signal was lost,
     and the push went on, when only the push's own handler listened)."""
     table = f"early{code}"
-    assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
-    source = tmp_path / "in.parquet"
-    pq.write_table(pa.table({"a": [1, 2, 3]}), source)
-    command = [
-        sys.executable,
-        "-m",
-        "segment_lineage",
-        "--zk",
-        zk_hosts,
-        "push",
-        table,
-        "--input",
-        str(source),
-    ]
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
-    )  # fmt: skip
+    proc = _background_push(zk_hosts, tmp_path, table)
     try:
         time.sleep(0.15)  # the interpreter is up; the command is still importing
         proc.send_signal(sent)
@@ -321,29 +319,8 @@ def test_a_signal_mid_push_reverts_says_so_in_one_line_and_exits_with_its_code(
     zk_hosts: str, tmp_path: Path, sent: signal.Signals, code: int, name: str
 ) -> None:
     table = f"sig{code}"
-    assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
-    source = tmp_path / "in.parquet"
-    pq.write_table(pa.table({"a": [1, 2, 3]}), source)
-    command = [
-        sys.executable,
-        "-m",
-        "segment_lineage",
-        "--zk",
-        zk_hosts,
-        "push",
-        table,
-        "--input",
-        str(source),
-    ]
-    env = dict(os.environ, LINEAGE_FAILPOINT="push.mid-write:sleep")
-    # As a push started in the background of a script runs: SIGINT inherited ignored.
-    proc = subprocess.Popen(
-        command,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
+    proc = _background_push(
+        zk_hosts, tmp_path, table, dict(os.environ, LINEAGE_FAILPOINT="push.mid-write:sleep")
     )
     head = []
     try:
