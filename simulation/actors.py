@@ -35,7 +35,7 @@ from segment_lineage.retention.executor import PassOptions, run_pass, run_table
 from segment_lineage.retention.schedule import Schedule
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor
-from simulation.sets import cutter, rerun_set, setter, undoer
+from simulation.sets import check_set_rollback, cutter, rerun_set, setter, undoer
 from simulation.world import AUDIT, World
 
 Body = Callable[[Actor], None]
@@ -284,10 +284,18 @@ def rollbacker(ctx: Ctx, ops: int) -> None:
                 if not versions:
                     continue
                 target = ctx.rng.choice(versions)
-            plan = ctx.manager.rollback(table, target)
+            # Told to split push sets at times (else refused when it would split one);
+            # no random draw for it, so that every seed keeps its course.
+            split = target % 7 == 0
+            plan = ctx.manager.rollback(table, target, split_sets=split)
             ctx.note(f"rolled {table} back to v{target}: committed v{plan.committed_version}")
             if plan.committed_version is not None:
                 ctx.world.checker.check_rollback(ctx.actor.name, table, target, plan.committed_version)
+                if not split:
+                    check_set_rollback(
+                        ctx.world, ctx.actor.name, f"rollback of {table}", {table: target},
+                        {table: plan.committed_version},
+                    )  # fmt: skip
         except LineageError as exc:
             ctx.failed(f"rollback {table}", exc)
         ctx.world.sleep(ctx.rng.uniform(0, 1))

@@ -153,8 +153,8 @@ def undoer(ctx: Ctx, ops: int) -> None:
     for n in range(ops):
         ctx.world.sleep(ctx.rng.uniform(0.0, 1.0))
         older = [s for s in _overlapped(ctx.world) if set(ctx.world.sets[s]) <= set(mine)]
-        if older:
-            _roll_back(ctx, ctx.rng.choice(older))
+        if older:  # the set rolled back whole, or one of its tables alone
+            (_roll_back if ctx.rng.random() < 0.5 else roll_back_table)(ctx, ctx.rng.choice(older))
             continue
         live = [t for t in mine if t not in ctx.world.dropped]
         if len(live) == 3:  # X over the first two, Y over the last two, in turn
@@ -203,13 +203,40 @@ def _roll_back(ctx: Ctx, set_id: str | None = None) -> None:
     ctx.note(f"rolled back set {set_id[:8]}: {done.committed}")
     for table, version in done.committed.items():
         world.checker.check_rollback(ctx.actor.name, table, done.targets[table], version)
-    check_set_rollback(world, ctx.actor.name, set_id, done.targets, done.committed)
+    check_set_rollback(world, ctx.actor.name, f"rollback of set {set_id[:8]}", done.targets, done.committed)
+
+
+def roll_back_table(ctx: Ctx, set_id: str) -> None:
+    """One table of a set rolled back alone to its version before the set:
+    refused when that splits a set, unless told to (a fifth of the time).
+    Landed untold, it split no set that was whole."""
+    world = ctx.world
+    tables = [t for t in world.sets[set_id] if t not in world.dropped]
+    if not tables:
+        return
+    table, split = ctx.rng.choice(tables), ctx.rng.random() < 0.2
+    try:
+        version = _set_version(list(ctx.manager.history(table)), set_id)
+        if version is None:
+            return
+        plan = ctx.manager.rollback(table, version - 1, split_sets=split)
+    except LineageError as exc:
+        ctx.failed(f"rollback of {table} before set {set_id[:8]}", exc)
+        return
+    done = plan.committed_version
+    ctx.note(f"rolled {table} back before set {set_id[:8]}: v{done}, split {plan.split_sets}")
+    if done is None:
+        return
+    world.checker.check_rollback(ctx.actor.name, table, version - 1, done)
+    if not split:
+        check_set_rollback(world, ctx.actor.name, f"rollback of {table}", {table: version - 1}, {table: done})
 
 
 def check_set_rollback(
-    world: World, actor: str, set_id: str, targets: dict[str, int], committed: dict[str, int]
+    world: World, actor: str, what: str, targets: dict[str, int], committed: dict[str, int]
 ) -> None:
-    """A set rollback never splits a push set that was whole: applied in
+    """A rollback (of a set, or of one table not told to split sets) never
+    splits a push set that was whole: applied in
     every one of its tables, or in none, just before it. A push set is
     applied in a table when its version there is one its head still
     applies: from the head down, a rollback goes to its target, any other
@@ -217,6 +244,8 @@ def check_set_rollback(
     target (nothing committed there) is judged as its target. Judged once
     the rollback returned; a table rolled back since by someone else is not
     judged."""
+    if not world.sets:
+        return  # no set pushed yet: none to split
     live = set(world.store.list_tables())
     histories = {t: list(world.store.history(t)) for t in live if t not in world.dropped}
     mine = {t: r for t in committed for r in histories.get(t, []) if r.version == committed[t]}
@@ -239,8 +268,7 @@ def check_set_rollback(
             )
             world.checker.flag(
                 "set-split",
-                f"{actor}'s rollback of set {set_id[:8]} left set {pushed[:8]} "
-                f"applied in {shown} but not in {hidden}",
+                f"{actor}'s {what} left set {pushed[:8]} applied in {shown} but not in {hidden}",
             )
 
 

@@ -457,6 +457,17 @@ def test_the_checker_catches_a_set_rollback_splitting_a_later_set(monkeypatch: p
     another one, and Y stays applied in the other table only (set-split)."""
     from segment_lineage.lineage.manager import set_rollback
 
-    monkeypatch.setattr(set_rollback, "_refuse_splits", lambda *_: None)
+    monkeypatch.setattr(set_rollback, "refuse_splits", lambda *_: None)
     result = run_seed(RunConfig(10, steps=400))
+    assert "set-split" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_a_tables_rollback_splitting_a_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table's rollback that does not judge push sets: an operator rolls
+    one table of set X back to before X, and X stays applied in its other
+    table only (set-split)."""
+    from segment_lineage.lineage.manager import rollback
+
+    monkeypatch.setattr(rollback.RollbackOps, "_judge_sets", lambda *_: rollback._Judged())
+    result = run_seed(RunConfig(16, steps=400))
     assert "set-split" in {v.kind for v in result.violations}, describe(result)

@@ -9,6 +9,7 @@ import typer
 
 from segment_lineage.cli.context import Reason, emit, manager, split_names
 from segment_lineage.lineage.core.errors import InvalidInputError
+from segment_lineage.lineage.core.names import check_set_id
 from segment_lineage.lineage.core.periods import parse_time, parse_version
 from segment_lineage.lineage.core.views import entry_view, render_table
 
@@ -105,6 +106,8 @@ def publish(
         from segment_lineage.cli.push_set import emit_set
         from segment_lineage.ingest.push_set import publish_set
 
+        set_id = check_set_id(set_id.strip())  # as pasted, spaces around it and all
+
         with manager() as m, progress(f"publishing set {set_id}") as say:
             emit_set(publish_set(m, set_id, reason=reason, progress=say))
         return
@@ -167,16 +170,30 @@ def rollback(
             "would undo a later set in some of its tables only.",
         ),
     ] = None,
+    split_sets: Annotated[
+        bool,
+        typer.Option(
+            "--split-sets",
+            help="Roll the table back even when that undoes a push set here and not in its other "
+            "tables (or brings one back here alone): refused without it.",
+        ),
+    ] = False,
     reason: Reason = None,
 ) -> None:
     """Make the table look as it did at another version, in one commit.
 
     With no target, undo the newest completed push. Nothing is deleted: roll
-    forward to a later version to undo a rollback."""
+    forward to a later version to undo a rollback. A push set shows in every
+    table or in none, so a rollback that would split one is refused (say
+    --split-sets to split it)."""
     if set_id is not None:
         if table is not None or to_version is not None or to_time is not None or entry is not None:
             raise InvalidInputError("--set goes alone: it names every table and version itself")
-        _rollback_set(set_id, dry_run, reason)
+        if split_sets:
+            raise InvalidInputError(
+                "--split-sets is for one table's rollback: a set rollback never splits a set"
+            )
+        _rollback_set(check_set_id(set_id.strip()), dry_run, reason)  # as pasted, spaces around it and all
         return
     if table is None:
         raise InvalidInputError("name the table to roll back (or a push set with --set)")
@@ -190,7 +207,7 @@ def rollback(
         target = m.resolve_version(
             table, version=version, at_ms=None if to_time is None else parse_time(to_time), entry_id=entry
         )
-        plan = m.rollback(table, target, dry_run=dry_run, reason=reason)
+        plan = m.rollback(table, target, dry_run=dry_run, reason=reason, split_sets=split_sets)
     data = dataclasses.asdict(plan)
     if plan.committed_version is not None:
         head = f"rolled {table} back to version {target}: now version {plan.committed_version}"
@@ -207,6 +224,10 @@ def rollback(
     ]
     if plan.schema is not None:
         lines.append(f"  {plan.schema}")
+    if plan.split_sets:
+        lines.append(
+            f"  splits push set(s) {', '.join(plan.split_sets)}: {table} now disagrees with their others"
+        )
     emit(data, "\n".join(lines))
 
 

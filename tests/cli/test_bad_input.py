@@ -112,6 +112,8 @@ def cases(entry: str, tmp_path: Path) -> list[tuple[list[str], int, str]]:
         (["rollback", "--set", ""], 2, "set id is empty"),
         (["rollback", "--set", "x" * 3000, "--dry-run"], 2, "3000 bytes"),
         (["rollback", "--set", "no-such-set"], 3, "no-such-set"),
+        (["rollback", "--set", "  no-such-set \n"], 3, "set 'no-such-set' in"),  # pasted with spaces
+        (["publish", "--set", "y" * 100], 2, "push-set printed"),
         (["publish", "--set", " "], 2, "set id is empty"),
         (["read", T, "--as-of", "12345678901234567890123"], 2, "at most 10 digits"),
         (["segments", T, "--as-of", "10000000000"], 2, "at most 10 digits"),

@@ -216,6 +216,33 @@ def test_a_set_rollback_that_would_split_a_later_set_is_refused_from_the_command
     assert labels(zk_hosts, "u1") == labels(zk_hosts, "u2") == labels(zk_hosts, "u3") == set()
 
 
+def test_a_tables_rollback_that_would_split_a_set_is_refused_unless_told_from_the_command_line(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """'lineage rollback t1' (no target: undo the newest push, here a set's)
+    is refused, exit 1, naming the set and both ways out; with --split-sets
+    it rolls t1 back alone and says which set it split. --split-sets with
+    --set is a usage error."""
+    spec = _set_of(zk_hosts, tmp_path, ("t1", "t2"))
+    code, out, err = run(zk_hosts, "push-set", str(spec))
+    assert code == 0, err
+    set_id = out.split()[2]
+    for dry in (["--dry-run"], []):
+        code, out, err = run(zk_hosts, "rollback", "t1", *dry)
+        assert code == 1, (out, err)
+        assert f"would undo set {set_id} in t1 but not in t2" in err, err
+        assert f"rollback --set {set_id}" in err and "--split-sets" in err
+    assert labels(zk_hosts, "t1") == labels(zk_hosts, "t2") == {"x"}
+    code, out, err = run(zk_hosts, "rollback", "t1", "--split-sets", "--dry-run")
+    assert code == 0 and f"splits push set(s) {set_id}: t1 now disagrees" in out, (out, err)
+    code, out, err = run(zk_hosts, "--json", "rollback", "t1", "--split-sets")
+    assert code == 0, err
+    assert json.loads(out)["split_sets"] == [set_id]
+    assert labels(zk_hosts, "t1") == set() and labels(zk_hosts, "t2") == {"x"}
+    code, out, err = run(zk_hosts, "rollback", "--set", set_id, "--split-sets")
+    assert code == 2 and "--split-sets is for one table's rollback" in err, (out, err)
+
+
 def _set_of(zk: str, tmp_path: Path, tables: tuple[str, ...]) -> Path:
     """New tables, and a push-set spec pushing one small input to each."""
     for table in tables:

@@ -26,7 +26,7 @@ Pure: history records in, split sets out. A record missing from a history
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core.history import HistoryRecord
@@ -50,13 +50,16 @@ def chain(records: Mapping[int, HistoryRecord], head: int) -> frozenset[int]:
     version = head
     while version > 0:  # always down: a rollback's target is older than it
         on.add(version)
-        record = records.get(version)
-        target = record.detail.target if record is not None and record.detail is not None else None
-        if record is not None and record.operation is Operation.ROLLBACK and target is not None:
-            version = min(target, version - 1)
-        else:
-            version -= 1
+        version = _below(records.get(version), version)
     return frozenset(on)
+
+
+def _below(record: HistoryRecord | None, version: int) -> int:
+    """The next version down a chain from ``version`` (its record, if kept)."""
+    target = record.detail.target if record is not None and record.detail is not None else None
+    if record is not None and record.operation is Operation.ROLLBACK and target is not None:
+        return min(target, version - 1)
+    return version - 1
 
 
 @dataclass(frozen=True)
@@ -153,3 +156,76 @@ def _split(set_id: str, was: Mapping[str, bool], now: Mapping[str, bool]) -> Spl
     flipped = tuple(t for t in tables if now[t] != was[t])
     kept = tuple(t for t in tables if now[t] == was[t])
     return Split(set_id, flipped, kept, applied=was[tables[0]])
+
+
+def suspects(history: Iterable[HistoryRecord], head: int, target: int) -> frozenset[str]:
+    """The sets that moving one table from ``head``'s chain to ``target``'s
+    may undo or bring back there: those whose push ended on one chain and
+    not on the other, and those whose entry was reverted on one and not the
+    other. Never fewer than flip (more, at times): :func:`splits` judges them.
+
+    The two chains share every version below the one where they meet, so
+    ``history`` (newest first) is read only down to it, and on only to find
+    the ends of entries reverted above it: usually the head's own records.
+    A table rollback reads the other tables only when this finds a set."""
+    seen = _Reading(iter(history), head)
+    a, b, differ = head, target, set()
+    while a != b:  # two walks down: each step takes the higher one a version lower
+        v = max(a, b)
+        differ.add(v)
+        below = _below(seen.record(v), v)
+        a, b = (below, b) if a == v else (a, below)
+    found: set[str] = set()
+    reverted: set[str] = set()
+    for v in differ:
+        record = seen.records.get(v)
+        if record is not None and record.operation is Operation.END_REPLACE and record.set_id is not None:
+            found.add(record.set_id)
+        elif record is not None and record.operation is Operation.REVERT_REPLACE and record.entry_id:
+            reverted.add(record.entry_id)
+    return frozenset(found | seen.sets_of(reverted))
+
+
+class _Reading:
+    """A history read newest first, only as far as asked."""
+
+    def __init__(self, history: Iterator[HistoryRecord], head: int) -> None:
+        self.history = history
+        self.records: dict[int, HistoryRecord] = {}
+        self.lowest = head + 1  # every record at or above it is read (0: all of them)
+
+    def record(self, version: int) -> HistoryRecord | None:
+        """The record of ``version`` (None: not kept)."""
+        while self.lowest > version and self._next() is not None:
+            pass
+        return self.records.get(version)
+
+    def _next(self) -> HistoryRecord | None:
+        record = next(self.history, None)
+        if record is None:
+            self.lowest = 0
+            return None
+        self.records[record.version] = record
+        self.lowest = record.version
+        return record
+
+    def sets_of(self, entries: set[str]) -> set[str]:
+        """The sets whose pushes ended ``entries``: read down until each
+        entry's end (or start: it never ended) is found, or the history ends."""
+        pending, sets = set(entries), set()
+
+        def settle(record: HistoryRecord) -> None:
+            if record.entry_id not in pending:
+                return
+            if record.operation is Operation.END_REPLACE:
+                pending.discard(record.entry_id)
+                if record.set_id is not None:
+                    sets.add(record.set_id)
+            elif record.operation is Operation.START_REPLACE:
+                pending.discard(record.entry_id)
+
+        for version in sorted(self.records, reverse=True):
+            settle(self.records[version])
+        while pending and (record := self._next()) is not None:
+            settle(record)
+        return sets

@@ -189,11 +189,14 @@ def check_set_id(set_id: str) -> str:
     """A push set's id a user named (to roll back or publish): not blank,
     printable, at most MAX_SET_ID_BYTES (the most a record carries), or
     InvalidInputError, which never echoes it."""
+    where = "'lineage history TABLE' shows each version's set"
     if not set_id.strip():
-        raise InvalidInputError(
-            "the set id is empty", remedy="'lineage history TABLE' shows each version's set"
-        )
-    check_text("set id", set_id, MAX_SET_ID_BYTES)
+        raise InvalidInputError("the set id is empty", remedy=where)
+    try:
+        check_text("set id", set_id, MAX_SET_ID_BYTES)
+    except InvalidInputError as exc:
+        exc.remedy = exc.remedy or f"a set's id is the one push-set printed; {where}"
+        raise
     return set_id
 
 

@@ -47,6 +47,7 @@ from segment_lineage.lineage.store.contract import (
 )
 
 Update = Callable[[TableState, int], Change]
+Judge = Callable[[Snapshot], None]  # a look at an attempt's snapshot before its update (may raise)
 # Called after each commit that changed a table (the mirror's publisher): (manager, table, result).
 AfterCommit = Callable[["ManagerBase", str, "Committed"], None]
 READ_AGAIN_MAX = 2  # a version losing a bucket before it loads is read again this often, then reported
@@ -179,16 +180,19 @@ class ManagerBase:
         *,
         load: bool = False,
         owner: str | None = None,
+        judge: Judge | None = None,
     ) -> Committed:
         """:meth:`commit`, its state as the store read it (buckets loaded when
-        first wanted) unless ``load``: for callers that look at what changed only."""
+        first wanted) unless ``load``: for callers that look at what changed only.
+        ``judge`` looks at each attempt's snapshot before its update (its
+        history records at hand too), and may raise to stop the commit."""
         check_table_name(table)
         audit = self.audit(reason)
         commit_id = self.env.hex_id()
         floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
         queue = _QueueUse(self.store, table, commit_id, self.retry.sleep, self.retry.clock, self._stuck)
         try:
-            done = self._commit(table, update, audit, commit_id, floor, queue, load, owner)
+            done = self._commit(table, (judge, update), audit, commit_id, floor, queue, load, owner)
         finally:
             queue.leave()
             floor.leave()
@@ -199,7 +203,7 @@ class ManagerBase:
     def _commit(
         self,
         table: str,
-        update: Update,
+        update: tuple[Judge | None, Update],
         audit: Audit,
         commit_id: str,
         floor: _FloorUse,
@@ -259,11 +263,16 @@ class ManagerBase:
             raise
         return snap, now
 
-    def _apply(self, loop: _Loop, snap: Snapshot, now: int, update: Update, load: bool) -> Change | None:
+    def _apply(
+        self, loop: _Loop, snap: Snapshot, now: int, update: tuple[Judge | None, Update], load: bool
+    ) -> Change | None:
         """The pure update on the version read (loaded before the write when
-        ``load``: nothing is written if that fails); None: read again."""
+        ``load``: nothing is written if that fails), after its judge; None: read again."""
+        judge, pure = update
+        if judge is not None:
+            judge(snap)
         try:
-            change = update(snap.state, now)
+            change = pure(snap.state, now)
             if load:
                 change.state.loaded()
                 snap.state.loaded()

@@ -1,42 +1,21 @@
 """Replace operations: open, end and revert a replacement (the lineage
-entries of Pinot's segment replacement protocol), and rollback, which
-restores a past version's visible set in one commit."""
+entries of Pinot's segment replacement protocol). A table's rollback is
+:mod:`.rollback`."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.acl import PUSHER
-from segment_lineage.lineage.core.errors import ConflictError
-from segment_lineage.lineage.core.model import Change, EntryState, Segment, TableState, TimeUnit
+from segment_lineage.lineage.core.model import Change, Segment, TableState, TimeUnit
 from segment_lineage.lineage.core.periods import parse_period
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
 from segment_lineage.lineage.core.staged import Staged
-from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
+from segment_lineage.lineage.core.visibility import visibility_delta
 from segment_lineage.lineage.manager.commit import Committed, Update
 from segment_lineage.lineage.manager.reads import Reads
-
-
-@dataclass(frozen=True)
-class RollbackPlan:
-    """What a rollback does (or did): the target, and the visible set before and after."""
-
-    table: str
-    target_version: int
-    from_version: int
-    restored: tuple[str, ...]  # entries brought back (COMPLETED again)
-    reverted: tuple[str, ...]  # entries reverted
-    appear: tuple[str, ...]  # segments that become visible
-    disappear: tuple[str, ...]  # segments that stop being visible
-    rows_appearing: int
-    rows_disappearing: int
-    committed_version: int | None  # None for a dry run or a no-op
-    rows_before: int | None = None  # the whole visible set's rows: dry runs only (linear in the table)
-    rows_after: int | None = None
-    schema: str | None = None  # what the rollback does to the schema (None: nothing)
 
 
 @dataclass(frozen=True)
@@ -50,7 +29,7 @@ class VisibleChange:
 
 
 class ReplaceOps(Reads):
-    """Replacements and rollback (a rollback reads past versions, hence :class:`Reads`)."""
+    """Replacements (a revert's plan reads the table, hence :class:`Reads`)."""
 
     def start_replace(
         self,
@@ -215,57 +194,6 @@ class ReplaceOps(Reads):
             rows_disappearing=sum(state.segments[n].rows for n in disappear),
         )
 
-    def rollback(
-        self, table: str, target_version: int, *, dry_run: bool = False, reason: str | None = None
-    ) -> RollbackPlan:
-        """One atomic commit that makes the visible set equal to
-        ``target_version``'s (earlier or later: a rollback is undone by rolling
-        forward). Costs one version read and one commit, whatever the size:
-        the plan is made on the commit's own first read."""
-        if not dry_run:
-            self.require_role(PUSHER, doing="a rollback")
-        target = self._as_of(table, target_version)
-        if dry_run:
-            current = self._read(table)
-            with self._past(target):  # the target's parts load as the plan wants them
-                change = transitions.rollback(current, target, self.store.now_ms(), self.audit(reason))
-                plan = _rollback_plan(current, change, target_version, None)
-            rows_before = sum(s.rows for s in visible_segments(current))
-            return dataclasses.replace(
-                plan,
-                rows_before=rows_before,
-                rows_after=rows_before + plan.rows_appearing - plan.rows_disappearing,
-            )
-
-        planned: list[TableState] = []
-
-        def apply(state: TableState, now: int) -> Change:
-            # A rollback is planned on the version its first attempt read: if
-            # another change lands before it commits (another rollback, say),
-            # it gives way instead of planning again.
-            if not planned:
-                planned.append(state)
-            if state.version != planned[0].version:
-                raise ConflictError(
-                    f"table {table!r} changed while the rollback was planned "
-                    f"(version {planned[0].version} -> {state.version}); nothing was rolled back",
-                    table=table,
-                    remedy="look at 'lineage history' and run the rollback again if it still applies",
-                )
-            with self._past(target):  # gone, it is gone for every attempt: not read again
-                return transitions.rollback(state, target, now, audit)
-
-        why = reason or f"rollback to version {target_version}"
-        audit = self.audit(why)
-        committed = self._commit_lazy(table, apply, why)  # the plan looks at what changed only
-        # apply commits only on the version it planned on: that is the one before.
-        return _rollback_plan(
-            planned[0],
-            committed.change,
-            target_version,
-            committed.state.version if committed.applied else None,
-        )
-
 
 def complete_update(
     entry_id: str,
@@ -330,36 +258,3 @@ def stage_update(
         )
 
     return update
-
-
-def _rollback_plan(before: TableState, change: Change, target: int, committed: int | None) -> RollbackPlan:
-    after = change.state
-    appear, disappear = visibility_delta(before, after)
-
-    def was(e: str) -> EntryState | None:
-        entry = before.entries.get(e)  # None: removed by retention, brought back by the rollback
-        return None if entry is None else entry.state
-
-    restored = tuple(
-        e
-        for e, entry in after.entries.items()
-        if entry.state is EntryState.COMPLETED and was(e) is EntryState.REVERTED
-    )
-    reverted = tuple(
-        e
-        for e, entry in after.entries.items()
-        if entry.state is EntryState.REVERTED and was(e) in (EntryState.COMPLETED, None)
-    )
-    return RollbackPlan(
-        table=before.config.name,
-        target_version=target,
-        from_version=before.version,
-        restored=restored,
-        reverted=reverted,
-        appear=tuple(sorted(appear)),
-        disappear=tuple(sorted(disappear)),
-        rows_appearing=sum(after.segments[n].rows for n in appear),
-        rows_disappearing=sum(before.segments[n].rows for n in disappear),
-        committed_version=committed,
-        schema=None if change.detail is None else change.detail.schema,
-    )

@@ -12,7 +12,7 @@ the plan and the commit stops the commit, and the rollback is planned again
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import applied, transitions
@@ -26,6 +26,7 @@ from segment_lineage.lineage.manager.together import ChecksMovedError, Together,
 from segment_lineage.lineage.store.contract import Snapshot
 
 SET_PLAN_ATTEMPTS = 5  # plans of a set rollback whose tables kept moving before giving up
+SPLIT_ALONE = "lineage rollback TABLE --to-version V --split-sets"
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,11 @@ class SetRollbackOps(TogetherOps):
     def _rollback_set(self, set_id: str, dry_run: bool, reason: str | None) -> SetRollback:
         """One plan of :meth:`rollback_set` and its commit; _Moved when a
         table's head is no longer the one the plan checked."""
-        histories = self._histories(set_id)
+        histories = self._histories(f"roll back set {set_id}")
         members = _members(set_id, histories)
         targets = {table: version - 1 for table, version in sorted(members.items())}
         heads = {t: max((r.version for r in h), default=0) for t, h in histories.items()}
-        _refuse_splits(set_id, applied.splits(histories, heads, targets))
+        refuse_splits(f"rolling back set {set_id}", applied.splits(histories, heads, targets), _alone)
         others = [t for t in applied.judged(histories, targets) if t not in targets]
         outside = self._still_as_judged(others, heads)  # checked again in the commit's own request
         states = {table: self._as_of(table, version) for table, version in targets.items()}  # kept at all?
@@ -108,26 +109,26 @@ class SetRollbackOps(TogetherOps):
         already = tuple(t for t in targets if t not in committed)
         return SetRollback(set_id, targets, committed, rollback_id if committed else None, already)
 
-    def _histories(self, set_id: str) -> dict[str, list[HistoryRecord]]:
+    def _histories(self, doing: str) -> dict[str, list[HistoryRecord]]:
         """Every table's history, newest first; RefusedError when a table
-        cannot be read (a table of the set, or of a later one, may be among
-        them: no judging blind)."""
+        cannot be read (a table of a set judged may be among them: no
+        judging blind)."""
         listing = self.store.table_listing()
         if listing.unreadable:
             raise RefusedError(
-                f"cannot roll back set {set_id}: table(s) {', '.join(sorted(listing.unreadable))} cannot be "
-                "read, and a set over them would be judged (and rolled back) without them",
+                f"cannot {doing}: table(s) {', '.join(sorted(listing.unreadable))} cannot be "
+                "read, and the push sets over them would be judged without them",
                 remedy="mend or drop the unreadable table(s) first ('lineage table list' names them)",
             )
         return {t: list(self.store.iter_history(t)) for t in listing.readable}
 
     def _still_as_judged(self, tables: Sequence[str], heads: Mapping[str, int]) -> list[Snapshot]:
         """The other tables a rollback judged, read again (their snapshots
-        are checked in its commit's request); _Moved when one moved already."""
+        are checked in its commit's request); ChecksMovedError when one moved already."""
         outside = [self.store.read(t) for t in tables]
         moved = [s.state.config.name for s in outside if s.state.version != heads[s.state.config.name]]
         if moved:
-            raise _Moved(", ".join(moved))
+            raise ChecksMovedError(moved)
         return outside
 
     def _already(self, states: dict[str, TableState], audit: Audit) -> tuple[str, ...]:
@@ -163,7 +164,7 @@ def _members(set_id: str, histories: Mapping[str, Iterable[HistoryRecord]]) -> d
             f"set {set_id} changed {size} tables, but only {len(found)} ({', '.join(sorted(found))}) still "
             "keep its record: the others' were compacted out of their history, or the tables were dropped; "
             "rolling back these alone would leave the set in the others",
-            remedy="roll back each table alone ('lineage rollback TABLE --to-version V')",
+            remedy=f"roll back each table alone, knowingly ('{SPLIT_ALONE}')",
         )
     if not found:
         raise NotFoundError(
@@ -173,8 +174,8 @@ def _members(set_id: str, histories: Mapping[str, Iterable[HistoryRecord]]) -> d
     return found
 
 
-def _refuse_splits(set_id: str, found: Sequence[applied.Split]) -> None:
-    """RefusedError naming the first set a rollback of ``set_id`` would split."""
+def refuse_splits(doing: str, found: Sequence[applied.Split], remedy: Callable[[applied.Split], str]) -> None:
+    """RefusedError naming the first set ``doing`` would split (none found: nothing)."""
     if not found:
         return
     split = found[0]
@@ -182,14 +183,17 @@ def _refuse_splits(set_id: str, found: Sequence[applied.Split]) -> None:
     state = "applied" if split.applied else "not applied"
     later = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     raise RefusedError(
-        f"rolling back set {set_id} would {verb} set {split.set_id} in {', '.join(split.flipped)} "
+        f"{doing} would {verb} set {split.set_id} in {', '.join(split.flipped)} "
         f"but not in {', '.join(split.kept)}{later}: a set shows in every table or in none",
         expected=f"set {split.set_id} {state} in all its tables or in none",
         found=f"{state} still in {', '.join(split.kept)}",
-        remedy=(
-            f"roll back set {split.set_id} first ('lineage rollback --set {split.set_id}'), or roll back "
-            if split.applied
-            else "roll back "
-        )
-        + "each table alone ('lineage rollback TABLE --to-version V')",
+        remedy=remedy(split),
     )
+
+
+def _alone(split: applied.Split) -> str:
+    """What to do instead of a set rollback that would split ``split``."""
+    first = ""
+    if split.applied:
+        first = f"roll back set {split.set_id} first ('lineage rollback --set {split.set_id}'), or "
+    return f"{first}roll back each table alone, knowingly splitting sets ('{SPLIT_ALONE}')"

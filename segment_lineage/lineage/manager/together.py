@@ -123,6 +123,11 @@ def _set_changes(
     return changes
 
 
+def _sized(audit: Audit, size: int) -> Audit:
+    """A set's audit with the count of tables its request changes (none: no set)."""
+    return audit if audit.set_id is None else dataclasses.replace(audit, set_size=size)
+
+
 class TogetherOps(Reads):
     """Set commits and cuts."""
 
@@ -143,7 +148,18 @@ class TogetherOps(Reads):
         was decided on and leaves as they are) and of every part that changes
         nothing: a table moved since its read fails the attempt."""
         check_set_tables([p.table for p in parts])
-        sid = set_id or self.env.text_id()
+        return self._commit_parts(parts, reason, set_id or self.env.text_id(), checks)
+
+    def commit_checked(self, part: Together, reason: str | None, checks: Sequence[Snapshot]) -> Committed:
+        """One table's commit whose request also compares the heads of
+        ``checks``, tables it was decided on and leaves as they are
+        (ChecksMovedError, nothing written, when one moved since its read).
+        Its record carries no set: it changes one table."""
+        return self._commit_parts([part], reason, None, checks)[0]
+
+    def _commit_parts(
+        self, parts: Sequence[Together], reason: str | None, sid: str | None, checks: Sequence[Snapshot]
+    ) -> list[Committed]:
         audits = {p.table: Audit(self.actor, p.job_id or self.job_id, reason, sid) for p in parts}
         commit_id = self.env.hex_id()
         floors = {p.table: _FloorUse(self.store, p.table, commit_id, self.retry.clock) for p in parts}
@@ -231,7 +247,7 @@ class TogetherOps(Reads):
         out when one of them no longer keeps its record)."""
         size = sum(c.changed for c in changes)
         writes = [
-            Write(p.table, snap, c, dataclasses.replace(audits[p.table], set_size=size), loop.commit_id, now,
+            Write(p.table, snap, c, _sized(audits[p.table], size), loop.commit_id, now,
                   p.owner, guard_role(snap.state, c))
             for p, (snap, _), c in zip(loop.parts, snaps, changes, strict=True)
             if c.changed

@@ -118,6 +118,10 @@ class Snapshot:
     token: object
     floor: Floor | None = None
     queue: tuple[str, ...] = ()  # the table's commit queue, oldest ticket first (read by read_now)
+    # The version's newest history records, newest first, as far as the read
+    # found them at hand (the head's own tail on ZooKeeper): the first is this
+    # version's. Older ones are read with history(); it may hold none.
+    recent: tuple[HistoryRecord, ...] = ()
 
 
 @dataclass(frozen=True)

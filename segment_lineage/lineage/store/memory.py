@@ -128,9 +128,11 @@ class MemoryStore:
             state = self._tables.get(table)
             floor = self.floors.current(table)
             dropping = table in self._dropping
+            records = self._history.get(table, [])
+            recent = tuple(reversed(records[len(records) - _at_hand(len(records)) :]))
         if state is None:
             raise TableNotFoundError(table, dropping=dropping)
-        return Snapshot(state, state.version, floor)
+        return Snapshot(state, state.version, floor, recent=recent)
 
     def write(
         self,
@@ -264,3 +266,13 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+
+RECENT = 16  # history records a read hands back at most, as a head's tail sealed every RECENT records
+
+
+def _at_hand(count: int) -> int:
+    """How many of ``count`` records a read hands back with the version: a
+    tail that restarts every RECENT records, as ZooKeeper's head seals its
+    own (so callers meet both a long tail and a short one)."""
+    return 0 if count == 0 else (count - 1) % RECENT + 1

@@ -3,7 +3,9 @@ sets a set rollback would split."""
 
 from __future__ import annotations
 
-from segment_lineage.lineage.core.applied import chain, splits
+import random
+
+from segment_lineage.lineage.core.applied import chain, is_applied, set_versions, splits, suspects
 from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import Detail, Operation
 
@@ -86,3 +88,56 @@ def test_a_staged_set_shows_nothing_so_it_is_never_split() -> None:
         "c": [rec(1), rec(2, "S", op=Operation.REGISTER)],
     }
     assert splits(histories, {"a": 2, "b": 3, "c": 2}, {"a": 1, "b": 1}) == []
+
+
+def _random_history(rng: random.Random) -> list[HistoryRecord]:
+    """A table's history, oldest first: pushes (some of a set) started and
+    ended, reverts (of running or completed pushes), rollbacks, registers."""
+    records: list[HistoryRecord] = [rec(1, op=Operation.CREATE_TABLE)]
+    running: list[str] = []
+    ended: list[str] = []
+    for version in range(2, rng.randint(3, 40)):
+        roll = rng.random()
+        if roll < 0.25 or not (running or ended):
+            entry = f"e{version}"
+            running.append(entry)
+            records.append(rec(version, op=Operation.START_REPLACE, entry=entry))
+        elif roll < 0.5 and running:
+            entry = running.pop(rng.randrange(len(running)))
+            ended.append(entry)
+            set_id = f"S{version}" if rng.random() < 0.6 else None
+            records.append(rec(version, set_id, op=Operation.END_REPLACE, entry=entry))
+        elif roll < 0.65:
+            entry = rng.choice(running + ended)
+            records.append(rec(version, op=Operation.REVERT_REPLACE, entry=entry))
+        elif roll < 0.85:
+            records.append(rec(version, target=rng.randint(1, version - 1)))
+        else:
+            records.append(rec(version, op=Operation.REGISTER))
+    return records
+
+
+def test_suspects_hold_every_set_a_tables_rollback_flips_there() -> None:
+    """Checked against the chains in full: every set whose push is applied
+    on one of the two chains and not on the other is a suspect; and with no
+    revert between them, the history is read only down to where the chains meet."""
+    rng = random.Random(20261128)
+    for _ in range(300):
+        history = _random_history(rng)
+        newest_first = list(reversed(history))
+        head = history[-1].version
+        records = {r.version: r for r in history}
+        ends = set_versions(history)
+        for target in range(1, head + 1):
+            before, after = chain(records, head), chain(records, target)
+            flipped = {
+                s for s, change in ends.items()
+                if is_applied(records, before, change) != is_applied(records, after, change)
+            }  # fmt: skip
+            read: list[int] = []
+            found = suspects((read.append(r.version) or r for r in newest_first), head, target)
+            assert flipped <= found, (history, target)
+            differ = before ^ after
+            if not any(records[v].operation is Operation.REVERT_REPLACE for v in differ):
+                meet = max(before & after, default=0)
+                assert min(read, default=head) >= min(meet, *differ, head), (history, target, read)

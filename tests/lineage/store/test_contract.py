@@ -98,6 +98,23 @@ def test_every_commit_bumps_the_version_and_writes_history(manager: LineageManag
     assert manager.history(T, limit=2) == history[:2]
 
 
+def test_a_read_brings_the_versions_newest_history_records(manager: LineageManager, table: str) -> None:
+    """``Snapshot.recent``: the history's newest records, newest first, the
+    first the version read's own, as far as the store has them at hand;
+    every read of a version (read, read_now, read_now_many) brings the same."""
+    for n in range(40):  # past a tail that restarts: 16 in memory; 64 on ZooKeeper's head
+        push(manager, [], [f"m{n}"])
+        history = manager.history(T)
+        for snap in (
+            manager.store.read(T),
+            manager.store.read_now(T)[0],
+            manager.store.read_now_many([T])[0][0],
+        ):
+            assert snap.recent, "the version's own record at least"
+            assert list(snap.recent) == history[: len(snap.recent)]
+            assert snap.recent[0].version == snap.state.version
+
+
 def test_read_now_is_a_read_and_then_the_clock(manager: LineageManager, table: str) -> None:
     store = manager.store
     before = store.now_ms()

@@ -221,7 +221,7 @@ class Heads:
             return replace(last, floor=floor)
         loaded = self.load(table, head, zversion, raw)
         state = loaded.state()
-        snapshot = Snapshot(state, loaded, floor)
+        snapshot = Snapshot(state, loaded, floor, recent=tuple(reversed(head.history_tail)))
         self._last[table] = (loaded, snapshot)
         self.remember_state(table, head.buckets, state)
         return snapshot

@@ -1,0 +1,162 @@
+"""A table's rollback never splits a push set unless told to: a set shows
+in every table or in none. On both stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from segment_lineage.ingest.arrow_push import prepare_arrow, push_arrow
+from segment_lineage.ingest.push_set import push_set
+from segment_lineage.ingest.readers import SnapshotReader
+from segment_lineage.lineage.core import failpoints
+from segment_lineage.lineage.core.errors import ConflictError, RefusedError
+from segment_lineage.lineage.core.model import Segment, TableConfig
+from segment_lineage.lineage.manager import LineageManager
+
+U = ("u1", "u2", "u3")
+
+
+def labels(m: LineageManager, table: str) -> list[str]:
+    with SnapshotReader(m, table) as reader:
+        data = reader.to_arrow()
+    return sorted(set(data.column("label").to_pylist())) if data.num_rows else []
+
+
+def pushed(m: LineageManager, tables: tuple[str, ...], label: str) -> str:
+    """A push set of ``tables``, two rows each labelled ``label``; its id."""
+    table = pa.table({"label": [label] * 2, "id": [0, 1]})
+    done = push_set(m, [prepare_arrow(m, t, [table]) for t in tables])
+    assert done.set_id is not None
+    return done.set_id
+
+
+@pytest.fixture
+def tables(manager: LineageManager, tmp_path: Path) -> tuple[str, ...]:
+    for name in U:
+        config = TableConfig.build(name, str(tmp_path / name), max_snapshots=10, versions_kept=200)
+        manager.create_table(config)
+        push_arrow(manager, name, [pa.table({"label": ["old"] * 2, "id": [0, 1]})])
+    return U
+
+
+def heads(m: LineageManager) -> dict[str, int]:
+    return {t: m.table(t).version for t in U}
+
+
+def test_undoing_a_set_in_one_table_only_is_refused_unless_told(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    x = pushed(manager, ("u1", "u2"), "x")
+    before_x = manager.table("u1").version - 1
+    versions = heads(manager)
+    for dry_run in (True, False):
+        said = rf"rolling back u1 to version {before_x} would undo set {x} in u1 but not in u2"
+        with pytest.raises(RefusedError, match=said) as refused:
+            manager.rollback("u1", before_x, dry_run=dry_run)
+        remedy = refused.value.remedy or ""
+        assert f"lineage rollback --set {x}" in remedy and "--split-sets" in remedy
+    assert heads(manager) == versions and labels(manager, "u1") == ["x"]  # nothing changed
+
+    looked = manager.rollback("u1", before_x, dry_run=True, split_sets=True)
+    assert looked.split_sets == (x,) and heads(manager) == versions
+    done = manager.rollback("u1", before_x, split_sets=True)
+    assert done.split_sets == (x,) and done.committed_version == versions["u1"] + 1
+    assert labels(manager, "u1") == ["old"] and labels(manager, "u2") == ["x"]  # split, as asked
+
+
+def test_bringing_a_set_back_in_one_table_only_is_refused_and_rejoining_it_is_not(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    """Set X rolled back in both its tables; rolling u1 alone forward to X
+    would show X in u1 only: refused. Once X is split (told to), rolling
+    the other table to agree again is no split at all."""
+    x = pushed(manager, ("u1", "u2"), "x")
+    with_x = manager.table("u1").version
+    manager.rollback_set(x)
+    with pytest.raises(RefusedError, match=rf"would bring back set {x} in u1 but not in u2") as refused:
+        manager.rollback("u1", with_x)
+    assert "roll u2 forward to the set too" in (refused.value.remedy or "")
+    assert labels(manager, "u1") == ["old"]
+
+    manager.rollback("u1", with_x, split_sets=True)
+    assert labels(manager, "u1") == ["x"] and labels(manager, "u2") == ["old"]
+    u2_with_x = max(r.version for r in manager.history("u2") if r.set_id == x)
+    rejoined = manager.rollback("u2", u2_with_x)  # X in both again: no flag needed
+    assert rejoined.split_sets == () and labels(manager, "u2") == ["x"]
+
+
+def test_tables_outside_every_set_roll_back_as_before(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    pushed(manager, ("u1", "u2"), "x")
+    first = manager.table("u3").version
+    push_arrow(manager, "u3", [pa.table({"label": ["new"] * 2, "id": [0, 1]})])
+    done = manager.rollback("u3", first)
+    assert done.committed_version is not None and done.split_sets == () and labels(manager, "u3") == ["old"]
+    later = pushed(manager, ("u1", "u2"), "y")  # a later set, then a rollback of u1 to after it: no set moves
+    push_arrow(manager, "u1", [pa.table({"label": ["z"] * 2, "id": [0, 1]})])
+    assert manager.rollback("u1", manager.table("u1").version - 1).committed_version is not None
+    assert labels(manager, "u1") == labels(manager, "u2") == ["y"] and later
+
+
+def test_a_rollback_judged_on_another_table_fails_when_that_table_moves_before_it_lands(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    """X was undone in u2 alone (told to), so undoing it in u1 too makes X
+    whole again: allowed, judged on u2. If u2 is rolled forward meanwhile
+    (X whole and applied again), the rollback's own request finds u2 moved:
+    nothing changes, and X stays whole."""
+    x = pushed(manager, ("u1", "u2"), "x")
+    with_x = {t: manager.table(t).version for t in ("u1", "u2")}
+    manager.rollback("u2", with_x["u2"] - 1, split_sets=True)
+    meanwhile: list[int] = []
+
+    def forward() -> None:
+        if not meanwhile:  # once: the roll forward commits through the same failpoint
+            meanwhile.append(0)
+            meanwhile[0] = manager.rollback("u2", with_x["u2"]).committed_version or 0
+
+    failpoints.set_hook("set.before-commit", forward)
+    try:
+        with pytest.raises(ConflictError, match=r"u2 changed since the commit was decided"):
+            manager.rollback("u1", with_x["u1"] - 1)
+    finally:
+        failpoints.set_hook("set.before-commit", None)
+    assert meanwhile[0] > with_x["u2"] and labels(manager, "u1") == labels(manager, "u2") == ["x"]
+    with pytest.raises(RefusedError, match=rf"would undo set {x} in u1 but not in u2"):
+        manager.rollback("u1", with_x["u1"] - 1)  # judged again: now it would split X
+
+
+def test_a_rollback_judged_on_another_table_lands_when_nothing_moved(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    x = pushed(manager, ("u1", "u2"), "x")
+    with_x = {t: manager.table(t).version for t in ("u1", "u2")}
+    manager.rollback("u2", with_x["u2"] - 1, split_sets=True)
+    done = manager.rollback("u1", with_x["u1"] - 1)  # X in none of its tables now: whole
+    assert done.committed_version is not None and done.split_sets == ()
+    assert labels(manager, "u1") == labels(manager, "u2") == ["old"]
+    record = manager.history("u1", 1)[0]
+    assert record.set_id is None and record.set_size == 0, x  # one table's rollback is no set
+
+
+def test_a_set_older_than_the_history_a_read_brings_is_judged_too(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    """80 commits after set X: more history records than a read of the head
+    brings (ZooKeeper's head keeps at most 64). Rolling u1 back before X is
+    refused all the same; rolling it back among the later commits is not."""
+    x = pushed(manager, ("u1", "u2"), "x")
+    before_x = manager.table("u1").version - 1
+    for i in range(40):
+        entry = manager.start_replace("u1", [], [f"n{i}"])
+        manager.complete_replace("u1", entry, [Segment(f"n{i}", f"n{i}.parquet", rows=1, size_bytes=10)])
+    versions = heads(manager)
+    with pytest.raises(RefusedError, match=rf"would undo set {x} in u1 but not in u2"):
+        manager.rollback("u1", before_x)
+    assert heads(manager) == versions
+    done = manager.rollback("u1", versions["u1"] - 10)  # five pushes undone, X kept
+    assert done.committed_version == versions["u1"] + 1 and len(done.disappear) == 5
