@@ -13,22 +13,8 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from types import FrameType
 
-PUSHING = frozenset({"push", "push-set"})  # the commands a signal must stop from their first line
-
-
-def _interrupt(signum: int, _frame: FrameType | None) -> None:
-    from segment_lineage.ingest.interrupts import Terminated
-
-    raise Terminated(signum)
-
-
-def interrupts_from_the_start(argv: list[str]) -> None:
-    """For a push, SIGINT and SIGTERM raise an interrupt from now on."""
-    if PUSHING & set(argv[1:]):
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, _interrupt)
+from segment_lineage.ingest.interrupts import interrupts_from_the_start  # the standard library only
 
 
 def main() -> None:

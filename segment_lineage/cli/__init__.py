@@ -33,7 +33,7 @@ for group in (zk, table, segment, replace, history, acl, config, demo, ingest, p
 
 def main() -> None:
     """The command, as an install older than :mod:`segment_lineage.launch` runs it."""
-    from segment_lineage.launch import interrupts_from_the_start
+    from segment_lineage.ingest.interrupts import interrupts_from_the_start
 
     interrupts_from_the_start(sys.argv)
     app()

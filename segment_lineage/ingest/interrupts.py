@@ -1,5 +1,7 @@
 """SIGTERM and SIGINT during a push, as a KeyboardInterrupt the push
-catches to revert its entry and say which signal stopped it."""
+catches to revert its entry and say which signal stopped it; and from the
+command's first line (:func:`interrupts_from_the_start`). Standard library
+only: the command imports it before anything else."""
 
 from __future__ import annotations
 
@@ -43,3 +45,18 @@ def signals_as_interrupt() -> Iterator[None]:
 
     with signals_handled(handler):
         yield
+
+
+PUSHING = frozenset({"push", "push-set"})  # the commands a signal must stop from their first line
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+def interrupts_from_the_start(argv: list[str]) -> None:
+    """For a push (``argv`` naming one), SIGINT and SIGTERM raise an
+    interrupt from now on, until the push's own handler takes over."""
+    if PUSHING & set(argv[1:]):
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _interrupt)
