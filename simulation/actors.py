@@ -33,9 +33,11 @@ from segment_lineage.retention.daemon import HEARTBEAT_S, Daemon
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.executor import PassOptions, run_pass, run_table
 from segment_lineage.retention.schedule import Schedule
+from simulation.checker import FOREIGN_MARK, Checker
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor
-from simulation.sets import check_set_rollback, cutter, rerun_set, setter, undoer
+from simulation.set_checks import check_set_rollback
+from simulation.sets import cutter, rerun_set, setter, undoer
 from simulation.world import AUDIT, World
 
 Body = Callable[[Actor], None]
@@ -56,8 +58,9 @@ POLICY_ROLES = {
 class Ctx:
     """One actor's process: its store (and session), manager and randomness."""
 
-    def __init__(self, world: World, actor: Actor, rng: Random) -> None:
+    def __init__(self, world: World, checker: Checker, actor: Actor, rng: Random) -> None:
         self.world = world
+        self.checker = checker
         self.actor = actor
         self.rng = rng
         self.store: StoreProxy = world.new_store(actor)
@@ -72,7 +75,7 @@ class Ctx:
 
     def failed(self, what: str, exc: LineageError) -> None:
         self.note(f"{what}: {type(exc).__name__}")
-        self.world.checker.check_error(self.actor.name, exc)
+        self.checker.check_error(self.actor.name, exc)
 
     def table(self, known_only: bool = True) -> str | None:
         names = self.manager.list_tables()
@@ -188,7 +191,7 @@ class Ctx:
         try:
             self._retention(options, deleted)
         except FencedError as exc:  # stopped: what it reports must still be what it deleted
-            self.world.checker.check_pass_counted(self.actor.name, exc.done, deleted)
+            self.checker.check_pass_counted(self.actor.name, exc.done, deleted)
             self.failed("retention", exc)
         except LineageError as exc:
             self.failed("retention", exc)
@@ -199,7 +202,7 @@ class Ctx:
             table = self.table()
             aim = self.rng.random()  # where passes race: an upload not yet added, files queued
             uploads = sorted(set(self.world.uploading.values()))
-            queued = sorted(n for n in self.world.tables if self.world.checker.pending_in(n))
+            queued = sorted(n for n in self.world.tables if self.checker.pending_in(n))
             if aim < 0.6 and uploads:
                 table = self.rng.choice(uploads)
             elif aim < 0.6 and queued:
@@ -207,11 +210,11 @@ class Ctx:
             if table is not None:
                 report = run_table(self.manager, table, options)
                 self.note(f"retention {table}: {report.files_deleted} deleted")
-                self.world.checker.check_pass_counted(self.actor.name, [report], deleted)
+                self.checker.check_pass_counted(self.actor.name, [report], deleted)
         else:
             reports = run_pass(self.manager, None, options)
             self.note(f"retention pass: {sum(r.files_deleted for r in reports)} deleted")
-            self.world.checker.check_pass_counted(self.actor.name, reports, deleted)
+            self.checker.check_pass_counted(self.actor.name, reports, deleted)
 
 
 def pusher(ctx: Ctx, ops: int) -> None:
@@ -227,7 +230,7 @@ def pusher(ctx: Ctx, ops: int) -> None:
 
 
 def reader(ctx: Ctx, ops: int) -> None:
-    checker = ctx.world.checker
+    checker = ctx.checker
     for _ in range(ops):
         table = ctx.table()
         if table is None:
@@ -290,10 +293,10 @@ def rollbacker(ctx: Ctx, ops: int) -> None:
             plan = ctx.manager.rollback(table, target, split_sets=split)
             ctx.note(f"rolled {table} back to v{target}: committed v{plan.committed_version}")
             if plan.committed_version is not None:
-                ctx.world.checker.check_rollback(ctx.actor.name, table, target, plan.committed_version)
+                ctx.checker.check_rollback(ctx.actor.name, table, target, plan.committed_version)
                 if not split:
                     check_set_rollback(
-                        ctx.world, ctx.actor.name, f"rollback of {table}", {table: target},
+                        ctx.world, ctx.checker.flag, ctx.actor.name, f"rollback of {table}", {table: target},
                         {table: plan.committed_version},
                     )  # fmt: skip
         except LineageError as exc:
@@ -449,7 +452,7 @@ def daemon(ctx: Ctx, ops: int) -> None:
                 break
             before = len(deleted)
             service.tick()
-            world.checker.check_owned(ctx.actor.aid)
+            ctx.checker.check_owned(ctx.actor.aid)
             failed = service.status.last_pass_failed and service.status.last_error
             ctx.note(
                 f"tick: owns {', '.join(service.status.owned) or 'nothing'}, {len(deleted) - before} deleted"
@@ -458,7 +461,7 @@ def daemon(ctx: Ctx, ops: int) -> None:
             for _ in range(ctx.rng.randint(0, 2)):
                 world.sleep(HEARTBEAT_S)
                 service.heartbeat()
-                world.checker.check_owned(ctx.actor.aid)
+                ctx.checker.check_owned(ctx.actor.aid)
     finally:
         if not ctx.actor.doomed:  # a process that died leaves with its session
             ownership.resign()
@@ -552,7 +555,6 @@ def foreigner(ctx: Ctx, ops: int) -> None:
 
     from segment_lineage.mirror.errors import MirrorRefusedError, NoMirrorError
     from segment_lineage.mirror.publisher import sync
-    from simulation.checker import FOREIGN_MARK
 
     world = ctx.world
 
@@ -596,7 +598,7 @@ def foreigner(ctx: Ctx, ops: int) -> None:
             except NoMirrorError as exc:  # the table dropped, or its mirror turned off meanwhile
                 ctx.failed(f"mirror repair {table}", exc)
             except MirrorRefusedError as exc:  # the one way back from another writer's commit
-                ctx.world.checker.flag("mirror-unrepairable", f"repair of {table}'s log refused: {exc}")
+                ctx.checker.flag("mirror-unrepairable", f"repair of {table}'s log refused: {exc}")
             except LineageError as exc:
                 ctx.failed(f"mirror repair {table}", exc)
 
@@ -686,7 +688,7 @@ def intruder(ctx: Ctx, ops: int) -> None:
                     plan = ctx.manager.rollback(table, version - 1)
                     ctx.note(f"rolled {table} back to v{version - 1} (v{plan.committed_version})")
             elif _intrude(ctx, table, what):
-                ctx.world.checker.flag("role-exceeded", f"{ctx.actor.name}, a pusher, could {what} {table}")
+                ctx.checker.flag("role-exceeded", f"{ctx.actor.name}, a pusher, could {what} {table}")
         except AuthError:
             ctx.note(f"{what} {table} refused to a pusher")
         except LineageError as exc:
@@ -948,9 +950,9 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
 }
 
 
-def body(world: World, kind: str, ops: int, seed: int) -> Body:
+def body(world: World, checker: Checker, kind: str, ops: int, seed: int) -> Body:
     def run(actor: Actor) -> None:
-        ctx = Ctx(world, actor, Random(f"actor/{seed}/{actor.aid}"))
+        ctx = Ctx(world, checker, actor, Random(f"actor/{seed}/{actor.aid}"))
         try:
             BODIES[kind](ctx, ops)
         except LineageError as exc:  # a refusal or an unavailable store: the actor gives up

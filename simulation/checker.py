@@ -50,7 +50,7 @@ from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S, FLOOR_POLL_S
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.lineage.store.election import owner_role
 from segment_lineage.retention.report import TableReport
-from simulation.sets import check_sets
+from simulation.set_checks import check_sets
 from simulation.world import AUDIT, World
 
 # Each violation's likely hole (the outside tester's list, fault-matrix 21-30).
@@ -184,7 +184,7 @@ class Checker:
             self.stamp(now - self.files)
             self.files = now
         self._observe()
-        check_sets(self.world)
+        check_sets(self.world, self.flag)
         errors, self.world.daemon_errors[:] = list(self.world.daemon_errors), []
         for error in errors:
             self.flag("actor-raised", f"a daemon logged an unexpected failure: {error}")

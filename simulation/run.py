@@ -260,7 +260,8 @@ class _Run:
     def go(self) -> None:
         world = self.world
         self._setup()
-        world.checker = checker = Checker(world)
+        self.checker = checker = Checker(world)
+        world.on_dropped = checker.forget
         checker.after_step("setup", touched_files=True)
         original = world.new_store
 
@@ -301,7 +302,7 @@ class _Run:
         self.result.digest = self._digest()
 
     def _clean(self) -> bool:
-        return not (self.config.stop_at_first and self.world.checker.violations)
+        return not (self.config.stop_at_first and self.checker.violations)
 
     def _setup(self) -> None:
         """Three tables with some history, two days old: a REFRESH table, an
@@ -327,13 +328,13 @@ class _Run:
 
     def _spawn(self, aid: int, kind: str, ops: int) -> Actor:
         world = self.world
-        actor = Actor(aid, kind, body(world, kind, ops, self.config.seed), world.cwd_for(aid))
+        actor = Actor(aid, kind, body(world, self.checker, kind, ops, self.config.seed), world.cwd_for(aid))
         self.actors.append(actor)
         world.scheduler.spawn(actor)
         return actor
 
     def _loop(self, budget: int, *, faults: bool, late_pauses: bool = False) -> None:
-        world, checker = self.world, self.world.checker
+        world, checker = self.world, self.checker
         spent = 0
         while spent < budget and self._clean():
             live = [a for a in self.actors if not a.done]
@@ -464,9 +465,9 @@ class _Run:
         self._spawn(len(self.actors) + 100, "janitor", 1)
         self._loop(DRAIN_STEPS, faults=False)
         if self._clean():
-            self.world.checker.check_history()
+            self.checker.check_history()
         if self._clean():
-            self.world.checker.check_converged()
+            self.checker.check_converged()
 
     def _digest(self) -> str:
         """The run's outcome: every table's version and visible set, the violations."""
@@ -480,7 +481,7 @@ class _Run:
                 continue
             names = sorted(s.name for s in visible_segments(state))
             lines.append(f"{table} v{state.version} {names} pending={sorted(state.pending)}")
-        lines += [v.line() for v in self.world.checker.violations]
+        lines += [v.line() for v in self.checker.violations]
         return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 

@@ -34,7 +34,6 @@ AUDIT = Audit(min_rows=2, max_change_pct=60.0, not_null=("token",))
 
 if TYPE_CHECKING:
     from segment_lineage.retention.daemon import Daemon
-    from simulation.checker import Checker
 
 # One table of a push set's job: its name, parts, mode and interval (what a rerun pushes again).
 SetPart = tuple[str, list[pa.Table], str, tuple[int, int] | None]
@@ -95,7 +94,7 @@ class World:
         self.store: Store  # the omniscient view: the checker's and the setup's
         self.new_store: Callable[[Actor], StoreProxy]
         self.fence: Callable[[StoreProxy], Callable[[], None]] = StoreProxy.fence
-        self.checker: Checker
+        self.on_dropped: Callable[[str], None] = lambda _table: None  # the checker forgets its files
         self.daemons: dict[int, Daemon] = {}  # actor -> its retention daemon
         self.candidates: dict[int, tuple[Ownership, StoreProxy]] = {}  # actor -> its daemon's candidacy
         self.daemon_errors: list[str] = []  # what a daemon logged as an unexpected failure
@@ -172,7 +171,7 @@ class World:
         """An actor dropped ``name``: its files are no table's any more (a
         table created at its root next may take them as orphans)."""
         self.dropped.add(name)
-        self.checker.forget(name)
+        self.on_dropped(name)
 
     def intend_table(self, name: str, root: str, cwd: str, data: str, flags: set[str]) -> None:
         """Known before the create is sent, so a creator that dies after it
