@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +12,9 @@ from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.names import check_set_id
 from segment_lineage.lineage.core.periods import parse_time, parse_version
 from segment_lineage.lineage.core.views import entry_view, render_table
+
+if TYPE_CHECKING:
+    from segment_lineage.lineage.manager.rollback import RollbackPlan
 
 
 def register(app: typer.Typer) -> None:
@@ -189,11 +192,7 @@ def rollback(
     if set_id is not None:
         if table is not None or to_version is not None or to_time is not None or entry is not None:
             raise InvalidInputError("--set goes alone: it names every table and version itself")
-        if split_sets:
-            raise InvalidInputError(
-                "--split-sets is for one table's rollback: a set rollback never splits a set"
-            )
-        _rollback_set(check_set_id(set_id.strip()), dry_run, reason)  # as pasted, spaces around it and all
+        _rollback_set(set_id, dry_run, reason, split_sets)
         return
     if table is None:
         raise InvalidInputError("name the table to roll back (or a push set with --set)")
@@ -208,7 +207,11 @@ def rollback(
             table, version=version, at_ms=None if to_time is None else parse_time(to_time), entry_id=entry
         )
         plan = m.rollback(table, target, dry_run=dry_run, reason=reason, split_sets=split_sets)
-    data = dataclasses.asdict(plan)
+    emit(dataclasses.asdict(plan), _rollback_text(plan, dry_run))
+
+
+def _rollback_text(plan: RollbackPlan, dry_run: bool) -> str:
+    table, target = plan.table, plan.target_version
     if plan.committed_version is not None:
         head = f"rolled {table} back to version {target}: now version {plan.committed_version}"
     elif dry_run:
@@ -228,10 +231,13 @@ def rollback(
         lines.append(
             f"  splits push set(s) {', '.join(plan.split_sets)}: {table} now disagrees with their others"
         )
-    emit(data, "\n".join(lines))
+    return "\n".join(lines)
 
 
-def _rollback_set(set_id: str, dry_run: bool, reason: str | None) -> None:
+def _rollback_set(set_id: str, dry_run: bool, reason: str | None, split_sets: bool) -> None:
+    if split_sets:
+        raise InvalidInputError("--split-sets is for one table's rollback: a set rollback never splits a set")
+    set_id = check_set_id(set_id.strip())  # as pasted, spaces around it and all
     with manager() as m:
         done = m.rollback_set(set_id, dry_run=dry_run, reason=reason)
     if len(done.already) == len(done.targets):
