@@ -124,6 +124,7 @@ class PushResult:
     audited: str | None = None  # the checks its data passed, with their figures (None: no audit)
     staged_until_ms: int | None = None  # staged, not shown: held until then for a publish or a revert
     published: bool = False  # a staged push's publish: its rows are shown now
+    staged_set: str | None = None  # staged as one table of this push set: published (or dropped) whole
 
     def summary(self) -> str:
         if self.dry_run:
@@ -164,6 +165,12 @@ class PushResult:
             )
         if self.audited:
             text += f"; audit {self.audited}"
+        if self.staged and self.staged_set is not None:
+            entry = self.entry_id[:8]
+            return text + (
+                f"; readers see none of it until its set is published ('lineage read {self.table} --entry "
+                f"{entry}' reads it); held until {format_time(self.staged_until_ms or 0)}"
+            )
         if self.staged:
             entry = self.entry_id[:8]
             return text + (

@@ -112,7 +112,7 @@ def push_set(
     members = [_member(manager, p, jobs[p.table], checked.get(p.table, 0), reason, hold_ms) for p in pushes]
     say(f"push set {set_id}: {len(members)} table(s): {', '.join(p.table for p in pushes)}")
     _run(manager, members, set_id, reason, owner_wait_s, say)
-    results = tuple(_member_result(m, clock() - began) for m in members)
+    results = tuple(_member_result(m, clock() - began, set_id) for m in members)
     return SetResult(set_id, results, clock() - began)
 
 
@@ -305,10 +305,11 @@ def _others_said(members: list[_Member], failing: str | None) -> str:
     return said
 
 
-def _member_result(m: _Member, seconds: float) -> PushResult:
+def _member_result(m: _Member, seconds: float, set_id: str) -> PushResult:
     written = m.run.written
     assert written is not None
-    return _result(m.run, m.ends.mode, written, m.started, seconds, m.ends.job_id, m.hides)
+    result = _result(m.run, m.ends.mode, written, m.started, seconds, m.ends.job_id, m.hides)
+    return dataclasses.replace(result, staged_set=set_id) if result.staged else result
 
 
 def staged_set(manager: LineageManager, set_id: str) -> dict[str, str]:

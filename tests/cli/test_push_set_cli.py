@@ -183,6 +183,9 @@ def test_the_set_id_stands_alone_in_what_push_set_prints(zk_hosts: str, tmp_path
         lines[0].split()[:2] == ["staged", "set"]
         and lines[-1] == f"publish it with: lineage publish --set {staged}"
     )
+    tables = [line for line in lines if ": staged " in line]
+    assert tables and all("until its set is published" in line for line in tables), out
+    assert "lineage publish " not in out.replace(f"lineage publish --set {staged}", ""), out  # no table alone
     code, out, err = run(zk_hosts, "publish", "--set", staged)
     assert code == 0, err
     assert out.splitlines()[0].split()[:3] == ["published", "set", staged], out

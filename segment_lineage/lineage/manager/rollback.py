@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import applied, transitions
 from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import ConflictError
 from segment_lineage.lineage.core.history import HistoryRecord
-from segment_lineage.lineage.core.model import Audit, Change, EntryState, TableState
+from segment_lineage.lineage.core.model import Audit, Change, EntryState, Operation, TableState
 from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
 from segment_lineage.lineage.manager.commit import Judge
 from segment_lineage.lineage.manager.set_rollback import SetRollbackOps, refuse_splits
@@ -152,7 +152,7 @@ class RollbackOps(SetRollbackOps):
         found = applied.splits(histories, heads, {table: target})
         if split_sets:
             return _Judged(splits=tuple(s.set_id for s in found))
-        refuse_splits(doing, found, lambda split: _split_remedy(table, target, split))
+        refuse_splits(doing, found, lambda split: _split_remedy(table, target, split, histories[table]))
         others = [t for t in applied.judged(histories, {table: target}) if t != table]
         return _Judged(head=heads[table], checks=tuple(self._still_as_judged(others, heads)))
 
@@ -203,12 +203,35 @@ def _then_more(recent: tuple[HistoryRecord, ...]) -> Iterator[HistoryRecord]:
         raise _ReadHistory(recent[0].version)
 
 
-def _split_remedy(table: str, target: int, split: applied.Split) -> str:
-    """What to do instead of a table's rollback that would split ``split``."""
-    knowingly = f"split it knowingly ('lineage rollback {table} --to-version {target} --split-sets')"
+def _split_remedy(table: str, target: int, split: applied.Split, history: Sequence[HistoryRecord]) -> str:
+    """What to do instead of a table's rollback that would split ``split``:
+    undo the set everywhere; bring it back everywhere (by undoing the set
+    rollback that took it out, when one did); or split it knowingly."""
+    knowingly = f"'lineage rollback {table} --to-version {target} --split-sets'"
     if split.applied:
-        return f"undo the set in every table ('lineage rollback --set {split.set_id}'), or {knowingly}"
-    return f"roll {', '.join(split.kept)} forward to the set too, or {knowingly}"
+        every = f"'lineage rollback --set {split.set_id}'"
+        return f"undo the set in every table ({every}), or split it knowingly ({knowingly})"
+    ended = applied.set_versions(history).get(split.set_id)
+    undone = next(
+        (
+            r.set_id
+            for r in history  # newest first
+            if r.operation is Operation.ROLLBACK
+            and r.set_id
+            and ended is not None
+            and r.version > ended.version
+        ),
+        None,
+    )
+    if undone is not None:
+        return (
+            f"bring the set back in every table by undoing set rollback {undone} ('lineage rollback --set "
+            f"{undone}'), or split it knowingly ({knowingly})"
+        )
+    return (
+        f"bring it back one table at a time, knowingly: {knowingly}, then roll {', '.join(split.kept)} "
+        "forward to the set the same way, with --split-sets (the set is whole again after the last)"
+    )
 
 
 def _rollback_plan(before: TableState, change: Change, target: int, committed: int | None) -> RollbackPlan:

@@ -75,11 +75,15 @@ def test_bringing_a_set_back_in_one_table_only_is_refused_and_rejoining_it_is_no
     the other table to agree again is no split at all."""
     x = pushed(manager, ("u1", "u2"), "x")
     with_x = manager.table("u1").version
-    manager.rollback_set(x)
+    undone = manager.rollback_set(x).rollback_set
     with pytest.raises(RefusedError, match=rf"would bring back set {x} in u1 but not in u2") as refused:
         manager.rollback("u1", with_x)
-    assert "roll u2 forward to the set too" in (refused.value.remedy or "")
+    remedy = refused.value.remedy or ""
+    assert f"undoing set rollback {undone} ('lineage rollback --set {undone}')" in remedy
     assert labels(manager, "u1") == ["old"]
+    manager.rollback_set(undone or "")  # the remedy as written: X back in both at once
+    assert labels(manager, "u1") == labels(manager, "u2") == ["x"]
+    manager.rollback_set(x)
 
     manager.rollback("u1", with_x, split_sets=True)
     assert labels(manager, "u1") == ["x"] and labels(manager, "u2") == ["old"]
@@ -160,3 +164,22 @@ def test_a_set_older_than_the_history_a_read_brings_is_judged_too(
     assert heads(manager) == versions
     done = manager.rollback("u1", versions["u1"] - 10)  # five pushes undone, X kept
     assert done.committed_version == versions["u1"] + 1 and len(done.disappear) == 5
+
+
+def test_a_set_reverted_in_every_table_comes_back_one_table_at_a_time_knowingly(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    """Set X's pushes reverted table by table (no set rollback to undo):
+    rolling u1 back to X alone is refused, and the remedy, followed as
+    written, brings X back whole: u1 with --split-sets, then u2 the same way."""
+    x = pushed(manager, ("u1", "u2"), "x")
+    with_x = {t: manager.table(t).version for t in ("u1", "u2")}
+    for table in ("u1", "u2"):
+        manager.revert_replace(table, manager.history(table, 1)[0].entry_id or "")
+    with pytest.raises(RefusedError, match=rf"would bring back set {x} in u1 but not in u2") as refused:
+        manager.rollback("u1", with_x["u1"])
+    remedy = refused.value.remedy or ""
+    assert f"'lineage rollback u1 --to-version {with_x['u1']} --split-sets', then roll u2 forward" in remedy
+    manager.rollback("u1", with_x["u1"], split_sets=True)
+    assert manager.rollback("u2", with_x["u2"], split_sets=True).split_sets == ()  # whole again: no split
+    assert labels(manager, "u1") == labels(manager, "u2") == ["x"]
