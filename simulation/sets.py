@@ -13,9 +13,11 @@ from segment_lineage.ingest.arrow_push import prepare_arrow
 from segment_lineage.ingest.push_set import publish_set, push_set, staged_set
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.model import Operation
 from simulation.set_checks import check_cut, check_set_rollback, set_version
 
 HOUR_MS = 3_600_000
+END = Operation.END_REPLACE
 STAGE_HOLD = "30s"  # a staged set left alone is cleaned up within the run
 
 if TYPE_CHECKING:
@@ -165,6 +167,50 @@ def undoer(ctx: Ctx, ops: int) -> None:
         live = [t for t in mine if t not in ctx.world.dropped]
         if len(live) == 3:  # X over the first two, Y over the last two, in turn
             _push(ctx, live[:2] if n % 3 == 0 else live[1:], f"u{ctx.actor.aid}-{n}", [])
+
+
+def unpusher(ctx: Ctx, ops: int) -> None:
+    """An operator reverting one table's push of a set (Pinot's revert of
+    one entry), as if it were that table's alone: refused unless told to
+    split sets. It pushes sets over three APPEND tables of its own, as the
+    undoer does, and every other turn reverts a push of one of them."""
+    mine = _own_tables(ctx)
+    for n in range(ops):
+        ctx.world.sleep(ctx.rng.uniform(0.0, 1.0))
+        landed = [s for s in ctx.world.landed_sets if set(ctx.world.sets[s]) <= set(mine)]
+        if landed and n % 2 == 1:
+            revert_set_push(ctx, ctx.rng.choice(landed))
+            continue
+        live = [t for t in mine if t not in ctx.world.dropped]
+        if len(live) == 3:
+            _push(ctx, live[:2] if n % 3 == 0 else live[1:], f"r{ctx.actor.aid}-{n}", [])
+
+
+def revert_set_push(ctx: Ctx, set_id: str) -> None:
+    """One table's push of a set reverted: refused when that splits the
+    set, unless told to (a fifth of the time). Landed untold, it split no
+    set that was whole."""
+    world = ctx.world
+    tables = [t for t in world.sets[set_id] if t not in world.dropped]
+    if not tables:
+        return
+    table, split = ctx.rng.choice(tables), ctx.rng.random() < 0.2
+    try:
+        ended = (r for r in ctx.manager.history(table) if r.set_id == set_id and r.operation is END)
+        end = next(ended, None)
+        if end is None or end.entry_id is None:
+            return
+        done = ctx.manager.revert_replace(table, end.entry_id, split_sets=split)
+    except LineageError as exc:
+        ctx.failed(f"revert of {table}'s push of set {set_id[:8]}", exc)
+        return
+    version = done.state.version
+    ctx.note(f"reverted {table}'s push of set {set_id[:8]}: v{version}, told to split: {split}")
+    if not split:
+        what = f"revert of {table}'s push of set {set_id[:8]}"
+        check_set_rollback(
+            world, ctx.checker.flag, ctx.actor.name, what, {table: version - 1}, {table: version}
+        )
 
 
 def _own_tables(ctx: Ctx) -> list[str]:

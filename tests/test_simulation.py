@@ -471,3 +471,16 @@ def test_the_checker_catches_a_tables_rollback_splitting_a_set(monkeypatch: pyte
     monkeypatch.setattr(rollback.RollbackOps, "_judge_sets", lambda *_: rollback._Judged())
     result = run_seed(RunConfig(16, steps=400))
     assert "set-split" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_a_revert_splitting_a_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A revert that does not judge push sets: an operator reverts one
+    table's push of set X, and X stays shown in its other table only (set-split)."""
+    from segment_lineage.lineage.manager import revert
+
+    def unjudged(self: Any, table: str, _entry_id: str) -> tuple[int, list[Any]]:
+        return self._read(table).version, []
+
+    monkeypatch.setattr(revert.RevertOps, "_judge_revert", unjudged)
+    result = run_seed(RunConfig(22, steps=400))
+    assert "set-split" in {v.kind for v in result.violations}, describe(result)

@@ -128,13 +128,26 @@ def revert(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print what would change; change nothing.")
     ] = False,
+    split_sets: Annotated[
+        bool,
+        typer.Option(
+            "--split-sets",
+            help="Revert a push set's push in this table alone (the set stays shown in its other "
+            "tables): refused without it.",
+        ),
+    ] = False,
     reason: Reason = None,
 ) -> None:
     """Revert a replacement (Pinot's rules): the replaced segments show again.
-    A staged push is dropped (no --force needed): its files go to retention."""
+    A staged push is dropped (no --force needed): its files go to retention.
+    A push set shows in every table or in none, so reverting one table's
+    push of a set is refused (undo the set with 'rollback --set', or say
+    --split-sets)."""
     with manager() as m:
         entry = m.resolve_entry(table, entry)
         if dry_run:
+            if not split_sets:
+                m.judge_revert(table, entry)
             plan = m.revert_plan(table, entry, force=force)
             emit(
                 {"entry": entry, "dry_run": True, **dataclasses.asdict(plan)},
@@ -143,7 +156,7 @@ def revert(
                 f"({plan.rows_disappearing} rows)",
             )
             return
-        done = m.revert_replace(table, entry, force=force, reason=reason)
+        done = m.revert_replace(table, entry, force=force, reason=reason, split_sets=split_sets)
     emit({"entry": entry, "version": done.state.version}, f"entry {entry} reverted")
 
 

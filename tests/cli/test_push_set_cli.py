@@ -236,6 +236,12 @@ def test_a_tables_rollback_that_would_split_a_set_is_refused_unless_told_from_th
         assert f"would undo set {set_id} in t1 but not in t2" in err, err
         assert f"rollback --set {set_id}" in err and "--split-sets" in err
     assert labels(zk_hosts, "t1") == labels(zk_hosts, "t2") == {"x"}
+    code, out, _ = run(zk_hosts, "--json", "history", "t2", "--limit", "1")
+    entry = json.loads(out)[0]["entry"]
+    for dry in (["--dry-run"], []):  # one table's revert of the set's push: refused too
+        code, out, err = run(zk_hosts, "revert", "t2", entry, *dry)
+        assert code == 1 and f"would undo set {set_id} in t2 but not in t1" in err, err
+        assert "--split-sets" in err
     code, out, err = run(zk_hosts, "rollback", "t1", "--split-sets", "--dry-run")
     assert code == 0 and f"splits push set(s) {set_id}: t1 now disagrees" in out, (out, err)
     code, out, err = run(zk_hosts, "--json", "rollback", "t1", "--split-sets")

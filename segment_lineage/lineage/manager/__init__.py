@@ -15,10 +15,11 @@ Errors and what they mean for the caller:
 The operations live one concern per module, as mixins over the commit loop:
 :mod:`.commit` (the loop, its retry budget and "outcome unknown" recovery),
 :mod:`.floor` (the table's floor), :mod:`.tables` (create, drop, claim),
-:mod:`.segments` (register, delete), :mod:`.replace` (start, end, revert),
+:mod:`.segments` (register, delete), :mod:`.replace` (start, end),
 :mod:`.together` (several tables in one commit, a consistent cut),
 :mod:`.set_rollback` (a push set's rollback), :mod:`.rollback` (a table's,
-which judges push sets too), :mod:`.reads` (snapshots, leases, versions, history) and
+which judges push sets too), :mod:`.revert` (a revert, which judges them
+too), :mod:`.reads` (snapshots, leases, versions, history) and
 :mod:`.coordination` (the store's clock, holds, owners and pins: what
 features need of the store, through the manager only).
 :class:`LineageManager` composes them, so it keeps one flat API of methods.
@@ -35,6 +36,7 @@ from segment_lineage.lineage.manager.coordination import Coordination, TableHold
 from segment_lineage.lineage.manager.floor import FLOOR_MS
 from segment_lineage.lineage.manager.reads import PIN_ATTEMPTS
 from segment_lineage.lineage.manager.replace import ReplaceOps
+from segment_lineage.lineage.manager.revert import RevertOps
 from segment_lineage.lineage.manager.rollback import RollbackOps
 from segment_lineage.lineage.manager.segments import SegmentOps
 from segment_lineage.lineage.manager.tables import TableOps
@@ -42,5 +44,5 @@ from segment_lineage.lineage.manager.tables import TableOps
 __all__ = ["FLOOR_MS", "PIN_ATTEMPTS", "LineageManager", "TableHold", "commit_step"]
 
 
-class LineageManager(TableOps, SegmentOps, ReplaceOps, RollbackOps, Coordination):
+class LineageManager(TableOps, SegmentOps, ReplaceOps, RollbackOps, RevertOps, Coordination):
     """Pinot's lineage operations over one :class:`~segment_lineage.lineage.store.contract.Store`."""

@@ -1,6 +1,6 @@
 """Replace operations: open, end and revert a replacement (the lineage
-entries of Pinot's segment replacement protocol). A table's rollback is
-:mod:`.rollback`."""
+entries of Pinot's segment replacement protocol). The revert itself, which
+judges push sets, is :mod:`.revert`; a table's rollback :mod:`.rollback`."""
 
 from __future__ import annotations
 
@@ -174,12 +174,6 @@ class ReplaceOps(Reads):
             entry_id, uploads, staged, hold_ms=hold_ms, strays=strays, check=check, audit=audit
         )
         return self.commit(table, update, reason, owner=entry_id)
-
-    def revert_replace(
-        self, table: str, entry_id: str, *, force: bool = False, reason: str | None = None
-    ) -> Committed:
-        self.require_role(PUSHER, doing="reverting a replacement")
-        return self.commit(table, lambda s, now: transitions.revert_replace(s, entry_id, now, force), reason)
 
     def revert_plan(self, table: str, entry_id: str, *, force: bool = False) -> VisibleChange:
         """What reverting ``entry_id`` would show and hide now (refused, as the

@@ -88,10 +88,10 @@ class RollbackOps(SetRollbackOps):
             return self._commit_rollback(table, target, self._judge_sets(table, target_version, True), audit)
         try:  # judged on its own read, when the history records it needs are at hand
             return self._commit_rollback(table, target, _Judged(), audit, _at_hand_judge(target_version))
-        except _ReadHistory as first:
+        except ReadHistory as first:
             judged = self._judge_sets(table, target_version, False)
             if judged.head is not None and judged.head != first.version:
-                raise _moved(table, first.version, judged.head) from None
+                raise moved(table, first.version, judged.head) from None
             return self._commit_rollback(table, target, judged, audit)
 
     def _dry_run(self, table: str, target: TableState, judged: _Judged, audit: Audit) -> RollbackPlan:
@@ -123,7 +123,7 @@ class RollbackOps(SetRollbackOps):
                 planned.append(state)
             expected = planned[0].version if judged.head is None else judged.head
             if state.version != expected:
-                raise _moved(table, expected, state.version)
+                raise moved(table, expected, state.version)
             with self._past(target):  # gone, it is gone for every attempt: not read again
                 return transitions.rollback(state, target, now, audit)
 
@@ -157,19 +157,21 @@ class RollbackOps(SetRollbackOps):
         return _Judged(head=heads[table], checks=tuple(self._still_as_judged(others, heads)))
 
 
-def _moved(table: str, planned: int, now: int) -> ConflictError:
+def moved(table: str, planned: int, now: int, doing: str = "rollback") -> ConflictError:
+    """The table moved under a change judged (or planned) on version ``planned``."""
+    past = {"rollback": "rolled back", "revert": "reverted"}[doing]
     return ConflictError(
-        f"table {table!r} changed while the rollback was planned "
-        f"(version {planned} -> {now}); nothing was rolled back",
+        f"table {table!r} changed while the {doing} was planned "
+        f"(version {planned} -> {now}); nothing was {past}",
         table=table,
-        remedy="look at 'lineage history' and run the rollback again if it still applies",
+        remedy=f"look at 'lineage history' and run the {doing} again if it still applies",
     )
 
 
-class _ReadHistory(Exception):
-    """A rollback's sets cannot be judged on the history records its first
-    read had at hand, version ``version`` (control flow inside rollback,
-    never raised out of it)."""
+class ReadHistory(Exception):
+    """A change's sets cannot be judged on the history records its first
+    read had at hand, version ``version`` (control flow inside a rollback or
+    a revert, never raised out of it)."""
 
     def __init__(self, version: int) -> None:
         super().__init__(version)
@@ -179,7 +181,7 @@ class _ReadHistory(Exception):
 def _at_hand_judge(target: int) -> Judge:
     """Judges a rollback's first read (a later attempt on another version
     gives way in the update): nothing to do when no set may flip, judged on
-    the records the read brought (the common case); _ReadHistory when one
+    the records the read brought (the common case); ReadHistory when one
     may, or when it needs older records than the read brought."""
     first: list[int] = []
 
@@ -189,18 +191,18 @@ def _at_hand_judge(target: int) -> Judge:
         if version != first[0]:
             return
         if not recent or recent[0].version != version:
-            raise _ReadHistory(version)
+            raise ReadHistory(version)
         if applied.suspects(_then_more(recent), version, target):
-            raise _ReadHistory(version)
+            raise ReadHistory(version)
 
     return judge
 
 
 def _then_more(recent: tuple[HistoryRecord, ...]) -> Iterator[HistoryRecord]:
-    """``recent``, then _ReadHistory if older records are asked for and exist."""
+    """``recent``, then ReadHistory if older records are asked for and exist."""
     yield from recent
     if recent[-1].version > 1:
-        raise _ReadHistory(recent[0].version)
+        raise ReadHistory(recent[0].version)
 
 
 def _split_remedy(table: str, target: int, split: applied.Split, history: Sequence[HistoryRecord]) -> str:

@@ -174,8 +174,8 @@ def test_a_set_reverted_in_every_table_comes_back_one_table_at_a_time_knowingly(
     written, brings X back whole: u1 with --split-sets, then u2 the same way."""
     x = pushed(manager, ("u1", "u2"), "x")
     with_x = {t: manager.table(t).version for t in ("u1", "u2")}
-    for table in ("u1", "u2"):
-        manager.revert_replace(table, manager.history(table, 1)[0].entry_id or "")
+    for table in ("u1", "u2"):  # the first splits X (told to), the second makes it whole again
+        manager.revert_replace(table, manager.history(table, 1)[0].entry_id or "", split_sets=table == "u1")
     with pytest.raises(RefusedError, match=rf"would bring back set {x} in u1 but not in u2") as refused:
         manager.rollback("u1", with_x["u1"])
     remedy = refused.value.remedy or ""
@@ -183,3 +183,54 @@ def test_a_set_reverted_in_every_table_comes_back_one_table_at_a_time_knowingly(
     manager.rollback("u1", with_x["u1"], split_sets=True)
     assert manager.rollback("u2", with_x["u2"], split_sets=True).split_sets == ()  # whole again: no split
     assert labels(manager, "u1") == labels(manager, "u2") == ["x"]
+
+
+def test_reverting_one_tables_push_of_a_set_is_refused_unless_told(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    """Reverting X's push in u1 alone would leave X shown in u2 only:
+    refused (its dry run too), naming X, changing nothing. Told to split,
+    it lands; reverting X's push in u2 then makes X whole again: allowed."""
+    x = pushed(manager, ("u1", "u2"), "x")
+    ends = {t: manager.history(t, 1)[0].entry_id or "" for t in ("u1", "u2")}
+    versions = heads(manager)
+    said = rf"reverting entry {ends['u1']} of u1 would undo set {x} in u1 but not in u2"
+    for judge in (manager.judge_revert, manager.revert_replace):
+        with pytest.raises(RefusedError, match=said) as refused:
+            judge("u1", ends["u1"])
+        assert f"lineage rollback --set {x}" in (refused.value.remedy or "")
+    assert heads(manager) == versions and labels(manager, "u1") == ["x"]
+    manager.revert_replace("u1", ends["u1"], split_sets=True)
+    assert labels(manager, "u1") == ["old"] and labels(manager, "u2") == ["x"]
+    manager.judge_revert("u2", ends["u2"])  # whole again after it: nothing to refuse
+    manager.revert_replace("u2", ends["u2"])
+    assert labels(manager, "u1") == labels(manager, "u2") == ["old"]
+
+
+def test_a_revert_judged_on_another_table_fails_when_that_table_moves_before_it_lands(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    """X's push reverted in u2 (told to split), so reverting it in u1 makes
+    X whole again: allowed, judged on u2. u2 rolled forward meanwhile (X
+    shown there again): the revert's own request finds u2 moved, nothing
+    changes, and X stays whole."""
+    x = pushed(manager, ("u1", "u2"), "x")
+    ends = {t: manager.history(t, 1)[0].entry_id or "" for t in ("u1", "u2")}
+    with_x = manager.table("u2").version
+    manager.revert_replace("u2", ends["u2"], split_sets=True)
+    meanwhile: list[int] = []
+
+    def forward() -> None:
+        if not meanwhile:  # once: the roll forward commits through the same failpoint
+            meanwhile.append(0)
+            meanwhile[0] = manager.rollback("u2", with_x).committed_version or 0
+
+    failpoints.set_hook("set.before-commit", forward)
+    try:
+        with pytest.raises(ConflictError, match=r"u2 changed since the commit was decided"):
+            manager.revert_replace("u1", ends["u1"])
+    finally:
+        failpoints.set_hook("set.before-commit", None)
+    assert meanwhile[0] > with_x and labels(manager, "u1") == labels(manager, "u2") == ["x"]
+    with pytest.raises(RefusedError, match=rf"would undo set {x} in u1 but not in u2"):
+        manager.revert_replace("u1", ends["u1"])  # judged again: now it would split X

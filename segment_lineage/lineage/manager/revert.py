@@ -1,0 +1,122 @@
+"""Reverting a replacement (Pinot's revert), keeping push sets whole.
+
+Reverting one table's completed push of a push set would leave the set
+shown in its other tables and not in this one. That is refused (naming the
+set, changing nothing) unless the caller splits sets knowingly
+(``split_sets``, the CLI's ``--split-sets``). It is judged as a table's
+rollback is (:mod:`.rollback`): on the commit's own read, when the
+history records it brought hold the entry's end and it carries no set (a
+running or staged push's revert needs none: it shows nothing yet); else on
+every table's history, as if the revert were committed
+(:func:`~segment_lineage.lineage.core.applied.splits`), and the commit
+then compares, in its own request, the head judged and the heads of the
+other tables judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from segment_lineage.lineage.core import applied, transitions
+from segment_lineage.lineage.core.acl import PUSHER
+from segment_lineage.lineage.core.history import HistoryRecord
+from segment_lineage.lineage.core.model import Change, EntryState, Operation, TableState
+from segment_lineage.lineage.manager.commit import Committed, Judge
+from segment_lineage.lineage.manager.rollback import ReadHistory, moved
+from segment_lineage.lineage.manager.set_rollback import SetRollbackOps, refuse_splits
+from segment_lineage.lineage.manager.together import Together
+from segment_lineage.lineage.store.contract import Snapshot
+
+
+class RevertOps(SetRollbackOps):
+    """Reverting a replacement (it judges push sets, hence the set rollback's reads)."""
+
+    def revert_replace(
+        self,
+        table: str,
+        entry_id: str,
+        *,
+        force: bool = False,
+        reason: str | None = None,
+        split_sets: bool = False,
+    ) -> Committed:
+        """Revert ``entry_id`` (Pinot's rules; ``force`` for a running
+        push). Refused (RefusedError, nothing changed) when the entry is one
+        table's completed push of a push set shown in every one of its
+        tables, unless ``split_sets``."""
+        self.require_role(PUSHER, doing="reverting a replacement")
+
+        def update(state: TableState, now: int) -> Change:
+            return transitions.revert_replace(state, entry_id, now, force)
+
+        if split_sets:
+            return self.commit(table, update, reason)
+        try:
+            return self._commit_lazy(table, update, reason, load=True, judge=_ended_alone(entry_id))
+        except ReadHistory as first:
+            head, checks = self._judge_revert(table, entry_id)
+            if head != first.version:
+                raise moved(table, first.version, head, "revert") from None
+            fenced = _on_head(table, head, update)
+            if checks:
+                return self.commit_checked(Together(table, fenced), reason, checks)
+            return self.commit(table, fenced, reason)
+
+    def judge_revert(self, table: str, entry_id: str) -> None:
+        """RefusedError when reverting ``entry_id`` now would split a push
+        set (a dry run's judgement: nothing is fenced)."""
+        state = self._read(table)
+        entry = state.entries.get(entry_id)
+        if entry is not None and entry.state is EntryState.COMPLETED:
+            self._judge_revert(table, entry_id)
+
+    def _judge_revert(self, table: str, entry_id: str) -> tuple[int, list[Snapshot]]:
+        """The head ``table`` was judged on, and the other tables judged
+        (read again, to be checked in the commit's request); RefusedError
+        when the revert would split a set."""
+        histories = self._histories(f"revert entry {entry_id} of {table}")
+        heads = {t: max((r.version for r in h), default=0) for t, h in histories.items()}
+        after = heads[table] + 1
+        revert = HistoryRecord(after, "", 0, Operation.REVERT_REPLACE, entry_id, "", None, None, 0, 0, 0)
+        judged = {**histories, table: [revert, *histories[table]]}  # as if committed
+        refuse_splits(
+            f"reverting entry {entry_id} of {table}",
+            applied.splits(judged, heads, {table: after}),
+            lambda split: (
+                f"undo the set in every table ('lineage rollback --set {split.set_id}'), or split it "
+                f"knowingly ('lineage revert {table} {entry_id} --split-sets')"
+            ),
+        )
+        others = [t for t in applied.judged(judged, {table: after}) if t != table]
+        return heads[table], self._still_as_judged(others, heads)
+
+
+def _ended_alone(entry_id: str) -> Judge:
+    """Judges a revert's read: nothing to judge when the entry is not
+    completed, or its end is at hand and carries no set; ReadHistory
+    otherwise (the histories decide)."""
+
+    def judge(snap: Snapshot) -> None:
+        entry = snap.state.entries.get(entry_id)
+        if entry is None or entry.state is not EntryState.COMPLETED:
+            return  # nothing shown to take away (the transition refuses what it must)
+        end = next(
+            (r for r in snap.recent if r.entry_id == entry_id and r.operation is Operation.END_REPLACE), None
+        )
+        if end is None or end.set_id is not None:
+            raise ReadHistory(snap.state.version)
+
+    return judge
+
+
+def _on_head(
+    table: str, head: int, update: Callable[[TableState, int], Change]
+) -> Callable[[TableState, int], Change]:
+    """``update``, only on version ``head`` (the one its sets were judged on)."""
+
+    def fenced(state: TableState, now: int) -> Change:
+        if state.version != head:
+            raise moved(table, head, state.version, "revert")
+        return update(state, now)
+
+    return fenced
