@@ -164,9 +164,7 @@ def undoer(ctx: Ctx, ops: int) -> None:
         if older:  # the set rolled back whole, or one of its tables alone
             (_roll_back if ctx.rng.random() < 0.5 else roll_back_table)(ctx, ctx.rng.choice(older))
             continue
-        live = [t for t in mine if t not in ctx.world.dropped]
-        if len(live) == 3:  # X over the first two, Y over the last two, in turn
-            _push(ctx, live[:2] if n % 3 == 0 else live[1:], f"u{ctx.actor.aid}-{n}", [])
+        _push_own(ctx, mine, f"u{ctx.actor.aid}-{n}", n)
 
 
 def unpusher(ctx: Ctx, ops: int) -> None:
@@ -181,20 +179,17 @@ def unpusher(ctx: Ctx, ops: int) -> None:
         if landed and n % 2 == 1:
             revert_set_push(ctx, ctx.rng.choice(landed))
             continue
-        live = [t for t in mine if t not in ctx.world.dropped]
-        if len(live) == 3:
-            _push(ctx, live[:2] if n % 3 == 0 else live[1:], f"r{ctx.actor.aid}-{n}", [])
+        _push_own(ctx, mine, f"r{ctx.actor.aid}-{n}", n)
 
 
 def revert_set_push(ctx: Ctx, set_id: str) -> None:
     """One table's push of a set reverted: refused when that splits the
     set, unless told to (a fifth of the time). Landed untold, it split no
     set that was whole."""
-    world = ctx.world
-    tables = [t for t in world.sets[set_id] if t not in world.dropped]
-    if not tables:
+    world, picked = ctx.world, _one_table(ctx, set_id)
+    if picked is None:
         return
-    table, split = ctx.rng.choice(tables), ctx.rng.random() < 0.2
+    table, split = picked
     try:
         ended = (r for r in ctx.manager.history(table) if r.set_id == set_id and r.operation is END)
         end = next(ended, None)
@@ -211,6 +206,23 @@ def revert_set_push(ctx: Ctx, set_id: str) -> None:
         check_set_rollback(
             world, ctx.checker.flag, ctx.actor.name, what, {table: version - 1}, {table: version}
         )
+
+
+def _push_own(ctx: Ctx, mine: list[str], label: str, n: int) -> None:
+    """A set over an operator's own three tables: X over the first two, Y
+    over the last two, in turn (none once one of them is dropped)."""
+    live = [t for t in mine if t not in ctx.world.dropped]
+    if len(live) == 3:
+        _push(ctx, live[:2] if n % 3 == 0 else live[1:], label, [])
+
+
+def _one_table(ctx: Ctx, set_id: str) -> tuple[str, bool] | None:
+    """One of the set's tables still there, and whether the operator is
+    told to split sets there (a fifth of the time); None: none is left."""
+    tables = [t for t in ctx.world.sets[set_id] if t not in ctx.world.dropped]
+    if not tables:
+        return None
+    return ctx.rng.choice(tables), ctx.rng.random() < 0.2
 
 
 def _own_tables(ctx: Ctx) -> list[str]:
@@ -264,11 +276,10 @@ def roll_back_table(ctx: Ctx, set_id: str) -> None:
     """One table of a set rolled back alone to its version before the set:
     refused when that splits a set, unless told to (a fifth of the time).
     Landed untold, it split no set that was whole."""
-    world = ctx.world
-    tables = [t for t in world.sets[set_id] if t not in world.dropped]
-    if not tables:
+    world, picked = ctx.world, _one_table(ctx, set_id)
+    if picked is None:
         return
-    table, split = ctx.rng.choice(tables), ctx.rng.random() < 0.2
+    table, split = picked
     try:
         version = set_version(list(ctx.manager.history(table)), set_id)
         if version is None:

@@ -109,7 +109,7 @@ def publish(
         from segment_lineage.cli.push_set import emit_set
         from segment_lineage.ingest.push_set import publish_set
 
-        set_id = check_set_id(set_id.strip())  # as pasted, spaces around it and all
+        set_id = check_set_id(set_id.strip())  # as pasted; checked before the progress line names it
 
         with manager() as m, progress(f"publishing set {set_id}") as say:
             emit_set(publish_set(m, set_id, reason=reason, progress=say))
@@ -146,9 +146,7 @@ def revert(
     with manager() as m:
         entry = m.resolve_entry(table, entry)
         if dry_run:
-            if not split_sets:
-                m.judge_revert(table, entry)
-            plan = m.revert_plan(table, entry, force=force)
+            plan = m.revert_plan(table, entry, force=force, split_sets=split_sets)
             emit(
                 {"entry": entry, "dry_run": True, **dataclasses.asdict(plan)},
                 f"dry run: reverting entry {entry} would show {len(plan.appear)} segment(s) "
@@ -250,7 +248,7 @@ def _rollback_text(plan: RollbackPlan, dry_run: bool) -> str:
 def _rollback_set(set_id: str, dry_run: bool, reason: str | None, split_sets: bool) -> None:
     if split_sets:
         raise InvalidInputError("--split-sets is for one table's rollback: a set rollback never splits a set")
-    set_id = check_set_id(set_id.strip())  # as pasted, spaces around it and all
+    set_id = set_id.strip()  # as pasted, spaces around it and all (rollback_set checks the rest)
     with manager() as m:
         done = m.rollback_set(set_id, dry_run=dry_run, reason=reason)
     if len(done.already) == len(done.targets):

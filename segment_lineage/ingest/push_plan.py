@@ -165,19 +165,16 @@ class PushResult:
             )
         if self.audited:
             text += f"; audit {self.audited}"
-        if self.staged and self.staged_set is not None:
-            entry = self.entry_id[:8]
-            return text + (
-                f"; readers see none of it until its set is published ('lineage read {self.table} --entry "
-                f"{entry}' reads it); held until {format_time(self.staged_until_ms or 0)}"
-            )
         if self.staged:
             entry = self.entry_id[:8]
-            return text + (
-                f"; readers see none of it until 'lineage publish {self.table} {entry}' ('lineage read "
-                f"{self.table} --entry {entry}' reads it; 'lineage revert {self.table} {entry}' drops it); "
-                f"held until {format_time(self.staged_until_ms or 0)}"
-            )
+            reads = f"'lineage read {self.table} --entry {entry}' reads it"
+            if self.staged_set is None:  # one table's: published or dropped alone
+                until = f"'lineage publish {self.table} {entry}'"
+                reads += f"; 'lineage revert {self.table} {entry}' drops it"
+            else:  # a set's: published whole
+                until = "its set is published"
+            held = format_time(self.staged_until_ms or 0)
+            return text + f"; readers see none of it until {until} ({reads}); held until {held}"
         return text + self._hiding(False)
 
     @property

@@ -44,6 +44,11 @@ class Split:
     applied: bool  # whether the set is applied now (in every one of its tables)
 
 
+def heads(histories: Mapping[str, Iterable[HistoryRecord]]) -> dict[str, int]:
+    """Each table's head version: its newest record's (0: none kept)."""
+    return {t: max((r.version for r in h), default=0) for t, h in histories.items()}
+
+
 def chain(records: Mapping[int, HistoryRecord], head: int) -> frozenset[int]:
     """The versions ``head`` still applies (see the module's docstring)."""
     on: set[int] = set()

@@ -94,6 +94,7 @@ class _Loop:
     last_cause: str = ""
     unknown_cause: str = ""  # why the first unknown outcome was unknown
     retryable: bool = False  # the last write failed in a way worth retrying
+    judge: Judge | None = None  # looks at each attempt's snapshot before its update (may raise)
 
     def unknown(self, message: str) -> OutcomeUnknownError:
         """Our earlier write may have landed: never report "nothing written".
@@ -192,7 +193,8 @@ class ManagerBase:
         floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
         queue = _QueueUse(self.store, table, commit_id, self.retry.sleep, self.retry.clock, self._stuck)
         try:
-            done = self._commit(table, (judge, update), audit, commit_id, floor, queue, load, owner)
+            loop = _Loop(table, commit_id, Attempts(self.retry), judge=judge)
+            done = self._commit(loop, update, audit, floor, queue, load, owner)
         finally:
             queue.leave()
             floor.leave()
@@ -202,10 +204,9 @@ class ManagerBase:
 
     def _commit(
         self,
-        table: str,
-        update: tuple[Judge | None, Update],
+        loop: _Loop,
+        update: Update,
         audit: Audit,
-        commit_id: str,
         floor: _FloorUse,
         queue: _QueueUse,
         load: bool,
@@ -214,7 +215,6 @@ class ManagerBase:
         """The attempts, each through named steps: its turn (a read, a look
         for an earlier attempt's commit, the floor and the queue), the pure
         update, and the write; then, out of attempts, the verdict."""
-        loop = _Loop(table, commit_id, Attempts(self.retry))
         while loop.attempts.next():
             turn = self._turn(loop, floor, queue, load)
             if turn is None:
@@ -226,7 +226,7 @@ class ManagerBase:
             if change is None:
                 continue
             if not change.changed:
-                return Committed(snap.state, change, commit_id, applied=False)
+                return Committed(snap.state, change, loop.commit_id, applied=False)
             refuse_while_purging(snap.state, change)  # judged on the version the write compares
             done = self._write(loop, snap, now, change, audit, owner, floor, queue)
             if isinstance(done, Committed):
@@ -263,16 +263,13 @@ class ManagerBase:
             raise
         return snap, now
 
-    def _apply(
-        self, loop: _Loop, snap: Snapshot, now: int, update: tuple[Judge | None, Update], load: bool
-    ) -> Change | None:
+    def _apply(self, loop: _Loop, snap: Snapshot, now: int, update: Update, load: bool) -> Change | None:
         """The pure update on the version read (loaded before the write when
         ``load``: nothing is written if that fails), after its judge; None: read again."""
-        judge, pure = update
-        if judge is not None:
-            judge(snap)
+        if loop.judge is not None:
+            loop.judge(snap)
         try:
-            change = pure(snap.state, now)
+            change = update(snap.state, now)
             if load:
                 change.state.loaded()
                 snap.state.loaded()

@@ -1,11 +1,10 @@
-"""Replace operations: open, end and revert a replacement (the lineage
-entries of Pinot's segment replacement protocol). The revert itself, which
-judges push sets, is :mod:`.revert`; a table's rollback :mod:`.rollback`."""
+"""Replace operations: open and end a replacement (the lineage entries of
+Pinot's segment replacement protocol). Its revert, which judges push sets,
+is :mod:`.revert`; a table's rollback :mod:`.rollback`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.acl import PUSHER
@@ -13,23 +12,11 @@ from segment_lineage.lineage.core.model import Change, Segment, TableState, Time
 from segment_lineage.lineage.core.periods import parse_period
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
 from segment_lineage.lineage.core.staged import Staged
-from segment_lineage.lineage.core.visibility import visibility_delta
-from segment_lineage.lineage.manager.commit import Committed, Update
-from segment_lineage.lineage.manager.reads import Reads
+from segment_lineage.lineage.manager.commit import Committed, ManagerBase, Update
 
 
-@dataclass(frozen=True)
-class VisibleChange:
-    """What a change would do to the visible set (a dry run)."""
-
-    appear: tuple[str, ...]
-    disappear: tuple[str, ...]
-    rows_appearing: int
-    rows_disappearing: int
-
-
-class ReplaceOps(Reads):
-    """Replacements (a revert's plan reads the table, hence :class:`Reads`)."""
+class ReplaceOps(ManagerBase):
+    """Replacements: opened, ended, staged."""
 
     def start_replace(
         self,
@@ -174,19 +161,6 @@ class ReplaceOps(Reads):
             entry_id, uploads, staged, hold_ms=hold_ms, strays=strays, check=check, audit=audit
         )
         return self.commit(table, update, reason, owner=entry_id)
-
-    def revert_plan(self, table: str, entry_id: str, *, force: bool = False) -> VisibleChange:
-        """What reverting ``entry_id`` would show and hide now (refused, as the
-        revert would be, when a rule forbids it); nothing is committed."""
-        state = self._read(table)
-        after = transitions.revert_replace(state, entry_id, self.store.now_ms(), force).state
-        appear, disappear = visibility_delta(state, after)
-        return VisibleChange(
-            appear=tuple(sorted(appear)),
-            disappear=tuple(sorted(disappear)),
-            rows_appearing=sum(after.segments[n].rows for n in appear),
-            rows_disappearing=sum(state.segments[n].rows for n in disappear),
-        )
 
 
 def complete_update(

@@ -1,4 +1,4 @@
-"""Reverting a replacement (Pinot's revert), keeping push sets whole.
+"""Reverting a replacement (Pinot's revert) and its dry run's plan, keeping push sets whole.
 
 Reverting one table's completed push of a push set would leave the set
 shown in its other tables and not in this one. That is refused (naming the
@@ -16,16 +16,28 @@ other tables judged.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from segment_lineage.lineage.core import applied, transitions
 from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import Change, EntryState, Operation, TableState
+from segment_lineage.lineage.core.visibility import visibility_delta
 from segment_lineage.lineage.manager.commit import Committed, Judge
 from segment_lineage.lineage.manager.rollback import ReadHistory, moved
 from segment_lineage.lineage.manager.set_rollback import SetRollbackOps, refuse_splits
 from segment_lineage.lineage.manager.together import Together
 from segment_lineage.lineage.store.contract import Snapshot
+
+
+@dataclass(frozen=True)
+class VisibleChange:
+    """What a change would do to the visible set (a dry run)."""
+
+    appear: tuple[str, ...]
+    disappear: tuple[str, ...]
+    rows_appearing: int
+    rows_disappearing: int
 
 
 class RevertOps(SetRollbackOps):
@@ -62,6 +74,24 @@ class RevertOps(SetRollbackOps):
                 return self.commit_checked(Together(table, fenced), reason, checks)
             return self.commit(table, fenced, reason)
 
+    def revert_plan(
+        self, table: str, entry_id: str, *, force: bool = False, split_sets: bool = False
+    ) -> VisibleChange:
+        """What reverting ``entry_id`` would show and hide now; refused, as
+        the revert would be, when a rule forbids it or (unless
+        ``split_sets``) it would split a push set. Nothing is committed."""
+        if not split_sets:
+            self.judge_revert(table, entry_id)
+        state = self._read(table)
+        after = transitions.revert_replace(state, entry_id, self.store.now_ms(), force).state
+        appear, disappear = visibility_delta(state, after)
+        return VisibleChange(
+            appear=tuple(sorted(appear)),
+            disappear=tuple(sorted(disappear)),
+            rows_appearing=sum(after.segments[n].rows for n in appear),
+            rows_disappearing=sum(state.segments[n].rows for n in disappear),
+        )
+
     def judge_revert(self, table: str, entry_id: str) -> None:
         """RefusedError when reverting ``entry_id`` now would split a push
         set (a dry run's judgement: nothing is fenced)."""
@@ -75,7 +105,7 @@ class RevertOps(SetRollbackOps):
         (read again, to be checked in the commit's request); RefusedError
         when the revert would split a set."""
         histories = self._histories(f"revert entry {entry_id} of {table}")
-        heads = {t: max((r.version for r in h), default=0) for t, h in histories.items()}
+        heads = applied.heads(histories)
         after = heads[table] + 1
         revert = HistoryRecord(after, "", 0, Operation.REVERT_REPLACE, entry_id, "", None, None, 0, 0, 0)
         judged = {**histories, table: [revert, *histories[table]]}  # as if committed

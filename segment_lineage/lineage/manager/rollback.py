@@ -148,7 +148,7 @@ class RollbackOps(SetRollbackOps):
             return _Judged(head=newest.version)
         doing = f"rolling back {table} to version {target}"
         histories = self._histories(f"roll back {table}")
-        heads = {t: max((r.version for r in h), default=0) for t, h in histories.items()}
+        heads = applied.heads(histories)
         found = applied.splits(histories, heads, {table: target})
         if split_sets:
             return _Judged(splits=tuple(s.set_id for s in found))

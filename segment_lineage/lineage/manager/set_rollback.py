@@ -79,7 +79,7 @@ class SetRollbackOps(TogetherOps):
         histories = self._histories(f"roll back set {set_id}")
         members = _members(set_id, histories)
         targets = {table: version - 1 for table, version in sorted(members.items())}
-        heads = {t: max((r.version for r in h), default=0) for t, h in histories.items()}
+        heads = applied.heads(histories)
         refuse_splits(f"rolling back set {set_id}", applied.splits(histories, heads, targets), _alone)
         others = [t for t in applied.judged(histories, targets) if t not in targets]
         outside = self._still_as_judged(others, heads)  # checked again in the commit's own request
