@@ -24,7 +24,7 @@ from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import Change, EntryState, Operation, TableState
 from segment_lineage.lineage.core.visibility import visibility_delta
 from segment_lineage.lineage.manager.commit import Committed, Judge
-from segment_lineage.lineage.manager.rollback import ReadHistory, moved
+from segment_lineage.lineage.manager.rollback import ReadHistory, moved, others_fenced
 from segment_lineage.lineage.manager.set_rollback import SetRollbackOps, refuse_splits
 from segment_lineage.lineage.manager.together import Together
 from segment_lineage.lineage.store.contract import Snapshot
@@ -66,13 +66,14 @@ class RevertOps(SetRollbackOps):
         try:
             return self._commit_lazy(table, update, reason, load=True, judge=_ended_alone(entry_id))
         except ReadHistory as first:
-            head, checks = self._judge_revert(table, entry_id)
-            if head != first.version:
-                raise moved(table, first.version, head, "revert") from None
-            fenced = _on_head(table, head, update)
-            if checks:
-                return self.commit_checked(Together(table, fenced), reason, checks)
-            return self.commit(table, fenced, reason)
+            with others_fenced(table, "revert"):
+                head, checks = self._judge_revert(table, entry_id)
+                if head != first.version:
+                    raise moved(table, first.version, head, "revert") from None
+                fenced = _on_head(table, head, update)
+                if checks:
+                    return self.commit_checked(Together(table, fenced), reason, checks)
+                return self.commit(table, fenced, reason)
 
     def revert_plan(
         self, table: str, entry_id: str, *, force: bool = False, split_sets: bool = False
@@ -98,7 +99,8 @@ class RevertOps(SetRollbackOps):
         state = self._read(table)
         entry = state.entries.get(entry_id)
         if entry is not None and entry.state is EntryState.COMPLETED:
-            self._judge_revert(table, entry_id)
+            with others_fenced(table, "revert"):
+                self._judge_revert(table, entry_id)
 
     def _judge_revert(self, table: str, entry_id: str) -> tuple[int, list[Snapshot]]:
         """The head ``table`` was judged on, and the other tables judged

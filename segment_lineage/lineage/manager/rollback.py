@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import applied, transitions
@@ -28,7 +29,7 @@ from segment_lineage.lineage.core.model import Audit, Change, EntryState, Operat
 from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
 from segment_lineage.lineage.manager.commit import Judge
 from segment_lineage.lineage.manager.set_rollback import SetRollbackOps, refuse_splits
-from segment_lineage.lineage.manager.together import Together
+from segment_lineage.lineage.manager.together import ChecksMovedError, Together
 from segment_lineage.lineage.store.contract import Snapshot
 
 
@@ -82,17 +83,19 @@ class RollbackOps(SetRollbackOps):
             self.require_role(PUSHER, doing="a rollback")
         target = self._as_of(table, target_version)
         audit = self.audit(reason or f"rollback to version {target_version}")
-        if dry_run:
-            return self._dry_run(table, target, self._judge_sets(table, target_version, split_sets), audit)
-        if split_sets:  # judged only to say which sets it splits
-            return self._commit_rollback(table, target, self._judge_sets(table, target_version, True), audit)
-        try:  # judged on its own read, when the history records it needs are at hand
-            return self._commit_rollback(table, target, _Judged(), audit, _at_hand_judge(target_version))
-        except ReadHistory as first:
-            judged = self._judge_sets(table, target_version, False)
-            if judged.head is not None and judged.head != first.version:
-                raise moved(table, first.version, judged.head) from None
-            return self._commit_rollback(table, target, judged, audit)
+        with others_fenced(table):
+            if dry_run or split_sets:  # a split knowingly is judged only to say which sets it splits
+                judged = self._judge_sets(table, target_version, split_sets)
+                if dry_run:
+                    return self._dry_run(table, target, judged, audit)
+                return self._commit_rollback(table, target, judged, audit)
+            try:  # judged on its own read, when the history records it needs are at hand
+                return self._commit_rollback(table, target, _Judged(), audit, _at_hand_judge(target_version))
+            except ReadHistory as first:
+                judged = self._judge_sets(table, target_version, False)
+                if judged.head is not None and judged.head != first.version:
+                    raise moved(table, first.version, judged.head) from None
+                return self._commit_rollback(table, target, judged, audit)
 
     def _dry_run(self, table: str, target: TableState, judged: _Judged, audit: Audit) -> RollbackPlan:
         current = self._read(table)
@@ -166,6 +169,23 @@ def moved(table: str, planned: int, now: int, doing: str = "rollback") -> Confli
         table=table,
         remedy=f"look at 'lineage history' and run the {doing} again if it still applies",
     )
+
+
+@contextmanager
+def others_fenced(table: str, doing: str = "rollback") -> Iterator[None]:
+    """A rollback or a revert of ``table`` judged on other tables (those
+    sharing push sets with it): when one of them moved before it landed,
+    the error says which change gave way, and why those tables mattered."""
+    try:
+        yield
+    except ChecksMovedError as exc:
+        past = {"rollback": "rolled back", "revert": "reverted"}[doing]
+        raise ConflictError(
+            f"table(s) {', '.join(exc.tables)} changed while the {doing} of {table!r} was judged "
+            f"on them (they share push sets with {table!r}); nothing was {past}",
+            table=table,
+            remedy=f"run the {doing} again: its push sets are judged on what the tables show now",
+        ) from None
 
 
 class ReadHistory(Exception):

@@ -125,7 +125,7 @@ def test_a_rollback_judged_on_another_table_fails_when_that_table_moves_before_i
 
     failpoints.set_hook("set.before-commit", forward)
     try:
-        with pytest.raises(ConflictError, match=r"u2 changed since the commit was decided"):
+        with pytest.raises(ConflictError, match=r"u2 changed while the rollback of 'u1' was judged on them"):
             manager.rollback("u1", with_x["u1"] - 1)
     finally:
         failpoints.set_hook("set.before-commit", None)
@@ -227,7 +227,7 @@ def test_a_revert_judged_on_another_table_fails_when_that_table_moves_before_it_
 
     failpoints.set_hook("set.before-commit", forward)
     try:
-        with pytest.raises(ConflictError, match=r"u2 changed since the commit was decided"):
+        with pytest.raises(ConflictError, match=r"u2 changed while the revert of 'u1' was judged on them"):
             manager.revert_replace("u1", ends["u1"])
     finally:
         failpoints.set_hook("set.before-commit", None)
