@@ -135,6 +135,7 @@ def test_a_push_cut_off_from_zookeeper_says_what_it_left_and_the_next_push_clean
         lineage("table", "create", "ap", "--root", str(tmp_path / "ap"), "--type", "APPEND").returncode == 0
     )
     assert lineage("push", "ap", "--input", str(source)).returncode == 0
+    written = len(list((tmp_path / "ap").rglob("*.parquet")))
     push = subprocess.Popen(
         [sys.executable, "-m", "segment_lineage", "push", "ap", "--input", str(source)],
         cwd=root,
@@ -143,8 +144,11 @@ def test_a_push_cut_off_from_zookeeper_says_what_it_left_and_the_next_push_clean
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(3)  # the files are written; the push sleeps before its commit
-    server.stop()
+    deadline = time.monotonic() + 60  # a busy machine starts the process slowly: wait for its file
+    while len(list((tmp_path / "ap").rglob("*.parquet"))) == written and time.monotonic() < deadline:
+        assert push.poll() is None, push.communicate()
+        time.sleep(0.1)
+    server.stop()  # the file is written; the push sleeps 6 s before its commit
     out, err = push.communicate(timeout=60)
     assert push.returncode == 1, out + err
     last = [line for line in err.splitlines() if line.startswith("error:")][-1]
