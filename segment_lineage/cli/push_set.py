@@ -141,8 +141,13 @@ def emit_set(result: SetResult) -> None:
         head = f"pushed set {result.set_id} across {len(result.pushes)} table(s) in one commit"
     lines = [head, *(f"  {p.table}: {p.summary()}" for p in result.pushes)]
     # The id stands alone, never glued to punctuation: scripts cut it out of these lines.
+    undone = result.repeated and all(p.undone for p in result.pushes)
     if staged:
         lines.append(f"publish it with: lineage publish --set {result.set_id}")
+    elif undone:  # nothing of it is shown: no undo to offer
+        lines.append(
+            "it was rolled back (or reverted) since: push the set with another --job-id to push it again"
+        )
     elif not result.dry_run and result.set_id is not None:
         lines.append(f"undo it with: lineage rollback --set {result.set_id}")
     tables = [{"table": p.table, **push_view(p, None)} for p in result.pushes]

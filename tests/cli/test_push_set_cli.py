@@ -150,6 +150,28 @@ def test_a_push_set_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None
     assert run(zk_hosts, "publish", "facts")[0] == 2
 
 
+def test_a_repeated_set_job_rolled_back_since_offers_no_undo(zk_hosts: str, tmp_path: Path) -> None:
+    """The set's job run again after its set was rolled back: nothing is
+    pushed, and the last line says how to push it again, not how to undo
+    what is no longer shown."""
+    for table in ("ra", "rb"):
+        assert run(zk_hosts, "table", "create", table, "--root", str(tmp_path / table))[0] == 0
+    pq.write_table(pa.table({"label": ["x"] * 3, "id": [0, 1, 2]}), tmp_path / "x.parquet")
+    spec = tmp_path / "set.toml"
+    spec.write_text("".join(f'[[push]]\ntable = "{t}"\ninput = "x.parquet"\n\n' for t in ("ra", "rb")))
+    first = process(zk_hosts, "--json", "push-set", str(spec), "--job-id", "j-1")
+    assert first.returncode == 0, first.stderr
+    set_id = json.loads(first.stdout)["set"]
+    again = process(zk_hosts, "push-set", str(spec), "--job-id", "j-1")
+    assert f"undo it with: lineage rollback --set {set_id}" in again.stdout, again.stdout
+    assert run(zk_hosts, "rollback", "--set", set_id)[0] == 0
+    after = process(zk_hosts, "push-set", str(spec), "--job-id", "j-1")
+    assert after.returncode == 0 and "nothing pushed again" in after.stdout, after.stderr
+    assert "undo it with" not in after.stdout, after.stdout
+    last = after.stdout.strip().splitlines()[-1]
+    assert last.startswith("it was rolled back (or reverted) since: push the set"), after.stdout
+
+
 def test_an_input_path_too_long_for_the_file_system_is_bad_input(zk_hosts: str, tmp_path: Path) -> None:
     assert run(zk_hosts, "table", "create", "longs", "--root", str(tmp_path / "longs"))[0] == 0
     spec = tmp_path / "long.toml"
