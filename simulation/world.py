@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from segment_lineage.ingest.audit import Audit
 from segment_lineage.lineage.core.env import Env
-from segment_lineage.lineage.core.model import TableConfig, TableState, TableType
+from segment_lineage.lineage.core.model import MirrorFormat, TableConfig, TableState, TableType
 from segment_lineage.lineage.core.retry import RetryPolicy
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.store.contract import Store
@@ -199,10 +199,7 @@ class World:
             lineage_entry_cleanup_retention_ms=rng.choice(small),
             time_retention_ms=TIME_RETENTION_MS,
         )
-        mirrored = rng.random() < 0.5  # drawn always: a seed's draws do not depend on the code's version
-        if mirrored and "mirror" in TableConfig.__dataclass_fields__:
-            from segment_lineage.lineage.core.model import MirrorFormat
-
+        if rng.random() < 0.5:  # half the APPEND tables are mirrored
             return replace(config, mirror=MirrorFormat.DELTA, mirror_retention_ms=MIRROR_WINDOW_MS)
         return config
 
