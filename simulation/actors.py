@@ -22,7 +22,7 @@ from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.ingest.stage import publish
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.acl import PUSHER, READER, RETENTION
-from segment_lineage.lineage.core.errors import AuthError, LineageError, RefusedError
+from segment_lineage.lineage.core.errors import AuthError, LineageError, RefusedError, TableExistsError
 from segment_lineage.lineage.core.model import Change, Operation, Segment, TableState
 from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.core.visibility import visible_segments
@@ -839,6 +839,25 @@ def creator(ctx: Ctx, ops: int) -> None:
             ctx.push(name)
 
 
+def twin(ctx: Ctx, ops: int) -> None:
+    """Refreshes of one REFRESH table made empty for them: tests add two of
+    these (no seed's cast has them), which push to it at once. Their
+    ``from`` share nothing, so only the whole-table intent keeps both from
+    landing (two-refreshes-shown)."""
+    world, name = ctx.world, "twins"
+    root = str(world.lake / name)
+    world.intend_table(name, root, ctx.actor.cwd, "plain", set())
+    try:
+        ctx.manager.create_table(world.config(name, root, "plain", ctx.rng))
+    except TableExistsError:
+        pass  # the other twin made it
+    except LineageError as exc:
+        ctx.failed(f"create {name}", exc)
+        return
+    for _ in range(ops):
+        ctx.push(name)
+
+
 def purger(ctx: Ctx, ops: int) -> None:
     """An operator drops a table with ``--purge`` while pushes, readers and
     retention go on: nothing but retention may change it after that, a
@@ -942,6 +961,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "create": creator,
     "symlink": linker,
     "purge": purger,
+    "twin": twin,
     "janitor": janitor,
     "saboteur": saboteur,
     "set": setter,
@@ -998,6 +1018,6 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
             # (not in seeds 4, 100 and 358, which the tests replayed for other bugs when it came)
             cast.append(("unset", rng.randint(3, 6)))
         if seed % 24 == 22 and seed != 358:  # an operator reverting one table's push of a set
-            # (not in seed 358, which the tests replay for another bug)
+            # (not in seed 358, which the tests replayed for another bug when it came)
             cast.append(("unpush", rng.randint(3, 6)))
     return cast

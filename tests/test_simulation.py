@@ -236,7 +236,7 @@ def test_the_checker_catches_daemons_sharing_one_leader_for_all_tables(
     assert "unowned-table" in {v.kind for v in result.violations}, describe(result)
 
 
-@pytest.mark.parametrize(("seed", "kind"), [(27, "mirror-stranger"), (32, "mirror-stranger")])
+@pytest.mark.parametrize(("seed", "kind"), [(34, "mirror-stranger"), (60, "mirror-stranger")])
 def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     monkeypatch: pytest.MonkeyPatch, seed: int, kind: str
 ) -> None:
@@ -262,7 +262,7 @@ def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     assert [v.kind for v in result.violations] == [kind], describe(result)
 
 
-@pytest.mark.parametrize("seed", [1, 11])
+@pytest.mark.parametrize("seed", [1, 19])
 def test_the_checker_catches_a_push_landing_after_its_session_without_the_owner_fence(
     monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
@@ -287,7 +287,9 @@ def test_the_checker_catches_two_refreshes_shown_without_the_whole_table_intent(
 ) -> None:
     """The outside trial's doubled rows: two refreshes of a table with no
     segment yet share no ``from``, so without the whole-table intent both
-    land and the table shows both snapshots (two-refreshes-shown)."""
+    land and the table shows both snapshots (two-refreshes-shown). Two
+    actors refresh one new table at once (seed 30 found it in the casts
+    alone, until a schedule moved: 2 of seeds 1-8 find it with the twins)."""
     from segment_lineage.lineage.core import transitions
 
     real = transitions.start_replace
@@ -296,7 +298,7 @@ def test_the_checker_catches_two_refreshes_shown_without_the_whole_table_intent(
         return real(*args, **{**kwargs, "whole": False})
 
     monkeypatch.setattr(transitions, "start_replace", without_intent)
-    result = run_seed(RunConfig(30, steps=400))
+    result = run_seed(RunConfig(2, steps=400, extra=(("twin", 2), ("twin", 2))))
     assert "two-refreshes-shown" in {v.kind for v in result.violations}, describe(result)
 
 
@@ -314,7 +316,7 @@ def test_the_checker_catches_a_stopped_pass_that_loses_its_count(monkeypatch: py
         return real(manager, table, options, TableReport(table, options.dry_run))
 
     monkeypatch.setattr(executor, "_run_table", report_lost)
-    result = run_seed(RunConfig(48, steps=400))
+    result = run_seed(RunConfig(77, steps=400))
     assert "pass-miscounted" in {v.kind for v in result.violations}, describe(result)
 
 
@@ -353,7 +355,7 @@ def test_the_checker_catches_a_repair_that_cannot_write_over_another_writers_col
     from segment_lineage.mirror.delta import DeltaLog
 
     monkeypatch.setattr(DeltaLog, "reset", lambda *_a, **_k: 0)
-    result = run_seed(RunConfig(60, steps=400))  # a cast with the other engine and a repair
+    result = run_seed(RunConfig(64, steps=400))  # a cast with the other engine and a repair
     assert [v.kind for v in result.violations] == ["mirror-unrepairable"], describe(result)
 
 
@@ -414,7 +416,7 @@ def test_the_checker_catches_a_set_applied_one_table_at_a_time(monkeypatch: pyte
         return out
 
     monkeypatch.setattr(MemoryStore, "write_together", one_by_one)
-    result = run_seed(RunConfig(28, steps=400))
+    result = run_seed(RunConfig(4, steps=400))
     assert "set-torn" in {v.kind for v in result.violations}, describe(result)
 
 
@@ -447,7 +449,7 @@ def test_the_checker_catches_a_cut_taken_in_one_read(monkeypatch: pytest.MonkeyP
         return {t: self.store.read(t) for t in tables}
 
     monkeypatch.setattr(together.TogetherOps, "cut", one_read)
-    result = run_seed(RunConfig(358, steps=400))
+    result = run_seed(RunConfig(274, steps=400))
     assert "cut-torn" in {v.kind for v in result.violations}, describe(result)
 
 

@@ -133,6 +133,13 @@ class _Written:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._logs: dict[str, tuple[DeltaLog, Any]] = {}
+        self._roots: dict[str, str] = {}  # table -> the root its log was kept under
+
+    def root_of(self, table: str) -> str | None:
+        """The root of the table's log this process kept (None: none kept).
+        A guess until the table is read: it may have been made again elsewhere."""
+        with self._lock:
+            return self._roots.get(table)
 
     def take(self, root: str) -> DeltaLog:
         with self._lock:
@@ -144,29 +151,41 @@ class _Written:
                     return log
         return DeltaLog.open(root)
 
-    def keep(self, log: DeltaLog) -> None:
+    def keep(self, table: str, root: str, log: DeltaLog) -> None:
         mark = log.mark()
         if mark is None or mark[0] is None or mark[1] is not None:
             return  # nothing written yet, or the log moved already
         with self._lock:
-            self._logs.pop(log.root, None)
+            self._logs.pop(root, None)
             while len(self._logs) >= self.KEPT:
                 self._logs.pop(next(iter(self._logs)))
-            self._logs[log.root] = (log, mark)
+            self._logs[root] = (log, mark)
+            self._roots.pop(table, None)
+            while len(self._roots) >= self.KEPT:
+                self._roots.pop(next(iter(self._roots)))
+            self._roots[table] = root
 
 
 WRITTEN = _Written()
 
 
 def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: bool, clean: bool) -> SyncReport:
-    root = manager.table(table).config.root
+    # The root: the one this process published the table's log under last
+    # (checked once the table is read), else read from the table.
+    root = None if dry_run or repair else WRITTEN.root_of(table)
+    root = root or manager.table(table).config.root
     for _ in range(SYNC_ATTEMPTS):
         log = DeltaLog.open(root) if dry_run or repair else WRITTEN.take(root)
         failpoint("mirror.after-log-read")
-        state = manager.table(table)  # read after the log: whatever it published, this is newer
+        snap = manager.snapshot(table)  # read after the log: whatever it published, this is newer
+        state = snap.state.loaded()
+        if state.config.root != root:  # made again elsewhere since: read its own log, then the table
+            root = state.config.root
+            continue
         check_log(state, log, foreign_too=not repair)
-        # One pass over the history: whose log it is, and what to publish.
-        records = records_of(manager, table, to_publish(log, state, repair))
+        # One pass over the history (none when the read brought the records):
+        # whose log it is, and what to publish.
+        records = records_of(manager, table, to_publish(log, state, repair), snap.recent)
         if repair and log.foreign() is None and owned(manager, state, log, records):
             repair = False  # nothing to repair: a plain sync, and no empty commit
         if not repair:
@@ -180,7 +199,7 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
             still_held(manager, table, "before removing old log files,")
             report = dataclasses.replace(report, cleaned=log.clean(horizon))
         if not dry_run:
-            WRITTEN.keep(log)
+            WRITTEN.keep(table, root, log)
         return report
     raise ContentionError(table, SYNC_ATTEMPTS, 0.0, doing="publishing to the Delta mirror")
 

@@ -4,7 +4,7 @@ which versions, with which columns, and what became of each."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +87,11 @@ def publish(
     return run.report()
 
 
+# Versions a publish takes without listing those kept (a push's start and end,
+# a few commits more): each is pinned, and one retention took is reported gone.
+SHORT_BACKLOG = 4
+
+
 @dataclass
 class _Publishing:
     """One publish under way: the versions to publish, what the log shows
@@ -110,13 +115,15 @@ class _Publishing:
         self.shown = shown = self.log.shown
         if shown.version is None or self.repair:
             self.versions = [self.state.version]
+        elif self.state.version - shown.lineage_version <= SHORT_BACKLOG:  # no listing: a pin finds one gone
+            self.versions = list(range(shown.lineage_version + 1, self.state.version + 1))
         else:
             self.versions = [
                 v
                 for v in self.manager.versions(self.table)
                 if shown.lineage_version < v <= self.state.version
             ]
-            if self.state.version > shown.lineage_version and self.state.version not in self.versions:
+            if self.state.version not in self.versions:
                 self.versions.append(self.state.version)
         unread = [v for v in self.versions if v not in self.records]
         self.records.update(records_of(self.manager, self.table, unread))
@@ -241,13 +248,19 @@ def to_publish(log: DeltaLog, state: TableState, repair: bool) -> list[int]:
     return list(range(max(1, log.shown.lineage_version), state.version + 1))
 
 
-def records_of(manager: LineageManager, table: str, versions: list[int]) -> dict[int, HistoryRecord]:
-    """The history records of ``versions`` (newest first, read only as far as needed)."""
+def records_of(
+    manager: LineageManager, table: str, versions: list[int], at_hand: Sequence[HistoryRecord] = ()
+) -> dict[int, HistoryRecord]:
+    """The history records of ``versions``: from ``at_hand`` (those a read of
+    the table brought) when they hold them all, else read from the history
+    (newest first, only as far as needed)."""
     if not versions:
         return {}
     wanted = set(versions)
+    out = {r.version: r for r in at_hand if r.version in wanted}
+    if len(out) == len(wanted):
+        return out
     oldest = min(versions)
-    out: dict[int, HistoryRecord] = {}
     for count, record in enumerate(manager.iter_history(table)):
         if record.version < oldest or count >= MAX_RECORDS:
             break

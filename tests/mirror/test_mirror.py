@@ -291,6 +291,26 @@ def test_a_publish_starts_from_the_log_this_process_wrote_unless_it_moved(
     assert duck_rows(root) == [(1,), (2,), (2,), (3,)]
 
 
+def test_a_table_made_again_elsewhere_is_published_to_its_own_log_not_the_one_kept(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """This process kept table t's log at its first root; t is dropped and
+    made again at another root under its name. Its next publish goes to the
+    new root's log, read there; the old log is left as it was."""
+    from segment_lineage.mirror import admin
+
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+    zk_manager.create_table(TableConfig.build("t", first, "APPEND", time_column="ts", mirror="delta"))
+    push_arrow(zk_manager, "t", [pq.read_table(write_month(tmp_path / "1.parquet", 1, [1]))], mode="append")
+    sync(zk_manager, "t")
+    admin.drop_table(zk_manager, "t", force=True)
+    zk_manager.create_table(TableConfig.build("t", second, "APPEND", time_column="ts", mirror="delta"))
+    push_arrow(zk_manager, "t", [pq.read_table(write_month(tmp_path / "2.parquet", 2, [2]))], mode="append")
+    report = sync(zk_manager, "t")
+    assert report.published and duck_rows(second) == [(2,)]
+    assert not (Path(first) / "_delta_log").exists() or duck_rows(first) == [(1,)]
+
+
 def test_an_unexpected_failure_of_one_mirror_is_that_tables_and_the_others_go_on(
     zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

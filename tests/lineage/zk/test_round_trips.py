@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -292,3 +293,30 @@ def test_a_set_over_two_tables_without_versions_folders_lands_with_one_resend(
         fresh.close()
     for name in names:
         assert store.client.get_children(f"{store.paths.head(name)}/versions") == ["v-0000000002"]
+
+
+def test_a_mirror_publish_of_one_push_by_the_process_that_published_the_last_takes_eleven_round_trips(
+    zk_store: ZkStore, tmp_path: Path, rounds: Any
+) -> None:
+    """Fourteen before: the table's root read apart, its history walked and
+    its versions listed. Now the table is read once with its newest history
+    records, a short backlog is not listed (a pin finds a reclaimed version
+    gone), and the log's root is the one this process left. What is left:
+    the mirror's hold (take, two checks around the clock, release in two),
+    the pin (a read, the lease, a read again), the clock, the lease's
+    release."""
+    import pyarrow as pa
+
+    from segment_lineage.ingest.arrow_push import push_arrow
+    from segment_lineage.mirror.publisher import sync
+
+    m = LineageManager(zk_store, retry=fast_retry())
+    m.create_table(TableConfig.build("mt", str(tmp_path / "mt"), "APPEND", mirror="delta"))
+    for value in (1, 2):
+        push_arrow(m, "mt", [pa.table({"v": pa.array([value], pa.int64())})], mode="append")
+        if value == 1:
+            sync(m, "mt")
+    with rounds() as counted:
+        report = sync(m, "mt")
+    assert report.published, report
+    assert len(counted) <= 11, str(counted)
