@@ -34,24 +34,31 @@ def signals_handled(handler: Callable[[int, FrameType | None], None]) -> Iterato
             signal.signal(signum, before if before is not None else signal.SIG_DFL)
 
 
+_STOPPED: list[int] = []  # the signal that stopped the push under way (one at most)
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    """The first signal stops the push; those after it are let go: the push
+    is undoing its work and saying so, and a second interrupt would cut that
+    short (or make the exit code name one signal and the message another)."""
+    if _STOPPED:
+        return
+    _STOPPED.append(signum)
+    raise Terminated(signum)
+
+
 @contextlib.contextmanager
 def signals_as_interrupt() -> Iterator[None]:
     """SIGTERM or SIGINT during a push raises KeyboardInterrupt so the push
     can revert: SIGINT too, since a push started in the background of a
-    script inherits SIGINT ignored, and Python then raises nothing for it."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Terminated(signum)
-
-    with signals_handled(handler):
+    script inherits SIGINT ignored, and Python then raises nothing for it.
+    Only the first signal does: the push then reverts and exits."""
+    _STOPPED.clear()  # a push after an earlier one was stopped (in one process) is stopped afresh
+    with signals_handled(_interrupt):
         yield
 
 
 PUSHING = frozenset({"push", "push-set"})  # the commands a signal must stop from their first line
-
-
-def _interrupt(signum: int, _frame: FrameType | None) -> None:
-    raise Terminated(signum)
 
 
 def interrupts_from_the_start(argv: list[str]) -> None:

@@ -313,12 +313,21 @@ def test_a_signal_while_a_push_is_still_starting_stops_it_with_nothing_pushed(
 
 
 @pytest.mark.parametrize(
-    ("sent", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")]
+    ("sent", "code", "name", "then"),
+    [
+        (signal.SIGTERM, 143, "SIGTERM", None),
+        (signal.SIGINT, 130, "SIGINT", None),
+        (signal.SIGTERM, 143, "SIGTERM", signal.SIGINT),  # a second signal at once: let go
+    ],
 )
 def test_a_signal_mid_push_reverts_says_so_in_one_line_and_exits_with_its_code(
-    zk_hosts: str, tmp_path: Path, sent: signal.Signals, code: int, name: str
+    zk_hosts: str, tmp_path: Path, sent: signal.Signals, code: int, name: str, then: signal.Signals | None
 ) -> None:
-    table = f"sig{code}"
+    """The first signal stops the push; one right after it (a service
+    manager's SIGTERM and an operator's Ctrl-C) neither cuts the revert
+    short nor changes the code or the line (it once exited 130 saying
+    SIGTERM)."""
+    table = f"sig{code}{'' if then is None else then.value}"
     proc = _background_push(
         zk_hosts, tmp_path, table, dict(os.environ, LINEAGE_FAILPOINT="push.mid-write:sleep")
     )
@@ -334,6 +343,9 @@ def test_a_signal_mid_push_reverts_says_so_in_one_line_and_exits_with_its_code(
                 break
         time.sleep(0.5)  # into the write, which then sleeps a minute
         proc.send_signal(sent)
+        if then is not None:
+            time.sleep(0.005)
+            proc.send_signal(then)
         _, rest = proc.communicate(timeout=60)
         err = "".join(head) + rest
     finally:
