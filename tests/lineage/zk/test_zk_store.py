@@ -6,6 +6,7 @@ import json
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -898,3 +899,34 @@ def test_a_store_makes_the_shared_nodes_it_finds_missing_in_order(zk_hosts: str)
         assert [t for t in store.list_tables()] == ["t"]
     finally:
         store.close()
+
+
+def test_sixteen_clients_creating_tables_at_once_all_land(zk_hosts: str, tmp_path: Path) -> None:
+    """Every create swaps the one root registry, so creates made at the same
+    moment race on it: each loser backs off and tries again, and every one
+    of them lands (one gave up after five quick attempts out of seven
+    processes in an outside trial)."""
+    ZkStore(connect(ZkSettings(hosts=zk_hosts))).close()  # the shared nodes, made once
+    stores = [ZkStore(connect(ZkSettings(hosts=zk_hosts))) for _ in range(16)]
+    start = threading.Barrier(len(stores))
+    errors: list[BaseException] = []
+
+    def create(i: int) -> None:
+        manager = LineageManager(stores[i])
+        start.wait(timeout=30)
+        try:
+            manager.create_table(TableConfig.build(f"at_once_{i}", str(tmp_path / f"t{i}")))
+        except BaseException as exc:  # every failure is reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(len(stores))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert errors == []
+        assert sorted(stores[0].table_listing().readable) == sorted(f"at_once_{i}" for i in range(16))
+    finally:
+        for s in stores:
+            s.close()

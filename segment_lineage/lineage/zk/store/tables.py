@@ -31,6 +31,13 @@ from segment_lineage.lineage.zk.store.heads import READ_ATTEMPTS, Heads
 from segment_lineage.lineage.zk.store.nodes import Nodes, folder_data
 from segment_lineage.lineage.zk.store.paths import Paths
 
+# A create swaps the one root registry, so creates made at once race on it:
+# each loser backs off (jittered, doubling from 5 ms up to 200 ms) and tries
+# again, at most 16 times (about 2.3 s of waiting at worst).
+CREATE_ATTEMPTS = 16
+CREATE_BACKOFF_S = 0.005
+CREATE_BACKOFF_MAX_S = 0.2
+
 
 class Tables:
     def __init__(self, zk: ZkConnection, paths: Paths, nodes: Nodes, heads: Heads) -> None:
@@ -58,7 +65,9 @@ class Tables:
             0,
         )
         head = Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, None, (record,))
-        for _ in range(READ_ATTEMPTS):
+        for attempt in range(CREATE_ATTEMPTS):
+            if attempt:
+                self._back_off(attempt)
             # The root registry is read, checked and swapped in the same multi
             # that creates the name guard: two creates of overlapping roots
             # cannot both land.
@@ -75,7 +84,16 @@ class Tables:
             if not failures:
                 return TableState(config=config, version=1)
             self._create_refused(table, results, failures)
-        raise StoreUnavailableError(f"creating table {table!r} did not settle after {READ_ATTEMPTS} attempts")
+        raise StoreUnavailableError(
+            f"creating table {table!r} did not settle after {CREATE_ATTEMPTS} attempts"
+        )
+
+    def _back_off(self, attempt: int) -> None:
+        """A pause before a create's next attempt, growing and jittered: the
+        creates that lost a race on the root registry spread out, so one of
+        them lands at each turn instead of all colliding again."""
+        ceiling = min(CREATE_BACKOFF_MAX_S, CREATE_BACKOFF_S * 2**attempt)
+        self.zk.env.sleep(ceiling * (self.zk.env.new_id().int % 1024) / 1024)
 
     def _create_txn(
         self,
