@@ -401,6 +401,9 @@ def test_a_staged_set_is_published_whole(manager: LineageManager, tables: tuple[
     entry = staged.pushes[0].entry_id
     with pytest.raises(PushRefusedError, match=f"part of push set {staged.set_id}"):
         publish(manager, "facts", entry)
+    with pytest.raises(RefusedError, match=f"push set {staged.set_id}'s staged push .*published whole"):
+        manager.end_replace("facts", entry)  # Pinot's endReplace on one table's part: refused too
+    assert all(labels(manager, t) == ["old"] for t in TABLES)
     done = publish_set(manager, staged.set_id, reason="checked")
     assert all(p.published and p.rows == 4 for p in done.pushes)
     assert all(p.audited and p.audited.startswith("passed: min-rows 2") for p in done.pushes)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.acl import PUSHER
+from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import Change, Segment, TableState, TimeUnit
 from segment_lineage.lineage.core.periods import parse_period
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy
@@ -99,9 +100,26 @@ class ReplaceOps(ManagerBase):
         to_subset: Sequence[str] | None = None,
         reason: str | None = None,
     ) -> Committed:
+        """End ``entry_id`` (Pinot's endReplace). Refused (RefusedError,
+        nothing changed) for a push set's staged push: a set is published
+        whole, in one commit (``publish_set``)."""
         subset = None if to_subset is None else list(to_subset)
         self.require_role(PUSHER, doing="ending a replacement")
-        return self.commit(table, lambda s, now: transitions.end_replace(s, entry_id, now, subset), reason)
+
+        def update(state: TableState, now: int) -> Change:
+            entry = state.entries.get(entry_id)
+            staged = None if entry is None else entry.staged
+            if staged is not None and staged.set_id is not None:  # judged on the version it ends
+                raise RefusedError(
+                    f"entry {entry_id} of table {table!r} is push set {staged.set_id}'s staged push "
+                    f"({', '.join(staged.set_tables)}): a set is published whole, in one commit",
+                    table=table,
+                    entry_id=entry_id,
+                    remedy=f"lineage publish --set {staged.set_id}",
+                )
+            return transitions.end_replace(state, entry_id, now, subset)
+
+        return self.commit(table, update, reason)
 
     def complete_replace(
         self,
