@@ -66,6 +66,8 @@ class RevertOps(SetRollbackOps):
         try:
             return self._commit_lazy(table, update, reason, load=True, judge=_ended_alone(entry_id))
         except ReadHistory as first:
+            if self._ended_outside_sets(table, entry_id):  # its end is older than the read brought
+                return self.commit(table, update, reason)
             with others_fenced(table, "revert"):
                 head, checks = self._judge_revert(table, entry_id)
                 if head != first.version:
@@ -98,9 +100,23 @@ class RevertOps(SetRollbackOps):
         set (a dry run's judgement: nothing is fenced)."""
         state = self._read(table)
         entry = state.entries.get(entry_id)
-        if entry is not None and entry.state is EntryState.COMPLETED:
-            with others_fenced(table, "revert"):
-                self._judge_revert(table, entry_id)
+        if entry is None or entry.state is not EntryState.COMPLETED:
+            return
+        if self._ended_outside_sets(table, entry_id):
+            return
+        with others_fenced(table, "revert"):
+            self._judge_revert(table, entry_id)
+
+    def _ended_outside_sets(self, table: str, entry_id: str) -> bool:
+        """Whether the push ``entry_id`` ended in a commit of its own table
+        alone (its end record, found in the table's history, carries no
+        set): its revert splits no set, whatever the other tables hold, and
+        they need not be read (nor be readable). False when its end is a
+        set's, or no longer recorded (then every table is judged)."""
+        for record in self.store.iter_history(table):
+            if record.entry_id == entry_id and record.operation is Operation.END_REPLACE:
+                return record.set_id is None
+        return False
 
     def _judge_revert(self, table: str, entry_id: str) -> tuple[int, list[Snapshot]]:
         """The head ``table`` was judged on, and the other tables judged

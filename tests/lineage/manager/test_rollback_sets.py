@@ -234,3 +234,31 @@ def test_a_revert_judged_on_another_table_fails_when_that_table_moves_before_it_
     assert meanwhile[0] > with_x and labels(manager, "u1") == labels(manager, "u2") == ["x"]
     with pytest.raises(RefusedError, match=rf"would undo set {x} in u1 but not in u2"):
         manager.revert_replace("u1", ends["u1"])  # judged again: now it would split X
+
+
+def test_reverting_a_push_outside_every_set_reads_no_other_table(
+    manager: LineageManager, tables: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A push that ended in a commit of its own table alone, its end older
+    than a read of the head brings (80 commits later): its revert, and the
+    dry run's plan, find that end in the table's own history and read no
+    other table. Once, every table was read: an unreadable table elsewhere
+    refused the dry run, and a busy table failed the revert (outside trial)."""
+    from segment_lineage.lineage.manager.set_rollback import SetRollbackOps
+
+    pushed(manager, ("u1", "u2"), "x")  # sets exist: there is something to judge
+    push_arrow(manager, "u1", [pa.table({"label": ["plain"] * 2, "id": [0, 1]})])
+    entry = manager.history("u1", 1)[0].entry_id or ""
+    for i in range(40):
+        started = manager.start_replace("u1", [], [f"n{i}"])
+        manager.complete_replace("u1", started, [Segment(f"n{i}", f"n{i}.parquet", rows=1, size_bytes=10)])
+
+    def read_everything(*_: object) -> None:
+        raise AssertionError("every table's history was read")
+
+    monkeypatch.setattr(SetRollbackOps, "_histories", read_everything)
+    assert manager.revert_plan("u1", entry).rows_disappearing == 2
+    manager.revert_replace("u1", entry)
+    plain = set(manager.table("u1").entries[entry].segments_to)
+    assert plain and not plain & {s.name for s in manager.visible_segments("u1")}
+    assert labels(manager, "u2") == ["x"]
