@@ -117,11 +117,42 @@ def splits(
     involved = _involved(versions, touched)  # only their chains matter
     before = {t: chain(records[t], heads[t]) for t in involved}
     after = {t: chain(records[t], targets[t]) if t in targets else before[t] for t in involved}
-    found = (
-        _split(s, _applied_in(s, records, versions, before), _applied_in(s, records, versions, after))
-        for s in touched
+    found = []
+    for s in touched:
+        was, now = _applied_in(s, records, versions, before), _applied_in(s, records, versions, after)
+        split = _split(s, was, now) or _unseen_split(s, was, now, _unseen(s, records, versions))
+        if split is not None:
+            found.append(split)
+    return found
+
+
+def _unseen(
+    set_id: str,
+    records: Mapping[str, Mapping[int, HistoryRecord]],
+    versions: Mapping[str, Mapping[str, SetChange]],
+) -> int:
+    """How many of the set's tables no longer keep its record (compacted out
+    of their history, or the tables dropped): its records count the tables
+    it changed."""
+    seen = [records[t][versions[t][set_id].version] for t in versions if set_id in versions[t]]
+    return max(0, max((r.set_size for r in seen), default=0) - len(seen))
+
+
+def _unseen_split(set_id: str, was: Mapping[str, bool], now: Mapping[str, bool], unseen: int) -> Split | None:
+    """A set whole before, some of whose tables no longer keep its record:
+    any flip in the tables that do is a split (those others cannot follow,
+    and what they show cannot be judged)."""
+    tables = sorted(was)
+    if not unseen or not tables or len(set(was.values())) > 1:
+        return None
+    flipped = tuple(t for t in tables if now[t] != was[t])
+    if not flipped:
+        return None
+    kept = (
+        *(t for t in tables if now[t] == was[t]),
+        f"{unseen} more table(s) whose history no longer keeps its record",
     )
-    return [split for split in found if split is not None]
+    return Split(set_id, flipped, kept, applied=was[tables[0]])
 
 
 def _applied_in(

@@ -262,3 +262,28 @@ def test_reverting_a_push_outside_every_set_reads_no_other_table(
     plain = set(manager.table("u1").entries[entry].segments_to)
     assert plain and not plain & {s.name for s in manager.visible_segments("u1")}
     assert labels(manager, "u2") == ["x"]
+
+
+def test_a_set_some_of_whose_tables_no_longer_keep_its_record_is_not_split_blind(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    """Set X over u1 and u2; u2's record of it goes (here the table is
+    dropped; on a busy table, its history compacted past 10,240 records).
+    Undoing X in u1 alone, by a rollback or by reverting its push, is
+    refused as a set rollback of u1 alone is: u2's part cannot follow, nor
+    be judged (outside trial: both went through, splitting X)."""
+    x = pushed(manager, ("u1", "u2"), "x")
+    before_x = manager.table("u1").version - 1
+    end = manager.history("u1", 1)[0].entry_id or ""
+    manager.drop_table("u2", force=True)
+    version = manager.table("u1").version
+    unseen = r"but not in 1 more table\(s\) whose history no longer keeps its record"
+    with pytest.raises(RefusedError, match=rf"would undo set {x} in u1 {unseen}"):
+        manager.rollback("u1", before_x)
+    with pytest.raises(RefusedError, match=rf"would undo set {x} in u1 {unseen}"):
+        manager.revert_replace("u1", end)
+    with pytest.raises(RefusedError, match=rf"would undo set {x} in u1 {unseen}"):
+        manager.revert_plan("u1", end)
+    assert manager.table("u1").version == version and labels(manager, "u1") == ["x"]
+    assert manager.rollback("u1", before_x, split_sets=True).split_sets == (x,)  # knowingly
+    assert labels(manager, "u1") == ["old"]
