@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 from segment_lineage.lineage.core import applied, transitions
 from segment_lineage.lineage.core.acl import PUSHER
+from segment_lineage.lineage.core.errors import EntryNotFoundError
 from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import Change, EntryState, Operation, TableState
+from segment_lineage.lineage.core.names import check_entry_id
 from segment_lineage.lineage.core.visibility import visibility_delta
 from segment_lineage.lineage.manager.commit import Committed, Judge
 from segment_lineage.lineage.manager.rollback import ReadHistory, moved, others_fenced
@@ -97,10 +99,14 @@ class RevertOps(SetRollbackOps):
 
     def judge_revert(self, table: str, entry_id: str) -> None:
         """RefusedError when reverting ``entry_id`` now would split a push
-        set (a dry run's judgement: nothing is fenced)."""
+        set (a dry run's judgement: nothing is fenced); EntryNotFoundError
+        (or InvalidNameError) for an entry the table does not have."""
+        check_entry_id(entry_id)
         state = self._read(table)
         entry = state.entries.get(entry_id)
-        if entry is None or entry.state is not EntryState.COMPLETED:
+        if entry is None:
+            raise EntryNotFoundError(table, entry_id)
+        if entry.state is not EntryState.COMPLETED:
             return
         if self._ended_outside_sets(table, entry_id):
             return

@@ -12,7 +12,7 @@ from segment_lineage.ingest.arrow_push import prepare_arrow, push_arrow
 from segment_lineage.ingest.push_set import push_set
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core import failpoints
-from segment_lineage.lineage.core.errors import ConflictError, RefusedError
+from segment_lineage.lineage.core.errors import ConflictError, LineageError, RefusedError
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 
@@ -203,6 +203,9 @@ def test_reverting_one_tables_push_of_a_set_is_refused_unless_told(
     manager.revert_replace("u1", ends["u1"], split_sets=True)
     assert labels(manager, "u1") == ["old"] and labels(manager, "u2") == ["x"]
     manager.judge_revert("u2", ends["u2"])  # whole again after it: nothing to refuse
+    for unknown in ("0123456789abcdef0123456789abcdef", ends["u2"].upper()):  # judged as the revert would be
+        with pytest.raises(LineageError, match=r"does not exist|entry id"):
+            manager.judge_revert("u2", unknown)
     manager.revert_replace("u2", ends["u2"])
     assert labels(manager, "u1") == labels(manager, "u2") == ["old"]
 
