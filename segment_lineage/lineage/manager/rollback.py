@@ -160,12 +160,14 @@ class RollbackOps(SetRollbackOps):
         return _Judged(head=heads[table], checks=tuple(self._still_as_judged(others, heads)))
 
 
+_PAST = {"rollback": "rolled back", "revert": "reverted"}  # what "nothing was ..." says
+
+
 def moved(table: str, planned: int, now: int, doing: str = "rollback") -> ConflictError:
     """The table moved under a change judged (or planned) on version ``planned``."""
-    past = {"rollback": "rolled back", "revert": "reverted"}[doing]
     return ConflictError(
         f"table {table!r} changed while the {doing} was planned "
-        f"(version {planned} -> {now}); nothing was {past}",
+        f"(version {planned} -> {now}); nothing was {_PAST[doing]}",
         table=table,
         remedy=f"look at 'lineage history' and run the {doing} again if it still applies",
     )
@@ -179,10 +181,9 @@ def others_fenced(table: str, doing: str = "rollback") -> Iterator[None]:
     try:
         yield
     except ChecksMovedError as exc:
-        past = {"rollback": "rolled back", "revert": "reverted"}[doing]
         raise ConflictError(
             f"table(s) {', '.join(exc.tables)} changed while the {doing} of {table!r} was judged "
-            f"on them (they share push sets with {table!r}); nothing was {past}",
+            f"on them (they share push sets with {table!r}); nothing was {_PAST[doing]}",
             table=table,
             remedy=f"run the {doing} again: its push sets are judged on what the tables show now",
         ) from None
