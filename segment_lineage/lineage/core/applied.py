@@ -120,7 +120,7 @@ def splits(
     found = []
     for s in touched:
         was, now = _applied_in(s, records, versions, before), _applied_in(s, records, versions, after)
-        split = _split(s, was, now) or _unseen_split(s, was, now, _unseen(s, records, versions))
+        split = _split(s, was, now, _unseen(s, records, versions))
         if split is not None:
             found.append(split)
     return found
@@ -136,23 +136,6 @@ def _unseen(
     it changed."""
     seen = [records[t][versions[t][set_id].version] for t in versions if set_id in versions[t]]
     return max(0, max((r.set_size for r in seen), default=0) - len(seen))
-
-
-def _unseen_split(set_id: str, was: Mapping[str, bool], now: Mapping[str, bool], unseen: int) -> Split | None:
-    """A set whole before, some of whose tables no longer keep its record:
-    any flip in the tables that do is a split (those others cannot follow,
-    and what they show cannot be judged)."""
-    tables = sorted(was)
-    if not unseen or not tables or len(set(was.values())) > 1:
-        return None
-    flipped = tuple(t for t in tables if now[t] != was[t])
-    if not flipped:
-        return None
-    kept = (
-        *(t for t in tables if now[t] == was[t]),
-        f"{unseen} more table(s) whose history no longer keeps its record",
-    )
-    return Split(set_id, flipped, kept, applied=was[tables[0]])
 
 
 def _applied_in(
@@ -183,14 +166,20 @@ def _involved(versions: Mapping[str, Mapping[str, SetChange]], touched: Iterable
     return [t for t, made in versions.items() if wanted & made.keys()]
 
 
-def _split(set_id: str, was: Mapping[str, bool], now: Mapping[str, bool]) -> Split | None:
+def _split(set_id: str, was: Mapping[str, bool], now: Mapping[str, bool], unseen: int = 0) -> Split | None:
     """The set's split, when it was whole before (``was``: applied, table by
-    table) and is not after (``now``)."""
+    table) and is not after (``now``). ``unseen`` of its tables no longer
+    keep its record: they cannot follow (nor be judged), so any flip in the
+    tables that do splits it."""
     tables = sorted(was)
-    if len(set(was.values())) > 1 or len(set(now.values())) == 1:
+    if not tables or len(set(was.values())) > 1:
         return None
     flipped = tuple(t for t in tables if now[t] != was[t])
+    if not flipped or (len(flipped) == len(tables) and not unseen):
+        return None
     kept = tuple(t for t in tables if now[t] == was[t])
+    if unseen:
+        kept += (f"{unseen} more table(s) whose history no longer keeps its record",)
     return Split(set_id, flipped, kept, applied=was[tables[0]])
 
 

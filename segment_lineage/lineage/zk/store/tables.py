@@ -24,6 +24,7 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import Audit, Operation, TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
+from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
 from segment_lineage.lineage.core.roots import check_no_overlap, overlaps
 from segment_lineage.lineage.store.contract import OnMarked, TableListing, VersionConflict
 from segment_lineage.lineage.zk.connection import UNKNOWN, ZkConnection, translated
@@ -32,11 +33,9 @@ from segment_lineage.lineage.zk.store.nodes import Nodes, folder_data
 from segment_lineage.lineage.zk.store.paths import Paths
 
 # A create swaps the one root registry, so creates made at once race on it:
-# each loser backs off (jittered, doubling from 5 ms up to 200 ms) and tries
-# again, at most 16 times (about 2.3 s of waiting at worst).
-CREATE_ATTEMPTS = 16
-CREATE_BACKOFF_S = 0.005
-CREATE_BACKOFF_MAX_S = 0.2
+# each loser backs off (full jitter, doubling from 5 ms up to 200 ms) and
+# tries again, at most 16 times. Its waits are real time, as the store's are.
+CREATE_RETRY = RetryPolicy(max_attempts=16, deadline_s=30.0, base_delay_s=0.005, max_delay_s=0.2)
 
 
 class Tables:
@@ -65,9 +64,10 @@ class Tables:
             0,
         )
         head = Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, None, (record,))
-        for attempt in range(CREATE_ATTEMPTS):
-            if attempt:
-                self._back_off(attempt)
+        attempts = Attempts(CREATE_RETRY)
+        while attempts.next():
+            if attempts.count > 1:
+                attempts.backoff()
             # The root registry is read, checked and swapped in the same multi
             # that creates the name guard: two creates of overlapping roots
             # cannot both land.
@@ -84,16 +84,8 @@ class Tables:
             if not failures:
                 return TableState(config=config, version=1)
             self._create_refused(table, results, failures)
-        raise StoreUnavailableError(
-            f"creating table {table!r} did not settle after {CREATE_ATTEMPTS} attempts"
-        )
-
-    def _back_off(self, attempt: int) -> None:
-        """A pause before a create's next attempt, growing and jittered: the
-        creates that lost a race on the root registry spread out, so one of
-        them lands at each turn instead of all colliding again."""
-        ceiling = min(CREATE_BACKOFF_MAX_S, CREATE_BACKOFF_S * 2**attempt)
-        self.zk.env.sleep(ceiling * (self.zk.env.new_id().int % 1024) / 1024)
+        tried = attempts.count
+        raise StoreUnavailableError(f"creating table {table!r} did not settle after {tried} attempts")
 
     def _create_txn(
         self,
