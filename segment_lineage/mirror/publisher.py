@@ -191,7 +191,7 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
         if not repair:
             check_owner(manager, state, log, records)
         try:
-            report = publish(manager, table, log, state, dry_run, repair, records)
+            report = publish(manager, table, log, state, dry_run, repair, records, snap)
         except MirrorConflict:
             continue  # another publisher's commit landed: read both again
         if clean and not dry_run:

@@ -14,7 +14,7 @@ from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.core.schema_versions import span_at
-from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.manager import LineageManager, Snapshot
 from segment_lineage.mirror.delta import DeltaLog, encode_fields
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
 from segment_lineage.mirror.plan import (
@@ -77,11 +77,13 @@ def publish(
     dry_run: bool,
     repair: bool = False,
     records: Mapping[int, HistoryRecord] | None = None,
+    read: Snapshot | None = None,
 ) -> SyncReport:
     """Publish every version the log does not show yet (with ``repair``,
     the current one over whatever the log shows), one Delta commit each.
-    ``records``: history records already read (the rest are read here)."""
-    run = _Publishing(manager, table, log, state, dry_run, repair, dict(records or {}))
+    ``records``: history records already read (the rest are read here);
+    ``read``: the table as read for ``state`` (its version's pin builds on it)."""
+    run = _Publishing(manager, table, log, state, dry_run, repair, dict(records or {}), read)
     for version in run.versions:
         run.one(version)
     return run.report()
@@ -104,6 +106,7 @@ class _Publishing:
     dry_run: bool
     repair: bool
     records: dict[int, HistoryRecord] = field(default_factory=dict)
+    read: Snapshot | None = None  # the table as read for ``state``
     versions: list[int] = field(default_factory=list)
     published: list[tuple[int, int]] = field(default_factory=list)
     unchanged: list[int] = field(default_factory=list)
@@ -140,7 +143,7 @@ class _Publishing:
             self.unchanged.append(version)
             return
         try:
-            lease = self.manager.pin_readable(self.table, version)
+            lease = self.manager.pin_readable(self.table, version, read=self.read)
         except VersionGoneError:
             self.gone.append(version)
             return

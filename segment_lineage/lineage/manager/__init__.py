@@ -40,8 +40,9 @@ from segment_lineage.lineage.manager.revert import RevertOps
 from segment_lineage.lineage.manager.rollback import RollbackOps
 from segment_lineage.lineage.manager.segments import SegmentOps
 from segment_lineage.lineage.manager.tables import TableOps
+from segment_lineage.lineage.store.contract import Snapshot  # what snapshot() returns
 
-__all__ = ["FLOOR_MS", "PIN_ATTEMPTS", "LineageManager", "TableHold", "commit_step"]
+__all__ = ["FLOOR_MS", "PIN_ATTEMPTS", "LineageManager", "Snapshot", "TableHold", "commit_step"]
 
 
 class LineageManager(TableOps, SegmentOps, ReplaceOps, RollbackOps, RevertOps, Coordination):

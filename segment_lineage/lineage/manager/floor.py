@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.store.contract import Floor, Snapshot, Store
@@ -26,35 +27,55 @@ FLOOR_BUDGET_S = 3.0
 QUEUE_WAIT_S = 1.0  # a queued writer looks again at least this often (its turn is watched)
 QUEUE_POLL_S = 0.05  # ... and at most this much later where the store cannot watch
 QUEUE_REJOINS = 3  # tickets taken away (or never listed) before this commit stops queueing
-QUEUE_PATIENCE_S = 5.0  # a ticket ahead that stays this long (a stopped process) is not waited on
+QUEUE_PATIENCE_S = 5.0  # a queue's front that stays this long (a stopped process) is not waited on
+
+
+@dataclass
+class _Seen:
+    """What one manager's commits saw of a table's queue: when each ticket
+    was first seen at its front (the oldest ticket not known to stand
+    still), and the tickets known to stand still."""
+
+    fronted: dict[str, float] = field(default_factory=dict)
+    still: set[str] = field(default_factory=set)
 
 
 class StuckTickets:
-    """When each queue ticket was first waited on, by table: shared by one
-    manager's commits, so a ticket that stands still (its process stopped,
-    or left behind while its session lives) costs QUEUE_PATIENCE_S once,
-    not once per commit. Forgets a table's tickets once they are gone."""
+    """Which queue tickets stand still, by table: shared by one manager's
+    commits, so a ticket that stands still (its process stopped, or left
+    behind while its session lives) costs QUEUE_PATIENCE_S once, not once
+    per commit. Forgets a table's tickets once they are gone.
+
+    Only the front of the queue is judged: every ticket behind it waits on
+    the one ahead, however long the queue. A front that stays
+    QUEUE_PATIENCE_S makes every ticket ahead of the writer that sees it
+    count as standing still at once, so any number of them (dead writers,
+    planted nodes) cost the patience once. A long queue that moves is never
+    judged (before, every ticket counted as standing still 5 s after this
+    writer first saw it, so on a loaded machine the writers deep in a queue
+    of 64 raced each other, and some gave up)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._since: dict[str, dict[str, float]] = {}
+        self._seen: dict[str, _Seen] = {}
 
     def ahead(self, table: str, queue: tuple[str, ...], place: int, now: float) -> tuple[str, float] | None:
-        """The nearest ticket ahead of ``place`` that has not stood still
-        past the patience, and since when it is waited on; None: none. Every
-        ticket ahead starts its clock at once, so any number of tickets that
-        stand still (dead writers, planted nodes) cost the patience once."""
+        """The ticket right ahead of ``place`` to wait on (not known to
+        stand still), and since when the front stands; None: none (race,
+        as without a queue)."""
         with self._lock:
-            seen = self._since.setdefault(table, {})
-            for gone in set(seen) - set(queue):
-                del seen[gone]
-            for ticket in queue[:place]:
-                seen.setdefault(ticket, now)
-            for ticket in reversed(queue[:place]):
-                since = seen[ticket]
-                if now - since <= QUEUE_PATIENCE_S:
-                    return ticket, since
-            return None
+            seen = self._seen.setdefault(table, _Seen())
+            present = set(queue)
+            seen.still &= present
+            seen.fronted = {t: since for t, since in seen.fronted.items() if t in present}
+            waiting_on = [t for t in queue[:place] if t not in seen.still]
+            if not waiting_on:
+                return None
+            since = seen.fronted.setdefault(waiting_on[0], now)  # the front, as this writer sees it
+            if now - since > QUEUE_PATIENCE_S:
+                seen.still.update(waiting_on)  # the front stood still: all of them, once
+                return None
+            return waiting_on[-1], since
 
 
 class _QueueUse:
@@ -67,9 +88,10 @@ class _QueueUse:
     each other. A lost race at the front (to a newcomer) is tried again at
     once; the floor catches a writer that keeps losing there. A ticket
     taken away (its session lapsed) is taken again; a store that keeps no
-    queue for the table means committing without. A ticket ahead that stays
+    queue for the table means committing without. A front that stays
     QUEUE_PATIENCE_S (its process stopped, its session not yet expired) is
-    not waited on any more: this writer races again, as without a queue."""
+    not waited on any more, nor is any ticket then ahead of this writer:
+    it races again, as without a queue (:class:`StuckTickets`)."""
 
     def __init__(
         self,

@@ -25,7 +25,7 @@ from segment_lineage.lineage.core.periods import check_version, format_time, par
 from segment_lineage.lineage.core.schema_versions import columns_known
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager.commit import ManagerBase
-from segment_lineage.lineage.store.contract import Lease, ReadAgainError
+from segment_lineage.lineage.store.contract import Lease, ReadAgainError, Snapshot
 
 # A reader whose current version is condemned between its read and its lease
 # pins again at the newest: each retry needs another retention mark meanwhile.
@@ -216,7 +216,7 @@ class Reads(ManagerBase):
             return self.resolve_version(table, version=version, at_ms=at_ms)
         return self.resolve_version(table, version=as_of)
 
-    def pin_readable(self, table: str, version: int | None = None) -> Lease:
+    def pin_readable(self, table: str, version: int | None = None, *, read: Snapshot | None = None) -> Lease:
         """Pin a version whose files stay until the lease is released: the
         current one (``version=None``) or a retained past one.
 
@@ -229,6 +229,10 @@ class Reads(ManagerBase):
         us, is pinned again at the newest version, at most ``PIN_ATTEMPTS``
         times.
 
+        ``read``: the table as the caller read it; when it is at ``version``,
+        the first lease builds on it instead of reading the head again (the
+        head read after the lease checks it all the same).
+
         Raises VersionGoneError for a past version no longer readable (naming
         the oldest readable one): not retryable. ContentionError when every
         attempt lost its version: retry later. Any error releases the lease.
@@ -238,7 +242,8 @@ class Reads(ManagerBase):
             self.resolve_version(table, version=version)  # validates it
         started = self.retry.clock()
         for _ in range(PIN_ATTEMPTS):
-            lease = self.store.pins.pin(table, version)
+            lease = self.store.pins.pin(table, version, read if version is not None else None)
+            read = None  # a later attempt pins what the store shows then
             try:
                 then = lease.state
                 if version is not None and then.version != version:

@@ -10,25 +10,26 @@ running or staged push's revert needs none: it shows nothing yet); else on
 every table's history, as if the revert were committed
 (:func:`~segment_lineage.lineage.core.applied.splits`), and the commit
 then compares, in its own request, the head judged and the heads of the
-other tables judged.
+other tables judged. A table that moved before it landed has it judged
+again, on what the tables show then (a revert undoes one entry, whatever
+else landed; at most SET_PLAN_ATTEMPTS judgements).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import applied, transitions
 from segment_lineage.lineage.core.acl import PUSHER
-from segment_lineage.lineage.core.errors import EntryNotFoundError
+from segment_lineage.lineage.core.errors import ContentionError, EntryNotFoundError
 from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import Change, EntryState, Operation, TableState
 from segment_lineage.lineage.core.names import check_entry_id
 from segment_lineage.lineage.core.visibility import visibility_delta
-from segment_lineage.lineage.manager.commit import Committed, Judge
-from segment_lineage.lineage.manager.rollback import ReadHistory, moved, others_fenced
-from segment_lineage.lineage.manager.set_rollback import SetRollbackOps, refuse_splits
-from segment_lineage.lineage.manager.together import Together
+from segment_lineage.lineage.manager.commit import Committed, Judge, Update
+from segment_lineage.lineage.manager.rollback import ReadHistory, others_fenced
+from segment_lineage.lineage.manager.set_rollback import SET_PLAN_ATTEMPTS, SetRollbackOps, refuse_splits
+from segment_lineage.lineage.manager.together import ChecksMovedError, Together
 from segment_lineage.lineage.store.contract import Snapshot
 
 
@@ -67,17 +68,34 @@ class RevertOps(SetRollbackOps):
             return self.commit(table, update, reason)
         try:
             return self._commit_lazy(table, update, reason, load=True, judge=_ended_alone(entry_id))
-        except ReadHistory as first:
+        except ReadHistory:
             if self._ended_outside_sets(table, entry_id):  # its end is older than the read brought
                 return self.commit(table, update, reason)
-            with others_fenced(table, "revert"):
-                head, checks = self._judge_revert(table, entry_id)
-                if head != first.version:
-                    raise moved(table, first.version, head, "revert") from None
-                fenced = _on_head(table, head, update)
+        return self._revert_judged(table, entry_id, update, reason)
+
+    def _revert_judged(self, table: str, entry_id: str, update: Update, reason: str | None) -> Committed:
+        """The revert, judged on every table's history and committed on the
+        head judged (the other tables judged checked in its request); judged
+        again when one of them moved before it landed, at most
+        SET_PLAN_ATTEMPTS times (then ContentionError, nothing changed)."""
+        began, moved_now = self.env.monotonic(), table
+        for _ in range(SET_PLAN_ATTEMPTS):
+            head, checks = self._judge_revert(table, entry_id)
+            fenced = _on_head(table, head, update)
+            try:
                 if checks:
                     return self.commit_checked(Together(table, fenced), reason, checks)
                 return self.commit(table, fenced, reason)
+            except _HeadMoved:
+                moved_now = table
+            except ChecksMovedError as exc:
+                moved_now = ", ".join(exc.tables)
+        raise ContentionError(
+            moved_now,
+            SET_PLAN_ATTEMPTS,
+            self.env.monotonic() - began,
+            doing=f"reverting entry {entry_id} of {table}",
+        )
 
     def revert_plan(
         self, table: str, entry_id: str, *, force: bool = False, split_sets: bool = False
@@ -163,14 +181,17 @@ def _ended_alone(entry_id: str) -> Judge:
     return judge
 
 
-def _on_head(
-    table: str, head: int, update: Callable[[TableState, int], Change]
-) -> Callable[[TableState, int], Change]:
+class _HeadMoved(Exception):
+    """The table moved past the head a revert was judged on (control flow
+    inside revert_replace, never raised out of it: it is judged again)."""
+
+
+def _on_head(table: str, head: int, update: Update) -> Update:
     """``update``, only on version ``head`` (the one its sets were judged on)."""
 
     def fenced(state: TableState, now: int) -> Change:
         if state.version != head:
-            raise moved(table, head, state.version, "revert")
+            raise _HeadMoved(table)
         return update(state, now)
 
     return fenced

@@ -203,8 +203,11 @@ class Floors(Protocol):
 class Pins(Protocol):
     """Readers' pins on table versions; retention keeps a pinned version's files."""
 
-    def pin(self, table: str, version: int | None = None) -> Lease:
-        """Pin one consistent version for a reader: the current one, or a retained one."""
+    def pin(self, table: str, version: int | None = None, read: Snapshot | None = None) -> Lease:
+        """Pin one consistent version for a reader: the current one, or a
+        retained one. ``read``: the table as the caller read it, when its
+        version is the one pinned: the pin builds on it instead of reading
+        the head again."""
         ...
 
     def release(self, lease: Lease) -> None: ...

@@ -18,7 +18,15 @@ from segment_lineage.lineage.core.errors import (
 )
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.names import check_role
-from segment_lineage.lineage.store.contract import LOCK, MEMBER_PREFIX, Floor, Lease, LeaseInfo, Member
+from segment_lineage.lineage.store.contract import (
+    LOCK,
+    MEMBER_PREFIX,
+    Floor,
+    Lease,
+    LeaseInfo,
+    Member,
+    Snapshot,
+)
 
 SESSION = 1  # the one session of a memory store's client
 FREE = Floor(None, 0, 0)
@@ -167,8 +175,9 @@ class MemoryPins:
         self._leases: dict[str, dict[str, TableState]] = {}
         self._next = 0
 
-    def pin(self, table: str, version: int | None = None) -> Lease:
-        state = self._state_of(table, version)
+    def pin(self, table: str, version: int | None = None, read: Snapshot | None = None) -> Lease:
+        usable = read is not None and version in (None, read.state.version)
+        state = read.state if read is not None and usable else self._state_of(table, version)
         with self._lock:
             self._next += 1
             lease_id = f"lease-{self._next:010d}"

@@ -385,3 +385,33 @@ def test_a_writer_queues_after_a_lost_race_and_commits_in_turn() -> None:
     store.queues.join = lambda table, commit_id: None  # type: ignore[method-assign]
     off = _QueueUse(store, "q", "off", time.sleep, lambda: time.s)
     assert off.wait(snap(), lost=3, budget_s=60) is False and off.off  # no queue kept: commit
+
+
+def test_a_long_queue_that_moves_is_waited_on_and_a_front_that_stands_still_once() -> None:
+    """Forty writers queued, the front leaving every half second: the last
+    waits its 20 s on the ticket right ahead, never taking the queue for
+    stopped (once, every ticket ahead counted as standing still 5 s after
+    it was first seen, and deep waiters raced: on a loaded machine, 64
+    writers' commits took seconds each). A front that stays 5 s makes every
+    ticket ahead count as standing still at once, and for the manager's
+    later commits too, until they are gone."""
+    from segment_lineage.lineage.manager.floor import QUEUE_PATIENCE_S, StuckTickets
+
+    stuck = StuckTickets()
+    queue = tuple(f"t-{i:02d}" for i in range(40))
+    now = 0.0
+    while len(queue) > 1:
+        ahead = stuck.ahead("q", queue, len(queue) - 1, now)
+        assert ahead is not None and ahead[0] == queue[-2], (now, ahead)
+        now += 0.5
+        queue = queue[1:]
+    assert now == 19.5
+
+    queue = ("dead-1", "dead-2", "live", "mine")
+    assert stuck.ahead("q", queue, 3, now) == ("live", now)
+    now += QUEUE_PATIENCE_S + 0.1  # the front (a stopped process) stays
+    assert stuck.ahead("q", queue, 3, now) is None  # race
+    later = ("dead-1", "dead-2", "mine-2")  # the manager's next commit: none is waited on again
+    assert stuck.ahead("q", later, 2, now + 1) is None
+    fresh = ("dead-1", "other", "mine-3")  # a ticket that joined since is waited on
+    assert stuck.ahead("q", fresh, 2, now + 2) == ("other", now + 2)

@@ -3,6 +3,7 @@ in every table or in none. On both stores."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,7 +13,7 @@ from segment_lineage.ingest.arrow_push import prepare_arrow, push_arrow
 from segment_lineage.ingest.push_set import push_set
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core import failpoints
-from segment_lineage.lineage.core.errors import ConflictError, LineageError, RefusedError
+from segment_lineage.lineage.core.errors import ConflictError, ContentionError, LineageError, RefusedError
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 
@@ -210,13 +211,13 @@ def test_reverting_one_tables_push_of_a_set_is_refused_unless_told(
     assert labels(manager, "u1") == labels(manager, "u2") == ["old"]
 
 
-def test_a_revert_judged_on_another_table_fails_when_that_table_moves_before_it_lands(
+def test_a_revert_judged_on_another_table_is_judged_again_when_that_table_moves_before_it_lands(
     manager: LineageManager, tables: tuple[str, ...]
 ) -> None:
     """X's push reverted in u2 (told to split), so reverting it in u1 makes
     X whole again: allowed, judged on u2. u2 rolled forward meanwhile (X
-    shown there again): the revert's own request finds u2 moved, nothing
-    changes, and X stays whole."""
+    shown there again): the revert's own request finds u2 moved, and it is
+    judged again on what u2 shows now: refused, naming X, nothing changed."""
     x = pushed(manager, ("u1", "u2"), "x")
     ends = {t: manager.history(t, 1)[0].entry_id or "" for t in ("u1", "u2")}
     with_x = manager.table("u2").version
@@ -228,15 +229,75 @@ def test_a_revert_judged_on_another_table_fails_when_that_table_moves_before_it_
             meanwhile.append(0)
             meanwhile[0] = manager.rollback("u2", with_x).committed_version or 0
 
+    before = manager.table("u1").version
     failpoints.set_hook("set.before-commit", forward)
     try:
-        with pytest.raises(ConflictError, match=r"u2 changed while the revert of 'u1' was judged on them"):
+        with pytest.raises(RefusedError, match=rf"would undo set {x} in u1 but not in u2"):
             manager.revert_replace("u1", ends["u1"])
     finally:
         failpoints.set_hook("set.before-commit", None)
     assert meanwhile[0] > with_x and labels(manager, "u1") == labels(manager, "u2") == ["x"]
-    with pytest.raises(RefusedError, match=rf"would undo set {x} in u1 but not in u2"):
-        manager.revert_replace("u1", ends["u1"])  # judged again: now it would split X
+    assert manager.table("u1").version == before
+
+
+def _moving(manager: LineageManager, order: list[str]) -> Callable[[], None]:
+    """A hook that, each time a set commit is about to be sent, moves the
+    next table of ``order`` (a push started there: nothing shown changes);
+    with ``order`` used up, none."""
+    busy: list[bool] = []
+
+    def move() -> None:
+        if busy or not order:
+            return
+        busy.append(True)
+        try:
+            table = order.pop(0)
+            manager.start_replace(table, [], [f"busy-{len(order)}"])
+        finally:
+            busy.clear()
+
+    return move
+
+
+@pytest.mark.parametrize("moves", [["u2"], ["u1"], ["u2", "u1", "u2"]])
+def test_a_revert_judged_on_busy_tables_is_judged_again_and_lands(
+    manager: LineageManager, tables: tuple[str, ...], moves: list[str]
+) -> None:
+    """The revert that makes X whole again, while u2 (a table it was judged
+    on) or u1 (its own) take other commits between its judgement and its
+    commit: judged again each time, it lands (it undoes one entry, whatever
+    else landed). Once, it gave way at the first move: a table committed to
+    faster than every table's history is read could never be reverted."""
+    pushed(manager, ("u1", "u2"), "x")
+    ends = {t: manager.history(t, 1)[0].entry_id or "" for t in ("u1", "u2")}
+    manager.revert_replace("u2", ends["u2"], split_sets=True)
+    order = list(moves)
+    failpoints.set_hook("set.before-commit", _moving(manager, order))
+    try:
+        manager.revert_replace("u1", ends["u1"])
+    finally:
+        failpoints.set_hook("set.before-commit", None)
+    assert not order and labels(manager, "u1") == labels(manager, "u2") == ["old"]
+
+
+def test_a_revert_whose_tables_never_stop_moving_gives_up_changing_nothing(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    """u2 moves before every attempt's commit: after five judgements the
+    revert gives up with a contention error naming u2, and nothing changed."""
+    pushed(manager, ("u1", "u2"), "x")
+    ends = {t: manager.history(t, 1)[0].entry_id or "" for t in ("u1", "u2")}
+    manager.revert_replace("u2", ends["u2"], split_sets=True)
+    before = manager.table("u1").version
+    order = ["u2"] * 50
+    failpoints.set_hook("set.before-commit", _moving(manager, order))
+    try:
+        with pytest.raises(ContentionError, match=r"'u2' changed under us 5 times"):
+            manager.revert_replace("u1", ends["u1"])
+    finally:
+        failpoints.set_hook("set.before-commit", None)
+    assert len(order) == 45 and manager.table("u1").version == before
+    assert labels(manager, "u1") == ["x"]
 
 
 def test_reverting_a_push_outside_every_set_reads_no_other_table(

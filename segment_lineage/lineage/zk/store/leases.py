@@ -10,7 +10,7 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.errors import CorruptRecordError, RefusedError, StoreUnavailableError
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.names import check_entry_id
-from segment_lineage.lineage.store.contract import LOCK, Lease, LeaseInfo, ReadAgainError
+from segment_lineage.lineage.store.contract import LOCK, Lease, LeaseInfo, ReadAgainError, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
 from segment_lineage.lineage.zk.store.heads import Heads, Loaded
@@ -63,11 +63,14 @@ class Leases:
         self.versions = versions
         self.ephemerals = ephemerals
 
-    def pin(self, table: str, version: int | None = None) -> Lease:
+    def pin(self, table: str, version: int | None = None, read: Snapshot | None = None) -> Lease:
         """Lease one version. The lease alone does not make it readable:
         retention may have condemned it before the lease existed, which only
-        a head read after the lease can tell (``LineageManager.pin_readable``)."""
-        snap = self.heads.read(table)
+        a head read after the lease can tell (``LineageManager.pin_readable``).
+        ``read``: the head as the caller read it, used when it is the version
+        asked for (one round trip less)."""
+        usable = read is not None and version in (None, read.state.version)
+        snap = read if read is not None and usable else self.heads.read(table)
         loaded = snap.token
         assert isinstance(loaded, Loaded)
         state = snap.state
