@@ -19,7 +19,7 @@ from segment_lineage.lineage.core import errors as lineage_errors
 from segment_lineage.lineage.core.acl import ADMIN_ROLE, READER
 from segment_lineage.lineage.core.errors import AuthError, StoreUnavailableError
 from segment_lineage.lineage.core.model import Operation
-from segment_lineage.lineage.store.contract import LOCK, Lease, Member, Store, WriteOutcomeUnknown
+from segment_lineage.lineage.store.contract import LOCK, Lease, Member, Snapshot, Store, WriteOutcomeUnknown
 from segment_lineage.retention.errors import FencedError
 
 Switch = Callable[[str], None]
@@ -261,13 +261,17 @@ class StoreProxy:
             fn(table, entry_id)
             self.sim_session.owners.discard((table, entry_id))
 
-    def _mem_pin(self, fn: Callable[..., Any], table: str, version: int | None = None) -> Lease:
+    def _mem_pin(
+        self, fn: Callable[..., Any], table: str, version: int | None = None, read: Snapshot | None = None
+    ) -> Lease:
         if version is None:
             # On ZooKeeper a pin of the current version is two requests, the
             # head, then the lease: the other actors may act in between.
             version = self.inner.read(table).state.version
             self._switch("store.pin.lease")
-        lease: Lease = fn(table, version)
+        # A read handed in was the caller's, some switch points ago: the
+        # lease builds on it, as on ZooKeeper, whatever happened since.
+        lease: Lease = fn(table, version, read)
         self.sim_session.leases[lease.lease_id] = lease
         return lease
 
