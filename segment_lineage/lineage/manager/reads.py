@@ -241,8 +241,10 @@ class Reads(ManagerBase):
         if version is not None:
             self.resolve_version(table, version=version)  # validates it
         started = self.retry.clock()
+        if read is not None and (version is None or read.state.version != version):
+            read = None  # only a read at the version asked for saves the head read
         for _ in range(PIN_ATTEMPTS):
-            lease = self.store.pins.pin(table, version, read if version is not None else None)
+            lease = self.store.pins.pin(table, version, read)
             read = None  # a later attempt pins what the store shows then
             try:
                 then = lease.state

@@ -205,9 +205,9 @@ class Pins(Protocol):
 
     def pin(self, table: str, version: int | None = None, read: Snapshot | None = None) -> Lease:
         """Pin one consistent version for a reader: the current one, or a
-        retained one. ``read``: the table as the caller read it, when its
-        version is the one pinned: the pin builds on it instead of reading
-        the head again."""
+        retained one. ``read``: the table as the caller read it, at the
+        version pinned (the caller checks): the pin builds on it instead of
+        reading the head again."""
         ...
 
     def release(self, lease: Lease) -> None: ...

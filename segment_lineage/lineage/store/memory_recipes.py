@@ -176,8 +176,7 @@ class MemoryPins:
         self._next = 0
 
     def pin(self, table: str, version: int | None = None, read: Snapshot | None = None) -> Lease:
-        usable = read is not None and version in (None, read.state.version)
-        state = read.state if read is not None and usable else self._state_of(table, version)
+        state = read.state if read is not None else self._state_of(table, version)
         with self._lock:
             self._next += 1
             lease_id = f"lease-{self._next:010d}"

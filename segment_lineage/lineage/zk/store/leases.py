@@ -67,10 +67,9 @@ class Leases:
         """Lease one version. The lease alone does not make it readable:
         retention may have condemned it before the lease existed, which only
         a head read after the lease can tell (``LineageManager.pin_readable``).
-        ``read``: the head as the caller read it, used when it is the version
-        asked for (one round trip less)."""
-        usable = read is not None and version in (None, read.state.version)
-        snap = read if read is not None and usable else self.heads.read(table)
+        ``read``: the head as the caller read it, at the version asked for
+        (one round trip less)."""
+        snap = read if read is not None else self.heads.read(table)
         loaded = snap.token
         assert isinstance(loaded, Loaded)
         state = snap.state
