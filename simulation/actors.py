@@ -38,19 +38,20 @@ from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor
 from simulation.set_checks import check_set_rollback
 from simulation.sets import cutter, rerun_set, setter, undoer, unpusher
-from simulation.world import AUDIT, World
+from simulation.world import AUDIT, CROWD, World
 
 Body = Callable[[Actor], None]
 FS_KINDS = frozenset(
-    {"push", "retention", "daemon", "readd", "upload", "create", "symlink", "janitor", "saboteur", "mirror"}
-    | {"remirror", "zkhome", "foreign", "intruder", "set", "unset", "unpush"}
+    {"push", "crowd", "retention", "daemon", "readd", "upload", "create", "symlink", "janitor", "saboteur"}
+    | {"mirror", "remirror", "zkhome", "foreign", "intruder", "set", "unset", "unpush"}
 )
 HOUR_MS = 3_600_000
 STAGE_HOLD = "30s"  # a staged push left alone is cleaned up within the run
 # Under an ACL policy (a run with an intruder), the identities the kinds run
 # as; the other kinds are an admin's work.
 POLICY_ROLES = {
-    "push": PUSHER, "rerun": PUSHER, "intruder": PUSHER, "set": PUSHER, "unset": PUSHER, "unpush": PUSHER,
+    "push": PUSHER, "crowd": PUSHER, "rerun": PUSHER, "intruder": PUSHER,
+    "set": PUSHER, "unset": PUSHER, "unpush": PUSHER,
     "retention": RETENTION, "read": READER, "cut": READER,
 }  # fmt: skip
 
@@ -79,8 +80,8 @@ class Ctx:
 
     def table(self, known_only: bool = True) -> str | None:
         names = self.manager.list_tables()
-        if known_only:
-            names = [n for n in names if n in self.world.tables]
+        if known_only:  # the crowd's table is the crowd's alone (see :func:`crowd`)
+            names = [n for n in names if n in self.world.tables and CROWD not in self.world.tables[n].flags]
         return self.rng.choice(names) if names else None
 
     def push(self, table: str) -> None:
@@ -227,6 +228,20 @@ def pusher(ctx: Ctx, ops: int) -> None:
         if table is not None:
             ctx.push(table)
         ctx.world.sleep(ctx.rng.uniform(0, 0.5))
+
+
+def crowd(ctx: Ctx, ops: int) -> None:
+    """One of many writers pushing small changes to one table at once (a
+    fleet of jobs), none of them stopped or cut off: their commit queue
+    grows long, and each commit in it waits on many others. A queue that
+    moves is waited on: no writer jumps it (``queue-jumped``), and none
+    gives up before its deadline (``queue-collapse``). No other actor picks
+    the table; retention daemons and the janitor commit to it too, and one
+    of them stalled at the queue's front makes it stand still (the checker
+    judges that as the writers do, :mod:`simulation.queue_checks`)."""
+    for _ in range(ops):
+        ctx.push(CROWD)
+        ctx.world.sleep(ctx.rng.uniform(0, 0.05))
 
 
 def reader(ctx: Ctx, ops: int) -> None:
@@ -943,6 +958,7 @@ def saboteur(ctx: Ctx, ops: int) -> None:
 
 BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "push": pusher,
+    "crowd": crowd,
     "read": reader,
     "rollback": rollbacker,
     "revert": reverter,
@@ -1020,4 +1036,6 @@ def plan_actors(seed: int) -> list[tuple[str, int]]:
         if seed % 24 == 22 and seed != 358:  # an operator reverting one table's push of a set
             # (not in seed 358, which the tests replayed for another bug when it came)
             cast.append(("unpush", rng.randint(3, 6)))
+    if seed % 12 == 9:  # a fleet of jobs pushing one table at once (a long commit queue)
+        cast += [(CROWD, rng.randint(2, 3)) for _ in range(rng.randint(16, 28))]
     return cast

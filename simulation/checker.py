@@ -50,8 +50,9 @@ from segment_lineage.lineage.manager.floor import FLOOR_BUDGET_S, FLOOR_POLL_S
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.lineage.store.election import owner_role
 from segment_lineage.retention.report import TableReport
+from simulation.queue_checks import QueueWatch
 from simulation.set_checks import check_sets
-from simulation.world import AUDIT, World
+from simulation.world import AUDIT, CROWD, CROWD_DEADLINE_S, World
 
 # Each violation's likely hole (the outside tester's list, fault-matrix 21-30).
 HOLES = {
@@ -68,6 +69,7 @@ HOLES = {
     12: "a push paused past its session commits late (after its rerun, or its cleanup)",
     13: "a client re-taking the floor under new holder ids stalls every writer",
     14: "retention under another LINEAGE_HOME deletes a live ZooKeeper's data under a root",
+    15: "writers deep in a moving commit queue take the tickets ahead for stopped ones and race",
 }
 
 
@@ -133,6 +135,7 @@ class Checker:
     def __init__(self, world: World) -> None:
         self.world = world
         self.violations: list[Violation] = []
+        self.queue = QueueWatch()  # the crowd's commit queue (:mod:`simulation.queue_checks`)
         self.files: set[str] = set()  # the file system after the last scan
         self.protected: dict[str, str] = {}  # path -> why, as of the end of the last step
         self.queued: dict[str, list[Queued]] = {}
@@ -185,6 +188,7 @@ class Checker:
             self.files = now
         self._observe()
         check_sets(self.world, self.flag)
+        self.queue.observe(self.world, self.flag)
         errors, self.world.daemon_errors[:] = list(self.world.daemon_errors), []
         for error in errors:
             self.flag("actor-raised", f"a daemon logged an unexpected failure: {error}")
@@ -579,6 +583,15 @@ class Checker:
             # The floors one commit meets hold it a few seconds at most: a writer
             # never spends its deadline waiting on floors (a hog's, say).
             self.flag("floor-starved", f"{actor}: waited {error.floor_wait_s:.1f}s on floors: {text}", 13)
+        if (
+            isinstance(error, ContentionError)
+            and actor.endswith(f":{CROWD}")
+            and error.seconds < CROWD_DEADLINE_S
+        ):
+            # Nothing stops a crowd writer, and only the crowd writes its
+            # table: its queue always moves, and is waited on until the
+            # deadline. Out of attempts before it, a writer raced the others.
+            self.flag("queue-collapse", f"{actor}: gave up racing after {error.seconds:.1f}s: {text}", 15)
 
     def check_pass_counted(self, actor: str, reports: Sequence[TableReport], deleted: Sequence[str]) -> None:
         """A pass reports the files it deleted, every one, even when its

@@ -28,8 +28,15 @@ from simulation.checker import Checker, Violation
 from simulation.clock import DAY_MS, EPOCH_MS, VirtualClock
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor, Hung, Scheduler
-from simulation.world import World
+from simulation.world import CROWD, World
 
+# A step takes 1 to this many ms of virtual time; in a run with a crowd of
+# writers, 1 to CROWD_STEP_MS: with some 50 actors, each waiting its turn of
+# the baton, a commit would take seconds (a machine far too slow for its
+# load, where every front of a queue looks stopped), and a front that stays
+# QUEUE_PATIENCE_S must mean a writer held.
+STEP_MS = 20
+CROWD_STEP_MS = 5
 DRAIN_STEPS = 20_000  # after the faults: steps for every actor to finish (each phase)
 HISTORY_EVERY = 50  # steps between checks of the history chain
 SERIAL_DELETES = "simulation.serial-deletes:raise"  # armed, never reached: retention deletes one by one
@@ -254,6 +261,7 @@ class _Run:
         self.proxies: dict[int, StoreProxy] = {}
         self.fault_number = 0
         self.aimed_now: set[int] = set()  # actors whose aimed pause has not yet run on
+        self.cast = plan_actors(config.seed) + list(config.extra)
 
     # ---- the run ----------------------------------------------------------------------
 
@@ -271,7 +279,7 @@ class _Run:
             return proxy
 
         world.new_store = new_store
-        cast = plan_actors(self.config.seed) + list(self.config.extra)
+        cast = self.cast
         self.result.cast = [f"a{i}:{kind}x{ops}" for i, (kind, ops) in enumerate(cast)]
         kept = range(len(cast)) if self.config.actors is None else self.config.actors
         world.policy = any(cast[i][0] == "intruder" for i in kept)
@@ -323,8 +331,20 @@ class _Run:
                     push_arrow(manager, name, parts, mode=mode, interval=interval)
                 except LineageError as exc:
                     self.result.trace.append(f"setup push {name}: {type(exc).__name__}")
+        if any(kind == CROWD for kind, _ops in self.cast):
+            world.crowd = True
+            self._crowd_table()
         world.clock.fs_lag_ms = 0
         world.clock.advance(2 * DAY_MS)
+
+    def _crowd_table(self) -> None:
+        """The crowd's own table (an APPEND table no other actor picks), made
+        with randomness of its own: the rest of the setup is as without it."""
+        world = self.world
+        rng = Random(f"crowd/{self.config.seed}")
+        root = str(world.lake / CROWD)
+        world.intend_table(CROWD, root, str(world.base), "ms", {CROWD})
+        world.manager(world.store, "setup@sim", rng).create_table(world.config(CROWD, root, "ms", rng))
 
     def _spawn(self, aid: int, kind: str, ops: int) -> Actor:
         world = self.world
@@ -340,7 +360,11 @@ class _Run:
             live = [a for a in self.actors if not a.done]
             if not live:
                 return
-            eligible = [a for a in live if a.paused_until <= world.step] or live
+            awake = [a for a in live if a.wakes_ms <= world.clock.elapsed_ms]
+            if not awake:  # all asleep (a run with a crowd): time passes to the first one's waking
+                world.clock.advance(min(a.wakes_ms for a in live) - world.clock.elapsed_ms)
+                awake = live
+            eligible = [a for a in awake if a.paused_until <= world.step] or awake
             actor = self.rng.choice(eligible)
             draws = (self.faults_rng.random(), self.faults_rng.random(), self.faults_rng.random())
             if faults and self._fault(actor, draws):
@@ -353,7 +377,7 @@ class _Run:
             self.aimed_now.discard(actor.aid)
             world.step += 1
             spent += 1
-            world.clock.advance(1 + int(draws[2] * 20))
+            world.clock.advance(1 + int(draws[2] * (CROWD_STEP_MS if world.crowd else STEP_MS)))
             checker.after_step(actor.name, touched_files=actor.kind in FS_KINDS)
             if self.config.zookeeper is None:  # on ZooKeeper a lapsed leader learns it a trust window late
                 checker.check_election()
@@ -364,6 +388,8 @@ class _Run:
     def _fault(self, actor: Actor, draws: tuple[float, float, float]) -> bool:
         """Maybe inject a fault before ``actor`` runs; True when it does not run now."""
         r, r2, _ = draws
+        if actor.kind == CROWD:  # never stopped nor cut off: its queue always moves
+            return False
         clock = self.world.clock
         proxy = self.proxies.get(actor.aid)
         kind: str | None = None
@@ -437,7 +463,7 @@ class _Run:
     def _late_pause(self, actor: Actor, draws: tuple[float, float, float]) -> bool:
         """Maybe an aimed pause or stall after the faults (LATE_AIMED,
         LATE_STALLS); True when it pauses."""
-        if actor.aid in self.aimed_now:
+        if actor.aid in self.aimed_now or actor.kind == CROWD:
             return False
         proxy = self.proxies.get(actor.aid)
         if proxy is not None and draws[0] < LATE_STALLS.get((actor.label, actor.kind), 0.0):

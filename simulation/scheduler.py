@@ -32,6 +32,10 @@ class Actor:
     outcome: str = ""
     doomed: bool = False  # crash at the next switch point
     paused_until: int = 0  # step number
+    # Virtual time (the clock's elapsed ms) before which it does not run: an
+    # actor whose sleeps let the others' steps pass instead of moving the
+    # clock itself (a crowd writer's, :meth:`simulation.world.World.sleep`).
+    wakes_ms: int = 0
     notes: list[str] = field(default_factory=list)
     thread: threading.Thread | None = None
 

@@ -21,7 +21,8 @@ from simulation.run import RunConfig, run_seed, shrink
 from tests.helpers.paths import REPO
 
 # Seeds 1-6 in `make test` (set seed 4, staged pushes in the odd ones), 7-30
-# in `make test-e2e`; `make simulate` runs 200 seeds of 400 steps.
+# in `make test-e2e` (a crowd of writers on one table in 9 and 21); `make
+# simulate` runs 200 seeds of 400 steps.
 SEEDS = [seed if seed <= 6 else pytest.param(seed, marks=pytest.mark.e2e) for seed in range(1, 31)]
 STEPS = 300
 
@@ -260,6 +261,33 @@ def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     monkeypatch.setattr(StoreProxy, "_mem_holds_mirror", lambda *_: True)
     result = run_seed(RunConfig(seed, steps=400))  # casts with an operator dropping mirrored tables
     assert [v.kind for v in result.violations] == [kind], describe(result)
+
+
+@pytest.mark.e2e
+def test_the_checker_catches_writers_jumping_a_moving_queue_when_each_ticket_is_judged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The queue's collapse the writers' benchmark found at 64 processes:
+    when every ticket ahead counts as standing still QUEUE_PATIENCE_S after a
+    writer first saw it (not only the queue's front), writers deep in a long
+    queue that moves race the ones ahead (queue-jumped). Seed 9 casts a
+    crowd of writers on one table; the checker must say so."""
+    from segment_lineage.lineage.manager import floor
+
+    def each_ticket_judged(
+        self: floor.StuckTickets, table: str, queue: tuple[str, ...], place: int, now: float
+    ) -> tuple[str, float] | None:
+        seen = self.__dict__.setdefault("first_seen", {}).setdefault(table, {})
+        for ticket in queue[:place]:
+            seen.setdefault(ticket, now)
+        for ticket in reversed(queue[:place]):
+            if now - seen[ticket] <= floor.QUEUE_PATIENCE_S:
+                return ticket, seen[ticket]
+        return None
+
+    monkeypatch.setattr(floor.StuckTickets, "ahead", each_ticket_judged)
+    result = run_seed(RunConfig(9, steps=400))
+    assert [v.kind for v in result.violations] == ["queue-jumped"], describe(result)
 
 
 @pytest.mark.parametrize("seed", [1, 19])

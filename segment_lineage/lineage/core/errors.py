@@ -178,6 +178,7 @@ class ContentionError(LineageError):
         )
         self.table = table
         self.attempts = attempts
+        self.seconds = seconds  # from the first attempt to giving up
         self.floor_wait_s = floor_wait_s  # of the time, how long it waited on other writers' floors
 
 
