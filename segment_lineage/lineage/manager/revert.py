@@ -77,12 +77,17 @@ class RevertOps(SetRollbackOps):
         """The revert, judged on every table's history and committed on the
         head judged (the other tables judged checked in its request); judged
         again when one of them moved before it landed, at most
-        SET_PLAN_ATTEMPTS times (then ContentionError, nothing changed)."""
+        SET_PLAN_ATTEMPTS times (then ContentionError, nothing changed). A
+        table that moved while the histories were read is a move too, and
+        each judgement after a move waits a backoff first (a busy table's
+        commits come in bursts)."""
         began, moved_now = self.env.monotonic(), table
-        for _ in range(SET_PLAN_ATTEMPTS):
-            head, checks = self._judge_revert(table, entry_id)
-            fenced = _on_head(table, head, update)
+        for attempt in range(SET_PLAN_ATTEMPTS):
+            if attempt:
+                self.retry.sleep(self.retry.delay(attempt))
             try:
+                head, checks = self._judge_revert(table, entry_id)
+                fenced = _on_head(table, head, update)
                 if checks:
                     return self.commit_checked(Together(table, fenced), reason, checks)
                 return self.commit(table, fenced, reason)
@@ -128,8 +133,15 @@ class RevertOps(SetRollbackOps):
             return
         if self._ended_outside_sets(table, entry_id):
             return
-        with others_fenced(table, "revert"):
-            self._judge_revert(table, entry_id)
+        with others_fenced(table, "revert"):  # judged again when a table moves meanwhile, as the revert is
+            for attempt in range(SET_PLAN_ATTEMPTS):
+                try:
+                    self._judge_revert(table, entry_id)
+                    return
+                except ChecksMovedError:
+                    if attempt + 1 == SET_PLAN_ATTEMPTS:
+                        raise
+                self.retry.sleep(self.retry.delay(attempt + 1))
 
     def _ended_outside_sets(self, table: str, entry_id: str) -> bool:
         """Whether the push ``entry_id`` ended in a commit of its own table

@@ -280,6 +280,37 @@ def test_a_revert_judged_on_busy_tables_is_judged_again_and_lands(
     assert not order and labels(manager, "u1") == labels(manager, "u2") == ["old"]
 
 
+def test_a_revert_is_judged_again_when_a_table_moves_while_the_histories_are_read(
+    manager: LineageManager, tables: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """u2 takes a commit after every table's history was read for the
+    judgement and before u2 is read again for the commit's checks: judged
+    again, the revert lands. It gave way at once (outside trial: a revert
+    on a busy table failed after the first judgement, 'bb2 changed since
+    the commit was decided on them')."""
+    from segment_lineage.lineage.core.history import HistoryRecord
+    from segment_lineage.lineage.manager.set_rollback import SetRollbackOps
+
+    pushed(manager, ("u1", "u2"), "x")
+    ends = {t: manager.history(t, 1)[0].entry_id or "" for t in ("u1", "u2")}
+    manager.revert_replace("u2", ends["u2"], split_sets=True)
+    read = SetRollbackOps._histories
+    order, moved = ["u2", "u2"], []
+
+    def then_u2_moves(self: SetRollbackOps, doing: str) -> dict[str, list[HistoryRecord]]:
+        histories = read(self, doing)
+        if order:
+            manager.start_replace(order.pop(0), [], [f"busy-{len(order)}-{len(moved)}"])
+            moved.append(True)
+        return histories
+
+    monkeypatch.setattr(SetRollbackOps, "_histories", then_u2_moves)
+    manager.revert_plan("u1", ends["u1"])  # the dry run's judgement, alike
+    order[:] = ["u2", "u2"]
+    manager.revert_replace("u1", ends["u1"])
+    assert not order and labels(manager, "u1") == labels(manager, "u2") == ["old"]
+
+
 def test_a_revert_whose_tables_never_stop_moving_gives_up_changing_nothing(
     manager: LineageManager, tables: tuple[str, ...]
 ) -> None:
