@@ -37,8 +37,9 @@ def _commit_of(ticket: str) -> str | None:
 class QueueWatch:
     """The crowd table's queue after each step, judged as the writers judge
     it, from the earliest moment any of them could: a front (the oldest
-    ticket not yet standing still) that stays QUEUE_PATIENCE_S makes every
-    ticket then queued stand still. A commit landed by a ticket's writer
+    ticket not yet standing still) that stays QUEUE_PATIENCE_S, or a table
+    that stays at one version QUEUE_PATIENCE_S while tickets are queued,
+    makes every ticket then queued stand still. A commit landed by a ticket's writer
     with a ticket ahead that does not stand still jumped a queue that
     moves. (A crowd's steps are short, :data:`simulation.run.CROWD_STEP_MS`:
     a commit takes a fraction of the patience, so a front stands still only
@@ -48,6 +49,7 @@ class QueueWatch:
     front_since: float = 0.0  # since when (the run's monotonic clock)
     stood: set[str] = field(default_factory=set)  # tickets that stand still
     version: int | None = None  # the table's version at the last step
+    moved_since: float = 0.0  # since when the table is at that version
 
     def observe(self, world: World, flag: Flag) -> None:
         if CROWD not in world.tables or CROWD in world.dropped:
@@ -63,12 +65,12 @@ class QueueWatch:
         front = next((t for t in queue if t not in self.stood), None)
         if front != self.front:
             self.front, self.front_since = front, now
-        if front is not None and now - self.front_since >= QUEUE_PATIENCE_S:
-            self.stood |= present  # the front stood still: every ticket then queued
+        if front is not None and now - min(self.front_since, self.moved_since) >= QUEUE_PATIENCE_S:
+            self.stood |= present  # the front (or the table) stood still: every ticket then queued
         landed = head[0] if head else None
         if landed is None or landed.version == self.version:
             return
-        self.version = landed.version
+        self.version, self.moved_since = landed.version, now
         place = next((i for i, t in enumerate(queue) if _commit_of(t) == landed.commit_id), 0)
         moving = [t for t in queue[:place] if t not in self.stood]
         if moving:

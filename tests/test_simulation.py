@@ -275,7 +275,12 @@ def test_the_checker_catches_writers_jumping_a_moving_queue_when_each_ticket_is_
     from segment_lineage.lineage.manager import floor
 
     def each_ticket_judged(
-        self: floor.StuckTickets, table: str, queue: tuple[str, ...], place: int, now: float
+        self: floor.StuckTickets,
+        table: str,
+        queue: tuple[str, ...],
+        place: int,
+        now: float,
+        _moved: float | None = None,
     ) -> tuple[str, float] | None:
         seen = self.__dict__.setdefault("first_seen", {}).setdefault(table, {})
         for ticket in queue[:place]:

@@ -53,16 +53,24 @@ class StuckTickets:
     planted nodes) cost the patience once. A long queue that moves is never
     judged (before, every ticket counted as standing still 5 s after this
     writer first saw it, so on a loaded machine the writers deep in a queue
-    of 64 raced each other, and some gave up)."""
+    of 64 raced each other, and some gave up). Nor does a queue move while
+    the table does not: a front renamed again and again (a node planted
+    and replaced by a hostile pusher) stands still once the waiting
+    commit has seen the table at one version QUEUE_PATIENCE_S."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen: dict[str, _Seen] = {}
 
-    def ahead(self, table: str, queue: tuple[str, ...], place: int, now: float) -> tuple[str, float] | None:
+    def ahead(
+        self, table: str, queue: tuple[str, ...], place: int, now: float, moved: float | None = None
+    ) -> tuple[str, float] | None:
         """The ticket right ahead of ``place`` to wait on (not known to
         stand still), and since when the front stands; None: none (race,
-        as without a queue)."""
+        as without a queue). ``moved``: since when the waiting commit has
+        seen the table at its version: a queue whose front keeps changing
+        while the table does not move (tickets planted and renamed) stands
+        still too."""
         with self._lock:
             seen = self._seen.setdefault(table, _Seen())
             present = set(queue)
@@ -72,7 +80,7 @@ class StuckTickets:
             if not waiting_on:
                 return None
             since = seen.fronted.setdefault(waiting_on[0], now)  # the front, as this writer sees it
-            if now - since > QUEUE_PATIENCE_S:
+            if now - since > QUEUE_PATIENCE_S or (moved is not None and now - moved > QUEUE_PATIENCE_S):
                 seen.still.update(waiting_on)  # the front stood still: all of them, once
                 return None
             return waiting_on[-1], since
@@ -113,6 +121,7 @@ class _QueueUse:
         self.polls = 0
         self.rejoins = 0
         self.ahead: tuple[str, float] | None = None  # the ticket waited on, and since when
+        self.moved: tuple[int, float] | None = None  # the table's version as this commit waits, since when
 
     def wait(self, snap: Snapshot, lost: int, budget_s: float) -> bool:
         """False when this attempt may commit now; else it waited (or took
@@ -140,7 +149,10 @@ class _QueueUse:
         place = queue.index(self.ticket)
         if place == 0:
             return False
-        ahead = self.stuck.ahead(self.table, queue, place, self.clock())
+        now = self.clock()
+        if self.moved is None or self.moved[0] != snap.state.version:
+            self.moved = (snap.state.version, now)
+        ahead = self.stuck.ahead(self.table, queue, place, now, self.moved[1])
         if ahead is None:
             return False  # only tickets that stood still are ahead: race, as without a queue
         self.ahead = ahead

@@ -387,6 +387,30 @@ def test_a_writer_queues_after_a_lost_race_and_commits_in_turn() -> None:
     assert off.wait(snap(), lost=3, budget_s=60) is False and off.off  # no queue kept: commit
 
 
+def test_a_front_renamed_again_and_again_while_the_table_does_not_move_stands_still() -> None:
+    """A pusher that keeps one planted ticket at the queue's front, renamed
+    every 4 s: each name is a new front, so the front alone never stood 5 s,
+    and queued writers waited until their deadline (outside trial: 8 of 20
+    pushes gave up after 60 s). The table did not move meanwhile: after 5 s
+    at one version, the tickets ahead stand still, and the writer races.
+    A table that moves (the front's commit landing) restarts that clock."""
+    from segment_lineage.lineage.manager.floor import QUEUE_PATIENCE_S, StuckTickets
+
+    stuck = StuckTickets()
+    now, version_since = 0.0, 0.0
+    for renamed in range(3):
+        queue = (f"t-planted-{renamed}", "mine")
+        ahead = stuck.ahead("q", queue, 1, now, version_since)
+        if now - version_since <= QUEUE_PATIENCE_S:
+            assert ahead == (queue[0], now)
+        else:
+            assert ahead is None  # the table stood still: race
+        now += 4.0
+    assert now - 4.0 > QUEUE_PATIENCE_S and ahead is None
+    queue = ("t-planted-9", "live", "mine")
+    assert stuck.ahead("q", queue, 2, now, now) == ("live", now)  # the table moved just now: wait
+
+
 def test_a_long_queue_that_moves_is_waited_on_and_a_front_that_stands_still_once() -> None:
     """Forty writers queued, the front leaving every half second: the last
     waits its 20 s on the ticket right ahead, never taking the queue for
