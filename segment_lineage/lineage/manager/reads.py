@@ -231,7 +231,11 @@ class Reads(ManagerBase):
 
         ``read``: the table as the caller read it; when it is at ``version``,
         the first lease builds on it instead of reading the head again (the
-        head read after the lease checks it all the same).
+        head read after the lease checks it all the same). When the head
+        read after that lease is no longer at ``version``, the version's
+        metadata may have been collected while the caller paused, before
+        the lease named it (retention ignores a lease whose records are
+        gone): it is pinned again from the store.
 
         Raises VersionGoneError for a past version no longer readable (naming
         the oldest readable one): not retryable. ContentionError when every
@@ -244,7 +248,7 @@ class Reads(ManagerBase):
         if read is not None and (version is None or read.state.version != version):
             read = None  # only a read at the version asked for saves the head read
         for _ in range(PIN_ATTEMPTS):
-            lease = self.store.pins.pin(table, version, read)
+            handed, lease = read is not None, self.store.pins.pin(table, version, read)
             read = None  # a later attempt pins what the store shows then
             try:
                 then = lease.state
@@ -253,6 +257,9 @@ class Reads(ManagerBase):
                         f"pinned version {then.version} of table {table!r} instead of version {version}"
                     )
                 current = self._read(table)  # read after the lease exists: see the docstring
+                if handed and current.version != then.version:
+                    self.store.pins.release(lease)  # built on a read the table moved past: see the docstring
+                    continue
                 asked = (then,) if version is not None else ()  # the head: pinning again helps
                 with self._past(*asked):
                     if version is not None:

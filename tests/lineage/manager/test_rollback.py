@@ -425,3 +425,32 @@ def test_appends_roll_back_after_retention_removed_their_finished_entries(
     forward = cli("rollback", "ap", "--to-version", str(cleaned))
     assert sorted(forward["restored"]) == sorted([first.entry_id, second.entry_id])
     assert labels() == ["a", "b"]
+
+
+def test_a_pin_built_on_a_read_the_table_moved_past_is_pinned_again_from_the_store(
+    snapshots: tuple[LineageManager, list[tuple[int, set[str]]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mirror publish pins the version it read on that read (no second
+    head read). When the table moved meanwhile, that version's records may
+    have been collected before the lease named them, and retention ignores
+    a lease whose records are gone: the lease is taken again from the
+    store (outside trial, F7). A table that did not move keeps the saving."""
+    m, seen = snapshots
+    read = m.store.read(T)
+    pinned: list[bool] = []
+    pin = m.store.pins.pin
+
+    def counted(table: str, version: int | None, handed: Any = None) -> Any:
+        pinned.append(handed is not None)
+        return pin(table, version, handed)
+
+    monkeypatch.setattr(m.store.pins, "pin", counted)
+    lease = m.pin_readable(T, read.state.version, read=read)
+    assert pinned == [True] and lease.state.version == read.state.version  # nothing moved: one lease
+    m.store.pins.release(lease)
+    push(m, "s6", [])  # the table moves past the read
+    pinned.clear()
+    lease = m.pin_readable(T, read.state.version, read=read)
+    assert pinned == [True, False] and lease.state.version == read.state.version
+    assert visible_names(lease.state) == seen[-1][1]
+    m.store.pins.release(lease)
