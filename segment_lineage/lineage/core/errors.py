@@ -88,7 +88,10 @@ class VersionGoneError(NotFoundError):
             message = f"snapshot too old: version {version} of table {table!r} {why}"
             if oldest is not None:
                 message += f" (the oldest readable version is {oldest})"
-        super().__init__(message, remedy="list versions with 'lineage history'")
+        remedy = "list versions with 'lineage history'"
+        if newest is None or version <= newest:  # a busy table outran its kept versions, maybe
+            remedy += f"; to keep more, 'lineage table alter {table} --versions-kept N' (default 64)"
+        super().__init__(message, remedy=remedy)
         self.table = table
         self.version = version
         self.oldest = oldest

@@ -508,3 +508,25 @@ def test_a_repair_that_cannot_publish_writes_nothing(zk_hosts: str, tmp_path: Pa
     assert DeltaTable(str(root)).version() == before
     code, out, err = cli(zk_hosts, "--json", "mirror", "status", "m")
     assert '"problem": null' not in out, out
+
+
+def test_a_rollback_past_the_versions_kept_names_the_setting_that_keeps_more(
+    zk_hosts: str, tmp_path: Path
+) -> None:
+    """A busy table outruns its kept versions fast (an outside trial's
+    `rollback --set` 15 s after the set, at the default 64): the refusal
+    says how to keep more, typed as a user types it."""
+    from tests.helpers.run import cli
+
+    code, _, err = cli(
+        zk_hosts, "table", "create", "kept", "--root", str(tmp_path / "kept"), "--versions-kept", "2"
+    )
+    assert code == 0, err
+    for days in ("1d", "2d", "3d", "4d"):  # settings changes: each a version
+        code, _, err = cli(zk_hosts, "table", "alter", "kept", "--replaced-retention", days)
+        assert code == 0, err
+    code, _, err = cli(zk_hosts, "retention", "run", "--table", "kept", "--yes")  # its metadata pass prunes
+    assert code == 0, err
+    code, _, err = cli(zk_hosts, "rollback", "kept", "--to-version", "1")
+    assert code != 0 and "snapshot too old" in err, err
+    assert "lineage table alter kept --versions-kept N" in err, err
