@@ -237,13 +237,17 @@ def test_the_checker_catches_daemons_sharing_one_leader_for_all_tables(
     assert "unowned-table" in {v.kind for v in result.violations}, describe(result)
 
 
-@pytest.mark.parametrize(("seed", "kind"), [(34, "mirror-stranger"), (60, "mirror-stranger")])
+@pytest.mark.parametrize("seed", [27, 34, 88])
 def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
-    monkeypatch: pytest.MonkeyPatch, seed: int, kind: str
+    monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     """Without the mirror's hold, a publish stopped before its commit while
     an operator drops the table lands in the log of a new table at its root
-    (mirror-stranger): the outside trial's race. The checker must say so."""
+    (mirror-stranger): the outside trial's race. The checker must say so; the
+    same stray Delta version may also show the wrong files (mirror-wrong), and
+    nothing else may be reported. Seeds 24, 27, 34 and 88 of 0-99 find it on
+    9ded783's schedules; seed 60 no longer does since the publish's pin reads
+    the head again (851f79a)."""
     import contextlib
 
     import segment_lineage.mirror.admin as admin
@@ -260,7 +264,9 @@ def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     monkeypatch.setattr(publishing, "still_held", lambda *_: None)
     monkeypatch.setattr(StoreProxy, "_mem_holds_mirror", lambda *_: True)
     result = run_seed(RunConfig(seed, steps=400))  # casts with an operator dropping mirrored tables
-    assert [v.kind for v in result.violations] == [kind], describe(result)
+    kinds = {v.kind for v in result.violations}
+    assert "mirror-stranger" in kinds, describe(result)
+    assert kinds <= {"mirror-stranger", "mirror-wrong"}, describe(result)
 
 
 @pytest.mark.e2e
