@@ -173,10 +173,14 @@ class ContentionError(LineageError):
         waiting: str = "",
         floor_wait_s: float = 0.0,
     ) -> None:
-        waited = f" (waiting while {waiting})" if waiting else ""
+        tries = f"{attempts} time" if attempts == 1 else f"{attempts} times"
+        if waiting:  # most of the time went on waiting for other writers, not on losing races
+            told = f"table {table!r} was kept busy by other writers for {seconds:.1f}s"
+            told += f" ({waiting}; tried {tries})"
+        else:
+            told = f"table {table!r} changed under us {tries} in {seconds:.1f}s"
         super().__init__(
-            f"table {table!r} changed under us {attempts} times in {seconds:.1f}s{waited}; "
-            f"gave up without {doing}",
+            f"{told}; gave up without {doing}",
             remedy="retry later, or reduce the number of concurrent writers",
         )
         self.table = table

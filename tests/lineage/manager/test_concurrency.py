@@ -439,3 +439,36 @@ def test_a_long_queue_that_moves_is_waited_on_and_a_front_that_stands_still_once
     assert stuck.ahead("q", later, 2, now + 1) is None
     fresh = ("dead-1", "other", "mine-3")  # a ticket that joined since is waited on
     assert stuck.ahead("q", fresh, 2, now + 2) == ("other", now + 2)
+
+
+def test_a_writer_that_gave_up_in_the_queue_says_it_waited_not_how_often_it_lost() -> None:
+    """A writer that lost one race, queued behind a ticket and ran out of
+    time waiting on it tells what kept it (the ticket, for how long, how
+    many tries), not "changed under us 1 times" (outside trial F4)."""
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    time = VirtualTime()
+    store = MemoryStore(clock=time.ms)
+    LineageManager(store).create_table(TableConfig.build("q", "/data/q"))
+    other = LineageManager(store)
+    planted = store.queues.join("q", "planted")
+    assert planted is not None
+    real_write = store.write
+    raced: list[int] = []
+
+    def beaten(*args: Any, **kwargs: Any) -> Any:
+        if not raced:  # another writer commits first, once
+            raced.append(1)
+            other.register_segments("q", [Segment("o", "o.parquet", rows=1, size_bytes=1)])
+        return real_write(*args, **kwargs)
+
+    store.write = beaten  # type: ignore[method-assign]
+    m = LineageManager(store, retry=RetryPolicy(deadline_s=3, sleep=time.sleep, clock=lambda: time.s))
+    with pytest.raises(ContentionError) as caught:
+        m.register_segments("q", [Segment("a", "a.parquet", rows=1, size_bytes=1)])
+    message = caught.value.message
+    assert "table 'q' was kept busy by other writers for 3." in message, message
+    assert f"ticket {planted} stood ahead of it in the table's commit queue; tried 1 time)" in message
+    assert "changed under us" not in message and "1 times" not in message
+    state = store.read("q").state.loaded()
+    assert "o" in state.segments and "a" not in state.segments  # nothing of ours changed
