@@ -228,7 +228,7 @@ class ManagerBase:
             if not change.changed:
                 return Committed(snap.state, change, loop.commit_id, applied=False)
             refuse_while_purging(snap.state, change)  # judged on the version the write compares
-            done = self._write(loop, snap, now, change, audit, owner, floor, queue)
+            done = self._write(loop, snap, now, change, audit, owner, floor, queue, load)
             if isinstance(done, Committed):
                 return done
             if done is _Next.BACKOFF:
@@ -299,6 +299,7 @@ class ManagerBase:
         owner: str | None,
         floor: _FloorUse,
         queue: _QueueUse,
+        load: bool,
     ) -> Committed | _Next:
         """The compare-and-swap, fenced by the push's claim (``owner``) or the
         node only the change's role may write; what to do when it fails."""
@@ -313,7 +314,7 @@ class ManagerBase:
                 state = self.store.write(loop.table, snap, change, audit, loop.commit_id, now, owner, role)
         except ClaimLostError as exc:
             if loop.unknown_since is not None:  # an earlier attempt may have landed before the claim went
-                raise loop.unknown(exc.message) from None
+                return self._settled(loop, exc, load)
             raise
         except VersionConflict:
             floor.lost()
@@ -332,6 +333,20 @@ class ManagerBase:
             return _Next.BACKOFF
         failpoint(f"{step}.after-commit")
         return Committed(state, change, loop.commit_id, applied=True)
+
+    def _settled(self, loop: _Loop, lost: ClaimLostError, load: bool) -> Committed:
+        """An earlier attempt's outcome was unknown, and now the claim is
+        gone. Every attempt checked the claim in its own request, so that one
+        landed before the claim went, or never will: one look after the
+        refusal tells which (the commit, or ``lost``: nothing committed)."""
+        assert loop.unknown_since is not None
+        try:
+            landed = self.store.find_commit(loop.table, loop.commit_id, loop.unknown_since)
+            if landed is not None:
+                return self._landed(self.store.read(loop.table), landed, loop.commit_id, load)
+        except LineageError:
+            raise loop.unknown(lost.message) from None
+        raise lost
 
     def _verdict(self, loop: _Loop, floor: _FloorUse, queue: _QueueUse, load: bool) -> Committed:
         """Out of attempts: an earlier attempt's commit found at last, or why

@@ -258,7 +258,7 @@ class TogetherOps(Reads):
             states = iter(self.store.write_together(writes, [*loop.checks, *unchanged]))
         except ClaimLostError as exc:
             if loop.unknown is not None:  # an earlier attempt may have landed before the claim went
-                raise loop.unknown_error(exc.message) from None
+                return self._set_settled(loop, exc)
             raise
         except VersionConflict:
             for floor in floors.values():
@@ -283,6 +283,20 @@ class TogetherOps(Reads):
             else Committed(s.state, c, loop.commit_id, applied=False)
             for (s, _), c in zip(snaps, changes, strict=True)
         ]
+
+    def _set_settled(self, loop: _SetLoop, lost: ClaimLostError) -> list[Committed]:
+        """An earlier attempt's outcome was unknown, and now a member's claim
+        is gone. Every attempt checked that claim in its own request, so that
+        one landed before the claim went, or never will: one look after the
+        refusal tells which (its commits, or ``lost``: nothing committed)."""
+        assert loop.unknown is not None
+        try:
+            landed = self._set_landed(loop.parts, loop.commit_id, loop.unknown)
+        except LineageError:
+            raise loop.unknown_error(lost.message) from None
+        if landed is not None:
+            return landed
+        raise lost
 
     def _set_verdict(self, loop: _SetLoop) -> list[Committed]:
         """Out of attempts: an earlier attempt's commit found at last, or why

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -169,6 +170,75 @@ def test_a_commit_for_an_entry_lands_only_while_its_owner_claim_stands(
     store.holds("owner").hold("t", E1)
     done = m.complete_replace("t", E1, [_segment("a", str(tmp_path / "t"))], owned=True)
     assert done.applied and done.state.entries[E1].state is EntryState.COMPLETED
+
+
+@pytest.mark.parametrize("backend", ["memory", "zookeeper"])
+@pytest.mark.parametrize("late", [False, True], ids=["never-sent", "landed-late"])
+@pytest.mark.parametrize("together", [False, True], ids=["one", "set"])
+def test_an_unknown_outcome_then_a_lost_claim_is_settled_by_one_look(
+    backend: str, late: bool, together: bool, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A push's end whose answer was lost (its process paused, its session
+    ended meanwhile), then refused for its lost claim: every attempt checked
+    the claim in its own request, so the first landed before the claim went
+    or never will. One look says which: the commit it made, or "committed
+    nothing" (outside trial F5: it said "outcome unknown" though nothing had
+    landed). ``late``: the first attempt lands after the second attempt's
+    read, before the claim goes."""
+    from segment_lineage.lineage.manager.together import Together
+    from segment_lineage.lineage.store.contract import WriteOutcomeUnknown
+
+    store: Store = MemoryStore() if backend == "memory" else request.getfixturevalue("zk_store")
+    m = LineageManager(store, retry=fast_retry())
+    m.create_table(TableConfig.build("t", str(tmp_path / "t"), table_type=TableType.APPEND))
+    store.holds("owner").hold("t", E1)
+    m.commit(
+        "t",
+        lambda s, now: transitions.start_replace(s, [], ["a"], entry_id=E1, audit=m.audit(), now_ms=now),
+        owner=E1,
+    )
+    name = "write_together" if together else "write"
+    real = getattr(store, name)
+    held: list[tuple[Any, ...]] = []
+
+    def lost_answer(*args: Any, **kwargs: Any) -> Any:
+        if not held:  # the first attempt: sent, no answer
+            held.append((args, kwargs))
+            raise WriteOutcomeUnknown("ConnectionLoss")
+        if late and len(held) == 1:
+            held.append(((), {}))
+            real(*held[0][0], **held[0][1])  # it lands now, after this attempt's read
+        store.holds("owner").release("t", E1)  # the session ends
+        return real(*args, **kwargs)
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(store, name, lost_answer)
+    before = m.table("t").version
+    end = transitions.complete_replace
+    segments = [_segment("a", str(tmp_path / "t"))]
+
+    def complete(s: TableState, now: int) -> Any:
+        return end(s, E1, segments, now_ms=now)
+
+    try:
+        if late:
+            if together:
+                done = m.commit_together([Together("t", complete, owner=E1)])[0]
+            else:
+                done = m.commit("t", complete, owner=E1)
+            assert done.applied and done.state.entries[E1].state is EntryState.COMPLETED
+            assert m.table("t").version == before + 1
+        else:
+            with pytest.raises(ClaimLostError) as lost:
+                if together:
+                    m.commit_together([Together("t", complete, owner=E1)])
+                else:
+                    m.commit("t", complete, owner=E1)
+            assert "committed nothing" in lost.value.message
+            assert m.table("t").version == before
+            assert m.table("t").entries[E1].state is EntryState.IN_PROGRESS
+    finally:
+        monkeypatch.undo()
 
 
 def test_a_job_ends_once_whichever_attempt_ends_first(tmp_path: Path) -> None:
