@@ -91,7 +91,10 @@ def publish(
     entry: Annotated[str | None, typer.Argument(help="The staged push's entry (none with --set).")] = None,
     set_id: Annotated[
         str | None,
-        typer.Option("--set", help="Publish every table a staged push set staged, in one commit."),
+        typer.Option(
+            "--set",
+            help="Publish every table a staged push set staged, in one commit (its id, or its first digits).",
+        ),
     ] = None,
     reason: Reason = None,
 ) -> None:
@@ -180,8 +183,8 @@ def rollback(
         str | None,
         typer.Option(
             "--set",
-            help="Undo this push set: every table of it, in one commit (no TABLE); refused when that "
-            "would undo a later set in some of its tables only.",
+            help="Undo this push set (its id, or its first digits): every table of it, in one commit "
+            "(no TABLE); refused when that would undo a later set in some of its tables only.",
         ),
     ] = None,
     split_sets: Annotated[
@@ -251,6 +254,7 @@ def _rollback_set(set_id: str, dry_run: bool, reason: str | None, split_sets: bo
     set_id = set_id.strip()  # as pasted, spaces around it and all (rollback_set checks the rest)
     with manager() as m:
         done = m.rollback_set(set_id, dry_run=dry_run, reason=reason)
+    set_id = done.set_id  # the whole id, when given a prefix
     if len(done.already) == len(done.targets):
         head = f"every table of set {set_id} already shows its version before the set: nothing to do"
     elif done.committed is None:

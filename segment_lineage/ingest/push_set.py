@@ -46,7 +46,7 @@ from segment_lineage.ingest.stage import publish_update, stage_hold
 from segment_lineage.lineage.core.errors import LineageError, NotFoundError, OutcomeUnknownError
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import EntryState, TableType
-from segment_lineage.lineage.core.names import check_set_id
+from segment_lineage.lineage.core.names import check_set_id, resolve_set_id
 from segment_lineage.lineage.core.staged import Staged
 from segment_lineage.lineage.manager import LineageManager, TableHold
 from segment_lineage.lineage.manager.replace import complete_update, stage_update
@@ -316,14 +316,27 @@ def staged_set(manager: LineageManager, set_id: str) -> dict[str, str]:
     """Table -> entry of every push the set ``set_id`` staged; NotFoundError
     when no table has one, PushRefusedError when the set is no longer whole
     (one of its staged pushes was reverted, cleaned up or published)."""
+    return _staged_set(manager, set_id)[1]
+
+
+def _staged_set(manager: LineageManager, set_id: str) -> tuple[str, dict[str, str]]:
+    """:func:`staged_set`, and the set's whole id (``set_id`` may be a prefix of it)."""
     check_set_id(set_id)
+    staged_entries = [
+        (table, entry)
+        for table in manager.list_tables()
+        for entry in manager.table(table).entries.values()
+        if entry.state is EntryState.IN_PROGRESS and entry.staged is not None
+    ]
+    known = (
+        e.staged.set_id for _, e in staged_entries if e.staged is not None and e.staged.set_id is not None
+    )
+    set_id = resolve_set_id(set_id, known) or set_id
     found: dict[str, str] = {}
     tables: tuple[str, ...] = ()
-    for table in manager.list_tables():
-        for entry in manager.table(table).entries.values():
-            staged = entry.staged
-            if entry.state is EntryState.IN_PROGRESS and staged is not None and staged.set_id == set_id:
-                found[table], tables = entry.entry_id, staged.set_tables
+    for table, entry in staged_entries:
+        if entry.staged is not None and entry.staged.set_id == set_id:
+            found[table], tables = entry.entry_id, entry.staged.set_tables
     if not found:
         raise NotFoundError(
             f"no table has a staged push of set {set_id!r}",
@@ -336,7 +349,7 @@ def staged_set(manager: LineageManager, set_id: str) -> dict[str, str]:
             "cleaned up or published; nothing was published",
             remedy="revert its other staged pushes ('lineage revert TABLE ENTRY'), then push the set again",
         )
-    return {t: found[t] for t in tables}
+    return set_id, {t: found[t] for t in tables}
 
 
 def publish_set(
@@ -352,7 +365,7 @@ def publish_set(
     any refusal leaves them all staged)."""
     began = manager.env.monotonic()
     say = progress or (lambda _msg: None)
-    entries = staged_set(manager, set_id)
+    set_id, entries = _staged_set(manager, set_id)  # the whole id, when given a prefix
     with contextlib.ExitStack() as claims:
         for table, entry_id in entries.items():
             owner = manager.owner_hold(table, entry_id, doing="publishing a staged push set")

@@ -183,6 +183,7 @@ def check_text(what: str, value: str | None, limit: int = 1000) -> str | None:
 
 
 MAX_SET_ID_BYTES = 64
+MIN_SET_PREFIX = 4  # hexadecimal digits a set id's prefix needs, as an entry id's
 
 
 def check_set_id(set_id: str) -> str:
@@ -198,6 +199,25 @@ def check_set_id(set_id: str) -> str:
         exc.remedy = exc.remedy or f"a set's id is the one push-set printed; {where}"
         raise
     return set_id
+
+
+def resolve_set_id(text: str, known: Iterable[str]) -> str | None:
+    """The set id ``text`` names among ``known``: itself, or the one id it
+    starts (at least MIN_SET_PREFIX hexadecimal digits, as entry ids take
+    prefixes); None when it names none. InvalidInputError when it starts
+    several (it names them: give more digits)."""
+    ids = set(known)
+    if text in ids:
+        return text
+    raw = text.lower()
+    if len(raw) < MIN_SET_PREFIX or any(c not in "0123456789abcdef-" for c in raw):
+        return None
+    found = sorted(i for i in ids if i.startswith(raw))
+    if len(found) > 1:
+        raise InvalidInputError(
+            f"set prefix {raw!r} matches {len(found)} sets ({', '.join(found[:5])}): give more digits"
+        )
+    return found[0] if found else None
 
 
 def check_root_has_no_secret(root: str) -> None:

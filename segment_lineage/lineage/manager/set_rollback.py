@@ -12,7 +12,8 @@ the plan and the commit stops the commit, and the rollback is planned again
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import applied, transitions
@@ -20,8 +21,9 @@ from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import ContentionError, NotFoundError, RefusedError
 from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import Audit, Change, TableState
-from segment_lineage.lineage.core.names import check_set_id
+from segment_lineage.lineage.core.names import check_set_id, resolve_set_id
 from segment_lineage.lineage.manager.commit import Update
+from segment_lineage.lineage.manager.reads import MAX_PREFIX_SEARCH
 from segment_lineage.lineage.manager.together import ChecksMovedError, Together, TogetherOps
 from segment_lineage.lineage.store.contract import Snapshot
 
@@ -51,7 +53,11 @@ class SetRollbackOps(TogetherOps):
         (the newest, when a table has several). NotFoundError when no table
         has it in the history it keeps."""
         check_set_id(set_id)
-        return _members(set_id, {t: self.store.iter_history(t) for t in self.store.list_tables()})
+        histories = {
+            t: list(itertools.islice(self.store.iter_history(t), MAX_PREFIX_SEARCH))
+            for t in self.store.list_tables()
+        }
+        return _members(set_id, histories)[1]
 
     def rollback_set(self, set_id: str, *, dry_run: bool = False, reason: str | None = None) -> SetRollback:
         """Every table of the set ``set_id`` back to its version before the
@@ -77,7 +83,7 @@ class SetRollbackOps(TogetherOps):
         """One plan of :meth:`rollback_set` and its commit; _Moved when a
         table's head is no longer the one the plan checked."""
         histories = self._histories(f"roll back set {set_id}")
-        members = _members(set_id, histories)
+        set_id, members = _members(set_id, histories)  # the whole id, when given a prefix
         targets = {table: version - 1 for table, version in sorted(members.items())}
         heads = applied.heads(histories)
         refuse_splits(f"rolling back set {set_id}", applied.splits(histories, heads, targets), _alone)
@@ -146,11 +152,14 @@ class _Moved(Exception):
     and its commit (control flow inside rollback_set, never raised out of it)."""
 
 
-def _members(set_id: str, histories: Mapping[str, Iterable[HistoryRecord]]) -> dict[str, int]:
-    """:meth:`TogetherOps.set_members` over the histories given. RefusedError
+def _members(set_id: str, histories: Mapping[str, Sequence[HistoryRecord]]) -> tuple[str, dict[str, int]]:
+    """The set's whole id (``set_id`` may be a prefix of it) and
+    :meth:`TogetherOps.set_members` over the histories given. RefusedError
     when the set's records count more tables than keep one: the others'
     were compacted out of their history (or the tables dropped), and a
     rollback of the rest would split the set."""
+    known = (r.set_id for h in histories.values() for r in h[:MAX_PREFIX_SEARCH] if r.set_id is not None)
+    set_id = resolve_set_id(set_id, known) or set_id
     found: dict[str, int] = {}
     size = 0
     for table, history in histories.items():
@@ -171,7 +180,7 @@ def _members(set_id: str, histories: Mapping[str, Iterable[HistoryRecord]]) -> d
             f"no table has set {set_id!r} in its history",
             remedy="'lineage history TABLE' shows each version's set",
         )
-    return found
+    return set_id, found
 
 
 def refuse_splits(doing: str, found: Sequence[applied.Split], remedy: Callable[[applied.Split], str]) -> None:

@@ -180,3 +180,19 @@ def test_the_checks_of_many_at_once_keep_the_length_limits_and_line_breaks() -> 
     assert not names.good_segment_names(["a\nb"]) and not names.good_locations(["a\nb", "c"])
     assert not names.good_segment_names(["a", "b.", "c"]) and not names.good_segment_names(["a..b"])
     assert names.good_segment_names([]) and names.good_locations([])
+
+
+def test_a_set_id_is_named_whole_or_by_the_first_digits_of_one_set() -> None:
+    from segment_lineage.lineage.core.names import MIN_SET_PREFIX, resolve_set_id
+
+    known = ["0a1b2c3d-0000-4000-8000-000000000001", "0a1b9999-0000-4000-8000-000000000002", "plain-text-id"]
+    assert resolve_set_id(known[0], known) == known[0]
+    assert resolve_set_id("plain-text-id", known) == "plain-text-id"  # any id given whole
+    assert resolve_set_id("0A1B2C3D", known) == known[0]  # as pasted, in capitals too
+    assert resolve_set_id("0a1b2c3d-0000", known) == known[0]
+    assert resolve_set_id("0a1b"[: MIN_SET_PREFIX - 1], known) is None  # too short to name one
+    assert resolve_set_id("ffff", known) is None
+    assert resolve_set_id("plain", known) is None  # only hexadecimal digits are a prefix
+    with pytest.raises(InvalidInputError, match=r"matches 2 sets .*give more digits"):
+        resolve_set_id("0a1b", known)
+    assert resolve_set_id("0a1b2", []) is None
