@@ -17,6 +17,7 @@ else landed; at most SET_PLAN_ATTEMPTS judgements).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import applied, transitions
@@ -78,13 +79,10 @@ class RevertOps(SetRollbackOps):
         head judged (the other tables judged checked in its request); judged
         again when one of them moved before it landed, at most
         SET_PLAN_ATTEMPTS times (then ContentionError, nothing changed). A
-        table that moved while the histories were read is a move too, and
-        each judgement after a move waits a backoff first (a busy table's
-        commits come in bursts)."""
+        table that moved while the histories were read is a move too
+        (:meth:`_judgements`)."""
         began, moved_now = self.env.monotonic(), table
-        for attempt in range(SET_PLAN_ATTEMPTS):
-            if attempt:
-                self.retry.sleep(self.retry.delay(attempt))
+        for _ in self._judgements():
             try:
                 head, checks = self._judge_revert(table, entry_id)
                 fenced = _on_head(table, head, update)
@@ -134,14 +132,23 @@ class RevertOps(SetRollbackOps):
         if self._ended_outside_sets(table, entry_id):
             return
         with others_fenced(table, "revert"):  # judged again when a table moves meanwhile, as the revert is
-            for attempt in range(SET_PLAN_ATTEMPTS):
+            moved: ChecksMovedError | None = None
+            for _ in self._judgements():
                 try:
                     self._judge_revert(table, entry_id)
                     return
-                except ChecksMovedError:
-                    if attempt + 1 == SET_PLAN_ATTEMPTS:
-                        raise
-                self.retry.sleep(self.retry.delay(attempt + 1))
+                except ChecksMovedError as exc:
+                    moved = exc
+            assert moved is not None
+            raise moved
+
+    def _judgements(self) -> Iterator[int]:
+        """A revert's judgements, SET_PLAN_ATTEMPTS at most; each one after
+        a move waits a backoff first (a busy table's commits come in bursts)."""
+        for attempt in range(SET_PLAN_ATTEMPTS):
+            if attempt:
+                self.retry.sleep(self.retry.delay(attempt))
+            yield attempt
 
     def _ended_outside_sets(self, table: str, entry_id: str) -> bool:
         """Whether the push ``entry_id`` ended in a commit of its own table
