@@ -121,6 +121,7 @@ class DeltaLog:
         self.uri, self.options = location(self.store)
         self.files = LogFiles(self.store)
         self._table: Any = None
+        self._written: int | None = None  # a version this log wrote since: loaded when next wanted
         self.shown = Shown(None, 0, frozenset(), ())
         self.newest: Commit | None = None
         self._all: list[Commit] | None = None  # the whole history, once read (until the log moves)
@@ -140,7 +141,7 @@ class DeltaLog:
         return None if self.shown.version is None else self.files.mark(self.shown.version)
 
     def _read(self) -> None:
-        self._all = None
+        self._all, self._written = None, None
         from deltalake import DeltaTable
 
         try:
@@ -170,7 +171,7 @@ class DeltaLog:
 
     def schema(self) -> Any:
         """The log's newest schema, as deltalake has it (None without a log)."""
-        return None if self._table is None else self._table.schema()
+        return None if self.shown.version is None else self._loaded().schema()
 
     def foreign(self) -> Commit | None:
         """The newest commit, when another writer than the publisher made it."""
@@ -216,7 +217,7 @@ class DeltaLog:
                     post_commithook_properties=hooks,
                 )
             else:
-                table = self._table
+                table = self._loaded()
                 if step.columns is Columns.ADDED:
                     self._add_columns(step, delta_schema, now_ms, hooks)
                     expected += 1
@@ -234,7 +235,7 @@ class DeltaLog:
                 raise MirrorConflict(f"another commit reached the Delta log first: {text}") from None
             raise MirrorError(f"writing the Delta log under {self.root!r} failed: {text}") from None
         self.shown = after(self.shown, step, expected)
-        self._load_written(expected)
+        self._written = expected  # loaded when next wanted: a sync's last commit needs no reload
         commit_id = step.record.commit_id if step.record is not None else None
         self.newest = Commit(expected, step.version, now_ms, "WRITE", commit_id=commit_id)
         self._all = None
@@ -265,7 +266,7 @@ class DeltaLog:
         before, with the new columns null."""
         from deltalake.transaction import CommitProperties
 
-        table = self._table
+        table = self._loaded()
         new = [f for f in delta_schema.fields if f.name not in _names(table.schema())]
         metadata = {
             **step.metadata(now_ms),
@@ -279,15 +280,26 @@ class DeltaLog:
             post_commithook_properties=hooks,
         )
 
-    def _load_written(self, version: int) -> None:
-        """Exactly the version written: a later one (another publisher's) is
-        not what ``shown`` says, and the next commit must conflict with it."""
+    def _loaded(self) -> Any:
+        """The table as of the version read, or the one this log wrote last:
+        exactly that one (a later one, another publisher's, is not what
+        ``shown`` says, and the next commit must conflict with it), loaded
+        only when wanted after a commit (a reload of a big log costs about as
+        much as the commit)."""
         from deltalake import DeltaTable
 
-        if self._table is None:
-            self._table = DeltaTable(self.uri, version=version, storage_options=self.options)
-        else:
-            self._table.load_as_version(version)
+        version, self._written = self._written, None
+        if version is None:
+            return self._table
+        try:
+            if self._table is None:
+                self._table = DeltaTable(self.uri, version=version, storage_options=self.options)
+            else:
+                self._table.load_as_version(version)
+        except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
+            self._written = version
+            raise MirrorError(f"reading version {version} of the Delta log failed: {_first(exc)}") from None
+        return self._table
 
     def reset(self, delta_schema: Any, fields: tuple[str, ...], now_ms: int) -> int:
         """One commit that shows no file, with ``delta_schema`` (the table's
@@ -297,7 +309,7 @@ class DeltaLog:
         table's files."""
         from deltalake.transaction import CommitProperties, PostCommitHookProperties
 
-        if self._table is None or self.shown.version is None:
+        if self.shown.version is None:
             raise MirrorError(f"no Delta log under {self.root!r} to reset")
         props = CommitProperties(
             custom_metadata={"segment_lineage.kind": "reset", "segment_lineage.published_ms": str(now_ms)},
@@ -306,7 +318,7 @@ class DeltaLog:
         hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
         expected = self.shown.version + 1
         try:
-            self._table.create_write_transaction(
+            self._loaded().create_write_transaction(
                 [],
                 mode="overwrite",
                 schema=delta_schema,
@@ -319,7 +331,7 @@ class DeltaLog:
                 raise MirrorConflict(f"another commit reached the Delta log first: {text}") from None
             raise MirrorError(f"writing the Delta log under {self.root!r} failed: {text}") from None
         self.shown = Shown(expected, self.shown.lineage_version, frozenset(), fields)
-        self._table.load_as_version(expected)
+        self._written = expected
         self.newest = Commit(expected, None, now_ms, RESET_OPERATION, reset=True)
         self._all = None
         return expected
@@ -348,7 +360,7 @@ class DeltaLog:
         a commit another publisher lands meanwhile shifts no number (a loaded
         table's own history counts down from the version it loaded, whatever
         the files it then lists)."""
-        if self._table is None or self.shown.version is None:
+        if self.shown.version is None:
             return []
         if limit is None and self._all is not None:
             return list(self._all)
@@ -377,7 +389,7 @@ class DeltaLog:
         the log's own commits."""
         from deltalake import DeltaTable
 
-        if self._table is None or self.shown.version is None:
+        if self.shown.version is None:
             return frozenset()
         start = self.window_start(horizon_ms)
         try:
@@ -412,7 +424,7 @@ class DeltaLog:
         many files): every version from there on still loads, and versions
         before the window are not ones engines may still read. Delta's own
         log cleanup is off; this is ours."""
-        if self._table is None or self.shown.version is None:
+        if self.shown.version is None:
             return 0
         return self.files.clean_before(self.window_start(horizon_ms))
 
@@ -420,6 +432,7 @@ class DeltaLog:
         """Delete the whole log; False when there was none."""
         gone = self.files.remove()
         self._table, self.shown, self.newest, self._all = None, Shown(None, 0, frozenset(), ()), None, None
+        self._written = None
         return gone
 
 

@@ -291,6 +291,36 @@ def test_a_publish_starts_from_the_log_this_process_wrote_unless_it_moved(
     assert duck_rows(root) == [(1,), (2,), (2,), (3,)]
 
 
+def test_a_publish_loads_the_version_it_wrote_only_when_it_writes_again(
+    zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync's last Delta commit is not followed by a reload of the log (on
+    a big log, about as long as the commit itself): the next publish to the
+    log this process kept loads the version written then, exactly that one,
+    before its own commit, and nothing after it."""
+    from deltalake import DeltaTable
+
+    root = str(tmp_path / "t")
+    zk_manager.create_table(TableConfig.build("t", root, "APPEND", time_column="ts", mirror="delta"))
+    for month in (1, 2):
+        data = pq.read_table(write_month(tmp_path / f"{month}.parquet", month, [month]))
+        push_arrow(zk_manager, "t", [data])
+        sync(zk_manager, "t")
+    loads: list[int] = []
+    real_load = DeltaTable.load_as_version
+
+    def counted(self: DeltaTable, version: int) -> None:
+        loads.append(version)
+        real_load(self, version)
+
+    monkeypatch.setattr(DeltaTable, "load_as_version", counted)
+    push_arrow(zk_manager, "t", [pq.read_table(write_month(tmp_path / "3.parquet", 3, [3]))])
+    report = sync(zk_manager, "t")
+    assert [d for _, d in report.published] == [2]
+    assert loads == [1]  # the version the last publish wrote, loaded for this commit; none after it
+    assert duck_rows(root) == [(1,), (2,), (3,)]
+
+
 def test_a_table_made_again_elsewhere_is_published_to_its_own_log_not_the_one_kept(
     zk_manager: LineageManager, tmp_path: Path
 ) -> None:
