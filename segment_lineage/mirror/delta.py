@@ -17,7 +17,9 @@ references.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from typing import Any
 from urllib.parse import unquote
 
@@ -122,6 +124,7 @@ class DeltaLog:
         self.files = LogFiles(self.store)
         self._table: Any = None
         self._written: int | None = None  # a version this log wrote since: loaded when next wanted
+        self._loading = threading.Lock()  # a load in the background (:meth:`prefetch`) and a use
         self.shown = Shown(None, 0, frozenset(), ())
         self.newest: Commit | None = None
         self._all: list[Commit] | None = None  # the whole history, once read (until the log moves)
@@ -280,12 +283,28 @@ class DeltaLog:
             post_commithook_properties=hooks,
         )
 
+    @property
+    def written_since(self) -> bool:
+        """Whether this log wrote a version it has not loaded yet."""
+        return self._written is not None
+
+    def prefetch(self) -> None:
+        """Load the version this log wrote last now, so that the next commit
+        finds it loaded (a publisher keeping the log runs this in the
+        background between its publishes). A failure leaves it to that commit."""
+        with self._loading, contextlib.suppress(MirrorError):
+            self._load_now()
+
     def _loaded(self) -> Any:
         """The table as of the version read, or the one this log wrote last:
         exactly that one (a later one, another publisher's, is not what
         ``shown`` says, and the next commit must conflict with it), loaded
         only when wanted after a commit (a reload of a big log costs about as
-        much as the commit)."""
+        much as the commit), or by :meth:`prefetch` (then waited for)."""
+        with self._loading:
+            return self._load_now()
+
+    def _load_now(self) -> Any:
         from deltalake import DeltaTable
 
         version, self._written = self._written, None

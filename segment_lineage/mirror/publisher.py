@@ -126,7 +126,9 @@ class _Written:
     next publish to one of them starts from it instead of reading the log
     again, if its newest commit file is as it was and no next one is there
     (another writer's commit, a repair, a log removed and begun again would
-    each show). Taken out while in use: one publish at a time uses one."""
+    each show). Taken out while in use: one publish at a time uses one.
+    A log kept loads the version it wrote in the background (a thread that
+    ends once it is loaded), which the next publish waits for if need be."""
 
     KEPT = 8
 
@@ -164,6 +166,8 @@ class _Written:
             while len(self._roots) >= self.KEPT:
                 self._roots.pop(next(iter(self._roots)))
             self._roots[table] = root
+        if log.written_since:  # the version just written loads in the background, off the next publish's path
+            threading.Thread(target=log.prefetch, name="lineage-mirror-prefetch", daemon=True).start()
 
 
 WRITTEN = _Written()
