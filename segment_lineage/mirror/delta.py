@@ -26,6 +26,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.storage.arrow_types import arrow_schema
 from segment_lineage.lineage.storage.deep import DeepStore
@@ -126,6 +127,11 @@ class DeltaLog:
         self._written: int | None = None  # a version this log wrote since: loaded when next wanted
         self._loading = threading.Lock()  # a load in the background (:meth:`prefetch`) and a use
         self.shown = Shown(None, 0, frozenset(), ())
+        # A lineage version whose visible files are exactly ``shown.files`` (the
+        # one this process published last, set by the publisher): the next
+        # step is planned from what changed since it. None once the log is
+        # read, reset or removed.
+        self.base: TableState | None = None
         self.newest: Commit | None = None
         self._all: list[Commit] | None = None  # the whole history, once read (until the log moves)
 
@@ -144,7 +150,7 @@ class DeltaLog:
         return None if self.shown.version is None else self.files.mark(self.shown.version)
 
     def _read(self) -> None:
-        self._all, self._written = None, None
+        self._all, self._written, self.base = None, None, None
         from deltalake import DeltaTable
 
         try:
@@ -350,7 +356,7 @@ class DeltaLog:
                 raise MirrorConflict(f"another commit reached the Delta log first: {text}") from None
             raise MirrorError(f"writing the Delta log under {self.root!r} failed: {text}") from None
         self.shown = Shown(expected, self.shown.lineage_version, frozenset(), fields)
-        self._written = expected
+        self._written, self.base = expected, None
         self.newest = Commit(expected, None, now_ms, RESET_OPERATION, reset=True)
         self._all = None
         return expected
@@ -451,7 +457,7 @@ class DeltaLog:
         """Delete the whole log; False when there was none."""
         gone = self.files.remove()
         self._table, self.shown, self.newest, self._all = None, Shown(None, 0, frozenset(), ()), None, None
-        self._written = None
+        self._written, self.base = None, None
         return gone
 
 

@@ -19,7 +19,7 @@ from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import Operation, Segment, TableState
 from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.schema import Schema, SchemaMismatchError, mirror_columns
-from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.core.visibility import visibility_delta, visible_segments
 from segment_lineage.mirror.errors import MirrorRefusedError
 
 # Commits that never change what a reader sees or the columns: an entry
@@ -181,13 +181,22 @@ def plan_step(
     schema: Schema,
     fields: tuple[str, ...],
     record: HistoryRecord | None,
+    base: TableState | None = None,
 ) -> Step | None:
     """The step that makes the mirror show ``state``, or None when it already
     does. ``schema`` is ``published_schema`` of the state's, and ``fields``
     its columns encoded as the format records them (compared with
-    ``shown.fields``)."""
-    target = {seg.location: seg for seg in visible_segments(state)}
+    ``shown.fields``). ``base``: a version whose visible files are exactly
+    ``shown.files`` (the one this process published last): the files then
+    come from what changed between the two, not from ``state``'s whole
+    visible set (unless the columns were replaced: every file is written again)."""
     columns = _columns(shown, fields)
+    if base is not None and columns is not Columns.REPLACED:
+        adds, removes = _changed_files(shown, base, state)
+        if columns is Columns.SAME and not adds and not removes:
+            return None
+        return Step(state.version, adds, removes, schema, fields, columns, record, state.config.time_column)
+    target = {seg.location: seg for seg in visible_segments(state)}
     if columns is Columns.REPLACED:
         adds = tuple(target[loc] for loc in sorted(target))
         removes = () if shown.version is None else _replaced_files(shown, state, target)
@@ -197,6 +206,24 @@ def plan_step(
         if columns is Columns.SAME and not adds and not removes:
             return None
     return Step(state.version, adds, removes, schema, fields, columns, record, state.config.time_column)
+
+
+def _changed_files(
+    shown: Shown, base: TableState, state: TableState
+) -> tuple[tuple[Segment, ...], tuple[str, ...]]:
+    """The files to add and remove to go from ``base``'s visible files (what
+    the mirror shows) to ``state``'s: from what became visible or hidden
+    between them (:func:`visibility_delta`, whose cost follows the change).
+    A file hidden under one name and shown under another would stay (the
+    rules give a file one segment, but Delta refuses a commit that adds and
+    removes one path)."""
+    appear, disappear = visibility_delta(base, state)
+    added = {state.segments[n].location: state.segments[n] for n in appear}
+    gone = {base.segments[n].location for n in disappear}
+    both = added.keys() & gone
+    adds = tuple(added[loc] for loc in sorted(added) if loc not in both and loc not in shown.files)
+    removes = tuple(sorted(loc for loc in gone - both if loc in shown.files))
+    return adds, removes
 
 
 def after(shown: Shown, step: Step, version: int) -> Shown:

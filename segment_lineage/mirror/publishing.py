@@ -116,6 +116,7 @@ class _Publishing:
 
     def __post_init__(self) -> None:
         self.shown = shown = self.log.shown
+        self.base = None if self.repair else self.log.base  # a version showing exactly shown.files
         if shown.version is None or self.repair:
             self.versions = [self.state.version]
         elif self.state.version - shown.lineage_version <= SHORT_BACKLOG:  # no listing: a pin finds one gone
@@ -167,7 +168,7 @@ class _Publishing:
         record = self.records.get(version)
         if self.repair and self.shown.version is not None and not set(self.shown.fields) <= set(fields):
             self._reset(self.shown.version + 1, then, schema, fields, delta_schema, record)
-        step = plan_step(self.shown, then, schema, fields, record)
+        step = plan_step(self.shown, then, schema, fields, record, self.base)
         if step is None and self.repair:  # the newest commit must be ours: one with nothing else
             step = Step(version, (), (), schema, fields, Columns.SAME, record)
         if step is None:
@@ -177,6 +178,9 @@ class _Publishing:
             self.shown = after(self.shown, step, (self.shown.version or 0) + 1)
         else:
             self._commit(version, step, delta_schema)
+        self.base = then.loaded()  # what shown.files are now: the next step plans from the change
+        if not self.dry_run:
+            self.log.base = self.base
 
     def _columns(self, version: int, schema: Schema) -> tuple[tuple[str, ...], Any]:
         """The Delta columns ``version`` is published with: its own, or (a
@@ -209,7 +213,7 @@ class _Publishing:
         doing = f"before resetting the columns of table {self.table!r}'s mirror,"
         still_held(self.manager, self.table, doing)
         self.log.reset(delta_schema, fields, self.manager.now_ms())
-        self.shown = self.log.shown
+        self.shown, self.base = self.log.shown, None
 
     def _commit(self, version: int, step: Step, delta_schema: Any) -> None:
         manager, table = self.manager, self.table

@@ -87,6 +87,65 @@ def test_a_version_that_changes_nothing_shown_is_no_step() -> None:
     assert [s.location for s in step.adds] == ["p/b.parquet"] and step.removes == ("p/a.parquet",)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_a_step_planned_from_the_change_is_the_step_planned_from_the_whole_set(seed: int) -> None:
+    """A publisher that published ``base`` plans the next version from what
+    changed between them (its cost follows the change): the same files to
+    add and remove as from the version's whole visible set, whatever
+    happened between (appends, replacements, reverts, deletes, rollbacks,
+    several versions at once)."""
+    import random
+
+    from segment_lineage.lineage.core.errors import LineageError
+    from segment_lineage.lineage.core.visibility import visible_segments
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    rng = random.Random(seed)
+    m = LineageManager(MemoryStore())
+    config = TableConfig.build("t", "/data/t", "APPEND", time_column="ts")
+    m.create_table(config)
+    made = 0
+
+    def new_segment() -> Segment:
+        nonlocal made
+        made += 1
+        return Segment(f"s{made:04d}", f"p/{made:04d}.parquet", rows=1, size_bytes=10)
+
+    fields = ("ts", "value")
+    for _ in range(30):
+        base = m.table("t")
+        for _ in range(rng.randint(1, 3)):  # several versions may come between two publishes
+            visible = [seg.name for seg in visible_segments(m.table("t"))]
+            completed = [e.entry_id for e in m.table("t").entries.values() if e.state is EntryState.COMPLETED]
+            op = rng.choice(["append", "replace", "revert", "delete", "rollback"])
+            try:
+                if op == "append":
+                    m.register_segments("t", [new_segment() for _ in range(rng.randint(1, 3))])
+                elif op == "replace" and visible:
+                    gone = rng.sample(visible, rng.randint(1, min(3, len(visible))))
+                    ups = [new_segment() for _ in range(rng.randint(0, 2))]
+                    entry = m.start_replace("t", gone, [u.name for u in ups])
+                    m.register_segments("t", ups, entry_id=entry)
+                    if rng.random() < 0.8:
+                        m.end_replace("t", entry)
+                elif op == "revert" and completed:
+                    m.revert_replace("t", rng.choice(completed))
+                elif op == "delete" and visible:
+                    m.delete_segments("t", rng.sample(visible, 1))
+                elif op == "rollback" and m.table("t").version > 2:
+                    m.rollback("t", rng.randint(max(1, base.version - 3), m.table("t").version - 1))
+            except LineageError:
+                pass  # a rule refused it: nothing changed
+        state = m.table("t")
+        shown = Shown(3, base.version, frozenset(seg.location for seg in visible_segments(base)), fields)
+        whole = plan_step(shown, state, COLS, fields, None)
+        changed = plan_step(shown, state, COLS, fields, None, base)
+        assert (whole is None) == (changed is None), (whole, changed)
+        if whole is not None and changed is not None:
+            assert [seg.location for seg in changed.adds] == [seg.location for seg in whole.adds]
+            assert changed.removes == whole.removes
+
+
 def test_hidden_segments_are_not_published() -> None:
     a = Segment("a", "p/a.parquet", rows=3)
     b = Segment("b", "p/b.parquet", rows=1)
