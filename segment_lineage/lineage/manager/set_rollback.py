@@ -158,16 +158,13 @@ def _members(set_id: str, histories: Mapping[str, Sequence[HistoryRecord]]) -> t
     when the set's records count more tables than keep one: the others'
     were compacted out of their history (or the tables dropped), and a
     rollback of the rest would split the set."""
-    known = (r.set_id for h in histories.values() for r in h[:MAX_PREFIX_SEARCH] if r.set_id is not None)
-    set_id = resolve_set_id(set_id, known) or set_id
-    found: dict[str, int] = {}
-    size = 0
-    for table, history in histories.items():
-        for record in history:
-            if record.set_id == set_id:
-                found[table] = record.version
-                size = max(size, record.set_size)
-                break
+    found, size = _newest_of(set_id, histories)
+    if not found:  # not a whole id: the first digits of one?
+        known = (r.set_id for h in histories.values() for r in h[:MAX_PREFIX_SEARCH] if r.set_id is not None)
+        whole = resolve_set_id(set_id, known)
+        if whole is not None:
+            set_id = whole
+            found, size = _newest_of(set_id, histories)
     if found and size > len(found):
         raise RefusedError(
             f"set {set_id} changed {size} tables, but only {len(found)} ({', '.join(sorted(found))}) still "
@@ -181,6 +178,20 @@ def _members(set_id: str, histories: Mapping[str, Sequence[HistoryRecord]]) -> t
             remedy="'lineage history TABLE' shows each version's set",
         )
     return set_id, found
+
+
+def _newest_of(set_id: str, histories: Mapping[str, Sequence[HistoryRecord]]) -> tuple[dict[str, int], int]:
+    """Each table's newest version of the set ``set_id``, and the most
+    tables one of its records counts."""
+    found: dict[str, int] = {}
+    size = 0
+    for table, history in histories.items():
+        for record in history:
+            if record.set_id == set_id:
+                found[table] = record.version
+                size = max(size, record.set_size)
+                break
+    return found, size
 
 
 def refuse_splits(doing: str, found: Sequence[applied.Split], remedy: Callable[[applied.Split], str]) -> None:
