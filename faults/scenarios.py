@@ -188,10 +188,13 @@ class Stage:
         """Stop readers, then check every promise on what was seen and what is left."""
         self.stop_readers()
         if converge:
-            if self.push(f"final{uuid.uuid4().hex[:4]}") != 0:
-                checks.add("a clean push after the faults", ["failed"])
-            if self.retain() != 0:
-                checks.add("a retention pass after the faults", ["failed"])
+            code = self.push(f"final{uuid.uuid4().hex[:4]}")
+            if code != 0:
+                checks.add("a clean push after the faults", [f"exit {code}: {_last_line(self)}"])
+            code = self.retain(log="final-retain")
+            if code != 0:
+                said = _last_line(self, "final-retain")
+                checks.add("a retention pass after the faults", [f"exit {code}: {said}"])
         events = self.events()
         checks.add("reads happened", checker.reads_happened(events))
         checks.add(
@@ -454,9 +457,10 @@ def skewed_clocks(stage: Stage, checks: Checks) -> None:
 BASE_AHEAD_BEHIND = (("base", "+1h"), ("ahead", "+1h"), ("behind", "-1h"))
 
 
-def _last_line(stage: Stage) -> str:
-    """The last line the newest push logged (its error, when it failed)."""
-    logs = sorted(stage.events_dir.glob("push-*.log"), key=lambda p: p.stat().st_mtime)
+def _last_line(stage: Stage, log: str = "push") -> str:
+    """The last line the newest worker of ``log`` (its role, or the name it
+    logged under) logged: its error, when it failed."""
+    logs = sorted(stage.events_dir.glob(f"{log}-*.log"), key=lambda p: p.stat().st_mtime)
     lines = logs[-1].read_text(errors="replace").strip().splitlines() if logs else []
     return lines[-1][:300] if lines else "(nothing logged)"
 
