@@ -27,10 +27,12 @@ landed in a log another process changed.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -128,14 +130,27 @@ class _Written:
     (another writer's commit, a repair, a log removed and begun again would
     each show). Taken out while in use: one publish at a time uses one.
     A log kept loads the version it wrote in the background (a thread that
-    ends once it is loaded), which the next publish waits for if need be."""
+    ends once it is loaded), which the next publish waits for if need be,
+    and so does the process's exit (:meth:`drain`, at most DRAIN_S): no
+    load is left inside deltalake while the interpreter shuts down."""
 
     KEPT = 8
+    DRAIN_S = 30.0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._logs: dict[str, tuple[DeltaLog, Any]] = {}
         self._roots: dict[str, str] = {}  # table -> the root its log was kept under
+        self._loading: list[threading.Thread] = []
+        atexit.register(self.drain)
+
+    def drain(self) -> None:
+        """Wait for the background loads under way (DRAIN_S at most in all)."""
+        with self._lock:
+            loading, self._loading = self._loading, []
+        deadline = time.monotonic() + self.DRAIN_S
+        for thread in loading:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def root_of(self, table: str) -> str | None:
         """The root of the table's log this process kept (None: none kept).
@@ -167,7 +182,11 @@ class _Written:
                 self._roots.pop(next(iter(self._roots)))
             self._roots[table] = root
         if log.written_since:  # the version just written loads in the background, off the next publish's path
-            threading.Thread(target=log.prefetch, name="lineage-mirror-prefetch", daemon=True).start()
+            thread = threading.Thread(target=log.prefetch, name="lineage-mirror-prefetch", daemon=True)
+            with self._lock:
+                self._loading = [t for t in self._loading if t.is_alive()]
+                self._loading.append(thread)
+            thread.start()
 
 
 WRITTEN = _Written()

@@ -384,6 +384,37 @@ def test_a_kept_log_loads_the_version_it_wrote_in_the_background(
     assert duck_rows(root) == [(1,), (2,), (3,)]
 
 
+def test_the_process_exit_waits_for_a_background_load(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A kept log's background load is waited for at exit (registered with
+    atexit), so no load is left inside deltalake while the interpreter shuts
+    down: a CLI push to a mirrored table exits right after its publish."""
+    import atexit
+    import time
+
+    from segment_lineage.mirror import publisher
+    from segment_lineage.mirror.delta import DeltaLog
+
+    registered: list[object] = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    written = publisher._Written()
+    assert registered == [written.drain]
+    finished: list[float] = []
+
+    def slow_load(self: DeltaLog) -> None:
+        time.sleep(0.5)
+        finished.append(time.monotonic())
+
+    monkeypatch.setattr(DeltaLog, "prefetch", slow_load)
+    monkeypatch.setattr(DeltaLog, "mark", lambda self: ((3, 100), None))
+    monkeypatch.setattr(DeltaLog, "written_since", True)
+    written.keep("t", str(tmp_path), DeltaLog(str(tmp_path)))
+    assert not finished  # under way
+    written.drain()
+    assert len(finished) == 1
+
+
 def test_a_table_made_again_elsewhere_is_published_to_its_own_log_not_the_one_kept(
     zk_manager: LineageManager, tmp_path: Path
 ) -> None:
