@@ -144,13 +144,8 @@ def _segment(name: str, _root: str = "") -> Segment:
     return Segment(name=name, location=f"uploads/{name}.parquet", rows=1, size_bytes=1)
 
 
-@pytest.mark.parametrize("backend", ["memory", "zookeeper"])
-def test_a_commit_for_an_entry_lands_only_while_its_owner_claim_stands(
-    backend: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    """The store's fence: write(owner=E) is refused, whole, once E's owner
-    claim is gone, and lands while it stands."""
-    store: Store = MemoryStore() if backend == "memory" else request.getfixturevalue("zk_store")
+def _claimed_entry(store: Store, tmp_path: Path) -> LineageManager:
+    """APPEND table ``t`` on ``store`` with entry E1 opened under its owner claim, held."""
     m = LineageManager(store, retry=fast_retry())
     m.create_table(TableConfig.build("t", str(tmp_path / "t"), table_type=TableType.APPEND))
     store.holds("owner").hold("t", E1)
@@ -159,6 +154,17 @@ def test_a_commit_for_an_entry_lands_only_while_its_owner_claim_stands(
         lambda s, now: transitions.start_replace(s, [], ["a"], entry_id=E1, audit=m.audit(), now_ms=now),
         owner=E1,
     )
+    return m
+
+
+@pytest.mark.parametrize("backend", ["memory", "zookeeper"])
+def test_a_commit_for_an_entry_lands_only_while_its_owner_claim_stands(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The store's fence: write(owner=E) is refused, whole, once E's owner
+    claim is gone, and lands while it stands."""
+    store: Store = MemoryStore() if backend == "memory" else request.getfixturevalue("zk_store")
+    m = _claimed_entry(store, tmp_path)
     store.holds("owner").release("t", E1)  # what the session's end does
     before = m.table("t").version
     with pytest.raises(ClaimLostError) as lost:
@@ -189,14 +195,7 @@ def test_an_unknown_outcome_then_a_lost_claim_is_settled_by_one_look(
     from segment_lineage.lineage.store.contract import WriteOutcomeUnknown
 
     store: Store = MemoryStore() if backend == "memory" else request.getfixturevalue("zk_store")
-    m = LineageManager(store, retry=fast_retry())
-    m.create_table(TableConfig.build("t", str(tmp_path / "t"), table_type=TableType.APPEND))
-    store.holds("owner").hold("t", E1)
-    m.commit(
-        "t",
-        lambda s, now: transitions.start_replace(s, [], ["a"], entry_id=E1, audit=m.audit(), now_ms=now),
-        owner=E1,
-    )
+    m = _claimed_entry(store, tmp_path)
     name = "write_together" if together else "write"
     real = getattr(store, name)
     held: list[tuple[Any, ...]] = []
