@@ -29,8 +29,9 @@ from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.manager.commit import Committed
 from segment_lineage.lineage.storage.deep import DeepStore
-from segment_lineage.mirror.delta import DeltaLog, location
+from segment_lineage.mirror.delta import DeltaLog
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
+from segment_lineage.mirror.location import location
 from segment_lineage.mirror.log_files import LogFiles
 from segment_lineage.mirror.publisher import check_root, held, not_the_tables, sync_holding
 from segment_lineage.mirror.publishing import SyncReport

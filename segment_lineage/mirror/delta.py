@@ -31,6 +31,7 @@ from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.storage.arrow_types import arrow_schema
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
+from segment_lineage.mirror.location import location
 from segment_lineage.mirror.log_files import RESET_OPERATION, Commit, LogFiles, window_start
 from segment_lineage.mirror.plan import (
     Columns,
@@ -48,48 +49,6 @@ LOG_SETTINGS = {
     "delta.logRetentionDuration": "interval 3650 days",
 }
 MAX_HISTORY = 1_000_000  # mirror commits read for a version map, newest first
-
-
-# Characters in a root's path that deltalake (1.6) cannot write a table under:
-# '[', ']', '|' and '^' make it panic, a backslash fails. (Polars cannot read
-# a table under a path holding a space, '#', '?', '{', '}', '`', '<', '>',
-# '"' or a non-ASCII character: docs/engines.md.)
-DELTALAKE_BREAKS = "[]|^\\"
-
-
-def location(store: DeepStore) -> tuple[str, dict[str, str]]:
-    """The URI deltalake opens for a table root, and its storage options."""
-    root = store.root
-    if "%" in store.base:
-        raise MirrorRefusedError(
-            f"a Delta mirror cannot live under {root!r}: Delta reads '%' in a table's path as an escape",
-            remedy="keep this table without a mirror, or give it a root without '%'",
-        )
-    bad = sorted(set(store.base) & set(DELTALAKE_BREAKS))
-    if bad:
-        shown = " ".join(repr(c) for c in bad)
-        raise MirrorRefusedError(
-            f"a Delta mirror cannot live under {root!r}: deltalake cannot write a table whose path "
-            f"holds {shown}",
-            remedy="keep this table without a mirror, or give it a root without "
-            + " ".join(repr(c) for c in DELTALAKE_BREAKS),
-        )
-    if store.scheme == "file":
-        return store.base, {}
-    if store.scheme == "s3":
-        options: dict[str, str] = {}
-        if store.s3_endpoint:
-            options["AWS_ENDPOINT_URL"] = store.s3_endpoint
-            options["AWS_ALLOW_HTTP"] = "true"
-        if store.aws_region:
-            options["AWS_REGION"] = store.aws_region
-        return f"s3://{store.base}", options
-    if store.scheme == "gs":
-        return f"gs://{store.base}", {}
-    raise MirrorRefusedError(
-        f"a Delta mirror needs a local, s3:// or gs:// root; {root!r} is {store.scheme}://",
-        remedy="keep this table without a mirror, and read it with the project's readers",
-    )
 
 
 def encode_fields(schema: Schema) -> tuple[tuple[str, ...], Any]:

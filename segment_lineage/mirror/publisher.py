@@ -50,8 +50,9 @@ from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
-from segment_lineage.mirror.delta import DeltaLog, MirrorConflict, location
+from segment_lineage.mirror.delta import DeltaLog, MirrorConflict
 from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError, NoMirrorError
+from segment_lineage.mirror.location import location
 from segment_lineage.mirror.log_files import LogFiles
 from segment_lineage.mirror.publishing import SyncReport, publish, records_of, still_held, to_publish
 from segment_lineage.mirror.window import horizon as log_horizon
