@@ -22,13 +22,16 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The checks, then the tests, with mypy (about two minutes on a fresh clone)
-# on the second core while pytest runs; fails when either does.
+# The checks, then the tests in two worker processes (pytest-xdist: each has
+# its own ZooKeeper server and temporary folders; most tests wait on
+# ZooKeeper, a JVM or a child process, so two share two cores well), with mypy
+# (about two minutes on a fresh clone) beside them; fails when either does.
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	@log=$$(mktemp); $(BIN)/mypy > $$log 2>&1 & types=$$!; \
-	$(BIN)/pytest; tests=$$?; \
+	$(BIN)/pytest -n $(TEST_WORKERS); tests=$$?; \
 	wait $$types; typed=$$?; echo "mypy:"; cat $$log; rm -f $$log; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
