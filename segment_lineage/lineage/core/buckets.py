@@ -4,10 +4,11 @@ grows too large). The ZooKeeper store writes what this decides."""
 
 from __future__ import annotations
 
+import weakref
 import zlib
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from segment_lineage.lineage.core.errors import TooLargeError
 
@@ -70,8 +71,9 @@ def relayout(
     if not dirty:
         return None
     keys_of = {i: [k for k in old_keys[i] if k in new] for i in dirty}
-    for key in new:
-        if key not in old:
+    # Keys added: among those a change touched when it says which, in the order touched.
+    for key in new.touched if isinstance(new, Edited) and new.base is old else new:
+        if key not in old and key in new:
             keys_of[bucket_of(key, count)].append(key)
     while True:
         encoded = _encoded(keys_of, count, encode)
@@ -86,7 +88,11 @@ def relayout(
 
 
 def _dirty(old: Mapping[str, object], new: Mapping[str, object], count: int) -> set[int]:
-    """The buckets holding a key added, removed or given another object."""
+    """The buckets holding a key added, removed or given another object.
+    A change's copy of ``old`` (:class:`Edited`) names the keys it touched:
+    only those are compared, so the cost follows the change."""
+    if isinstance(new, Edited) and new.base is old:
+        return {bucket_of(key, count) for key in new.differing(old)}
     dirty: set[int] = set()
     # Compared as dicts: a bucket map's look-ups would call back into Python once per key.
     old_get = (old.flat() if isinstance(old, BucketMap) else old).get
@@ -128,7 +134,7 @@ class BucketMap(Mapping[str, V]):
     Thread-safe: a bucket loaded twice at once is the same content.
     """
 
-    __slots__ = ("_dicts", "_flat", "_load", "_pairs", "ids")
+    __slots__ = ("__weakref__", "_dicts", "_flat", "_load", "_pairs", "ids", "indexes", "same_as")
 
     def __init__(self, ids: Sequence[str], load: LoadBuckets[V]) -> None:
         if not ids or len(ids) & (len(ids) - 1):
@@ -138,6 +144,10 @@ class BucketMap(Mapping[str, V]):
         self._pairs: list[Sequence[tuple[str, V]] | None] = [None] * len(self.ids)  # as loaded
         self._dicts: list[dict[str, V] | None] = [None] * len(self.ids)  # built for look-ups
         self._flat: dict[str, V] | None = None  # every record, once all were wanted
+        self.indexes: dict[str, Any] = {}  # look-ups by another key, built when wanted (core.lookups)
+        # A map known to hold the same records (a commit's copy it was written
+        # from): its look-ups serve this one's (core.lookups).
+        self.same_as: Mapping[str, V] | None = None
 
     @property
     def count(self) -> int:
@@ -226,11 +236,103 @@ class BucketMap(Mapping[str, V]):
         return f"BucketMap({len(self.ids)} buckets)"
 
 
-def editable(records: Mapping[str, V]) -> dict[str, V]:
-    """A dict of ``records`` for a change to edit. A bucket map's whole-map
-    dict is copied at C speed (``dict(bucket_map)`` would call back into
-    Python once per key)."""
-    return records.flat().copy() if isinstance(records, BucketMap) else dict(records)
+_GONE = object()
+
+
+class Edited(dict[str, V]):
+    """A change's copy of a map (:func:`editable`): a dict that remembers
+    the map it was copied from (``base``, never changed itself: maps are
+    frozen data) and every key set or removed since (``touched``), so a
+    comparison with ``base`` looks at those keys only. A copy of a copy
+    keeps the first base and adds to its keys, up to TRACKED keys; past
+    them it starts again from itself. The keys are kept in the order first
+    touched (a dict), so what is derived from them does not hang on the
+    hash seed. The base is held weakly where it can be (it keeps no chain
+    of old maps alive; gone, comparisons look at every key). Look-ups by
+    another key are kept in ``indexes`` (core.lookups). Pickled or copied,
+    it is a plain dict."""
+
+    __slots__ = ("__weakref__", "_base", "indexes", "touched")
+    TRACKED = 4096
+    touched: dict[str, None]
+    indexes: dict[str, Any]
+
+    def __init__(self, base: Mapping[str, V], items: Mapping[str, V], touched: dict[str, None]) -> None:
+        super().__init__(items)
+        self.touched, self.indexes = touched, {}
+        self._base: Mapping[str, V] | weakref.ref[Mapping[str, V]]
+        try:
+            self._base = weakref.ref(base)
+        except TypeError:  # a plain dict: held as it is
+            self._base = base
+
+    @property
+    def base(self) -> Mapping[str, V] | None:
+        """The map this one was copied from (None: no longer in memory)."""
+        base = self._base
+        return base() if isinstance(base, weakref.ref) else base
+
+    def differing(self, base: Mapping[str, object]) -> list[str]:
+        """The touched keys whose object differs from ``base``'s (added,
+        removed, or another object), ``base`` being this map's base."""
+        base_get, get = base.get, self.get
+        return [key for key in self.touched if base_get(key, _GONE) is not get(key, _GONE)]
+
+    def _touch(self, key: str) -> None:
+        self.touched[key] = None
+        if self.indexes:  # built while it was being edited: stale now
+            self.indexes.clear()
+
+    def __setitem__(self, key: str, value: V) -> None:
+        self._touch(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._touch(key)
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self._touch(key)
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[str, V]:
+        key, value = super().popitem()
+        self._touch(key)
+        return key, value
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self._touch(key)
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other: Any) -> Self:  # type: ignore[override,misc]  # in place: an Edited still
+        self.update(other)
+        return self
+
+    def clear(self) -> None:
+        for key in self:
+            self._touch(key)
+        super().clear()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+    def __copy__(self) -> dict[str, V]:
+        return dict(self)
+
+
+def editable(records: Mapping[str, V]) -> Edited[V]:
+    """A dict of ``records`` for a change to edit (:class:`Edited`: it says
+    what the change touched). A bucket map's whole-map dict is copied at C
+    speed (``dict(bucket_map)`` would call back into Python once per key)."""
+    if isinstance(records, Edited) and len(records.touched) < Edited.TRACKED:
+        base = records.base
+        if base is not None:
+            return Edited(base, records, dict(records.touched))
+    return Edited(records, records.flat() if isinstance(records, BucketMap) else records, {})
 
 
 def changed_keys(a: Mapping[str, object], b: Mapping[str, object]) -> set[str]:
@@ -239,6 +341,9 @@ def changed_keys(a: Mapping[str, object], b: Mapping[str, object]) -> set[str]:
     cost follows what changed between them, not their size."""
     if a is b:
         return set()
+    for x, y in ((a, b), (b, a)):
+        if isinstance(y, Edited) and y.base is x:  # a change's copy: only its touched keys
+            return {key for key in y.touched if (key in x) != (key in y)}
     if isinstance(a, BucketMap) and isinstance(b, BucketMap) and a.count == b.count:
         differ = [i for i in range(a.count) if a.ids[i] != b.ids[i]]
         out: set[str] = set()

@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
+from segment_lineage.lineage.core.lookups import Lookup, locations_folded, names_folded, queued_folded
 from segment_lineage.lineage.core.model import (
     DeletionReason,
     EntryState,
     LineageEntry,
-    PendingDeletion,
     Segment,
     TableState,
 )
@@ -101,9 +101,9 @@ class Taken:
 
     bound: LineageEntry | None  # the entry the batch is bound to, if any
     bound_to: frozenset[str]  # its `to`, as a set (looked up once per segment)
-    folded: Mapping[str, str]  # casefolded registered name -> name
-    locations: Mapping[str, str]  # casefolded location of a registered segment -> its name
-    queued: Mapping[str, PendingDeletion]  # casefolded location queued for deletion -> why
+    folded: Lookup  # casefolded registered name -> name
+    locations: Lookup  # casefolded location of a registered segment -> its name
+    queued: Lookup  # casefolded location queued for deletion -> its PendingDeletion
     replaced: Mapping[str, str]  # name in a live entry's `from` -> that entry
     running_to: Mapping[str, str]  # name in an IN_PROGRESS entry's `to` -> that entry
     reverted_to: Mapping[str, str]  # name in a REVERTED entry's `to` -> that entry
@@ -124,9 +124,9 @@ class Taken:
         return cls(
             bound=bound,
             bound_to=frozenset(bound.segments_to) if bound is not None else frozenset(),
-            folded={name.casefold(): name for name in state.segments},
-            locations={seg.location.casefold(): seg.name for seg in state.segments.values()},
-            queued={loc.casefold(): p for loc, p in state.pending.items()},
+            folded=names_folded(state.segments),
+            locations=locations_folded(state.segments),
+            queued=queued_folded(state.pending),
             replaced=_live_from(state),
             running_to=running_to,
             reverted_to=reverted_to,

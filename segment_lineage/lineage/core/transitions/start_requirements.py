@@ -24,6 +24,7 @@ from segment_lineage.lineage.core.errors import (
     RefusedError,
     RunningEntryConflict,
 )
+from segment_lineage.lineage.core.lookups import names_folded
 from segment_lineage.lineage.core.model import EntryState, LineageEntry, TableState
 from segment_lineage.lineage.core.transitions.common import Requirement, _iso, _live_from, _shown, _span
 from segment_lineage.lineage.core.visibility import hidden_segments
@@ -413,8 +414,9 @@ class ToUnregistered:
     adopted: frozenset[str]
 
     def check(self, state: TableState) -> None:
-        folded = {name.casefold() for name in state.segments if name not in self.adopted}
-        still = [n for n in self.dst if n.casefold() in folded]
+        folded = names_folded(state.segments)
+        owners = ((n, folded.get(n.casefold())) for n in self.dst)
+        still = [n for n, owner in owners if owner is not None and owner not in self.adopted]
         if still:
             table = state.config.name
             raise ConflictError(

@@ -105,7 +105,14 @@ class ZkStore:
         self.owners = Owners(self.zk, self.ephemerals)
         self.sweeper = Sweeper(self.gc)
         self.commits = Commits(
-            self.zk, self.paths, self.nodes, self.blobs, self.versions_, self.sweeper, self.owners.path
+            self.zk,
+            self.paths,
+            self.nodes,
+            self.blobs,
+            self.versions_,
+            self.sweeper,
+            self.owners.path,
+            self.heads,  # a version written keeps the look-ups its change built
         )
         self.tables = Tables(self.zk, self.paths, self.nodes, self.heads)
         self.pins = Leases(self.paths, self.heads, self.versions_, self.ephemerals)

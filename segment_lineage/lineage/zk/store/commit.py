@@ -31,7 +31,7 @@ from segment_lineage.lineage.store.contract import (
 from segment_lineage.lineage.zk.connection import ZkConnection, translated
 from segment_lineage.lineage.zk.store.blobs import REQUEST_LIMIT, BlobStore, Bucket, NewBlobs
 from segment_lineage.lineage.zk.store.gc import Sweeper
-from segment_lineage.lineage.zk.store.heads import Loaded
+from segment_lineage.lineage.zk.store.heads import Heads, Loaded
 from segment_lineage.lineage.zk.store.nodes import Nodes
 from segment_lineage.lineage.zk.store.outcome import (
     Results,
@@ -134,6 +134,7 @@ class CommitPlan:
     decoded: Mapping[str, Known]  # the new blobs as reading them would give
     sealed: bool  # the history tail was sealed into a blob
     inline: bool  # the blobs go in the multi itself
+    buckets: Mapping[str, tuple[str, ...]]  # kind -> the bucket ids of the version written
 
     @property
     def version(self) -> int:
@@ -203,7 +204,7 @@ def plan_commit(
     inline = not small and size <= INLINE_MULTI_BYTES
     after = TableState(state.config, version, state.segments, state.entries, state.pending)
     decoded.update(blobs.decoded)  # the name chunks, as their names
-    return CommitPlan(table, loaded, after, raw, version_record, blobs.raw, decoded, sealed, inline)
+    return CommitPlan(table, loaded, after, raw, version_record, blobs.raw, decoded, sealed, inline, buckets)
 
 
 class Commits:
@@ -218,7 +219,9 @@ class Commits:
         versions: Versions,
         sweeper: Sweeper,
         owner_path: Callable[[str, str], str],
+        heads: Heads,
     ) -> None:
+        self.heads = heads  # told of each version written (Heads.written)
         self.zk = zk
         self.paths = paths
         self.nodes = nodes
@@ -290,6 +293,7 @@ class Commits:
         for plan in plans:  # the writer's next read needs no decoding of the buckets it wrote
             for blob, bucket in plan.decoded.items():
                 self.blobs.remember(blob, bucket)
+            self.heads.written(plan.table, plan.buckets, plan.state)
             if plan.sealed and self.nodes.may_sweep():
                 self.sweeper.request(plan.table)  # collected in the background: the writer does not wait
         return [plan.state for plan in plans]

@@ -1,0 +1,154 @@
+"""A change's copy of a map says what it touched, and look-ups by another key
+derive from the base's: whatever is computed from them must be what a pass
+over the whole map gives (the bucket diff, the keys added or removed, the
+casefolded names and locations), after any edits, chained copies and
+versions written from copies. And a register on a big table written by this
+client builds no look-up from scratch."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from segment_lineage.lineage.core import lookups
+from segment_lineage.lineage.core.buckets import BucketMap, Edited, _dirty, changed_keys, editable
+from segment_lineage.lineage.core.lookups import locations_folded, names_folded, queued_folded
+from tests.lineage.zk.test_bucket_map import laid_out
+
+
+@dataclass(frozen=True)
+class Seg:
+    location: str
+
+
+def _edit(rng: random.Random, records: Edited[Seg], pool: list[str]) -> None:
+    """A few random edits of every kind a transition makes, keeping what the
+    register's rules keep: no two names alike but for case, no two segments
+    at one location (ignoring case). A location may pass from a segment
+    removed to another in one change."""
+    for _ in range(rng.randint(0, 6)):
+        key = rng.choice(pool)
+        how = rng.randrange(7)
+        if how == 0 and key in records:
+            records[key] = Seg(f"LOC/{key}/{rng.randrange(10**6)}")  # moved elsewhere
+        elif how == 1:
+            records.pop(key, None)
+        elif how == 2 and key in records:
+            del records[key]
+        elif how == 3:
+            records.setdefault(key, Seg(f"loc/{key}/{rng.randrange(10**6)}"))
+        elif how == 4:
+            other = rng.choice(pool)
+            records.update({key: Seg(f"loc/{key}/{rng.randrange(10**6)}"), other: Seg(f"x/{other}")})
+        elif how == 5 and key in records:
+            records[key] = records[key]  # the same object again: no difference
+        elif how == 6 and key in records:
+            other = rng.choice([k for k in pool if k not in records] or [key])
+            records |= {other: Seg(records.pop(key).location.upper())}  # its location, to another
+
+
+def _full(records: dict[str, Seg]) -> tuple[dict[str, str], dict[str, str], dict[str, Seg]]:
+    names = {key.casefold(): key for key in records}
+    locations = {seg.location.casefold(): key for key, seg in records.items()}
+    queued = {key.casefold(): seg for key, seg in records.items()}
+    return names, locations, queued
+
+
+def _looked_up(
+    records: dict[str, Seg], keys: set[str]
+) -> tuple[dict[str, str], dict[str, str], dict[str, Seg]]:
+    names, locations, queued = names_folded(records), locations_folded(records), queued_folded(records)
+    return (
+        {k: v for k in keys if (v := names.get(k)) is not None},
+        {k: v for k in keys if (v := locations.get(k)) is not None},
+        {k: v for k in keys if (v := queued.get(k)) is not None},
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_tracked_copies_and_derived_look_ups_agree_with_whole_map_passes(seed: int) -> None:
+    rng = random.Random(seed)
+    pool = [f"s{i}" for i in range(30)]
+    start = {key: Seg(f"loc/{key}") for key in rng.sample(pool, 12)}
+    base = laid_out(start, 4) if seed % 2 else dict(start)  # type: ignore[arg-type]
+    names_folded(base), locations_folded(base), queued_folded(base)  # kept with the base
+    current: object = base
+    for _ in range(8):
+        records = editable(current)  # type: ignore[arg-type]
+        _edit(rng, records, pool)
+        if rng.random() < 0.5:  # looked up halfway through a change, as a transition's checks may
+            names_folded(records), locations_folded(records)
+            _edit(rng, records, pool)
+        plain = dict(records)
+        old = dict(current.items()) if isinstance(current, BucketMap) else dict(current)  # type: ignore[attr-defined]
+        keys = {k.casefold() for k in pool} | {
+            s.location.casefold() for s in (*plain.values(), *old.values())
+        }
+        # What a pass over the whole map gives, compared with the tracked answers.
+        assert changed_keys(current, records) == set(old) ^ set(plain)  # type: ignore[arg-type]
+        assert changed_keys(records, current) == set(old) ^ set(plain)  # type: ignore[arg-type]
+        if records.base is current:
+            assert _dirty(current, records, 8) == _dirty(old, plain, 8)  # type: ignore[arg-type]
+        wanted = _full(plain)
+        got = _looked_up(records, keys)
+        assert got == tuple({k: v for k, v in part.items() if k in keys} for part in wanted)
+        current = records if rng.random() < 0.7 else laid_out(plain, 4)  # type: ignore[arg-type]
+        if isinstance(current, BucketMap) and rng.random() < 0.5:
+            current.same_as = records  # written from the copy: its look-ups serve
+
+
+def test_a_tracked_copy_pickles_and_copies_as_a_plain_dict() -> None:
+    records = editable({"a": 1})
+    records["b"] = 2
+    for twin in (pickle.loads(pickle.dumps(records)), copy.copy(records), copy.deepcopy(records)):
+        assert type(twin) is dict and twin == {"a": 1, "b": 2}
+    assert records.touched == {"b": None}
+
+
+def test_a_copy_past_its_tracked_keys_starts_again_from_itself() -> None:
+    records = editable({})
+    for i in range(Edited.TRACKED):
+        records[f"k{i}"] = i
+    again = editable(records)
+    assert again.base is records and not again.touched
+
+
+def test_a_one_row_push_on_a_table_this_client_wrote_builds_no_look_up_anew(
+    zk_hosts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first register builds the look-ups; each later push derives its
+    from what the last commit's change built (a one-row push on a big table
+    costs what it touches)."""
+    from segment_lineage.lineage.core.model import Segment, TableConfig
+    from segment_lineage.lineage.manager import LineageManager
+    from segment_lineage.lineage.zk.client import ZkSettings, connect
+    from segment_lineage.lineage.zk.store import ZkStore
+    from tests.conftest import fast_retry
+
+    built: list[str] = []
+    ways = {
+        name: (entries, lambda r, name=name, whole=whole: built.append(name) or whole(r))
+        for name, (entries, whole) in lookups.WAYS.items()
+    }
+    monkeypatch.setattr(lookups, "WAYS", ways)
+    store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    try:
+        m = LineageManager(store, retry=fast_retry())
+        m.create_table(TableConfig.build("t", str(tmp_path / "t"), "APPEND"))
+        m.register_segments("t", [Segment(f"s{i}", f"s{i}.parquet", rows=1) for i in range(50)])
+        assert built  # the first register on the table: from the whole map
+        built.clear()
+        for i in range(5):
+            entry = m.start_replace("t", [], [f"x{i}"])
+            m.complete_replace("t", entry, [Segment(f"x{i}", f"x{i}.parquet", rows=1)])
+        assert not built, built
+        assert sorted(s.name for s in m.visible_segments("t")) == sorted(
+            [f"s{i}" for i in range(50)] + [f"x{i}" for i in range(5)]
+        )
+    finally:
+        store.close()
