@@ -414,6 +414,11 @@ def test_a_staged_set_is_published_whole(manager: LineageManager, tables: tuple[
     assert len({manager.history(t, 1)[0].commit_id for t in TABLES}) == 1  # one commit
 
     again = push_set(manager, prepared(manager, "newer"), stage=True)
+    for dry_run in (True, False):  # back to before it would undo what came since, and leave it staged
+        with pytest.raises(RefusedError, match=f"set {again.set_id} is staged, not published") as refused:
+            manager.rollback_set(again.set_id[:8].upper(), dry_run=dry_run)
+        assert f"lineage revert dims {again.pushes[1].entry_id}" in (refused.value.remedy or "")
+    assert all(labels(manager, t) == ["new"] for t in TABLES)
     manager.revert_replace("dims", again.pushes[1].entry_id)  # one table's staged push dropped
     with pytest.raises(PushRefusedError, match="no longer whole: its staged push in dims"):
         publish_set(manager, again.set_id)

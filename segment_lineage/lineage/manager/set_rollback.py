@@ -20,7 +20,7 @@ from segment_lineage.lineage.core import applied, transitions
 from segment_lineage.lineage.core.acl import PUSHER
 from segment_lineage.lineage.core.errors import ContentionError, NotFoundError, RefusedError
 from segment_lineage.lineage.core.history import HistoryRecord
-from segment_lineage.lineage.core.model import Audit, Change, TableState
+from segment_lineage.lineage.core.model import Audit, Change, EntryState, Operation, TableState
 from segment_lineage.lineage.core.names import check_set_id, resolve_set_id
 from segment_lineage.lineage.manager.commit import Update
 from segment_lineage.lineage.manager.reads import MAX_PREFIX_SEARCH
@@ -84,6 +84,7 @@ class SetRollbackOps(TogetherOps):
         table's head is no longer the one the plan checked."""
         histories = self._histories(f"roll back set {set_id}")
         set_id, members = _members(set_id, histories)  # the whole id, when given a prefix
+        self._refuse_staged(set_id, members, histories)
         targets = {table: version - 1 for table, version in sorted(members.items())}
         heads = applied.heads(histories)
         refuse_splits(f"rolling back set {set_id}", applied.splits(histories, heads, targets), _alone)
@@ -114,6 +115,31 @@ class SetRollbackOps(TogetherOps):
         committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
         already = tuple(t for t in targets if t not in committed)
         return SetRollback(set_id, targets, committed, rollback_id if committed else None, already)
+
+    def _refuse_staged(
+        self, set_id: str, members: Mapping[str, int], histories: Mapping[str, Sequence[HistoryRecord]]
+    ) -> None:
+        """RefusedError when the set is staged, not published (its newest
+        record is the staging of a push still staged): nothing of it shows,
+        and going back to before it would undo every change made since."""
+        staged: list[tuple[str, str]] = []
+        for table, version in sorted(members.items()):
+            record = next(r for r in histories[table] if r.version == version)
+            if record.operation is not Operation.REGISTER or record.entry_id is None:
+                continue
+            entry = self.store.read(table).state.entries.get(record.entry_id)
+            if entry is not None and entry.state is EntryState.IN_PROGRESS and entry.staged is not None:
+                staged.append((table, record.entry_id))
+        if staged:
+            drops = "; ".join(f"'lineage revert {table} {entry}'" for table, entry in staged)
+            raise RefusedError(
+                f"set {set_id} is staged, not published: nothing of it shows in "
+                f"{', '.join(t for t, _ in staged)}, and rolling back to before it would undo every "
+                "change made there since",
+                expected="a published set",
+                found="staged",
+                remedy=f"publish it ('lineage publish --set {set_id}'), or drop it: {drops}",
+            )
 
     def _histories(self, doing: str) -> dict[str, list[HistoryRecord]]:
         """Every table's history, newest first; RefusedError when a table
