@@ -147,7 +147,9 @@ def repair(
 @mirror_app.command("status")
 def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) -> None:
     """What the mirror publishes, how far behind the table it is, and whether
-    every file its newest version references is there."""
+    every file its newest version references is there. Exits 1 when it
+    reports a problem (another writer's commit, a file missing, a log left;
+    not a mirror still waiting for the table's first columns)."""
     from segment_lineage.mirror.views import status
 
     with manager() as m:
@@ -177,6 +179,8 @@ def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) ->
             f"another writer committed to the Delta log ({found.foreign.operation}); the mirror "
             f"publishes nothing more until it is repaired (lineage mirror repair {table})",
         )
+    if (view["problem"] and not found.waiting) or (found.foreign is not None and found.mirror is not None):
+        raise typer.Exit(1)
 
 
 @mirror_app.command("versions")

@@ -29,6 +29,7 @@ class Status:
     foreign: Commit | None
     log_left: bool  # a log remains although the mirror is disabled
     problem: str | None = None
+    waiting: bool = False  # the problem only says it waits (no columns yet): nothing is wrong
 
 
 def status(manager: LineageManager, table: str, *, check_files: bool = False) -> Status:
@@ -46,12 +47,12 @@ def status(manager: LineageManager, table: str, *, check_files: bool = False) ->
     if config.mirror is None:
         return Status(table, None, retention, state.version, log.shown.version, log.shown.lineage_version,
                       (), 0, None, log.exists() and not_the_tables(manager, state, log) is None)  # fmt: skip
-    problem = None
+    problem = waiting = None
     behind: tuple[tuple[int, int], ...] = ()
     try:
         report = sync(manager, table, dry_run=True)
         behind = report.pending
-        problem = report.waiting
+        problem = waiting = report.waiting
     except MirrorError as exc:
         problem = exc.message
         # Nothing can be published: every version after the last published one is behind.
@@ -81,6 +82,7 @@ def status(manager: LineageManager, table: str, *, check_files: bool = False) ->
         log.foreign(),
         False,
         problem,
+        problem is not None and problem == waiting,
     )
 
 

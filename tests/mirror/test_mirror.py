@@ -304,7 +304,7 @@ def test_the_mirror_refuses_a_log_another_writer_changed(
     code, _, err = run(zk_hosts, "mirror", "sync", "t")
     assert code == 1 and "another writer made" in err and "lineage mirror repair t" in err
     code, _, err = run(zk_hosts, "mirror", "status", "t")
-    assert code == 0 and "another writer" in err
+    assert code == 1 and "another writer" in err  # a problem reported: a script sees it
     before = duck_rows(root, 0)
     code, out, err = run(zk_hosts, "mirror", "repair", "t")
     assert code == 0 and "repaired" in out, err
@@ -490,7 +490,7 @@ def test_a_leftover_log_is_refused_until_removed(zk_hosts: str, tmp_path: Path) 
     code, _, err = run(zk_hosts, "mirror", "enable", "t")
     assert code == 1 and "a Delta log from an earlier mirror remains" in err
     code, out, _ = run(zk_hosts, "--json", "mirror", "status", "t")
-    assert "lineage mirror disable t" in json.loads(out)["problem"]
+    assert code == 1 and "lineage mirror disable t" in json.loads(out)["problem"]
     assert run(zk_hosts, "mirror", "disable", "t")[0] == 0
     assert run(zk_hosts, "mirror", "enable", "t")[0] == 0
 
@@ -747,7 +747,7 @@ def test_sync_all_goes_on_past_a_table_that_fails_and_history_past_a_bad_log(
     code, out, err = run(zk_hosts, "history", "b")
     assert code == 0 and "END_REPLACE" in out and "Delta versions are not shown" in err
     code, out, _ = run(zk_hosts, "--json", "mirror", "status", "b")
-    assert code == 0 and json.loads(out)["problem"]
+    assert code == 1 and json.loads(out)["problem"]
 
 
 @pytest.mark.zk
@@ -759,7 +759,7 @@ def test_status_says_when_files_the_mirror_shows_are_gone(zk_hosts: str, tmp_pat
         path.unlink()  # a vacuum that wrote no commit of its own
     code, out, _ = run(zk_hosts, "--json", "mirror", "status", "v")
     problem = json.loads(out)["problem"]
-    assert code == 0 and "1 file(s) the mirror's Delta version 0 references are missing" in problem
+    assert code == 1 and "1 file(s) the mirror's Delta version 0 references are missing" in problem
 
 
 @pytest.mark.zk

@@ -210,9 +210,14 @@ def resolve_set_id(text: str, known: Iterable[str]) -> str | None:
     if text in ids:
         return text
     raw = text.lower()
-    if len(raw) < MIN_SET_PREFIX or any(c not in "0123456789abcdef-" for c in raw):
+    if any(c not in "0123456789abcdef-" for c in raw):
         return None
     found = sorted(i for i in ids if i.startswith(raw))
+    if found and len(raw) < MIN_SET_PREFIX:
+        raise InvalidInputError(
+            f"set prefix {raw!r} is too short: give at least {MIN_SET_PREFIX} of the set id's first "
+            "hexadecimal digits, or the whole id"
+        )
     if len(found) > 1:
         raise InvalidInputError(
             f"set prefix {raw!r} matches {len(found)} sets ({', '.join(found[:5])}): give more digits"

@@ -190,7 +190,9 @@ def test_a_set_id_is_named_whole_or_by_the_first_digits_of_one_set() -> None:
     assert resolve_set_id("plain-text-id", known) == "plain-text-id"  # any id given whole
     assert resolve_set_id("0A1B2C3D", known) == known[0]  # as pasted, in capitals too
     assert resolve_set_id("0a1b2c3d-0000", known) == known[0]
-    assert resolve_set_id("0a1b"[: MIN_SET_PREFIX - 1], known) is None  # too short to name one
+    with pytest.raises(InvalidInputError, match="too short: give at least 4"):  # names one, but too short
+        resolve_set_id("0a1b"[: MIN_SET_PREFIX - 1], known)
+    assert resolve_set_id("fff", known) is None  # short, and starting none: not found
     assert resolve_set_id("ffff", known) is None
     assert resolve_set_id("plain", known) is None  # only hexadecimal digits are a prefix
     with pytest.raises(InvalidInputError, match=r"matches 2 sets .*give more digits"):
