@@ -257,6 +257,15 @@ class ManagerBase:
             if queue.wait(snap, floor.lost_races, self.retry.deadline_s - loop.attempts.elapsed):
                 loop.attempts.refund()  # waited for its turn: not a lost race
                 return None
+        except StoreUnavailableError as exc:
+            if loop.unknown_since is None:
+                raise
+            # Away after an unknown outcome (a session that expired, the
+            # client connecting again): look again within the attempts; the
+            # next read settles what the earlier write did, the verdict if none comes.
+            loop.last_cause = exc.message
+            loop.attempts.backoff()
+            return None
         except LineageError as exc:
             if loop.unknown_since is not None and not isinstance(exc, NotFoundError):
                 raise loop.unknown(exc.message) from None  # our earlier write may have landed

@@ -599,3 +599,44 @@ def test_a_rollback_past_the_versions_kept_names_the_setting_that_keeps_more(
     code, _, err = cli(zk_hosts, "rollback", "kept", "--to-version", "1")
     assert code != 0 and "snapshot too old" in err, err
     assert "lineage table alter kept --versions-kept N" in err, err
+
+
+def test_a_store_away_after_an_unknown_outcome_is_looked_at_again_not_told_unknown(tmp_path: Path) -> None:
+    """A push's end whose answer was lost, then the store away for a moment
+    (its session expired, the client connecting again), then the claim
+    gone: the next read comes, and the refusal is settled by one look as
+    "committed nothing" (an outside attack found "whether it committed is
+    unknown" when the read after the lost answer failed once)."""
+    from segment_lineage.lineage.core.errors import StoreUnavailableError
+    from segment_lineage.lineage.store.contract import WriteOutcomeUnknown
+
+    store = MemoryStore()
+    m = _claimed_entry(store, tmp_path)
+    real_write, real_read_now = store.write, store.read_now
+    sent: list[int] = []
+
+    def lost_answer(*args: Any, **kwargs: Any) -> Any:
+        sent.append(1)
+        if len(sent) == 1:
+            raise WriteOutcomeUnknown("ConnectionLoss")
+        store.holds("owner").release("t", E1)  # the session ended meanwhile
+        return real_write(*args, **kwargs)
+
+    def away_once(table: str) -> Any:
+        if len(sent) == 1 and not away:  # the read right after the lost answer
+            away.append(1)
+            raise StoreUnavailableError("reading table 't': ZooKeeper is not answering (connecting again)")
+        return real_read_now(table)
+
+    away: list[int] = []
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(store, "write", lost_answer)
+    monkeypatch.setattr(store, "read_now", away_once)
+    before = m.table("t").version
+    segments = [_segment("a", str(tmp_path / "t"))]
+    try:
+        with pytest.raises(ClaimLostError, match="committed nothing"):
+            m.commit("t", lambda s, now: transitions.complete_replace(s, E1, segments, now_ms=now), owner=E1)
+    finally:
+        monkeypatch.undo()
+    assert away and m.table("t").version == before
