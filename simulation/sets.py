@@ -13,7 +13,7 @@ from segment_lineage.ingest.arrow_push import prepare_arrow
 from segment_lineage.ingest.push_set import publish_set, push_set, staged_set
 from segment_lineage.ingest.readers import SnapshotReader
 from segment_lineage.lineage.core.errors import LineageError
-from segment_lineage.lineage.core.model import Operation
+from segment_lineage.lineage.core.model import EntryState, Operation
 from simulation.set_checks import check_cut, check_set_rollback, set_version
 
 HOUR_MS = 3_600_000
@@ -265,6 +265,15 @@ def _roll_back(ctx: Ctx, set_id: str | None = None) -> None:
         return
     world.sets[done.rollback_set] = tuple(sorted(done.committed))
     ctx.note(f"rolled back set {set_id[:8]}: {done.committed}")
+    for table in done.committed:  # a set rolled back is gone: none of it is left staged to publish
+        state = world.store.read(table).state
+        if any(e.staged is not None and e.staged.set_id == done.set_id for e in state.entries.values()
+               if e.state is EntryState.IN_PROGRESS):  # fmt: skip
+            ctx.checker.flag(
+                "set-rollback-staged",
+                f"{ctx.actor.name}: rollback of set {done.set_id[:8]} committed in {table}, where the set is "
+                "still staged: nothing of it showed, and the changes made since were undone",
+            )
     for table, version in done.committed.items():
         ctx.checker.check_rollback(ctx.actor.name, table, done.targets[table], version)
     check_set_rollback(
