@@ -37,7 +37,7 @@ from simulation.checker import FOREIGN_MARK, Checker
 from simulation.proxy import StoreProxy
 from simulation.scheduler import Actor
 from simulation.set_checks import check_set_rollback
-from simulation.sets import cutter, rerun_set, setter, undoer, unpusher
+from simulation.sets import cutter, rerun_set, setter, undoer, unpusher, unstager
 from simulation.world import AUDIT, CROWD, World
 
 Body = Callable[[Actor], None]
@@ -984,6 +984,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "cut": cutter,
     "unset": undoer,
     "unpush": unpusher,
+    "unstage": unstager,
 }
 
 

@@ -68,7 +68,8 @@ def setter(ctx: Ctx, ops: int) -> None:
         ctx.world.sleep(ctx.rng.uniform(0, 0.5))
 
 
-def _push(ctx: Ctx, group: list[str], label: str, staged: list[str]) -> None:
+def _parts(ctx: Ctx, group: list[str], label: str) -> tuple[list[SetPart], list[Prepared]] | None:
+    """A set's parts over ``group`` and their files written (None: refused)."""
     world, manager = ctx.world, ctx.manager
     parts: list[SetPart] = []
     try:
@@ -78,10 +79,18 @@ def _push(ctx: Ctx, group: list[str], label: str, staged: list[str]) -> None:
                 world.tables[table], state.config.table_type, ctx.rng, f"{label}-{table}"
             )
             parts.append((table, rows, mode, interval))
-        prepared = _prepare(ctx, parts)
+        return parts, _prepare(ctx, parts)
     except LineageError as exc:
         ctx.failed(f"set of {', '.join(group)}", exc)
+        return None
+
+
+def _push(ctx: Ctx, group: list[str], label: str, staged: list[str]) -> None:
+    world = ctx.world
+    made = _parts(ctx, group, label)
+    if made is None:
         return
+    parts, prepared = made
     job = f"{label}-job" if ctx.rng.random() < 0.4 else None
     stage = job is None and world.wap and ctx.rng.random() < 0.4  # odd seeds: staged sets too
     if job is not None:
@@ -208,6 +217,25 @@ def revert_set_push(ctx: Ctx, set_id: str) -> None:
         )
 
 
+def unstager(ctx: Ctx, ops: int) -> None:
+    """An operator who stages a set over two tables of its own, lets a set
+    be pushed over them since, then rolls back the staged set (an outside
+    trial did): refused, never done by going back to before it (rule
+    ``set-rollback-staged``). Then it drops the staged set. An extra cast
+    member (``--actors``, RunConfig.extra), not in the random casts."""
+    mine = _own_tables(ctx)[:2]
+    for n in range(ops if len(mine) == 2 else 0):
+        made = _parts(ctx, mine, f"g{ctx.actor.aid}-{n}")
+        staged = None if made is None else _push_once(ctx, made[1], None, True)
+        later = _parts(ctx, mine, f"h{ctx.actor.aid}-{n}")
+        if later is not None:
+            _push_once(ctx, later[1], None, False)
+        if staged is not None:
+            _roll_back(ctx, staged)
+            _settle(ctx, staged, publish=False)
+        ctx.world.sleep(ctx.rng.uniform(0, 0.5))
+
+
 def _push_own(ctx: Ctx, mine: list[str], label: str, n: int) -> None:
     """A set over an operator's own three tables: X over the first two, Y
     over the last two, in turn (none once one of them is dropped)."""
@@ -260,20 +288,23 @@ def _roll_back(ctx: Ctx, set_id: str | None = None) -> None:
         ctx.failed(f"rollback of set {set_id[:8]}", exc)
         return
     assert done.committed is not None
+    for table in done.targets:  # a set rolled back is gone: none of it is left staged to publish
+        try:
+            state = world.store.read(table).state
+        except LineageError:
+            continue  # dropped since
+        if any(e.staged is not None and e.staged.set_id == done.set_id for e in state.entries.values()
+               if e.state is EntryState.IN_PROGRESS):  # fmt: skip
+            ctx.checker.flag(
+                "set-rollback-staged",
+                f"{ctx.actor.name}: rollback of set {done.set_id[:8]} done, yet the set is still staged in "
+                f"{table}: nothing of it showed, and whatever changed since was undone",
+            )
     if done.rollback_set is None:  # every table already showed its target: nothing written
         ctx.note(f"set {set_id[:8]} already rolled back")
         return
     world.sets[done.rollback_set] = tuple(sorted(done.committed))
     ctx.note(f"rolled back set {set_id[:8]}: {done.committed}")
-    for table in done.committed:  # a set rolled back is gone: none of it is left staged to publish
-        state = world.store.read(table).state
-        if any(e.staged is not None and e.staged.set_id == done.set_id for e in state.entries.values()
-               if e.state is EntryState.IN_PROGRESS):  # fmt: skip
-            ctx.checker.flag(
-                "set-rollback-staged",
-                f"{ctx.actor.name}: rollback of set {done.set_id[:8]} committed in {table}, where the set is "
-                "still staged: nothing of it showed, and the changes made since were undone",
-            )
     for table, version in done.committed.items():
         ctx.checker.check_rollback(ctx.actor.name, table, done.targets[table], version)
     check_set_rollback(

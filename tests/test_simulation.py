@@ -525,3 +525,18 @@ def test_the_checker_catches_a_revert_splitting_a_set(monkeypatch: pytest.Monkey
     monkeypatch.setattr(revert.RevertOps, "_judge_revert", unjudged)
     result = run_seed(RunConfig(22, steps=400))
     assert "set-split" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_a_set_rollback_of_a_staged_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operator stages a set, a set is pushed over its tables since, and
+    the operator rolls the staged set back (an outside trial did): without
+    the refusal it went back to before the staging, undoing the later set
+    and leaving the staged one to publish (set-rollback-staged). With the
+    refusal, the same run holds."""
+    from segment_lineage.lineage.manager import set_rollback
+
+    config = RunConfig(2, steps=400, extra=(("unstage", 3),))
+    assert not run_seed(config).violations
+    monkeypatch.setattr(set_rollback.SetRollbackOps, "_refuse_staged", lambda *_: None)
+    result = run_seed(config)
+    assert "set-rollback-staged" in {v.kind for v in result.violations}, describe(result)
