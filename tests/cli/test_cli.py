@@ -289,6 +289,21 @@ def _background_push(
     )  # fmt: skip
 
 
+def _wait_until_caught(proc: subprocess.Popen[str], sent: int, timeout_s: float = 30.0) -> None:
+    """Until the process catches ``sent`` (its handler is in place: the
+    kernel's SigCgt mask says so), not a guess at how long starting takes
+    on a busy machine (a signal sent sooner is ignored, or kills it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the push ended before it caught the signal"
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+        if caught >> (sent - 1) & 1:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"signal {sent} not caught within {timeout_s}s")
+
+
 @pytest.mark.parametrize(("sent", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_while_a_push_is_still_starting_stops_it_with_nothing_pushed(
     zk_hosts: str, tmp_path: Path, sent: int, code: int
@@ -300,7 +315,7 @@ def test_a_signal_while_a_push_is_still_starting_stops_it_with_nothing_pushed(
     table = f"early{code}"
     proc = _background_push(zk_hosts, tmp_path, table)
     try:
-        time.sleep(0.15)  # the interpreter is up; the command is still importing
+        _wait_until_caught(proc, sent)  # the interpreter is up; the command is still importing
         proc.send_signal(sent)
         _, err = proc.communicate(timeout=60)
     finally:
