@@ -72,7 +72,7 @@ def relayout(
         return None
     keys_of = {i: [k for k in old_keys[i] if k in new] for i in dirty}
     # Keys added: among those a change touched when it says which, in the order touched.
-    for key in new.touched if isinstance(new, Edited) and new.base is old else new:
+    for key in edited.touched if (edited := _copy_of(new, old)) is not None else new:
         if key not in old and key in new:
             keys_of[bucket_of(key, count)].append(key)
     while True:
@@ -91,8 +91,9 @@ def _dirty(old: Mapping[str, object], new: Mapping[str, object], count: int) -> 
     """The buckets holding a key added, removed or given another object.
     A change's copy of ``old`` (:class:`Edited`) names the keys it touched:
     only those are compared, so the cost follows the change."""
-    if isinstance(new, Edited) and new.base is old:
-        return {bucket_of(key, count) for key in new.differing(old)}
+    edited = _copy_of(new, old)
+    if edited is not None:
+        return {bucket_of(key, count) for key in edited.differing(old)}
     dirty: set[int] = set()
     # Compared as dicts: a bucket map's look-ups would call back into Python once per key.
     old_get = (old.flat() if isinstance(old, BucketMap) else old).get
@@ -324,6 +325,11 @@ class Edited(dict[str, V]):
         return dict(self)
 
 
+def _copy_of(new: Mapping[str, object], old: Mapping[str, object]) -> Edited[object] | None:
+    """``new`` as a change's copy of ``old`` (it names the keys it touched), or None."""
+    return new if isinstance(new, Edited) and new.base is old else None
+
+
 def editable(records: Mapping[str, V]) -> Edited[V]:
     """A dict of ``records`` for a change to edit (:class:`Edited`: it says
     what the change touched). A bucket map's whole-map dict is copied at C
@@ -342,8 +348,8 @@ def changed_keys(a: Mapping[str, object], b: Mapping[str, object]) -> set[str]:
     if a is b:
         return set()
     for x, y in ((a, b), (b, a)):
-        if isinstance(y, Edited) and y.base is x:  # a change's copy: only its touched keys
-            return {key for key in y.touched if (key in x) != (key in y)}
+        if (edited := _copy_of(y, x)) is not None:  # a change's copy: only its touched keys
+            return {key for key in edited.touched if (key in x) != (key in edited)}
     if isinstance(a, BucketMap) and isinstance(b, BucketMap) and a.count == b.count:
         differ = [i for i in range(a.count) if a.ids[i] != b.ids[i]]
         out: set[str] = set()

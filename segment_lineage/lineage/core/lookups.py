@@ -43,7 +43,7 @@ class Lookup:
         """The look-up of ``edited``, this being that of its ``base``."""
         changed = edited.differing(base)
         changes = dict(self._changes)
-        gone = object()
+        gone = _REMOVED  # also what "not there" looks like here: no record is it
         for key in changed:  # what the old records held goes first: a location may pass to another
             old = base.get(key, gone)
             if old is not gone:
