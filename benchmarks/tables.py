@@ -23,6 +23,12 @@ Rollback, cold: the same from a client that has read nothing yet (what a CLI
 command is): ours on a new ZooKeeper client (connected untimed); deltalake
 ``DeltaTable(path).restore(...)``; pyiceberg ``load_table(...)`` then the
 rollback.
+
+One-row push on a table of N (a warm client, as a long-lived job): ours
+``start_replace``, the file written, ``complete_replace`` (what ``lineage
+push --mode append`` of one file commits); deltalake ``write_deltalake`` of
+one row in append mode (one new partition file); pyiceberg ``append`` of one
+row on the loaded table. Its cost should follow the change, not the table.
 """
 
 from __future__ import annotations
@@ -30,9 +36,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from benchmarks.common import OURS, Context, Suite, chroot, close_and_drop, register_many
 from benchmarks.measure import case, measure
-from benchmarks.peers import delta_table, iceberg_table, rows
+from benchmarks.peers import delta_table, iceberg_table, one_row, rows
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.zk.client import ZkSettings, connect
@@ -57,17 +65,18 @@ def znodes(store: ZkStore) -> tuple[int, int]:
 def run(ctx: Context) -> list[Suite]:
     visible = Suite("visible", "Reading the visible set", "segments", __doc__ or "")
     rollback = Suite("rollback", "Rollback", "segments", __doc__ or "")
+    append = Suite("append", "One-row push on a table of N", "segments", __doc__ or "")
     sizes = [300, 3_000] if ctx.quick else [1_000, 10_000, 100_000]
     for n in sizes:
-        one_size(ctx, visible, rollback, n)
+        one_size(ctx, visible, rollback, append, n)
     visible.notes.append(
         "Warm reads of ours send no request to ZooKeeper until the table's head changes; "
         "a cold read fetches the head and the bucket blobs and decodes them."
     )
-    return [visible, rollback]
+    return [visible, rollback, append]
 
 
-def one_size(ctx: Context, visible: Suite, rollback: Suite, n: int) -> None:
+def one_size(ctx: Context, visible: Suite, rollback: Suite, append: Suite, n: int) -> None:
     from deltalake import DeltaTable, write_deltalake
 
     cold_rounds, warm_rounds, rollback_rounds = (3, 20, 3) if ctx.quick else (5, 50, 7)
@@ -192,4 +201,37 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, n: int) -> None:
     rollback.profile_if_slower("rollback", n, ours_round)
     count_nodes, largest = znodes(store)
     rollback.notes.append(f"{n:,} segments: {count_nodes} znodes in all, the largest {largest:,} bytes.")
+    one_row_pushes(ctx, append, n, m, str(delta), catalog)
     close_and_drop(m)
+
+
+def _always(operation: Callable[[], None]) -> Callable[[], Callable[[], None]]:
+    """A round that times ``operation`` (nothing to prepare)."""
+    return lambda: operation
+
+
+def one_row_pushes(ctx: Context, append: Suite, n: int, m: LineageManager, delta: str, catalog: Any) -> None:
+    """One more one-row file per round, on the table of ``n`` files (the tables grow by a round each)."""
+    from deltalake import write_deltalake
+
+    rounds = 5 if ctx.quick else 20
+    files = ctx.work / f"append-{n}"
+    files.mkdir()
+    pushed = iter(range(10**6))
+
+    def ours_push() -> None:
+        name = f"one_{next(pushed):05d}"
+        entry = m.start_replace("bench", [], [name])
+        pq.write_table(one_row(), files / f"{name}.parquet")
+        m.complete_replace("bench", entry, [Segment(name, f"{name}.parquet", rows=1)])
+
+    loaded = catalog.load_table("bench.t")
+    systems: list[tuple[str, Callable[[], None]]] = [
+        (OURS, ours_push),
+        ("deltalake", lambda: write_deltalake(delta, one_row(), mode="append", partition_by=["k"])),
+        ("pyiceberg", lambda: loaded.append(one_row())),
+    ]
+    for system, push in systems:
+        push()  # one untimed first push: each client warm, as a long-lived job's
+        append.add(case("push", n, system, measure(_always(push), rounds)))
+    append.profile_if_slower("push", n, lambda: ours_push)

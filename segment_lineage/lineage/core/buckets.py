@@ -191,6 +191,14 @@ class BucketMap(Mapping[str, V]):
             self._flat = flat
         return flat
 
+    def known(self, records: dict[str, V]) -> None:
+        """Its records, known already as one dict (the change's copy a commit
+        wrote it from, which nobody edits once written): kept as the whole-map
+        dict when that is not built yet, so a writer's next change copies it
+        instead of gathering every bucket again. Iterated in that dict's order."""
+        if self._flat is None:
+            self._flat = records
+
     def load_all(self) -> None:
         """Load every bucket not loaded yet (in one call)."""
         self.flat()

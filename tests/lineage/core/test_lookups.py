@@ -122,8 +122,9 @@ def test_a_one_row_push_on_a_table_this_client_wrote_builds_no_look_up_anew(
     zk_hosts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first register builds the look-ups; each later push derives its
-    from what the last commit's change built (a one-row push on a big table
-    costs what it touches)."""
+    from what the last commit's change built, and copies the change's dict
+    instead of gathering the new version's buckets into one (a one-row push
+    on a big table costs what it touches, and a copy at C speed)."""
     from segment_lineage.lineage.core.model import Segment, TableConfig
     from segment_lineage.lineage.manager import LineageManager
     from segment_lineage.lineage.zk.client import ZkSettings, connect
@@ -136,6 +137,17 @@ def test_a_one_row_push_on_a_table_this_client_wrote_builds_no_look_up_anew(
         for name, (entries, whole) in lookups.WAYS.items()
     }
     monkeypatch.setattr(lookups, "WAYS", ways)
+    gathered: list[BucketMap[object]] = []
+    flat = BucketMap.flat
+
+    def counted(self: BucketMap[object]) -> dict[str, object]:
+        built = self._flat is None
+        records = flat(self)
+        if built and any(isinstance(r, Segment) for r in records.values()):  # entries load whole
+            gathered.append(self)
+        return records
+
+    monkeypatch.setattr(BucketMap, "flat", counted)
     store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
     try:
         m = LineageManager(store, retry=fast_retry())
@@ -143,10 +155,13 @@ def test_a_one_row_push_on_a_table_this_client_wrote_builds_no_look_up_anew(
         m.register_segments("t", [Segment(f"s{i}", f"s{i}.parquet", rows=1) for i in range(50)])
         assert built  # the first register on the table: from the whole map
         built.clear()
+        m.start_replace("t", [], ["w"])  # the first change after it: its version's buckets gathered once
+        gathered.clear()
         for i in range(5):
             entry = m.start_replace("t", [], [f"x{i}"])
             m.complete_replace("t", entry, [Segment(f"x{i}", f"x{i}.parquet", rows=1)])
         assert not built, built
+        assert not gathered, gathered
         assert sorted(s.name for s in m.visible_segments("t")) == sorted(
             [f"s{i}" for i in range(50)] + [f"x{i}" for i in range(5)]
         )

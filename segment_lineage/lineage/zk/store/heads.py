@@ -372,11 +372,14 @@ class Heads:
         """A commit this store made: its version's segment and pending maps
         hold what the change's own maps hold, so look-ups built for those
         serve them (``same_as``): a writer's next register on a big table
-        costs what it touches, not a pass over the table."""
+        costs what it touches, not a pass over the table. The copies are
+        also their whole-map dicts (``BucketMap.known``)."""
         for kind, records in ((SEGMENTS, state.segments), (PENDING, state.pending)):
             found = self._bucket_map(table, kind, tuple(buckets[kind]))
             if found is not records and found.same_as is None and not found.indexes:
                 found.same_as = records
+                if isinstance(records, dict):
+                    found.known(records)
 
     def _bucket_map(self, table: str, kind: str, ids: tuple[str, ...]) -> BucketMap[Any]:
         """A kind's records in the bucket blobs ``ids``, loaded when wanted.
