@@ -31,6 +31,8 @@ _GOOD_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.\-]*(?<!\.)")
 _GOOD_PART = r"[A-Za-z0-9_=](?:[A-Za-z0-9_.\-=]{0,253}[A-Za-z0-9_\-=])?"
 _NOT_MIRROR_LOG = r"(?!_delta_log(?:/|\n|$))"  # MIRROR_LOG_DIR, below, is no location's first part
 _GOOD_LOCATION = re.compile(rf"{_NOT_MIRROR_LOG}{_GOOD_PART}(?:/{_GOOD_PART})*")
+# Control characters but tab, DEL, and unpaired surrogates (not encodable in UTF-8).
+_NOT_TEXT = re.compile("[\x00-\x08\x0a-\x1f\x7f\ud800-\udfff]")
 # The same, for many at once: one per line.
 _GOOD_NAME_LINES = re.compile(r"(?:(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.\-]*(?<!\.)\n)*")
 _GOOD_LOCATION_LINES = re.compile(rf"(?:{_NOT_MIRROR_LOG}{_GOOD_PART}(?:/{_GOOD_PART})*\n)*")
@@ -174,7 +176,7 @@ def check_text(what: str, value: str | None, limit: int = 1000) -> str | None:
     accepted here always fits the records that carry it)."""
     if value is None:
         return None
-    if any((ord(c) < 32 and c not in "\t") or 0xD800 <= ord(c) <= 0xDFFF or ord(c) == 127 for c in value):
+    if _NOT_TEXT.search(value) is not None:
         raise InvalidInputError(f"{what} contains control characters or unpaired surrogates")
     size = len(value.encode("utf-8"))
     if size > limit:

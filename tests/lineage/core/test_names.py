@@ -112,6 +112,22 @@ def test_text_fields_refuse_control_characters() -> None:
         check_text("reason", "bad\nnewline")
 
 
+def test_text_fields_refuse_exactly_control_characters_but_tab_del_and_unpaired_surrogates() -> None:
+    """The code points around each refused range, alone and inside long
+    text: refused exactly when a control character other than tab, DEL, or
+    a surrogate."""
+    points = [*range(0x200), *range(0xD700, 0xE100), *range(0x10000, 0x10040), 0x10FFFF]
+    for point in points:
+        char = chr(point)
+        bad = (point < 32 and char != "\t") or point == 127 or 0xD800 <= point <= 0xDFFF
+        for text in (char, "é" * 300 + char + "x" * 300):
+            if bad:
+                with pytest.raises(InvalidInputError, match="control characters or unpaired"):
+                    check_text("reason", text, limit=10_000)
+            else:
+                assert check_text("reason", text, limit=10_000) == text
+
+
 @pytest.mark.parametrize(
     ("text", "ms"),
     [
