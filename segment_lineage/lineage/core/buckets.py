@@ -261,14 +261,14 @@ class Edited(dict[str, V]):
     another key are kept in ``indexes`` (core.lookups). Pickled or copied,
     it is a plain dict."""
 
-    __slots__ = ("__weakref__", "_base", "indexes", "touched")
+    __slots__ = ("__weakref__", "_base", "_frozen", "indexes", "touched")
     TRACKED = 4096
     touched: dict[str, None]
     indexes: dict[str, Any]
 
     def __init__(self, base: Mapping[str, V], items: Mapping[str, V], touched: dict[str, None]) -> None:
         super().__init__(items)
-        self.touched, self.indexes = touched, {}
+        self.touched, self.indexes, self._frozen = touched, {}, False
         self._base: Mapping[str, V] | weakref.ref[Mapping[str, V]]
         try:
             self._base = weakref.ref(base)
@@ -287,7 +287,13 @@ class Edited(dict[str, V]):
         base_get, get = base.get, self.get
         return [key for key in self.touched if base_get(key, _GONE) is not get(key, _GONE)]
 
+    def freeze(self) -> None:
+        """No more edits (TypeError): the copy is a version's records now."""
+        self._frozen = True
+
     def _touch(self, key: str) -> None:
+        if self._frozen:
+            raise TypeError("a committed version's records are frozen; edit a copy (buckets.editable)")
         self.touched[key] = None
         if self.indexes:  # built while it was being edited: stale now
             self.indexes.clear()
@@ -305,9 +311,9 @@ class Edited(dict[str, V]):
         return super().pop(key, *default)
 
     def popitem(self) -> tuple[str, V]:
-        key, value = super().popitem()
+        key = next(reversed(self))  # touched before it goes (a frozen copy refuses)
         self._touch(key)
-        return key, value
+        return key, super().pop(key)
 
     def setdefault(self, key: str, default: Any = None) -> Any:
         self._touch(key)
@@ -322,7 +328,7 @@ class Edited(dict[str, V]):
         return self
 
     def clear(self) -> None:
-        for key in self:
+        for key in list(self):
             self._touch(key)
         super().clear()
 

@@ -17,43 +17,81 @@ from typing import Any
 from segment_lineage.lineage.core.buckets import BucketMap, Edited
 
 Entries = Callable[[str, Any], Iterable[tuple[str, Any]]]  # (map key, record) -> (look-up key, value)
-Whole = Callable[[Mapping[str, Any]], dict[str, Any]]  # the whole map's look-up, built at once
+Whole = Callable[[Mapping[str, Any]], dict[str, Any]]  # the whole map's look-up at dict speed, none shared
 
 _REMOVED = object()
 FLATTEN_AT = 256  # changes kept beside the root before they are folded into a new root
 
 
+class Twins(tuple[Any, ...]):
+    """Several values under one look-up key (case twins: a table's records
+    may hold some, written before a rule refused them or allowed by one)."""
+
+    __slots__ = ()
+
+
+def _with(found: Any, value: Any) -> Any:
+    """``found`` (one value, Twins, or _REMOVED: none) with ``value`` added."""
+    if found is _REMOVED:
+        return value
+    return Twins((*found, value)) if type(found) is Twins else Twins((found, value))
+
+
+def _without(found: Any, value: Any) -> Any:
+    """``found`` without one value equal to ``value`` (_REMOVED once none is left)."""
+    if type(found) is not Twins:
+        return _REMOVED if found is _REMOVED or found == value else found
+    left = list(found)
+    for i, other in enumerate(left):
+        if other == value:
+            del left[i]
+            break
+    return left[0] if len(left) == 1 else Twins(left)
+
+
 class Lookup:
     """A look-up: a root dict built once, and the changes since (a few), so
-    deriving a changed map's look-up costs the change. Frozen once built."""
+    deriving a changed map's look-up costs the change. Every value under a
+    key is kept (:meth:`all`): removing one twin leaves the others. Frozen
+    once built."""
 
     __slots__ = ("_changes", "_root")
 
     def __init__(self, root: dict[str, Any], changes: dict[str, Any]) -> None:
         self._root, self._changes = root, changes
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def _get(self, key: str) -> Any:
         changes = self._changes
         if changes and key in changes:
-            value = changes[key]
-            return default if value is _REMOVED else value
-        return self._root.get(key, default)
+            return changes[key]
+        return self._root.get(key, _REMOVED)
+
+    def all(self, key: str) -> tuple[Any, ...]:
+        """Every value under ``key`` (none, one, or case twins)."""
+        found = self._get(key)
+        if found is _REMOVED:
+            return ()
+        return found if type(found) is Twins else (found,)
 
     def derived(self, edited: Edited[Any], base: Mapping[str, Any], entries: Entries) -> Lookup:
         """The look-up of ``edited``, this being that of its ``base``."""
         changed = edited.differing(base)
         changes = dict(self._changes)
+
+        def now(at: str) -> Any:
+            return changes[at] if at in changes else self._root.get(at, _REMOVED)
+
         gone = _REMOVED  # also what "not there" looks like here: no record is it
         for key in changed:  # what the old records held goes first: a location may pass to another
             old = base.get(key, gone)
             if old is not gone:
                 for at, value in entries(key, old):
-                    if self.get(at, gone) == value:  # not another record's (a twin's, say)
-                        changes[at] = _REMOVED
+                    changes[at] = _without(now(at), value)
         for key in changed:
             new = edited.get(key, gone)
             if new is not gone:
-                changes.update(entries(key, new))
+                for at, value in entries(key, new):
+                    changes[at] = _with(now(at), value)
         if len(changes) <= max(FLATTEN_AT, len(self._root) >> 4):
             return Lookup(self._root, changes)
         root = dict(self._root)
@@ -63,6 +101,19 @@ class Lookup:
             else:
                 root[at] = value
         return Lookup(root, {})
+
+
+def _whole(records: Mapping[str, Any], entries: Entries, fast: Whole) -> dict[str, Any]:
+    """The whole map's look-up: at dict speed (``fast``) when no two records
+    share a key, else value by value, twins kept."""
+    root = fast(records)
+    if len(root) == len(records):  # one key per record, none shared
+        return root
+    root = {}
+    for key, record in records.items():
+        for at, value in entries(key, record):
+            root[at] = _with(root.get(at, _REMOVED), value)
+    return root
 
 
 def lookup(records: Mapping[str, Any], name: str) -> Lookup:
@@ -86,7 +137,7 @@ def lookup(records: Mapping[str, Any], name: str) -> Lookup:
                 records.indexes[other] = lookup(copy, other)
         found = lookup(copy, name)
     if found is None:
-        found = Lookup(whole(records), {})
+        found = Lookup(_whole(records, entries, whole), {})
     if cache is not None:
         cache[name] = found
     return found
@@ -122,15 +173,15 @@ WAYS: dict[str, tuple[Entries, Whole]] = {
 
 
 def names_folded(segments: Mapping[str, Any]) -> Lookup:
-    """Casefolded segment name -> the name as registered."""
+    """Casefolded segment name -> the names registered so (``Lookup.all``)."""
     return lookup(segments, "names")
 
 
 def locations_folded(segments: Mapping[str, Any]) -> Lookup:
-    """Casefolded location of a registered segment -> the segment's name."""
+    """Casefolded location of registered segments -> their names."""
     return lookup(segments, "locations")
 
 
 def queued_folded(pending: Mapping[str, Any]) -> Lookup:
-    """Casefolded location queued for deletion -> its pending record."""
+    """Casefolded location queued for deletion -> the pending records there."""
     return lookup(pending, "queued")

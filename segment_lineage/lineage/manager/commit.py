@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Self
 
+from segment_lineage.lineage.core.buckets import Edited
 from segment_lineage.lineage.core.env import SYSTEM, Env
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
@@ -69,6 +70,13 @@ class Committed:
     change: Change
     commit_id: str
     applied: bool  # False when the operation was a no-op (idempotent repeat)
+
+    def __post_init__(self) -> None:
+        # A version's records are frozen data: the change's own copies, handed
+        # back here, now serve the store's look-ups too (a store keeps them).
+        for records in (self.state.segments, self.state.pending, self.state.entries):
+            if isinstance(records, Edited):
+                records.freeze()
 
 
 def _utc(ms: int) -> str:

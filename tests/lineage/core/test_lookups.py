@@ -12,6 +12,7 @@ import pickle
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -27,13 +28,13 @@ class Seg:
 
 
 def _edit(rng: random.Random, records: Edited[Seg], pool: list[str]) -> None:
-    """A few random edits of every kind a transition makes, keeping what the
-    register's rules keep: no two names alike but for case, no two segments
-    at one location (ignoring case). A location may pass from a segment
-    removed to another in one change."""
+    """A few random edits of every kind a transition makes. Case twins of
+    names and of locations are made too (a table may hold some, written
+    before a rule refused them): look-ups keep every twin. A location may
+    pass from a segment removed to another in one change."""
     for _ in range(rng.randint(0, 6)):
         key = rng.choice(pool)
-        how = rng.randrange(7)
+        how = rng.randrange(8)
         if how == 0 and key in records:
             records[key] = Seg(f"LOC/{key}/{rng.randrange(10**6)}")  # moved elsewhere
         elif how == 1:
@@ -50,30 +51,39 @@ def _edit(rng: random.Random, records: Edited[Seg], pool: list[str]) -> None:
         elif how == 6 and key in records:
             other = rng.choice([k for k in pool if k not in records] or [key])
             records |= {other: Seg(records.pop(key).location.upper())}  # its location, to another
+        elif how == 7 and records:
+            other = rng.choice(sorted(records))
+            records[key] = Seg(rng.choice([str.upper, str.lower])(records[other].location))  # a twin's
 
 
-def _full(records: dict[str, Seg]) -> tuple[dict[str, str], dict[str, str], dict[str, Seg]]:
-    names = {key.casefold(): key for key in records}
-    locations = {seg.location.casefold(): key for key, seg in records.items()}
-    queued = {key.casefold(): seg for key, seg in records.items()}
+Grouped = dict[str, tuple[object, ...]]
+
+
+def _grouped(pairs: list[tuple[str, object]]) -> Grouped:
+    out: dict[str, list[object]] = {}
+    for at, value in pairs:
+        out.setdefault(at, []).append(value)
+    return {at: tuple(sorted(values, key=repr)) for at, values in out.items()}
+
+
+def _full(records: dict[str, Seg]) -> tuple[Grouped, Grouped, Grouped]:
+    names = _grouped([(key.casefold(), key) for key in records])
+    locations = _grouped([(seg.location.casefold(), key) for key, seg in records.items()])
+    queued = _grouped([(key.casefold(), seg) for key, seg in records.items()])
     return names, locations, queued
 
 
-def _looked_up(
-    records: dict[str, Seg], keys: set[str]
-) -> tuple[dict[str, str], dict[str, str], dict[str, Seg]]:
-    names, locations, queued = names_folded(records), locations_folded(records), queued_folded(records)
-    return (
-        {k: v for k in keys if (v := names.get(k)) is not None},
-        {k: v for k in keys if (v := locations.get(k)) is not None},
-        {k: v for k in keys if (v := queued.get(k)) is not None},
+def _looked_up(records: dict[str, Seg], keys: set[str]) -> tuple[Grouped, Grouped, Grouped]:
+    found = names_folded(records), locations_folded(records), queued_folded(records)
+    return tuple(  # type: ignore[return-value]
+        {k: tuple(sorted(v, key=repr)) for k in keys if (v := lookup.all(k))} for lookup in found
     )
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_tracked_copies_and_derived_look_ups_agree_with_whole_map_passes(seed: int) -> None:
     rng = random.Random(seed)
-    pool = [f"s{i}" for i in range(30)]
+    pool = [f"s{i}" for i in range(30)] + [f"S{i}" for i in range(6)]  # names' case twins too
     start = {key: Seg(f"loc/{key}") for key in rng.sample(pool, 12)}
     base = laid_out(start, 4) if seed % 2 else dict(start)  # type: ignore[arg-type]
     names_folded(base), locations_folded(base), queued_folded(base)  # kept with the base
@@ -167,3 +177,99 @@ def test_a_one_row_push_on_a_table_this_client_wrote_builds_no_look_up_anew(
         )
     finally:
         store.close()
+
+
+# ---- case twins already in a table: the rules see every one ---------------------------
+
+
+def _table(segments: dict[str, Any], pending: dict[str, Any]) -> Any:
+    from segment_lineage.lineage.core.model import TableConfig, TableState
+
+    return TableState(TableConfig.build("t", "/t", "APPEND"), 2, segments, {}, pending)
+
+
+def test_a_batch_whose_locations_differ_only_in_case_is_refused() -> None:
+    """As a segment's location against the table's: one batch cannot make two
+    segments whose locations a look-up folds together."""
+    from segment_lineage.lineage.core import transitions
+    from segment_lineage.lineage.core.errors import InvalidInputError
+    from segment_lineage.lineage.core.model import Segment
+
+    batch = [Segment("A", "x.parquet", rows=1), Segment("B", "X.parquet", rows=1)]
+    with pytest.raises(InvalidInputError, match=r"'x\.parquet' and 'X\.parquet', alike but for case"):
+        transitions.register_segments(_table({}, {}), batch, 5)
+
+
+@pytest.mark.parametrize("derived", [False, True], ids=["built", "derived"])
+@pytest.mark.parametrize("orphan_first", [False, True], ids=["condemned-first", "orphan-first"])
+def test_a_location_condemned_is_refused_whatever_twin_only_seen_as_an_orphan_is_beside_it(
+    orphan_first: bool, derived: bool
+) -> None:
+    """A location queued for deletion and a case twin of it retention only saw
+    unreferenced (which does not condemn): a new segment there is refused,
+    whichever record came first, in a look-up built whole or derived from a
+    change (a long-lived writer's, which must agree with a fresh one)."""
+    from segment_lineage.lineage.core import transitions
+    from segment_lineage.lineage.core.errors import RefusedError
+    from segment_lineage.lineage.core.model import DeletionReason, PendingDeletion, Segment
+
+    condemned = PendingDeletion("A.parquet", "S", DeletionReason.DELETED, 1)
+    orphan = PendingDeletion("a.parquet", "file", DeletionReason.ORPHAN_SEEN, 2)
+    records = [orphan, condemned] if orphan_first else [condemned, orphan]
+    pending: dict[str, Any] = {}
+    if derived:  # the first record was there, the second came with the last change
+        pending = {records[0].location: records[0]}
+        queued_folded(pending)
+        pending = editable(pending)
+        pending[records[1].location] = records[1]
+    else:
+        pending = {p.location: p for p in records}
+    state = _table({}, pending)
+    with pytest.raises(RefusedError, match=r"queued for deletion \(it held segment 'S'\)"):
+        transitions.register_segments(state, [Segment("N", "A.parquet", rows=1)], 5)
+
+
+def test_removing_one_of_two_location_twins_leaves_the_other_in_the_look_up() -> None:
+    """The outside trial's case: segments at x.parquet and X.parquet (written
+    before the batch rule), one removed by a change: the look-up derived for
+    that change still finds the other, as a whole pass does."""
+    from segment_lineage.lineage.core import transitions
+    from segment_lineage.lineage.core.errors import RefusedError
+    from segment_lineage.lineage.core.model import Segment
+
+    segments = {"A": Segment("A", "x.parquet", rows=1), "B": Segment("B", "X.parquet", rows=1)}
+    locations_folded(segments)  # kept with the version: the change derives from it
+    after = editable(segments)
+    del after["B"]
+    assert locations_folded(after).all("x.parquet") == ("A",)
+    with pytest.raises(RefusedError, match="used by segment 'A'"):
+        transitions.register_segments(_table(after, {}), [Segment("C", "x.parquet", rows=1)], 5)
+
+
+def test_a_committed_versions_records_are_frozen() -> None:
+    """What a commit hands back is the version the store keeps (and its
+    look-ups): editing it is refused, and changes nothing."""
+    from segment_lineage.lineage.core.errors import RefusedError
+    from segment_lineage.lineage.core.model import Segment, TableConfig
+    from segment_lineage.lineage.manager import LineageManager
+    from segment_lineage.lineage.store.memory import MemoryStore
+
+    m = LineageManager(MemoryStore())
+    m.create_table(TableConfig.build("t", "/t", "APPEND"))
+    m.register_segments("t", [Segment("Alpha", "alpha.parquet", rows=1)])
+    done = m.register_segments("t", [Segment("Beta", "beta.parquet", rows=1)])
+    segments = cast("dict[str, Segment]", done.state.segments)
+    for edit in (
+        lambda: segments.pop("Alpha"),
+        lambda: segments.__delitem__("Alpha"),
+        lambda: segments.__setitem__("Gamma", segments["Alpha"]),
+        segments.popitem,
+        segments.clear,
+        lambda: segments.update({"Gamma": segments["Alpha"]}),
+        lambda: segments.setdefault("Gamma", segments["Alpha"]),
+    ):
+        with pytest.raises(TypeError, match="frozen"):
+            edit()
+    assert sorted(segments) == ["Alpha", "Beta"]
+    with pytest.raises(RefusedError, match="differs only in case from 'Alpha'"):
+        m.register_segments("t", [Segment("ALPHA", "y.parquet", rows=1)])

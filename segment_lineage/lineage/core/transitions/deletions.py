@@ -13,6 +13,7 @@ from segment_lineage.lineage.core.errors import (
     InvalidInputError,
     RefusedError,
 )
+from segment_lineage.lineage.core.lookups import locations_folded
 from segment_lineage.lineage.core.model import (
     Change,
     DeletionReason,
@@ -39,11 +40,11 @@ def queue_files(
     table = state.config.name
     if not locations:
         raise InvalidInputError("no files to queue")
-    registered = {seg.location.casefold(): seg.name for seg in state.segments.values()}
+    registered = locations_folded(state.segments)  # kept with the table: no pass over it
     pending = editable(state.pending)
     for location in locations:
         check_location(location)
-        owner = registered.get(location.casefold())
+        owner = next(iter(registered.all(location.casefold())), None)
         if owner is not None:
             raise RefusedError(
                 f"file {location!r} belongs to registered segment {owner!r}",

@@ -58,18 +58,22 @@ class WellFormed:
 
 @dataclass(frozen=True)
 class DistinctLocations:
-    """No two segments of the batch share a location."""
+    """No two segments of the batch share a location, ignoring case (as a
+    segment's location and the table's are compared: :class:`LocationFree`)."""
 
     new: Sequence[Segment]
 
     def check(self, state: TableState) -> None:
-        locations: dict[str, str] = {}
+        locations: dict[str, Segment] = {}
         for seg in self.new:
-            if seg.location in locations:
-                raise InvalidInputError(
-                    f"segments {locations[seg.location]!r} and {seg.name!r} share location {seg.location!r}"
+            other = locations.setdefault(seg.location.casefold(), seg)
+            if other is not seg:
+                shared = (
+                    f"share location {seg.location!r}"
+                    if other.location == seg.location
+                    else f"have locations {other.location!r} and {seg.location!r}, alike but for case"
                 )
-            locations[seg.location] = seg.name
+                raise InvalidInputError(f"segments {other.name!r} and {seg.name!r} {shared}")
 
 
 @dataclass(frozen=True)
@@ -101,9 +105,9 @@ class Taken:
 
     bound: LineageEntry | None  # the entry the batch is bound to, if any
     bound_to: frozenset[str]  # its `to`, as a set (looked up once per segment)
-    folded: Lookup  # casefolded registered name -> name
-    locations: Lookup  # casefolded location of a registered segment -> its name
-    queued: Lookup  # casefolded location queued for deletion -> its PendingDeletion
+    folded: Lookup  # casefolded registered name -> the names
+    locations: Lookup  # casefolded location of registered segments -> their names
+    queued: Lookup  # casefolded location queued for deletion -> the PendingDeletions
     replaced: Mapping[str, str]  # name in a live entry's `from` -> that entry
     running_to: Mapping[str, str]  # name in an IN_PROGRESS entry's `to` -> that entry
     reverted_to: Mapping[str, str]  # name in a REVERTED entry's `to` -> that entry
@@ -132,13 +136,17 @@ class Taken:
             reverted_to=reverted_to,
         )
 
+    def registered(self, name: str) -> str | None:
+        """The registered segment ``name`` is: itself, else a case twin of it."""
+        names = self.folded.all(name.casefold())
+        return name if name in names else next(iter(names), None)
+
     def reupload(self, state: TableState, name: str) -> bool:
         """Whether registering ``name`` again replaces a hidden upload of a
         running replacement (its ``to``, bound to it) rather than a duplicate."""
-        existing = self.folded.get(name.casefold())
-        if existing != name:
+        if name not in self.folded.all(name.casefold()):
             return False
-        holder = state.entries.get(state.segments[existing].entry_id or "")
+        holder = state.entries.get(state.segments[name].entry_id or "")
         if holder is None or holder.state is not EntryState.IN_PROGRESS:
             return False
         if self.bound is not None:
@@ -174,7 +182,7 @@ class NameFree:
 
     def check(self, state: TableState) -> None:
         name = self.seg.name
-        existing = self.taken.folded.get(name.casefold())
+        existing = self.taken.registered(name)
         if existing is not None and not self.taken.reupload(state, name):
             table = state.config.name
             problem = (
@@ -198,8 +206,8 @@ class LocationFree:
 
     def check(self, state: TableState) -> None:
         seg = self.seg
-        holder = self.taken.locations.get(seg.location.casefold(), seg.name)
-        if holder != seg.name:
+        holder = next((h for h in self.taken.locations.all(seg.location.casefold()) if h != seg.name), None)
+        if holder is not None:
             raise RefusedError(
                 f"location {seg.location!r} of segment {seg.name!r} is used by segment {holder!r}",
                 table=state.config.name,
@@ -219,8 +227,9 @@ class LocationNotQueued:
 
     def check(self, state: TableState) -> None:
         seg = self.seg
-        queued = self.taken.queued.get(seg.location.casefold())
-        if queued is not None and queued.reason is not DeletionReason.ORPHAN_SEEN:
+        there = self.taken.queued.all(seg.location.casefold())  # case twins too: any one condemned
+        queued = next((q for q in there if q.reason is not DeletionReason.ORPHAN_SEEN), None)
+        if queued is not None:
             raise RefusedError(
                 f"location {seg.location!r} of segment {seg.name!r} is queued for deletion "
                 f"(it held segment {queued.segment!r})",

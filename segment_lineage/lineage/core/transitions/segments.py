@@ -89,12 +89,11 @@ def register_segments(
     superseded: list[Segment] = []  # hidden uploads of a running replacement, uploaded again
     for seg in new:
         require(state, segment_rules(seg, taken))
-        existing = taken.folded.get(seg.name.casefold())
+        existing = taken.registered(seg.name)  # past the rules: itself, a hidden upload again
         if existing is not None:
             superseded.append(state.segments[existing])
-        queued = taken.queued.get(seg.location.casefold())
-        if queued is not None:
-            taken_over.append(queued.location)
+        # Past the rules, only files seen unreferenced are queued there (case twins too).
+        taken_over.extend(queued.location for queued in taken.queued.all(seg.location.casefold()))
         segments[seg.name] = Segment(
             name=seg.name,
             location=seg.location,

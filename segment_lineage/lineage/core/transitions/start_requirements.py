@@ -415,8 +415,7 @@ class ToUnregistered:
 
     def check(self, state: TableState) -> None:
         folded = names_folded(state.segments)
-        owners = ((n, folded.get(n.casefold())) for n in self.dst)
-        still = [n for n, owner in owners if owner is not None and owner not in self.adopted]
+        still = [n for n in self.dst if any(o not in self.adopted for o in folded.all(n.casefold()))]
         if still:
             table = state.config.name
             raise ConflictError(
