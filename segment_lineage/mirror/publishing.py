@@ -63,10 +63,22 @@ def still_held(
     """MirrorError unless this process still holds the table's mirror (its
     ZooKeeper session lapsed: a drop or another publisher may have taken it)."""
     if not manager.mirror_hold(table).held():
-        raise MirrorError(
-            f"{before} the hold on the Delta mirror of table {table!r} lapsed (the ZooKeeper session "
-            f"ended); {then}"
-        )
+        raise _lapsed(table, before, then)
+
+
+def held_now(manager: LineageManager, table: str, before: str) -> int:
+    """:func:`still_held` before a write, and the store's clock for it, asked together."""
+    now = manager.mirror_hold(table).held_now()
+    if now is None:
+        raise _lapsed(table, before, "nothing more was written")
+    return now
+
+
+def _lapsed(table: str, before: str, then: str) -> MirrorError:
+    return MirrorError(
+        f"{before} the hold on the Delta mirror of table {table!r} lapsed (the ZooKeeper session "
+        f"ended); {then}"
+    )
 
 
 def publish(
@@ -211,15 +223,14 @@ class _Publishing:
         if first is not None:
             self.log.check_files(first)  # every file there before anything is written
         doing = f"before resetting the columns of table {self.table!r}'s mirror,"
-        still_held(self.manager, self.table, doing)
-        self.log.reset(delta_schema, fields, self.manager.now_ms())
+        self.log.reset(delta_schema, fields, held_now(self.manager, self.table, doing))
         self.shown, self.base = self.log.shown, None
 
     def _commit(self, version: int, step: Step, delta_schema: Any) -> None:
         manager, table = self.manager, self.table
         failpoint("mirror.before-commit")
-        still_held(manager, table, f"before publishing version {version},")
-        delta_version = self.log.commit(step, delta_schema, manager.now_ms())
+        now = held_now(manager, table, f"before publishing version {version},")
+        delta_version = self.log.commit(step, delta_schema, now)
         failpoint("mirror.after-commit")
         still_held(
             manager,

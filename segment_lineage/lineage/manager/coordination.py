@@ -52,6 +52,10 @@ class TableHold:
     def held(self) -> bool:
         return self._holds.holds(self._table, self._name)
 
+    def held_now(self) -> int | None:
+        """The store's clock if this session still holds it, else None (one round trip)."""
+        return self._holds.holds_now(self._table, self._name)
+
     def release(self) -> None:
         self._holds.release(self._table, self._name)
 

@@ -248,7 +248,7 @@ class Reads(ManagerBase):
         if read is not None and (version is None or read.state.version != version):
             read = None  # only a read at the version asked for saves the head read
         for _ in range(PIN_ATTEMPTS):
-            handed, lease = read is not None, self.store.pins.pin(table, version, read)
+            handed, lease = read is not None, self.store.pins.pin(table, version, read, look=True)
             read = None  # a later attempt pins what the store shows then
             try:
                 then = lease.state
@@ -256,7 +256,8 @@ class Reads(ManagerBase):
                     raise LineageError(
                         f"pinned version {then.version} of table {table!r} instead of version {version}"
                     )
-                current = self._read(table)  # read after the lease exists: see the docstring
+                # Read after the lease exists (see the docstring): with it, one round trip.
+                current = lease.after if lease.after is not None else self._read(table)
                 if handed and current.version != then.version:
                     self.store.pins.release(lease)  # built on a read the table moved past: see the docstring
                     continue

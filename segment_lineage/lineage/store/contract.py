@@ -59,6 +59,8 @@ class Lease:
     table: str
     lease_id: str
     state: TableState
+    # The table as read right after the lease was made (``Pins.pin(look=True)``).
+    after: TableState | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,12 @@ class Holds(Protocol):
         """Whether this client still holds it (asks the server)."""
         ...
 
+    def holds_now(self, table: str, name: str = LOCK) -> int | None:
+        """The store's clock (``Store.now_ms``) when this client still holds
+        it, else None: both asked together (on ZooKeeper, one round trip), for
+        a write fenced by the hold that records the time."""
+        ...
+
     def release(self, table: str, name: str = LOCK) -> None:
         """Let it go, if it is still this session's (gone with the session anyway)."""
         ...
@@ -203,11 +211,15 @@ class Floors(Protocol):
 class Pins(Protocol):
     """Readers' pins on table versions; retention keeps a pinned version's files."""
 
-    def pin(self, table: str, version: int | None = None, read: Snapshot | None = None) -> Lease:
+    def pin(
+        self, table: str, version: int | None = None, read: Snapshot | None = None, *, look: bool = False
+    ) -> Lease:
         """Pin one consistent version for a reader: the current one, or a
         retained one. ``read``: the table as the caller read it, at the
         version pinned (the caller checks): the pin builds on it instead of
-        reading the head again."""
+        reading the head again. ``look``: also read the table once the lease
+        exists (``Lease.after``; on ZooKeeper, asked right behind the lease:
+        one round trip for both)."""
         ...
 
     def release(self, lease: Lease) -> None: ...

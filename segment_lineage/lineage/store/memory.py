@@ -55,7 +55,7 @@ class MemoryStore:
         self._versions: dict[str, dict[int, TableState]] = {}
         self._dropping: dict[str, TableState] = {}  # marked dropping, their metadata not yet gone
         self._id = env.hex_id()
-        owners, passes, mirrors = memory_holds(self._lock, self._tables)
+        owners, passes, mirrors = memory_holds(self._lock, self._tables, self.now_ms)
         self._holds: dict[str, Holds] = {"owner": owners, "pass": passes, "mirror": mirrors}
         self._owners, self._passes, self._mirrors = owners, passes, mirrors
         self.queues = MemoryQueues(self._lock, self._tables)

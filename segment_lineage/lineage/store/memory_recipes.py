@@ -42,8 +42,8 @@ def _require(tables: Tables, table: str) -> None:
 class MemoryOwners:
     """Push owner claims, by entry id. The one session holds them all."""
 
-    def __init__(self, lock: threading.RLock, tables: Tables) -> None:
-        self._lock, self._tables = lock, tables
+    def __init__(self, lock: threading.RLock, tables: Tables, clock: Callable[[], int]) -> None:
+        self._lock, self._tables, self._clock = lock, tables, clock
         self._owners: dict[str, set[str]] = {}
 
     def hold(self, table: str, name: str = LOCK) -> None:
@@ -54,6 +54,9 @@ class MemoryOwners:
     def holds(self, table: str, name: str = LOCK) -> bool:
         with self._lock:
             return name in self._owners.get(table, set())
+
+    def holds_now(self, table: str, name: str = LOCK) -> int | None:
+        return self._clock() if self.holds(table, name) else None
 
     def release(self, table: str, name: str = LOCK) -> None:
         with self._lock:
@@ -68,8 +71,14 @@ class MemoryLocks:
     """One kind of exclusive table hold (``pass``, ``mirror``): held by this
     store's client, or not; taking it twice is refused (``busy``)."""
 
-    def __init__(self, lock: threading.RLock, tables: Tables, busy: Callable[[str], LineageError]) -> None:
-        self._lock, self._tables, self._busy = lock, tables, busy
+    def __init__(
+        self,
+        lock: threading.RLock,
+        tables: Tables,
+        busy: Callable[[str], LineageError],
+        clock: Callable[[], int],
+    ) -> None:
+        self._lock, self._tables, self._busy, self._clock = lock, tables, busy, clock
         self._held: set[tuple[str, str]] = set()
 
     def hold(self, table: str, name: str = LOCK) -> None:
@@ -82,6 +91,9 @@ class MemoryLocks:
     def holds(self, table: str, name: str = LOCK) -> bool:
         with self._lock:
             return (table, name) in self._held
+
+    def holds_now(self, table: str, name: str = LOCK) -> int | None:
+        return self._clock() if self.holds(table, name) else None
 
     def release(self, table: str, name: str = LOCK) -> None:
         with self._lock:
@@ -97,12 +109,14 @@ class MemoryLocks:
             self._held = {(t, n) for t, n in self._held if t != table}
 
 
-def memory_holds(lock: threading.RLock, tables: Tables) -> tuple[MemoryOwners, MemoryLocks, MemoryLocks]:
-    """The owner, pass and mirror holds of one memory store."""
+def memory_holds(
+    lock: threading.RLock, tables: Tables, clock: Callable[[], int]
+) -> tuple[MemoryOwners, MemoryLocks, MemoryLocks]:
+    """The owner, pass and mirror holds of one memory store (on its ``clock``)."""
     return (
-        MemoryOwners(lock, tables),
-        MemoryLocks(lock, tables, PassRunningError),
-        MemoryLocks(lock, tables, MirrorHeldError),
+        MemoryOwners(lock, tables, clock),
+        MemoryLocks(lock, tables, PassRunningError, clock),
+        MemoryLocks(lock, tables, MirrorHeldError, clock),
     )
 
 
@@ -175,13 +189,20 @@ class MemoryPins:
         self._leases: dict[str, dict[str, TableState]] = {}
         self._next = 0
 
-    def pin(self, table: str, version: int | None = None, read: Snapshot | None = None) -> Lease:
+    def pin(
+        self, table: str, version: int | None = None, read: Snapshot | None = None, *, look: bool = False
+    ) -> Lease:
         state = read.state if read is not None else self._state_of(table, version)
         with self._lock:
             self._next += 1
             lease_id = f"lease-{self._next:010d}"
             self._leases.setdefault(table, {})[lease_id] = state
-        return Lease(table, lease_id, state)
+        try:
+            after = self._state_of(table, None) if look else None  # read once the lease exists
+        except BaseException:
+            self.release(Lease(table, lease_id, state))
+            raise
+        return Lease(table, lease_id, state, after)
 
     def release(self, lease: Lease) -> None:
         with self._lock:

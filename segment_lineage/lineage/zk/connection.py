@@ -264,9 +264,17 @@ class ZkConnection:
         acl: Sequence[ACL] | None = None,
         ephemeral: bool = False,
         sequence: bool = False,
+        behind: Callable[[], None] | None = None,
     ) -> str:
+        """``behind()``, when given, sends requests right after the create (as
+        :meth:`get`'s): ZooKeeper answers a session's requests in order, so
+        they see the node made. Their answers are the caller's to await."""
+
         def send() -> Any:
-            return self.client.create_async(path, data, acl=acl, ephemeral=ephemeral, sequence=sequence)
+            pending = self.client.create_async(path, data, acl=acl, ephemeral=ephemeral, sequence=sequence)
+            if behind is not None:
+                behind()
+            return pending
 
         return str(self._run(send, False))
 

@@ -33,7 +33,7 @@ from segment_lineage.lineage.core.model import (
     TableConfig,
 )
 from segment_lineage.lineage.manager import LineageManager
-from segment_lineage.lineage.store.contract import VersionConflict
+from segment_lineage.lineage.store.contract import LOCK, VersionConflict
 
 T = "events"
 
@@ -680,6 +680,41 @@ def test_leases_pin_a_version_until_released(manager: LineageManager, table: str
     assert [(i.lease_id, i.version) for i in infos] == [(lease.lease_id, lease.state.version)]
     manager.store.pins.release(lease)
     assert manager.store.pins.leases(T) == []
+
+
+def test_a_pin_can_read_the_table_once_its_lease_exists(manager: LineageManager, table: str) -> None:
+    """``look``: the table as read after the lease was made (a version a
+    commit made meanwhile shows there, not in the pinned state)."""
+    pinned = manager.table(T).version
+    lease = manager.store.pins.pin(T, look=True)
+    assert lease.state.version == pinned and lease.after is not None
+    assert lease.after.version == pinned and sorted(lease.after.segments) == ["s1", "s2", "s3"]
+    manager.register_segments(T, [seg("later")])
+    past = manager.store.pins.pin(T, pinned, look=True)  # a past version: read after its lease too
+    assert past.state.version == pinned and past.after is not None and past.after.version == pinned + 1
+    assert "later" in past.after.segments and "later" not in past.state.segments
+    assert manager.store.pins.pin(T).after is None  # not asked: not read
+    for each in (lease, past):
+        manager.store.pins.release(each)
+    assert [i.version for i in manager.store.pins.leases(T)] == [pinned + 1]
+
+
+def test_a_hold_answers_with_the_clock_while_it_stands(manager: LineageManager, table: str) -> None:
+    """``holds_now``: the store's clock while this client holds it, None once
+    it does not (released, or gone with the table)."""
+    store = manager.store
+    for kind, name in (("mirror", LOCK), ("pass", LOCK), ("owner", push(manager, [], ["o1"]))):
+        holds = store.holds(kind)  # type: ignore[arg-type]
+        assert holds.holds_now(T, name) is None
+        holds.hold(T, name)
+        before = store.now_ms()
+        now = holds.holds_now(T, name)
+        assert now is not None and before <= now <= store.now_ms()
+        holds.release(T, name)
+        assert holds.holds_now(T, name) is None
+    store.holds("mirror").hold(T)
+    manager.drop_table(T, force=True)
+    assert store.holds("mirror").holds_now(T) is None
 
 
 def test_a_drop_calls_back_once_the_table_is_marked_and_again_when_finished_later(

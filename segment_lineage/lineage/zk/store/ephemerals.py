@@ -6,11 +6,12 @@ Owners, leases and pass holds are made of these."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from segment_lineage.lineage.core.acl import OWN_FOLDER_OF, OWN_PREFIX, TABLE_FOLDERS, child_place
-from segment_lineage.lineage.core.errors import TableNotFoundError
+from segment_lineage.lineage.core.errors import StoreUnavailableError, TableNotFoundError
 from segment_lineage.lineage.zk.connection import ZkConnection, translated
 from segment_lineage.lineage.zk.store.nodes import Nodes
 from segment_lineage.lineage.zk.store.paths import Paths
@@ -22,9 +23,18 @@ class Ephemerals:
         self.paths = paths
         self.nodes = nodes
 
-    def create(self, table: str, folder: str, name: str, data: bytes, sequence: bool) -> str:
+    def create(
+        self,
+        table: str,
+        folder: str,
+        name: str,
+        data: bytes,
+        sequence: bool,
+        behind: Callable[[], None] | None = None,
+    ) -> str:
         """Create an ephemeral node; its id relative to ``folder`` (``by-u/lease-N`` or ``lease-N``).
-        NodeExistsError passes: the caller asks whose it is."""
+        NodeExistsError passes: the caller asks whose it is. ``behind``: sent
+        right after each try's create (ZkConnection.create)."""
         base = self.paths.folder(table, folder)
         place = TABLE_FOLDERS[folder]
         holder = self.nodes.holder(folder)
@@ -42,6 +52,7 @@ class Ephemerals:
                         acl=self.nodes.acl_at(child_place(place)),
                         ephemeral=True,
                         sequence=sequence,
+                        behind=behind,
                     )
                 return path[len(base) + 1 :]
             except NoNodeError:
@@ -72,6 +83,26 @@ class Ephemerals:
                     pass
                 except NoNodeError:
                     raise TableNotFoundError(table) from None
+
+    def owned_now(self, path: str, doing: str) -> int | None:
+        """The store's clock when this session owns the ephemeral at ``path``,
+        else None: the look and the clock sent together, one round trip
+        (asked again alone when an answer was lost or the clock node went)."""
+        self.nodes.ensure_root()
+        self.zk.check_answering()
+        looked, clock = self.zk.send_exists(path), self.zk.send_set(self.paths.clock, b"")
+        try:
+            with self.zk.reading(doing):
+                stat = self.zk.answer(looked)
+            with self.zk.reading("clock read"):
+                now = int(self.zk.answer(clock).mtime)
+        except (NoNodeError, StoreUnavailableError):
+            try:
+                stat = self.zk.exists(path, doing=doing)
+            except (NoNodeError, StoreUnavailableError):
+                stat = None
+            now = self.nodes.now_ms()
+        return now if stat is not None and stat.ephemeralOwner == self.zk.session_id() else None
 
     def children(self, table: str, folder: str) -> list[str]:
         try:

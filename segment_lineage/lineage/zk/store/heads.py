@@ -208,6 +208,28 @@ class Heads:
             self.paths.head(table), f"blob {last_gone} referenced by the head is missing"
         )
 
+    def send_read(self, table: str) -> tuple[Any, Any]:
+        """Send :meth:`read`'s requests (the floor's, then the head's) now,
+        behind another request (one round trip for all); :meth:`answer_read`
+        awaits them."""
+        return self.floors.send_read(table), self.zk.send_get(self.paths.head(table))
+
+    def answer_read(self, table: str, sent: tuple[Any, Any]) -> Snapshot:
+        """The version :meth:`send_read`'s requests read; read again, with
+        :meth:`read`'s retries, when their answers were lost (a connection
+        made again) or the version's blobs went meanwhile."""
+        pending_floor, pending_head = sent
+        try:
+            with self.zk.reading(f"reading table {table!r}"):
+                try:
+                    raw, stat = self.zk.answer(pending_head)
+                except NoNodeError:
+                    raise TableNotFoundError(table) from None
+            head, zversion = self._head(table, raw, int(stat.version))
+            return self._snapshot(table, head, zversion, raw, self.floors.answer(pending_floor, table))
+        except (StoreUnavailableError, BlobGone):
+            return self.read(table)
+
     def _send_commit_read(self, table: str) -> tuple[str, Any, Any, Any]:
         """Send a commit attempt's reads of ``table``: its floor, head and queue (read_at's order)."""
         floor = self.floors.send_read(table)

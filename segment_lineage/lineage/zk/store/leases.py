@@ -4,6 +4,8 @@ a reader (retention keeps its blobs and files)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from segment_lineage.lineage import codec
@@ -49,6 +51,9 @@ class Owners:
             return False
         return stat is not None and stat.ephemeralOwner == self.zk.session_id()
 
+    def holds_now(self, table: str, name: str = LOCK) -> int | None:
+        return self.ephemerals.owned_now(self.path(table, name), "owner")
+
     def release(self, table: str, name: str = LOCK) -> None:
         self.ephemerals.delete_quietly(self.path(table, name), "owner")
 
@@ -63,12 +68,16 @@ class Leases:
         self.versions = versions
         self.ephemerals = ephemerals
 
-    def pin(self, table: str, version: int | None = None, read: Snapshot | None = None) -> Lease:
+    def pin(
+        self, table: str, version: int | None = None, read: Snapshot | None = None, *, look: bool = False
+    ) -> Lease:
         """Lease one version. The lease alone does not make it readable:
         retention may have condemned it before the lease existed, which only
         a head read after the lease can tell (``LineageManager.pin_readable``).
         ``read``: the head as the caller read it, at the version asked for
-        (one round trip less)."""
+        (one round trip less). ``look``: that head read, sent right behind
+        the lease's create (ZooKeeper answers a session's requests in order):
+        one round trip for both."""
         snap = read if read is not None else self.heads.read(table)
         loaded = snap.token
         assert isinstance(loaded, Loaded)
@@ -76,17 +85,34 @@ class Leases:
         if version is not None and version != state.version:
             raw, past = self.versions.record(table, version, state.version)
             # The lease goes first: from then on retention keeps its blobs and files.
-            lease_id = self.ephemerals.create(table, "leases", "lease-", raw, sequence=True)
-            return Lease(table, lease_id, self.versions.rebuild(table, loaded.head, past))
+            lease_id, after = self._create(table, raw, look)
+            return Lease(table, lease_id, self.versions.rebuild(table, loaded.head, past), after)
         record = codec.LeaseRecord(
             version=state.version,
             buckets=dict(loaded.head.buckets),
             chunks=tuple(sorted(loaded.chunk_blobs())),
         )
+        lease_id, after = self._create(table, codec.encode_lease(record), look)
+        return Lease(table, lease_id, state, after)
+
+    def _create(self, table: str, raw: bytes, look: bool) -> tuple[str, TableState | None]:
+        """A new lease node holding ``raw``: its id, and with ``look`` the
+        table as read right behind it (the lease goes if that read fails)."""
+        sent: list[tuple[Any, Any]] = []
+
+        def behind() -> None:
+            sent.append(self.heads.send_read(table))
+
         lease_id = self.ephemerals.create(
-            table, "leases", "lease-", codec.encode_lease(record), sequence=True
+            table, "leases", "lease-", raw, sequence=True, behind=behind if look else None
         )
-        return Lease(table, lease_id, state)
+        if not look:
+            return lease_id, None
+        try:
+            return lease_id, self.heads.answer_read(table, sent[-1]).state
+        except BaseException:
+            self._drop(table, lease_id)
+            raise
 
     def pinned_states(self, table: str) -> list[TableState]:
         """The table versions live readers pinned, rebuilt from their blobs.
@@ -110,9 +136,10 @@ class Leases:
         return states
 
     def release(self, lease: Lease) -> None:
-        self.ephemerals.delete_quietly(
-            f"{self.paths.folder(lease.table, 'leases')}/{lease.lease_id}", "lease"
-        )
+        self._drop(lease.table, lease.lease_id)
+
+    def _drop(self, table: str, lease_id: str) -> None:
+        self.ephemerals.delete_quietly(f"{self.paths.folder(table, 'leases')}/{lease_id}", "lease")
 
     def leases(self, table: str) -> list[LeaseInfo]:
         return [

@@ -309,6 +309,9 @@ class TableHolds:
             return False
         return stat is not None and stat.ephemeralOwner == self.zk.session_id()
 
+    def holds_now(self, table: str, name: str = LOCK) -> int | None:
+        return self.ephemerals.owned_now(self.path(table, name), self._doing)
+
     def release(self, table: str, name: str = LOCK) -> None:
         """Release the hold, if it is still this session's: a holder whose
         session lapsed must not take away the hold of the one after it."""
