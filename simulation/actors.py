@@ -8,6 +8,7 @@ else escaping an actor is reported by the run as a violation.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 from collections.abc import Callable
@@ -854,6 +855,52 @@ def creator(ctx: Ctx, ops: int) -> None:
             ctx.push(name)
 
 
+def case_twins(ctx: Ctx, ops: int) -> None:
+    """An operator copies a visible segment's file under the root and
+    registers it in one batch at two paths alike but for case; then at one
+    of them, then at the other (an outside trial did: two segments on one
+    file, ignoring case, and a long-lived writer's look-ups then let a third
+    in). Tests add it (no seed's cast has it). Each twin is refused before
+    any file is looked at, so only the one path is written; nothing may show
+    two segments at one location ignoring case (location-twins)."""
+    for k in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        try:
+            picked = _visible_file(ctx, table)
+            if picked is None:
+                continue
+            seg, deep, data = picked
+            name = f"cf{ctx.actor.aid}x{k}"
+            lower, upper = f"uploads/{name}.parquet", f"uploads/{name.upper()}.parquet"
+            target = Path(deep.path(lower))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        except (LineageError, OSError) as exc:
+            ctx.note(f"case twins: {type(exc).__name__}")
+            continue
+
+        def copy(suffix: str, location: str, seg: Segment = seg, name: str = name) -> Segment:
+            return dataclasses.replace(seg, name=f"{name}{suffix}", location=location, entry_id=None)
+
+        for batch in (
+            [copy("a", lower), copy("b", upper)],  # two alike but for case in one batch
+            [copy("c", lower)],
+            [copy("d", upper)],  # a case twin of the location just registered
+        ):
+            try:
+                ctx.manager.register_segments(table, batch)
+                ctx.note(f"case twins: registered {', '.join(s.location for s in batch)} in {table}")
+            except LineageError as exc:
+                ctx.failed("case twins", exc)
+            ctx.world.sleep(ctx.rng.uniform(0, 1))
+        try:
+            ctx.manager.delete_segments(table, [f"{name}c"])  # the outside trial's next step
+        except LineageError as exc:
+            ctx.failed("case twins: delete", exc)
+
+
 def twin(ctx: Ctx, ops: int) -> None:
     """Refreshes of one REFRESH table made empty for them: tests add two of
     these (no seed's cast has them), which push to it at once. Their
@@ -978,6 +1025,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "symlink": linker,
     "purge": purger,
     "twin": twin,
+    "casefile": case_twins,
     "janitor": janitor,
     "saboteur": saboteur,
     "set": setter,

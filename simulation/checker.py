@@ -285,6 +285,20 @@ class Checker:
             entries = ", ".join(e[:8] for e in shown)
             self.flag("two-refreshes-shown", f"{table} v{state.version} shows the pushes of {entries}")
 
+    def _one_file_per_segment(self, table: str, state: TableState) -> None:
+        """No two registered segments share a location, ignoring case (a
+        register refuses a case twin: on a store that folds case they are
+        one file, and the table's look-ups fold them together)."""
+        seen: dict[str, str] = {}
+        for seg in state.segments.values():
+            other = seen.setdefault(seg.location.casefold(), seg.name)
+            if other != seg.name:
+                self.flag(
+                    "location-twins",
+                    f"{table} v{state.version}: segments {other} and {seg.name} share location "
+                    f"{seg.location!r} ignoring case",
+                )
+
     def _observe(self) -> None:
         store = self.world.store
         protected: dict[str, str] = {}
@@ -306,6 +320,8 @@ class Checker:
             except LineageError as exc:
                 self.flag("unreadable", f"table {table}: {exc.message}")
                 continue
+            if state.version not in self.visible.get(table, {}):  # judged once per version
+                self._one_file_per_segment(table, state)
             self._note_version(table, state)
             self._one_refresh_shown(table, state)
             join = info.path.rstrip("/") + "/"

@@ -262,7 +262,13 @@ class StoreProxy:
             self.sim_session.owners.discard((table, entry_id))
 
     def _mem_pin(
-        self, fn: Callable[..., Any], table: str, version: int | None = None, read: Snapshot | None = None
+        self,
+        fn: Callable[..., Any],
+        table: str,
+        version: int | None = None,
+        read: Snapshot | None = None,
+        *,
+        look: bool = False,
     ) -> Lease:
         if version is None:
             # On ZooKeeper a pin of the current version is two requests, the
@@ -273,6 +279,13 @@ class StoreProxy:
         # lease builds on it, as on ZooKeeper, whatever happened since.
         lease: Lease = fn(table, version, read)
         self.sim_session.leases[lease.lease_id] = lease
+        if look:  # the head read sent behind the lease: other sessions' requests may land between
+            self._switch("store.pin.look")
+            try:
+                lease = replace(lease, after=self.inner.read(table).state)
+            except BaseException:
+                self._mem_release(self.inner.pins.release, lease)
+                raise
         return lease
 
     def _mem_release(self, fn: Callable[..., Any], lease: Lease) -> None:
@@ -289,6 +302,9 @@ class StoreProxy:
     def _mem_holds_pass(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> bool:
         return self._sessions.passes.get(table) is self.sim_session
 
+    def _mem_holds_now_pass(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> int | None:
+        return self.inner.now_ms() if self._sessions.passes.get(table) is self.sim_session else None
+
     def _mem_release_pass(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> None:
         if self._sessions.passes.get(table) is self.sim_session:
             del self._sessions.passes[table]
@@ -304,6 +320,9 @@ class StoreProxy:
 
     def _mem_holds_mirror(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> bool:
         return self._sessions.mirrors.get(table) is self.sim_session
+
+    def _mem_holds_now_mirror(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> int | None:
+        return self.inner.now_ms() if self._sessions.mirrors.get(table) is self.sim_session else None
 
     def _mem_release_mirror(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> None:
         if self._sessions.mirrors.get(table) is self.sim_session:
@@ -361,7 +380,7 @@ LABELS = {
     **{
         (f"holds:{kind}", verb): f"{verb}_{kind}" if verb != "holds" else f"holds_{kind}"
         for kind in ("owner", "pass", "mirror")
-        for verb in ("hold", "holds", "release")
+        for verb in ("hold", "holds", "holds_now", "release")
     },
     ("holds:owner", "live"): "live_owners",
     ("queues", "join"): "join_queue",

@@ -540,3 +540,28 @@ def test_the_checker_catches_a_set_rollback_of_a_staged_set(monkeypatch: pytest.
     monkeypatch.setattr(set_rollback.SetRollbackOps, "_refuse_staged", lambda *_: None)
     result = run_seed(config)
     assert "set-rollback-staged" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_two_segments_at_one_location_but_for_case(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An operator registers one file at two paths alike but for case, in one
+    batch (an outside trial did): without the batch's case-blind location
+    rule both were registered (location-twins), and a long-lived writer's
+    look-ups later let a third segment onto the file. With it, the same run
+    holds."""
+    from segment_lineage.lineage.core.transitions import segment_requirements as rules
+
+    config = RunConfig(2, steps=400, extra=(("casefile", 3),))
+    assert not run_seed(config).violations
+
+    def exact(self: Any, state: Any) -> None:  # the rule as it was: locations compared exactly
+        seen: set[str] = set()
+        for seg in self.new:
+            if seg.location in seen:
+                raise rules.InvalidInputError(f"share location {seg.location!r}")
+            seen.add(seg.location)
+
+    monkeypatch.setattr(rules.DistinctLocations, "check", exact)
+    result = run_seed(config)
+    assert "location-twins" in {v.kind for v in result.violations}, describe(result)
