@@ -327,14 +327,15 @@ def test_the_log_keeps_what_the_window_needs_and_sheds_the_rest(
     warnings: list[str] = []
     zk_manager.after_commit = publish_after(warnings.append)
     root = str(tmp_path / "log")
-    config = TableConfig.build("log", root, "APPEND", time_column="ts", mirror="delta", mirror_retention="1s")
+    # A window long enough for five pushes on a loaded machine (1s was not, in a test run at load average 5).
+    config = TableConfig.build("log", root, "APPEND", time_column="ts", mirror="delta", mirror_retention="4s")
     zk_manager.create_table(config)
     rng = random.Random(5)
     for tag in range(1, 6):
         push_arrow(zk_manager, "log", [month_rows(rng, tag, tag, False)], mode="append")
     DeltaTable(root, version=3).create_checkpoint()  # as delta-rs makes one every 100 commits
     assert clean_log(zk_manager, "log") == 0  # every version is within the window yet
-    time.sleep(1.2)
+    time.sleep(4.2)
     push_arrow(zk_manager, "log", [month_rows(rng, 6, 6, False)], mode="append")
     assert clean_log(zk_manager, "log") == 3  # commits 0, 1 and 2: the checkpoint at 3 stands for them
     names = sorted(p.name for p in (Path(root) / "_delta_log").iterdir())
