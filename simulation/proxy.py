@@ -262,13 +262,7 @@ class StoreProxy:
             self.sim_session.owners.discard((table, entry_id))
 
     def _mem_pin(
-        self,
-        fn: Callable[..., Any],
-        table: str,
-        version: int | None = None,
-        read: Snapshot | None = None,
-        *,
-        look: bool = False,
+        self, fn: Callable[..., Any], table: str, version: int | None = None, read: Snapshot | None = None
     ) -> Lease:
         if version is None:
             # On ZooKeeper a pin of the current version is two requests, the
@@ -279,13 +273,6 @@ class StoreProxy:
         # lease builds on it, as on ZooKeeper, whatever happened since.
         lease: Lease = fn(table, version, read)
         self.sim_session.leases[lease.lease_id] = lease
-        if look:  # the head read sent behind the lease: other sessions' requests may land between
-            self._switch("store.pin.look")
-            try:
-                lease = replace(lease, after=self.inner.read(table).state)
-            except BaseException:
-                self._mem_release(self.inner.pins.release, lease)
-                raise
         return lease
 
     def _mem_release(self, fn: Callable[..., Any], lease: Lease) -> None:
@@ -302,9 +289,6 @@ class StoreProxy:
     def _mem_holds_pass(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> bool:
         return self._sessions.passes.get(table) is self.sim_session
 
-    def _mem_holds_now_pass(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> int | None:
-        return self.inner.now_ms() if self._sessions.passes.get(table) is self.sim_session else None
-
     def _mem_release_pass(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> None:
         if self._sessions.passes.get(table) is self.sim_session:
             del self._sessions.passes[table]
@@ -320,9 +304,6 @@ class StoreProxy:
 
     def _mem_holds_mirror(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> bool:
         return self._sessions.mirrors.get(table) is self.sim_session
-
-    def _mem_holds_now_mirror(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> int | None:
-        return self.inner.now_ms() if self._sessions.mirrors.get(table) is self.sim_session else None
 
     def _mem_release_mirror(self, _fn: Callable[..., Any], table: str, _name: str = LOCK) -> None:
         if self._sessions.mirrors.get(table) is self.sim_session:
@@ -419,9 +400,38 @@ class Recipe:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            if label == "pin" and not self._proxy.zookeeper and kwargs.pop("look", False):
+                return self._pin_then_read(attr, args, kwargs)
+            if label.startswith("holds_now_") and not self._proxy.zookeeper:
+                return self._holds_then_clock(label.removeprefix("holds_now_"), args, kwargs)
             return self._proxy._call(label, attr, args, kwargs)
 
         return call
+
+    def _holds_then_clock(self, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        """``holds_now`` on the memory backend: the hold's look, then the
+        clock's, each a request with its switch points (on ZooKeeper they go
+        together, and other sessions' requests may land between them)."""
+        proxy = self._proxy
+        held = proxy._call(f"holds_{kind}", self._inner.holds, args, kwargs)
+        now: int = proxy._call("now_ms", proxy.inner.now_ms, (), {})
+        return now if held else None
+
+    def _pin_then_read(self, pin: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Lease:
+        """A pin that reads the table behind its lease, on the memory
+        backend: on ZooKeeper the read follows the lease in one round trip
+        (a switch point before each request there), and other sessions'
+        requests may land between the two. Played as the lease's call, then
+        the read's, each with its switch points, and the lease released
+        when the read fails."""
+        proxy = self._proxy
+        lease: Lease = proxy._call("pin", pin, args, kwargs)
+        try:
+            after = proxy._call("read", proxy.inner.read, (lease.table,), {})
+        except BaseException:
+            proxy._call("release", proxy.inner.pins.release, (lease,), {})
+            raise
+        return replace(lease, after=after.state)
 
 
 class ClientProxy:

@@ -262,6 +262,7 @@ def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     monkeypatch.setattr(admin, "held", no_hold)
     monkeypatch.setattr(publisher, "still_held", lambda *_: None)
     monkeypatch.setattr(publishing, "still_held", lambda *_: None)
+    monkeypatch.setattr(publishing, "held_now", lambda manager, *_: manager.now_ms())
     monkeypatch.setattr(StoreProxy, "_mem_holds_mirror", lambda *_: True)
     result = run_seed(RunConfig(seed, steps=400))  # casts with an operator dropping mirrored tables
     kinds = {v.kind for v in result.violations}

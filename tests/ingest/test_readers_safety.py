@@ -56,11 +56,11 @@ def before_lease(store: ZkStore, monkeypatch: pytest.MonkeyPatch, act: Callable[
     real = store.ephemerals.create
     calls: list[int] = []
 
-    def ephemeral(table: str, folder: str, name: str, data: bytes, sequence: bool) -> str:
+    def ephemeral(table: str, folder: str, name: str, data: bytes, sequence: bool, behind: Any = None) -> str:
         if folder == "leases":
             calls.append(1)
             act()
-        return real(table, folder, name, data, sequence)
+        return real(table, folder, name, data, sequence, behind)
 
     monkeypatch.setattr(store.ephemerals, "create", ephemeral)
     return calls

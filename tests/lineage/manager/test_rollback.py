@@ -440,9 +440,9 @@ def test_a_pin_built_on_a_read_the_table_moved_past_is_pinned_again_from_the_sto
     pinned: list[bool] = []
     pin = m.store.pins.pin
 
-    def counted(table: str, version: int | None, handed: Any = None) -> Any:
+    def counted(table: str, version: int | None, handed: Any = None, *, look: bool = False) -> Any:
         pinned.append(handed is not None)
-        return pin(table, version, handed)
+        return pin(table, version, handed, look=look)
 
     monkeypatch.setattr(m.store.pins, "pin", counted)
     lease = m.pin_readable(T, read.state.version, read=read)
