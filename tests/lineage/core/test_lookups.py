@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import pickle
 import random
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -273,3 +274,33 @@ def test_a_committed_versions_records_are_frozen() -> None:
     assert sorted(segments) == ["Alpha", "Beta"]
     with pytest.raises(RefusedError, match="differs only in case from 'Alpha'"):
         m.register_segments("t", [Segment("ALPHA", "y.parquet", rows=1)])
+
+
+def test_a_start_that_cleans_nothing_up_copies_no_map() -> None:
+    """A push's start on a big table leaves its segments and pending
+    deletions as they are (no copy) unless force cleanup takes an entry or a
+    refresh trims old snapshots; then it edits copies."""
+    from segment_lineage.lineage.core import transitions
+    from segment_lineage.lineage.core.model import Audit, Segment
+
+    segments = {f"s{i}": Segment(f"s{i}", f"s{i}.parquet", rows=1) for i in range(5)}
+    state = _table(segments, {})
+    audit = Audit("tester")
+    first = transitions.start_replace(
+        state, [], ["n1"], entry_id=str(uuid.uuid4()), audit=audit, now_ms=5, force_cleanup=True
+    ).state
+    assert first.segments is state.segments and first.pending is state.pending
+    # A dead push's entry (no live owner) that this start cleans up: its maps are copies.
+    registered = transitions.register_segments(first, [Segment("n1", "n1.parquet", rows=1)], 6).state
+    second = transitions.start_replace(
+        registered,
+        [],
+        ["n2"],
+        entry_id=str(uuid.uuid4()),
+        audit=audit,
+        now_ms=7,
+        force_cleanup=True,
+        live_owners=frozenset(),
+    )
+    assert second.cleaned and second.state.segments is not registered.segments
+    assert "n1" not in second.state.segments and "n1.parquet" in second.state.pending

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from segment_lineage.lineage.core.buckets import editable
 from segment_lineage.lineage.core.errors import RefusedError
@@ -76,6 +77,8 @@ from segment_lineage.lineage.core.transitions.written import (
     with_written_schema,
 )
 
+V = TypeVar("V")
+
 
 def _snapshot_chain(entries: Mapping[str, LineageEntry], current: frozenset[str]) -> list[LineageEntry]:
     """COMPLETED entries that produced ``current``, newest first, and so on back."""
@@ -141,15 +144,20 @@ def start_replace(
     ]
     require(state, (rule for overlap in overlaps for rule in overlap_rules(overlap, force_cleanup)))
 
-    segments = editable(state.segments)
-    pending = editable(state.pending)
+    trims = state.config.table_type is TableType.REFRESH and bool(src)
+    segments: dict[str, Segment]
+    pending: dict[str, PendingDeletion]
+    if trims or any(_cleans(overlap, force_cleanup) for overlap in overlaps):
+        segments, pending = editable(state.segments), editable(state.pending)
+    else:  # nothing is cleaned up or trimmed: the maps stay as they are, not copied
+        segments, pending = _as_is(state.segments), _as_is(state.pending)
     entries, cleaned, adopted = _clean_up(
         overlaps, dst_set, interval, force_cleanup, segments, pending, now_ms
     )
     settled = state.replace(segments=segments, pending=pending, entries=entries)
     require(settled, [ToUnregistered(dst, frozenset(adopted)), ToNotReplaced(dst)])
 
-    if state.config.table_type is TableType.REFRESH and src:
+    if trims:
         _queue_old_snapshots(entries, src_set, state.config.max_snapshots, segments, pending, now_ms)
     entries[entry_id] = LineageEntry(
         entry_id=entry_id,
@@ -214,6 +222,21 @@ def _queue_old_snapshots(
             )
 
 
+def _cleans(overlap: Overlap, force_cleanup: bool) -> bool:
+    """Whether force cleanup takes this entry (its files queued, maybe some
+    uploads adopted): a reverted one whose names this push reuses, or a dead
+    push's (:func:`_clean_up`)."""
+    entry = overlap.entry
+    reused = entry.state is EntryState.REVERTED and bool(overlap.to_names)
+    return force_cleanup and (reused or overlap.stale or overlap.abandoned)
+
+
+def _as_is(records: Mapping[str, V]) -> dict[str, V]:
+    """A map a start leaves alone, passed where its edits would go: none is
+    made there (``_cleans`` said so), so it needs no copy."""
+    return records  # type: ignore[return-value]
+
+
 def _clean_up(
     overlaps: Sequence[Overlap],
     dst: frozenset[str],
@@ -233,16 +256,16 @@ def _clean_up(
     adopted: list[str] = []  # uploads of a cleaned-up entry that the new `to` reuses
     for overlap in overlaps:
         entry = overlap.entry
-        if entry.state is EntryState.REVERTED and force_cleanup and overlap.to_names:
+        if not _cleans(overlap, force_cleanup):
+            entries[entry.entry_id] = entry
+        elif entry.state is EntryState.REVERTED and overlap.to_names:
             _queue_for_deletion(segments, pending, overlap.to_names, DeletionReason.FORCE_CLEANUP, now_ms)
             left = tuple(n for n in entry.segments_to if n not in overlap.to_names)
             if left or entry.segments_from:
                 entries[entry.entry_id] = dataclasses.replace(entry, segments_to=left)
-        elif force_cleanup and (overlap.stale or overlap.abandoned):  # a dead push's entry
+        else:  # a dead push's entry
             adopted.extend(_clean_dead(entry, dst, interval, segments, pending, entries, now_ms))
             cleaned.append(entry.entry_id)
-        else:
-            entries[entry.entry_id] = entry
     return entries, cleaned, adopted
 
 
