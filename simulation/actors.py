@@ -392,6 +392,13 @@ def readder(ctx: Ctx, ops: int) -> None:
                 ctx.world.sleep(ctx.rng.uniform(0.2, 1.5))
 
 
+def _write_copy(deep: DeepStore, location: str, data: bytes) -> None:
+    """A copy of a segment's file, written at ``location`` under the root by hand."""
+    target = Path(deep.path(location))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
 def uploader(ctx: Ctx, ops: int) -> None:
     """An operator copies a visible segment's file to a new place under the
     root and registers it there (``lineage segment add``) a little later: a
@@ -409,9 +416,7 @@ def uploader(ctx: Ctx, ops: int) -> None:
             location = f"uploads/{name}.parquet"
             ctx.world.uploading[ctx.actor.aid] = table
             ctx.world.scheduler.switch("upload.begin")
-            target = Path(deep.path(location))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            _write_copy(deep, location, data)
         except (LineageError, OSError) as exc:
             ctx.note(f"upload: {type(exc).__name__}")
             ctx.world.uploading.pop(ctx.actor.aid, None)
@@ -874,9 +879,7 @@ def case_twins(ctx: Ctx, ops: int) -> None:
             seg, deep, data = picked
             name = f"cf{ctx.actor.aid}x{k}"
             lower, upper = f"uploads/{name}.parquet", f"uploads/{name.upper()}.parquet"
-            target = Path(deep.path(lower))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            _write_copy(deep, lower, data)
         except (LineageError, OSError) as exc:
             ctx.note(f"case twins: {type(exc).__name__}")
             continue

@@ -220,15 +220,20 @@ class Heads:
         made again) or the version's blobs went meanwhile."""
         pending_floor, pending_head = sent
         try:
-            with self.zk.reading(f"reading table {table!r}"):
-                try:
-                    raw, stat = self.zk.answer(pending_head)
-                except NoNodeError:
-                    raise TableNotFoundError(table) from None
-            head, zversion = self._head(table, raw, int(stat.version))
+            head, zversion, raw = self._answer_head(table, pending_head)
             return self._snapshot(table, head, zversion, raw, self.floors.answer(pending_floor, table))
         except (StoreUnavailableError, BlobGone):
             return self.read(table)
+
+    def _answer_head(self, table: str, pending: Any) -> tuple[Head, int, bytes]:
+        """The head a pipelined read of ``table`` got: decoded, its znode version, its bytes."""
+        with self.zk.reading(f"reading table {table!r}"):
+            try:
+                raw, stat = self.zk.answer(pending)
+            except NoNodeError:
+                raise TableNotFoundError(table) from None
+        head, zversion = self._head(table, raw, int(stat.version))
+        return head, zversion, raw
 
     def _send_commit_read(self, table: str) -> tuple[str, Any, Any, Any]:
         """Send a commit attempt's reads of ``table``: its floor, head and queue (read_at's order)."""
@@ -263,12 +268,7 @@ class Heads:
         answered: list[tuple[str, tuple[Head, int, bytes, Floor | None, tuple[str, ...]] | None]] = []
         for table, pending_floor, pending_head, pending_queue in sent:
             try:
-                with self.zk.reading(f"reading table {table!r}"):
-                    try:
-                        raw, stat = self.zk.answer(pending_head)
-                    except NoNodeError:
-                        raise TableNotFoundError(table) from None
-                head, zversion = self._head(table, raw, int(stat.version))
+                head, zversion, raw = self._answer_head(table, pending_head)
                 floor = self.floors.answer(pending_floor, table)
                 queue = self.queues.answer(pending_queue, table)
                 answered.append((table, (head, zversion, raw, floor, queue)))
