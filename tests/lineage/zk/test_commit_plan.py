@@ -17,7 +17,7 @@ from segment_lineage.lineage.core.model import Audit, Change, Operation, Segment
 from segment_lineage.lineage.store.contract import RetryableStoreError, VersionConflict, WriteOutcomeUnknown
 from segment_lineage.lineage.zk.store import commit
 from segment_lineage.lineage.zk.store import outcome as zk_outcome
-from segment_lineage.lineage.zk.store.heads import Loaded
+from segment_lineage.lineage.zk.store.loaded import Loaded
 
 KINDS = (SEGMENTS, ENTRIES, PENDING)
 AUDIT = Audit("t@h")

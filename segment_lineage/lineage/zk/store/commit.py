@@ -31,7 +31,8 @@ from segment_lineage.lineage.store.contract import (
 from segment_lineage.lineage.zk.connection import ZkConnection, translated
 from segment_lineage.lineage.zk.store.blobs import REQUEST_LIMIT, BlobStore, Bucket, NewBlobs
 from segment_lineage.lineage.zk.store.gc import Sweeper
-from segment_lineage.lineage.zk.store.heads import Heads, Loaded
+from segment_lineage.lineage.zk.store.heads import Heads
+from segment_lineage.lineage.zk.store.loaded import Loaded
 from segment_lineage.lineage.zk.store.nodes import Nodes
 from segment_lineage.lineage.zk.store.outcome import (
     Results,

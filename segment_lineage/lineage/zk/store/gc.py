@@ -15,8 +15,9 @@ from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.acl import Place
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
-from segment_lineage.lineage.zk.store.heads import Heads, Loaded
+from segment_lineage.lineage.zk.store.heads import Heads
 from segment_lineage.lineage.zk.store.history import History
+from segment_lineage.lineage.zk.store.loaded import Loaded
 from segment_lineage.lineage.zk.store.nodes import Nodes
 from segment_lineage.lineage.zk.store.paths import VERSIONS, Paths
 from segment_lineage.lineage.zk.store.versions import Versions

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from cachetools import LRUCache
@@ -35,6 +35,7 @@ from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.store.contract import Floor, ReadAgainError, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore, Bucket, Decode
+from segment_lineage.lineage.zk.store.loaded import BucketKeys, Loaded, key_of
 from segment_lineage.lineage.zk.store.locks import Floors, Queues
 from segment_lineage.lineage.zk.store.paths import Paths
 
@@ -73,51 +74,6 @@ def _dispatch(decoders: Mapping[str, Decode]) -> Decode:
 
 def _decode_chunk(_blob: str, raw: bytes, where: str) -> tuple[str, ...]:
     return tuple(codec.decode_names(raw, where))
-
-
-@dataclass
-class Loaded:
-    """The store's token for one read: what the state was built from."""
-
-    head: Head
-    zversion: int
-    maps: dict[str, Mapping[str, Any]]  # kind -> key -> object (shared with the state)
-    bucket_keys: dict[str, Sequence[Sequence[str]]]  # kind -> bucket -> keys
-    lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]]
-    raw: bytes = b""  # the head record as read (b"": not kept)
-
-    def chunk_blobs(self) -> set[str]:
-        """The name-list chunks the entries of this version use."""
-        out: set[str] = set()
-        for _, src_list, _, dst_list in self.lists.values():
-            out.update(src_list.chunks)
-            out.update(dst_list.chunks)
-        return out
-
-    def state(self) -> TableState:
-        maps = self.maps
-        return TableState(self.head.config, self.head.version, maps[SEGMENTS], maps[ENTRIES], maps[PENDING])
-
-
-class BucketKeys(Sequence[list[str]]):
-    """The keys of each bucket of a bucket map, bucket by bucket, loaded when wanted."""
-
-    def __init__(self, records: BucketMap[Any]) -> None:
-        self.records = records
-
-    def __len__(self) -> int:
-        return self.records.count
-
-    def __getitem__(self, index: int) -> list[str]:  # type: ignore[override]
-        return self.records.keys_in(index)
-
-
-def key_of(kind: str, obj: Any) -> str:
-    if kind == SEGMENTS:
-        return str(obj.name)
-    if kind == ENTRIES:
-        return str(obj.entry_id)
-    return str(obj.location)
 
 
 class Heads:

@@ -15,7 +15,8 @@ from segment_lineage.lineage.core.names import check_entry_id
 from segment_lineage.lineage.store.contract import LOCK, Lease, LeaseInfo, ReadAgainError, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
-from segment_lineage.lineage.zk.store.heads import Heads, Loaded
+from segment_lineage.lineage.zk.store.heads import Heads
+from segment_lineage.lineage.zk.store.loaded import Loaded
 from segment_lineage.lineage.zk.store.paths import Paths
 from segment_lineage.lineage.zk.store.versions import Versions
 

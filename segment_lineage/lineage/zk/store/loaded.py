@@ -1,0 +1,58 @@
+"""What one read of a table's head was built from (:class:`Loaded`, the
+store's token in a snapshot), a bucket map's keys bucket by bucket, and the
+key each kind of record is stored under."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList
+from segment_lineage.lineage.core.buckets import BucketMap
+from segment_lineage.lineage.core.model import TableState
+
+
+@dataclass
+class Loaded:
+    """The store's token for one read: what the state was built from."""
+
+    head: Head
+    zversion: int
+    maps: dict[str, Mapping[str, Any]]  # kind -> key -> object (shared with the state)
+    bucket_keys: dict[str, Sequence[Sequence[str]]]  # kind -> bucket -> keys
+    lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]]
+    raw: bytes = b""  # the head record as read (b"": not kept)
+
+    def chunk_blobs(self) -> set[str]:
+        """The name-list chunks the entries of this version use."""
+        out: set[str] = set()
+        for _, src_list, _, dst_list in self.lists.values():
+            out.update(src_list.chunks)
+            out.update(dst_list.chunks)
+        return out
+
+    def state(self) -> TableState:
+        maps = self.maps
+        return TableState(self.head.config, self.head.version, maps[SEGMENTS], maps[ENTRIES], maps[PENDING])
+
+
+class BucketKeys(Sequence[list[str]]):
+    """The keys of each bucket of a bucket map, bucket by bucket, loaded when wanted."""
+
+    def __init__(self, records: BucketMap[Any]) -> None:
+        self.records = records
+
+    def __len__(self) -> int:
+        return self.records.count
+
+    def __getitem__(self, index: int) -> list[str]:  # type: ignore[override]
+        return self.records.keys_in(index)
+
+
+def key_of(kind: str, obj: Any) -> str:
+    if kind == SEGMENTS:
+        return str(obj.name)
+    if kind == ENTRIES:
+        return str(obj.entry_id)
+    return str(obj.location)
