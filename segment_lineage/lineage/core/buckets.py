@@ -75,16 +75,39 @@ def relayout(
     for key in edited.touched if (edited := _copy_of(new, old)) is not None else new:
         if key not in old and key in new:
             keys_of[bucket_of(key, count)].append(key)
+    hashes: list[tuple[str, int]] | None = None  # each key's hash, once however often the count grows
     while True:
         encoded = _encoded(keys_of, count, encode)
-        if encoded is not None:
+        if not isinstance(encoded, int):
             return Layout(count, encoded)
-        count *= 2
+        count = grown(count, encoded)
         if count > MAX_BUCKETS:
             raise TooLargeError(f"{what} exceeds {MAX_BUCKETS} buckets of {BLOB_LIMIT} bytes")
-        keys_of = {i: [] for i in range(count)}  # every bucket anew, at the doubled count
-        for key in new:
-            keys_of[bucket_of(key, count)].append(key)
+        if hashes is None:
+            crc32 = zlib.crc32
+            hashes = [(key, crc32(key.encode())) for key in new]
+        mask = count - 1
+        keys_of = {i: [] for i in range(count)}  # every bucket anew, at the grown count
+        for key, hashed in hashes:
+            keys_of[hashed & mask].append(key)
+
+
+SKIP_MARGIN = 1024  # a share at least this far over the limit before a count is skipped
+SAMPLE_KEYS = 64  # the records encoded to guess a large bucket's size
+
+
+def grown(count: int, over: int) -> int:
+    """The bucket count to try after a bucket of ``over`` encoded bytes did
+    not fit among ``count``: doubled, and doubled again while that bucket's
+    share alone would still be over the limit. Its records spread over the
+    buckets it splits into, so one of them gets at least its share (a
+    bucket's size is about its records' sizes): a count skipped is one that
+    would have failed, and the count found is the doubling's, without
+    encoding every record at each count on the way."""
+    count_next = count * 2
+    while count_next < MAX_BUCKETS and over * count // count_next > bucket_limit(count_next) + SKIP_MARGIN:
+        count_next *= 2
+    return count_next
 
 
 def _dirty(old: Mapping[str, object], new: Mapping[str, object], count: int) -> set[int]:
@@ -109,13 +132,19 @@ def _dirty(old: Mapping[str, object], new: Mapping[str, object], count: int) -> 
 
 def _encoded(
     keys_of: Mapping[int, list[str]], count: int, encode: Callable[[Sequence[str]], bytes]
-) -> dict[int, tuple[tuple[str, ...], bytes]] | None:
-    """Each bucket's keys and bytes; None as soon as one is over its limit."""
+) -> dict[int, tuple[tuple[str, ...], bytes]] | int:
+    """Each bucket's keys and bytes; as soon as one is over its limit, its
+    size (of a bucket of many keys whose first few alone say it is far over,
+    half the size they suggest: no record is encoded only to be thrown away)."""
     encoded: dict[int, tuple[tuple[str, ...], bytes]] = {}
     for i, keys in keys_of.items():
+        if len(keys) > 4 * SAMPLE_KEYS:
+            guess = len(encode(keys[:SAMPLE_KEYS])) * len(keys) // SAMPLE_KEYS
+            if guess > 4 * bucket_limit(count):
+                return guess // 2
         raw = encode(keys)
         if len(raw) > BLOB_LIMIT or (len(raw) > bucket_limit(count) and len(keys) > 1):
-            return None
+            return len(raw)
         encoded[i] = (tuple(keys), raw)
     return encoded
 
