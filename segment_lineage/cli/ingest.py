@@ -187,6 +187,7 @@ def push(
     asked = PushMode.parse(mode) if mode is not None else None
     span = parse_interval(interval) if interval is not None else None
     spark_conf = parse_conf(conf or [])
+    check_named(input_path, master)
     _check_flags(engine, writer, segments_n, target_mb, fmt, master, spark_conf)
     audit = Audit(audit_min_rows, audit_max_change, tuple(audit_not_null or ()), audit_sql)
     stage_hold(stage, hold, job_id)  # refused before anything is read
@@ -221,6 +222,17 @@ def push(
                 writer, job_id, policy, dry_run, say, (audit or None, stage, hold),
             )  # fmt: skip
     emit_push(result, used)
+
+
+def check_named(input_path: str | None, master: str | None) -> None:
+    """An empty --input or --master (an unset variable in a script, say) is
+    refused before anything starts: not read as a path, nor as no master."""
+    if input_path is not None and not input_path.strip():
+        raise InvalidInputError("--input is empty: name the files or directory to push")
+    if master is not None and not master.strip():
+        raise InvalidInputError(
+            "--master is empty: name a Spark master (local[2], spark://host:7077, ...) or leave it out"
+        )
 
 
 def _check_flags(
@@ -386,6 +398,8 @@ def _check_local_input(input_path: str) -> None:
 
     from segment_lineage.ingest.arrow_push import local_path
 
+    if not input_path.strip():
+        raise InvalidInputError("the input is empty: name the files or directory to push")
     local = local_path(input_path)
     try:
         if local is None or Path(local).exists():

@@ -18,6 +18,7 @@ from segment_lineage.cli.ingest import (
     Stage,
     _check_local_input,
     _schema_policy,
+    check_named,
     engine_for,
 )
 from segment_lineage.cli.progress import progress
@@ -62,6 +63,7 @@ def push_set(
 
     if engine not in ENGINES:
         raise InvalidInputError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
+    check_named(None, master)
     stage_hold(stage, hold, job_id)  # refused before anything is read
     blocks = read_spec(spec)
     with (

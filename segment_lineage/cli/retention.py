@@ -117,6 +117,8 @@ def run(
     from segment_lineage.retention.errors import FencedError
     from segment_lineage.retention.executor import PassOptions, run_pass
 
+    if table is not None:
+        check_table_name(table)  # "" is a bad name, not every table
     grace_ms = parse_period(min_grace)
     orphan_grace_ms = parse_period(orphan_grace)
     confirmed = (yes or force) and not dry_run
@@ -134,7 +136,7 @@ def run(
     with connection() as store, progress(doing) as say:  # ZooKeeper: its session fences the deletes
         m = manager_on(store)
         store.require_role(RETENTION, doing="a retention pass")
-        if table:
+        if table is not None:
             m.table(table)  # not found is said as such, before any pass
         fence = session_fence(
             SessionCheck(store, env=m.env),
@@ -144,7 +146,7 @@ def run(
             options, fence=fence, progress=say
         )  # a later pass redoes what it leaves
         try:
-            reports = run_pass(m, [table] if table else None, options)
+            reports = run_pass(m, None if table is None else [table], options)
         except FencedError as exc:  # stopped: what it did before the stop is told, then why
             _print_reports(exc.done, as_json, dry_run=options.dry_run, summary=summary)
             raise

@@ -173,6 +173,7 @@ def push_arrow(
             schema=prepared.schema,
             schema_policy=prepared.schema_policy,
             audit=audit,
+            reason=reason,
         )
     return consistent_push(
         manager,

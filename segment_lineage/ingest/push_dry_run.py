@@ -23,11 +23,14 @@ def plan_push(
     schema: Schema | None = None,
     schema_policy: SchemaPolicy | str = SchemaPolicy.ENFORCE,
     audit: Audit | None = None,
+    reason: str | None = None,
 ) -> PushResult:
     """What a push of ``rows`` rows in ``partitions`` segments would do now
     (a dry run): the segments it would replace, what it would do to the
     schema; refused as the push would be (an ``audit`` that cannot pass
-    whatever the data, too). Nothing is written or committed."""
+    whatever the data, too; a ``reason`` the commit would refuse). Nothing
+    is written or committed."""
+    manager.audit(reason)  # what the push's commits record: checked as they would be
     began = manager.env.monotonic()
     state = manager.table(table)
     refused = transitions.purging_refusal(state.config, "a push")

@@ -106,7 +106,7 @@ def push_set(
         earlier, results = done
         return SetResult(earlier, results, clock() - began, repeated=True, dry_run=dry_run)
     if dry_run:
-        planned = tuple(dataclasses.replace(_plan(manager, p), job_id=jobs[p.table]) for p in pushes)
+        planned = tuple(dataclasses.replace(_plan(manager, p, reason), job_id=jobs[p.table]) for p in pushes)
         return SetResult(set_id, planned, clock() - began, dry_run=True)  # a new id is made at the push
     set_id = set_id or manager.env.text_id()
     members = [_member(manager, p, jobs[p.table], checked.get(p.table, 0), reason, hold_ms) for p in pushes]
@@ -156,10 +156,10 @@ def _jobs_done(
     return (sets.pop() if len(sets) == 1 else None, results), checked
 
 
-def _plan(manager: LineageManager, p: Prepared) -> PushResult:
+def _plan(manager: LineageManager, p: Prepared, reason: str | None) -> PushResult:
     return plan_push(
         manager, p.table, partitions=p.filled or p.partitions, rows=p.rows or 0, mode=p.mode,
-        interval=p.interval, schema=p.schema, schema_policy=p.schema_policy, audit=p.audit,
+        interval=p.interval, schema=p.schema, schema_policy=p.schema_policy, audit=p.audit, reason=reason,
     )  # fmt: skip
 
 

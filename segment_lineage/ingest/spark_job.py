@@ -281,6 +281,7 @@ def push_dataframe(
             schema=prepared.schema,
             schema_policy=prepared.schema_policy,
             audit=audit,
+            reason=reason,
         )
     return consistent_push(
         manager,

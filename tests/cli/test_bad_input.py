@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from kazoo.client import KazooClient
 from typer.testing import CliRunner
@@ -82,7 +84,14 @@ def test_bad_names_change_nothing(table: tuple[str, KazooClient, str, Path], nam
 def cases(entry: str, tmp_path: Path) -> list[tuple[list[str], int, str]]:
     """(arguments, exit code, what the message must name)."""
     unknown = str(uuid.uuid4())
+    data = tmp_path / "one-row.parquet"
+    pq.write_table(pa.table({"k": [1]}), data)
     return [
+        (["push", T, "--input", ""], 2, "--input is empty"),  # not handed to Spark as a path
+        (["push", T, "--input", " ", "--dry-run"], 2, "--input is empty"),
+        (["push", T, "--input", str(data), "--master", ""], 2, "--master is empty"),
+        # A dry run makes the push's checks: the reason its commits would refuse, too.
+        (["push", T, "--input", str(data), "--dry-run", "--reason", "\u00fc" * 3000], 2, "6000 bytes"),
         (["table", "create", "Events", "--root", "/d"], 1, "events"),  # a case-only twin
         (["table", "create", "t2", "--root", ""], 2, "root"),
         (["table", "create", "t2", "--root", "/d", "--max-snapshots", "-1"], 2, "snapshots"),
@@ -125,6 +134,13 @@ def cases(entry: str, tmp_path: Path) -> list[tuple[list[str], int, str]]:
         (["segments", T, "--as-of", "not-a-time"], 2, "not-a-time"),
         (["retention", "run", "--min-grace", "bogus"], 2, "bogus"),
         (["retention", "run", "--table", "no_such_table"], 3, "no_such_table"),
+        # An empty name is a bad name, not every table:
+        (
+            ["retention", "run", "--table", "", "--yes", "--min-grace", "0s"],
+            2,
+            "table name ''",
+        ),  # not every table
+        (["retention", "run", "--table", ""], 2, "must not be empty"),
         (["table", "drop", T], 1, T),  # has segments: needs --force
     ]
 

@@ -413,6 +413,24 @@ def test_intervals_parse() -> None:
             parse_interval(bad)
 
 
+def test_a_time_finer_than_a_millisecond_is_refused_not_cut() -> None:
+    """Times are kept in milliseconds: a nanosecond start cut down would
+    widen a replace-range over rows the user left out."""
+    assert parse_time("2026-11-04T00:00:00.123Z") == parse_time("2026-11-04") + 123
+    assert parse_time("2026-11-04T00:00:00.123000Z") == parse_time("2026-11-04") + 123  # zeros say nothing
+    assert parse_time("2026-11-04T00:00:00,5Z") == parse_time("2026-11-04") + 500
+    assert parse_time("1969-12-31T23:59:59.999Z") == -1
+    for bad in [
+        "2026-11-04T00:00:00.123456789Z",
+        "2026-11-04T00:00:00.0001",
+        "2026-11-04T00:00:00.000000001Z",
+    ]:
+        with pytest.raises(InvalidInputError, match="finer than a millisecond"):
+            parse_time(bad)
+    with pytest.raises(InvalidInputError, match="finer than a millisecond"):
+        parse_interval("2026-11-04T00:00:00.123456789Z/2026-11-05")
+
+
 def test_a_version_or_time_has_one_spelling() -> None:
     """Digits are ASCII digits (int() reads Arabic-Indic ones as a version
     too), and ms: takes the number right after it."""

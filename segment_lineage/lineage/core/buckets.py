@@ -298,7 +298,7 @@ class Edited(dict[str, V]):
     def __init__(self, base: Mapping[str, V], items: Mapping[str, V], touched: dict[str, None]) -> None:
         super().__init__(items)
         self.touched, self.indexes, self._frozen = touched, {}, False
-        self._base: Mapping[str, V] | weakref.ref[Mapping[str, V]]
+        self._base: Mapping[str, V] | weakref.ref[Mapping[str, V]] | None
         try:
             self._base = weakref.ref(base)
         except TypeError:  # a plain dict: held as it is
@@ -306,7 +306,7 @@ class Edited(dict[str, V]):
 
     @property
     def base(self) -> Mapping[str, V] | None:
-        """The map this one was copied from (None: no longer in memory)."""
+        """The map this one was copied from (None: none, or no longer in memory)."""
         base = self._base
         return base() if isinstance(base, weakref.ref) else base
 
@@ -320,9 +320,12 @@ class Edited(dict[str, V]):
         """No more edits (TypeError): the copy is a version's records now."""
         self._frozen = True
 
-    def _touch(self, key: str) -> None:
+    def _editable(self) -> None:
         if self._frozen:
             raise TypeError("a committed version's records are frozen; edit a copy (buckets.editable)")
+
+    def _touch(self, key: str) -> None:
+        self._editable()
         self.touched[key] = None
         if self.indexes:  # built while it was being edited: stale now
             self.indexes.clear()
@@ -340,6 +343,7 @@ class Edited(dict[str, V]):
         return super().pop(key, *default)
 
     def popitem(self) -> tuple[str, V]:
+        self._editable()
         key = next(reversed(self))  # touched before it goes (a frozen copy refuses)
         self._touch(key)
         return key, super().pop(key)
@@ -357,6 +361,7 @@ class Edited(dict[str, V]):
         return self
 
     def clear(self) -> None:
+        self._editable()  # an empty map's too: frozen is frozen
         for key in list(self):
             self._touch(key)
         super().clear()
@@ -366,6 +371,21 @@ class Edited(dict[str, V]):
 
     def __copy__(self) -> dict[str, V]:
         return dict(self)
+
+
+def frozen(records: Mapping[str, V]) -> Mapping[str, V]:
+    """``records`` as a version's records, which nobody edits: a change's
+    copy frozen where it is (:meth:`Edited.freeze`), a bucket map as it is
+    (it has no edits), any other map a frozen copy (a plain dict a
+    transition built, or a table's first, empty maps)."""
+    if isinstance(records, BucketMap):
+        return records
+    if not isinstance(records, Edited):
+        copy: Edited[V] = Edited({}, records, {})
+        copy._base = None  # copied from nothing (a change's copy of it has it as its base)
+        records = copy
+    records.freeze()
+    return records
 
 
 def _copy_of(new: Mapping[str, object], old: Mapping[str, object]) -> Edited[object] | None:

@@ -116,8 +116,8 @@ def check_segment_names(names: Iterable[object], what: str = "segments") -> tupl
         key = name.casefold()
         if key in seen:
             other = seen[key]
-            problem = "listed twice" if other == name else f"differs only in case from {other!r}"
-            raise InvalidInputError(f"segment {name!r} in {what} is {problem}")
+            problem = "is listed twice" if other == name else f"differs only in case from {other!r}"
+            raise InvalidInputError(f"segment {name!r} in {what} {problem}")
         seen[key] = name
         out.append(name)
     return tuple(out)
@@ -164,7 +164,7 @@ def check_location(location: object) -> str:
         if _PART.fullmatch(part) is None or part[0] in ".-" or part.endswith(".") or len(part) > 255:
             raise InvalidInputError(
                 f"invalid segment location {location!r}: part {part[:40]!r} has characters "
-                "outside letters, digits, '_', '-', '.', '=', starts with '.' or '-', ends with "
+                "outside ASCII letters, digits, '_', '-', '.', '=', starts with '.' or '-', ends with "
                 "'.', or is longer than 255 characters"
             )
     return location

@@ -44,6 +44,7 @@ def format_period(ms: int) -> str:
 
 
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
+_FRACTION = re.compile(r"[.,](\d+)")  # a date-time's fraction of a second
 TIME_FORMS = (
     "ISO-8601 such as 2013-02-01, 2013-02 or 2013-02-01T05:00:00-05:00 (UTC when no zone is given), "
     "or ms:EPOCH_MS"
@@ -76,9 +77,20 @@ def parse_time(text: str) -> int:
             moment = dt.datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise InvalidInputError(f"invalid time {text!r}: use {TIME_FORMS}") from None
+    fraction = _FRACTION.search(raw)
+    if fraction is not None and fraction[1][3:].strip("0"):
+        # Times are kept in milliseconds: cut, a range's start would take in
+        # what the given time left out.
+        raise InvalidInputError(
+            f"invalid time {text[:64]!r}: finer than a millisecond (times are kept in milliseconds); "
+            "give at most 3 digits after the second"
+        )
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
-    return round(moment.timestamp() * 1000)
+    return (moment - _EPOCH) // dt.timedelta(milliseconds=1)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def chunk_start(ms: int, granularity: str) -> int:

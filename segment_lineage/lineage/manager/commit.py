@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Self
 
-from segment_lineage.lineage.core.buckets import Edited
 from segment_lineage.lineage.core.env import SYSTEM, Env
 from segment_lineage.lineage.core.errors import (
     ClaimLostError,
@@ -73,10 +72,9 @@ class Committed:
 
     def __post_init__(self) -> None:
         # A version's records are frozen data: the change's own copies, handed
-        # back here, now serve the store's look-ups too (a store keeps them).
-        for records in (self.state.segments, self.state.pending, self.state.entries):
-            if isinstance(records, Edited):
-                records.freeze()
+        # back here, now serve the store's look-ups too (a store keeps them);
+        # a map a transition built anew is handed back as a frozen copy.
+        object.__setattr__(self, "state", self.state.frozen())
 
 
 def _utc(ms: int) -> str:

@@ -79,7 +79,7 @@ class MemoryStore:
                 if name.casefold() == config.name.casefold():
                     raise TableExistsError(config.name, name)
             check_no_overlap(config.name, config.root, self._roots())
-            state = TableState(config=config, version=1)
+            state = TableState(config=config, version=1).frozen()
             self._tables[config.name] = state
             self._history[config.name] = [
                 HistoryRecord(
@@ -175,7 +175,8 @@ class MemoryStore:
             raise VersionConflict(f"table {w.table}: a writer took the floor")
 
     def _apply_write(self, w: Write) -> TableState:
-        state = w.change.state.replace(version=self._tables[w.table].version + 1)
+        # Frozen as stored: what a read or a commit hands out edits nothing here.
+        state = w.change.state.replace(version=self._tables[w.table].version + 1).frozen()
         self._tables[w.table] = state
         kept = self._versions.setdefault(w.table, {})
         kept[state.version] = state

@@ -859,3 +859,38 @@ def test_the_floor_is_taken_by_compare_and_set_and_fails_writes_that_read_before
     left = store.read(T).floor
     assert left is not None and left.holder is None
     manager.register_segments(T, [seg("after")])  # a fresh read commits
+
+
+def test_no_map_a_commit_or_a_read_hands_out_can_be_edited(manager: LineageManager) -> None:
+    """A version's segments, entries and pending deletions are frozen
+    whatever made them (a table's first, empty maps; a start that cleans
+    nothing up and passes maps on; a map a transition built anew): an edit
+    raises TypeError and the table stays as it was."""
+    from typing import cast
+
+    manager.create_table(TableConfig.build(T, "/data/events", "REFRESH"))
+    manager.create_table(TableConfig.build("appends", "/data/appends", "APPEND"))
+    handed = [
+        manager.open_replace("appends", [], ["a"], hold="1h").state,  # the first, empty maps passed on
+        manager.register_segments(T, [seg("s1")]).state,
+        manager.open_replace(T, ["s1"], ["s2"], hold="1h").state,  # entries built anew
+        manager.table(T),
+        manager.snapshot(T).state,
+    ]
+    before = {(t, k): sorted(getattr(manager.table(t), k)) for t in (T, "appends") for k in MAPS}
+    for state in handed:
+        for kind in MAPS:
+            records = cast("dict[str, object]", getattr(state, kind))
+            for edit in (
+                lambda records=records: records.clear(),
+                lambda records=records: records.__setitem__("ghost", None),
+                lambda records=records: records.update({"ghost": None}),
+                lambda records=records: records.pop("ghost", None),
+            ):
+                with pytest.raises((TypeError, AttributeError)):  # frozen, or a map with no edits at all
+                    edit()
+    after = {(t, k): sorted(getattr(manager.table(t), k)) for t in (T, "appends") for k in MAPS}
+    assert after == before
+
+
+MAPS = ("segments", "entries", "pending")

@@ -95,8 +95,9 @@ def _check_reached(state: TableState, target: TableState, extra: set[str], hidde
     reclaimed = sorted(n for n in hidden if n not in state.segments)
     if reclaimed:
         raise RefusedError(
-            f"cannot roll back to version {target.version}: segment(s) {_shown(reclaimed)} it shows were "
-            "reclaimed (by retention, or a REFRESH table's cleanup beyond max snapshots)",
+            f"cannot roll back to version {target.version}: segment(s) {_shown(reclaimed)} it shows are "
+            "no longer registered (deleted, or let go by retention or a REFRESH table's cleanup beyond "
+            "max snapshots; a file may still wait in the deletion queue)",
             table=table,
             remedy="pick a later version ('lineage history' lists them)",
         )

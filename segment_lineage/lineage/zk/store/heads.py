@@ -23,7 +23,7 @@ from kazoo.exceptions import NoNodeError
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, StoredEntry
-from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, placed
+from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, frozen, placed
 from segment_lineage.lineage.core.errors import (
     CorruptRecordError,
     LineageError,
@@ -284,7 +284,7 @@ class Heads:
             dst = self._names(entry.dst, chunks, table, entry.entry_id)
             entries[entry.entry_id] = entry.resolve(src, dst)
             lists[entry.entry_id] = (src, entry.src, dst, entry.dst)
-        maps[ENTRIES] = entries
+        maps[ENTRIES] = frozen(entries)
         return Loaded(head, zversion, maps, bucket_keys, lists, raw)
 
     def _decoder(self, kind: str, ids: tuple[str, ...]) -> Decode:
