@@ -904,6 +904,38 @@ def case_twins(ctx: Ctx, ops: int) -> None:
             ctx.failed("case twins: delete", exc)
 
 
+def meddler(ctx: Ctx, ops: int) -> None:
+    """A library user who edits what it was handed: a read of a table, and
+    the results of its own start and revert (an outside trial cleared a
+    start's entries, and the memory store lost a running push's entry).
+    Tests add it (no seed's cast has it). Every edit must be refused
+    (handed-records-edited); one that was not is undone at once."""
+    for k in range(ops):
+        table = ctx.table()
+        if table is None:
+            return
+        try:
+            _meddle(ctx, f"a read of {table}", ctx.manager.table(table))
+            started = ctx.manager.open_replace(table, [], [f"md{ctx.actor.aid}x{k}"], hold="1h")
+            _meddle(ctx, f"a start on {table}", started.state)
+            entry = started.change.entry_id or ""
+            ctx.world.sleep(ctx.rng.uniform(0, 1))
+            _meddle(ctx, f"a revert on {table}", ctx.manager.revert_replace(table, entry, force=True).state)
+        except LineageError as exc:
+            ctx.failed("meddle", exc)
+
+
+def _meddle(ctx: Ctx, what: str, state: TableState) -> None:
+    for kind in ("segments", "entries", "pending"):
+        records: Any = getattr(state, kind)
+        try:
+            records["meddled"] = None
+        except (TypeError, AttributeError):
+            continue
+        records.pop("meddled", None)
+        ctx.checker.flag("handed-records-edited", f"actor {ctx.actor.aid}: the {kind} of {what} took an edit")
+
+
 def twin(ctx: Ctx, ops: int) -> None:
     """Refreshes of one REFRESH table made empty for them: tests add two of
     these (no seed's cast has them), which push to it at once. Their
@@ -1029,6 +1061,7 @@ BODIES: dict[str, Callable[[Ctx, int], None]] = {
     "purge": purger,
     "twin": twin,
     "casefile": case_twins,
+    "meddle": meddler,
     "janitor": janitor,
     "saboteur": saboteur,
     "set": setter,

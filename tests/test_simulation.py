@@ -566,3 +566,27 @@ def test_the_checker_catches_two_segments_at_one_location_but_for_case(
     monkeypatch.setattr(rules.DistinctLocations, "check", exact)
     result = run_seed(config)
     assert "location-twins" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_an_edit_of_what_a_store_handed_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library user edits the maps of a read and of its own start's and
+    revert's results (an outside trial cleared a start's entries, and the
+    memory store lost a running push's entry): as before, when only a
+    change's own copies were frozen, the edits were taken
+    (handed-records-edited). With every handed-out map frozen, the same run
+    holds."""
+    from segment_lineage.lineage.core import model
+    from segment_lineage.lineage.core.buckets import Edited
+
+    config = RunConfig(2, steps=400, extra=(("meddle", 3),))
+    assert not run_seed(config).violations
+
+    def as_before(self: model.TableState) -> model.TableState:
+        for records in (self.segments, self.pending, self.entries):
+            if isinstance(records, Edited):
+                records.freeze()
+        return self
+
+    monkeypatch.setattr(model.TableState, "frozen", as_before)
+    result = run_seed(config)
+    assert "handed-records-edited" in {v.kind for v in result.violations}, describe(result)
