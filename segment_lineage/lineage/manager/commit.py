@@ -407,8 +407,9 @@ class ManagerBase:
         return Committed(snap.state, change, commit_id, applied=True)
 
     def table(self, table: str) -> TableState:
-        """The table's current version, every record loaded."""
-        return self._read(table).loaded()
+        """The table's current version, every record loaded (fetched together)."""
+        check_table_name(table)
+        return self.store.read(table, whole=True).state.loaded()
 
     def _read(self, table: str) -> TableState:
         """The current version as the store reads it: a segment or pending

@@ -308,8 +308,11 @@ class Store(Protocol):
         root that overlaps another table's (RefusedError)."""
         ...
 
-    def read(self, table: str) -> Snapshot:
-        """One consistent version. TableNotFoundError, CorruptRecordError."""
+    def read(self, table: str, *, whole: bool = False) -> Snapshot:
+        """One consistent version. TableNotFoundError, CorruptRecordError.
+        ``whole``: the caller will want every record (it loads the state):
+        fetched together where the store can, one round trip for every
+        bucket instead of one per kind as each is first wanted."""
         ...
 
     def read_now(self, table: str) -> tuple[Snapshot, int]:

@@ -123,7 +123,7 @@ class MemoryStore:
     def read_now_many(self, tables: Sequence[str]) -> list[tuple[Snapshot, int]]:
         return [self.read_now(table) for table in tables]
 
-    def read(self, table: str) -> Snapshot:
+    def read(self, table: str, *, whole: bool = False) -> Snapshot:  # (every record is at hand)
         with self._lock:
             state = self._tables.get(table)
             floor = self.floors.current(table)

@@ -140,6 +140,29 @@ def test_a_warm_clients_rollback_takes_three_round_trips(m: LineageManager, roun
     assert len(counted) == 3, str(counted)
 
 
+def test_a_fresh_clients_read_of_a_whole_table_fetches_its_buckets_together(
+    m: LineageManager, zk_hosts: str, rounds: Any
+) -> None:
+    """The head; then every bucket of every kind at once (entries,
+    segments, pending deletions), and the entries' name chunks: three round
+    trips, where loading kind by kind took one per kind after the head's
+    entries (five here). A CLI command that reads a table is such a client."""
+    push_one(m, "extra")
+    m.delete_segments(T, ["s0001", "s0002"])  # pending deletions: a third kind to load
+    store = ZkStore(connect(ZkSettings(hosts=zk_hosts)))
+    try:
+        with rounds() as counted:
+            state = LineageManager(store).table(T)
+        assert len(state.segments) == 1999 and len(state.pending) == 2 and state.entries
+        kinds = {
+            kind: len(ids) for kind, ids in store.heads.read_head(T)[0].buckets.items()
+        }  # more than one bucket of segments: the fetch is not trivially one blob
+        assert kinds["segments"] > 1, kinds
+        assert len(counted) <= 3, str(counted)
+    finally:
+        store.close()
+
+
 def test_a_pushs_second_commit_reads_no_blob(m: LineageManager, rounds: Any) -> None:
     """The push's end reads the version its start wrote: the writer has every
     blob of it already, so the end is its read and its multi."""

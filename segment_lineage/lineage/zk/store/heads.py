@@ -124,14 +124,16 @@ class Heads:
             return last[1]
         return None
 
-    def read(self, table: str) -> Snapshot:
-        return self.read_at(table, commit=False)[0]
+    def read(self, table: str, *, whole: bool = False) -> Snapshot:
+        return self.read_at(table, commit=False, whole=whole)[0]
 
-    def read_at(self, table: str, *, commit: bool) -> tuple[Snapshot, int | None]:
+    def read_at(self, table: str, *, commit: bool, whole: bool = False) -> tuple[Snapshot, int | None]:
         """One version of ``table``; for a commit attempt also its queue and
         the store's clock, read right behind the head (the mtime of a ``set``
         on the clock node; None when the node is missing). Everything goes
-        out together: one round trip."""
+        out together: one round trip. ``whole``: a version not built yet has
+        all its buckets fetched together (``preload``), one more round trip
+        in all, where loading kind by kind takes one each."""
         check_table_name(table)
         path = self.paths.head(table)
         last_gone = ""
@@ -156,6 +158,8 @@ class Heads:
                 floor = self.floors.answer(self.floors.send_read(table), table)
             queue = self.queues.answer(sent[0], table) if sent else ()
             now = self._clock(sent[1]) if sent else None
+            if whole and self.last(table, head, zversion) is None:
+                self.preload({table: [head]}, whole=True)
             try:
                 return replace(self._snapshot(table, head, zversion, raw, floor), queue=queue), now
             except BlobGone as gone:
