@@ -79,9 +79,9 @@ class RollbackOps(SetRollbackOps):
         it would undo a push set in this table and not in its others, or
         bring one back here alone, unless ``split_sets``. The plan is made
         on the commit's own first read."""
+        target = self._as_of(table, target_version)  # (a new client's first contact goes with it)
         if not dry_run:
             self.require_role(PUSHER, doing="a rollback")
-        target = self._as_of(table, target_version)
         audit = self.audit(reason or f"rollback to version {target_version}")
         with others_fenced(table):
             if dry_run or split_sets:  # a split knowingly is judged only to say which sets it splits

@@ -53,6 +53,7 @@ from kazoo.security import ACL
 
 from segment_lineage.lineage.core.env import SYSTEM, Env
 from segment_lineage.lineage.core.errors import MirrorHeldError, PassRunningError
+from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.store.contract import HoldKind, Holds, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.blobs import BlobStore
@@ -129,22 +130,29 @@ class ZkStore:
         self.roots = self.tables.roots
         self.list_tables = self.tables.list_tables
         self.table_listing = self.tables.table_listing
-        self.read = self.heads.read
         self.write = self.commits.write
         self.write_together = self.commits.write_together  # several tables in one multi
         self.find_commit = self.history_.find_commit
         self.iter_history = self.history_.iter_history
         self.history = self.history_.history
         self.versions = self.versions_.versions
-        self.read_version = self.versions_.read_version
         self.collect_garbage = self.gc.collect  # one mark-and-sweep pass; how many blobs went
 
     def holds(self, kind: HoldKind) -> Holds:
         return self._holds[kind]
 
+    def read(self, table: str, *, whole: bool = False) -> Snapshot:
+        self.nodes.send_contact()  # a new client's first contact goes with its first read
+        return self.heads.read(table, whole=whole)
+
+    def read_version(self, table: str, version: int) -> TableState:
+        self.nodes.send_contact()
+        return self.versions_.read_version(table, version)
+
     def read_now(self, table: str) -> tuple[Snapshot, int]:
-        self.nodes.ensure_root()
+        self.nodes.send_contact()  # answered below: one round trip with the read
         snap, now = self.heads.read_at(table, commit=True)
+        self.nodes.ensure_root()  # the shared nodes are there before the commit writes
         return snap, self.nodes.now_ms() if now is None else now  # the clock node was missing: made again
 
     def read_now_many(self, tables: Sequence[str]) -> list[tuple[Snapshot, int]]:

@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.security import ACL, Id
 
@@ -60,6 +60,9 @@ class Nodes:
         self._ready = False
         # exists of the shared nodes, sent with the policy's read (when, what)
         self._shared_sent: tuple[float, list[Any]] | None = None
+        # A new client's first contact sent ahead of its first read, not yet
+        # answered: the policy's read, and the shared nodes' exists.
+        self._contact: tuple[Any, list[Any], float] | None = None
         self._store_id: str | None = None
         zk.on_refused = self.refused_by_policy
 
@@ -72,11 +75,32 @@ class Nodes:
         assert self._policy is not None
         return self._policy[0]
 
+    def send_contact(self) -> None:
+        """A new client's first contact (the policy's read, and whether the
+        shared nodes exist), sent now and answered when first wanted: the
+        read this goes ahead of carries it, one round trip for both (a
+        command's first read, then its role check and first commit, need no
+        round trip of their own for it). Nothing when it was made already,
+        or ZooKeeper is not answering (the first want asks then)."""
+        if self._policy is not None or self._contact is not None:
+            return
+        try:
+            self.zk.check_answering()
+        except StoreUnavailableError:
+            return
+        path = f"{self.paths.root}/{POLICY_NODE}"
+        pending = self.zk.send_get(path)
+        shared = [] if self._ready else [self.zk.send_exists(p) for p in self._shared_paths()]
+        self._contact = (pending, shared, self.zk.env.monotonic())
+
     def _load_policy(self) -> None:
-        """Read the policy; on a new client's first contact, ask whether the
+        """Read the policy (the answer of a first contact sent ahead, when
+        there is one); on a new client's first contact, ask whether the
         shared nodes exist in the same round trip (ensure_root's question)."""
         path = f"{self.paths.root}/{POLICY_NODE}"
+        contact, self._contact = self._contact, None
         sent: list[Any] = []
+        at = self.zk.env.monotonic()
 
         def behind() -> None:
             if not self._ready:
@@ -89,11 +113,28 @@ class Nodes:
             remedy=remedy,
         ):
             try:
-                raw, _ = self.zk.get(path, retry=True, behind=behind)
+                raw = None
+                if contact is not None:
+                    pending, sent[:], at = contact
+                    raw = self._answered(pending)
+                if raw is None:  # no contact sent ahead, or its answer lost: asked now
+                    at = self.zk.env.monotonic()
+                    raw, _ = self.zk.get(path, retry=True, behind=behind)
                 self._policy = (codec.decode_policy(raw, path),)
             except NoNodeError:
                 self._policy = (None,)
-        self._shared_sent = (self.zk.env.monotonic(), sent) if sent else None
+        self._shared_sent = (at, sent) if sent else None
+
+    def _answered(self, pending: Any) -> bytes | None:
+        """The bytes a read sent ahead got (NoNodeError: no node); None when
+        its answer was lost with a connection (asked again)."""
+        try:
+            raw, _ = self.zk.answer(pending)
+        except (NoNodeError, NoAuthError):
+            raise  # answers: no policy, or not allowed to read it
+        except UNAVAILABLE:
+            return None
+        return bytes(raw)
 
     def refused_by_policy(self) -> None:
         """After a refusal: raise the clearer error when a policy names no role for this identity."""
