@@ -145,6 +145,17 @@ class StoreProxy:
             # its own switch point (on ZooKeeper every request has its own).
             read_now = self.inner.read_now
             return lambda tables: [self._call("read_now", read_now, (t,), {}) for t in tables]
+        if name == "read_version_now" and not self.zookeeper:
+            # One round trip on ZooKeeper, other sessions' requests landing
+            # between its answers; in memory the version's read, then the
+            # commit's, each at its own switch point (as the calls were).
+            read_version, read_now = self.inner.read_version, self.inner.read_now
+
+            def version_then_now(table: str, version: int) -> Any:
+                state = self._call("read_version", read_version, (table, version), {})
+                return (state, *self._call("read_now", read_now, (table,), {}))
+
+            return version_then_now
         attr = getattr(self.inner, name)
         if name.startswith("_") or not callable(attr):
             return attr

@@ -478,12 +478,12 @@ def test_a_push_starting_meanwhile_is_not_mistaken_for_a_dead_one(
     competitor = str(uuid_.uuid4())
     calls = {"n": 0}
 
-    def read_with_a_competitor_arriving(table: str) -> object:
+    def read_with_a_competitor_arriving(table: str, **kw: bool) -> object:
         calls["n"] += 1
         if calls["n"] == 2:  # after our push read the table, before its start commits
             manager.store.holds("owner").hold(timed, competitor)
             manager.start_replace(timed, [], ["c1"], entry_id=competitor, interval=(0, DAY))
-        return real_read(table)
+        return real_read(table, **kw)
 
     monkeypatch.setattr(manager.store, "read", read_with_a_competitor_arriving)
     with pytest.raises(ConflictError, match=f"of running entry {competitor}"):
@@ -667,7 +667,7 @@ def test_a_job_waits_for_its_running_attempt_and_one_completing_meanwhile_wins(
     calls = {"n": 0}
     winner: dict[str, str] = {}
 
-    def read_with_the_other_attempt_finishing(table: str) -> object:
+    def read_with_the_other_attempt_finishing(table: str, **kw: bool) -> object:
         calls["n"] += 1
         if calls["n"] == 2:
             m = manager.for_job("j3")
@@ -675,7 +675,7 @@ def test_a_job_waits_for_its_running_attempt_and_one_completing_meanwhile_wins(
             m.register_segments(appends, [Segment("winner_0", "winner_0.parquet", rows=5)], entry_id=entry)
             m.end_replace(appends, entry)
             winner["entry"] = entry
-        return real_read(table)
+        return real_read(table, **kw)
 
     monkeypatch.setattr(manager.store, "read", read_with_the_other_attempt_finishing)
     result = push_arrow(manager, appends, [rows("a", 1)], mode="append", job_id="j3")

@@ -101,6 +101,7 @@ class _Loop:
     unknown_cause: str = ""  # why the first unknown outcome was unknown
     retryable: bool = False  # the last write failed in a way worth retrying
     judge: Judge | None = None  # looks at each attempt's snapshot before its update (may raise)
+    first: tuple[Snapshot, int] | None = None  # the first attempt's read, read already (with its clock)
 
     def unknown(self, message: str) -> OutcomeUnknownError:
         """Our earlier write may have landed: never report "nothing written".
@@ -188,18 +189,21 @@ class ManagerBase:
         load: bool = False,
         owner: str | None = None,
         judge: Judge | None = None,
+        first: tuple[Snapshot, int] | None = None,
     ) -> Committed:
         """:meth:`commit`, its state as the store read it (buckets loaded when
         first wanted) unless ``load``: for callers that look at what changed only.
         ``judge`` looks at each attempt's snapshot before its update (its
-        history records at hand too), and may raise to stop the commit."""
+        history records at hand too), and may raise to stop the commit.
+        ``first``: the first attempt's read (``Store.read_now``'s), read
+        with what the caller read before (the compare-and-set checks it as any)."""
         check_table_name(table)
         audit = self.audit(reason)
         commit_id = self.env.hex_id()
         floor = _FloorUse(self.store, table, commit_id, self.retry.clock)
         queue = _QueueUse(self.store, table, commit_id, self.retry.sleep, self.retry.clock, self._stuck)
         try:
-            loop = _Loop(table, commit_id, Attempts(self.retry), judge=judge)
+            loop = _Loop(table, commit_id, Attempts(self.retry), judge=judge, first=first)
             done = self._commit(loop, update, audit, floor, queue, load, owner)
         finally:
             queue.leave()
@@ -248,7 +252,8 @@ class ManagerBase:
         attempt landed; or None: the attempt waited (for the floor or its
         turn in the queue) and the next one starts at once."""
         try:
-            snap, now = self.store.read_now(loop.table)
+            snap, now = loop.first or self.store.read_now(loop.table)
+            loop.first = None
             if loop.unknown_since is not None:
                 landed = self.store.find_commit(loop.table, loop.commit_id, loop.unknown_since)
                 if landed is not None:

@@ -201,12 +201,14 @@ class Reads(ManagerBase):
     def _as_of(self, table: str, version: int) -> TableState:
         """``table_as_of`` as the store reads it: buckets loaded when first wanted."""
         check_table_name(table)
-        state = self.store.read_version(table, check_version(version))
-        if state.version != version:  # a store bug must not hand a reader another snapshot
-            raise LineageError(
-                f"asked for version {version} of table {table!r}, the store answered version {state.version}"
-            )
-        return state
+        return _checked(table, version, self.store.read_version(table, check_version(version)))
+
+    def _as_of_now(self, table: str, version: int) -> tuple[TableState, tuple[Snapshot, int]]:
+        """:meth:`_as_of`, with a commit's first read of the table (its
+        version, floor, queue and the clock), read together."""
+        check_table_name(table)
+        state, snap, now = self.store.read_version_now(table, check_version(version))
+        return _checked(table, version, state), (snap, now)
 
     def resolve_as_of(self, table: str, as_of: int | str) -> int:
         """``as_of`` as users give it: a version number, or text (a version,
@@ -356,3 +358,11 @@ def _same_file(now: Segment, then: Segment) -> bool:
         then.checksum,
         then.size_bytes,
     )
+
+
+def _checked(table: str, version: int, state: TableState) -> TableState:
+    if state.version != version:  # a store bug must not hand a reader another snapshot
+        raise LineageError(
+            f"asked for version {version} of table {table!r}, the store answered version {state.version}"
+        )
+    return state

@@ -79,9 +79,13 @@ class RollbackOps(SetRollbackOps):
         it would undo a push set in this table and not in its others, or
         bring one back here alone, unless ``split_sets``. The plan is made
         on the commit's own first read."""
-        target = self._as_of(table, target_version)  # (a new client's first contact goes with it)
         if not dry_run:
             self.require_role(PUSHER, doing="a rollback")
+        first: tuple[Snapshot, int] | None = None
+        if dry_run or split_sets:
+            target = self._as_of(table, target_version)
+        else:  # with the commit's first read: one round trip
+            target, first = self._as_of_now(table, target_version)
         audit = self.audit(reason or f"rollback to version {target_version}")
         with others_fenced(table):
             if dry_run or split_sets:  # a split knowingly is judged only to say which sets it splits
@@ -90,7 +94,9 @@ class RollbackOps(SetRollbackOps):
                     return self._dry_run(table, target, judged, audit)
                 return self._commit_rollback(table, target, judged, audit)
             try:  # judged on its own read, when the history records it needs are at hand
-                return self._commit_rollback(table, target, _Judged(), audit, _at_hand_judge(target_version))
+                return self._commit_rollback(
+                    table, target, _Judged(), audit, _at_hand_judge(target_version), first
+                )
             except ReadHistory as first:
                 judged = self._judge_sets(table, target_version, False)
                 if judged.head is not None and judged.head != first.version:
@@ -111,7 +117,13 @@ class RollbackOps(SetRollbackOps):
         )
 
     def _commit_rollback(
-        self, table: str, target: TableState, judged: _Judged, audit: Audit, judge: Judge | None = None
+        self,
+        table: str,
+        target: TableState,
+        judged: _Judged,
+        audit: Audit,
+        judge: Judge | None = None,
+        first: tuple[Snapshot, int] | None = None,
     ) -> RollbackPlan:
         """The rollback's commit: on the head its sets were judged on (and
         with the other tables judged checked in its request), or judged by
@@ -133,7 +145,7 @@ class RollbackOps(SetRollbackOps):
         if judged.checks:
             committed = self.commit_checked(Together(table, apply), audit.reason, judged.checks)
         else:  # the plan looks at what changed only
-            committed = self._commit_lazy(table, apply, audit.reason, judge=judge)
+            committed = self._commit_lazy(table, apply, audit.reason, judge=judge, first=first)
         # apply commits only on the version it planned on: that is the one before.
         version = committed.state.version if committed.applied else None
         plan = _rollback_plan(planned[0], committed.change, target.version, version)

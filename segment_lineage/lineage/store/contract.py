@@ -410,6 +410,13 @@ class Store(Protocol):
         """One retained version. VersionGoneError when it is not retained."""
         ...
 
+    def read_version_now(self, table: str, version: int) -> tuple[TableState, Snapshot, int]:
+        """``read_version``, with ``read_now`` of the table, read together
+        where the store can (on ZooKeeper, one round trip for the version's
+        record, the head, its floor and queue, and the clock): what a
+        rollback reads, the commit's first attempt writing on that read."""
+        ...
+
     def collect_garbage(self, table: str) -> int:
         """Reclaim the store's own unreferenced metadata; returns how much."""
         ...

@@ -123,6 +123,9 @@ class MemoryStore:
     def read_now_many(self, tables: Sequence[str]) -> list[tuple[Snapshot, int]]:
         return [self.read_now(table) for table in tables]
 
+    def read_version_now(self, table: str, version: int) -> tuple[TableState, Snapshot, int]:
+        return (self.read_version(table, version), *self.read_now(table))
+
     def read(self, table: str, *, whole: bool = False) -> Snapshot:  # (every record is at hand)
         with self._lock:
             state = self._tables.get(table)

@@ -137,17 +137,27 @@ def test_two_concurrent_rollbacks_one_wins_and_the_other_changes_nothing(
     barrier = threading.Barrier(2)
     store = m.store
     read = store.read_now  # what a commit attempt starts with
+    read_version = store.read_version_now  # what a rollback's first attempt starts with
 
     planned = threading.local()
 
-    def read_then_wait(table: str) -> object:
-        found = read(table)
+    def wait_once() -> None:
         if not getattr(planned, "done", False):
             planned.done = True
             barrier.wait(timeout=30)  # both plan against the same version before either commits
+
+    def read_then_wait(table: str) -> object:
+        found = read(table)
+        wait_once()
+        return found
+
+    def read_version_then_wait(table: str, version: int) -> object:
+        found = read_version(table, version)
+        wait_once()
         return found
 
     store.read_now = read_then_wait  # type: ignore[method-assign,assignment]
+    store.read_version_now = read_version_then_wait  # type: ignore[method-assign,assignment]
 
     def roll(version: int) -> None:
         try:
@@ -161,6 +171,7 @@ def test_two_concurrent_rollbacks_one_wins_and_the_other_changes_nothing(
     for t in threads:
         t.join()
     store.read_now = read  # type: ignore[method-assign]
+    store.read_version_now = read_version  # type: ignore[method-assign]
     assert sum(isinstance(o, ConflictError) for o in outcomes) == 1
     assert m.table(T).version == start + 1
     assert visible_names(m.table(T)) in (seen[0][1], seen[1][1])

@@ -23,6 +23,7 @@ from segment_lineage.lineage.core.errors import (
     StoreUnavailableError,
     TableExistsError,
     TableNotFoundError,
+    VersionGoneError,
 )
 from segment_lineage.lineage.core.model import (
     Change,
@@ -124,6 +125,24 @@ def test_read_now_is_a_read_and_then_the_clock(manager: LineageManager, table: s
     assert before <= now <= after
     with pytest.raises(TableNotFoundError):
         store.read_now("no_such_table")
+
+
+def test_read_version_now_is_a_past_version_with_a_commits_read(manager: LineageManager, table: str) -> None:
+    """A rollback's read: the version asked, and the table's current version
+    with its queue and the clock, as ``read_now`` gives them."""
+    store = manager.store
+    past = store.read(table).state.version
+    push(manager, ["s1"], ["s4"])
+    before = store.now_ms()
+    state, snap, now = store.read_version_now(table, past)
+    after = store.now_ms()
+    assert state.version == past and sorted(state.segments) == ["s1", "s2", "s3"]
+    assert snap.state.version == store.read(table).state.version > past
+    assert snap.queue == () and before <= now <= after
+    with pytest.raises(VersionGoneError):
+        store.read_version_now(table, 10**6)
+    with pytest.raises(TableNotFoundError):
+        store.read_version_now("no_such_table", 1)
 
 
 def test_read_now_many_reads_each_table_with_its_queue_and_the_clock(
@@ -582,10 +601,10 @@ def test_errors_after_an_unknown_outcome_are_reported_as_unknown(
         state["written"] = True
         raise WriteOutcomeUnknown("reply lost")
 
-    def read_fails_after_write(table: str) -> object:
+    def read_fails_after_write(table: str, **kw: bool) -> object:
         if state["written"]:
             raise StoreUnavailableError("connection down")
-        return real_read(table)
+        return real_read(table, **kw)
 
     monkeypatch.setattr(manager.store, "write", write_and_lose_reply)
     monkeypatch.setattr(manager.store, "read", read_fails_after_write)

@@ -41,9 +41,9 @@ def counting_reads(store: ZkStore) -> list[str]:
     calls: list[str] = []
     read = store.read
 
-    def counted(table: str) -> object:
+    def counted(table: str, **kw: bool) -> object:
         calls.append(table)
-        return read(table)
+        return read(table, **kw)
 
     store.read = counted  # type: ignore[method-assign]
     return calls

@@ -47,16 +47,17 @@ holds (``holds(kind)``: owners in :mod:`.leases`, passes and mirrors in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.security import ACL
 
 from segment_lineage.lineage.core.env import SYSTEM, Env
-from segment_lineage.lineage.core.errors import MirrorHeldError, PassRunningError
+from segment_lineage.lineage.core.errors import MirrorHeldError, PassRunningError, StoreUnavailableError
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.store.contract import HoldKind, Holds, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
-from segment_lineage.lineage.zk.store.blobs import BlobStore
+from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore
 from segment_lineage.lineage.zk.store.commit import Commits
 from segment_lineage.lineage.zk.store.ephemerals import Ephemerals
 from segment_lineage.lineage.zk.store.gc import MetadataGc, Sweeper
@@ -148,6 +149,21 @@ class ZkStore:
     def read_version(self, table: str, version: int) -> TableState:
         self.nodes.send_contact()
         return self.versions_.read_version(table, version)
+
+    def read_version_now(self, table: str, version: int) -> tuple[TableState, Snapshot, int]:
+        self.nodes.send_contact()
+        extras: list[Any] = []
+
+        def behind() -> None:
+            extras[:] = self.heads.send_commit_extras(table)
+
+        target, (head, zversion, raw) = self.versions_.read_version_with_head(table, version, behind)
+        self.nodes.ensure_root()
+        try:
+            snap, now = self.heads.commit_read(table, head, zversion, raw, extras)
+        except (StoreUnavailableError, BlobGone):  # answers lost with a connection, or the head moved on
+            snap, now = self.heads.read_at(table, commit=True)
+        return target, snap, self.nodes.now_ms() if now is None else now
 
     def read_now(self, table: str) -> tuple[Snapshot, int]:
         self.nodes.send_contact()  # answered below: one round trip with the read

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -95,11 +95,11 @@ class Heads:
         head, zversion, _ = self.read_head_raw(table)
         return head, zversion
 
-    def read_head_raw(self, table: str) -> tuple[Head, int, bytes]:
-        """``read_head``, and the head record's bytes as read."""
+    def read_head_raw(self, table: str, behind: Callable[[], None] | None = None) -> tuple[Head, int, bytes]:
+        """``read_head``, and the head record's bytes as read (``behind``: as ZkConnection.get's)."""
         path = self.paths.head(table)
         try:
-            raw, stat = self.zk.get(path, doing=f"reading table {table!r}")
+            raw, stat = self.zk.get(path, doing=f"reading table {table!r}", behind=behind)
         except NoNodeError:
             raise TableNotFoundError(table) from None
         head, zversion = self._head(table, raw, int(stat.version))
@@ -194,6 +194,26 @@ class Heads:
                 raise TableNotFoundError(table) from None
         head, zversion = self._head(table, raw, int(stat.version))
         return head, zversion, raw
+
+    def send_commit_extras(self, table: str) -> list[Any]:
+        """Send what a commit attempt reads beside the head (its floor, its
+        queue, the clock), behind a head read sent otherwise: :meth:`commit_read`
+        awaits them."""
+        return [
+            self.floors.send_read(table),
+            self.queues.send_read(table),
+            self.zk.send_set(self.paths.clock, b""),
+        ]
+
+    def commit_read(
+        self, table: str, head: Head, zversion: int, raw: bytes, extras: list[Any]
+    ) -> tuple[Snapshot, int | None]:
+        """A commit attempt's read, of a head read otherwise with
+        :meth:`send_commit_extras` behind it (as read_at(commit=True) gives)."""
+        floor = self.floors.answer(extras[0], table)
+        queue = self.queues.answer(extras[1], table)
+        now = self._clock(extras[2])
+        return replace(self._snapshot(table, head, zversion, raw, floor), queue=queue), now
 
     def _send_commit_read(self, table: str) -> tuple[str, Any, Any, Any]:
         """Send a commit attempt's reads of ``table``: its floor, head and queue (read_at's order)."""

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoAuthError, NoNodeError
@@ -169,15 +170,23 @@ class Versions:
         itself or VersionGoneError, whatever commits meanwhile. The head is
         read once, never again: a second read could land after a commit and
         answer a newer version."""
+        return self.read_version_with_head(table, version)[0]
+
+    def read_version_with_head(
+        self, table: str, version: int, behind: Callable[[], None] | None = None
+    ) -> tuple[TableState, tuple[Head, int, bytes]]:
+        """:meth:`read_version`, and the head it read (decoded, its znode
+        version, its bytes); ``behind`` sends more requests right behind
+        the head's read (one round trip for all)."""
         check_table_name(table)
         # The version's record goes out with the head (one round trip): it
         # is immutable, so when it was read does not matter.
         pending = self.zk.send_get(self.paths.version(table, version))
-        head, zversion, raw = self.heads.read_head_raw(table)
+        head, zversion, raw = read = self.heads.read_head_raw(table, behind)
         if version == head.version:
             last = self.heads.last(table, head, zversion)
             if last is not None:
-                return last.state
+                return last.state, read
             try:
                 loaded = self.heads.load(table, head, zversion)
             except BlobGone:
@@ -185,14 +194,14 @@ class Versions:
             else:
                 state = loaded.state()
                 self.heads.remember_state(table, head.buckets, state)
-                return state
+                return state, read
         _, record = self.record(table, version, head.version, pending)
         # What comparing the two will want (a rollback, a look at what is
         # readable), fetched together; the head kept as read, so a commit's
         # read of it right after decodes nothing.
         state = self.rebuild(table, head, record, ahead=True)
         self.heads.keep(table, head, zversion, raw)
-        return state
+        return state, read
 
     @staticmethod
     def _pinned(head: Head, record: codec.LeaseRecord) -> Head:
