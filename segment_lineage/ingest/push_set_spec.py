@@ -109,6 +109,13 @@ def _block(raw: Any, number: int, folder: Path) -> SpecBlock:
     for key in ("table", "input"):
         if not raw.get(key):
             raise InvalidInputError(f"{where} needs {key!r}")
+    if not raw["input"].strip():
+        raise InvalidInputError(f"{where}: 'input' is empty: name the files or directory to push")
+    if "job_id" in raw and (not raw["job_id"].strip() or raw["job_id"] != raw["job_id"].strip()):
+        # An empty one would silently push without the guard against a retried job pushing twice.
+        raise InvalidInputError(
+            f"{where}: invalid job id {raw['job_id'][:64]!r}: give a non-empty id without surrounding spaces"
+        )
     not_null = raw.get("audit_not_null", [])
     if not all(isinstance(c, str) and c for c in not_null):
         raise InvalidInputError(f"{where}: 'audit_not_null' lists column names")

@@ -54,11 +54,12 @@ class SnapshotReader:
         try:
             self.version = self.lease.state.version
             if staged is None:
-                self.segments: list[Segment] = visible_segments(self.lease.state)
+                # A tuple: what the reader reads is the pinned version's, not the caller's to edit.
+                self.segments: tuple[Segment, ...] = tuple(visible_segments(self.lease.state))
             else:
                 from segment_lineage.ingest.stage import staged_segments  # a staged push's readers only
 
-                self.segments = staged_segments(self.lease.state, staged, manager.now_ms())
+                self.segments = tuple(staged_segments(self.lease.state, staged, manager.now_ms()))
             self.store = DeepStore.for_root(self.lease.state.config.root)
         except BaseException:
             self.close()

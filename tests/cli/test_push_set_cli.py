@@ -75,6 +75,10 @@ def test_a_push_set_from_the_command_line(zk_hosts: str, tmp_path: Path) -> None
     for text, said in (
         ('[[push]]\ntable = "facts"\ninput = "in/facts.parquet"\nmodee = "append"\n', "unknown key 'modee'"),
         ('[[push]]\ntable = "facts"\n', "[[push]] block 1 needs 'input'"),
+        ('[[push]]\ntable = "facts"\ninput = " "\n', "'input' is empty"),
+        # An empty job id would push without the guard against a job pushing twice:
+        ('[[push]]\ntable = "facts"\ninput = "in/facts.parquet"\njob_id = ""\n', "invalid job id ''"),
+        ('[[push]]\ntable = "facts"\ninput = "in/facts.parquet"\njob_id = " j1"\n', "invalid job id"),
         ("table = 'facts'\n", "unknown key 'table'"),
         ('[[push]]\ntable = "facts"\ninput = "in/facts.parquet"\n' * 2, "named twice"),
         (

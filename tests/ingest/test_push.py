@@ -429,6 +429,12 @@ def test_a_time_finer_than_a_millisecond_is_refused_not_cut() -> None:
             parse_time(bad)
     with pytest.raises(InvalidInputError, match="finer than a millisecond"):
         parse_interval("2026-11-04T00:00:00.123456789Z/2026-11-05")
+    # A zone offset's fraction of a second, which the parser drops (the
+    # time would be off by it), and a fraction after the first one:
+    for bad in ["2026-01-01T00:00:00+00:00:00.5", "2026-01-01T00:00:00.001+00:00:00.0005"]:
+        with pytest.raises(InvalidInputError, match="finer than a"):
+            parse_time(bad)
+    assert parse_time("2026-01-01T00:00:00+00:00:30") == parse_time("2026-01-01") - 30_000
 
 
 def test_a_version_or_time_has_one_spelling() -> None:

@@ -91,6 +91,22 @@ def test_a_reader_paused_before_its_lease_pins_a_version_it_can_read(
     assert m.store.pins.leases(T) == []
 
 
+def test_a_readers_segments_are_the_pinned_versions_not_the_callers_to_edit(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """An outside trial popped a segment off ``reader.segments`` and the
+    reader then read fewer rows, silently: the list is a tuple now."""
+    m = zk_manager
+    files_table(m, tmp_path / "t")
+    push(m, "a")
+    push(m, "b")
+    with SnapshotReader(m, T) as reader:
+        shown = reader.to_arrow().num_rows
+        with pytest.raises(AttributeError):
+            reader.segments.pop()  # type: ignore[attr-defined]
+        assert reader.to_arrow().num_rows == shown > 0
+
+
 def test_a_reader_that_keeps_losing_its_version_gives_up_clearly(
     zk_manager: LineageManager, other: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -45,6 +45,7 @@ def format_period(ms: int) -> str:
 
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
 _FRACTION = re.compile(r"[.,](\d+)")  # a date-time's fraction of a second
+_OFFSET_FRACTION = re.compile(r"[+-]\d{2}:?\d{2}:?\d{2}[.,]\d")  # a zone offset's
 TIME_FORMS = (
     "ISO-8601 such as 2013-02-01, 2013-02 or 2013-02-01T05:00:00-05:00 (UTC when no zone is given), "
     "or ms:EPOCH_MS"
@@ -77,8 +78,11 @@ def parse_time(text: str) -> int:
             moment = dt.datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise InvalidInputError(f"invalid time {text!r}: use {TIME_FORMS}") from None
-    fraction = _FRACTION.search(raw)
-    if fraction is not None and fraction[1][3:].strip("0"):
+    if _OFFSET_FRACTION.search(raw):  # (fromisoformat drops it)
+        raise InvalidInputError(
+            f"invalid time {text[:64]!r}: a zone offset finer than a second; give it as +HH:MM or +HH:MM:SS"
+        )
+    if any(digits[3:].strip("0") for digits in _FRACTION.findall(raw)):
         # Times are kept in milliseconds: cut, a range's start would take in
         # what the given time left out.
         raise InvalidInputError(

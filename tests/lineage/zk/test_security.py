@@ -4,6 +4,7 @@ retention daemon and a reader, each doing its work and refused the rest."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -591,3 +592,41 @@ def test_ephemerals_are_deletable_by_their_identity_only_and_bad_leases_are_igno
     finally:
         for store in (pusher, pusher2, reader, reader2):
             store.close()
+
+
+def test_a_role_is_checked_against_the_policy_when_first_wanted_not_at_a_first_read_long_before(
+    secured: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new client sends its first contact (the policy's read) with its
+    first read; a long-lived client that wants the policy only later reads
+    it then: demoted meanwhile, it is told its role, not refused by
+    ZooKeeper without one (an outside trial found the answer of the first
+    read relied on)."""
+    from segment_lineage.lineage.zk.store import nodes
+
+    monkeypatch.setattr(nodes, "SHARED_FRESH_S", 0.05)
+    pusher = store_as(secured, IDENTITIES["pusher"])
+    try:
+        m = LineageManager(pusher, claims=RootClaimFiles())
+        version = m.table(T).version  # the first read: the first contact goes with it
+        digests = {}
+        for role in ("pusher", "retention", "reader"):
+            user, _, password = IDENTITIES[role].partition(":")
+            code, out, err = cli(secured, None, "acl", "digest", user, stdin=password + "\n")
+            assert code == 0, err
+            digests[role] = out.strip()
+        demoted = [
+            "--retention",
+            digests["retention"],
+            "--reader",
+            digests["reader"],
+            "--reader",
+            digests["pusher"],
+        ]
+        code, out, err = cli(secured, IDENTITIES[ADMIN_ROLE], "acl", "apply", *demoted)
+        assert code == 0, err
+        time.sleep(0.1)
+        with pytest.raises(AuthError, match="needs the pusher role"):
+            m.rollback(T, version)
+    finally:
+        pusher.close()

@@ -114,7 +114,10 @@ class Nodes:
         ):
             try:
                 raw = None
-                if contact is not None:
+                # A contact answered long before the policy is first wanted
+                # (a long-lived client's first read) is not relied on: the
+                # policy is read when first wanted, as it always was.
+                if contact is not None and self.zk.env.monotonic() - contact[2] < SHARED_FRESH_S:
                     pending, sent[:], at = contact
                     raw = self._answered(pending)
                 if raw is None:  # no contact sent ahead, or its answer lost: asked now
