@@ -193,8 +193,10 @@ class BucketMap(Mapping[str, V]):
             if pairs[i] is None:
                 raise LookupError(f"bucket {i} was not loaded")
 
-    def buckets(self, indexes: Sequence[int]) -> list[dict[str, V]]:
-        """The records of each of ``indexes``, loading those not yet loaded in one call."""
+    def _buckets(self, indexes: Sequence[int]) -> list[dict[str, V]]:
+        """The records of each of ``indexes``, loading those not yet loaded in
+        one call: this map's own dicts, which serve its look-ups (private: an
+        edit there would change the map)."""
         self._fetch(indexes)
         out: list[dict[str, V]] = []
         for i in indexes:
@@ -204,9 +206,9 @@ class BucketMap(Mapping[str, V]):
             out.append(bucket)
         return out
 
-    def bucket(self, index: int) -> dict[str, V]:
+    def _bucket(self, index: int) -> dict[str, V]:
         bucket = self._dicts[index]
-        return bucket if bucket is not None else self.buckets([index])[0]
+        return bucket if bucket is not None else self._buckets([index])[0]
 
     def flat(self) -> dict[str, V]:
         """Every record in one dict (loading what is not loaded yet, in one
@@ -241,19 +243,19 @@ class BucketMap(Mapping[str, V]):
         flat = self._flat
         if flat is not None:
             return flat[key]
-        return self.bucket(bucket_of(key, len(self.ids)))[key]
+        return self._bucket(bucket_of(key, len(self.ids)))[key]
 
     def __contains__(self, key: object) -> bool:
         flat = self._flat
         if flat is not None:
             return key in flat
-        return isinstance(key, str) and key in self.bucket(bucket_of(key, len(self.ids)))
+        return isinstance(key, str) and key in self._bucket(bucket_of(key, len(self.ids)))
 
     def get(self, key: str, default: Any = None) -> Any:
         flat = self._flat
         if flat is not None:
             return flat.get(key, default)
-        return self.bucket(bucket_of(key, len(self.ids))).get(key, default)
+        return self._bucket(bucket_of(key, len(self.ids))).get(key, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.flat())
@@ -416,7 +418,7 @@ def changed_keys(a: Mapping[str, object], b: Mapping[str, object]) -> set[str]:
     if isinstance(a, BucketMap) and isinstance(b, BucketMap) and a.count == b.count:
         differ = [i for i in range(a.count) if a.ids[i] != b.ids[i]]
         out: set[str] = set()
-        for x, y in zip(a.buckets(differ), b.buckets(differ), strict=True):
+        for x, y in zip(a._buckets(differ), b._buckets(differ), strict=True):
             out.update(x.keys() ^ y.keys())
         return out
     return set(a.keys() ^ b.keys())
