@@ -295,6 +295,8 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
         dataset = ds.dataset(path, format=form, ignore_prefixes=[".", "_"])
         if fmt == "parquet":
             check_same_columns(dataset, path)
+        elif fmt == "csv":
+            check_same_header(dataset, path)
         data = dataset.to_table()
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise unreadable_input(path, fmt, exc) from None
@@ -311,6 +313,25 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
 
 
 MAX_FOOTERS = 10_000  # input files whose columns are compared
+
+
+def check_same_header(dataset: ds.Dataset, path: str) -> None:
+    """PushRefusedError when the CSV files of one input name different
+    columns in their headers: read as one, the first file's columns are
+    kept and the others' values read as nulls or dropped (an outside trial
+    pushed such a folder, and its second file's rows came out empty)."""
+    first: tuple[str, list[str]] | None = None
+    for index, fragment in enumerate(dataset.get_fragments()):
+        if index >= MAX_FOOTERS:
+            return
+        names = list(fragment.physical_schema.names)
+        if first is None:
+            first = (fragment.path, names)
+        elif names != first[1]:
+            raise PushRefusedError(
+                f"the files of input {path!r} have different columns: {fragment.path} has "
+                f"{', '.join(names[:8])} against {first[0]}'s {', '.join(first[1][:8])}; push them separately"
+            )
 
 
 def check_same_columns(dataset: ds.Dataset, path: str) -> None:

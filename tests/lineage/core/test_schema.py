@@ -466,6 +466,25 @@ def test_an_input_whose_files_have_different_columns_is_refused(zk_hosts: str, t
             zk_hosts, "push", "mix", "--input", str(mixed), "--mode", "append", "--engine", engine
         )
         assert code == 1 and "have different columns" in err and "column 'extra' (double) is new" in err, err
+    # CSV files whose headers differ (an outside trial's second file came out as nulls):
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    (texts / "1.csv").write_text("id,v\n1,a\n")
+    (texts / "2.csv").write_text("ts,w\n2026-01-01,b\n")
+    code, _, err = run(
+        zk_hosts,
+        "push",
+        "mix",
+        "--input",
+        str(texts),
+        "--format",
+        "csv",
+        "--mode",
+        "append",
+        "--engine",
+        "arrow",
+    )
+    assert code == 1 and "have different columns" in err and "ts, w" in err, err
     assert history(zk_hosts, "mix")[0]["operation"] == "CREATE_TABLE"
 
 
