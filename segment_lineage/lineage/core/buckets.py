@@ -4,6 +4,7 @@ grows too large). The ZooKeeper store writes what this decides."""
 
 from __future__ import annotations
 
+import copy
 import weakref
 import zlib
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
@@ -221,6 +222,17 @@ class BucketMap(Mapping[str, V]):
                 flat.update(pairs or ())
             self._flat = flat
         return flat
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled or copied, it is a plain dict of its records (as a change's
+        # copy is): its loader is the store's, which stays in this process.
+        return (dict, (dict(self.flat()),))
+
+    def __copy__(self) -> dict[str, V]:
+        return dict(self.flat())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, V]:
+        return copy.deepcopy(dict(self.flat()), memo)
 
     def known(self, records: dict[str, V]) -> None:
         """Its records, known already as one dict (the change's copy a commit

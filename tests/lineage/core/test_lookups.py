@@ -121,6 +121,18 @@ def test_a_tracked_copy_pickles_and_copies_as_a_plain_dict() -> None:
     assert records.touched == {"b": None}
 
 
+def test_a_bucket_map_pickles_and_copies_as_a_plain_dict_of_its_records() -> None:
+    """As a change's copy does: an outside trial could not pickle a table
+    read from ZooKeeper (its loader is a local function), and a copy was a
+    map that shared its dicts with the store's."""
+    records = {f"k{i}": i for i in range(50)}
+    mapped = laid_out(records, 4)
+    for twin in (pickle.loads(pickle.dumps(mapped)), copy.copy(mapped), copy.deepcopy(mapped)):
+        assert type(twin) is dict and twin == records
+        twin["extra"] = 1  # the copy is the caller's own
+    assert "extra" not in mapped and dict(mapped) == records
+
+
 def test_a_copy_past_its_tracked_keys_starts_again_from_itself() -> None:
     records = editable({})
     for i in range(Edited.TRACKED):
