@@ -160,9 +160,8 @@ class Holds(Protocol):
         ...
 
     def holds_now(self, table: str, name: str = LOCK) -> int | None:
-        """The store's clock (``Store.now_ms``) when this client still holds
-        it, else None: both asked together (on ZooKeeper, one round trip), for
-        a write fenced by the hold that records the time."""
+        """The store's clock when this client still holds it, else None, both
+        asked together (one round trip on ZooKeeper): for a fenced write."""
         ...
 
     def release(self, table: str, name: str = LOCK) -> None:
@@ -170,8 +169,7 @@ class Holds(Protocol):
         ...
 
     def live(self, table: str) -> frozenset[str]:
-        """The names held on ``table`` by live sessions (an owner: the entries
-        whose pushing process still holds its session)."""
+        """The names held on ``table`` by live sessions (owners: running pushes' entries)."""
         ...
 
 
@@ -310,9 +308,8 @@ class Store(Protocol):
 
     def read(self, table: str, *, whole: bool = False) -> Snapshot:
         """One consistent version. TableNotFoundError, CorruptRecordError.
-        ``whole``: the caller will want every record (it loads the state):
-        fetched together where the store can, one round trip for every
-        bucket instead of one per kind as each is first wanted."""
+        ``whole``: every record will be wanted; fetched together where the
+        store can (one round trip, not one per kind as each is wanted)."""
         ...
 
     def read_now(self, table: str) -> tuple[Snapshot, int]:
@@ -411,10 +408,8 @@ class Store(Protocol):
         ...
 
     def read_version_now(self, table: str, version: int) -> tuple[TableState, Snapshot, int]:
-        """``read_version``, with ``read_now`` of the table, read together
-        where the store can (on ZooKeeper, one round trip for the version's
-        record, the head, its floor and queue, and the clock): what a
-        rollback reads, the commit's first attempt writing on that read."""
+        """``read_version`` and ``read_now`` together where the store can (on
+        ZooKeeper one round trip): a rollback's reads, its commit's first."""
         ...
 
     def collect_garbage(self, table: str) -> int:

@@ -196,14 +196,9 @@ class Heads:
         return head, zversion, raw
 
     def send_commit_extras(self, table: str) -> list[Any]:
-        """Send what a commit attempt reads beside the head (its floor, its
-        queue, the clock), behind a head read sent otherwise: :meth:`commit_read`
-        awaits them."""
-        return [
-            self.floors.send_read(table),
-            self.queues.send_read(table),
-            self.zk.send_set(self.paths.clock, b""),
-        ]
+        """Send a commit attempt's reads beside the head's (floor, queue, clock): :meth:`commit_read`."""
+        floors, queues = self.floors, self.queues
+        return [floors.send_read(table), queues.send_read(table), self.zk.send_set(self.paths.clock, b"")]
 
     def commit_read(
         self, table: str, head: Head, zversion: int, raw: bytes, extras: list[Any]
