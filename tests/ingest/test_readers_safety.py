@@ -196,8 +196,8 @@ def test_read_version_of_the_head_ignores_a_commit_after_its_read(
     real = store.heads.read_head_raw
     commits: list[int] = []
 
-    def read_head_raw(table: str) -> Any:
-        head = real(table)
+    def read_head_raw(table: str, behind: Any = None) -> Any:
+        head = real(table, behind)
         if not commits:  # another client commits right after our look at the head
             commits.append(other.register_segments(T, [seg("s1")]).state.version)
         return head
