@@ -398,8 +398,6 @@ def _check_local_input(input_path: str) -> None:
 
     from segment_lineage.ingest.arrow_push import local_path
 
-    if not input_path.strip():
-        raise InvalidInputError("the input is empty: name the files or directory to push")
     local = local_path(input_path)
     try:
         if local is None or Path(local).exists():

@@ -75,6 +75,10 @@ class Nodes:
         assert self._policy is not None
         return self._policy[0]
 
+    @property
+    def _policy_path(self) -> str:
+        return f"{self.paths.root}/{POLICY_NODE}"
+
     def send_contact(self) -> None:
         """A new client's first contact (the policy's read, and whether the
         shared nodes exist), sent now and answered when first wanted: the
@@ -88,8 +92,7 @@ class Nodes:
             self.zk.check_answering()
         except StoreUnavailableError:
             return
-        path = f"{self.paths.root}/{POLICY_NODE}"
-        pending = self.zk.send_get(path)
+        pending = self.zk.send_get(self._policy_path)
         shared = [] if self._ready else [self.zk.send_exists(p) for p in self._shared_paths()]
         self._contact = (pending, shared, self.zk.env.monotonic())
 
@@ -97,7 +100,7 @@ class Nodes:
         """Read the policy (the answer of a first contact sent ahead, when
         there is one); on a new client's first contact, ask whether the
         shared nodes exist in the same round trip (ensure_root's question)."""
-        path = f"{self.paths.root}/{POLICY_NODE}"
+        path = self._policy_path
         contact, self._contact = self._contact, None
         sent: list[Any] = []
         at = self.zk.env.monotonic()
