@@ -109,40 +109,57 @@ class Leadership:
             self._leader_identity = None
             return None
         session = store.session.id()
-        if self._member is None or session != self._session:
-            self._join(session)
-        members = store.elections.members(self.role)
-        mine = self._member
-        assert mine is not None
-        if mine not in members:  # our member went with an old session: rejoin
-            self._join(session)
+        seen = self._members(session)
+        if seen is None:
             return None
+        members, mine = seen
         self._tags = {name: tag for name, tag in self._tags.items() if name in members}
         self._tags[mine] = self._tag
         self._leading = members[0] == mine
         if self._leading and self.prefer and not keep and self._outranked(members):
-            # Hand over: rejoin at the back; the higher-ranked candidate
-            # leads once the ones before it have handed over too. Not
-            # leading from before the leave: the next one may lead at once.
-            self._leading = False
-            self._leader_identity = None
-            store.elections.leave(self.role, mine)
-            self._join(session)
+            self._hand_over(session, mine)
             return None
         if self._leading:
             self._confirmed = sent
             self._leader_identity = self.identity
             return mine
-        first = self._tag_of(members[0])
-        if first is None:
-            self._leader_identity = None
+        self._follow(members[0])
+        return None
+
+    def _members(self, session: int | None) -> tuple[list[str], str] | None:
+        """The election's members and ours, joined first on a new session;
+        None when our member went with an old session (joined again)."""
+        if self._member is None or session != self._session:
+            self._join(session)
+        members = self.store.elections.members(self.role)
+        mine = self._member
+        assert mine is not None
+        if mine not in members:
+            self._join(session)
             return None
-        if first == self._tag:
+        return members, mine
+
+    def _hand_over(self, session: int | None, mine: str) -> None:
+        """Rejoin at the back: the higher-ranked candidate leads once the ones
+        before it have handed over too. Not leading from before the leave:
+        the next one may lead at once."""
+        self._leading = False
+        self._leader_identity = None
+        self.store.elections.leave(self.role, mine)
+        self._join(session)
+
+    def _follow(self, first: str) -> None:
+        """Another member leads: note whose it is (and remove it if it is a
+        lost one of ours)."""
+        tag = self._tag_of(first)
+        if tag is None:
+            self._leader_identity = None
+            return
+        if tag == self._tag:
             # A member of ours from a join whose answer was lost: it would
             # block this process from ever leading. Remove it; lead next time.
-            store.elections.leave(self.role, members[0])
-        self._leader_identity = first.rsplit(" #", 1)[0]
-        return None
+            self.store.elections.leave(self.role, first)
+        self._leader_identity = tag.rsplit(" #", 1)[0]
 
     def _tag_of(self, name: str) -> str | None:
         """The tag a member carries (read once: a name is never reused)."""
@@ -263,23 +280,26 @@ class Ownership:
             terms: dict[str, str] = {}
             refused: LineageError | None = None
             for table in wanted:
-                candidacy = self._candidacies.get(table)
                 try:
-                    if candidacy is None:
-                        candidacy = Leadership(
-                            self.store, owner_role(table), self.identity, env=self._env, prefer=True
-                        )
-                        self._candidacies[table] = candidacy
-                    term = candidacy.check(keep=table in keep)
+                    term = self._candidacy(table).check(keep=table in keep)
                 except LineageError as exc:  # refused for this table: the others are still checked
                     refused = refused or exc
                     term = None
                 if term is not None:
                     terms[table] = term
+                candidacy = self._candidacies.get(table)
                 self._owners[table] = None if candidacy is None else candidacy.leader_identity
             if refused is not None and not terms:
                 raise refused  # refused everywhere: the caller says why
             return terms
+
+    def _candidacy(self, table: str) -> Leadership:
+        """This process's candidacy for ``table``, made the first time."""
+        candidacy = self._candidacies.get(table)
+        if candidacy is None:
+            candidacy = Leadership(self.store, owner_role(table), self.identity, env=self._env, prefer=True)
+            self._candidacies[table] = candidacy
+        return candidacy
 
     def holds(self, table: str, term: str) -> bool:
         """True while ``term`` is still this process's term for ``table``

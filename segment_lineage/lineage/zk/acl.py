@@ -12,6 +12,7 @@ catches nodes a store opened before the policy created meanwhile.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -68,8 +69,15 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
         # Connecting through a chroot reads the chroot node ("/" here):
         # every role must be able to, whoever created it.
         store.zk.set_acls("/", policy_acl(policy, Place.FOLDER))
-    created: list[str] = []
-    for path, place in (
+    created = _ensure_shared(store) + _ensure_table_folders(store, policy)
+    nodes, strangers = _set_acls(store, policy)
+    return ApplyReport(nodes, tuple(created), tuple(strangers))
+
+
+def _ensure_shared(store: ZkStore) -> list[str]:
+    """Make the project's shared nodes that are missing; the paths made."""
+    root = store.root
+    shared = (
         (f"{root}/tables", Place.FOLDER),
         (f"{root}/names", Place.FOLDER),
         (f"{root}/clock", Place.CLOCK),
@@ -77,21 +85,38 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
         (f"{root}/{RETENTION_NODE}", Place.RETENTION_GUARD),
         (f"{root}/leaders", Place.LEADERS),
         *((f"{root}/leaders/{name}", Place.ELECTION) for name in ELECTIONS),
-    ):
-        if store.nodes.ensure_node(path, place):
-            created.append(path)
-    for table in store.zk.get_children(f"{root}/tables"):
+    )
+    return [path for path, place in shared if store.nodes.ensure_node(path, place)]
+
+
+def _ensure_table_folders(store: ZkStore, policy: AclPolicy) -> list[str]:
+    """Make each table's role folders, and each pusher's and reader's own, that are missing."""
+    created: list[str] = []
+    for table in store.zk.get_children(f"{store.root}/tables"):
         for folder, place in TABLE_FOLDERS.items():
-            path = f"{root}/tables/{table}/{folder}"
+            path = f"{store.root}/tables/{table}/{folder}"
             if store.nodes.ensure_node(path, place, folder_data(place)):
                 created.append(path)
-            own = OWN_FOLDER_OF.get(place)
-            if own is None:
-                continue
-            for ident in policy.own_folder_ids(own):
-                own_path = f"{path}/{own_folder(ident)}"
-                if store.nodes.ensure_node(own_path, own, owner=ident):
-                    created.append(own_path)
+            created += _ensure_own_folders(store, policy, path, place)
+    return created
+
+
+def _ensure_own_folders(store: ZkStore, policy: AclPolicy, path: str, place: Place) -> list[str]:
+    """Make the folders of one's own under a table folder whose place has them."""
+    own = OWN_FOLDER_OF.get(place)
+    if own is None:
+        return []
+    created: list[str] = []
+    for ident in policy.own_folder_ids(own):
+        own_path = f"{path}/{own_folder(ident)}"
+        if store.nodes.ensure_node(own_path, own, owner=ident):
+            created.append(own_path)
+    return created
+
+
+def _set_acls(store: ZkStore, policy: AclPolicy) -> tuple[int, list[str]]:
+    """Give every node under the root the ACL of its place: how many were set, and the strangers."""
+    root = store.root
     nodes = 0
     strangers: list[str] = []
     for batch in batches(walk(store.client, root, store.op_timeout_s)):
@@ -102,14 +127,21 @@ def _apply(store: ZkStore, policy: AclPolicy) -> ApplyReport:
                 strangers.append(path)
                 continue
             owner = policy.owner_of(found, path.rsplit("/", 1)[-1])
-            pending.append((path, store.client.set_acls_async(path, policy_acl(policy, found, owner))))
-        for _, result in pending:
-            try:
-                result.get(timeout=store.op_timeout_s)
-                nodes += 1
-            except NoNodeError:
-                continue  # an ephemeral node or a collected blob went meanwhile
-    return ApplyReport(nodes, tuple(created), tuple(strangers))
+            pending.append(store.client.set_acls_async(path, policy_acl(policy, found, owner)))
+        nodes += _settled(store, pending)
+    return nodes, strangers
+
+
+def _settled(store: ZkStore, pending: list[Any]) -> int:
+    """Wait for a batch of ACL changes; how many nodes were still there to take them."""
+    done = 0
+    for result in pending:
+        try:
+            result.get(timeout=store.op_timeout_s)
+            done += 1
+        except NoNodeError:
+            continue  # an ephemeral node or a collected blob went meanwhile
+    return done
 
 
 def _write_policy(store: ZkStore, policy: AclPolicy) -> None:

@@ -88,6 +88,11 @@ def outcome(r: Results, owner: str | None, *, table: str, version: int, inline: 
     ``version`` (``inline``: its blobs were created in the multi): None when
     it applied, else the error to raise (a conflict, a lost claim, a
     refusal, or an unknown outcome)."""
+    return _lost(r, owner, table, version) or _failed(r, table, inline)
+
+
+def _lost(r: Results, owner: str | None, table: str, version: int) -> Exception | None:
+    """The commit lost a race: its claim, the head's version, the floor, or the table itself."""
     if r.claim_lost and owner is not None:
         return ClaimLostError(table, owner)
     if isinstance(r.head, BadVersionError):
@@ -96,14 +101,18 @@ def outcome(r: Results, owner: str | None, *, table: str, version: int, inline: 
         return VersionConflict(f"table {table}: a writer took the floor since v{version}")
     if isinstance(r.head, NoNodeError):
         return TableNotFoundError(table)
+    return None
+
+
+def _failed(r: Results, table: str, inline: bool) -> Exception | None:
+    """The multi failed otherwise: refused, a missing folder or blob, or an unknown head swap."""
     if isinstance(r.head, NoAuthError) or any(isinstance(x, NoAuthError) for x in (*r.failed, r.claim)):
         return AuthError(f"ZooKeeper refused writing table {table!r}: not authorised")
     if r.no_versions_folder:  # made for the resent multi, and gone again
         return RetryableStoreError(f"the versions folder of table {table!r} is missing")
-    if r.failed and inline:  # a create of this multi failed: nothing was applied
-        return RetryableStoreError(f"creating a new blob failed ({type(r.failed[0]).__name__})")
     if r.failed:
-        return RetryableStoreError(f"a new blob vanished before the commit ({type(r.failed[0]).__name__})")
+        made = "creating a new blob failed" if inline else "a new blob vanished before the commit"
+        return RetryableStoreError(f"{made} ({type(r.failed[0]).__name__})")
     if isinstance(r.head, Exception):
         return WriteOutcomeUnknown(f"head swap: {type(r.head).__name__}")
     return None

@@ -48,44 +48,35 @@ class Tables:
     def create_table(self, config: TableConfig, audit: Audit, commit_id: str) -> TableState:
         table = check_table_name(config.name)
         self.nodes.ensure_root()
-        now = self.nodes.now_ms()
         empty = {kind: self.zk.env.hex_id() for kind in KINDS}
-        record = HistoryRecord(
-            1,
-            commit_id,
-            now,
-            Operation.CREATE_TABLE,
-            None,
-            audit.actor,
-            audit.job_id,
-            audit.reason,
-            0,
-            0,
-            0,
-        )
-        head = Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, None, (record,))
+        head = _first_head(config, audit, commit_id, self.nodes.now_ms(), empty)
         attempts = Attempts(CREATE_RETRY)
         while attempts.next():
             if attempts.count > 1:
                 attempts.backoff()
-            # The root registry is read, checked and swapped in the same multi
-            # that creates the name guard: two creates of overlapping roots
-            # cannot both land.
-            roots, roots_version = self._roots_for_create(table, config.root)
-            txn = self._create_txn(table, head, empty, {**roots, table: config.root}, roots_version)
-            try:
-                with translated(None, refused=f"ZooKeeper refused creating table {table!r}: not authorised"):
-                    results = self.zk.commit(txn)
-            except UNKNOWN:
-                if self._landed(table, commit_id):
-                    return TableState(config=config, version=1)
-                continue
-            failures = [r for r in results if isinstance(r, Exception)]
-            if not failures:
+            if self._try_create(table, head, empty):
                 return TableState(config=config, version=1)
-            self._create_refused(table, results, failures)
         tried = attempts.count
         raise StoreUnavailableError(f"creating table {table!r} did not settle after {tried} attempts")
+
+    def _try_create(self, table: str, head: Head, empty: dict[str, str]) -> bool:
+        """One attempt at the create's multi: whether the table is ours now
+        (False: worth trying again; raises when it is not)."""
+        # The root registry is read, checked and swapped in the same multi
+        # that creates the name guard: two creates of overlapping roots
+        # cannot both land.
+        root = head.config.root
+        roots, roots_version = self._roots_for_create(table, root)
+        txn = self._create_txn(table, head, empty, {**roots, table: root}, roots_version)
+        try:
+            with translated(None, refused=f"ZooKeeper refused creating table {table!r}: not authorised"):
+                results = self.zk.commit(txn)
+        except UNKNOWN:
+            return self._landed(table, head.commit_id)
+        failures = [r for r in results if isinstance(r, Exception)]
+        if failures:
+            self._create_refused(table, results, failures)
+        return not failures
 
     def _create_txn(
         self,
@@ -137,25 +128,30 @@ class Tables:
         (a guard a cut-short drop left, the root registry changed meanwhile),
         else raises."""
         if isinstance(results[0], NodeExistsError):
-            guard = self.paths.guard(table)
-            try:
-                raw_guard, guard_stat = self.zk.get(guard, doing="table lookup")
-            except NoNodeError:
-                return
-            existing = codec.decode_guard(raw_guard, guard, table.casefold())
-            if not self.zk.exists(self.paths.head(existing), doing="table lookup"):
-                # Left by a drop cut short after the head went: creates are
-                # atomic, so a guard without a head is never a live table.
-                with contextlib.suppress(NoNodeError, BadVersionError):
-                    self.zk.delete(guard, version=guard_stat.version)
-                return
-            raise TableExistsError(table, existing)
+            self._guard_taken(table)
+            return
         if isinstance(results[-1], (BadVersionError, NodeExistsError)):
             return  # another create or drop changed the root registry: check again
         if isinstance(results[0], NoAuthError) or any(isinstance(r, NoAuthError) for r in failures):
             raise AuthError(f"ZooKeeper refused creating table {table!r}: not authorised")
         first = next(r for r in failures if type(r).__name__ != "RolledBackError")
         raise StoreUnavailableError(f"creating table {table!r} failed: {type(first).__name__}")
+
+    def _guard_taken(self, table: str) -> None:
+        """The name guard exists: removes one a drop cut short left (returns,
+        to try again), else raises TableExistsError naming the live table."""
+        guard = self.paths.guard(table)
+        try:
+            raw_guard, guard_stat = self.zk.get(guard, doing="table lookup")
+        except NoNodeError:
+            return
+        existing = codec.decode_guard(raw_guard, guard, table.casefold())
+        if self.zk.exists(self.paths.head(existing), doing="table lookup"):
+            raise TableExistsError(table, existing)
+        # Left by a drop cut short after the head went: creates are
+        # atomic, so a guard without a head is never a live table.
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            self.zk.delete(guard, version=guard_stat.version)
 
     def roots(self) -> dict[str, str]:
         """Every table's root (table -> root), from the root registry; built
@@ -304,48 +300,84 @@ class Tables:
         ``on_marked`` runs once the head is marked (or found marked), with the
         table's root (from the head, else the root registry) and config.
         """
-        path = self.paths.head(table)
-        guard = self.paths.guard(table)
         with translated(
             lambda error: f"dropping table {table!r} was interrupted ({error})",
             refused=f"ZooKeeper refused dropping table {table!r}: not authorised",
             failure_remedy="run the drop again; it continues where it stopped",
         ):
+            forced = expected_version is None and not resume_only
             for _ in range(READ_ATTEMPTS):
-                try:
-                    raw, stat = self.zk.get(path, doing=f"reading table {table!r}")
-                except NoNodeError:
-                    raise TableNotFoundError(table) from None
-                try:
-                    head: Head | None = codec.decode_head(raw, path)
-                except CorruptRecordError:
-                    if expected_version is not None or resume_only:
-                        raise
-                    head = None
+                head, stat = self._read_for_drop(table, forced=forced)
                 if head is not None and not head.dropping:
-                    if resume_only:
-                        raise TableNotFoundError(table)
-                    if expected_version is not None and head.version != expected_version:
-                        raise VersionConflict(f"table {table} changed since version {expected_version}")
-                    marked = self._mark_dropping(table, head, stat.version, expected_version)
-                    if marked is None:
+                    stat = self._mark(table, head, stat, expected_version, resume_only)
+                    if stat is None:
                         continue
-                    stat = marked
                 if on_marked is not None:
-                    if head is not None:
-                        on_marked(head.config.root, head.config)
-                    else:
-                        on_marked(self.roots().get(table), None)
+                    self._tell_marked(table, head, on_marked)
                     on_marked = None  # once: a sweep again after a late writer does not call it
-                self._sweep(path)
-                try:
-                    self.zk.delete(path, version=stat.version)
-                except NotEmptyError:
-                    continue  # a late writer added a blob: sweep again
-                except BadVersionError:
-                    continue
-                with contextlib.suppress(NoNodeError):
-                    self.zk.delete(guard)
-                self.forget_root(table)
-                return
+                if self._remove(table, stat):
+                    return
         raise StoreUnavailableError(f"dropping table {table!r} did not settle; run the drop again")
+
+    def _read_for_drop(self, table: str, *, forced: bool) -> tuple[Head | None, Any]:
+        """The head and its stat; None for the head of a forced drop that cannot be decoded."""
+        path = self.paths.head(table)
+        try:
+            raw, stat = self.zk.get(path, doing=f"reading table {table!r}")
+        except NoNodeError:
+            raise TableNotFoundError(table) from None
+        try:
+            return codec.decode_head(raw, path), stat
+        except CorruptRecordError:
+            if not forced:
+                raise
+            return None, stat
+
+    def _mark(
+        self, table: str, head: Head, stat: Any, expected_version: int | None, resume_only: bool
+    ) -> Any | None:
+        """Mark a live head dropping, if the drop may: its new stat, or None to read it again."""
+        if resume_only:
+            raise TableNotFoundError(table)
+        if expected_version is not None and head.version != expected_version:
+            raise VersionConflict(f"table {table} changed since version {expected_version}")
+        return self._mark_dropping(table, head, stat.version, expected_version)
+
+    def _tell_marked(self, table: str, head: Head | None, on_marked: OnMarked) -> None:
+        """Hand the marked table's root and config on (an unreadable head's root from the registry)."""
+        if head is not None:
+            on_marked(head.config.root, head.config)
+        else:
+            on_marked(self.roots().get(table), None)
+
+    def _remove(self, table: str, stat: Any) -> bool:
+        """Empty the marked head and delete it, then its name guard; False to
+        sweep again (a late writer added a node, or the head moved)."""
+        path = self.paths.head(table)
+        self._sweep(path)
+        try:
+            self.zk.delete(path, version=stat.version)
+        except (NotEmptyError, BadVersionError):
+            return False  # a late writer added a blob: sweep again
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(self.paths.guard(table))
+        self.forget_root(table)
+        return True
+
+
+def _first_head(config: TableConfig, audit: Audit, commit_id: str, now: int, empty: dict[str, str]) -> Head:
+    """A new table's head: version 1, empty buckets, the create in its history."""
+    record = HistoryRecord(
+        1,
+        commit_id,
+        now,
+        Operation.CREATE_TABLE,
+        None,
+        audit.actor,
+        audit.job_id,
+        audit.reason,
+        0,
+        0,
+        0,
+    )
+    return Head(config, 1, commit_id, {k: (b,) for k, b in empty.items()}, None, (record,))
