@@ -89,12 +89,17 @@ def tls_settings(settings: Settings) -> TlsSettings | None:
         if given and flag == "":
             raise InvalidInputError(f"{given[0]} is set but {ENV_TLS} is not: set {ENV_TLS}=1 to use TLS")
         return None
+    _check_tls_files(files)
+    return TlsSettings(files[ENV_TLS_CA], files[ENV_TLS_CERT], files[ENV_TLS_KEY])
+
+
+def _check_tls_files(files: dict[str, str | None]) -> None:
+    """Refuse a TLS file that is not there, and a certificate without its key (or the reverse)."""
     for var, path in files.items():
         if path is not None and not os.path.isfile(path):
             raise InvalidInputError(f"{var}={path!r}: no such file")
     if (files[ENV_TLS_CERT] is None) != (files[ENV_TLS_KEY] is None):
         raise InvalidInputError(f"give both {ENV_TLS_CERT} and {ENV_TLS_KEY}, or neither")
-    return TlsSettings(files[ENV_TLS_CA], files[ENV_TLS_CERT], files[ENV_TLS_KEY])
 
 
 def _tls_problem(settings: ZkSettings) -> str | None:
@@ -133,18 +138,23 @@ def check_hosts(hosts: str) -> str:
     if not servers:
         raise InvalidInputError(f"invalid ZooKeeper address {hosts!r}: no host")
     for server in servers.split(","):
-        host, sep, port = server.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise InvalidInputError(f"invalid ZooKeeper address {server!r}: use host:port")
-    if chroot:
-        for part in chroot.split("/"):
-            if (
-                not part
-                or not part.replace("-", "").replace("_", "").replace(".", "").isalnum()
-                or part in (".", "..")
-            ):
-                raise InvalidInputError(f"invalid ZooKeeper chroot '/{chroot}'")
+        _check_server(server)
+    if chroot and not all(_chroot_part(part) for part in chroot.split("/")):
+        raise InvalidInputError(f"invalid ZooKeeper chroot '/{chroot}'")
     return hosts
+
+
+def _check_server(server: str) -> None:
+    """Refuse one ``host:port`` of the address that is not one."""
+    host, sep, port = server.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidInputError(f"invalid ZooKeeper address {server!r}: use host:port")
+
+
+def _chroot_part(part: str) -> bool:
+    """A chroot's path part is a plain name: letters, digits, '-', '_' and '.', not '.' or '..'."""
+    plain = part.replace("-", "").replace("_", "").replace(".", "")
+    return plain.isalnum() and part not in (".", "..")
 
 
 def acl_for(auth: tuple[str, str] | None) -> list[ACL] | None:

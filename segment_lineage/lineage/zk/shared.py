@@ -107,15 +107,8 @@ def _close(
 ) -> list[str]:
     top = [root + rel for rel in SHARED]
     found = _acls(client, top, timeout)
-    deep: list[str] = []
-    for rel in FOLDERS_WITH_CHILDREN:
-        folder = root + rel
-        if folder in found and is_open(found[folder][0]):
-            deep.extend(
-                p for p in walk(client, folder, timeout, skip_hidden=True) if p != folder and p not in found
-            )
     closed: list[str] = []
-    for batch in batches(iter(deep)):
+    for batch in batches(iter(_under_open(client, root, found, timeout))):
         closed += _close_batch(client, root, acl_at, _acls(client, batch, timeout), timeout)
     # The root last: while it is open, the next run looks again.
     ordered = {p: found[p] for p in sorted(found, key=lambda p: (p == root, p))}
@@ -123,6 +116,20 @@ def _close(
     if closed:
         log.warning("closed %d node(s) left open to anyone under %s", len(closed), root)
     return closed
+
+
+def _under_open(
+    client: KazooClient, root: str, found: dict[str, tuple[list[ACL], Any]], timeout: float
+) -> list[str]:
+    """The nodes under each shared folder left open to anyone (the folders themselves excepted)."""
+    deep: list[str] = []
+    for rel in FOLDERS_WITH_CHILDREN:
+        folder = root + rel
+        if folder in found and is_open(found[folder][0]):
+            deep.extend(
+                p for p in walk(client, folder, timeout, skip_hidden=True) if p != folder and p not in found
+            )
+    return deep
 
 
 def _acls(client: KazooClient, paths: Sequence[str], timeout: float) -> dict[str, tuple[list[ACL], Any]]:

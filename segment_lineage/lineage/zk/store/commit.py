@@ -283,6 +283,18 @@ class Commits:
             # leave them to the sweep: under contention a big commit's
             # attempts would otherwise fill the server's memory.
             self._discard(plans)
+        self._raise_refusal(plans, writes, guards, parts)
+        self._keep_written(plans)
+        return [plan.state for plan in plans]
+
+    def _raise_refusal(
+        self,
+        plans: list[CommitPlan],
+        writes: Sequence[Write],
+        guards: list[str | None],
+        parts: list[Results],
+    ) -> None:
+        """Raise what refused the multi, the table that caused it first."""
         for plan, w, guard, r in sorted(
             zip(plans, writes, guards, parts, strict=True), key=lambda p: cause_first(p[3])
         ):
@@ -291,13 +303,17 @@ class Commits:
             )
             if error is not None:
                 raise error
-        for plan in plans:  # the writer's next read needs no decoding of the buckets it wrote
+
+    def _keep_written(self, plans: list[CommitPlan]) -> None:
+        """After the commit: the writer's next read needs no decoding of the
+        buckets it wrote; a sealed history is collected in the background
+        (the writer does not wait)."""
+        for plan in plans:
             for blob, bucket in plan.decoded.items():
                 self.blobs.remember(blob, bucket)
             self.heads.written(plan.table, plan.buckets, plan.state)
             if plan.sealed and self.nodes.may_sweep():
-                self.sweeper.request(plan.table)  # collected in the background: the writer does not wait
-        return [plan.state for plan in plans]
+                self.sweeper.request(plan.table)
 
     def _sized(self, writes: Sequence[Write]) -> list[CommitPlan]:
         """The commits' plans; several tables' over the request limit are

@@ -95,6 +95,29 @@ class MetadataGc:
             return
         self.versions.prune(table, head.config.versions_kept)
 
+    def _marks(self, table: str) -> tuple[dict[str, int], int | None]:
+        """The table's marks (blob -> when first seen unreferenced) and their
+        node's version (None: no node yet)."""
+        gc_path = self.paths.gc(table)
+        try:
+            raw, stat = self.zk.get(gc_path, doing="reading gc marks")
+        except NoNodeError:
+            return {}, None
+        return codec.decode_gc(raw, gc_path), int(stat.version)
+
+    def _mark(self, table: str, kept: dict[str, int], version: int | None) -> bool:
+        """Swap in the marks kept (compare-and-set); False when another pass did first."""
+        gc_path = self.paths.gc(table)
+        data = codec.encode_gc(kept)
+        try:
+            if version is None:
+                self.zk.create(gc_path, data, acl=self.nodes.acl_at(Place.GC))
+            else:
+                self.zk.set(gc_path, data, version=version)
+        except (BadVersionError, NodeExistsError):
+            return False
+        return True
+
     def collect(self, table: str, grace_ms: int = METADATA_GRACE_MS) -> int:
         """One mark-and-sweep pass over a table's unreferenced blobs.
 
@@ -106,7 +129,6 @@ class MetadataGc:
         ``gc`` node, updated by compare-and-set: of two concurrent passes, one
         gives way. Returns the number of blobs deleted.
         """
-        gc_path = self.paths.gc(table)
         with translated(
             f"metadata garbage pass on {table!r}",
             refused=f"ZooKeeper refused collecting garbage of {table!r}: not authorised",
@@ -116,25 +138,9 @@ class MetadataGc:
             keep, head_zversion = self.referenced(table)
             children = self.zk.get_children(self.paths.blobs(table), doing="listing blobs")
             unreferenced = [b for b in children if b not in keep]
-            try:
-                raw, stat = self.zk.get(gc_path, doing="reading gc marks")
-                marks = codec.decode_gc(raw, gc_path)
-                version: int | None = int(stat.version)
-            except NoNodeError:
-                marks, version = {}, None
-            if len(unreferenced) > GARBAGE_SOFT_BLOBS:
-                grace_ms = min(grace_ms, PRESSURE_GRACE_MS)
-            due = [b for b in unreferenced if b in marks and now - marks[b] >= grace_ms]
-            due_set = set(due)
-            kept = {b: marks.get(b, now) for b in unreferenced if b not in due_set}
-            kept = dict(sorted(kept.items(), key=lambda kv: kv[1])[:GC_MARKS_MAX])
-            data = codec.encode_gc(kept)
-            try:
-                if version is None:
-                    self.zk.create(gc_path, data, acl=self.nodes.acl_at(Place.GC))
-                else:
-                    self.zk.set(gc_path, data, version=version)
-            except (BadVersionError, NodeExistsError):
+            marks, version = self._marks(table)
+            due, kept = _due(unreferenced, marks, now, grace_ms)
+            if not self._mark(table, kept, version):
                 return 0  # another pass is running
             return self._delete_unless_moved(table, due, head_zversion)
 
@@ -192,3 +198,17 @@ class Sweeper:
         """Wait until every table handed in was collected (True), or ``timeout_s`` passed."""
         with self._lock:
             return self._lock.wait_for(lambda: self._thread is None, timeout=max(0.0, timeout_s))
+
+
+def _due(
+    unreferenced: list[str], marks: dict[str, int], now: int, grace_ms: int
+) -> tuple[list[str], dict[str, int]]:
+    """The blobs seen unreferenced at least ``grace_ms`` ago (less under
+    pressure), and the marks of the others to keep (the oldest first, at
+    most GC_MARKS_MAX)."""
+    if len(unreferenced) > GARBAGE_SOFT_BLOBS:
+        grace_ms = min(grace_ms, PRESSURE_GRACE_MS)
+    due = [b for b in unreferenced if b in marks and now - marks[b] >= grace_ms]
+    due_set = set(due)
+    kept = {b: marks.get(b, now) for b in unreferenced if b not in due_set}
+    return due, dict(sorted(kept.items(), key=lambda kv: kv[1])[:GC_MARKS_MAX])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,7 +35,15 @@ from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.store.contract import Floor, ReadAgainError, Snapshot
 from segment_lineage.lineage.zk.connection import ZkConnection
 from segment_lineage.lineage.zk.store.blobs import BlobGone, BlobStore, Bucket, Decode
-from segment_lineage.lineage.zk.store.loaded import BucketKeys, Loaded, key_of
+from segment_lineage.lineage.zk.store.loaded import (
+    BucketKeys,
+    Loaded,
+    chunk_ids,
+    chunks_of,
+    decode_chunk,
+    dispatch,
+    key_of,
+)
 from segment_lineage.lineage.zk.store.locks import Floors, Queues
 from segment_lineage.lineage.zk.store.paths import Paths
 
@@ -56,24 +64,8 @@ def _differing(heads: Sequence[Head], kind: str) -> list[int]:
     return places if len(places) <= PRELOAD_BUCKETS else []
 
 
-def _chunk_ids(entries: Iterable[StoredEntry]) -> list[str]:
-    """The name chunks ``entries`` use, in their order."""
-    return [c for e in entries for c in (*e.src.chunks, *e.dst.chunks)]
-
-
-def _chunks_of(blobs: Mapping[str, Any]) -> set[str]:
-    """The name chunks the entries among decoded ``blobs`` use."""
-    stored = (e for value in blobs.values() for _, e in value.pairs if isinstance(e, StoredEntry))
-    return set(_chunk_ids(stored))
-
-
-def _dispatch(decoders: Mapping[str, Decode]) -> Decode:
-    """One decoder that decodes each blob with its own."""
-    return lambda blob, raw, where: decoders[blob](blob, raw, where)
-
-
-def _decode_chunk(_blob: str, raw: bytes, where: str) -> tuple[str, ...]:
-    return tuple(codec.decode_names(raw, where))
+# A table's answers to a commit read: its head (decoded, znode version, bytes), floor and queue.
+_Answers = tuple[Head, int, bytes, Floor | None, tuple[str, ...]]
 
 
 class Heads:
@@ -240,34 +232,40 @@ class Heads:
         self.zk.check_answering()
         sent = [self._send_commit_read(table) for table in tables]
         clock = self.zk.send_set(self.paths.clock, b"")
-        answered: list[tuple[str, tuple[Head, int, bytes, Floor | None, tuple[str, ...]] | None]] = []
-        for table, pending_floor, pending_head, pending_queue in sent:
-            try:
-                head, zversion, raw = self._answer_head(table, pending_head)
-                floor = self.floors.answer(pending_floor, table)
-                queue = self.queues.answer(pending_queue, table)
-                answered.append((table, (head, zversion, raw, floor, queue)))
-            except StoreUnavailableError:
-                answered.append((table, None))  # read again alone below
+        answered = [(table, self._answer_commit_read(table, *pending)) for table, *pending in sent]
         # The versions not built yet, fetched whole and together: a set
         # commit checks each whole before its write.
         self.preload(
             {t: [a[0]] for t, a in answered if a is not None and self.last(t, a[0], a[1]) is None},
             whole=True,
         )
-        out: list[tuple[Snapshot, int | None]] = []
-        for table, got in answered:
-            snapshot = None
-            if got is not None:
-                head, zversion, raw, floor, queue = got
-                with contextlib.suppress(BlobGone):  # the table moved on: read again alone
-                    snapshot = replace(self._snapshot(table, head, zversion, raw, floor), queue=queue)
-            out.append((snapshot, None) if snapshot is not None else self.read_at(table, commit=True))
+        out = [self._built_or_read(table, got) for table, got in answered]
         try:
             now = self._clock(clock)
         except StoreUnavailableError:
             now = None  # the caller asks the clock again
         return [(snap, now if n is None else n) for snap, n in out]
+
+    def _answer_commit_read(
+        self, table: str, pending_floor: Any, pending_head: Any, pending_queue: Any
+    ) -> _Answers | None:
+        """A table's answers to a commit read; None when they did not come
+        (a connection lost meanwhile: read again alone)."""
+        try:
+            head, zversion, raw = self._answer_head(table, pending_head)
+            floor = self.floors.answer(pending_floor, table)
+            return head, zversion, raw, floor, self.queues.answer(pending_queue, table)
+        except StoreUnavailableError:
+            return None
+
+    def _built_or_read(self, table: str, got: _Answers | None) -> tuple[Snapshot, int | None]:
+        """The snapshot a commit read's answers give, or the table read again
+        alone (no answers, or its blobs went: the table moved on)."""
+        if got is not None:
+            head, zversion, raw, floor, queue = got
+            with contextlib.suppress(BlobGone):
+                return replace(self._snapshot(table, head, zversion, raw, floor), queue=queue), None
+        return self.read_at(table, commit=True)
 
     def _clock(self, pending: Any) -> int | None:
         with self.zk.reading("clock read"):
@@ -295,7 +293,7 @@ class Heads:
             stored: dict[str, StoredEntry] = dict(entries_map.items())
         except ReadAgainError as exc:
             raise BlobGone(str(exc.blob)) from None
-        chunks = self.blobs.decoded(table, _chunk_ids(stored.values()), _decode_chunk)
+        chunks = self.blobs.decoded(table, chunk_ids(stored.values()), decode_chunk)
         entries: dict[str, LineageEntry] = {}
         lists: dict[str, tuple[tuple[str, ...], NameList, tuple[str, ...], NameList]] = {}
         for entry in sorted(stored.values(), key=lambda e: (e.created_ms, e.entry_id)):
@@ -338,11 +336,11 @@ class Heads:
         each. Best effort: a blob gone is left to the load."""
         wanted = {table: self._wanted(heads, whole) for table, heads in versions.items()}
         with contextlib.suppress(StoreUnavailableError):  # what is missing, the loads fetch with retries
-            asked = [(table, list(w), _dispatch(w)) for table, w in wanted.items()]
+            asked = [(table, list(w), dispatch(w)) for table, w in wanted.items()]
             found = self.blobs.decoded_many(asked, partial=True)
-            chunks = [sorted(_chunks_of(blobs)) for blobs in found]
+            chunks = [sorted(chunks_of(blobs)) for blobs in found]
             self.blobs.decoded_many(
-                [(t, c, _decode_chunk) for t, c in zip(wanted, chunks, strict=True)], partial=True
+                [(t, c, decode_chunk) for t, c in zip(wanted, chunks, strict=True)], partial=True
             )
 
     def _wanted(self, heads: Sequence[Head], whole: bool) -> dict[str, Decode]:

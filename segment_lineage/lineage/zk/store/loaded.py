@@ -1,16 +1,19 @@
 """What one read of a table's head was built from (:class:`Loaded`, the
-store's token in a snapshot), a bucket map's keys bucket by bucket, and the
-key each kind of record is stored under."""
+store's token in a snapshot), a bucket map's keys bucket by bucket, the
+key each kind of record is stored under, and the name chunks a version's
+entries use."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList
+from segment_lineage.lineage import codec
+from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList, StoredEntry
 from segment_lineage.lineage.core.buckets import BucketMap
 from segment_lineage.lineage.core.model import TableState
+from segment_lineage.lineage.zk.store.blobs import Decode
 
 
 @dataclass
@@ -56,3 +59,23 @@ def key_of(kind: str, obj: Any) -> str:
     if kind == ENTRIES:
         return str(obj.entry_id)
     return str(obj.location)
+
+
+def chunk_ids(entries: Iterable[StoredEntry]) -> list[str]:
+    """The name chunks ``entries`` use, in their order."""
+    return [c for e in entries for c in (*e.src.chunks, *e.dst.chunks)]
+
+
+def chunks_of(blobs: Mapping[str, Any]) -> set[str]:
+    """The name chunks the entries among decoded ``blobs`` use."""
+    stored = (e for value in blobs.values() for _, e in value.pairs if isinstance(e, StoredEntry))
+    return set(chunk_ids(stored))
+
+
+def dispatch(decoders: Mapping[str, Decode]) -> Decode:
+    """One decoder that decodes each blob with its own."""
+    return lambda blob, raw, where: decoders[blob](blob, raw, where)
+
+
+def decode_chunk(_blob: str, raw: bytes, where: str) -> tuple[str, ...]:
+    return tuple(codec.decode_names(raw, where))

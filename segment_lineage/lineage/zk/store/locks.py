@@ -95,17 +95,7 @@ class Queues:
         mine = f"{TICKET_PREFIX}{commit_id}-"
         for _ in range(2):
             try:
-                with translated(
-                    f"joining the commit queue of {table!r}", refused="not authorised", passing=(NoNodeError,)
-                ):
-                    path = self.zk.create(
-                        f"{folder}/{mine}",
-                        b"",
-                        acl=self.nodes.acl_at(Place.TICKET),
-                        ephemeral=True,
-                        sequence=True,
-                    )
-                return path.rsplit("/", 1)[1]
+                return self._create_ticket(table, folder, mine)
             except NoNodeError:
                 pass  # a table made before queues (make its folder, once), or no table
             except AuthError:
@@ -113,24 +103,48 @@ class Queues:
                 return None
             except StoreUnavailableError:
                 # The answer was lost: the ticket may exist. Find it by its name (or give up on it).
-                with contextlib.suppress(LineageError, NoNodeError):
-                    found = [
-                        n
-                        for n in self.zk.get_children(folder, doing=f"reading {folder}")
-                        if n.startswith(mine)
-                    ]
-                    if found:
-                        return sorted(found, key=ticket_order)[0]
+                found = self._lost_ticket(folder, mine)
+                if found is not None:
+                    return found
                 raise
-            if self.zk.exists(self.paths.head(table), doing=f"reading table {table!r}") is None:
-                raise TableNotFoundError(table)
-            try:
-                self.nodes.ensure_node(folder, Place.QUEUE)
-            except AuthError:
-                self._mark_no_queue(table)
-                log.info("table %r has no commit queue and this identity may not make one", table)
+            if not self._make_queue(table, folder):
                 return None
         return None
+
+    def _create_ticket(self, table: str, folder: str, mine: str) -> str:
+        """Create this commit's ticket (ephemeral, sequential): its name."""
+        with translated(
+            f"joining the commit queue of {table!r}", refused="not authorised", passing=(NoNodeError,)
+        ):
+            path = self.zk.create(
+                f"{folder}/{mine}",
+                b"",
+                acl=self.nodes.acl_at(Place.TICKET),
+                ephemeral=True,
+                sequence=True,
+            )
+        return path.rsplit("/", 1)[1]
+
+    def _lost_ticket(self, folder: str, mine: str) -> str | None:
+        """The ticket a create whose answer was lost made, if it did (and the queue can be read)."""
+        with contextlib.suppress(LineageError, NoNodeError):
+            found = [n for n in self.zk.get_children(folder, doing=f"reading {folder}") if n.startswith(mine)]
+            if found:
+                return sorted(found, key=ticket_order)[0]
+        return None
+
+    def _make_queue(self, table: str, folder: str) -> bool:
+        """Make the queue folder of a table made before queues; False when
+        this identity may not (commit without a queue)."""
+        if self.zk.exists(self.paths.head(table), doing=f"reading table {table!r}") is None:
+            raise TableNotFoundError(table)
+        try:
+            self.nodes.ensure_node(folder, Place.QUEUE)
+        except AuthError:
+            self._mark_no_queue(table)
+            log.info("table %r has no commit queue and this identity may not make one", table)
+            return False
+        return True
 
     def await_turn(self, table: str, ahead: str, timeout_s: float) -> bool:
         """One watch per ticket waited on, however often this is called."""

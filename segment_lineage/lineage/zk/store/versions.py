@@ -21,6 +21,7 @@ from segment_lineage.lineage.core.acl import Place
 from segment_lineage.lineage.core.errors import (
     AuthError,
     CorruptRecordError,
+    LineageError,
     StoreUnavailableError,
     VersionGoneError,
 )
@@ -114,20 +115,21 @@ class Versions:
             raws = self.zk.retry(fetch)
         if folder != "leases":
             return [(name, codec.decode_lease(raw or b"", f"{base}/{name}")) for name, raw in raws.items()]
+        return self._leases(table, base, raws)
+
+    def _leases(
+        self, table: str, base: str, raws: dict[str, bytes | None]
+    ) -> list[tuple[str, codec.LeaseRecord]]:
+        """The leases that decode and name only blobs a store writes; the others ignored, with why."""
         out: list[tuple[str, codec.LeaseRecord]] = []
         for name, raw in raws.items():
             if raw is None:
                 self.ignore_lease(table, f"{base}/{name}", "not readable (its ACL)")
                 continue
             try:
-                record = codec.decode_lease(raw, f"{base}/{name}")
-                bad = sorted(b for b in record.blobs if not BLOB_ID.match(b))
-                if bad:
-                    raise CorruptRecordError(f"{base}/{name}", f"names blob {bad[0][:80]!r}")
+                out.append((name, _lease(raw, f"{base}/{name}")))
             except CorruptRecordError as exc:
                 self.ignore_lease(table, f"{base}/{name}", exc.message)
-                continue
-            out.append((name, record))
         return out
 
     def ignore_lease(self, table: str, path: str, why: str) -> None:
@@ -227,22 +229,25 @@ class Versions:
         try:
             loaded = self.heads.load(table, pinned, -1)
         except BlobGone as gone:
-            if (
-                not lease
-                and self.zk.exists(
-                    self.paths.version(table, record.version),
-                    doing=f"reading version {record.version} of {table!r}",
-                )
-                is None
-            ):
-                later = [v for v in self.versions(table) if v > record.version]
-                raise VersionGoneError(table, record.version, later[0] if later else None) from None
-            raise CorruptRecordError(
-                self.paths.head(table), f"blob {gone} of retained version {record.version} is missing"
-            ) from None
+            raise self._gone(table, record.version, str(gone), lease) from None
         state = loaded.state()
         self.heads.remember_state(table, record.buckets, state)
         return state
+
+    def _gone(self, table: str, version: int, blob: str, lease: bool) -> LineageError:
+        """Why a retained version's blob is missing: the version went since it
+        was read (VersionGoneError, naming the next one), else corruption."""
+        if (
+            not lease
+            and self.zk.exists(
+                self.paths.version(table, version), doing=f"reading version {version} of {table!r}"
+            )
+            is None
+        ):
+            later = [v for v in self.versions(table) if v > version]
+            return VersionGoneError(table, version, later[0] if later else None)
+        missing = f"blob {blob} of retained version {version} is missing"
+        return CorruptRecordError(self.paths.head(table), missing)
 
     def prune(self, table: str, kept: int | None = None) -> None:
         """Keep the newest ``kept`` version records (the table's setting;
@@ -251,3 +256,12 @@ class Versions:
         for version in self.versions(table)[: -(kept or MAX_VERSIONS)]:
             with contextlib.suppress(NoNodeError, BadVersionError):
                 self.zk.delete(self.paths.version(table, version), version=0)
+
+
+def _lease(raw: bytes, path: str) -> codec.LeaseRecord:
+    """A reader's lease, refused (CorruptRecordError) when it names a blob no store could have written."""
+    record = codec.decode_lease(raw, path)
+    bad = sorted(b for b in record.blobs if not BLOB_ID.match(b))
+    if bad:
+        raise CorruptRecordError(path, f"names blob {bad[0][:80]!r}")
+    return record
