@@ -152,28 +152,22 @@ class BlobStore:
         found: list[dict[str, Any]] = []
         sent: list[dict[str, Any]] = []
         for table, blobs, _ in asked:
-            cached: dict[str, Any] = {}
-            missing: list[str] = []
-            for blob in blobs:
-                value = self.cached(blob)
-                if value is None:
-                    missing.append(blob)
-                else:
-                    cached[blob] = value
+            cached = {blob: value for blob in blobs if (value := self.cached(blob)) is not None}
             found.append(cached)
-            sent.append(self._send(table, missing))
+            sent.append(self._send(table, [blob for blob in blobs if blob not in cached]))
         for (table, _, decode), out, pending in zip(asked, found, sent, strict=True):
-            fresh = {
-                blob: decode(blob, raw, self.paths.blob(table, blob))
-                for blob, raw in self._answer(table, pending, partial).items()
-            }
-            out.update(fresh)
-            if fresh:
-                # What one read needs stays cached together, however large the table.
-                self.note_table(sum(weight(value) for value in out.values()))
-                for blob, value in fresh.items():
-                    self.remember(blob, value)
+            self._take(table, decode, out, self._answer(table, pending, partial))
         return found
+
+    def _take(self, table: str, decode: Decode, out: dict[str, Any], raws: Mapping[str, bytes]) -> None:
+        """Decode the blobs fetched for one table into ``out``, and cache them."""
+        fresh = {blob: decode(blob, raw, self.paths.blob(table, blob)) for blob, raw in raws.items()}
+        out.update(fresh)
+        if fresh:
+            # What one read needs stays cached together, however large the table.
+            self.note_table(sum(weight(value) for value in out.values()))
+            for blob, value in fresh.items():
+                self.remember(blob, value)
 
     # ---- writing -------------------------------------------------------------------
 

@@ -9,11 +9,11 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RuntimeInconsistency
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.core.acl import Place
-from segment_lineage.lineage.core.errors import LineageError
+from segment_lineage.lineage.core.errors import LineageError, StoreUnavailableError
 from segment_lineage.lineage.zk.connection import ZkConnection, refused, translated
 from segment_lineage.lineage.zk.store.heads import Heads
 from segment_lineage.lineage.zk.store.history import History
@@ -69,21 +69,31 @@ class MetadataGc:
         again). Returns how many were deleted."""
         deleted = 0
         for start in range(0, len(blobs), DELETE_BATCH):
-            batch = list(blobs[start : start + DELETE_BATCH])
-            while batch:
-                txn = self.zk.transaction()
-                txn.check(self.paths.head(table), head_zversion)
-                for blob in batch:
-                    txn.delete(self.paths.blob(table, blob))
-                results = self.zk.commit(txn)
-                if not any(refused(r) for r in results):
-                    deleted += len(batch)
-                    break
-                if refused(results[0]):
-                    return deleted  # the head moved (or went): stop here
-                # Some were gone already: delete the rest.
-                batch = [b for b, r in zip(batch, results[1:], strict=True) if not isinstance(r, NoNodeError)]
+            done = self._delete_batch(table, list(blobs[start : start + DELETE_BATCH]), head_zversion)
+            if done is None:
+                return deleted  # the head moved (or went): stop here
+            deleted += done
         return deleted
+
+    def _delete_batch(self, table: str, batch: list[str], head_zversion: int) -> int | None:
+        """One batch's multi, again without those found gone: how many it
+        deleted, None when the head moved (or went)."""
+        while batch:
+            txn = self.zk.transaction()
+            txn.check(self.paths.head(table), head_zversion)
+            for blob in batch:
+                txn.delete(self.paths.blob(table, blob))
+            results = self.zk.commit(txn)
+            if not any(refused(r) for r in results):
+                return len(batch)
+            if refused(results[0]):
+                return None
+            # Some were gone already: delete the rest.
+            rest = [b for b, r in zip(batch, results[1:], strict=True) if not isinstance(r, NoNodeError)]
+            if len(rest) == len(batch):  # refused for another cause (an ACL): trying again cannot help
+                raise _cause(results[1:])
+            batch = rest
+        return 0
 
     def _prune(self, table: str) -> None:
         """Prune the table's version records to its versions kept; nothing
@@ -212,3 +222,11 @@ def _due(
     due_set = set(due)
     kept = {b: marks.get(b, now) for b in unreferenced if b not in due_set}
     return due, dict(sorted(kept.items(), key=lambda kv: kv[1])[:GC_MARKS_MAX])
+
+
+def _cause(results: Sequence[object]) -> Exception:
+    """The delete that failed a blob multi on its own (those after it fail as inconsistent)."""
+    for result in results:
+        if isinstance(result, Exception) and refused(result) and not isinstance(result, RuntimeInconsistency):
+            return result
+    return StoreUnavailableError("deleting unreferenced blobs failed")
