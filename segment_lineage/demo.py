@@ -96,8 +96,8 @@ def _rollbacks(m: LineageManager, echo: Callable[[str], None]) -> None:
     echo(f"   and back for good: version {version}: {seen}")
 
 
-def _look_back_and_clean(m: LineageManager, root: Path, echo: Callable[[str], None]) -> None:
-    """The entries and the history, then a retention pass that reclaims."""
+def _look_back(m: LineageManager, echo: Callable[[str], None]) -> None:
+    """The entries, and the history."""
     echo("5. lineage entries")
     for e in m.entries(DEMO_TABLE):
         moved = f"{len(e.segments_from)} -> {len(e.segments_to)}"
@@ -108,6 +108,10 @@ def _look_back_and_clean(m: LineageManager, root: Path, echo: Callable[[str], No
             f"   v{h.version:<3} {h.operation.value:<15} segments={h.segments:<3} rows={h.rows:<5} "
             f"{h.reason or ''}"
         )
+
+
+def _clean(m: LineageManager, root: Path, echo: Callable[[str], None]) -> None:
+    """A retention pass that reclaims the replaced snapshots' files."""
     before = sum(1 for _ in root.rglob("*.parquet"))
     time.sleep(MIRROR_WINDOW_S)  # past the mirror's retention: its old versions pin nothing more
     reports = run_pass(m, [DEMO_TABLE], PassOptions(min_grace_ms=0))
@@ -155,7 +159,8 @@ def run_demo(
         _push_snapshots(m, spark, echo)
         _rollbacks(m, echo)
         _engines(m, root, echo)
-        _look_back_and_clean(m, root, echo)
+        _look_back(m, echo)
+        _clean(m, root, echo)
         echo(
             "demo finished: try 'lineage read demo_events', 'lineage history demo_events' or "
             "'lineage mirror versions demo_events' (docs/engines.md: DuckDB, Polars, Spark, Trino)"

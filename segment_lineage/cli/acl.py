@@ -63,15 +63,15 @@ def acl_apply(
     from segment_lineage.lineage.core.acl import AclPolicy, check_digest_id
     from segment_lineage.lineage.zk.acl import apply_policy
 
-    pushers, retentions, readers = pusher or [], retention or [], reader or []
-    for ident in (*pushers, *retentions, *readers, *(admin or [])):
+    pushers, retentions, readers, admins = pusher or [], retention or [], reader or [], admin or []
+    for ident in (*pushers, *retentions, *readers, *admins):
         check_digest_id(ident)  # before connecting
     with connection() as store:
         if store.nodes.identity is None:
             raise InvalidInputError(
                 "'lineage acl apply' needs LINEAGE_ZK_AUTH=user:password: the admin identity"
             )
-        policy = AclPolicy.build([store.nodes.identity, *(admin or [])], pushers, retentions, readers)
+        policy = AclPolicy.build([store.nodes.identity, *admins], pushers, retentions, readers)
         report = apply_policy(store, policy)
     emit(
         {"nodes": report.nodes, "created": list(report.created), "left_alone": list(report.strangers)},
@@ -96,8 +96,21 @@ def acl_show() -> None:
         return
     roles = {r: list(policy.ids(r)) for r in (ADMIN_ROLE, *ROLES)}
     rights = {place.value: {r: rights_text(RIGHTS[place][r]) for r in ROLES} for place in Place}
+    emit(
+        {"policy": roles, "identity": user, "role": role, "rights": rights},
+        _policy_text(user, role, roles, rights),
+    )
+
+
+def _policy_text(
+    user: str | None, role: str | None, roles: dict[str, list[str]], rights: dict[str, dict[str, str]]
+) -> str:
+    """The policy as ``acl show`` prints it: this identity and its role, each
+    role's ids, and a table of what each role may do at each place."""
+    from segment_lineage.lineage.core.acl import ROLES
+
     lines = [f"this identity: {user or 'anonymous'} ({role or 'no role'})", ""]
     lines += [f"{r}: {', '.join(ids) or '-'}" for r, ids in roles.items()]
     rows = [{"place": p, **v} for p, v in rights.items()]
     lines += ["", render_table(rows, ["place", *ROLES])]
-    emit({"policy": roles, "identity": user, "role": role, "rights": rights}, "\n".join(lines))
+    return "\n".join(lines)

@@ -26,6 +26,7 @@ import typer
 from typer._click.exceptions import UsageError  # typer's own click (not the click package)
 from typer.core import TyperGroup
 
+from segment_lineage.cli.command_line import hoist_global_options, name_metavars
 from segment_lineage.lineage.config import Loaded, Settings, load_settings
 from segment_lineage.lineage.core.errors import InvalidInputError, LineageError, NotFoundError
 from segment_lineage.lineage.manager import LineageManager
@@ -34,86 +35,6 @@ from segment_lineage.lineage.storage.deep import SegmentFileSizes
 
 if TYPE_CHECKING:
     from segment_lineage.lineage.zk.store import ZkStore
-
-
-# The global options, which the app's callback takes: given after the command
-# too (``lineage segments t --json``), they are moved before it.
-GLOBAL_FLAGS = frozenset({"--json", "--verbose", "-v"})
-GLOBAL_VALUED = frozenset({"--zk", "--config"})
-
-
-def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
-    """``args`` with each global option given after the command name moved in
-    front of it. An option the command has of its own (``retention run
-    --json``), the value of one of the command's options, and whatever follows
-    ``--`` stay where they are. (``group`` and ``ctx`` are Typer's click
-    group and context.)"""
-    command, path_at, path_end = _command_path(group, ctx, args)
-    if command is group:
-        return args
-    hoisted, rest = _split_after(command, args[path_end:])
-    if not hoisted:
-        return args
-    return [*args[:path_at], *hoisted, *args[path_at:path_end], *rest]
-
-
-def _command_path(group: Any, ctx: Any, args: list[str]) -> tuple[Any, int, int]:
-    """The command ``args`` names, where its path begins and where it ends
-    (the global options in front are skipped)."""
-    at, path_at = 0, -1
-    command = group
-    while at < len(args):
-        arg = args[at]
-        if arg in GLOBAL_VALUED:
-            at += 2
-        elif arg.startswith("-"):
-            at += 1
-        elif hasattr(command, "get_command") and (found := command.get_command(ctx, arg)) is not None:
-            path_at = at if path_at < 0 else path_at
-            command, at = found, at + 1
-            if not hasattr(command, "get_command"):
-                break  # the command itself: what follows is its own
-        else:
-            break
-    return command, path_at, at
-
-
-def _split_after(command: Any, args: list[str]) -> tuple[list[str], list[str]]:
-    """The arguments after the command path: the global options among them,
-    and the rest (the command's own options and values, and all after ``--``)."""
-    params = list(command.params)
-    own = {name for param in params for name in (*param.opts, *param.secondary_opts)}
-    valued = {
-        name
-        for param in params
-        if param.param_type_name == "option" and not param.is_flag and not param.count
-        for name in param.opts
-    }
-    hoisted: list[str] = []
-    rest: list[str] = []
-    at = 0
-    while at < len(args):
-        if args[at] == "--":
-            rest += args[at:]
-            break
-        global_option, take = _one_argument(args, at, own, valued)
-        (hoisted if global_option else rest).extend(args[at : at + take])
-        at += take
-    return hoisted, rest
-
-
-def _one_argument(args: list[str], at: int, own: set[str], valued: set[str]) -> tuple[bool, int]:
-    """Whether ``args[at]`` is a global option, and how many arguments it
-    takes with its value (the command's own options come first)."""
-    arg = args[at]
-    name = arg.split("=", 1)[0]
-    if name in own:
-        return False, 2 if name in valued and "=" not in arg else 1
-    if arg in GLOBAL_FLAGS or (name in GLOBAL_VALUED and "=" in arg):
-        return True, 1
-    if arg in GLOBAL_VALUED and at + 1 < len(args):
-        return True, 2
-    return False, 1
 
 
 # Every command that changes a table takes one: it is kept in the table's history.
@@ -169,29 +90,6 @@ COMMAND_ORDER = (
 )
 
 
-def name_metavars(command: Any) -> None:
-    """Give every option that takes a value a metavar of its own name
-    (``--input INPUT``, ``--segments N``), and every argument its name
-    (``TABLE``), in ``command`` and below: not Typer's ``<str>``. (Typer
-    carries a click of its own: its parameters are told apart by kind.)"""
-    for param in command.params:
-        if param.metavar is not None:
-            continue
-        kind = getattr(param, "param_type_name", "")
-        bare = param.bare_type() if hasattr(param, "bare_type") else ""
-        if kind == "option" and not (param.is_flag or param.count):
-            flag = max(param.opts, key=len).lstrip("-")
-            param.metavar = "N" if bare in ("int", "float") else flag.replace("-", "_").upper()
-        elif kind == "argument":
-            shown = str(param.name).upper() + ("..." if param.nargs != 1 else "")
-            param.metavar = shown
-            # Typer would add "<str>" after it, and braces around it in the usage line.
-            param.display_type_rich = lambda ctx: None
-            param._usage_display_name = lambda shown=shown: shown
-    for sub in getattr(command, "commands", {}).values():
-        name_metavars(sub)
-
-
 def not_py4j(record: logging.LogRecord) -> bool:
     """A log filter: none of py4j's own records (its tracebacks when Ctrl-C
     cuts a call to Spark's JVM short)."""
@@ -234,53 +132,80 @@ class LineageGroup(TyperGroup):
         return super().parse_args(ctx, hoist_global_options(self, ctx, list(args)))
 
     def invoke(self, ctx: Any) -> Any:
-        run = _RUN.set(None)  # the callback sets this run's; none outlives its run
-        # Kazoo's connection chatter ("Connection dropped" at every retry) only
-        # with --verbose: a command that cannot reach ZooKeeper says so once.
-        kazoo = logging.getLogger("kazoo")
-        level = kazoo.level
-        # And py4j's tracebacks when a Spark push is interrupted (Ctrl-C): the push says what it undid.
-        py4j = logging.getLogger("py4j")
-        py4j_level = py4j.level
-        if not ctx.params.get("verbose"):
-            kazoo.setLevel(logging.CRITICAL)
-            py4j.setLevel(logging.CRITICAL)
-            logging.getLogger().addFilter(not_py4j)  # py4j also logs through the root logger
-        try:
-            return super().invoke(ctx)
-        except UsageError as exc:
-            if not ctx.params.get("as_json"):
-                raise  # click prints the usage and the error
-            _usage_report(exc)  # scripts read one JSON object, a mistyped option included
-            raise typer.Exit(exc.exit_code) from None
-        except LineageError as exc:
-            if ctx.params.get("verbose"):
-                traceback.print_exc()
-            code = exit_code(exc)
-            if ctx.params.get("as_json"):  # scripts read one JSON object
-                _json_error(exc.message, exc.remedy, code, type(exc).__name__)
-            else:
-                typer.echo(f"error: {exc.message}", err=True)
-                if exc.remedy:
-                    typer.echo(f"hint: {exc.remedy}", err=True)
-            raise typer.Exit(code) from None
-        except KeyboardInterrupt as exc:
-            # One line, and the shell's code for the signal (128 + its number).
-            if ctx.params.get("verbose"):
-                traceback.print_exc()
-            signum = getattr(exc, "signum", int(signal.SIGINT))
-            told = hasattr(exc, "cleanup") or hasattr(exc, "cleanups")  # a push (or set) says what it undid
-            said = str(exc) if told else "interrupted"
-            if ctx.params.get("as_json"):
-                _json_error(said, None, 128 + signum, type(exc).__name__)
-            else:
-                typer.echo(f"error: {said}", err=True)
-            raise typer.Exit(128 + signum) from None
-        finally:
-            kazoo.setLevel(level)
-            py4j.setLevel(py4j_level)
-            logging.getLogger().removeFilter(not_py4j)
-            _RUN.reset(run)
+        with _fresh_run(), _quiet_logs(verbose=bool(ctx.params.get("verbose"))):
+            try:
+                return super().invoke(ctx)
+            except UsageError as exc:
+                if not ctx.params.get("as_json"):
+                    raise  # click prints the usage and the error
+                _usage_report(exc)  # scripts read one JSON object, a mistyped option included
+                raise typer.Exit(exc.exit_code) from None
+            except LineageError as exc:
+                raise typer.Exit(_told_error(exc, ctx.params)) from None
+            except KeyboardInterrupt as exc:
+                raise typer.Exit(_told_interrupt(exc, ctx.params)) from None
+
+
+@contextmanager
+def _fresh_run() -> Iterator[None]:
+    """A run with no invocation but the one its callback sets: none outlives its run."""
+    run = _RUN.set(None)
+    try:
+        yield
+    finally:
+        _RUN.reset(run)
+
+
+@contextmanager
+def _quiet_logs(*, verbose: bool) -> Iterator[None]:
+    """The run's logging, with kazoo and py4j silenced unless --verbose; as it was after."""
+    # Kazoo's connection chatter ("Connection dropped" at every retry) only
+    # with --verbose: a command that cannot reach ZooKeeper says so once.
+    kazoo = logging.getLogger("kazoo")
+    level = kazoo.level
+    # And py4j's tracebacks when a Spark push is interrupted (Ctrl-C): the push says what it undid.
+    py4j = logging.getLogger("py4j")
+    py4j_level = py4j.level
+    if not verbose:
+        kazoo.setLevel(logging.CRITICAL)
+        py4j.setLevel(logging.CRITICAL)
+        logging.getLogger().addFilter(not_py4j)  # py4j also logs through the root logger
+    try:
+        yield
+    finally:
+        kazoo.setLevel(level)
+        py4j.setLevel(py4j_level)
+        logging.getLogger().removeFilter(not_py4j)
+
+
+def _told_error(exc: LineageError, params: dict[str, Any]) -> int:
+    """A package error told on stderr (one line and its hint, or with --json
+    one JSON object; its traceback with --verbose); its exit code."""
+    if params.get("verbose"):
+        traceback.print_exc()
+    code = exit_code(exc)
+    if params.get("as_json"):  # scripts read one JSON object
+        _json_error(exc.message, exc.remedy, code, type(exc).__name__)
+    else:
+        typer.echo(f"error: {exc.message}", err=True)
+        if exc.remedy:
+            typer.echo(f"hint: {exc.remedy}", err=True)
+    return code
+
+
+def _told_interrupt(exc: KeyboardInterrupt, params: dict[str, Any]) -> int:
+    """An interrupt told in one line (what a push undid, when it says so); the
+    shell's code for the signal (128 + its number)."""
+    if params.get("verbose"):
+        traceback.print_exc()
+    signum = getattr(exc, "signum", int(signal.SIGINT))
+    told = hasattr(exc, "cleanup") or hasattr(exc, "cleanups")  # a push (or set) says what it undid
+    said = str(exc) if told else "interrupted"
+    if params.get("as_json"):
+        _json_error(said, None, 128 + signum, type(exc).__name__)
+    else:
+        typer.echo(f"error: {said}", err=True)
+    return 128 + signum
 
 
 app = typer.Typer(

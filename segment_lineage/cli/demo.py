@@ -31,16 +31,20 @@ def demo(
 ) -> None:
     """Run the end-to-end demo on the embedded defaults (Spark pushes, reads
     during a push, a rollback and its undo, a retention pass)."""
-    if data is None and out is not None:
-        raise InvalidInputError("--out goes with --data: the demo itself writes no input files")
     if data is None:
+        if out is not None:
+            raise InvalidInputError("--out goes with --data: the demo itself writes no input files")
         from segment_lineage.demo import run_demo
 
         run_demo(echo=typer.echo, settings=current().settings)
         return
     if data != "flights":
         raise InvalidInputError(f"unknown demo data {data!r}: use flights")
-    out = out or Path("flights-data")
+    _write_flights(out or Path("flights-data"))
+
+
+def _write_flights(out: Path) -> None:
+    """The tutorial's input files written into ``out``, and the first command to push them."""
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"--out {str(out)!r} is a file, not a directory")
     from segment_lineage.flights import write_inputs

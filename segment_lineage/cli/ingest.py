@@ -10,6 +10,29 @@ import typer
 
 from segment_lineage.cli.context import Reason, current, manager
 from segment_lineage.cli.progress import progress
+from segment_lineage.cli.push_options import (
+    AuditMaxChange,
+    AuditMinRows,
+    AuditNotNull,
+    AuditSql,
+    Conf,
+    DryRun,
+    Engine,
+    EvolveSchema,
+    Format,
+    Hold,
+    Input,
+    Interval,
+    JobId,
+    Master,
+    Mode,
+    ReplaceSchema,
+    Segments,
+    Stage,
+    TargetMb,
+    TruncateTimestamps,
+    Writer,
+)
 from segment_lineage.cli.push_output import emit_push
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.redact import mask_assignment
@@ -37,113 +60,6 @@ def parse_conf(items: list[str]) -> dict[str, str]:
 def register(app: typer.Typer) -> None:
     app.command("push")(push)
     app.command("read")(read)
-
-
-# The push's options, declared once.
-Input = Annotated[str, typer.Option("--input", help="Input files or directory.")]
-Format = Annotated[str, typer.Option("--format", help="parquet, csv (with a header row) or json (lines).")]
-Mode = Annotated[
-    str | None,
-    typer.Option(
-        "--mode",
-        help="refresh, append or replace-range. Default: the table's type (an APPEND table appends, "
-        "a REFRESH table refreshes); a refresh of an APPEND table, which hides its earlier rows, "
-        "must be asked for.",
-    ),
-]
-Interval = Annotated[
-    str | None,
-    typer.Option(
-        "--interval",
-        help="START/END for replace-range: ISO-8601 dates, months or times (UTC unless zoned), "
-        "or ms:EPOCH_MS.",
-    ),
-]
-Master = Annotated[str | None, typer.Option("--master", help="Spark master URL; default local[2].")]
-Segments = Annotated[int | None, typer.Option("--segments", help="Number of segments to write.")]
-TargetMb = Annotated[float | None, typer.Option("--target-mb", help="Aim for segments of this size.")]
-Conf = Annotated[list[str] | None, typer.Option("--conf", help="Spark setting key=value (repeatable).")]
-Writer = Annotated[
-    str, typer.Option("--writer", help="auto, native (Spark's writer; local/HDFS) or arrow (any root).")
-]
-JobId = Annotated[
-    str | None,
-    typer.Option(
-        "--job-id",
-        help="The batch job's id: if a push of this job already completed on the table, print its "
-        "result and push nothing again (a retried job never applies its data twice).",
-    ),
-]
-Engine = Annotated[
-    str,
-    typer.Option(
-        "--engine",
-        help="auto, arrow (read and write in this process) or spark. auto: arrow for a local input "
-        "of up to 64 MB when no Spark master is given or configured (SPARK_MASTER, spark.master) and no "
-        "--conf, else spark.",
-    ),
-]
-EvolveSchema = Annotated[
-    bool,
-    typer.Option(
-        "--evolve-schema", help="Add the input's new columns to the table's schema (recorded in history)."
-    ),
-]
-DryRun = Annotated[
-    bool,
-    typer.Option("--dry-run", help="Check everything and print what the push would do; write nothing."),
-]
-ReplaceSchema = Annotated[
-    bool,
-    typer.Option("--replace-schema", help="A refresh only: the input's columns become the table's schema."),
-]
-Stage = Annotated[
-    bool,
-    typer.Option(
-        "--stage",
-        help="Write (and audit) the rows but do not show them: 'lineage publish' shows them, "
-        "'lineage revert' drops them, 'lineage read --entry' reads them.",
-    ),
-]
-Hold = Annotated[
-    str | None,
-    typer.Option(
-        "--hold",
-        metavar="PERIOD",
-        help="With --stage: keep the staged push this long (default: the table's lineage entry cleanup "
-        "retention); then it is cleaned up.",
-    ),
-]
-AuditSql = Annotated[
-    str | None,
-    typer.Option(
-        "--audit-sql",
-        help="Before the new rows show: a DuckDB query over the views 'staged' (the rows written) and "
-        "'current' (the rows replaced) that must return one true value, or the push is reverted.",
-    ),
-]
-AuditMinRows = Annotated[
-    int | None, typer.Option("--audit-min-rows", help="Revert the push if it wrote fewer rows than this.")
-]
-AuditMaxChange = Annotated[
-    float | None,
-    typer.Option(
-        "--audit-max-change",
-        help="Revert the push if the table's visible rows would change by more than this percentage.",
-    ),
-]
-AuditNotNull = Annotated[
-    list[str] | None,
-    typer.Option("--audit-not-null", help="Revert the push if this column holds a null (repeatable)."),
-]
-TruncateTimestamps = Annotated[
-    bool,
-    typer.Option(
-        "--truncate-timestamps",
-        help="Store nanosecond timestamps truncated to microseconds (segments hold microseconds); "
-        "without it, a value that would lose its nanoseconds is refused.",
-    ),
-]
 
 
 def push(
@@ -189,7 +105,7 @@ def push(
     spark_conf = parse_conf(conf or [])
     check_named(input_path, master)
     _check_flags(engine, writer, segments_n, target_mb, fmt, master, spark_conf)
-    audit = Audit(audit_min_rows, audit_max_change, tuple(audit_not_null or ()), audit_sql)
+    audit = Audit(audit_min_rows, audit_max_change, tuple(audit_not_null or ()), audit_sql) or None
     stage_hold(stage, hold, job_id)  # refused before anything is read
 
     with manager() as m, progress(f"pushing {table}") as say:
@@ -202,10 +118,7 @@ def push(
                 return
         policy = _schema_policy(evolve_schema, replace_schema, chosen)
         check_mode(state, chosen, span)  # fail fast, before any data is read
-        _check_local_input(input_path)
-        used, why = engine_for(engine, input_path, master, spark_conf)
-        if used == "spark" and fmt == "parquet":
-            _check_parquet_schema(m, table, input_path, policy, chosen)  # before a JVM starts
+        used, why = _engine_checked(m, table, input_path, fmt, engine, master, spark_conf, policy, chosen)
         say(f"engine: {used} ({why})")
         if used == "arrow":
             from segment_lineage.ingest.arrow_push import push_arrow, read_input_arrow, split_parts
@@ -214,12 +127,12 @@ def push(
             result = push_arrow(
                 m, table, parts, mode=chosen, interval=span, reason=reason, progress=say, job_id=job_id,
                 schema_policy=policy, dry_run=dry_run, truncate_timestamps=truncate_timestamps,
-                audit=audit or None, stage=stage, hold=hold,
+                audit=audit, stage=stage, hold=hold,
             )  # fmt: skip
         else:
             result = _push_with_spark(
                 m, table, input_path, fmt, chosen, span, master, spark_conf, segments_n, target_mb, reason,
-                writer, job_id, policy, dry_run, say, (audit or None, stage, hold),
+                writer, job_id, policy, dry_run, say, (audit, stage, hold),
             )  # fmt: skip
     emit_push(result, used)
 
@@ -247,20 +160,41 @@ def _check_flags(
     """The push's flags, each known and within range, before anything is read."""
     from segment_lineage.ingest.push_plan import INPUT_FORMATS, WRITERS
 
-    if engine not in ENGINES:
-        raise InvalidInputError(f"unknown engine {engine!r}: use {', '.join(ENGINES)}")
-    if writer not in WRITERS:
-        raise InvalidInputError(f"unknown writer {writer!r}: use {', '.join(WRITERS)}")
-    if segments_n is not None and segments_n < 1:
-        raise InvalidInputError(f"--segments must be at least 1, got {segments_n}")
-    if target_mb is not None and not target_mb > 0:
-        raise InvalidInputError(f"--target-mb must be positive, got {target_mb}")
-    if fmt not in INPUT_FORMATS:
-        raise InvalidInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
-    if engine == "arrow" and (master is not None or spark_conf or writer != "auto"):
-        raise InvalidInputError(
-            "--master, --conf and --writer are Spark's: they do not go with --engine arrow"
-        )
+    checks = (
+        (engine not in ENGINES, f"unknown engine {engine!r}: use {', '.join(ENGINES)}"),
+        (writer not in WRITERS, f"unknown writer {writer!r}: use {', '.join(WRITERS)}"),
+        (segments_n is not None and segments_n < 1, f"--segments must be at least 1, got {segments_n}"),
+        (target_mb is not None and not target_mb > 0, f"--target-mb must be positive, got {target_mb}"),
+        (fmt not in INPUT_FORMATS, f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}"),
+        (
+            engine == "arrow" and (master is not None or bool(spark_conf) or writer != "auto"),
+            "--master, --conf and --writer are Spark's: they do not go with --engine arrow",
+        ),
+    )
+    for bad, message in checks:
+        if bad:
+            raise InvalidInputError(message)
+
+
+def _engine_checked(
+    m: LineageManager,
+    table: str,
+    input_path: str,
+    fmt: str,
+    engine: str,
+    master: str | None,
+    spark_conf: dict[str, str],
+    policy: SchemaPolicy,
+    mode: PushMode,
+) -> tuple[str, str]:
+    """The engine the push uses, and why; its input checked first: a local
+    one must be there, and a Parquet one for Spark must fit the table's
+    columns (said before a JVM starts)."""
+    _check_local_input(input_path)
+    used, why = engine_for(engine, input_path, master, spark_conf)
+    if used == "spark" and fmt == "parquet":
+        _check_parquet_schema(m, table, input_path, policy, mode)  # before a JVM starts
+    return used, why
 
 
 ENGINES = ("auto", "arrow", "spark")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -10,6 +10,11 @@ from segment_lineage.cli.context import Reason, aside, emit, manager
 from segment_lineage.lineage.core.errors import InvalidInputError, LineageError
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.views import iso, render_pairs, render_table
+
+if TYPE_CHECKING:
+    from segment_lineage.mirror.log_files import Commit
+    from segment_lineage.mirror.publishing import SyncReport
+    from segment_lineage.mirror.views import Status
 
 mirror_app = typer.Typer(
     help="Publish each version as a Delta Lake version under the table's root (docs/engines.md).",
@@ -89,6 +94,14 @@ def sync_command(
     failed = [(name, result) for name, result in results if isinstance(result, LineageError)]
     if not all_tables and len(names) == 1 and failed:
         raise failed[0][1]  # one table: its own error, and what to do about it
+    _emit_synced(results)
+    if failed:
+        raise MirrorError(f"publishing failed for {len(failed)} table(s): {', '.join(n for n, _ in failed)}")
+
+
+def _emit_synced(results: list[tuple[str, SyncReport | LineageError]]) -> None:
+    """Each table's sync, as --json reports it, or in lines: its failure, or
+    the log files it removed and what it published."""
     reports: list[dict[str, Any]] = []
     lines: list[str] = []
     for name, result in results:
@@ -101,8 +114,6 @@ def sync_command(
         reports.append(_report(result))
         lines.append(result.line())
     emit(reports, "\n".join(lines) or "(no mirrored tables)")
-    if failed:
-        raise MirrorError(f"publishing failed for {len(failed)} table(s): {', '.join(n for n, _ in failed)}")
 
 
 @mirror_app.command("repair")
@@ -155,6 +166,25 @@ def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) ->
     with manager() as m:
         m.after_commit = None
         found = status(m, check_table_name(table), check_files=True)
+    # Another writer's commit matters while the table is mirrored: the mirror then publishes nothing.
+    foreign = found.foreign if found.mirror is not None else None
+    view = _status_view(found, table, foreign)
+    emit(view, render_pairs(view))
+    if view["problem"]:
+        aside("problem", view["problem"])
+    if foreign is not None:
+        aside(
+            "warning",
+            f"another writer committed to the Delta log ({foreign.operation}); the mirror "
+            f"publishes nothing more until it is repaired (lineage mirror repair {table})",
+        )
+    if (view["problem"] and not found.waiting) or foreign is not None:
+        raise typer.Exit(1)
+
+
+def _status_view(found: Status, table: str, foreign: Commit | None) -> dict[str, Any]:
+    """The mirror's status as ``mirror status`` prints it: another writer's
+    commit named, and a log left behind by a disabled mirror said as a problem."""
     view: dict[str, Any] = {
         "table": found.table,
         "mirror": found.mirror,
@@ -166,21 +196,11 @@ def status_command(table: Annotated[str, typer.Argument(help="Table name.")]) ->
         "lag_seconds": round(found.lag_ms / 1000, 3),
         "problem": found.problem,
     }
-    if found.foreign is not None and found.mirror is not None:
-        view["foreign_commit"] = f"Delta version {found.foreign.delta_version}: {found.foreign.operation}"
+    if foreign is not None:
+        view["foreign_commit"] = f"Delta version {foreign.delta_version}: {foreign.operation}"
     if found.log_left:
         view["problem"] = f"the mirror is disabled but its Delta log remains: lineage mirror disable {table}"
-    emit(view, render_pairs(view))
-    if view["problem"]:
-        aside("problem", view["problem"])
-    if found.foreign is not None and found.mirror is not None:
-        aside(
-            "warning",
-            f"another writer committed to the Delta log ({found.foreign.operation}); the mirror "
-            f"publishes nothing more until it is repaired (lineage mirror repair {table})",
-        )
-    if (view["problem"] and not found.waiting) or (found.foreign is not None and found.mirror is not None):
-        raise typer.Exit(1)
+    return view
 
 
 @mirror_app.command("versions")

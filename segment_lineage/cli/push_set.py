@@ -11,17 +11,13 @@ import typer
 from segment_lineage.cli.context import Reason, current, emit, manager
 from segment_lineage.cli.ingest import (
     ENGINES,
-    DryRun,
-    Hold,
-    JobId,
-    Master,
-    Stage,
     _check_local_input,
     _schema_policy,
     check_named,
     engine_for,
 )
 from segment_lineage.cli.progress import progress
+from segment_lineage.cli.push_options import DryRun, Hold, JobId, Master, Stage
 from segment_lineage.cli.push_output import push_view
 from segment_lineage.lineage.core.errors import InvalidInputError
 
@@ -83,40 +79,57 @@ def _engines(
 ) -> Iterator[list[Prepared]]:
     """Every block read and checked: Arrow in this process for small local
     inputs, one Spark session for the rest (kept until the set is pushed)."""
-    from segment_lineage.ingest.arrow_push import prepare_arrow, read_input_arrow, split_parts
-    from segment_lineage.ingest.push import PushMode
-
     configured = current().settings
     chosen = {b.table: engine_for(engine, b.input, master, {})[0] for b in blocks}
     for b in blocks:
         _check_local_input(b.input)
-    options = []  # every block's options checked before any input is read
-    for b in blocks:
-        mode = PushMode.of(None if b.mode is None else PushMode.parse(b.mode), m.table(b.table).config)
-        span, audit = _span_and_audit(b)
-        options.append({"mode": mode, "interval": span, "progress": say, "audit": audit, "job_id": b.job_id,
-                        "schema_policy": _schema_policy(b.evolve_schema, False, mode)})  # fmt: skip
+    options = [_block_options(m, b, say) for b in blocks]  # every block's checked before any input is read
     spark = None
     if "spark" in chosen.values():
         from segment_lineage.ingest.spark_job import spark_session
 
         spark = spark_session(master, conf={}, settings=configured, quiet_logs=not current().verbose)
     try:
-        prepared = []
-        for b, same in zip(blocks, options, strict=True):
-            say(f"{b.table}: engine {chosen[b.table]}")
-            if chosen[b.table] == "arrow":
-                parts = split_parts(read_input_arrow(b.input, b.format), None, None)
-                prepared.append(prepare_arrow(m, b.table, parts, **same))
-            else:
-                from segment_lineage.ingest.spark_job import prepare_dataframe, read_input
-
-                assert spark is not None
-                prepared.append(prepare_dataframe(m, b.table, read_input(spark, b.input, b.format), **same))
-        yield prepared
+        yield [
+            _prepare_block(m, b, chosen[b.table], spark, same, say)
+            for b, same in zip(blocks, options, strict=True)
+        ]
     finally:
         if spark is not None:
             spark.stop()
+
+
+def _block_options(m: LineageManager, b: SpecBlock, say: Callable[[str], None]) -> dict[str, Any]:
+    """How one block is pushed: its mode (the table's type unless it names
+    one), interval, audit, job id and schema policy."""
+    from segment_lineage.ingest.push import PushMode
+
+    mode = PushMode.of(None if b.mode is None else PushMode.parse(b.mode), m.table(b.table).config)
+    span, audit = _span_and_audit(b)
+    return {"mode": mode, "interval": span, "progress": say, "audit": audit, "job_id": b.job_id,
+            "schema_policy": _schema_policy(b.evolve_schema, False, mode)}  # fmt: skip
+
+
+def _prepare_block(
+    m: LineageManager,
+    b: SpecBlock,
+    engine: str,
+    spark: Any,
+    same: dict[str, Any],
+    say: Callable[[str], None],
+) -> Prepared:
+    """One block's input read and written by its engine (``spark``: the set's
+    session, None when no block uses Spark), ready for the set's commit."""
+    say(f"{b.table}: engine {engine}")
+    if engine == "arrow":
+        from segment_lineage.ingest.arrow_push import prepare_arrow, read_input_arrow, split_parts
+
+        parts = split_parts(read_input_arrow(b.input, b.format), None, None)
+        return prepare_arrow(m, b.table, parts, **same)
+    from segment_lineage.ingest.spark_job import prepare_dataframe, read_input
+
+    assert spark is not None
+    return prepare_dataframe(m, b.table, read_input(spark, b.input, b.format), **same)
 
 
 def _span_and_audit(b: SpecBlock) -> tuple[tuple[int, int] | None, Any]:
@@ -129,33 +142,43 @@ def _span_and_audit(b: SpecBlock) -> tuple[tuple[int, int] | None, Any]:
 
 
 def emit_set(result: SetResult) -> None:
+    """Print what a push set did: a head line, each table's push, and what to do next."""
     staged = any(p.staged_until_ms is not None for p in result.pushes)
-    if result.repeated:
-        done = "" if result.set_id is None else f" as set {result.set_id}"
-        head = f"the set's job already completed in every table{done}: nothing pushed again"
-    elif staged:
-        head = f"staged set {result.set_id} across {len(result.pushes)} table(s): readers see none of it yet"
-    elif any(p.published for p in result.pushes):
-        head = f"published set {result.set_id} across {len(result.pushes)} table(s) in one commit"
-    elif result.dry_run:
-        head = f"dry run of a push set of {len(result.pushes)} table(s): nothing written"
-    else:
-        head = f"pushed set {result.set_id} across {len(result.pushes)} table(s) in one commit"
-    lines = [head, *(f"  {p.table}: {p.summary()}" for p in result.pushes)]
-    # The id stands alone, never glued to punctuation: scripts cut it out of these lines.
-    undone = result.repeated and all(p.undone for p in result.pushes)
-    if staged:
-        lines.append(f"publish it with: lineage publish --set {result.set_id}")
-    elif undone:  # nothing of it is shown: no undo to offer
-        lines.append(
-            "it was rolled back (or reverted) since: push the set with another --job-id to push it again"
-        )
-    elif not result.dry_run and result.set_id is not None:
-        lines.append(f"undo it with: lineage rollback --set {result.set_id}")
+    lines = [_set_head(result, staged), *(f"  {p.table}: {p.summary()}" for p in result.pushes)]
+    then = _set_next_step(result, staged)
+    if then is not None:
+        lines.append(then)
     tables = [{"table": p.table, **push_view(p, None)} for p in result.pushes]
     body = {"set": result.set_id, "repeated": result.repeated, "dry_run": result.dry_run,
             "seconds": round(result.seconds, 3), "tables": tables}  # fmt: skip
     emit(body, "\n".join(lines))
+
+
+def _set_head(result: SetResult, staged: bool) -> str:
+    """The set in one line: a job done before, staged, published, a dry run, or pushed."""
+    count = len(result.pushes)
+    if result.repeated:
+        done = "" if result.set_id is None else f" as set {result.set_id}"
+        return f"the set's job already completed in every table{done}: nothing pushed again"
+    if staged:
+        return f"staged set {result.set_id} across {count} table(s): readers see none of it yet"
+    if any(p.published for p in result.pushes):
+        return f"published set {result.set_id} across {count} table(s) in one commit"
+    if result.dry_run:
+        return f"dry run of a push set of {count} table(s): nothing written"
+    return f"pushed set {result.set_id} across {count} table(s) in one commit"
+
+
+def _set_next_step(result: SetResult, staged: bool) -> str | None:
+    """What to do next: publish it, push it again (undone since), undo it, or nothing."""
+    # The id stands alone, never glued to punctuation: scripts cut it out of these lines.
+    if staged:
+        return f"publish it with: lineage publish --set {result.set_id}"
+    if result.repeated and all(p.undone for p in result.pushes):  # nothing of it is shown: no undo to offer
+        return "it was rolled back (or reverted) since: push the set with another --job-id to push it again"
+    if not result.dry_run and result.set_id is not None:
+        return f"undo it with: lineage rollback --set {result.set_id}"
+    return None
 
 
 def cut(

@@ -14,6 +14,7 @@ from segment_lineage.lineage.core.periods import parse_time, parse_version
 from segment_lineage.lineage.core.views import entry_view, render_table
 
 if TYPE_CHECKING:
+    from segment_lineage.lineage.manager import LineageManager
     from segment_lineage.lineage.manager.rollback import RollbackPlan
 
 
@@ -204,7 +205,7 @@ def rollback(
     table or in none, so a rollback that would split one is refused (say
     --split-sets to split it)."""
     if set_id is not None:
-        if table is not None or to_version is not None or to_time is not None or entry is not None:
+        if any(given is not None for given in (table, to_version, to_time, entry)):
             raise InvalidInputError("--set goes alone: it names every table and version itself")
         _rollback_set(set_id, dry_run, reason, split_sets)
         return
@@ -212,16 +213,25 @@ def rollback(
         raise InvalidInputError("name the table to roll back (or a push set with --set)")
     version = None if to_version is None else parse_version(to_version)
     with manager() as m:
-        if entry is not None and (to_version is not None or to_time is not None):
-            raise InvalidInputError("give at most one of a version, a time and an entry")
-        m.check_not_purging(table, "a rollback")
-        if entry is not None:
-            entry = m.resolve_entry(table, entry, in_history=True)
-        target = m.resolve_version(
-            table, version=version, at_ms=None if to_time is None else parse_time(to_time), entry_id=entry
-        )
+        target = _rollback_target(m, table, version, to_time, entry)
         plan = m.rollback(table, target, dry_run=dry_run, reason=reason, split_sets=split_sets)
     emit(dataclasses.asdict(plan), _rollback_text(plan, dry_run))
+
+
+def _rollback_target(
+    m: LineageManager, table: str, version: int | None, to_time: str | None, entry: str | None
+) -> int:
+    """The version to roll ``table`` back to: the one given, the one current
+    at ``to_time``, the one before ``entry``'s push, or (none given) the one
+    before the newest completed push."""
+    if entry is not None and (version is not None or to_time is not None):
+        raise InvalidInputError("give at most one of a version, a time and an entry")
+    m.check_not_purging(table, "a rollback")
+    if entry is not None:
+        entry = m.resolve_entry(table, entry, in_history=True)
+    return m.resolve_version(
+        table, version=version, at_ms=None if to_time is None else parse_time(to_time), entry_id=entry
+    )
 
 
 def _rollback_text(plan: RollbackPlan, dry_run: bool) -> str:

@@ -3,31 +3,30 @@
 from __future__ import annotations
 
 import dataclasses
-import http.client
 import json
 import logging
 import os
 import socket
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
+from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from segment_lineage.cli.context import connection, current, emit, manager_on
+from segment_lineage.cli.context import connection, current, manager_on
 from segment_lineage.cli.progress import progress
+from segment_lineage.cli.retention_health import health
 from segment_lineage.lineage.config import BY_KEY
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.periods import format_period, parse_period
 from segment_lineage.lineage.core.views import human_size
-from segment_lineage.retention.errors import RetentionError
 from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS
 
 if TYPE_CHECKING:  # the executor needs pyarrow, which other commands do not load
+    from segment_lineage.lineage.manager import LineageManager
+    from segment_lineage.retention.executor import PassOptions
     from segment_lineage.retention.report import TableReport
     from segment_lineage.retention.schedule import Schedule
 
@@ -110,21 +109,48 @@ def run(
     Destructive only when asked: without --yes or --force it prints its dry
     run and changes nothing. A --min-grace or --orphan-grace below 10m needs
     --force (a dry run excepted). The daemon needs neither: it runs unattended."""
-    # Imported here: the executor needs pyarrow, which other commands do not load.
-    from segment_lineage.lineage.core.acl import RETENTION
-    from segment_lineage.lineage.store.election import SessionCheck
-    from segment_lineage.retention.deletes import session_fence
-    from segment_lineage.retention.errors import FencedError
-    from segment_lineage.retention.executor import PassOptions, run_pass
-
     if table is not None:
         check_table_name(table)  # "" is a bad name, not every table
+    options = _pass_options(
+        ctx,
+        yes=yes,
+        dry_run=dry_run,
+        force=force,
+        allow_large_cut=allow_large_cut,
+        min_grace=min_grace,
+        orphans=orphans,
+        orphan_grace=orphan_grace,
+    )
+    reports = _run_pass(table, options, as_json=as_json, summary=summary)
+    _print_reports(reports, as_json, dry_run=options.dry_run, summary=summary)
+    if options.dry_run and not dry_run:
+        _say("dry run: nothing was deleted; run again with --yes to delete")
+    if any(r.errors for r in reports):
+        raise typer.Exit(1)
+
+
+def _pass_options(
+    ctx: typer.Context,
+    *,
+    yes: bool,
+    dry_run: bool,
+    force: bool,
+    allow_large_cut: bool,
+    min_grace: str,
+    orphans: bool,
+    orphan_grace: str,
+) -> PassOptions:
+    """The pass the flags ask for: a dry run unless --yes or --force (and no
+    --dry-run); one that deletes without --force keeps the graces' floors."""
+    # Imported here: the executor needs pyarrow, which other commands do not load.
+    from segment_lineage.retention.executor import PassOptions
+
     grace_ms = parse_period(min_grace)
     orphan_grace_ms = parse_period(orphan_grace)
     confirmed = (yes or force) and not dry_run
     if confirmed and not force:
         _check_floors(ctx, min_grace, grace_ms, orphan_grace, orphan_grace_ms if orphans else None)
-    options = PassOptions(
+    return PassOptions(
         dry_run=not confirmed,
         force=force,
         allow_large_cut=allow_large_cut,
@@ -132,6 +158,17 @@ def run(
         orphans=orphans,
         orphan_grace_ms=orphan_grace_ms,
     )
+
+
+def _run_pass(table: str | None, options: PassOptions, *, as_json: bool, summary: bool) -> list[TableReport]:
+    """The pass over ``table`` (None: every table), fenced by this process's
+    ZooKeeper session. Stopped by the fence, it prints what it did, then raises."""
+    from segment_lineage.lineage.core.acl import RETENTION
+    from segment_lineage.lineage.store.election import SessionCheck
+    from segment_lineage.retention.deletes import session_fence
+    from segment_lineage.retention.errors import FencedError
+    from segment_lineage.retention.executor import run_pass
+
     doing = "retention dry run" if options.dry_run else "retention pass"
     with connection() as store, progress(doing) as say:  # ZooKeeper: its session fences the deletes
         m = manager_on(store)
@@ -142,19 +179,12 @@ def run(
             SessionCheck(store, env=m.env),
             "the ZooKeeper session was suspended or lost during the pass: deleting nothing more",
         )
-        options = dataclasses.replace(
-            options, fence=fence, progress=say
-        )  # a later pass redoes what it leaves
+        fenced = dataclasses.replace(options, fence=fence, progress=say)  # a later pass redoes what it leaves
         try:
-            reports = run_pass(m, None if table is None else [table], options)
+            return run_pass(m, None if table is None else [table], fenced)
         except FencedError as exc:  # stopped: what it did before the stop is told, then why
             _print_reports(exc.done, as_json, dry_run=options.dry_run, summary=summary)
             raise
-    _print_reports(reports, as_json, dry_run=options.dry_run, summary=summary)
-    if not confirmed and not dry_run:
-        _say("dry run: nothing was deleted; run again with --yes to delete")
-    if any(r.errors for r in reports):
-        raise typer.Exit(1)
 
 
 def _check_floors(
@@ -185,33 +215,49 @@ def _print_reports(reports: list[TableReport], as_json: bool, *, dry_run: bool, 
         typer.echo(json.dumps([r.as_dict() for r in reports], indent=2))
         return
     for report in reports:
-        typer.echo(report.line())
-        if dry_run and not summary:
-            for item in report.planned:
-                typer.echo(f"  delete  {item.reason.value:<17} {item.location}")
-            for kept in report.kept_items:
-                typer.echo(f"  keep    {kept.what}: {kept.why}")
-        for why in report.leases_ignored:
-            typer.echo(f"  warning: ignored {why}", err=True)
-        for error in report.errors:
-            typer.echo(f"  error: {error}", err=True)
+        _print_report(report, listed=dry_run and not summary)
     if summary:
         typer.echo(_total(reports, dry_run))
 
 
+def _print_report(report: TableReport, *, listed: bool) -> None:
+    """One table's line (``listed``: with each file it would delete and each
+    thing it keeps), then its warnings and errors on stderr."""
+    typer.echo(report.line())
+    if listed:
+        for item in report.planned:
+            typer.echo(f"  delete  {item.reason.value:<17} {item.location}")
+        for kept in report.kept_items:
+            typer.echo(f"  keep    {kept.what}: {kept.why}")
+    for why in report.leases_ignored:
+        typer.echo(f"  warning: ignored {why}", err=True)
+    for error in report.errors:
+        typer.echo(f"  error: {error}", err=True)
+
+
 def _total(reports: list[TableReport], dry_run: bool) -> str:
     """The pass over every table, in one line."""
-    files = sum(len(r.planned) if dry_run else r.files_deleted for r in reports)
-    size = human_size(sum(r.bytes_deleted for r in reports))
+    sums: Counter[str] = Counter()
+    for r in reports:
+        sums.update(
+            files=len(r.planned) if dry_run else r.files_deleted,
+            bytes=r.bytes_deleted,
+            condemned=r.condemned,
+            orphans=r.orphans,
+            stray_bytes=r.stray_bytes,
+            kept=r.kept,
+            pending=r.pending_left,
+            failed=1 if r.errors else 0,
+        )
     verb = "would delete" if dry_run else "deleted"
     return (
-        f"total: {len(reports)} table(s), {verb} {files} file(s) ({size}), "
-        f"{sum(r.condemned for r in reports)} segment(s) condemned, "
-        f"{sum(r.orphans for r in reports)} orphan(s) seen "
-        f"({human_size(sum(r.stray_bytes for r in reports))} unreferenced), "
-        f"{sum(r.kept for r in reports)} kept, "
-        f"{sum(r.pending_left for r in reports)} pending, "
-        f"{sum(1 for r in reports if r.errors)} table(s) with errors"
+        f"total: {len(reports)} table(s), {verb} {sums['files']} file(s) ({human_size(sums['bytes'])}), "
+        f"{sums['condemned']} segment(s) condemned, "
+        f"{sums['orphans']} orphan(s) seen "
+        f"({human_size(sums['stray_bytes'])} unreferenced), "
+        f"{sums['kept']} kept, "
+        f"{sums['pending']} pending, "
+        f"{sums['failed']} table(s) with errors"
     )
 
 
@@ -284,11 +330,7 @@ def daemon(
         orphans=orphans,
         orphan_grace_ms=parse_period(orphan_grace),
     )
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # Not kazoo's lines (a warning at every reconnect attempt): one line per change of state.
-    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    _log_to_stderr()
     identity = f"{socket.gethostname()}:{os.getpid()}"
     with connection() as store:  # ZooKeeper: the daemons elect their leader there
         m = manager_on(store)
@@ -296,17 +338,32 @@ def daemon(
         store.client.add_listener(listener)
         try:
             store.require_role(RETENTION, doing="the retention daemon")
-            missing = sorted(set(table or ()) - set(m.list_tables()))
-            if missing:  # a daemon may well start before the tables it keeps: said, not refused
-                logging.getLogger("lineage.retention").warning(
-                    "no table %s yet: cleaned once created (a misspelled --table is never cleaned)",
-                    ", ".join(repr(n) for n in missing),
-                )
+            _warn_missing(m, table)
             Daemon(m, Ownership(store, identity, env=m.env), schedule, options, table).serve(
                 metrics_host, metrics_port
             )
         finally:  # the session ends with the process: no line for that
             store.client.remove_listener(listener)
+
+
+def _log_to_stderr() -> None:
+    """The daemon's log lines, timed, on stderr."""
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # Not kazoo's lines (a warning at every reconnect attempt): one line per change of state.
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+
+
+def _warn_missing(m: LineageManager, tables: list[str] | None) -> None:
+    """The tables named that do not exist yet, logged: a daemon may well start
+    before the tables it keeps, so they are said, not refused."""
+    missing = sorted(set(tables or ()) - set(m.list_tables()))
+    if missing:
+        logging.getLogger("lineage.retention").warning(
+            "no table %s yet: cleaned once created (a misspelled --table is never cleaned)",
+            ", ".join(repr(n) for n in missing),
+        )
 
 
 def _schedule(ctx: typer.Context, cron: str | None, interval: str | None) -> Schedule:
@@ -351,80 +408,4 @@ def _connection_line(session_timeout_s: float) -> Callable[[str], None]:
     return listener
 
 
-def health_target(url: str) -> str:
-    """The health address of a daemon's metrics URL (``/healthz`` added),
-    InvalidInputError for one that is not http(s)://host[:port][/path]: a
-    port out of range, no host, or credentials (never sent, never echoed)."""
-    base = url.strip().rstrip("/")
-    if "@" in base.split("://", 1)[-1].split("/", 1)[0]:  # said before any parsing that would echo it
-        raise InvalidInputError(
-            "invalid daemon URL: it holds credentials, which are never sent; use http://host:port"
-        )
-    try:
-        parts = urllib.parse.urlsplit(base)
-        port = parts.port  # ValueError past 65535 or not a number
-    except ValueError as exc:
-        raise InvalidInputError(f"invalid daemon URL {url!r}: {exc}; use http://host:port") from None
-    if parts.query or parts.fragment:
-        raise InvalidInputError(f"invalid daemon URL {url!r}: no query or fragment; use http://host:port")
-    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in base):
-        raise InvalidInputError(f"invalid daemon URL {url!r}: use http://host:port")
-    if port == 0:
-        raise InvalidInputError(f"invalid daemon URL {url!r}: port 0; use http://host:port")
-    return base if base.endswith(("/healthz", "/health")) else base + "/healthz"
-
-
-def health_report(body: bytes, target: str) -> dict[str, Any]:
-    """The daemon's health report, RetentionError for an answer that is none
-    (not JSON, or not the report's shape)."""
-    try:
-        status = json.loads(body)
-    except (ValueError, RecursionError):
-        status = None
-    names = ("owned", "unowned")
-    shaped = (
-        isinstance(status, dict)
-        and all(key in status for key in ("connected", "passes", "failures"))  # what every report says
-        and all(isinstance(status.get(k) or [], list) for k in names)
-        and all(isinstance(t, str) for k in names for t in status.get(k) or [])
-    )
-    if not shaped:
-        raise RetentionError(f"{target} did not answer with a health report")
-    return status  # type: ignore[no-any-return]
-
-
-@retention_app.command("health")
-def health(
-    url: Annotated[
-        str, typer.Option("--url", help="The daemon's metrics address.")
-    ] = "http://127.0.0.1:9108",
-) -> None:
-    """Ask a running daemon whether it is healthy (exit 0) or not (exit 1)."""
-    target = health_target(url)
-    try:
-        with urllib.request.urlopen(target, timeout=5) as response:  # noqa: S310 - scheme checked above
-            body, code = response.read(), response.status
-    except urllib.error.HTTPError as exc:
-        body, code = exc.read(), exc.code
-    except (urllib.error.URLError, OSError) as exc:
-        raise RetentionError(f"no daemon answered at {target}: {getattr(exc, 'reason', exc)}") from None
-    except (ValueError, http.client.HTTPException) as exc:  # a port that is no number, a bracket left open
-        raise InvalidInputError(f"invalid daemon URL {url!r}: {exc}; use http://host:port") from None
-    status = health_report(body, target)
-    state = "healthy" if code == 200 else "UNHEALTHY"
-    owned, unowned = status.get("owned") or [], status.get("unowned") or []
-    role = (f"owns {len(owned)} of {status.get('tables')} table(s)" if owned else "standby") + (
-        f"; NOBODY OWNS {len(unowned)}: {', '.join(unowned[:5])}" if unowned else ""
-    )
-    emit(
-        status,
-        f"{state}: {role}, connected={status.get('connected')}, passes={status.get('passes')}, "
-        f"failures={status.get('failures')}, last error: {status.get('last_error') or 'none'}"
-        + (
-            f"; OVERDUE: no pass completed within two periods of its schedule ({status.get('schedule')})"
-            if status.get("overdue")
-            else ""
-        ),
-    )
-    if code != 200:
-        raise typer.Exit(1)
+retention_app.command("health")(health)

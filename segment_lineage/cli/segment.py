@@ -13,7 +13,7 @@ import typer
 from segment_lineage.cli.context import Reason, current, emit, manager
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import InvalidInputError, LineageError, RefusedError
-from segment_lineage.lineage.core.model import Segment
+from segment_lineage.lineage.core.model import Segment, TableState
 from segment_lineage.lineage.core.schema import Schema, compare
 from segment_lineage.lineage.core.views import iso, render_table, segment_view
 from segment_lineage.lineage.core.visibility import visible_names, visible_segments
@@ -28,6 +28,10 @@ def register(app: typer.Typer) -> None:
     app.command("segments")(segments)
 
 
+# The fields a segment of a batch file (--file) may have.
+BATCH_FIELDS = frozenset({"name", "location", "rows", "bytes", "checksum", "min_time", "max_time"})
+
+
 def _segments_from_file(path: Path) -> list[Segment]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -37,26 +41,26 @@ def _segments_from_file(path: Path) -> list[Segment]:
         raise InvalidInputError(f"cannot read segment batch {path}: nested too deeply") from None
     if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
         raise InvalidInputError(f"{path}: expected a JSON list of segment objects")
-    out = []
-    for d in doc:
-        if "name" not in d:
-            raise InvalidInputError(f"{path}: every segment needs a 'name'")
-        known = {"name", "location", "rows", "bytes", "checksum", "min_time", "max_time"}
-        unknown = set(d) - known
-        if unknown:
-            raise InvalidInputError(f"{path}: unknown field(s) {', '.join(sorted(unknown))}")
-        out.append(
-            Segment(
-                name=d["name"],
-                location=d.get("location") or f"{d['name']}.parquet",
-                rows=d.get("rows", 0),
-                size_bytes=d.get("bytes", 0),
-                checksum=d.get("checksum", ""),
-                min_time=d.get("min_time"),
-                max_time=d.get("max_time"),
-            )
-        )
-    return out
+    return [_batch_segment(path, d) for d in doc]
+
+
+def _batch_segment(path: Path, d: dict[str, Any]) -> Segment:
+    """One object of a batch file as a segment: its name required, no field
+    unknown, its location NAME.parquet unless given."""
+    if "name" not in d:
+        raise InvalidInputError(f"{path}: every segment needs a 'name'")
+    unknown = set(d) - BATCH_FIELDS
+    if unknown:
+        raise InvalidInputError(f"{path}: unknown field(s) {', '.join(sorted(unknown))}")
+    return Segment(
+        name=d["name"],
+        location=d.get("location") or f"{d['name']}.parquet",
+        rows=d.get("rows", 0),
+        size_bytes=d.get("bytes", 0),
+        checksum=d.get("checksum", ""),
+        min_time=d.get("min_time"),
+        max_time=d.get("max_time"),
+    )
 
 
 def _with_checked_files(
@@ -193,33 +197,44 @@ def segments(
 ) -> None:
     """List the visible segments: what a reader sees now (or saw then)."""
     with manager() as m:
-        if as_of is None:
-            state = m.table(table)
-        else:  # a past version is listed only while its files can still be read
-            lease = m.pin_readable(table, m.resolve_as_of(table, as_of))
-            m.release(lease)
-            state = lease.state
+        state = _state_as_of(m, table, as_of)
     visible = visible_segments(state)
     rows = [segment_view(s, root=state.config.root) for s in visible]
-    timed = any(s.min_time is not None for s in visible)
+    emit(rows, _segments_text(rows, visible, state.version))
 
-    # A table with a time column: each segment's time range (ISO, UTC) in place of its file.
+
+def _state_as_of(m: LineageManager, table: str, as_of: str | None) -> TableState:
+    """The table now, or as it was at ``as_of``."""
+    if as_of is None:
+        return m.table(table)
+    # A past version is listed only while its files can still be read.
+    lease = m.pin_readable(table, m.resolve_as_of(table, as_of))
+    m.release(lease)
+    return lease.state
+
+
+def _segments_text(rows: list[dict[str, Any]], visible: list[Segment], version: int) -> str:
+    """The visible segments as a table, then their count, rows and version."""
+    timed = any(s.min_time is not None for s in visible)
+    shown, span = _with_time_ranges(rows, visible) if timed else (rows, "")
+    columns = ["name", "rows", "bytes", *(["first", "last"] if timed else ["location"]), "entry"]
+    return (
+        render_table(shown, columns)
+        + f"\n{len(rows)} visible segment(s), {sum(s.rows for s in visible)} rows, version {version}"
+        + span
+    )
+
+
+def _with_time_ranges(rows: list[dict[str, Any]], visible: list[Segment]) -> tuple[list[dict[str, Any]], str]:
+    """A table with a time column: each segment's time range (ISO, UTC) in
+    place of its file, and the range of them all."""
+
     def when(ms: int | None) -> str | None:
         return None if ms is None else iso(ms)
 
-    shown = (
-        [{**r, "first": when(r["min_time"]), "last": when(r["max_time"])} for r in rows] if timed else rows
+    shown = [{**r, "first": when(r["min_time"]), "last": when(r["max_time"])} for r in rows]
+    span = (
+        f"\ntime range: {iso(min(s.min_time for s in visible if s.min_time is not None))} to "
+        f"{iso(max(s.max_time for s in visible if s.max_time is not None))}"
     )
-    columns = ["name", "rows", "bytes", *(["first", "last"] if timed else ["location"]), "entry"]
-    span = ""
-    if timed:
-        span = (
-            f"\ntime range: {iso(min(s.min_time for s in visible if s.min_time is not None))} to "
-            f"{iso(max(s.max_time for s in visible if s.max_time is not None))}"
-        )
-    emit(
-        rows,
-        render_table(shown, columns)
-        + f"\n{len(rows)} visible segment(s), {sum(s.rows for s in visible)} rows, version {state.version}"
-        + span,
-    )
+    return shown, span

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,6 +14,8 @@ from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.core.views import human_size, iso, render_pairs, table_view
 
 if TYPE_CHECKING:
+    from segment_lineage.lineage.core.schema import Schema
+    from segment_lineage.lineage.manager import LineageManager
     from segment_lineage.mirror.admin import Removal
 
 table_app = typer.Typer(help="Create, list, show and drop tables.", no_args_is_help=True)
@@ -269,17 +271,25 @@ def table_show(name: str) -> None:
     schema = snap.state.config.schema
     shown = view
     if schema is not None:
-        from segment_lineage.lineage.storage.arrow_types import to_arrow
-
-        files = [str(to_arrow(f.type)) for f in schema]  # the types its files hold, as Arrow names them
-        view = {**view, "arrow_schema": [f"{f.name}: {t}" for f, t in zip(schema, files, strict=True)]}
-        lines = [
-            f"{f.name}: {f.type}" + ("" if t == str(f.type) else f"  ({t})")
-            for f, t in zip(schema, files, strict=True)
-        ]
-        shown = {**view, "schema": lines}
-        del shown["arrow_schema"]
+        view, shown = _with_columns(view, schema)
     emit(view, render_pairs(shown))
+
+
+def _with_columns(view: dict[str, Any], schema: Schema) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``view`` with the table's columns: for --json, each with the Arrow type
+    its files hold; for the text, each with its type (and the Arrow type
+    when that is named otherwise)."""
+    from segment_lineage.lineage.storage.arrow_types import to_arrow
+
+    files = [str(to_arrow(f.type)) for f in schema]  # the types its files hold, as Arrow names them
+    view = {**view, "arrow_schema": [f"{f.name}: {t}" for f, t in zip(schema, files, strict=True)]}
+    lines = [
+        f"{f.name}: {f.type}" + ("" if t == str(f.type) else f"  ({t})")
+        for f, t in zip(schema, files, strict=True)
+    ]
+    shown = {**view, "schema": lines}
+    del shown["arrow_schema"]
+    return view, shown
 
 
 @table_app.command("drop")
@@ -326,70 +336,85 @@ def _said_dropped(table: str, dropped: Removal, why: str = "") -> None:
 def _purge(table: str, reason: str | None) -> None:
     """``table drop --purge``: the first time, queue every file and mark the
     table purging; later, say what is left (and drop it when nothing is)."""
-    from segment_lineage.mirror.admin import drop_table, purge
-    from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS
+    from segment_lineage.mirror.admin import drop_table
 
     with manager() as m:
         state = m.table(table)
         strays = _unregistered(state.config.root, state)
-        if state.config.purging_ms is None and (state.segments or state.pending or strays):
-            done, removal = purge(m, table, reason)
-            if not done.applied:  # another purge committed first
-                emit(
-                    {"table": table, "purging": True},
-                    f"table {table} is already being dropped with its files",
-                )
-                return
-            change = done.change
-            queued = len(done.state.pending)
-            start = iso((done.state.config.purging_ms or 0) + DEFAULT_MIN_GRACE_MS)
-            view = {
-                "table": table,
-                "purging": True,
-                "segments_unregistered": change.segments,
-                "rows": change.rows,
-                "bytes": change.size_bytes,
-                "files_queued": queued,
-                "files_unregistered": strays,
-                "deletable_from": start,
-                "mirror_log_removed": removal.removed,
-                "problem": removal.problem,
-            }
-            orphans = (
-                f"\n  {strays} file(s) under its root that nothing registered go after the orphan grace "
-                f"({DEFAULT_ORPHAN_GRACE_MS // 3_600_000}h by default)"
-                if strays
-                else ""
-            )
-            emit(
-                view,
-                f"table {table} is being dropped with its files: {change.segments} segment(s) "
-                f"({change.rows} rows, {human_size(change.size_bytes)}) unregistered, {queued} file(s) "
-                f"queued for retention{orphans}\n"
-                f"  nothing but retention changes it now, and this cannot be undone\n"
-                f"  retention deletes the files from {start} (a reader's pin keeps its own longer), "
-                f"then drops the table: the daemon does it, or 'lineage retention run --table {table} --yes'",
-            )
-            if removal.problem:
-                aside("warning", removal.problem)
+        left = bool(state.segments or state.pending or strays)
+        if state.config.purging_ms is None and left:
+            _start_purge(m, table, reason, strays)
             return
-        if state.segments or state.pending or strays:
-            view = {
-                "table": table,
-                "purging": True,
-                "segments": len(state.segments),
-                "files_queued": len(state.pending),
-                "files_unregistered": strays,
-            }
-            emit(
-                view,
-                f"table {table} is still being purged: {len(state.pending) + strays} file(s) wait for "
-                f"retention ('lineage retention run --table {table} --yes' reclaims those past their "
-                "grace, then drops the table)",
-            )
+        if left:
+            _said_still_purging(table, state, strays)
             return
         dropped = drop_table(m, table, reason=reason or "table drop --purge")
     _said_dropped(table, dropped, ": no file of it was left")
+
+
+def _start_purge(m: LineageManager, table: str, reason: str | None, strays: int) -> None:
+    """Queue every file of ``table`` for retention and mark it purging, then
+    say what was queued and from when retention deletes it (or that another
+    purge came first)."""
+    from segment_lineage.mirror.admin import purge
+    from segment_lineage.retention.planner import DEFAULT_MIN_GRACE_MS, DEFAULT_ORPHAN_GRACE_MS
+
+    done, removal = purge(m, table, reason)
+    if not done.applied:  # another purge committed first
+        emit(
+            {"table": table, "purging": True},
+            f"table {table} is already being dropped with its files",
+        )
+        return
+    change = done.change
+    queued = len(done.state.pending)
+    start = iso((done.state.config.purging_ms or 0) + DEFAULT_MIN_GRACE_MS)
+    view = {
+        "table": table,
+        "purging": True,
+        "segments_unregistered": change.segments,
+        "rows": change.rows,
+        "bytes": change.size_bytes,
+        "files_queued": queued,
+        "files_unregistered": strays,
+        "deletable_from": start,
+        "mirror_log_removed": removal.removed,
+        "problem": removal.problem,
+    }
+    orphans = (
+        f"\n  {strays} file(s) under its root that nothing registered go after the orphan grace "
+        f"({DEFAULT_ORPHAN_GRACE_MS // 3_600_000}h by default)"
+        if strays
+        else ""
+    )
+    emit(
+        view,
+        f"table {table} is being dropped with its files: {change.segments} segment(s) "
+        f"({change.rows} rows, {human_size(change.size_bytes)}) unregistered, {queued} file(s) "
+        f"queued for retention{orphans}\n"
+        f"  nothing but retention changes it now, and this cannot be undone\n"
+        f"  retention deletes the files from {start} (a reader's pin keeps its own longer), "
+        f"then drops the table: the daemon does it, or 'lineage retention run --table {table} --yes'",
+    )
+    if removal.problem:
+        aside("warning", removal.problem)
+
+
+def _said_still_purging(table: str, state: TableState, strays: int) -> None:
+    """A purge under way: the files that still wait for retention."""
+    view = {
+        "table": table,
+        "purging": True,
+        "segments": len(state.segments),
+        "files_queued": len(state.pending),
+        "files_unregistered": strays,
+    }
+    emit(
+        view,
+        f"table {table} is still being purged: {len(state.pending) + strays} file(s) wait for "
+        f"retention ('lineage retention run --table {table} --yes' reclaims those past their "
+        "grace, then drops the table)",
+    )
 
 
 def _unregistered(root: str, state: TableState) -> int:
