@@ -302,14 +302,19 @@ def _finish_purge(
     if state.segments or state.pending or files is None or left:
         waiting = len(state.pending) + len(left)
         return f"purging: {waiting} file(s) left to reclaim before the table goes"
+    return _drop_purged(manager, state.config.name)
+
+
+def _drop_purged(manager: LineageManager, table: str) -> str:
+    """Drop a purged table, every file of it reclaimed; what became of it."""
     from segment_lineage.mirror.admin import drop_table
 
     try:
-        drop_table(manager, state.config.name, reason="table drop --purge: every file reclaimed")
+        drop_table(manager, table, reason="table drop --purge: every file reclaimed")
     except AuthError as exc:
         return (
             f"purging: every file reclaimed; dropping the table takes an admin ({exc.message}): "
-            f"lineage table drop {state.config.name} --purge"
+            f"lineage table drop {table} --purge"
         )
     except TableNotFoundError:
         pass  # an admin finished it meanwhile
@@ -340,21 +345,29 @@ def _listing(
     inside_root = []
     resolved_dirs: dict[str, str] = {}  # each directory resolved once per listing
     for info in listed:
-        if others and any(info.location.startswith(prefix) for prefix in others):
-            continue
-        if info.location.startswith(MIRROR_LOG_DIR + "/"):
-            continue  # the mirror's log: its files are the mirror's, never a segment's or an orphan
-
-        try:
-            root.path(info.location, resolved_dirs)
-        except InvalidInputError:
-            report.keep([Kept(info.location, "a name no push writes (hidden, or odd): left for an operator")])
-            continue
-        except LineageError as exc:
-            report.errors.append(f"refused {info.location!r}: {exc.message}")
-            continue
-        inside_root.append(info)
+        if not _not_ours(info.location, others) and _resolves(root, info, resolved_dirs, report):
+            inside_root.append(info)
     return inside_root
+
+
+def _not_ours(location: str, others: list[str]) -> bool:
+    """Whether a file is another table's (under its root, ``others``), or
+    the mirror's log's: its files are the mirror's, never a segment's or an orphan."""
+    return any(location.startswith(prefix) for prefix in others) or location.startswith(MIRROR_LOG_DIR + "/")
+
+
+def _resolves(root: DeepStore, info: FileInfo, resolved_dirs: dict[str, str], report: TableReport) -> bool:
+    """Whether a listed file resolves inside the root; one that does not is
+    reported: an error, or kept for an operator (a name no push writes)."""
+    try:
+        root.path(info.location, resolved_dirs)
+    except InvalidInputError:
+        report.keep([Kept(info.location, "a name no push writes (hidden, or odd): left for an operator")])
+        return False
+    except LineageError as exc:
+        report.errors.append(f"refused {info.location!r}: {exc.message}")
+        return False
+    return True
 
 
 def _check_share(state: TableState, current: Plan, options: PassOptions) -> None:
