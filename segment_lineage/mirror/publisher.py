@@ -33,7 +33,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
@@ -173,20 +173,29 @@ class _Written:
         if mark is None or mark[0] is None or mark[1] is not None:
             return  # nothing written yet, or the log moved already
         with self._lock:
-            self._logs.pop(root, None)
-            while len(self._logs) >= self.KEPT:
-                self._logs.pop(next(iter(self._logs)))
-            self._logs[root] = (log, mark)
-            self._roots.pop(table, None)
-            while len(self._roots) >= self.KEPT:
-                self._roots.pop(next(iter(self._roots)))
-            self._roots[table] = root
+            _put_newest(self._logs, root, (log, mark), self.KEPT)
+            _put_newest(self._roots, table, root, self.KEPT)
         if log.written_since:  # the version just written loads in the background, off the next publish's path
-            thread = threading.Thread(target=log.prefetch, name="lineage-mirror-prefetch", daemon=True)
-            with self._lock:
-                self._loading = [t for t in self._loading if t.is_alive()]
-                self._loading.append(thread)
-            thread.start()
+            self._prefetch(log)
+
+    def _prefetch(self, log: DeltaLog) -> None:
+        """Load the version ``log`` wrote in a thread of its own, waited for at exit."""
+        thread = threading.Thread(target=log.prefetch, name="lineage-mirror-prefetch", daemon=True)
+        with self._lock:
+            self._loading = [t for t in self._loading if t.is_alive()]
+            self._loading.append(thread)
+        thread.start()
+
+
+_Kept = TypeVar("_Kept")
+
+
+def _put_newest(kept: dict[str, _Kept], key: str, value: _Kept, most: int) -> None:
+    """Put ``key`` last in ``kept``, leaving out the oldest past ``most``."""
+    kept.pop(key, None)
+    while len(kept) >= most:
+        kept.pop(next(iter(kept)))
+    kept[key] = value
 
 
 WRITTEN = _Written()
