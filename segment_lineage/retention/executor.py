@@ -324,12 +324,11 @@ def _drop_purged(manager: LineageManager, table: str) -> str:
 def _listing(
     manager: LineageManager, table: str, root: DeepStore, report: TableReport
 ) -> list[FileInfo] | None:
-    """The root's files that retention may touch. A file that resolves
-    outside the root (a symlink leading out) is refused and reported as an
-    error; one whose name no push would write (say, a hidden file) is kept
-    and counted, for an operator to look at. Nothing under another table's
-    root is ever listed (roots overlap only for tables created before roots
-    were checked at create)."""
+    """The root's files that retention may touch (:func:`_touchable`): one
+    that resolves outside the root (a symlink leading out) is reported as an
+    error, one whose name no push would write (a hidden file) kept for an
+    operator, and nothing under another table's root is listed (roots overlap
+    only for tables created before roots were checked at create)."""
     try:
         others = [
             f"{place}/"
@@ -342,30 +341,27 @@ def _listing(
     except LineageError as exc:
         report.errors.append(f"listing the root for orphans: {exc.message}")
         return None
-    inside_root = []
     resolved_dirs: dict[str, str] = {}  # each directory resolved once per listing
-    for info in listed:
-        if not _not_ours(info.location, others) and _resolves(root, info, resolved_dirs, report):
-            inside_root.append(info)
-    return inside_root
+    return [info for info in listed if _touchable(root, info, others, resolved_dirs, report)]
 
 
-def _not_ours(location: str, others: list[str]) -> bool:
-    """Whether a file is another table's (under its root, ``others``), or
-    the mirror's log's: its files are the mirror's, never a segment's or an orphan."""
-    return any(location.startswith(prefix) for prefix in others) or location.startswith(MIRROR_LOG_DIR + "/")
-
-
-def _resolves(root: DeepStore, info: FileInfo, resolved_dirs: dict[str, str], report: TableReport) -> bool:
-    """Whether a listed file resolves inside the root; one that does not is
-    reported: an error, or kept for an operator (a name no push writes)."""
+def _touchable(
+    root: DeepStore, info: FileInfo, others: list[str], resolved_dirs: dict[str, str], report: TableReport
+) -> bool:
+    """Whether retention may touch a listed file: not under another table's
+    root (``others``) nor the mirror's log (its files are the mirror's,
+    never a segment's or an orphan), and resolving inside the root (one that
+    does not is reported: an error, or kept for an operator)."""
+    location = info.location
+    if any(location.startswith(prefix) for prefix in others) or location.startswith(MIRROR_LOG_DIR + "/"):
+        return False
     try:
-        root.path(info.location, resolved_dirs)
+        root.path(location, resolved_dirs)
     except InvalidInputError:
-        report.keep([Kept(info.location, "a name no push writes (hidden, or odd): left for an operator")])
+        report.keep([Kept(location, "a name no push writes (hidden, or odd): left for an operator")])
         return False
     except LineageError as exc:
-        report.errors.append(f"refused {info.location!r}: {exc.message}")
+        report.errors.append(f"refused {location!r}: {exc.message}")
         return False
     return True
 
