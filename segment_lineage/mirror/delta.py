@@ -39,7 +39,7 @@ from segment_lineage.mirror.plan import (
     Step,
     after,
     described,
-    removes_all,
+    overwrites,
 )
 from segment_lineage.mirror.stats import files_stats
 
@@ -154,7 +154,6 @@ class DeltaLog:
         from deltalake.transaction import (
             CommitProperties,
             PostCommitHookProperties,
-            RemoveAction,
             Transaction,
             create_table_with_add_actions,
         )
@@ -164,16 +163,11 @@ class DeltaLog:
             max_commit_retries=0,
             app_transactions=[Transaction(APP_ID, step.version)],
         )
-        # A refresh removes every file shown: written as an overwrite, which
-        # removes exactly those (and says mode Overwrite in the history).
-        overwrite = step.columns is Columns.REPLACED or (
-            step.columns is Columns.SAME and removes_all(step, self.shown.files)
-        )
         hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
         adds = self._adds(step, [field.name for field in delta_schema.fields])
-        expected = 0 if self.shown.version is None else self.shown.version + 1
         try:
             if self.shown.version is None:
+                expected = 0
                 create_table_with_add_actions(
                     self.uri,
                     delta_schema,
@@ -185,28 +179,43 @@ class DeltaLog:
                     post_commithook_properties=hooks,
                 )
             else:
-                table = self._loaded()
-                if step.columns is Columns.ADDED:
-                    self._add_columns(step, delta_schema, now_ms, hooks)
-                    expected += 1
-                removes = [RemoveAction(loc, True, now_ms, None) for loc in step.removes]
-                table.create_write_transaction(
-                    adds if overwrite else [*adds, *removes],
-                    mode="overwrite" if overwrite else "append",
-                    schema=delta_schema,
-                    commit_properties=props,
-                    post_commithook_properties=hooks,
-                )
+                expected = self._write(step, self.shown.version + 1, delta_schema, adds, props, hooks, now_ms)
         except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
-            text = _first(exc)
-            if type(exc).__name__ in ("CommitFailedError", "TableAlreadyExistsError") or "exists" in text:
-                raise MirrorConflict(f"another commit reached the Delta log first: {text}") from None
-            raise MirrorError(f"writing the Delta log under {self.root!r} failed: {text}") from None
+            raise _write_failed(exc, self.root, ("CommitFailedError", "TableAlreadyExistsError")) from None
         self.shown = after(self.shown, step, expected)
         self._written = expected  # loaded when next wanted: a sync's last commit needs no reload
         commit_id = step.record.commit_id if step.record is not None else None
         self.newest = Commit(expected, step.version, now_ms, "WRITE", commit_id=commit_id)
         self._all = None
+        return expected
+
+    def _write(
+        self,
+        step: Step,
+        expected: int,
+        delta_schema: Any,
+        adds: list[Any],
+        props: Any,
+        hooks: Any,
+        now_ms: int,
+    ) -> int:
+        """``step`` committed on the log read as version ``expected`` (the one
+        after, when a commit adding its new columns comes first); its version."""
+        from deltalake.transaction import RemoveAction
+
+        table = self._loaded()
+        if step.columns is Columns.ADDED:
+            self._add_columns(step, delta_schema, now_ms, hooks)
+            expected += 1
+        overwrite = overwrites(step, self.shown.files)
+        removes = [RemoveAction(loc, True, now_ms, None) for loc in step.removes]
+        table.create_write_transaction(
+            adds if overwrite else [*adds, *removes],
+            mode="overwrite" if overwrite else "append",
+            schema=delta_schema,
+            commit_properties=props,
+            post_commithook_properties=hooks,
+        )
         return expected
 
     def _adds(self, step: Step, columns: list[str]) -> list[Any]:
@@ -310,10 +319,7 @@ class DeltaLog:
                 post_commithook_properties=hooks,
             )
         except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
-            text = _first(exc)
-            if type(exc).__name__ == "CommitFailedError" or "exists" in text:
-                raise MirrorConflict(f"another commit reached the Delta log first: {text}") from None
-            raise MirrorError(f"writing the Delta log under {self.root!r} failed: {text}") from None
+            raise _write_failed(exc, self.root, ("CommitFailedError",)) from None
         self.shown = Shown(expected, self.shown.lineage_version, frozenset(), fields)
         self._written, self.base = expected, None
         self.newest = Commit(expected, None, now_ms, RESET_OPERATION, reset=True)
@@ -349,15 +355,7 @@ class DeltaLog:
         if limit is None and self._all is not None:
             return list(self._all)
         try:
-            found: list[Commit] = []
-            for version in self.files.commit_versions():
-                if version > self.shown.version:
-                    continue  # landed after the read: not part of the log as read
-                if limit is not None and len(found) >= limit:
-                    break
-                commit = self.files.commit_at(version)
-                if commit is not None:  # cleaned up meanwhile: gone for every reader too
-                    found.append(commit)
+            found = self._commits(self.shown.version, limit)
         except (LineageError, ValueError) as exc:
             raise MirrorError(
                 f"reading the Delta log's history under {self.root!r} failed: {_first(exc)}"
@@ -365,6 +363,19 @@ class DeltaLog:
         if limit is None:
             self._all = found
         return list(found)
+
+    def _commits(self, upto: int, limit: int | None) -> list[Commit]:
+        """The log's commits up to version ``upto``, newest first, at most ``limit``."""
+        found: list[Commit] = []
+        for version in self.files.commit_versions():
+            if version > upto:
+                continue  # landed after the read: not part of the log as read
+            if limit is not None and len(found) >= limit:
+                break
+            commit = self.files.commit_at(version)
+            if commit is not None:  # cleaned up meanwhile: gone for every reader too
+                found.append(commit)
+        return found
 
     def referenced_since(self, horizon_ms: int) -> frozenset[str]:
         """Every file a version of the log an engine may still read references:
@@ -422,6 +433,15 @@ class DeltaLog:
 
 class MirrorConflict(MirrorError):
     """Another commit reached the log between our read and our write."""
+
+
+def _write_failed(exc: Exception, root: str, conflicts: tuple[str, ...]) -> MirrorError:
+    """MirrorConflict for a write another commit beat (an error named in
+    ``conflicts``, or one saying the version exists), else MirrorError."""
+    text = _first(exc)
+    if type(exc).__name__ in conflicts or "exists" in text:
+        return MirrorConflict(f"another commit reached the Delta log first: {text}")
+    return MirrorError(f"writing the Delta log under {root!r} failed: {text}")
 
 
 def _names(schema: Any) -> set[str]:

@@ -16,6 +16,21 @@ DELTALAKE_BREAKS = "[]|^\\"
 
 def location(store: DeepStore) -> tuple[str, dict[str, str]]:
     """The URI deltalake opens for a table root, and its storage options."""
+    _check_path(store)
+    if store.scheme == "file":
+        return store.base, {}
+    if store.scheme == "s3":
+        return f"s3://{store.base}", _s3_options(store)
+    if store.scheme == "gs":
+        return f"gs://{store.base}", {}
+    raise MirrorRefusedError(
+        f"a Delta mirror needs a local, s3:// or gs:// root; {store.root!r} is {store.scheme}://",
+        remedy="keep this table without a mirror, and read it with the project's readers",
+    )
+
+
+def _check_path(store: DeepStore) -> None:
+    """Refuse a root whose path Delta or deltalake cannot hold a table under."""
     root = store.root
     if "%" in store.base:
         raise MirrorRefusedError(
@@ -31,19 +46,15 @@ def location(store: DeepStore) -> tuple[str, dict[str, str]]:
             remedy="keep this table without a mirror, or give it a root without "
             + " ".join(repr(c) for c in DELTALAKE_BREAKS),
         )
-    if store.scheme == "file":
-        return store.base, {}
-    if store.scheme == "s3":
-        options: dict[str, str] = {}
-        if store.s3_endpoint:
-            options["AWS_ENDPOINT_URL"] = store.s3_endpoint
-            options["AWS_ALLOW_HTTP"] = "true"
-        if store.aws_region:
-            options["AWS_REGION"] = store.aws_region
-        return f"s3://{store.base}", options
-    if store.scheme == "gs":
-        return f"gs://{store.base}", {}
-    raise MirrorRefusedError(
-        f"a Delta mirror needs a local, s3:// or gs:// root; {root!r} is {store.scheme}://",
-        remedy="keep this table without a mirror, and read it with the project's readers",
-    )
+
+
+def _s3_options(store: DeepStore) -> dict[str, str]:
+    """deltalake's options for an S3 root: the store's endpoint (plain HTTP
+    allowed to it) and region, when it names them."""
+    options: dict[str, str] = {}
+    if store.s3_endpoint:
+        options["AWS_ENDPOINT_URL"] = store.s3_endpoint
+        options["AWS_ALLOW_HTTP"] = "true"
+    if store.aws_region:
+        options["AWS_REGION"] = store.aws_region
+    return options

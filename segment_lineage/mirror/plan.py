@@ -103,6 +103,13 @@ def removes_all(step: Step, shown: frozenset[str]) -> bool:
     return bool(step.removes) and set(step.removes) == shown
 
 
+def overwrites(step: Step, shown: frozenset[str]) -> bool:
+    """Whether ``step`` is written as an overwrite: one replacing the
+    columns, and a refresh (it removes every file shown: an overwrite
+    removes exactly those, and says mode Overwrite in the history)."""
+    return step.columns is Columns.REPLACED or (step.columns is Columns.SAME and removes_all(step, shown))
+
+
 def described(step: Step, shown: frozenset[str]) -> dict[str, Any]:
     """What a Delta reader should learn of a mirror commit beyond its files,
     in commitInfo's own keys (delta-rs writes every commit as WRITE, and
@@ -111,29 +118,38 @@ def described(step: Step, shown: frozenset[str]) -> dict[str, Any]:
     version a rollback restores, and in words (``userMetadata``, which
     DESCRIBE HISTORY shows) what the lineage commit did."""
     out: dict[str, Any] = {"isBlindAppend": not step.removes}
-    record = step.record
-    if record is None:
+    if step.record is None:
         return out
-    detail = record.detail
-    params: dict[str, str] = {}
-    what = record.operation.value
-    if detail is not None and detail.target is not None:
-        params["restoredLineageVersion"] = str(detail.target)
-        what = f"RESTORE of lineage version {detail.target} ({record.operation.value})"
-    elif record.operation.value == "REVERT_REPLACE":
-        what = f"DELETE of entry {record.entry_id}'s rows, the rows it replaced shown again (REVERT_REPLACE)"
-    elif detail is not None and detail.interval is not None and step.time_column is not None:
-        start, end = (format_time(t) for t in detail.interval)
-        column = step.time_column
-        params["predicate"] = f"{column} >= '{start}' AND {column} < '{end}'"
-        what = f"replace-range [{start}, {end}) ({record.operation.value})"
-    elif detail is not None and detail.mode is not None:
-        overwrite = removes_all(step, shown)
-        what = f"{detail.mode}{' (overwrite)' if overwrite else ''} ({record.operation.value})"
+    what, params = _in_words(step, step.record, shown)
     if params:
         out["operationParameters"] = params
     out["userMetadata"] = f"segment_lineage v{step.version}: {what}"
     return out
+
+
+def _in_words(step: Step, record: HistoryRecord, shown: frozenset[str]) -> tuple[str, dict[str, str]]:
+    """What the lineage commit did, in words, and the operation parameters
+    that say it to a Delta reader: a restore, a revert, a replace-range, a
+    push's mode, else its operation alone."""
+    operation = record.operation.value
+    detail = record.detail
+    if detail is not None and detail.target is not None:
+        restored = {"restoredLineageVersion": str(detail.target)}
+        return f"RESTORE of lineage version {detail.target} ({operation})", restored
+    if operation == "REVERT_REPLACE":
+        shown_again = "the rows it replaced shown again (REVERT_REPLACE)"
+        return f"DELETE of entry {record.entry_id}'s rows, {shown_again}", {}
+    if detail is None:
+        return operation, {}
+    if detail.interval is not None and step.time_column is not None:
+        start, end = (format_time(t) for t in detail.interval)
+        column = step.time_column
+        predicate = {"predicate": f"{column} >= '{start}' AND {column} < '{end}'"}
+        return f"replace-range [{start}, {end}) ({operation})", predicate
+    if detail.mode is not None:
+        overwrite = removes_all(step, shown)
+        return f"{detail.mode}{' (overwrite)' if overwrite else ''} ({operation})", {}
+    return operation, {}
 
 
 def published_schema(schema: Schema | None, table: str) -> Schema:
@@ -193,19 +209,26 @@ def plan_step(
     columns = _columns(shown, fields)
     if base is not None and columns is not Columns.REPLACED:
         adds, removes = _changed_files(shown, base, state)
-        if columns is Columns.SAME and not adds and not removes:
-            return None
-        return Step(state.version, adds, removes, schema, fields, columns, record, state.config.time_column)
-    target = {seg.location: seg for seg in visible_segments(state)}
-    if columns is Columns.REPLACED:
-        adds = tuple(target[loc] for loc in sorted(target))
-        removes = () if shown.version is None else _replaced_files(shown, state, target)
     else:
-        adds = tuple(target[loc] for loc in sorted(target) if loc not in shown.files)
-        removes = tuple(sorted(loc for loc in shown.files if loc not in target))
-        if columns is Columns.SAME and not adds and not removes:
-            return None
+        adds, removes = _target_files(shown, state, replaced=columns is Columns.REPLACED)
+    if columns is Columns.SAME and not adds and not removes:
+        return None
     return Step(state.version, adds, removes, schema, fields, columns, record, state.config.time_column)
+
+
+def _target_files(
+    shown: Shown, state: TableState, *, replaced: bool
+) -> tuple[tuple[Segment, ...], tuple[str, ...]]:
+    """The files to add and remove to go from what the mirror shows to
+    ``state``'s whole visible set; with ``replaced`` (the columns were),
+    every file is written again and every file shown goes."""
+    target = {seg.location: seg for seg in visible_segments(state)}
+    if replaced:
+        adds = tuple(target[loc] for loc in sorted(target))
+        return adds, () if shown.version is None else _replaced_files(shown, state, target)
+    adds = tuple(target[loc] for loc in sorted(target) if loc not in shown.files)
+    removes = tuple(sorted(loc for loc in shown.files if loc not in target))
+    return adds, removes
 
 
 def _changed_files(

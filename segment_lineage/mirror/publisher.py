@@ -32,8 +32,8 @@ import contextlib
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
@@ -173,30 +173,36 @@ class _Written:
         if mark is None or mark[0] is None or mark[1] is not None:
             return  # nothing written yet, or the log moved already
         with self._lock:
-            self._logs.pop(root, None)
-            while len(self._logs) >= self.KEPT:
-                self._logs.pop(next(iter(self._logs)))
-            self._logs[root] = (log, mark)
-            self._roots.pop(table, None)
-            while len(self._roots) >= self.KEPT:
-                self._roots.pop(next(iter(self._roots)))
-            self._roots[table] = root
+            _put_newest(self._logs, root, (log, mark), self.KEPT)
+            _put_newest(self._roots, table, root, self.KEPT)
         if log.written_since:  # the version just written loads in the background, off the next publish's path
-            thread = threading.Thread(target=log.prefetch, name="lineage-mirror-prefetch", daemon=True)
-            with self._lock:
-                self._loading = [t for t in self._loading if t.is_alive()]
-                self._loading.append(thread)
-            thread.start()
+            self._prefetch(log)
+
+    def _prefetch(self, log: DeltaLog) -> None:
+        """Load the version ``log`` wrote in a thread of its own, waited for at exit."""
+        thread = threading.Thread(target=log.prefetch, name="lineage-mirror-prefetch", daemon=True)
+        with self._lock:
+            self._loading = [t for t in self._loading if t.is_alive()]
+            self._loading.append(thread)
+        thread.start()
+
+
+_Kept = TypeVar("_Kept")
+
+
+def _put_newest(kept: dict[str, _Kept], key: str, value: _Kept, most: int) -> None:
+    """Put ``key`` last in ``kept``, leaving out the oldest past ``most``."""
+    kept.pop(key, None)
+    while len(kept) >= most:
+        kept.pop(next(iter(kept)))
+    kept[key] = value
 
 
 WRITTEN = _Written()
 
 
 def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: bool, clean: bool) -> SyncReport:
-    # The root: the one this process published the table's log under last
-    # (checked once the table is read), else read from the table.
-    root = None if dry_run or repair else WRITTEN.root_of(table)
-    root = root or manager.table(table).config.root
+    root = _first_root(manager, table, fresh=dry_run or repair)
     for _ in range(SYNC_ATTEMPTS):
         log = DeltaLog.open(root) if dry_run or repair else WRITTEN.take(root)
         failpoint("mirror.after-log-read")
@@ -205,26 +211,55 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
         if state.config.root != root:  # made again elsewhere since: read its own log, then the table
             root = state.config.root
             continue
-        check_log(state, log, foreign_too=not repair)
-        # One pass over the history (none when the read brought the records):
-        # whose log it is, and what to publish.
-        records = records_of(manager, table, to_publish(log, state, repair), snap.recent)
-        if repair and log.foreign() is None and owned(manager, state, log, records):
-            repair = False  # nothing to repair: a plain sync, and no empty commit
-        if not repair:
-            check_owner(manager, state, log, records)
+        records, repair = _whose(manager, table, log, state, snap.recent, repair)
         try:
             report = publish(manager, table, log, state, dry_run, repair, records, snap)
         except MirrorConflict:
             continue  # another publisher's commit landed: read both again
-        if clean and not dry_run:
-            horizon = log_horizon(state.config, manager.now_ms())
-            still_held(manager, table, "before removing old log files,")
-            report = dataclasses.replace(report, cleaned=log.clean(horizon))
-        if not dry_run:
-            WRITTEN.keep(table, root, log)
-        return report
+        return report if dry_run else _after_publish(manager, table, state, log, report, clean=clean)
     raise ContentionError(table, SYNC_ATTEMPTS, 0.0, doing="publishing to the Delta mirror")
+
+
+def _first_root(manager: LineageManager, table: str, *, fresh: bool) -> str:
+    """The root: the one this process published the table's log under last
+    (checked once the table is read), unless the log is to be read ``fresh``;
+    else read from the table."""
+    kept = None if fresh else WRITTEN.root_of(table)
+    return kept or manager.table(table).config.root
+
+
+def _whose(
+    manager: LineageManager,
+    table: str,
+    log: DeltaLog,
+    state: TableState,
+    recent: Sequence[HistoryRecord],
+    repair: bool,
+) -> tuple[dict[int, HistoryRecord], bool]:
+    """Refuse a log that is not the table's to publish to (unless repaired),
+    reading the records to publish in the same pass over the history; and
+    whether to repair still (not when there is nothing to repair: a plain
+    sync, and no empty commit)."""
+    check_log(state, log, foreign_too=not repair)
+    records = records_of(manager, table, to_publish(log, state, repair), recent)
+    if repair and log.foreign() is None and owned(manager, state, log, records):
+        repair = False
+    if not repair:
+        check_owner(manager, state, log, records)
+    return records, repair
+
+
+def _after_publish(
+    manager: LineageManager, table: str, state: TableState, log: DeltaLog, report: SyncReport, *, clean: bool
+) -> SyncReport:
+    """Remove the log's old files (with ``clean``), still holding the mirror,
+    and keep the log for this process's next publish."""
+    if clean:
+        horizon = log_horizon(state.config, manager.now_ms())
+        still_held(manager, table, "before removing old log files,")
+        report = dataclasses.replace(report, cleaned=log.clean(horizon))
+    WRITTEN.keep(table, state.config.root, log)  # the root read: the table's own
+    return report
 
 
 def check_log(state: TableState, log: DeltaLog, *, foreign_too: bool = True) -> None:
@@ -264,17 +299,26 @@ def owned(
     when it is not among them)."""
     if log.shown.lineage_version > state.version:
         return False
+    newest = _newest_published(log)
+    if newest is None:
+        return True
+    wanted, commit_id = newest
+    known = records or {}
+    if wanted not in known:  # not among those read: read it
+        known = records_of(manager, state.config.name, [wanted])
+    record = known.get(wanted)
+    return record is None or record.commit_id == commit_id
+
+
+def _newest_published(log: DeltaLog) -> tuple[int, str] | None:
+    """The lineage version and the commit the publisher's newest commit
+    names (another writer's commit on top looked past); None: none does."""
     newest = log.newest
     if newest is not None and newest.lineage_version is None:  # another writer's on top: look past it
         newest = next((c for c in log.history() if c.lineage_version and c.commit_id), None)
-    if newest is not None and newest.commit_id is not None and newest.lineage_version:
-        wanted = newest.lineage_version
-        known = records or {}
-        record = (
-            known[wanted] if wanted in known else records_of(manager, state.config.name, [wanted]).get(wanted)
-        )
-        return record is None or record.commit_id == newest.commit_id
-    return True
+    if newest is None or newest.commit_id is None or not newest.lineage_version:
+        return None
+    return newest.lineage_version, newest.commit_id
 
 
 def not_the_tables(manager: LineageManager, state: TableState | None, log: DeltaLog) -> str | None:

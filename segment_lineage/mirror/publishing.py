@@ -127,22 +127,23 @@ class _Publishing:
     waiting: str | None = None
 
     def __post_init__(self) -> None:
-        self.shown = shown = self.log.shown
+        self.shown = self.log.shown
         self.base = None if self.repair else self.log.base  # a version showing exactly shown.files
-        if shown.version is None or self.repair:
-            self.versions = [self.state.version]
-        elif self.state.version - shown.lineage_version <= SHORT_BACKLOG:  # no listing: a pin finds one gone
-            self.versions = list(range(shown.lineage_version + 1, self.state.version + 1))
-        else:
-            self.versions = [
-                v
-                for v in self.manager.versions(self.table)
-                if shown.lineage_version < v <= self.state.version
-            ]
-            if self.state.version not in self.versions:
-                self.versions.append(self.state.version)
+        self.versions = self._versions()
         unread = [v for v in self.versions if v not in self.records]
         self.records.update(records_of(self.manager, self.table, unread))
+
+    def _versions(self) -> list[int]:
+        """The versions to publish: the current one alone (a first publish,
+        a repair), every one after the log's newest (a short backlog, with no
+        listing: a pin finds one gone), else those the table still keeps."""
+        shown, current = self.shown, self.state.version
+        if shown.version is None or self.repair:
+            return [current]
+        if current - shown.lineage_version <= SHORT_BACKLOG:
+            return list(range(shown.lineage_version + 1, current + 1))
+        kept = [v for v in self.manager.versions(self.table) if shown.lineage_version < v <= current]
+        return kept if current in kept else [*kept, current]
 
     def one(self, version: int) -> None:
         """Publish ``version``, read under a pin (gone: it was reclaimed)."""
@@ -168,21 +169,11 @@ class _Publishing:
     def _pinned(self, version: int, then: TableState) -> None:
         schema = published_schema(then.config.schema, self.table)
         if not schema:  # (core.schema refuses a push leaving a mirrored table none)
-            self.waiting = "the table has no columns yet (its first push records them)"
-            if self.shown.version is None:
-                return
-            raise MirrorRefusedError(
-                f"version {version} of table {self.table!r} has no column Delta Lake can hold "
-                "(every column is still typed null): the mirror cannot publish it",
-                table=self.table,
-            )
+            self._no_columns(version)
+            return
         fields, delta_schema = self._columns(version, schema)
         record = self.records.get(version)
-        if self.repair and self.shown.version is not None and not set(self.shown.fields) <= set(fields):
-            self._reset(self.shown.version + 1, then, schema, fields, delta_schema, record)
-        step = plan_step(self.shown, then, schema, fields, record, self.base)
-        if step is None and self.repair:  # the newest commit must be ours: one with nothing else
-            step = Step(version, (), (), schema, fields, Columns.SAME, record)
+        step = self._step(version, then, schema, fields, delta_schema, record)
         if step is None:
             self.unchanged.append(version)
         elif self.dry_run:
@@ -193,6 +184,36 @@ class _Publishing:
         self.base = then.loaded()  # what shown.files are now: the next step plans from the change
         if not self.dry_run:
             self.log.base = self.base
+
+    def _no_columns(self, version: int) -> None:
+        """A version with no column Delta Lake can hold: the mirror waits
+        for one before its log exists, and is refused one after."""
+        self.waiting = "the table has no columns yet (its first push records them)"
+        if self.shown.version is not None:
+            raise MirrorRefusedError(
+                f"version {version} of table {self.table!r} has no column Delta Lake can hold "
+                "(every column is still typed null): the mirror cannot publish it",
+                table=self.table,
+            )
+
+    def _step(
+        self,
+        version: int,
+        then: TableState,
+        schema: Schema,
+        fields: tuple[str, ...],
+        delta_schema: Any,
+        record: HistoryRecord | None,
+    ) -> Step | None:
+        """The step that publishes ``version`` (None: it changes nothing the
+        mirror shows). A repair first resets columns another writer changed,
+        and always makes one: the newest commit must be ours."""
+        if self.repair and self.shown.version is not None and not set(self.shown.fields) <= set(fields):
+            self._reset(self.shown.version + 1, then, schema, fields, delta_schema, record)
+        step = plan_step(self.shown, then, schema, fields, record, self.base)
+        if step is None and self.repair:  # one with nothing else
+            return Step(version, (), (), schema, fields, Columns.SAME, record)
+        return step
 
     def _columns(self, version: int, schema: Schema) -> tuple[tuple[str, ...], Any]:
         """The Delta columns ``version`` is published with: its own, or (a

@@ -91,23 +91,32 @@ def files_stats(store: DeepStore, locations: Sequence[str], columns: Sequence[st
 def footer_stats(path: str, fs: Any, columns: Sequence[str]) -> str:
     """:func:`file_stats` of the file at ``path`` on ``fs``: its footer, and
     its floating-point columns when they hold at most :data:`NAN_LOOK_BYTES`."""
+    meta = pq.read_metadata(path, filesystem=fs)
+    return file_stats(meta, columns, _nan_free(path, fs, meta, columns))
+
+
+def _nan_free(path: str, fs: Any, meta: pq.FileMetaData, columns: Sequence[str]) -> list[str]:
+    """The file's floating-point columns of ``columns`` read and found to
+    hold no NaN; none when they hold more than :data:`NAN_LOOK_BYTES`."""
     import pyarrow.compute as pc
 
-    meta = pq.read_metadata(path, filesystem=fs)
     floats = [
         f.name for f in meta.schema.to_arrow_schema() if pa.types.is_floating(f.type) and f.name in columns
     ]
-    size = sum(
+    if not floats or _uncompressed_bytes(meta, floats) > NAN_LOOK_BYTES:
+        return []
+    data = pq.read_table(path, columns=floats, filesystem=fs)
+    return [name for name in floats if not pc.any(pc.is_nan(data.column(name))).as_py()]
+
+
+def _uncompressed_bytes(meta: pq.FileMetaData, names: Collection[str]) -> int:
+    """The data of the columns ``names`` in every row group, uncompressed."""
+    return sum(
         meta.row_group(g).column(c).total_uncompressed_size
         for g in range(meta.num_row_groups)
         for c in range(meta.num_columns)
-        if meta.row_group(g).column(c).path_in_schema in floats
+        if meta.row_group(g).column(c).path_in_schema in names
     )
-    nan_free: list[str] = []
-    if floats and size <= NAN_LOOK_BYTES:
-        data = pq.read_table(path, columns=floats, filesystem=fs)
-        nan_free = [name for name in floats if not pc.any(pc.is_nan(data.column(name))).as_py()]
-    return file_stats(meta, columns, nan_free)
 
 
 def file_stats(meta: pq.FileMetaData, columns: Sequence[str], nan_free: Collection[str] = ()) -> str:
@@ -116,31 +125,41 @@ def file_stats(meta: pq.FileMetaData, columns: Sequence[str], nan_free: Collecti
     hold no NaN."""
     rows = meta.num_rows
     fields = {field.name: field for field in meta.schema.to_arrow_schema()}
-    chunks: dict[str, list[Chunk]] = {name: [] for name in fields}
+    chunks = _chunks(meta, fields)
+    found: dict[str, tuple[int | None, tuple[Any, Any] | None]] = {}
+    for name in columns:
+        if name not in fields:  # the file lacks it: it reads as null in every row
+            found[name] = rows, None
+            continue
+        whole = chunks[name] if len(chunks[name]) == meta.num_row_groups else []
+        found[name] = _column(fields[name].type, whole, name in nan_free)
+    return _stats_json(rows, found)
+
+
+def _chunks(meta: pq.FileMetaData, names: Collection[str]) -> dict[str, list[Chunk]]:
+    """Each of the flat columns ``names``' statistics, row group by row group
+    (a nested column's path has a dot: it is not among them)."""
+    chunks: dict[str, list[Chunk]] = {name: [] for name in names}
     for group in range(meta.num_row_groups):
         row_group = meta.row_group(group)
         for index in range(row_group.num_columns):
             column = row_group.column(index)
-            if column.path_in_schema in chunks:  # a flat column (a nested one's path has a dot)
+            if column.path_in_schema in chunks:
                 chunks[column.path_in_schema].append(Chunk(row_group.num_rows, column.statistics))
-    lows: dict[str, Any] = {}
-    highs: dict[str, Any] = {}
-    nulls: dict[str, int] = {}
-    bounded = True
-    for name in columns:
-        if name not in fields:  # the file lacks it: it reads as null in every row
-            nulls[name] = rows
-            continue
-        found = chunks[name] if len(chunks[name]) == meta.num_row_groups else []
-        nulls_in, bounds = _column(fields[name].type, found, name in nan_free)
-        if nulls_in is not None:
-            nulls[name] = nulls_in
-        if bounds is not None:
-            lows[name], highs[name] = bounds
-        elif nulls_in != rows:  # values no bound can be given for
-            bounded = False
+    return chunks
+
+
+def _stats_json(rows: int, found: dict[str, tuple[int | None, tuple[Any, Any] | None]]) -> str:
+    """The ``stats`` JSON of a file of ``rows`` rows, from each column's null
+    count and bounds: no bound at all when one column holds values no bound
+    can be given for."""
+    nulls = {name: count for name, (count, _) in found.items() if count is not None}
+    bounds = {name: pair for name, (_, pair) in found.items() if pair is not None}
+    bounded = all(pair is not None or count == rows for count, pair in found.values())
     parts = [f'"numRecords":{rows}']
-    if bounded and lows:
+    if bounded and bounds:
+        lows = {name: low for name, (low, _) in bounds.items()}
+        highs = {name: high for name, (_, high) in bounds.items()}
         parts += [f'"minValues":{_object(lows)}', f'"maxValues":{_object(highs)}']
     if nulls:
         parts.append(f'"nullCount":{_object(nulls)}')
@@ -170,16 +189,26 @@ def _column(
     all its row groups; a row group of nulls alone bounds nothing."""
     if not found or any(c.stats is None for c in found):
         return None, None
-    nulls = (
-        sum(int(c.stats.null_count) for c in found) if all(c.stats.has_null_count for c in found) else None
-    )
+    return _null_count(found), _bounds(kind, found, nan_free)
+
+
+def _null_count(found: Sequence[Chunk]) -> int | None:
+    """The nulls over all the row groups; None when one does not say."""
+    if not all(c.stats.has_null_count for c in found):
+        return None
+    return sum(int(c.stats.null_count) for c in found)
+
+
+def _bounds(kind: pa.DataType, found: Sequence[Chunk], nan_free: bool) -> tuple[Any, Any] | None:
+    """The least minimum and the greatest maximum of the row groups holding
+    values; None when one of them cannot be bounded."""
     valued = [c for c in found if not (c.stats.has_null_count and c.stats.null_count >= c.rows)]
     bound = _bound_for(kind, nan_free)
     if bound is None or not valued or any(not c.stats.has_min_max for c in valued):
-        return nulls, None
+        return None
     low = _fold([bound(_value(c.stats, high=False), False) for c in valued], min)
     high = _fold([bound(_value(c.stats, high=True), True) for c in valued], max)
-    return nulls, None if low is None or high is None else (low, high)
+    return None if low is None or high is None else (low, high)
 
 
 def _fold(values: list[Any], pick: Callable[[list[Any]], Any]) -> Any:
@@ -203,21 +232,25 @@ def _value(stats: Any, *, high: bool) -> Any:
 
 
 def _bound_for(kind: pa.DataType, nan_free: bool) -> Bound | None:
-    if pa.types.is_boolean(kind):
-        return lambda v, _high: v if isinstance(v, bool) else None
-    if pa.types.is_integer(kind):
-        return lambda v, _high: v if isinstance(v, int) and not isinstance(v, bool) else None
+    """How a column of ``kind`` is bounded; None: it is not (binary, nested,
+    time of day and the rest, and floating point that may hold a NaN)."""
     if pa.types.is_floating(kind):
         return _finite if nan_free else None
-    if pa.types.is_decimal(kind):
-        return lambda v, _high: v if isinstance(v, decimal.Decimal) and v.is_finite() else None
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return _text
-    if pa.types.is_date32(kind):
-        return _date
     if pa.types.is_timestamp(kind):
         return _timestamp(kind)
-    return None  # binary, nested, time of day and the rest: no bound
+    return next((bound for is_kind, bound in _BOUNDS if is_kind(kind)), None)
+
+
+def _boolean(value: Any, _high: bool) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _whole(value: Any, _high: bool) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _decimal(value: Any, _high: bool) -> decimal.Decimal | None:
+    return value if isinstance(value, decimal.Decimal) and value.is_finite() else None
 
 
 def _finite(value: Any, _high: bool) -> float | None:
@@ -248,6 +281,18 @@ def _date(days: Any, _high: bool) -> str | None:
         return (_EPOCH_DAY + dt.timedelta(days=days)).isoformat()
     except OverflowError:  # past the years 1 to 9999 that ISO dates here can say
         return None
+
+
+# The kinds bounded as the footer states them (text cut, dates as ISO dates);
+# floating point and timestamps depend on more than the kind (:func:`_bound_for`).
+_BOUNDS: tuple[tuple[Callable[[pa.DataType], bool], Bound], ...] = (
+    (pa.types.is_boolean, _boolean),
+    (pa.types.is_integer, _whole),
+    (pa.types.is_decimal, _decimal),
+    (pa.types.is_string, _text),
+    (pa.types.is_large_string, _text),
+    (pa.types.is_date32, _date),
+)
 
 
 def _timestamp(kind: pa.TimestampType) -> Bound:

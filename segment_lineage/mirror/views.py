@@ -47,29 +47,11 @@ def status(manager: LineageManager, table: str, *, check_files: bool = False) ->
     if config.mirror is None:
         return Status(table, None, retention, state.version, log.shown.version, log.shown.lineage_version,
                       (), 0, None, log.exists() and not_the_tables(manager, state, log) is None)  # fmt: skip
-    problem = waiting = None
-    behind: tuple[tuple[int, int], ...] = ()
-    try:
-        report = sync(manager, table, dry_run=True)
-        behind = report.pending
-        problem = waiting = report.waiting
-    except MirrorError as exc:
-        problem = exc.message
-        # Nothing can be published: every version after the last published one is behind.
-        later = [v for v in manager.versions(table) if v > log.shown.lineage_version]
-        records = records_of(manager, table, later)
-        behind = tuple((v, records[v].at_ms if v in records else 0) for v in later)
+    behind, problem, waiting = _behind(manager, table, log)
     now = manager.now_ms()
     lag = max(0, now - behind[0][1]) if behind else 0
-    if check_files and log.shown.files:
-        sizes = DeepStore.for_root(config.root).file_sizes(sorted(log.shown.files))
-        missing = sorted(loc for loc, size in sizes.items() if size is None)
-        if missing:
-            problem = (
-                f"{len(missing)} file(s) the mirror's Delta version {log.shown.version} references are "
-                f"missing (first: {missing[0]}): engines reading it fail. Files were deleted outside "
-                "retention (a VACUUM?); what the table still shows of them is lost to every reader"
-            )
+    if check_files:
+        problem = _missing_files(config.root, log) or problem
     return Status(
         table,
         config.mirror.value,
@@ -83,6 +65,38 @@ def status(manager: LineageManager, table: str, *, check_files: bool = False) ->
         False,
         problem,
         problem is not None and problem == waiting,
+    )
+
+
+def _behind(
+    manager: LineageManager, table: str, log: DeltaLog
+) -> tuple[tuple[tuple[int, int], ...], str | None, str | None]:
+    """The versions still to publish, with their commit times; what keeps
+    them from the mirror (None: nothing); and the same again when it only
+    says the mirror waits (a dry run of the sync says both)."""
+    try:
+        report = sync(manager, table, dry_run=True)
+    except MirrorError as exc:
+        # Nothing can be published: every version after the last published one is behind.
+        later = [v for v in manager.versions(table) if v > log.shown.lineage_version]
+        records = records_of(manager, table, later)
+        return tuple((v, records[v].at_ms if v in records else 0) for v in later), exc.message, None
+    return report.pending, report.waiting, report.waiting
+
+
+def _missing_files(root: str, log: DeltaLog) -> str | None:
+    """The problem of files the mirror's newest version references that are
+    missing (a VACUUM that wrote no commit of its own); None: none is."""
+    if not log.shown.files:
+        return None
+    sizes = DeepStore.for_root(root).file_sizes(sorted(log.shown.files))
+    missing = sorted(loc for loc, size in sizes.items() if size is None)
+    if not missing:
+        return None
+    return (
+        f"{len(missing)} file(s) the mirror's Delta version {log.shown.version} references are "
+        f"missing (first: {missing[0]}): engines reading it fail. Files were deleted outside "
+        "retention (a VACUUM?); what the table still shows of them is lost to every reader"
     )
 
 

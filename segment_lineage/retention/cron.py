@@ -31,22 +31,37 @@ def _weekdays(field: str) -> str:
         return "*"
     days: set[int] = set()
     for token in field.lower().split(","):
-        body, slash, step_text = token.partition("/")
-        step = int(step_text) if slash and step_text.isdigit() else (1 if not slash else 0)
-        if step < 1:
-            raise ValueError(f"invalid step in day of the week {token!r}")
-        if body == "*":
-            low, high = 0, 6
-        elif "-" in body:
-            first, _, last = body.partition("-")
-            low, high = _day(first), _day(last)
-        else:
-            low = _day(body)
-            high = 6 if slash else low
-        if low > high:
-            raise ValueError(f"invalid range in day of the week {token!r}")
-        days.update(d % 7 for d in range(low, high + 1, step))
+        days.update(_token_days(token))
     return ",".join(DAY_NAMES[d] for d in sorted(days))
+
+
+def _token_days(token: str) -> set[int]:
+    """The days of one item of the list: a day, a range or ``*``, each
+    with a step or none (``sun/2``: from Sunday to Saturday)."""
+    body, slash, step_text = token.partition("/")
+    step = _step(token, step_text) if slash else 1
+    low, high = _span(body, stepped=bool(slash))
+    if low > high:
+        raise ValueError(f"invalid range in day of the week {token!r}")
+    return {d % 7 for d in range(low, high + 1, step)}
+
+
+def _step(token: str, text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"invalid step in day of the week {token!r}")
+    return int(text)
+
+
+def _span(body: str, *, stepped: bool) -> tuple[int, int]:
+    """The first and last day of an item (before its step): a day alone
+    is a range to Saturday when it has a step."""
+    if body == "*":
+        return 0, 6
+    if "-" in body:
+        first, _, last = body.partition("-")
+        return _day(first), _day(last)
+    low = _day(body)
+    return low, 6 if stepped else low
 
 
 def _day(text: str) -> int:

@@ -151,6 +151,11 @@ class Daemon:
         if not terms:
             self._say_idle()
             return
+        self._pass(terms)
+
+    def _pass(self, terms: dict[str, str]) -> None:
+        """A pass over the tables owned, each in its term (one handed over
+        since the check is left to its owner), then the maintenance jobs."""
         began = self.clock()
         with self._lock:
             self.status.passes += 1
@@ -171,14 +176,11 @@ class Daemon:
             except FencedError as exc:  # lost mid-pass (a hand-over waits for the pass): said as a stop
                 stopped.append(exc.message)
                 reports += exc.done  # what it deleted before the stop counts
-            except Exception as exc:  # run_pass reports a table's own failures; this is the rest
-                if not isinstance(exc, LineageError):
-                    log.exception("pass on %s failed unexpectedly", table)
-                failed = TableReport(table, self.options.dry_run)
-                failed.errors.append(
-                    exc.message if isinstance(exc, LineageError) else f"{type(exc).__name__}: {exc}"
-                )
-                reports.append(failed)
+            except LineageError as exc:  # run_pass reports a table's own failures; this is the rest
+                reports.append(self._failed_table(table, exc.message))
+            except Exception as exc:
+                log.exception("pass on %s failed unexpectedly", table)
+                reports.append(self._failed_table(table, f"{type(exc).__name__}: {exc}"))
             finally:
                 self._busy = None
         if handed:
@@ -186,6 +188,12 @@ class Daemon:
         self._finished(reports, began, stopped)
         if not stopped:
             self.after_pass(sorted(terms))
+
+    def _failed_table(self, table: str, error: str) -> TableReport:
+        """The report of a table whose pass raised ``error``."""
+        failed = TableReport(table, self.options.dry_run)
+        failed.errors.append(error)
+        return failed
 
     def _say_idle(self) -> None:
         """Why a pass did nothing: ZooKeeper away, no table, or a standby."""
@@ -221,11 +229,14 @@ class Daemon:
             clock=self.options.clock or self._clock,
         )
 
-    def _wanted(self) -> list[str]:
+    def _wanted(self) -> list[str] | None:
         """The tables this daemon stands for: those it was given that exist,
         else every table (listed anew each time: a table created later is
-        cleaned too, and a dropped one left)."""
-        listing = self.manager.table_listing()
+        cleaned too, and a dropped one left). None: the store is unavailable."""
+        try:
+            listing = self.manager.table_listing()
+        except StoreUnavailableError:
+            return None
         there = sorted([*listing.readable, *listing.unreadable])
         if self.tables is not None:
             present = set(there)
@@ -235,14 +246,22 @@ class Daemon:
     def _check(self) -> dict[str, str]:
         """Stand for the tables, and note what this daemon owns (the
         gauges, the health report). Raises LineageError when refused."""
-        try:
-            tables = self._wanted()
-        except StoreUnavailableError:
-            tables = None
+        tables = self._wanted()
         busy = self._busy
         terms = {} if tables is None else self.owners.check(tables, keep=() if busy is None else (busy,))
         owners = self.owners.owners()
         unowned = {t for t, owner in owners.items() if owner is None} if tables is not None else set()
+        self._gauge_owners(owners, terms)
+        with self._lock:
+            self.status.owned = tuple(sorted(terms))
+            self.status.unowned = tuple(sorted(unowned & self._unowned))
+        self._unowned = unowned
+        self._leading(bool(terms))
+        return terms
+
+    def _gauge_owners(self, owners: dict[str, str | None], terms: dict[str, str]) -> None:
+        """Set the ownership gauges: which tables this daemon owns, and which
+        have an owner at all (a table no longer there leaves them)."""
         for gone in self._labelled - set(owners):
             for gauge in (self.metrics.table_owned, self.metrics.table_has_owner):
                 with contextlib.suppress(KeyError):
@@ -252,12 +271,6 @@ class Daemon:
             self.metrics.table_owned.labels(table).set(1 if table in terms else 0)
             self.metrics.table_has_owner.labels(table).set(0 if owner is None else 1)
         self.metrics.tables_owned.set(len(terms))
-        with self._lock:
-            self.status.owned = tuple(sorted(terms))
-            self.status.unowned = tuple(sorted(unowned & self._unowned))
-        self._unowned = unowned
-        self._leading(bool(terms))
-        return terms
 
     def after_pass(self, tables: Sequence[str] | None = None) -> None:
         """Run the maintenance jobs registered on the daemon (the mirror's

@@ -302,14 +302,19 @@ def _finish_purge(
     if state.segments or state.pending or files is None or left:
         waiting = len(state.pending) + len(left)
         return f"purging: {waiting} file(s) left to reclaim before the table goes"
+    return _drop_purged(manager, state.config.name)
+
+
+def _drop_purged(manager: LineageManager, table: str) -> str:
+    """Drop a purged table, every file of it reclaimed; what became of it."""
     from segment_lineage.mirror.admin import drop_table
 
     try:
-        drop_table(manager, state.config.name, reason="table drop --purge: every file reclaimed")
+        drop_table(manager, table, reason="table drop --purge: every file reclaimed")
     except AuthError as exc:
         return (
             f"purging: every file reclaimed; dropping the table takes an admin ({exc.message}): "
-            f"lineage table drop {state.config.name} --purge"
+            f"lineage table drop {table} --purge"
         )
     except TableNotFoundError:
         pass  # an admin finished it meanwhile
@@ -319,12 +324,11 @@ def _finish_purge(
 def _listing(
     manager: LineageManager, table: str, root: DeepStore, report: TableReport
 ) -> list[FileInfo] | None:
-    """The root's files that retention may touch. A file that resolves
-    outside the root (a symlink leading out) is refused and reported as an
-    error; one whose name no push would write (say, a hidden file) is kept
-    and counted, for an operator to look at. Nothing under another table's
-    root is ever listed (roots overlap only for tables created before roots
-    were checked at create)."""
+    """The root's files that retention may touch (:func:`_touchable`): one
+    that resolves outside the root (a symlink leading out) is reported as an
+    error, one whose name no push would write (a hidden file) kept for an
+    operator, and nothing under another table's root is listed (roots overlap
+    only for tables created before roots were checked at create)."""
     try:
         others = [
             f"{place}/"
@@ -337,24 +341,29 @@ def _listing(
     except LineageError as exc:
         report.errors.append(f"listing the root for orphans: {exc.message}")
         return None
-    inside_root = []
     resolved_dirs: dict[str, str] = {}  # each directory resolved once per listing
-    for info in listed:
-        if others and any(info.location.startswith(prefix) for prefix in others):
-            continue
-        if info.location.startswith(MIRROR_LOG_DIR + "/"):
-            continue  # the mirror's log: its files are the mirror's, never a segment's or an orphan
+    return [info for info in listed if _touchable(root, info, others, resolved_dirs, report)]
 
-        try:
-            root.path(info.location, resolved_dirs)
-        except InvalidInputError:
-            report.keep([Kept(info.location, "a name no push writes (hidden, or odd): left for an operator")])
-            continue
-        except LineageError as exc:
-            report.errors.append(f"refused {info.location!r}: {exc.message}")
-            continue
-        inside_root.append(info)
-    return inside_root
+
+def _touchable(
+    root: DeepStore, info: FileInfo, others: list[str], resolved_dirs: dict[str, str], report: TableReport
+) -> bool:
+    """Whether retention may touch a listed file: not under another table's
+    root (``others``) nor the mirror's log (its files are the mirror's,
+    never a segment's or an orphan), and resolving inside the root (one that
+    does not is reported: an error, or kept for an operator)."""
+    location = info.location
+    if any(location.startswith(prefix) for prefix in others) or location.startswith(MIRROR_LOG_DIR + "/"):
+        return False
+    try:
+        root.path(location, resolved_dirs)
+    except InvalidInputError:
+        report.keep([Kept(location, "a name no push writes (hidden, or odd): left for an operator")])
+        return False
+    except LineageError as exc:
+        report.errors.append(f"refused {location!r}: {exc.message}")
+        return False
+    return True
 
 
 def _check_share(state: TableState, current: Plan, options: PassOptions) -> None:

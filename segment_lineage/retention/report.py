@@ -42,25 +42,28 @@ class TableReport:
     def line(self) -> str:
         if self.unreadable:
             return f"{self.table}: skipped, metadata unreadable (nothing deleted), 1 error(s)"
-        files = len(self.planned) if self.dry_run else self.files_deleted
         stray = f" ({human_size(self.stray_bytes)} unreferenced in all)" if self.stray_bytes else ""
-        if self.dry_run:
-            text = (
-                f"{self.table}: would delete {files} file(s) ({human_size(self.bytes_deleted)}), condemn "
-                f"{self.condemned} segment(s), see {self.orphans} orphan(s){stray}, remove "
-                f"{self.entries_removed} entr(ies); {self.kept} kept, {self.pending_left} pending"
-            )
-        else:
-            text = (
-                f"{self.table}: deleted {files} file(s) ({human_size(self.bytes_deleted)})"
-                + (f" and found {self.files_already_gone} already gone" if self.files_already_gone else "")
-                + ", "
-                f"{self.condemned} segment(s) condemned, {self.orphans} orphan(s){stray}, "
-                f"{self.entries_removed} entr(ies) removed, {self.kept} kept, {self.pending_left} pending"
-            )
+        text = self._would_do(stray) if self.dry_run else self._did(stray)
         text += f", {len(self.leases_ignored)} malformed lease(s) ignored" if self.leases_ignored else ""
         text += f"; {self.note}" if self.note else ""
         return text + (f", {len(self.errors)} error(s)" if self.errors else "")
+
+    def _would_do(self, stray: str) -> str:
+        """What a dry run would do, in words."""
+        return (
+            f"{self.table}: would delete {len(self.planned)} file(s) ({human_size(self.bytes_deleted)}), "
+            f"condemn {self.condemned} segment(s), see {self.orphans} orphan(s){stray}, remove "
+            f"{self.entries_removed} entr(ies); {self.kept} kept, {self.pending_left} pending"
+        )
+
+    def _did(self, stray: str) -> str:
+        """What a pass did, in words."""
+        gone = f" and found {self.files_already_gone} already gone" if self.files_already_gone else ""
+        return (
+            f"{self.table}: deleted {self.files_deleted} file(s) ({human_size(self.bytes_deleted)}){gone}, "
+            f"{self.condemned} segment(s) condemned, {self.orphans} orphan(s){stray}, "
+            f"{self.entries_removed} entr(ies) removed, {self.kept} kept, {self.pending_left} pending"
+        )
 
     def as_dict(self) -> dict[str, object]:
         out = {item.name: getattr(self, item.name) for item in fields(self)}

@@ -69,10 +69,16 @@ def held_names(
     for version in pinned:
         names |= visible_names(version)
     for entry in state.entries.values():
-        if entry.state is EntryState.IN_PROGRESS and (entry.entry_id in live_owners or entry.held(now_ms)):
+        if _push_alive(entry, live_owners, now_ms):
             names.update(entry.segments_from)
             names.update(entry.segments_to)
     return names
+
+
+def _push_alive(entry: LineageEntry, live_owners: frozenset[str], now_ms: int) -> bool:
+    """Whether an entry's push still runs: the entry is in progress, and its
+    push's owner is alive or (an entry opened by hand) its hold still stands."""
+    return entry.state is EntryState.IN_PROGRESS and (entry.entry_id in live_owners or entry.held(now_ms))
 
 
 MIRRORED = "referenced by a Delta mirror version engines may still read"
@@ -213,20 +219,24 @@ def _completed(f: Facts, entry: LineageEntry) -> Part:
 def _unfinished(f: Facts, entry: LineageEntry) -> Part:
     """A running, reverted or abandoned push: what it wrote goes once its
     entry is old, unless its push still runs."""
-    now, tag = f.policy.now_ms, entry.entry_id[:8]
+    now = f.policy.now_ms
     due = entry.timestamp_ms + f.state.config.lineage_entry_cleanup_retention_ms
-    old = due <= now
-    running = entry.state is EntryState.IN_PROGRESS
-    if running and (not old or entry.entry_id in f.live_owners or entry.held(now)):
-        return _waiting(f, entry.segments_to, f"written by push {tag}, still running")
+    if entry.state is EntryState.IN_PROGRESS and (due > now or _push_alive(entry, f.live_owners, now)):
+        return _waiting(f, entry.segments_to, f"written by push {entry.entry_id[:8]}, still running")
+    return _left_behind(f, entry, due)
+
+
+def _left_behind(f: Facts, entry: LineageEntry, due: int) -> Part:
+    """What a push that no longer runs wrote: kept until ``due`` (a reverted
+    push's, for rollback), then taken; the entry goes once none is left."""
+    old = due <= f.policy.now_ms
     remaining = [n for n in entry.segments_to if n in f.state.segments]
     reverted = entry.state is EntryState.REVERTED
     if not remaining:
         return Part(remove_entries=(entry.entry_id,) if reverted or old else ())
     if not old:
-        return _waiting(
-            f, remaining, f"written by reverted push {tag}: kept for rollback until {format_time(due)}"
-        )
+        why = f"written by reverted push {entry.entry_id[:8]}: kept for rollback until {format_time(due)}"
+        return _waiting(f, remaining, why)
     return _take(f, remaining, DeletionReason.REVERTED_OUTPUT if reverted else DeletionReason.STALE_PUSH)
 
 
@@ -240,19 +250,33 @@ def grace(f: Facts, condemn: dict[str, DeletionReason]) -> Part:
     ``force``), with the files of the segments condemned now; a file a
     readable mirror version or a reader's pin references waits."""
     young = f.policy.now_ms - f.policy.min_grace_ms
+    return merge([_condemned_files(f, condemn, young), _queued_files(f, young)])
+
+
+def _condemned_files(f: Facts, condemn: dict[str, DeletionReason], young: int) -> Part:
+    """The files of the segments condemned now (unregistered by this pass:
+    a file kept waits in pending, for the mirror or the minimum grace)."""
     deletions: list[Deletion] = []
     kept: list[Kept] = []
     for name, reason in condemn.items():
         seg = f.state.segments[name]
-        if seg.location in f.mirrored:  # unregistered now; its file waits in pending for the mirror
+        if seg.location in f.mirrored:
             kept.append(Kept(seg.location, MIRRORED))
         elif f.policy.force or seg.created_ms <= young:
             deletions.append(Deletion(seg.location, name, reason, seg.size_bytes, seg.entry_id))
-        else:  # unregistered now; its file waits in pending for the minimum grace
+        else:
             kept.append(Kept(seg.location, "younger than the minimum grace"))
+    return Part(deletions=tuple(deletions), kept=tuple(kept))
+
+
+def _queued_files(f: Facts, young: int) -> Part:
+    """The files already queued, but orphans seen (judged with the listing,
+    by the orphan rule)."""
+    deletions: list[Deletion] = []
+    kept: list[Kept] = []
     for location, queued in f.state.pending.items():
         if queued.reason is DeletionReason.ORPHAN_SEEN:
-            continue  # judged with the listing, by the orphan rule
+            continue
         if location in f.mirrored:
             kept.append(Kept(location, MIRRORED))
         elif location in f.pinned_locations:
@@ -282,11 +306,18 @@ class _Listing:
         return bool(self.running) and push_dir_owner(location.split("/", 1)[0]) in self.running
 
 
-def _listing(f: Facts, files: Iterable[FileInfo]) -> _Listing:
+def _known(f: Facts) -> set[str]:
+    """Every file the table knows: its segments', those queued, those of the
+    segments of pinned versions, and those the mirror references."""
     state = f.state
     known = {seg.location for seg in state.segments.values()} | set(state.pending)
     known |= {seg.location for version in f.pinned for seg in version.segments.values()}
-    known |= f.mirrored
+    return known | f.mirrored
+
+
+def _listing(f: Facts, files: Iterable[FileInfo]) -> _Listing:
+    state = f.state
+    known = _known(f)
     seen = {loc: p for loc, p in state.pending.items() if p.reason is DeletionReason.ORPHAN_SEEN}
     listed = {info.location: info for info in files}
     return _Listing(
