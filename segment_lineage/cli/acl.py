@@ -28,7 +28,9 @@ def acl_digest(
 
     from segment_lineage.lineage.core.acl import check_digest_id, digest_id
 
-    if ":" in user or not user.strip():
+    if not user.strip():
+        raise InvalidInputError(f"invalid user name {user!r}: give a name that is not blank")
+    if ":" in user:
         raise InvalidInputError(f"invalid user name {user!r}: give a name without ':'")
     if sys.stdin.isatty():
         password = typer.prompt(f"password of {user}", hide_input=True, confirmation_prompt=True)

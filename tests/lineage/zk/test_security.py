@@ -265,7 +265,9 @@ def test_apply_refuses_bad_input_and_changes_nothing(zk_hosts: str) -> None:
     finally:
         admin.close()
     code, _, err = cli(zk_hosts, None, "acl", "digest", "a:b", stdin="pw\n")
-    assert code == 2 and "invalid user name" in err
+    assert code == 2 and "invalid user name" in err and "without ':'" in err
+    code, _, err = cli(zk_hosts, None, "acl", "digest", " ", stdin="pw\n")
+    assert code == 2 and "invalid user name ' ': give a name that is not blank" in err
     code, _, err = cli(zk_hosts, None, "acl", "digest", "someone", stdin="\n")
     assert code == 2 and "empty password" in err
 
