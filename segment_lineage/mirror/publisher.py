@@ -211,9 +211,11 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
         if state.config.root != root:  # made again elsewhere since: read its own log, then the table
             root = state.config.root
             continue
-        records, repair = _whose(manager, table, log, state, snap.recent, repair)
+        # Whether this attempt repairs: a repair of a log with nothing to
+        # repair publishes as a sync, and its next attempt looks again.
+        records, repairing = _whose(manager, table, log, state, snap.recent, repair)
         try:
-            report = publish(manager, table, log, state, dry_run, repair, records, snap)
+            report = publish(manager, table, log, state, dry_run, repairing, records, snap)
         except MirrorConflict:
             continue  # another publisher's commit landed: read both again
         return report if dry_run else _after_publish(manager, table, state, log, report, clean=clean)

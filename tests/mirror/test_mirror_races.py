@@ -11,6 +11,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -459,3 +460,34 @@ def test_another_tables_log_with_a_foreign_commit_on_top_is_still_another_tables
     code, out, err = run(zk_hosts, "table", "drop", "b", "--force")
     assert code == 0 and "another table's versions" in err and "removed" not in out, (out, err)
     assert (theirs / "_delta_log").is_dir()
+
+
+def test_a_repair_that_loses_a_race_to_another_writer_still_repairs(
+    zk_manager: LineageManager, mirrored: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repair of a healthy log publishes as a plain sync; when another
+    writer's commit beats that attempt, the next attempt is a repair again
+    (it was a plain sync, and refused the log the user had asked to repair)."""
+    from deltalake import write_deltalake
+
+    from segment_lineage.mirror import publisher
+    from segment_lineage.mirror.delta import MirrorConflict
+
+    push(zk_manager, "w1", tmp_path, 1, 1)
+    sync(zk_manager, "w1")
+    push(zk_manager, "w1", tmp_path, 2, 2)  # to publish
+    real = publisher.publish
+    repairs: list[bool] = []
+
+    def beaten(*args: Any, **kwargs: Any) -> Any:
+        repairs.append(bool(args[5]))
+        if len(repairs) == 1:
+            foreign = pq.read_table(next(tmp_path.glob("w1-1-1.parquet")))
+            write_deltalake(mirrored, foreign, mode="append")  # another writer's commit first
+            raise MirrorConflict("another commit reached the log")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(publisher, "publish", beaten)
+    report = sync(zk_manager, "w1", repair=True)
+    assert repairs == [False, True]
+    assert report.published and duck_rows(mirrored) == [(1,), (2,)]
