@@ -23,6 +23,7 @@ from segment_lineage.lineage.core.model import (
     Operation,
     PendingDeletion,
     Segment,
+    TableConfig,
     TableState,
     TableType,
     TimeUnit,
@@ -56,6 +57,7 @@ from segment_lineage.lineage.core.transitions.end_requirements import (
     SubsetOfTo,
     ToRegistered,
 )
+from segment_lineage.lineage.core.transitions.overlap_requirements import Overlap, overlap_rules
 from segment_lineage.lineage.core.transitions.segments import register_segments
 from segment_lineage.lineage.core.transitions.start_requirements import (
     EntryIdUnused,
@@ -63,13 +65,11 @@ from segment_lineage.lineage.core.transitions.start_requirements import (
     HoldNotBeforeStart,
     IntervalNeedsTimeColumn,
     IntervalNotEmpty,
-    Overlap,
     ReplacesSomething,
     SidesDisjoint,
     ToNotReplaced,
     ToNotVisible,
     ToUnregistered,
-    overlap_rules,
 )
 from segment_lineage.lineage.core.transitions.written import (
     check_only_its_own_left,
@@ -380,11 +380,7 @@ def complete_replace(
         return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
     config, note = with_written_schema(state, entry_id, schema, policy, mode)
     config = with_time_unit(config, time_unit, entry_id)
-    registered = register_segments(state, uploads, now_ms, entry_id).state if uploads else state
-    if strays:
-        registered = queue_files(registered, strays, now_ms, entry_id).state
-    if config is not state.config:
-        registered = registered.replace(config=config)
+    registered = _before_end(state, entry_id, uploads, strays, config, now_ms)
     ended = end_replace(registered, entry_id, now_ms, to_subset)
     if config.schema_replaced_by == entry_id and config is not state.config:
         check_only_its_own_left(ended.state, entry_id)
@@ -392,6 +388,24 @@ def complete_replace(
         return ended
     detail = Detail(mode=mode, interval=entry.interval, schema=note, audit=audit)
     return dataclasses.replace(ended, detail=detail)
+
+
+def _before_end(
+    state: TableState,
+    entry_id: str,
+    uploads: Sequence[Segment],
+    strays: Sequence[str],
+    config: TableConfig,
+    now_ms: int,
+) -> TableState:
+    """A completion's state before its end: ``uploads`` registered, ``strays``
+    queued, and ``config`` (its schema and time unit) in place."""
+    registered = register_segments(state, uploads, now_ms, entry_id).state if uploads else state
+    if strays:
+        registered = queue_files(registered, strays, now_ms, entry_id).state
+    if config is not state.config:
+        registered = registered.replace(config=config)
+    return registered
 
 
 def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = False) -> Change:
