@@ -131,17 +131,7 @@ def delete_segments(state: TableState, names: Sequence[str], now_ms: int) -> Cha
     if missing:
         raise SegmentNotFoundError(table, missing)
     if state.config.exclusive_delete:
-        locks = locked_segments(state)
-        locked = {n: locks[n] for n in wanted if n in locks}
-        if locked:
-            entries = sorted(set(locked.values()))
-            raise RefusedError(
-                f"segment(s) {_shown(locked)} are locked by lineage entr"
-                f"{'y' if len(entries) == 1 else 'ies'} {', '.join(entries)}",
-                table=table,
-                entry_id=entries[0],
-                remedy="end or revert the entry first; retention removes replaced segments",
-            )
+        _check_unlocked(state, wanted)
     segments = editable(state.segments)
     pending = editable(state.pending)
     count, rows, size = _totals(state.segments[n] for n in wanted)
@@ -153,3 +143,18 @@ def delete_segments(state: TableState, names: Sequence[str], now_ms: int) -> Cha
         rows=rows,
         size_bytes=size,
     )
+
+
+def _check_unlocked(state: TableState, wanted: Sequence[str]) -> None:
+    """Lineage-exclusive delete: no segment of the batch is locked by a live entry."""
+    locks = locked_segments(state)
+    locked = {n: locks[n] for n in wanted if n in locks}
+    if locked:
+        entries = sorted(set(locked.values()))
+        raise RefusedError(
+            f"segment(s) {_shown(locked)} are locked by lineage entr"
+            f"{'y' if len(entries) == 1 else 'ies'} {', '.join(entries)}",
+            table=state.config.name,
+            entry_id=entries[0],
+            remedy="end or revert the entry first; retention removes replaced segments",
+        )
