@@ -150,19 +150,25 @@ def check_not_dangerous(
     directory, the project's state directory), or that is, holds or lies
     inside a ``sealed`` one (the embedded ZooKeeper's data, the system's own
     folders), or is a shared folder. Each place is a (what, canonical path) pair."""
-    for what, place in protected:
-        if place and place != "/" and _key(place).startswith(_key(root)):
-            raise _invalid(root, f"it is or holds {what} {place!r}, which retention must never scan")
-    for what, place in [*sealed, *(("a folder of the system", d) for d in SYSTEM_DIRS)]:
-        if (
-            place
-            and place != "/"
-            and (_key(place).startswith(_key(root)) or _key(root).startswith(_key(place)))
-        ):
-            raise _invalid(
-                root, f"it is, holds or lies inside {what} {place!r}, which retention must never scan"
-            )
+    _check_not_holding(root, protected)
+    _check_apart(root, [*sealed, *(("a folder of the system", d) for d in SYSTEM_DIRS)])
     if _key(root) in {_key(d) for d in SHARED_DIRS}:
         raise _invalid(
             root, "it is a folder shared by everything on the machine: give the table a folder of its own"
         )
+
+
+def _check_not_holding(root: str, protected: Iterable[tuple[str, str]]) -> None:
+    """A root is not, and does not hold, a protected place (one may lie inside it)."""
+    for what, place in protected:
+        if place and place != "/" and _key(place).startswith(_key(root)):
+            raise _invalid(root, f"it is or holds {what} {place!r}, which retention must never scan")
+
+
+def _check_apart(root: str, sealed: Iterable[tuple[str, str]]) -> None:
+    """A root is not, does not hold, and does not lie inside a sealed place."""
+    for what, place in sealed:
+        if place and place != "/" and overlaps(root, place):
+            raise _invalid(
+                root, f"it is, holds or lies inside {what} {place!r}, which retention must never scan"
+            )
