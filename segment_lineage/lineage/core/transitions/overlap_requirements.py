@@ -143,21 +143,25 @@ class NotHeldByHand:
         if o.running and not o.owned and o.held and entry.held_until_ms is not None:
             # Not a RunningEntryConflict: a push waiting for a lapsing
             # owner would wait in vain for a hold of hours.
-            table = state.config.name
-            staged = entry.staged is not None
-            what = "is a staged push" if staged else "was opened by hand"
-            end = f"publish it ('lineage publish {table} {entry.entry_id}')" if staged else "end it"
-            revert = f"lineage revert {table} {entry.entry_id}" + ("" if staged else " --force")
-            raise ConflictError(
-                f"entry {entry.entry_id} overlaps this push and {what} "
-                f"({entry.audit.actor}); it is held until {_iso(entry.held_until_ms)}",
-                table=table,
-                entry_id=entry.entry_id,
-                expected="an overlapping entry no longer held",
-                found=f"held until {_iso(entry.held_until_ms)}",
-                remedy=f"{end}, or revert it ('{revert}') if it is abandoned; force cleanup takes it "
-                "once its hold ends",
-            )
+            raise _held_conflict(state.config.name, entry, entry.held_until_ms)
+
+
+def _held_conflict(table: str, entry: LineageEntry, held_until_ms: int) -> ConflictError:
+    """The error for a running entry held by hand (or staged), with how to end or revert it."""
+    staged = entry.staged is not None
+    what = "is a staged push" if staged else "was opened by hand"
+    end = f"publish it ('lineage publish {table} {entry.entry_id}')" if staged else "end it"
+    revert = f"lineage revert {table} {entry.entry_id}" + ("" if staged else " --force")
+    return ConflictError(
+        f"entry {entry.entry_id} overlaps this push and {what} "
+        f"({entry.audit.actor}); it is held until {_iso(held_until_ms)}",
+        table=table,
+        entry_id=entry.entry_id,
+        expected="an overlapping entry no longer held",
+        found=f"held until {_iso(held_until_ms)}",
+        remedy=f"{end}, or revert it ('{revert}') if it is abandoned; force cleanup takes it "
+        "once its hold ends",
+    )
 
 
 @dataclass(frozen=True)

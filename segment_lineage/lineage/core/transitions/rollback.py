@@ -5,6 +5,7 @@ version's, by setting entry states.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from segment_lineage.lineage.core.buckets import editable
 from segment_lineage.lineage.core.errors import (
@@ -41,6 +42,18 @@ def _completed_at(entry: LineageEntry, target: TableState) -> bool:
     )
 
 
+def _removed_owners(
+    state: TableState, entries: Mapping[str, LineageEntry], extra: set[str]
+) -> dict[str, list[str]]:
+    """The entries retention removed that segments of ``extra`` still name, and those segments."""
+    removed: dict[str, list[str]] = {}
+    for name in sorted(extra):
+        owner = state.segments[name].entry_id
+        if owner is not None and owner not in entries:
+            removed.setdefault(owner, []).append(name)
+    return removed
+
+
 def _restore_removed(
     state: TableState,
     target: TableState,
@@ -52,11 +65,7 @@ def _restore_removed(
     """Bring back, as REVERTED, the entries retention removed whose segments
     ``target`` does not show: an APPEND push's entry goes once it completed
     (its ``from`` is empty), yet its segments still name it. Returns their ids."""
-    removed: dict[str, list[str]] = {}
-    for name in sorted(extra):
-        owner = state.segments[name].entry_id
-        if owner is not None and owner not in entries:
-            removed.setdefault(owner, []).append(name)
+    removed = _removed_owners(state, entries, extra)
     for entry_id, names in removed.items():
         then = target.entries.get(entry_id)
         if then is not None:  # running or reverted at the target: its own record

@@ -15,6 +15,7 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.model import (
     Change,
     DeletionReason,
+    LineageEntry,
     Operation,
     PendingDeletion,
     Segment,
@@ -63,6 +64,19 @@ def _pending_after(
     return pending
 
 
+def _check_batch(state: TableState, new: Sequence[Segment], entry_id: str | None) -> LineageEntry | None:
+    """A batch's own checks (not empty, names, each well formed, locations
+    distinct) and, with ``entry_id``, its binding: the running entry it binds to."""
+    if not new:
+        raise InvalidInputError("no segments to register")
+    check_segment_names((s.name for s in new), "the batch")
+    require(state, [*(WellFormed(seg) for seg in new), DistinctLocations(new)])
+    if entry_id is None:
+        return None
+    require(state, [BindsToRunningEntry(entry_id)])
+    return state.entries[entry_id]
+
+
 def register_segments(
     state: TableState,
     new: Sequence[Segment],
@@ -75,14 +89,7 @@ def register_segments(
     entry (and stays hidden until the entry completes). With ``entry_id`` the
     binding is checked: the entry must be IN_PROGRESS and list the segment.
     """
-    if not new:
-        raise InvalidInputError("no segments to register")
-    check_segment_names((s.name for s in new), "the batch")
-    require(state, [*(WellFormed(seg) for seg in new), DistinctLocations(new)])
-    if entry_id is not None:
-        require(state, [BindsToRunningEntry(entry_id)])
-    bound = state.entries[entry_id] if entry_id is not None else None
-
+    bound = _check_batch(state, new, entry_id)
     taken = Taken.of(state, bound)
     segments = editable(state.segments)
     taken_over: list[str] = []  # files retention saw unreferenced, now a segment's
