@@ -24,7 +24,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
 
@@ -48,18 +48,12 @@ def canonical_root(root: str) -> str:
     parsed = urlsplit(root)
     scheme = parsed.scheme.lower()
     if scheme and len(scheme) > 1 and scheme != "file":
-        if scheme not in URI_SCHEMES:
-            raise _invalid(root, f"unsupported scheme {parsed.scheme!r}: use a path, s3://, gs:// or hdfs://")
-        if not parsed.netloc:
-            raise _invalid(root, "names no bucket or host")
-        path = posixpath.normpath("/" + parsed.path.lstrip("/")).rstrip("/")
-        return f"{URI_SCHEMES[scheme]}://{parsed.netloc.lower()}{path}"
+        return _canonical_uri(root, parsed, scheme)
+    path = root
     if scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             raise _invalid(root, f"a file URI names host {parsed.netloc!r}: use file:///absolute/path")
         path = parsed.path
-    else:
-        path = root
     if not path.startswith("/"):
         raise _invalid(
             root,
@@ -71,6 +65,16 @@ def canonical_root(root: str) -> str:
     if normal == "/":
         raise _invalid(root, "the file system root holds everything on the machine")
     return normal
+
+
+def _canonical_uri(root: str, parsed: SplitResult, scheme: str) -> str:
+    """A remote root's canonical spelling: its scheme's one name, the bucket or host in lower case."""
+    if scheme not in URI_SCHEMES:
+        raise _invalid(root, f"unsupported scheme {parsed.scheme!r}: use a path, s3://, gs:// or hdfs://")
+    if not parsed.netloc:
+        raise _invalid(root, "names no bucket or host")
+    path = posixpath.normpath("/" + parsed.path.lstrip("/")).rstrip("/")
+    return f"{URI_SCHEMES[scheme]}://{parsed.netloc.lower()}{path}"
 
 
 def file_uri(root: str, location: str) -> str | None:
