@@ -11,12 +11,14 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
+from segment_lineage.lineage.core.buckets import editable
 from segment_lineage.lineage.core.model import (
     DeletionReason,
     EntryState,
     LineageEntry,
     PendingDeletion,
     Segment,
+    TableState,
 )
 from segment_lineage.lineage.core.transitions.common import _queue_for_deletion, _within
 from segment_lineage.lineage.core.transitions.overlap_requirements import Overlap
@@ -69,6 +71,17 @@ def _cleans(overlap: Overlap, force_cleanup: bool) -> bool:
     entry = overlap.entry
     reused = entry.state is EntryState.REVERTED and bool(overlap.to_names)
     return force_cleanup and (reused or overlap.stale or overlap.abandoned)
+
+
+def _maps_for(
+    state: TableState, overlaps: Sequence[Overlap], force_cleanup: bool, trims: bool
+) -> tuple[dict[str, Segment], dict[str, PendingDeletion]]:
+    """The segments and pending deletions a start writes to: copies when it
+    cleans up or ``trims`` old snapshots, else the maps as they are (nothing
+    is edited there, so nothing is copied)."""
+    if trims or any(_cleans(overlap, force_cleanup) for overlap in overlaps):
+        return editable(state.segments), editable(state.pending)
+    return _as_is(state.segments), _as_is(state.pending)
 
 
 def _as_is(records: Mapping[str, V]) -> dict[str, V]:

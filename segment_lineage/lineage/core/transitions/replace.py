@@ -35,7 +35,7 @@ from segment_lineage.lineage.core.schema import (
     Schema,
     SchemaPolicy,
 )
-from segment_lineage.lineage.core.transitions.cleanup import _as_is, _clean_up, _cleans, _queue_old_snapshots
+from segment_lineage.lineage.core.transitions.cleanup import _clean_up, _maps_for, _queue_old_snapshots
 from segment_lineage.lineage.core.transitions.common import (
     Requirement,
     _entry,
@@ -123,12 +123,7 @@ def start_replace(
     require(state, (rule for overlap in overlaps for rule in overlap_rules(overlap, force_cleanup)))
 
     trims = state.config.table_type is TableType.REFRESH and bool(src)
-    segments: dict[str, Segment]
-    pending: dict[str, PendingDeletion]
-    if trims or any(_cleans(overlap, force_cleanup) for overlap in overlaps):
-        segments, pending = editable(state.segments), editable(state.pending)
-    else:  # nothing is cleaned up or trimmed: the maps stay as they are, not copied
-        segments, pending = _as_is(state.segments), _as_is(state.pending)
+    segments, pending = _maps_for(state, overlaps, force_cleanup, trims)
     entries, cleaned, adopted = _clean_up(
         overlaps, dst_set, interval, force_cleanup, segments, pending, now_ms
     )
