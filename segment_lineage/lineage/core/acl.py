@@ -233,6 +233,13 @@ _TOP_NODES = {
     "leaders": Place.LEADERS,
 }
 
+# Below the top folders but ``tables``: (top folder, depth) -> place.
+_NESTED_NODES = {
+    ("names", 2): Place.GUARD,
+    ("leaders", 2): Place.ELECTION,
+    ("leaders", 3): Place.MEMBER,
+}
+
 
 def place_of(path: str) -> Place | None:
     """The place of a path relative to the project root ('' is the root); None for a stranger."""
@@ -242,14 +249,9 @@ def place_of(path: str) -> Place | None:
         return Place.FOLDER
     if depth == 1:
         return _TOP_NODES.get(parts[0])
-    top = parts[0]
-    if top == "names":
-        return Place.GUARD if depth == 2 else None
-    if top == "leaders":
-        return Place.ELECTION if depth == 2 else Place.MEMBER if depth == 3 else None
-    if top != "tables":
-        return None
-    return _table_place(parts[2:])
+    if parts[0] == "tables":
+        return _table_place(parts[2:])
+    return _NESTED_NODES.get((parts[0], depth))
 
 
 def _table_place(below: list[str]) -> Place | None:

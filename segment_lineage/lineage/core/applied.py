@@ -115,8 +115,7 @@ def splits(
     versions = {t: set_versions(records[t].values()) for t in records}
     touched = sorted({s for t in targets for s in versions.get(t, {})})
     involved = _involved(versions, touched)  # only their chains matter
-    before = {t: chain(records[t], heads[t]) for t in involved}
-    after = {t: chain(records[t], targets[t]) if t in targets else before[t] for t in involved}
+    before, after = _chains(records, involved, heads, targets)
     found = []
     for s in touched:
         was, now = _applied_in(s, records, versions, before), _applied_in(s, records, versions, after)
@@ -124,6 +123,18 @@ def splits(
         if split is not None:
             found.append(split)
     return found
+
+
+def _chains(
+    records: Mapping[str, Mapping[int, HistoryRecord]],
+    tables: Iterable[str],
+    heads: Mapping[str, int],
+    targets: Mapping[str, int],
+) -> tuple[dict[str, frozenset[int]], dict[str, frozenset[int]]]:
+    """Each table's chain before the move (its head's) and after it (its target's, or its head's still)."""
+    before = {t: chain(records[t], heads[t]) for t in tables}
+    after = {t: chain(records[t], targets[t]) if t in targets else on for t, on in before.items()}
+    return before, after
 
 
 def _unseen(
@@ -194,21 +205,26 @@ def suspects(history: Iterable[HistoryRecord], head: int, target: int) -> frozen
     the ends of entries reverted above it: usually the head's own records.
     A table rollback reads the other tables only when this finds a set."""
     seen = _Reading(iter(history), head)
-    a, b, differ = head, target, set()
-    while a != b:  # two walks down: each step takes the higher one a version lower
-        v = max(a, b)
-        differ.add(v)
-        below = _below(seen.record(v), v)
-        a, b = (below, b) if a == v else (a, below)
     found: set[str] = set()
     reverted: set[str] = set()
-    for v in differ:
+    for v in _differing(seen, head, target):
         record = seen.records.get(v)
         if record is not None and record.operation is Operation.END_REPLACE and record.set_id is not None:
             found.add(record.set_id)
         elif record is not None and record.operation is Operation.REVERT_REPLACE and record.entry_id:
             reverted.add(record.entry_id)
     return frozenset(found | seen.sets_of(reverted))
+
+
+def _differing(seen: _Reading, head: int, target: int) -> set[int]:
+    """The versions on one of the two chains and not on the other, down to where they meet."""
+    a, b, differ = head, target, set()
+    while a != b:  # two walks down: each step takes the higher one a version lower
+        v = max(a, b)
+        differ.add(v)
+        below = _below(seen.record(v), v)
+        a, b = (below, b) if a == v else (a, below)
+    return differ
 
 
 class _Reading:

@@ -71,11 +71,7 @@ def relayout(
     dirty = _dirty(old, new, count)
     if not dirty:
         return None
-    keys_of = {i: [k for k in old_keys[i] if k in new] for i in dirty}
-    # Keys added: among those a change touched when it says which, in the order touched.
-    for key in edited.touched if (edited := _copy_of(new, old)) is not None else new:
-        if key not in old and key in new:
-            keys_of[bucket_of(key, count)].append(key)
+    keys_of = _dirty_keys(old, new, old_keys, dirty)
     hashes: list[tuple[str, int]] | None = None  # each key's hash, once however often the count grows
     while True:
         encoded = _encoded(keys_of, count, encode)
@@ -91,6 +87,19 @@ def relayout(
         keys_of = {i: [] for i in range(count)}  # every bucket anew, at the grown count
         for key, hashed in hashes:
             keys_of[hashed & mask].append(key)
+
+
+def _dirty_keys(
+    old: Mapping[str, object], new: Mapping[str, object], old_keys: Sequence[Sequence[str]], dirty: set[int]
+) -> dict[int, list[str]]:
+    """``new``'s keys in each ``dirty`` bucket at the old count: the old in their order, then the added."""
+    count = len(old_keys)
+    keys_of = {i: [k for k in old_keys[i] if k in new] for i in dirty}
+    # Keys added: among those a change touched when it says which, in the order touched.
+    for key in edited.touched if (edited := _copy_of(new, old)) is not None else new:
+        if key not in old and key in new:
+            keys_of[bucket_of(key, count)].append(key)
+    return keys_of
 
 
 SKIP_MARGIN = 1024  # a share at least this far over the limit before a count is skipped
@@ -428,9 +437,14 @@ def changed_keys(a: Mapping[str, object], b: Mapping[str, object]) -> set[str]:
         if (edited := _copy_of(y, x)) is not None:  # a change's copy: only its touched keys
             return {key for key in edited.touched if (key in x) != (key in edited)}
     if isinstance(a, BucketMap) and isinstance(b, BucketMap) and a.count == b.count:
-        differ = [i for i in range(a.count) if a.ids[i] != b.ids[i]]
-        out: set[str] = set()
-        for x, y in zip(a._buckets(differ), b._buckets(differ), strict=True):
-            out.update(x.keys() ^ y.keys())
-        return out
+        return _changed_in_buckets(a, b)
     return set(a.keys() ^ b.keys())
+
+
+def _changed_in_buckets(a: BucketMap[object], b: BucketMap[object]) -> set[str]:
+    """:func:`changed_keys` of two bucket maps of one count, read only where their bucket ids differ."""
+    differ = [i for i in range(a.count) if a.ids[i] != b.ids[i]]
+    out: set[str] = set()
+    for x, y in zip(a._buckets(differ), b._buckets(differ), strict=True):
+        out.update(x.keys() ^ y.keys())
+    return out

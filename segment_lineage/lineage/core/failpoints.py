@@ -71,11 +71,15 @@ def failpoint(name: str, environ: dict[str, str] | None = None) -> None:
         if hook is not None:
             hook()
     spec = armed(environ)
-    if spec is None or spec[0] != name:
-        return
-    if spec[1] == "raise":
+    if spec is not None and spec[0] == name:
+        _act(name, spec[1])
+
+
+def _act(name: str, action: str) -> None:
+    """What an armed failpoint does: raise, sleep (60 s, or ``sleep=SECONDS``), or kill the process."""
+    if action == "raise":
         raise FailpointError(f"failpoint {name}")
-    if spec[1] == "sleep" or spec[1].startswith("sleep="):
-        time.sleep(float(spec[1].partition("=")[2] or 60))
+    if action == "sleep" or action.startswith("sleep="):
+        time.sleep(float(action.partition("=")[2] or 60))
         return
     os.kill(os.getpid(), signal.SIGKILL)

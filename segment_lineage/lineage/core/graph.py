@@ -51,12 +51,12 @@ def push_kind(state: TableState, entry_id: str, visible: set[str], made: dict[st
     the entry they name (an APPEND push's entry goes once it completed;
     its segments still name it)."""
     entry = state.entries.get(entry_id)
-    if entry is not None and entry.state is EntryState.IN_PROGRESS:
-        return "running"
-    if entry is not None and entry.state is EntryState.REVERTED:
-        return "reverted"
     wrote = made.get(entry_id, [])
     if entry is not None:
+        if entry.state is EntryState.IN_PROGRESS:
+            return "running"
+        if entry.state is EntryState.REVERTED:
+            return "reverted"
         wrote = [*wrote, *(n for n in entry.segments_to if n in state.segments)]
     if any(name in visible for name in wrote):
         return "live"
@@ -97,16 +97,17 @@ class _Lanes:
             if record.operation is Operation.START_REPLACE:
                 lanes.spans[entry] = (record.version, None)
                 lanes.labels[entry] = record.reason or ""
-            elif (
-                record.operation in (Operation.END_REPLACE, Operation.REVERT_REPLACE) and entry in lanes.spans
-            ):
+            elif record.operation in ENDS and entry in lanes.spans:
                 lanes.spans[entry] = (lanes.spans[entry][0], record.version)
                 if record.operation is Operation.END_REPLACE:
-                    mode = record.detail.mode if record.detail is not None and record.detail.mode else "push"
-                    lanes.labels[entry] = " ".join(
-                        p for p in (mode, _rows(record.rows), lanes.labels[entry]) if p
-                    )
+                    lanes.labels[entry] = _end_label(record, lanes.labels[entry])
         return lanes
+
+
+def _end_label(end: HistoryRecord, reason: str) -> str:
+    """A completed push's label: its mode, its rows, and the reason its start gave."""
+    mode = end.detail.mode if end.detail is not None and end.detail.mode else "push"
+    return " ".join(p for p in (mode, _rows(end.rows), reason) if p)
 
 
 def history_svg(records: Sequence[HistoryRecord], state: TableState, readable: Sequence[int]) -> str:

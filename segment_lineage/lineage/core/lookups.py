@@ -94,13 +94,18 @@ class Lookup:
                     changes[at] = _with(now(at), value)
         if len(changes) <= max(FLATTEN_AT, len(self._root) >> 4):
             return Lookup(self._root, changes)
-        root = dict(self._root)
-        for at, value in changes.items():
-            if value is _REMOVED:
-                root.pop(at, None)
-            else:
-                root[at] = value
-        return Lookup(root, {})
+        return Lookup(_flattened(self._root, changes), {})
+
+
+def _flattened(root: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``root`` with ``changes`` made in it (a value removed where one says so)."""
+    out = dict(root)
+    for at, value in changes.items():
+        if value is _REMOVED:
+            out.pop(at, None)
+        else:
+            out[at] = value
+    return out
 
 
 def _whole(records: Mapping[str, Any], entries: Entries, fast: Whole) -> dict[str, Any]:
@@ -129,18 +134,22 @@ def lookup(records: Mapping[str, Any], name: str) -> Lookup:
         if base is not None:
             found = lookup(base, name).derived(records, base, entries)
     elif isinstance(records, BucketMap) and records.same_as is not None:
-        # Served by the copy it was written from, for every look-up that
-        # derives cheaply there; then the copy may go.
-        copy, records.same_as = records.same_as, None
-        for other in WAYS:
-            if other != name and other not in records.indexes and _kept(copy, other):
-                records.indexes[other] = lookup(copy, other)
-        found = lookup(copy, name)
+        found = _from_copy(records, records.same_as, name)
     if found is None:
         found = Lookup(_whole(records, entries, whole), {})
     if cache is not None:
         cache[name] = found
     return found
+
+
+def _from_copy(records: BucketMap[Any], copy: Mapping[str, Any], name: str) -> Lookup:
+    """A bucket map's look-up, served by the copy it was written from, as is
+    every other look-up that derives cheaply there; then the copy may go."""
+    records.same_as = None
+    for other in WAYS:
+        if other != name and other not in records.indexes and _kept(copy, other):
+            records.indexes[other] = lookup(copy, other)
+    return lookup(copy, name)
 
 
 def _kept(records: Mapping[str, Any], name: str) -> bool:

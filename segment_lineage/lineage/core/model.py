@@ -155,14 +155,8 @@ class TableConfig:
         """Validate user input and apply Pinot's defaults per table type."""
         check_table_name(name)
         _check_root(root)
-        try:
-            kind = TableType(table_type.upper() if isinstance(table_type, str) else table_type)
-        except ValueError:
-            raise InvalidInputError(f"invalid table type {table_type!r}: use REFRESH or APPEND") from None
-        if time_column is not None and (
-            not time_column or not time_column.replace("_", "a").isalnum() or not time_column.isascii()
-        ):
-            raise InvalidInputError(f"invalid time column {time_column!r}: letters, digits and '_' only")
+        kind = _table_type(table_type)
+        _check_time_column(time_column)
         unit = _time_unit(time_unit, time_column)
         if not isinstance(exclusive_delete, bool):
             raise InvalidInputError(f"invalid exclusive delete {exclusive_delete!r}: true or false")
@@ -200,6 +194,20 @@ def _check_root(root: str) -> None:
         raise InvalidInputError(f"invalid deep-store root {root!r}: must be a non-empty URI or path")
     check_text("deep-store root", root, 2048)
     check_root_has_no_secret(root)
+
+
+def _table_type(value: TableType | str) -> TableType:
+    try:
+        return TableType(value.upper() if isinstance(value, str) else value)
+    except ValueError:
+        raise InvalidInputError(f"invalid table type {value!r}: use REFRESH or APPEND") from None
+
+
+def _check_time_column(time_column: str | None) -> None:
+    if time_column is not None and (
+        not time_column or not time_column.replace("_", "a").isalnum() or not time_column.isascii()
+    ):
+        raise InvalidInputError(f"invalid time column {time_column!r}: letters, digits and '_' only")
 
 
 def _check_max_snapshots(max_snapshots: int) -> None:

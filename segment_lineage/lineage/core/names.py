@@ -43,25 +43,38 @@ def _check(kind: str, name: object, limit: int) -> str:
         return name
     if not isinstance(name, str):
         raise InvalidNameError(kind, name, "must be a string")
-    if not name:
-        raise InvalidNameError(kind, name, "must not be empty")
     if len(name) > limit:
         raise InvalidNameError(kind, name[:40] + "...", f"longer than {limit} characters")
-    if name != name.strip():
-        raise InvalidNameError(kind, name, "has leading or trailing white space")
-    if not name.isascii():
-        raise InvalidNameError(kind, name, "only ASCII letters, digits, '_', '-' and '.' are allowed")
-    if _NAME.fullmatch(name) is None:
-        bad = sorted({c for c in name if not (c.isalnum() or c in "_.-")})
-        if bad:
-            shown = ", ".join(repr(c) for c in bad)
-            raise InvalidNameError(kind, name, f"character(s) {shown} not allowed")
-        raise InvalidNameError(kind, name, "must start with a letter or a digit")
-    if ".." in name:
-        raise InvalidNameError(kind, name, "must not contain '..'")
-    if name.endswith("."):
-        raise InvalidNameError(kind, name, "must not end with '.'")
+    problem = _name_problem(name)
+    if problem is not None:
+        raise InvalidNameError(kind, name, problem)
     return name
+
+
+def _name_problem(name: str) -> str | None:
+    """What is wrong with a name of allowed length, the first problem found; None: nothing."""
+    if not name:
+        return "must not be empty"
+    if name != name.strip():
+        return "has leading or trailing white space"
+    if not name.isascii():
+        return "only ASCII letters, digits, '_', '-' and '.' are allowed"
+    if _NAME.fullmatch(name) is None:
+        return _bad_characters(name)
+    if ".." in name:
+        return "must not contain '..'"
+    if name.endswith("."):
+        return "must not end with '.'"
+    return None
+
+
+def _bad_characters(name: str) -> str:
+    """Why an ASCII name fails the allow-list: the characters it may not hold, or its first one."""
+    bad = sorted({c for c in name if not (c.isalnum() or c in "_.-")})
+    if not bad:
+        return "must start with a letter or a digit"
+    shown = ", ".join(repr(c) for c in bad)
+    return f"character(s) {shown} not allowed"
 
 
 def check_table_name(name: object) -> str:
@@ -152,22 +165,32 @@ def check_location(location: object) -> str:
         raise InvalidInputError(f"invalid segment location {location!r}: must be a non-empty string")
     if len(location) > MAX_LOCATION:
         raise InvalidInputError(f"invalid segment location: longer than {MAX_LOCATION} characters")
+    _check_inside_root(location)
+    for part in location.split("/"):
+        _check_location_part(location, part)
+    return location
+
+
+def _check_inside_root(location: str) -> None:
+    """A location is relative to the table's root, and outside the mirror's log directory."""
     if "://" in location or location.startswith("/"):
         raise InvalidInputError(f"invalid segment location {location!r}: must be relative to the table root")
     if location.split("/", 1)[0] == MIRROR_LOG_DIR:
         raise InvalidInputError(
             f"invalid segment location {location!r}: {MIRROR_LOG_DIR}/ holds the table's Delta mirror"
         )
-    for part in location.split("/"):
-        if part in ("", ".", ".."):
-            raise InvalidInputError(f"invalid segment location {location!r}: empty, '.' or '..' path part")
-        if _PART.fullmatch(part) is None or part[0] in ".-" or part.endswith(".") or len(part) > 255:
-            raise InvalidInputError(
-                f"invalid segment location {location!r}: part {part[:40]!r} has characters "
-                "outside ASCII letters, digits, '_', '-', '.', '=', starts with '.' or '-', ends with "
-                "'.', or is longer than 255 characters"
-            )
-    return location
+
+
+def _check_location_part(location: str, part: str) -> None:
+    """One '/'-separated part of a location: allowed characters, a name, not a step up or aside."""
+    if part in ("", ".", ".."):
+        raise InvalidInputError(f"invalid segment location {location!r}: empty, '.' or '..' path part")
+    if _PART.fullmatch(part) is None or part[0] in ".-" or part.endswith(".") or len(part) > 255:
+        raise InvalidInputError(
+            f"invalid segment location {location!r}: part {part[:40]!r} has characters "
+            "outside ASCII letters, digits, '_', '-', '.', '=', starts with '.' or '-', ends with "
+            "'.', or is longer than 255 characters"
+        )
 
 
 def check_text(what: str, value: str | None, limit: int = 1000) -> str | None:

@@ -62,23 +62,40 @@ def parse_time(text: str) -> int:
     if not raw or not raw.isascii() or not raw.isprintable():
         raise InvalidInputError(f"invalid time {text!r}: use {TIME_FORMS}")
     if raw.startswith("ms:"):
-        digits = raw[3:]  # no space, no sign but a minus: one way to write a number
-        if not digits.lstrip("-").isdigit() or len(digits) > 16:
-            raise InvalidInputError(f"invalid time {text!r}: ms: takes whole epoch milliseconds")
-        return int(digits)
+        return _epoch_ms(text, raw[3:])
     if raw.lstrip("-").isdigit():
         raise InvalidInputError(
             f"ambiguous time {text!r}: write ms:{raw} for epoch milliseconds, or a date such as 2013-02-01"
         )
+    moment = _iso_moment(text, raw)
+    _check_precision(text, raw)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return (moment - _EPOCH) // dt.timedelta(milliseconds=1)
+
+
+def _epoch_ms(text: str, digits: str) -> int:
+    """The milliseconds an ``ms:`` time gives: no space, no sign but a minus (one way to write a number)."""
+    if not digits.lstrip("-").isdigit() or len(digits) > 16:
+        raise InvalidInputError(f"invalid time {text!r}: ms: takes whole epoch milliseconds")
+    return int(digits)
+
+
+def _iso_moment(text: str, raw: str) -> dt.datetime:
+    """The moment an ISO-8601 month, date or date-time names (naive when it names no zone)."""
     month = _MONTH.fullmatch(raw)
     try:
         if month:
-            moment = dt.datetime(int(month[1]), int(month[2]), 1, tzinfo=dt.UTC)
-        else:
-            moment = dt.datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+            return dt.datetime(int(month[1]), int(month[2]), 1, tzinfo=dt.UTC)
+        return dt.datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise InvalidInputError(f"invalid time {text!r}: use {TIME_FORMS}") from None
-    if _OFFSET_FRACTION.search(raw):  # (fromisoformat drops it)
+
+
+def _check_precision(text: str, raw: str) -> None:
+    """Refuse what an ISO time says finer than its moment keeps: an offset's
+    fraction of a second (fromisoformat drops it), or a time's past the millisecond."""
+    if _OFFSET_FRACTION.search(raw):
         raise InvalidInputError(
             f"invalid time {text[:64]!r}: a zone offset finer than a second; give it as +HH:MM or +HH:MM:SS"
         )
@@ -89,9 +106,6 @@ def parse_time(text: str) -> int:
             f"invalid time {text[:64]!r}: finer than a millisecond (times are kept in milliseconds); "
             "give at most 3 digits after the second"
         )
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return (moment - _EPOCH) // dt.timedelta(milliseconds=1)
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

@@ -17,7 +17,7 @@ import dataclasses
 
 from segment_lineage.lineage.core.acl import ADMIN_ROLE, RETENTION
 from segment_lineage.lineage.core.buckets import changed_keys
-from segment_lineage.lineage.core.model import Change, Operation, TableState
+from segment_lineage.lineage.core.model import Change, Operation, TableConfig, TableState
 from segment_lineage.lineage.core.visibility import visibility_delta
 
 # Settings a push records itself (its columns, the unit it read times in):
@@ -28,18 +28,27 @@ PUSHED_SETTINGS = ("schema", "schema_replaced_at", "schema_replaced_by", "past_s
 def guard_role(before: TableState, change: Change) -> str | None:
     """The role (ADMIN_ROLE or RETENTION) only which, with the admins, may
     make ``change`` to ``before``; None: any role with the head's rights."""
-    if change.operation is Operation.ALTER_TABLE:
+    if change.operation is Operation.ALTER_TABLE or _moves_settings(before.config, change.state.config):
         return ADMIN_ROLE
-    was, now = before.config, change.state.config
-    if now is not was:
-        kept = {name: getattr(was, name) for name in PUSHED_SETTINGS}
-        if dataclasses.replace(now, **kept) != was:
-            return ADMIN_ROLE
+    if _hides_data(before, change):
+        return RETENTION if change.operation is Operation.RETENTION_MARK else ADMIN_ROLE
+    return None
+
+
+def _moves_settings(was: TableConfig, now: TableConfig) -> bool:
+    """Whether a change moves a setting other than those a push records itself."""
+    if now is was:
+        return False
+    kept = {name: getattr(was, name) for name in PUSHED_SETTINGS}
+    return dataclasses.replace(now, **kept) != was
+
+
+def _hides_data(before: TableState, change: Change) -> bool:
+    """Whether a change hides visible data: a delete's segments, or those it unregisters."""
     after = change.state.segments
     removed = {n for n in changed_keys(before.segments, after) if n not in after}
-    if change.operation is Operation.DELETE or removed:
-        _appear, disappear = visibility_delta(before, change.state)
-        hidden = disappear if change.operation is Operation.DELETE else disappear & removed
-        if hidden:
-            return RETENTION if change.operation is Operation.RETENTION_MARK else ADMIN_ROLE
-    return None
+    if change.operation is not Operation.DELETE and not removed:
+        return False
+    _appear, disappear = visibility_delta(before, change.state)
+    hidden = disappear if change.operation is Operation.DELETE else disappear & removed
+    return bool(hidden)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
 
@@ -48,18 +48,12 @@ def canonical_root(root: str) -> str:
     parsed = urlsplit(root)
     scheme = parsed.scheme.lower()
     if scheme and len(scheme) > 1 and scheme != "file":
-        if scheme not in URI_SCHEMES:
-            raise _invalid(root, f"unsupported scheme {parsed.scheme!r}: use a path, s3://, gs:// or hdfs://")
-        if not parsed.netloc:
-            raise _invalid(root, "names no bucket or host")
-        path = posixpath.normpath("/" + parsed.path.lstrip("/")).rstrip("/")
-        return f"{URI_SCHEMES[scheme]}://{parsed.netloc.lower()}{path}"
+        return _canonical_uri(root, parsed, scheme)
+    path = root
     if scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             raise _invalid(root, f"a file URI names host {parsed.netloc!r}: use file:///absolute/path")
         path = parsed.path
-    else:
-        path = root
     if not path.startswith("/"):
         raise _invalid(
             root,
@@ -71,6 +65,16 @@ def canonical_root(root: str) -> str:
     if normal == "/":
         raise _invalid(root, "the file system root holds everything on the machine")
     return normal
+
+
+def _canonical_uri(root: str, parsed: SplitResult, scheme: str) -> str:
+    """A remote root's canonical spelling: its scheme's one name, the bucket or host in lower case."""
+    if scheme not in URI_SCHEMES:
+        raise _invalid(root, f"unsupported scheme {parsed.scheme!r}: use a path, s3://, gs:// or hdfs://")
+    if not parsed.netloc:
+        raise _invalid(root, "names no bucket or host")
+    path = posixpath.normpath("/" + parsed.path.lstrip("/")).rstrip("/")
+    return f"{URI_SCHEMES[scheme]}://{parsed.netloc.lower()}{path}"
 
 
 def file_uri(root: str, location: str) -> str | None:
@@ -150,19 +154,25 @@ def check_not_dangerous(
     directory, the project's state directory), or that is, holds or lies
     inside a ``sealed`` one (the embedded ZooKeeper's data, the system's own
     folders), or is a shared folder. Each place is a (what, canonical path) pair."""
-    for what, place in protected:
-        if place and place != "/" and _key(place).startswith(_key(root)):
-            raise _invalid(root, f"it is or holds {what} {place!r}, which retention must never scan")
-    for what, place in [*sealed, *(("a folder of the system", d) for d in SYSTEM_DIRS)]:
-        if (
-            place
-            and place != "/"
-            and (_key(place).startswith(_key(root)) or _key(root).startswith(_key(place)))
-        ):
-            raise _invalid(
-                root, f"it is, holds or lies inside {what} {place!r}, which retention must never scan"
-            )
+    _check_not_holding(root, protected)
+    _check_apart(root, [*sealed, *(("a folder of the system", d) for d in SYSTEM_DIRS)])
     if _key(root) in {_key(d) for d in SHARED_DIRS}:
         raise _invalid(
             root, "it is a folder shared by everything on the machine: give the table a folder of its own"
         )
+
+
+def _check_not_holding(root: str, protected: Iterable[tuple[str, str]]) -> None:
+    """A root is not, and does not hold, a protected place (one may lie inside it)."""
+    for what, place in protected:
+        if place and place != "/" and _key(place).startswith(_key(root)):
+            raise _invalid(root, f"it is or holds {what} {place!r}, which retention must never scan")
+
+
+def _check_apart(root: str, sealed: Iterable[tuple[str, str]]) -> None:
+    """A root is not, does not hold, and does not lie inside a sealed place."""
+    for what, place in sealed:
+        if place and place != "/" and overlaps(root, place):
+            raise _invalid(
+                root, f"it is, holds or lies inside {what} {place!r}, which retention must never scan"
+            )

@@ -121,23 +121,33 @@ def check_type(kind: DataType, depth: int = 0) -> DataType:
     """``kind``, or InvalidInputError naming what is wrong with it."""
     if depth > MAX_DEPTH:
         raise InvalidInputError(f"type nests deeper than {MAX_DEPTH} levels")
-    if kind.name in PRIMITIVES:
-        ok = not kind.params and not kind.children
-    elif kind.name in PARAMETRIC:
-        ok = len(kind.params) == PARAMETRIC[kind.name] and not kind.children
-        ok = ok and all(
-            isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 1_000_000 for p in kind.params
-        )
-    elif kind.name in NESTED:
-        wanted = NESTED[kind.name]
-        ok = not kind.params and (wanted is None or len(kind.children) == wanted)
-        if ok:
-            check_fields(kind.children, f"{kind.name} field", depth + 1)
-    else:
-        raise InvalidInputError(f"unknown type {kind.name!r}")
-    if not ok:
+    if not _well_formed(kind):
         raise InvalidInputError(f"malformed type {kind}")
+    if kind.name in NESTED:
+        check_fields(kind.children, f"{kind.name} field", depth + 1)
     return kind
+
+
+def _well_formed(kind: DataType) -> bool:
+    """Whether ``kind`` has the parameters and children its name takes (not
+    looking into the children); InvalidInputError for a name no type has."""
+    if kind.name in PRIMITIVES:
+        return not kind.params and not kind.children
+    if kind.name in PARAMETRIC:
+        return (
+            len(kind.params) == PARAMETRIC[kind.name]
+            and not kind.children
+            and all(_is_parameter(p) for p in kind.params)
+        )
+    if kind.name in NESTED:
+        wanted = NESTED[kind.name]
+        return not kind.params and (wanted is None or len(kind.children) == wanted)
+    raise InvalidInputError(f"unknown type {kind.name!r}")
+
+
+def _is_parameter(value: object) -> bool:
+    """A type parameter (a precision, a scale, a width) is a plain int from 0 to a million."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1_000_000
 
 
 def check_fields(fields: Sequence[Field], what: str = "column", depth: int = 0) -> Schema:
@@ -147,31 +157,44 @@ def check_fields(fields: Sequence[Field], what: str = "column", depth: int = 0) 
     if len(fields) > MAX_COLUMNS:
         raise InvalidInputError(f"{len(fields)} {what}s: at most {MAX_COLUMNS} are recorded")
     if depth == 0:
-        size = schema_bytes(fields)
-        if size > MAX_SCHEMA_BYTES:
-            raise InvalidInputError(
-                f"the columns take {size // 1024} KB to record, at most {MAX_SCHEMA_BYTES // 1024} KB: "
-                "shorter names, or fewer columns"
-            )
-    seen: dict[str, str] = {}
+        _check_schema_size(fields)
+    seen: dict[str, str] = {}  # name -> its case-folded form
     for field in fields:
-        name = field.name
-        size = len(name.encode("utf-8", "replace")) if isinstance(name, str) else 0
-        if not 0 < size <= MAX_NAME_BYTES or not name.isprintable() or not _utf8(name):
-            raise InvalidInputError(
-                f"invalid {what} name {name!r}: 1 to {MAX_NAME_BYTES} bytes of printable UTF-8 text"
-            )
-        if name in seen:
-            raise InvalidInputError(f"{what} {name!r} appears twice")
-        if name.casefold() in seen.values():
-            other = next(k for k, v in seen.items() if v == name.casefold())
-            raise InvalidInputError(
-                f"{what}s {other!r} and {name!r} differ only in case, "
-                "which Spark and SQL engines do not tell apart"
-            )
-        seen[name] = name.casefold()
+        _check_field_name(field.name, what)
+        _check_unique(field.name, what, seen)
+        seen[field.name] = field.name.casefold()
         check_type(field.type, depth)
     return tuple(fields)
+
+
+def _check_schema_size(fields: Sequence[Field]) -> None:
+    size = schema_bytes(fields)
+    if size > MAX_SCHEMA_BYTES:
+        raise InvalidInputError(
+            f"the columns take {size // 1024} KB to record, at most {MAX_SCHEMA_BYTES // 1024} KB: "
+            "shorter names, or fewer columns"
+        )
+
+
+def _check_field_name(name: str, what: str) -> None:
+    """A field's name is 1 to MAX_NAME_BYTES of printable UTF-8 text."""
+    size = len(name.encode("utf-8", "replace")) if isinstance(name, str) else 0
+    if not 0 < size <= MAX_NAME_BYTES or not name.isprintable() or not _utf8(name):
+        raise InvalidInputError(
+            f"invalid {what} name {name!r}: 1 to {MAX_NAME_BYTES} bytes of printable UTF-8 text"
+        )
+
+
+def _check_unique(name: str, what: str, seen: dict[str, str]) -> None:
+    """``name`` is none of the names ``seen`` before it, not even ignoring case."""
+    if name in seen:
+        raise InvalidInputError(f"{what} {name!r} appears twice")
+    if name.casefold() in seen.values():
+        other = next(k for k, v in seen.items() if v == name.casefold())
+        raise InvalidInputError(
+            f"{what}s {other!r} and {name!r} differ only in case, "
+            "which Spark and SQL engines do not tell apart"
+        )
 
 
 def schema_bytes(fields: Sequence[Field]) -> int:
@@ -354,19 +377,35 @@ def _resolve(
     if recorded is None:
         return written, f"schema recorded: {len(written)} columns"
     if policy is SchemaPolicy.REPLACE:
-        if written == recorded:
-            return recorded, None
-        return written, f"schema replaced: {compare(recorded, written).describe(4)}"
+        return _replaced(recorded, written)
+    return _fitted(recorded, given, policy, table)
+
+
+def _replaced(recorded: Schema, written: Schema) -> tuple[Schema, str | None]:
+    """The schema a replace push records: its own, and what changed (None: nothing)."""
+    if written == recorded:
+        return recorded, None
+    return written, f"schema replaced: {compare(recorded, written).describe(4)}"
+
+
+def _fitted(recorded: Schema, given: Schema, policy: SchemaPolicy, table: str) -> tuple[Schema, str | None]:
+    """The schema after an enforce or evolve push: its null columns typed,
+    with the columns an evolve adds; SchemaMismatchError when it does not fit."""
     diff = compare(recorded, given)
     after, filled = typed(recorded, given)
     note = "schema typed: " + ", ".join(f"{f.name} ({f.type})" for f in filled[:8]) if filled else None
     if not diff.changed and not diff.added:  # columns it lacks read as null in its rows
         return after, note
     if diff.added and not diff.changed and not diff.missing and policy is SchemaPolicy.EVOLVE:
-        added = ", ".join(f"{f.name} ({f.type})" for f in diff.added[:8])
-        more = f" and {len(diff.added) - 8} more" if len(diff.added) > 8 else ""
-        return (*after, *diff.added), f"schema evolved: added {added}{more}" + (f"; {note}" if note else "")
+        return (*after, *diff.added), _evolved_note(diff.added, note)
     raise _mismatch(recorded, given, diff, table)
+
+
+def _evolved_note(added: tuple[Field, ...], typed_note: str | None) -> str:
+    """The history's note for an evolve that added columns (and typed others)."""
+    names = ", ".join(f"{f.name} ({f.type})" for f in added[:8])
+    more = f" and {len(added) - 8} more" if len(added) > 8 else ""
+    return f"schema evolved: added {names}{more}" + (f"; {typed_note}" if typed_note else "")
 
 
 def _columns(schema: Schema) -> str:

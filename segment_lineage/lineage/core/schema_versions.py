@@ -77,12 +77,18 @@ def with_schema(config: TableConfig, schema: Schema | None, version: int) -> Tab
     if since < version:
         past.append(PastSchema(since, version, config.schema, config.schema_replaced_by))
     window = config.versions_kept or DEFAULT_VERSIONS_KEPT
-    past = [span for span in past if span.until > version - window]
-    while len(past) > MAX_PAST_SCHEMAS or (
-        past and sum(schema_bytes(span.schema or ()) for span in past) > PAST_SCHEMA_BYTES
+    return dataclasses.replace(config, schema=schema, past_schemas=_kept_spans(past, version - window))
+
+
+def _kept_spans(past: list[PastSchema], oldest: int) -> tuple[PastSchema, ...]:
+    """The spans a version after ``oldest`` had, less the oldest of them
+    beyond MAX_PAST_SCHEMAS spans or PAST_SCHEMA_BYTES of columns."""
+    kept = [span for span in past if span.until > oldest]
+    while len(kept) > MAX_PAST_SCHEMAS or (
+        kept and sum(schema_bytes(span.schema or ()) for span in kept) > PAST_SCHEMA_BYTES
     ):
-        past.pop(0)
-    return dataclasses.replace(config, schema=schema, past_schemas=tuple(past))
+        kept.pop(0)
+    return tuple(kept)
 
 
 def columns_known(config: TableConfig, version: int) -> bool:

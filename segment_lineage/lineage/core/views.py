@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Any
 
 from segment_lineage.lineage.core.history import HistoryRecord
-from segment_lineage.lineage.core.model import EntryState, LineageEntry, Segment, TableState
+from segment_lineage.lineage.core.model import EntryState, LineageEntry, Segment, TableConfig, TableState
 from segment_lineage.lineage.core.periods import format_period, format_time
 from segment_lineage.lineage.core.roots import file_uri
 from segment_lineage.lineage.core.schema import render
@@ -31,29 +32,13 @@ def iso(ms: int) -> str:
 
 
 def table_view(state: TableState) -> dict[str, Any]:
-    c = state.config
     hidden = hidden_segments(state.entries.values())
     visible = [s for n, s in state.segments.items() if n not in hidden]
     by_state: dict[str, int] = {}
     for entry in state.entries.values():
         by_state[entry.state.value] = by_state.get(entry.state.value, 0) + 1
     return {
-        "name": c.name,
-        "root": c.root,
-        "type": c.table_type.value,
-        "time_column": c.time_column,
-        "time_unit": None if c.time_unit is None else c.time_unit.value,
-        "replaced_segments_retention": format_period(c.replaced_segments_retention_ms),
-        "lineage_entry_cleanup_retention": format_period(c.lineage_entry_cleanup_retention_ms),
-        "max_snapshots": c.max_snapshots,
-        "time_retention": None if c.time_retention_ms is None else format_period(c.time_retention_ms),
-        "exclusive_delete": c.exclusive_delete,
-        "versions_kept": c.versions_kept,
-        "time_granularity": None if c.time_granularity is None else c.time_granularity.value,
-        "schema": None if c.schema is None else render(c.schema),
-        "mirror": None if c.mirror is None else c.mirror.value,
-        "mirror_retention": format_period(c.mirror_window_ms),
-        **({} if c.purging_ms is None else {"purging": f"dropped with --purge at {iso(c.purging_ms)}"}),
+        **_config_view(state.config),
         "version": state.version,
         "segments_registered": len(state.segments),
         "segments_visible": len(visible),
@@ -62,6 +47,33 @@ def table_view(state: TableState) -> dict[str, Any]:
         "entries": by_state,
         "pending_deletions": len(state.pending),
     }
+
+
+def _config_view(c: TableConfig) -> dict[str, Any]:
+    """A table's settings, for :func:`table_view`."""
+    return {
+        "name": c.name,
+        "root": c.root,
+        "type": c.table_type.value,
+        "time_column": c.time_column,
+        "time_unit": _value(c.time_unit),
+        "replaced_segments_retention": format_period(c.replaced_segments_retention_ms),
+        "lineage_entry_cleanup_retention": format_period(c.lineage_entry_cleanup_retention_ms),
+        "max_snapshots": c.max_snapshots,
+        "time_retention": None if c.time_retention_ms is None else format_period(c.time_retention_ms),
+        "exclusive_delete": c.exclusive_delete,
+        "versions_kept": c.versions_kept,
+        "time_granularity": _value(c.time_granularity),
+        "schema": None if c.schema is None else render(c.schema),
+        "mirror": _value(c.mirror),
+        "mirror_retention": format_period(c.mirror_window_ms),
+        **({} if c.purging_ms is None else {"purging": f"dropped with --purge at {iso(c.purging_ms)}"}),
+    }
+
+
+def _value(setting: StrEnum | None) -> str | None:
+    """A setting's value as printed (None: not set)."""
+    return None if setting is None else setting.value
 
 
 def segment_view(seg: Segment, visible: bool | None = None, root: str | None = None) -> dict[str, Any]:
@@ -172,12 +184,16 @@ def render_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, data
     """A plain text table with a header row. ``data``: a table's own rows,
     printed as they are: column names in their own case, and a null as
     ``null`` (a listing's headers are upper case, its missing values ``-``)."""
-    cells = [[_datum(row.get(c)) if data else _cell(row.get(c)) for c in columns] for row in rows]
+    show = _datum if data else _cell
+    cells = [[show(row.get(c)) for c in columns] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     header = columns if data else [c.upper() for c in columns]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    return "\n".join(lines)
+    return "\n".join(_row(values, widths) for values in [header, *cells])
+
+
+def _row(values: Sequence[str], widths: Sequence[int]) -> str:
+    """One line of a plain text table: each value padded to its column's width."""
+    return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
 
 
 def render_pairs(view: dict[str, Any]) -> str:

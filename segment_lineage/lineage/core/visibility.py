@@ -81,15 +81,22 @@ def visibility_delta(a: TableState, b: TableState) -> tuple[set[str], set[str]]:
     bucket by bucket where the store's bucket ids differ: ``changed_keys``).
     """
     touched = changed_keys(a.segments, b.segments)
+    touched.update(_named_by_changed_entries(a, b))
+    if not touched:
+        return set(), set()
+    was, now = _visible_among(a, touched), _visible_among(b, touched)
+    return now - was, was - now
+
+
+def _named_by_changed_entries(a: TableState, b: TableState) -> set[str]:
+    """The names an entry added, dropped or changed between ``a`` and ``b`` names, before or after."""
+    named: set[str] = set()
     for entry_id in a.entries.keys() | b.entries.keys():
         x, y = a.entries.get(entry_id), b.entries.get(entry_id)
         if x is y or (x is not None and y is not None and _same_effect(x, y)):
             continue
         for entry in (x, y):
             if entry is not None:
-                touched.update(entry.segments_from)
-                touched.update(entry.segments_to)
-    if not touched:
-        return set(), set()
-    was, now = _visible_among(a, touched), _visible_among(b, touched)
-    return now - was, was - now
+                named.update(entry.segments_from)
+                named.update(entry.segments_to)
+    return named

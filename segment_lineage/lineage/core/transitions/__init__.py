@@ -26,11 +26,12 @@ end, revert, and a push's register-and-end), ``stage`` (a push's
 register-and-keep, for a publish later), ``deletions`` (file queues and
 retention's marks), ``rollback``, ``settings`` (a table's settings altered),
 ``purge`` (a table dropped with ``--purge``: everything queued, nothing else
-changes it).
+changes it); ``cleanup`` holds what a start takes with it (force cleanup, a
+REFRESH table's old snapshots).
 Preconditions are data: small frozen objects whose ``check(state)`` raises
 the error naming the rule, with what it expected and what it found where it
-knows both (``start_requirements`` for a replacement's start,
-``end_requirements`` for its end or revert, ``segment_requirements`` for a
+knows both (``start_requirements`` and ``overlap_requirements`` for a
+replacement's start, ``end_requirements`` for its end or revert, ``segment_requirements`` for a
 registration). ``common`` holds what the
 families share, the :class:`~segment_lineage.lineage.core.transitions.common.Requirement`
 protocol among it.

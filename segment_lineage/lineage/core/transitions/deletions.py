@@ -20,6 +20,7 @@ from segment_lineage.lineage.core.model import (
     EntryState,
     Operation,
     PendingDeletion,
+    Segment,
     TableState,
 )
 from segment_lineage.lineage.core.names import (
@@ -103,6 +104,24 @@ def abandon_push(state: TableState, entry_id: str, files: Mapping[str, int], now
     listed = entry.segments_to if entry is not None else ()
     own = [n for n in listed if n in segments and segments[n].entry_id == entry_id]
     _queue_for_deletion(segments, pending, own, DeletionReason.ABANDONED, now_ms)
+    _queue_written(segments, pending, files, entry_id, now_ms)
+    return Change(
+        state=state.replace(segments=segments, pending=pending, entries=entries),
+        operation=Operation.ABANDON_PUSH,
+        entry_id=entry_id,
+        segments=len(own),
+    )
+
+
+def _queue_written(
+    segments: Mapping[str, Segment],
+    pending: dict[str, PendingDeletion],
+    files: Mapping[str, int],
+    entry_id: str,
+    now_ms: int,
+) -> None:
+    """Queue the files a failed push wrote (location -> size) that no segment
+    references, and that are not queued already but as seen unreferenced."""
     registered = {seg.location.casefold() for seg in segments.values()}
     for location, size in files.items():
         check_location(location)
@@ -113,12 +132,6 @@ def abandon_push(state: TableState, entry_id: str, files: Mapping[str, int], now
             pending[location] = PendingDeletion(
                 location, "file", DeletionReason.STRAY, now_ms, entry_id, size
             )
-    return Change(
-        state=state.replace(segments=segments, pending=pending, entries=entries),
-        operation=Operation.ABANDON_PUSH,
-        entry_id=entry_id,
-        segments=len(own),
-    )
 
 
 def _see_orphans(
@@ -149,6 +162,13 @@ def _convict_orphans(state: TableState, pending: dict[str, PendingDeletion], con
         pending[location] = dataclasses.replace(seen, reason=DeletionReason.ORPHAN)
 
 
+def _forget_orphans(pending: dict[str, PendingDeletion], forget: Sequence[str]) -> None:
+    """Forget files seen unreferenced whose file went (a file queued otherwise stays)."""
+    for location in forget:
+        if location in pending and pending[location].reason is DeletionReason.ORPHAN_SEEN:
+            del pending[location]
+
+
 def retention_mark(
     state: TableState,
     condemn: Mapping[str, DeletionReason],
@@ -163,7 +183,7 @@ def retention_mark(
     (``orphans``, as ORPHAN_SEEN, with now), condemn those seen so a grace ago
     (``convict``: ORPHAN, from then on never registered again), forget those
     whose file went, and drop entries with nothing left."""
-    if not condemn and not remove_entries and not orphans and not convict and not forget:
+    if not any((condemn, remove_entries, orphans, convict, forget)):
         return Change(state=state, operation=Operation.RETENTION_MARK, changed=False)
     segments = editable(state.segments)
     pending = editable(state.pending)
@@ -171,9 +191,7 @@ def retention_mark(
         _queue_for_deletion(segments, pending, [name], reason, now_ms)
     _see_orphans(state, pending, orphans, now_ms)
     _convict_orphans(state, pending, convict)
-    for location in forget:
-        if location in pending and pending[location].reason is DeletionReason.ORPHAN_SEEN:
-            del pending[location]
+    _forget_orphans(pending, forget)
     removed = set(remove_entries)
     entries = {k: v for k, v in state.entries.items() if k not in removed}
     return Change(

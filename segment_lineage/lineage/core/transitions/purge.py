@@ -34,16 +34,7 @@ def purge_table(state: TableState, now_ms: int) -> Change:
     config = state.config
     if config.purging_ms is not None:
         return Change(state=state, operation=Operation.PURGE_TABLE, changed=False)
-    running = [e.entry_id for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
-    if running:
-        raise RefusedError(
-            f"cannot purge table {config.name!r}: push {running[0]} is in progress"
-            + (f" (and {len(running) - 1} more)" if len(running) > 1 else ""),
-            table=config.name,
-            entry_id=running[0],
-            remedy=f"wait for it to finish, or revert it if it is dead (lineage revert {config.name} "
-            f"{running[0]} --force), then purge again",
-        )
+    _check_no_push_running(state)
     segments = dict(state.segments)
     pending = dict(state.pending)
     _queue_for_deletion(segments, pending, list(segments), DeletionReason.PURGED, now_ms)
@@ -60,6 +51,21 @@ def purge_table(state: TableState, now_ms: int) -> Change:
         rows=sum(s.rows for s in state.segments.values()),
         size_bytes=sum(s.size_bytes for s in state.segments.values()),
     )
+
+
+def _check_no_push_running(state: TableState) -> None:
+    """A purge is refused while a push is in progress (the first is named)."""
+    name = state.config.name
+    running = [e.entry_id for e in state.entries.values() if e.state is EntryState.IN_PROGRESS]
+    if running:
+        raise RefusedError(
+            f"cannot purge table {name!r}: push {running[0]} is in progress"
+            + (f" (and {len(running) - 1} more)" if len(running) > 1 else ""),
+            table=name,
+            entry_id=running[0],
+            remedy=f"wait for it to finish, or revert it if it is dead (lineage revert {name} "
+            f"{running[0]} --force), then purge again",
+        )
 
 
 def purging_refusal(config: TableConfig, what: str) -> RefusedError | None:

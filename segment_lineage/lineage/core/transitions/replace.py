@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 from segment_lineage.lineage.core.buckets import editable
 from segment_lineage.lineage.core.errors import RefusedError
@@ -23,6 +22,7 @@ from segment_lineage.lineage.core.model import (
     Operation,
     PendingDeletion,
     Segment,
+    TableConfig,
     TableState,
     TableType,
     TimeUnit,
@@ -35,13 +35,13 @@ from segment_lineage.lineage.core.schema import (
     Schema,
     SchemaPolicy,
 )
+from segment_lineage.lineage.core.transitions.cleanup import _clean_up, _maps_for, _queue_old_snapshots
 from segment_lineage.lineage.core.transitions.common import (
     Requirement,
     _entry,
     _queue_for_deletion,
     _registered_with,
     _totals,
-    _within,
     require,
 )
 from segment_lineage.lineage.core.transitions.deletions import queue_files
@@ -56,6 +56,7 @@ from segment_lineage.lineage.core.transitions.end_requirements import (
     SubsetOfTo,
     ToRegistered,
 )
+from segment_lineage.lineage.core.transitions.overlap_requirements import Overlap, overlap_rules
 from segment_lineage.lineage.core.transitions.segments import register_segments
 from segment_lineage.lineage.core.transitions.start_requirements import (
     EntryIdUnused,
@@ -63,40 +64,17 @@ from segment_lineage.lineage.core.transitions.start_requirements import (
     HoldNotBeforeStart,
     IntervalNeedsTimeColumn,
     IntervalNotEmpty,
-    Overlap,
     ReplacesSomething,
     SidesDisjoint,
     ToNotReplaced,
     ToNotVisible,
     ToUnregistered,
-    overlap_rules,
 )
 from segment_lineage.lineage.core.transitions.written import (
     check_only_its_own_left,
     with_time_unit,
     with_written_schema,
 )
-
-V = TypeVar("V")
-
-
-def _snapshot_chain(entries: Mapping[str, LineageEntry], current: frozenset[str]) -> list[LineageEntry]:
-    """COMPLETED entries that produced ``current``, newest first, and so on back."""
-    by_to: dict[frozenset[str], LineageEntry] = {}
-    for entry in entries.values():
-        if entry.state is EntryState.COMPLETED:
-            by_to[frozenset(entry.segments_to)] = entry
-    chain: list[LineageEntry] = []
-    seen: set[str] = set()
-    snapshot = current
-    while snapshot and snapshot in by_to:
-        entry = by_to[snapshot]
-        if entry.entry_id in seen:
-            break
-        seen.add(entry.entry_id)
-        chain.append(entry)
-        snapshot = frozenset(entry.segments_from)
-    return chain
 
 
 def start_replace(
@@ -145,12 +123,7 @@ def start_replace(
     require(state, (rule for overlap in overlaps for rule in overlap_rules(overlap, force_cleanup)))
 
     trims = state.config.table_type is TableType.REFRESH and bool(src)
-    segments: dict[str, Segment]
-    pending: dict[str, PendingDeletion]
-    if trims or any(_cleans(overlap, force_cleanup) for overlap in overlaps):
-        segments, pending = editable(state.segments), editable(state.pending)
-    else:  # nothing is cleaned up or trimmed: the maps stay as they are, not copied
-        segments, pending = _as_is(state.segments), _as_is(state.pending)
+    segments, pending = _maps_for(state, overlaps, force_cleanup, trims)
     entries, cleaned, adopted = _clean_up(
         overlaps, dst_set, interval, force_cleanup, segments, pending, now_ms
     )
@@ -203,96 +176,6 @@ def _start_rules(
     ]
 
 
-def _queue_old_snapshots(
-    entries: Mapping[str, LineageEntry],
-    src: frozenset[str],
-    max_snapshots: int,
-    segments: dict[str, Segment],
-    pending: dict[str, PendingDeletion],
-    now_ms: int,
-) -> None:
-    """A REFRESH table's snapshots beyond ``max_snapshots``, queued for deletion."""
-    chain = _snapshot_chain(entries, src)
-    # Snapshots kept: the new one, the current one (src), then each
-    # chain entry's `from`. Anything past max_snapshots goes.
-    for index, entry in enumerate(chain):
-        if index + 3 > max_snapshots:
-            _queue_for_deletion(
-                segments, pending, entry.segments_from, DeletionReason.PROACTIVE_CLEANUP, now_ms
-            )
-
-
-def _cleans(overlap: Overlap, force_cleanup: bool) -> bool:
-    """Whether force cleanup takes this entry (its files queued, maybe some
-    uploads adopted): a reverted one whose names this push reuses, or a dead
-    push's (:func:`_clean_up`)."""
-    entry = overlap.entry
-    reused = entry.state is EntryState.REVERTED and bool(overlap.to_names)
-    return force_cleanup and (reused or overlap.stale or overlap.abandoned)
-
-
-def _as_is(records: Mapping[str, V]) -> dict[str, V]:
-    """A map a start leaves alone, passed where its edits would go: none is
-    made there (``_cleans`` said so), so it needs no copy."""
-    return records  # type: ignore[return-value]
-
-
-def _clean_up(
-    overlaps: Sequence[Overlap],
-    dst: frozenset[str],
-    interval: tuple[int, int] | None,
-    force_cleanup: bool,
-    segments: dict[str, Segment],
-    pending: dict[str, PendingDeletion],
-    now_ms: int,
-) -> tuple[dict[str, LineageEntry], list[str], list[str]]:
-    """Force cleanup, once every entry passed its rules: the entries kept
-    (a reverted one without the names reused, a stale running one as a
-    REVERTED trace of the names not reused), the ids of the running entries
-    cleaned up, and their uploads the new ``to`` reuses. Files no longer
-    referenced are queued in ``pending``."""
-    entries: dict[str, LineageEntry] = {}
-    cleaned: list[str] = []
-    adopted: list[str] = []  # uploads of a cleaned-up entry that the new `to` reuses
-    for overlap in overlaps:
-        entry = overlap.entry
-        if not _cleans(overlap, force_cleanup):
-            entries[entry.entry_id] = entry
-        elif entry.state is EntryState.REVERTED and overlap.to_names:
-            _queue_for_deletion(segments, pending, overlap.to_names, DeletionReason.FORCE_CLEANUP, now_ms)
-            left = tuple(n for n in entry.segments_to if n not in overlap.to_names)
-            if left or entry.segments_from:
-                entries[entry.entry_id] = dataclasses.replace(entry, segments_to=left)
-        else:  # a dead push's entry
-            adopted.extend(_clean_dead(entry, dst, interval, segments, pending, entries, now_ms))
-            cleaned.append(entry.entry_id)
-    return entries, cleaned, adopted
-
-
-def _clean_dead(
-    entry: LineageEntry,
-    dst: frozenset[str],
-    interval: tuple[int, int] | None,
-    segments: dict[str, Segment],
-    pending: dict[str, PendingDeletion],
-    entries: dict[str, LineageEntry],
-    now_ms: int,
-) -> list[str]:
-    """A dead push's entry: keep its uploads the new push names again (as
-    Pinot does: a retry with the same names reuses them; returned), queue
-    the rest, and keep a REVERTED trace of the names not reused."""
-    reused = [n for n in entry.segments_to if n in dst and n in segments and _within(segments[n], interval)]
-    reuse = set(reused)
-    others = [n for n in entry.segments_to if n not in reuse]
-    _queue_for_deletion(segments, pending, others, DeletionReason.FORCE_CLEANUP, now_ms)
-    leftovers = tuple(n for n in entry.segments_to if n not in dst)
-    if leftovers:
-        entries[entry.entry_id] = dataclasses.replace(
-            entry, segments_to=leftovers, state=EntryState.REVERTED, timestamp_ms=now_ms
-        )
-    return reused
-
-
 def end_replace(
     state: TableState,
     entry_id: str,
@@ -309,15 +192,7 @@ def end_replace(
     require(state, [NotRevertedToEnd(entry)])
     segments = editable(state.segments)
     pending = editable(state.pending)
-    dst = entry.segments_to
-    dropped: list[str] = []
-    if to_subset is not None:
-        subset = check_segment_names(to_subset, "the subset of segmentsTo")
-        require(state, [SubsetNotEmpty(entry, subset), SubsetOfTo(entry, subset)])
-        keep = set(subset)
-        dropped = [n for n in entry.segments_to if n not in keep]
-        _queue_for_deletion(segments, pending, dropped, DeletionReason.END_SUBSET, now_ms)
-        dst = tuple(n for n in entry.segments_to if n in keep)
+    dst, dropped = _end_subset(state, entry, to_subset, segments, pending, now_ms)
     require(state.replace(segments=segments), [ToRegistered(entry_id, dst), FromRegistered(entry)])
     done = dataclasses.replace(entry, segments_to=dst, state=EntryState.COMPLETED, timestamp_ms=now_ms)
     entries = editable(state.entries)
@@ -338,6 +213,26 @@ def end_replace(
         rows=rows,
         size_bytes=size,
     )
+
+
+def _end_subset(
+    state: TableState,
+    entry: LineageEntry,
+    to_subset: Sequence[str] | None,
+    segments: dict[str, Segment],
+    pending: dict[str, PendingDeletion],
+    now_ms: int,
+) -> tuple[tuple[str, ...], list[str]]:
+    """The names an end makes visible, and those it leaves out (queued for
+    deletion): with ``to_subset``, the part of the entry's ``to`` it names."""
+    if to_subset is None:
+        return entry.segments_to, []
+    subset = check_segment_names(to_subset, "the subset of segmentsTo")
+    require(state, [SubsetNotEmpty(entry, subset), SubsetOfTo(entry, subset)])
+    keep = set(subset)
+    dropped = [n for n in entry.segments_to if n not in keep]
+    _queue_for_deletion(segments, pending, dropped, DeletionReason.END_SUBSET, now_ms)
+    return tuple(n for n in entry.segments_to if n in keep), dropped
 
 
 def complete_replace(
@@ -380,11 +275,7 @@ def complete_replace(
         return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
     config, note = with_written_schema(state, entry_id, schema, policy, mode)
     config = with_time_unit(config, time_unit, entry_id)
-    registered = register_segments(state, uploads, now_ms, entry_id).state if uploads else state
-    if strays:
-        registered = queue_files(registered, strays, now_ms, entry_id).state
-    if config is not state.config:
-        registered = registered.replace(config=config)
+    registered = _before_end(state, entry_id, uploads, strays, config, now_ms)
     ended = end_replace(registered, entry_id, now_ms, to_subset)
     if config.schema_replaced_by == entry_id and config is not state.config:
         check_only_its_own_left(ended.state, entry_id)
@@ -392,6 +283,24 @@ def complete_replace(
         return ended
     detail = Detail(mode=mode, interval=entry.interval, schema=note, audit=audit)
     return dataclasses.replace(ended, detail=detail)
+
+
+def _before_end(
+    state: TableState,
+    entry_id: str,
+    uploads: Sequence[Segment],
+    strays: Sequence[str],
+    config: TableConfig,
+    now_ms: int,
+) -> TableState:
+    """A completion's state before its end: ``uploads`` registered, ``strays``
+    queued, and ``config`` (its schema and time unit) in place."""
+    registered = register_segments(state, uploads, now_ms, entry_id).state if uploads else state
+    if strays:
+        registered = queue_files(registered, strays, now_ms, entry_id).state
+    if config is not state.config:
+        registered = registered.replace(config=config)
+    return registered
 
 
 def revert_replace(state: TableState, entry_id: str, now_ms: int, force: bool = False) -> Change:

@@ -5,6 +5,7 @@ version's, by setting entry states.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from segment_lineage.lineage.core.buckets import editable
 from segment_lineage.lineage.core.errors import (
@@ -20,7 +21,7 @@ from segment_lineage.lineage.core.model import (
     TableConfig,
     TableState,
 )
-from segment_lineage.lineage.core.schema import MAX_NOTE, compare
+from segment_lineage.lineage.core.schema import MAX_NOTE, Schema, compare
 from segment_lineage.lineage.core.schema_versions import reads, span_at, with_schema
 from segment_lineage.lineage.core.transitions.common import (
     _shown,
@@ -41,6 +42,18 @@ def _completed_at(entry: LineageEntry, target: TableState) -> bool:
     )
 
 
+def _removed_owners(
+    state: TableState, entries: Mapping[str, LineageEntry], extra: set[str]
+) -> dict[str, list[str]]:
+    """The entries retention removed that segments of ``extra`` still name, and those segments."""
+    removed: dict[str, list[str]] = {}
+    for name in sorted(extra):
+        owner = state.segments[name].entry_id
+        if owner is not None and owner not in entries:
+            removed.setdefault(owner, []).append(name)
+    return removed
+
+
 def _restore_removed(
     state: TableState,
     target: TableState,
@@ -52,11 +65,7 @@ def _restore_removed(
     """Bring back, as REVERTED, the entries retention removed whose segments
     ``target`` does not show: an APPEND push's entry goes once it completed
     (its ``from`` is empty), yet its segments still name it. Returns their ids."""
-    removed: dict[str, list[str]] = {}
-    for name in sorted(extra):
-        owner = state.segments[name].entry_id
-        if owner is not None and owner not in entries:
-            removed.setdefault(owner, []).append(name)
+    removed = _removed_owners(state, entries, extra)
     for entry_id, names in removed.items():
         then = target.entries.get(entry_id)
         if then is not None:  # running or reverted at the target: its own record
@@ -183,15 +192,7 @@ def _schema_for(state: TableState, target: TableState) -> tuple[TableConfig, str
     config = state.config
     span = span_at(config, target.version)
     if span is None:
-        replaced_at = config.schema_replaced_at
-        if replaced_at is not None and target.version < replaced_at:
-            raise RefusedError(
-                f"cannot roll back to version {target.version}: the schema was replaced at version "
-                f"{replaced_at}, and the columns version {target.version} had are no longer recorded",
-                table=config.name,
-                remedy=f"pick version {replaced_at} or later, or push the old data again with "
-                "--replace-schema",
-            )
+        _check_not_replaced_since(config, target.version)
         return config, None
     if reads(config.schema, span.schema):
         return config, None
@@ -199,9 +200,26 @@ def _schema_for(state: TableState, target: TableState) -> tuple[TableConfig, str
     restored = dataclasses.replace(
         with_schema(config, span.schema, version), schema_replaced_at=version, schema_replaced_by=span.by
     )
-    diff = compare(config.schema or (), span.schema or ())
+    return restored, _restored_note(config.schema, span.schema, target.version)
+
+
+def _check_not_replaced_since(config: TableConfig, version: int) -> None:
+    """A rollback to a version whose schema is not recorded is refused when a replacement came since."""
+    replaced_at = config.schema_replaced_at
+    if replaced_at is not None and version < replaced_at:
+        raise RefusedError(
+            f"cannot roll back to version {version}: the schema was replaced at version "
+            f"{replaced_at}, and the columns version {version} had are no longer recorded",
+            table=config.name,
+            remedy=f"pick version {replaced_at} or later, or push the old data again with --replace-schema",
+        )
+
+
+def _restored_note(now: Schema | None, then: Schema | None, version: int) -> str:
+    """What the history records of a schema a rollback brings back: each column back, gone or retyped."""
+    diff = compare(now or (), then or ())
     parts = [f"{f.name} ({f.type}) back" for f in diff.added]
     parts += [f"{f.name} ({f.type}) gone" for f in diff.missing]
-    parts += [f"{name} {now} -> {then}" for name, now, then in diff.changed]
+    parts += [f"{name} {current} -> {restored}" for name, current, restored in diff.changed]
     shown = ", ".join(parts[:8]) + (f" and {len(parts) - 8} more" if len(parts) > 8 else "")
-    return restored, f"schema of version {target.version} restored: {shown}"[:MAX_NOTE]
+    return f"schema of version {version} restored: {shown}"[:MAX_NOTE]

@@ -26,7 +26,14 @@ from segment_lineage.lineage.core.model import (
     TableState,
 )
 from segment_lineage.lineage.core.names import check_location, check_segment_name, check_text
-from segment_lineage.lineage.core.transitions.common import Requirement, _entry, _iso, _live_from, _span
+from segment_lineage.lineage.core.transitions.common import (
+    Requirement,
+    _entry,
+    _iso,
+    _live_from,
+    _span,
+    _within,
+)
 
 # ---- the batch -------------------------------------------------------------------
 
@@ -46,14 +53,19 @@ class WellFormed:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInputError(f"segment {seg.name!r}: {what} must be a whole number >= 0")
         check_text(f"segment {seg.name!r} checksum", seg.checksum, 128)
-        if (seg.min_time is None) != (seg.max_time is None):
-            raise InvalidInputError(f"segment {seg.name!r}: give both min and max time, or neither")
-        if seg.min_time is not None and seg.max_time is not None and seg.min_time > seg.max_time:
-            raise InvalidInputError(
-                f"segment {seg.name!r}: min time {_iso(seg.min_time)} is after max time {_iso(seg.max_time)}"
-            )
-        if state.config.time_column is None and seg.min_time is not None:
-            raise InvalidInputError(f"segment {seg.name!r} has a time range but the table has no time column")
+        _check_time_range(seg, state.config.time_column)
+
+
+def _check_time_range(seg: Segment, time_column: str | None) -> None:
+    """Both ends of a segment's time range or neither, in order, and only in a table with a time column."""
+    if (seg.min_time is None) != (seg.max_time is None):
+        raise InvalidInputError(f"segment {seg.name!r}: give both min and max time, or neither")
+    if seg.min_time is not None and seg.max_time is not None and seg.min_time > seg.max_time:
+        raise InvalidInputError(
+            f"segment {seg.name!r}: min time {_iso(seg.min_time)} is after max time {_iso(seg.max_time)}"
+        )
+    if time_column is None and seg.min_time is not None:
+        raise InvalidInputError(f"segment {seg.name!r} has a time range but the table has no time column")
 
 
 @dataclass(frozen=True)
@@ -271,23 +283,21 @@ class WithinEntryInterval:
     def check(self, state: TableState) -> None:
         seg = self.seg
         entry = state.entries.get(self.taken.owner(seg.name) or "")
-        if entry is None or entry.interval is None:
+        if entry is None or entry.interval is None or _within(seg, entry.interval):
             return
-        start, end = entry.interval
-        if seg.min_time is None or seg.max_time is None or seg.min_time < start or seg.max_time >= end:
-            rows = (
-                "no time range"
-                if seg.min_time is None or seg.max_time is None
-                else f"times {_iso(seg.min_time)} to {_iso(seg.max_time)}"
-            )
-            raise RefusedError(
-                f"segment {seg.name!r} holds rows outside the interval {_span(entry.interval)} "
-                f"of entry {entry.entry_id}",
-                table=state.config.name,
-                entry_id=entry.entry_id,
-                expected=f"rows within {_span(entry.interval)}",
-                found=rows,
-            )
+        rows = (
+            "no time range"
+            if seg.min_time is None or seg.max_time is None
+            else f"times {_iso(seg.min_time)} to {_iso(seg.max_time)}"
+        )
+        raise RefusedError(
+            f"segment {seg.name!r} holds rows outside the interval {_span(entry.interval)} "
+            f"of entry {entry.entry_id}",
+            table=state.config.name,
+            entry_id=entry.entry_id,
+            expected=f"rows within {_span(entry.interval)}",
+            found=rows,
+        )
 
 
 @dataclass(frozen=True)

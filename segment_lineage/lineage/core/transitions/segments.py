@@ -15,6 +15,7 @@ from segment_lineage.lineage.core.errors import (
 from segment_lineage.lineage.core.model import (
     Change,
     DeletionReason,
+    LineageEntry,
     Operation,
     PendingDeletion,
     Segment,
@@ -63,6 +64,19 @@ def _pending_after(
     return pending
 
 
+def _check_batch(state: TableState, new: Sequence[Segment], entry_id: str | None) -> LineageEntry | None:
+    """A batch's own checks (not empty, names, each well formed, locations
+    distinct) and, with ``entry_id``, its binding: the running entry it binds to."""
+    if not new:
+        raise InvalidInputError("no segments to register")
+    check_segment_names((s.name for s in new), "the batch")
+    require(state, [*(WellFormed(seg) for seg in new), DistinctLocations(new)])
+    if entry_id is None:
+        return None
+    require(state, [BindsToRunningEntry(entry_id)])
+    return state.entries[entry_id]
+
+
 def register_segments(
     state: TableState,
     new: Sequence[Segment],
@@ -75,14 +89,7 @@ def register_segments(
     entry (and stays hidden until the entry completes). With ``entry_id`` the
     binding is checked: the entry must be IN_PROGRESS and list the segment.
     """
-    if not new:
-        raise InvalidInputError("no segments to register")
-    check_segment_names((s.name for s in new), "the batch")
-    require(state, [*(WellFormed(seg) for seg in new), DistinctLocations(new)])
-    if entry_id is not None:
-        require(state, [BindsToRunningEntry(entry_id)])
-    bound = state.entries[entry_id] if entry_id is not None else None
-
+    bound = _check_batch(state, new, entry_id)
     taken = Taken.of(state, bound)
     segments = editable(state.segments)
     taken_over: list[str] = []  # files retention saw unreferenced, now a segment's
@@ -131,17 +138,7 @@ def delete_segments(state: TableState, names: Sequence[str], now_ms: int) -> Cha
     if missing:
         raise SegmentNotFoundError(table, missing)
     if state.config.exclusive_delete:
-        locks = locked_segments(state)
-        locked = {n: locks[n] for n in wanted if n in locks}
-        if locked:
-            entries = sorted(set(locked.values()))
-            raise RefusedError(
-                f"segment(s) {_shown(locked)} are locked by lineage entr"
-                f"{'y' if len(entries) == 1 else 'ies'} {', '.join(entries)}",
-                table=table,
-                entry_id=entries[0],
-                remedy="end or revert the entry first; retention removes replaced segments",
-            )
+        _check_unlocked(state, wanted)
     segments = editable(state.segments)
     pending = editable(state.pending)
     count, rows, size = _totals(state.segments[n] for n in wanted)
@@ -153,3 +150,18 @@ def delete_segments(state: TableState, names: Sequence[str], now_ms: int) -> Cha
         rows=rows,
         size_bytes=size,
     )
+
+
+def _check_unlocked(state: TableState, wanted: Sequence[str]) -> None:
+    """Lineage-exclusive delete: no segment of the batch is locked by a live entry."""
+    locks = locked_segments(state)
+    locked = {n: locks[n] for n in wanted if n in locks}
+    if locked:
+        entries = sorted(set(locked.values()))
+        raise RefusedError(
+            f"segment(s) {_shown(locked)} are locked by lineage entr"
+            f"{'y' if len(entries) == 1 else 'ies'} {', '.join(entries)}",
+            table=state.config.name,
+            entry_id=entries[0],
+            remedy="end or revert the entry first; retention removes replaced segments",
+        )

@@ -22,6 +22,19 @@ from segment_lineage.lineage.core.schema_versions import with_schema
 from segment_lineage.lineage.core.visibility import visible_names
 
 
+def _check_written_types(config: TableConfig, schema: Schema, entry_id: str) -> None:
+    """The push wrote the table's types: it was not planned on an older
+    schema (another push recorded one meanwhile). Refused; nothing lands."""
+    if config.schema is not None and written_schema(config.schema, schema) != schema:
+        raise SchemaMismatchError(
+            f"table {config.name!r} recorded other column types while this push ran: "
+            f"{compare(config.schema, schema).describe() or 'narrower types written'}",
+            table=config.name,
+            entry_id=entry_id,
+            remedy="push again: the push then writes the table's types",
+        )
+
+
 def with_written_schema(
     state: TableState, entry_id: str, schema: Schema | None, policy: SchemaPolicy, mode: str | None
 ) -> tuple[TableConfig, str | None]:
@@ -30,16 +43,7 @@ def with_written_schema(
     config = state.config
     if schema is None:
         return config, None
-    if config.schema is not None and written_schema(config.schema, schema) != schema:
-        # Planned on an older schema (another push recorded one meanwhile):
-        # the files hold other types than the table's. Refused; nothing lands.
-        raise SchemaMismatchError(
-            f"table {config.name!r} recorded other column types while this push ran: "
-            f"{compare(config.schema, schema).describe() or 'narrower types written'}",
-            table=config.name,
-            entry_id=entry_id,
-            remedy="push again: the push then writes the table's types",
-        )
+    _check_written_types(config, schema, entry_id)
     recorded, note = resolve(
         config.schema,
         schema,
