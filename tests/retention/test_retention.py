@@ -73,6 +73,16 @@ def test_an_entry_goes_once_its_replaced_segments_are_gone(mem: LineageManager) 
     assert second.remove_entries == (entry,)
 
 
+def test_condemning_a_segment_no_longer_registered_records_nothing_for_it(mem: LineageManager) -> None:
+    completed(mem, ["a"], ["n"])
+    state = mem.table("t")
+    ghost = transitions.retention_mark(state, {"gone": DeletionReason.DELETED}, (), 5)
+    assert not ghost.changed and ghost.segments == 0
+    both = {"gone": DeletionReason.DELETED, "a": DeletionReason.DELETED}
+    one = transitions.retention_mark(state, both, (), 5)
+    assert one.changed and one.segments == 1 and set(one.state.pending) == {state.segments["a"].location}
+
+
 def test_reverted_outputs_wait_for_the_cleanup_retention(mem: LineageManager) -> None:
     entry = completed(mem, ["a"], ["n"])
     mem.revert_replace("t", entry)

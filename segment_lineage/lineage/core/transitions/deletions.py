@@ -182,7 +182,9 @@ def retention_mark(
     condemned segments into ``pending``, record files first seen unreferenced
     (``orphans``, as ORPHAN_SEEN, with now), condemn those seen so a grace ago
     (``convict``: ORPHAN, from then on never registered again), forget those
-    whose file went, and drop entries with nothing left."""
+    whose file went, and drop entries with nothing left. A condemned name
+    no longer registered is passed over (its segment went meanwhile)."""
+    condemn = {name: reason for name, reason in condemn.items() if name in state.segments}
     if not any((condemn, remove_entries, orphans, convict, forget)):
         return Change(state=state, operation=Operation.RETENTION_MARK, changed=False)
     segments = editable(state.segments)
