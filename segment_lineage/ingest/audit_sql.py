@@ -127,6 +127,12 @@ def run_query(sql: str, staged: Any, current: Any) -> tuple[bool, str]:
         con.close()
     if stopped:
         signal.raise_signal(stopped[0])
+    return _verdict(rows, width)
+
+
+def _verdict(rows: list[Any], width: int) -> tuple[bool, str]:
+    """Whether a query's first rows (at most two) of ``width`` columns are one
+    true value, and the figures: the answer, or what it was instead."""
     if len(rows) == 1 and width == 1 and rows[0][0] is True:
         return True, "true"
     answer = "no rows" if not rows else repr(rows[0] if width > 1 else rows[0][0])
