@@ -38,7 +38,7 @@ from segment_lineage.ingest.audit import judge_push
 from segment_lineage.ingest.errors import PushInterrupted, PushRefusedError, PushSetInterrupted
 from segment_lineage.ingest.interrupts import signals_as_interrupt
 from segment_lineage.ingest.jobs import JobDone, earlier_result, job_end, job_still_open
-from segment_lineage.ingest.push import _begin, _claimed, _Ending, _result, _target
+from segment_lineage.ingest.push import _begin, _claimed, _Ending, _result, _staging, _target
 from segment_lineage.ingest.push_dry_run import plan_push
 from segment_lineage.ingest.push_failure import PushRun
 from segment_lineage.ingest.push_plan import Prepared, PushMode, PushResult, _check_job_id, check_mode
@@ -212,16 +212,7 @@ def _run(
     with contextlib.ExitStack() as claims:
         try:
             with signals_as_interrupt():
-                # Started in the tables' name order: two sets of the same tables
-                # queue behind each other's entries instead of each holding one
-                # table the other waits for.
-                for m in sorted(members, key=lambda m: m.run.target.table):
-                    current[:] = [m.run.target.table]
-                    claims.enter_context(_claimed(m.run.manager, m.run.target, "a push set"))
-                    told = _told(say, m.run.target.table)
-                    m.started = _begin(
-                        m.run, m.ends, owner_wait_s, manager.env.monotonic, manager.env.sleep, told
-                    )
+                _start_all(manager, members, claims, current, owner_wait_s, say)
                 failpoint("set.after-start")
                 for m in members:
                     current[:] = [m.run.target.table]
@@ -240,6 +231,25 @@ def _run(
     for m, committed in zip(members, done, strict=True):
         if m.ends.stage is not None:
             m.run.staged_until_ms = committed.state.entries[m.run.target.entry_id].held_until_ms
+
+
+def _start_all(
+    manager: LineageManager,
+    members: list[_Member],
+    claims: contextlib.ExitStack,
+    current: list[str],
+    owner_wait_s: float,
+    say: Callable[[str], None],
+) -> None:
+    """Claim and start every table's entry (``current``: the table being
+    started), in the tables' name order: two sets of the same tables queue
+    behind each other's entries instead of each holding one table the other
+    waits for."""
+    for m in sorted(members, key=lambda m: m.run.target.table):
+        current[:] = [m.run.target.table]
+        claims.enter_context(_claimed(m.run.manager, m.run.target, "a push set"))
+        told = _told(say, m.run.target.table)
+        m.started = _begin(m.run, m.ends, owner_wait_s, manager.env.monotonic, manager.env.sleep, told)
 
 
 def _told(say: Callable[[str], None], table: str) -> Callable[[str], None]:
@@ -266,9 +276,7 @@ def _ending(m: _Member, set_id: str, tables: tuple[str, ...]) -> Together:
     written = run.written
     assert written is not None
     if ends.stage is not None:
-        text = None if ends.audit is None else ends.audit.to_text()
-        unit = None if ends.time_unit is None else ends.time_unit.value
-        staged = Staged(ends.mode.value, ends.policy.value, ends.schema, unit, text, set_id, tables)
+        staged = _staging(ends, set_id, tables)
         update = stage_update(target.entry_id, written.segments, staged, hold_ms=ends.stage or None,
                               strays=written.strays, audit=run.judged)  # fmt: skip
         return Together(target.table, update, owner=target.entry_id)
