@@ -267,20 +267,25 @@ def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | No
             "push the whole snapshot (--mode refresh), or keep appends in an APPEND table"
         )
     if mode is PushMode.REPLACE_RANGE:
-        if state.config.table_type is not TableType.APPEND or state.config.time_column is None:
-            raise PushRefusedError(
-                f"replace-range needs an APPEND table with a time column; {table!r} is "
-                f"{state.config.table_type.value}"
-                + ("" if state.config.time_column else " without a time column")
-            )
-        if interval is None:
-            raise PushInputError("replace-range needs --interval START/END")
-        if interval[0] >= interval[1]:
-            raise PushInputError(
-                f"the interval [{format_time(interval[0])}, {format_time(interval[1])}) is empty"
-            )
+        _check_range(state, interval)
     elif interval is not None:
         raise PushInputError(f"--interval only goes with --mode replace-range, not {mode.value}")
+
+
+def _check_range(state: TableState, interval: tuple[int, int] | None) -> None:
+    """A replace-range needs an APPEND table with a time column, and an interval that is not empty."""
+    if state.config.table_type is not TableType.APPEND or state.config.time_column is None:
+        raise PushRefusedError(
+            f"replace-range needs an APPEND table with a time column; {state.config.name!r} is "
+            f"{state.config.table_type.value}"
+            + ("" if state.config.time_column else " without a time column")
+        )
+    if interval is None:
+        raise PushInputError("replace-range needs --interval START/END")
+    if interval[0] >= interval[1]:
+        raise PushInputError(
+            f"the interval [{format_time(interval[0])}, {format_time(interval[1])}) is empty"
+        )
 
 
 def check_job(state: TableState, job_id: str, live_owners: frozenset[str]) -> str | None:
