@@ -377,12 +377,16 @@ def split_parts(data: pa.Table, segments: int | None, target_mb: float | None) -
         raise PushRefusedError(f"--segments must be at least 1, got {segments}")
     if target_mb is not None and not target_mb > 0:
         raise PushRefusedError(f"--target-mb must be positive, got {target_mb}")
-    if segments is not None:
-        wanted = segments
-    elif target_mb is not None:  # a byte at least, and no more segments than rows (below)
-        wanted = max(1, math.ceil(data.nbytes / max(1.0, target_mb * 1024 * 1024)))
-    else:
-        wanted = 1
-    count = max(1, min(wanted, data.num_rows))
+    count = max(1, min(_wanted(data, segments, target_mb), data.num_rows))
     step = -(-data.num_rows // count)
     return [data.slice(at, step) for at in range(0, max(data.num_rows, 1), step)] if data.num_rows else [data]
+
+
+def _wanted(data: pa.Table, segments: int | None, target_mb: float | None) -> int:
+    """The segments asked for: ``segments``, or as many of about
+    ``target_mb`` as ``data`` fills (a byte at least), else one."""
+    if segments is not None:
+        return segments
+    if target_mb is not None:
+        return max(1, math.ceil(int(data.nbytes) / max(1.0, target_mb * 1024 * 1024)))
+    return 1
