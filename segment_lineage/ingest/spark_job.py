@@ -140,11 +140,17 @@ def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFram
         text = str(exc.java_exception)
         at_fault = "CANNOT_READ_FILE_FOOTER" in text or "is not a Parquet file" in text
         raise unreadable_input(path, fmt, (ValueError if at_fault else OSError)(text)) from None
-    if fmt == "csv":  # whole numbers as Arrow's CSV reader infers them: 64 bits, whatever their size
+    if fmt == "csv":
         check_csv_header(path, df.columns)
-        for field in df.schema:
-            if isinstance(field.dataType, IntegerType):
-                df = df.withColumn(field.name, F.col(quoted(field.name)).cast("long"))
+        df = _integers_as_long(df)
+    return df
+
+
+def _integers_as_long(df: DataFrame) -> DataFrame:
+    """A CSV input's whole numbers as Arrow's CSV reader infers them: 64 bits, whatever their size."""
+    for field in df.schema:
+        if isinstance(field.dataType, IntegerType):
+            df = df.withColumn(field.name, F.col(quoted(field.name)).cast("long"))
     return df
 
 
