@@ -198,24 +198,17 @@ def check_interval_rows(
     ``time_unit`` is an integer column's unit (as for the segments' times)."""
     if time_column not in df.columns:
         raise PushRefusedError(f"the input has no time column {time_column!r}")
-    kind = df.schema[time_column].dataType
-    column = F.col(time_column)
-    if isinstance(kind, TimestampType | TimestampNTZType):
-        millis = F.unix_millis(column.cast("timestamp"))  # epoch ms in Spark: no local-time detour
-    elif isinstance(kind, DateType):
-        millis = F.unix_date(column).cast("long") * 86_400_000
-    elif isinstance(kind, IntegralType):
-        if time_unit is None:
-            raise PushRefusedError(f"the integer time column {time_column!r} needs its unit (s, ms, us, ns)")
-        # The conversion is monotonic: convert the raw bounds, exactly as the writers convert values.
-        lo, hi = _bounds(df, column.cast("long"))
-        check_rows_within(
-            time_column,
-            None if lo is None else to_ms(lo, time_unit),
-            None if hi is None else to_ms(hi, time_unit),
-            interval,
-        )
+    if not isinstance(df.schema[time_column].dataType, IntegralType):
+        # Timestamps and dates as the writers read them (epoch ms in Spark: no local-time detour).
+        check_rows_within(time_column, *_bounds(df, millis(df, time_column, None)), interval)
         return
-    else:
-        raise PushRefusedError(f"time column {time_column!r} of type {kind.simpleString()} is not a time")
-    check_rows_within(time_column, *_bounds(df, millis), interval)
+    if time_unit is None:
+        raise PushRefusedError(f"the integer time column {time_column!r} needs its unit (s, ms, us, ns)")
+    # The conversion is monotonic: convert the raw bounds, exactly as the writers convert values.
+    lo, hi = _bounds(df, F.col(time_column).cast("long"))
+    check_rows_within(
+        time_column,
+        None if lo is None else to_ms(lo, time_unit),
+        None if hi is None else to_ms(hi, time_unit),
+        interval,
+    )
