@@ -263,6 +263,14 @@ def input_bytes(path: str, stop_past: int | None = None) -> int | None:
         return None  # a glob, say: Spark expands it
     if os.path.isfile(local):
         return os.path.getsize(local)
+    return _folder_bytes(local, stop_past)
+
+
+def _folder_bytes(local: str, stop_past: int | None) -> int:
+    """The size of the files a reader reads under the directory ``local``
+    (as :func:`input_bytes` says), counted until past ``stop_past``."""
+    import os
+
     total, seen = 0, set()
     for folder, dirs, names in os.walk(local, followlinks=True):
         real = os.path.realpath(folder)
@@ -286,13 +294,8 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
     are skipped, as Spark skips them."""
     if fmt not in INPUT_FORMATS:
         raise PushInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
-    form: str | ds.FileFormat = fmt
-    # An empty CSV field is null, text too, as in Spark; nothing else is ('NA', 'nan', 'null' stay text).
-    if fmt == "csv":
-        nulls = pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
-        form = ds.CsvFileFormat(convert_options=nulls)
     try:
-        dataset = ds.dataset(path, format=form, ignore_prefixes=[".", "_"])
+        dataset = ds.dataset(path, format=_file_format(fmt), ignore_prefixes=[".", "_"])
         if fmt == "parquet":
             check_same_columns(dataset, path)
         elif fmt == "csv":
@@ -304,7 +307,22 @@ def read_input_arrow(path: str, fmt: str) -> pa.Table:
         return data
     if fmt == "csv":
         check_csv_header(path, data.column_names)
-    # Text has no zone: Spark (session zone UTC) reads such times as UTC instants, and so do we.
+    return _zoned_utc(data)
+
+
+def _file_format(fmt: str) -> str | ds.FileFormat:
+    """How pyarrow reads ``fmt``: an empty CSV field is null, text too, as in
+    Spark; nothing else is ('NA', 'nan', 'null' stay text)."""
+    if fmt == "csv":
+        return ds.CsvFileFormat(
+            convert_options=pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
+        )
+    return fmt
+
+
+def _zoned_utc(data: pa.Table) -> pa.Table:
+    """Text's times, which have no zone, as UTC instants: Spark (session zone
+    UTC) reads them so, and so do we."""
     for index, field in enumerate(data.schema):
         if pa.types.is_timestamp(field.type) and field.type.tz is None:
             column = pc.assume_timezone(data.column(index), "UTC")
@@ -359,12 +377,16 @@ def split_parts(data: pa.Table, segments: int | None, target_mb: float | None) -
         raise PushRefusedError(f"--segments must be at least 1, got {segments}")
     if target_mb is not None and not target_mb > 0:
         raise PushRefusedError(f"--target-mb must be positive, got {target_mb}")
-    if segments is not None:
-        wanted = segments
-    elif target_mb is not None:  # a byte at least, and no more segments than rows (below)
-        wanted = max(1, math.ceil(data.nbytes / max(1.0, target_mb * 1024 * 1024)))
-    else:
-        wanted = 1
-    count = max(1, min(wanted, data.num_rows))
+    count = max(1, min(_wanted(data, segments, target_mb), data.num_rows))
     step = -(-data.num_rows // count)
     return [data.slice(at, step) for at in range(0, max(data.num_rows, 1), step)] if data.num_rows else [data]
+
+
+def _wanted(data: pa.Table, segments: int | None, target_mb: float | None) -> int:
+    """The segments asked for: ``segments``, or as many of about
+    ``target_mb`` as ``data`` fills (a byte at least), else one."""
+    if segments is not None:
+        return segments
+    if target_mb is not None:
+        return max(1, math.ceil(int(data.nbytes) / max(1.0, target_mb * 1024 * 1024)))
+    return 1

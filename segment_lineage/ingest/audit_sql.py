@@ -62,25 +62,9 @@ def check_query(sql: str, columns: pa.Schema | None, current: pa.Schema | None) 
     duckdb = duckdb_module()
     con = duckdb.connect(config=WITHOUT_ACCESS)
     try:
-        statements = con.extract_statements(sql)
-        if len(statements) != 1:
-            raise PushInputError(
-                f"the audit query holds {len(statements)} statements: give one SELECT answering true or false"
-            )
-        kind = statements[0].type
-        if kind != duckdb.StatementType.SELECT:
-            raise PushInputError(f"the audit query is a {kind.name}, not a SELECT: a check only looks")
-        if columns is None:
-            return
-        con.register("staged", columns.empty_table())
-        con.register("current", (current or columns).empty_table())
-        types = [str(t) for t in con.sql(sql).types]  # bound, not run
-        if types != ["BOOLEAN"]:
-            example = "e.g. SELECT count(*) > 0 FROM staged"
-            raise PushInputError(
-                f"the audit query answers {len(types)} column(s) of {', '.join(types) or 'nothing'}: it must "
-                f"answer one true or false value ({example})"
-            )
+        _check_statement(duckdb, con, sql)
+        if columns is not None:
+            _check_answer(con, sql, columns, current)
     except (
         duckdb.ParserException,
         duckdb.BinderException,
@@ -92,6 +76,32 @@ def check_query(sql: str, columns: pa.Schema | None, current: pa.Schema | None) 
         pass  # what only data could raise: judged on the data
     finally:
         con.close()
+
+
+def _check_statement(duckdb: Any, con: Any, sql: str) -> None:
+    """PushInputError unless ``sql`` is one SELECT."""
+    statements = con.extract_statements(sql)
+    if len(statements) != 1:
+        raise PushInputError(
+            f"the audit query holds {len(statements)} statements: give one SELECT answering true or false"
+        )
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise PushInputError(f"the audit query is a {kind.name}, not a SELECT: a check only looks")
+
+
+def _check_answer(con: Any, sql: str, columns: pa.Schema, current: pa.Schema | None) -> None:
+    """PushInputError unless ``sql``, bound (not run) on empty views, answers
+    one boolean column."""
+    con.register("staged", columns.empty_table())
+    con.register("current", (current or columns).empty_table())
+    types = [str(t) for t in con.sql(sql).types]  # bound, not run
+    if types != ["BOOLEAN"]:
+        example = "e.g. SELECT count(*) > 0 FROM staged"
+        raise PushInputError(
+            f"the audit query answers {len(types)} column(s) of {', '.join(types) or 'nothing'}: it must "
+            f"answer one true or false value ({example})"
+        )
 
 
 def run_query(sql: str, staged: Any, current: Any) -> tuple[bool, str]:
@@ -127,6 +137,12 @@ def run_query(sql: str, staged: Any, current: Any) -> tuple[bool, str]:
         con.close()
     if stopped:
         signal.raise_signal(stopped[0])
+    return _verdict(rows, width)
+
+
+def _verdict(rows: list[Any], width: int) -> tuple[bool, str]:
+    """Whether a query's first rows (at most two) of ``width`` columns are one
+    true value, and the figures: the answer, or what it was instead."""
     if len(rows) == 1 and width == 1 and rows[0][0] is True:
         return True, "true"
     answer = "no rows" if not rows else repr(rows[0] if width > 1 else rows[0][0])

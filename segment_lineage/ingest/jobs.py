@@ -11,7 +11,7 @@ from collections.abc import Callable
 from segment_lineage.ingest.push_plan import PushMode, PushResult, _check_job_id, check_job
 from segment_lineage.lineage.core.errors import ConflictError, LineageError
 from segment_lineage.lineage.core.history import HistoryRecord
-from segment_lineage.lineage.core.model import EntryState, Operation, TableState
+from segment_lineage.lineage.core.model import Detail, EntryState, LineageEntry, Operation, TableState
 from segment_lineage.lineage.manager import LineageManager
 
 
@@ -54,26 +54,17 @@ def earlier_result(
     (its mode and audit as recorded there; ``mode`` where the record is gone)."""
     record, _ = job_end(manager, table, None, entry_id, 0)
     detail = record.detail if record is not None else None
-    recorded = detail.mode if detail is not None else None
-    if recorded:
-        with contextlib.suppress(LineageError):
-            mode = PushMode.parse(recorded)
     state = manager.table(table)
     entry = state.entries.get(entry_id)
     undone = entry is not None and entry.state is EntryState.REVERTED  # reverted or rolled back since
     if entry is None and record is not None:
         with contextlib.suppress(LineageError):  # the version before its end, while retained
             entry = manager.table_as_of(table, record.version - 1).entries.get(entry_id)
-    if record is not None:
-        segments, rows, size = record.segments, record.rows, record.size_bytes
-    else:  # history compacted away: what the entry still names
-        assert entry is not None
-        kept = [state.segments[n] for n in entry.segments_to if n in state.segments]
-        segments, rows, size = len(kept), sum(x.rows for x in kept), sum(x.size_bytes for x in kept)
+    segments, rows, size = _figures(record, entry, state)
     return PushResult(
         table=table,
         entry_id=entry_id,
-        mode=mode,
+        mode=_recorded_mode(detail, mode),
         segments=segments,
         rows=rows,
         size_bytes=size,
@@ -84,6 +75,27 @@ def earlier_result(
         undone=undone,
         audited=detail.audit if detail is not None else None,
     )
+
+
+def _recorded_mode(detail: Detail | None, mode: PushMode) -> PushMode:
+    """The mode the push's end recorded, when it recorded one this version
+    knows; else ``mode``."""
+    if detail is not None and detail.mode:
+        with contextlib.suppress(LineageError):
+            return PushMode.parse(detail.mode)
+    return mode
+
+
+def _figures(
+    record: HistoryRecord | None, entry: LineageEntry | None, state: TableState
+) -> tuple[int, int, int]:
+    """The push's segments, rows and bytes: as its end's record says, or
+    (history compacted away) as what its entry still names."""
+    if record is not None:
+        return record.segments, record.rows, record.size_bytes
+    assert entry is not None
+    kept = [state.segments[n] for n in entry.segments_to if n in state.segments]
+    return len(kept), sum(x.rows for x in kept), sum(x.size_bytes for x in kept)
 
 
 def completed_job(

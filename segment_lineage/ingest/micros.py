@@ -80,20 +80,26 @@ def in_micros(parts: Sequence[pa.Table], truncate: bool = False) -> list[pa.Tabl
                 continue
             column = given.column(index)
             if not truncate:
-                seen = 0
-                for chunk in column.chunks:
-                    for where, leaf in _leaves(chunk, field.name):
-                        at = _first_lost(leaf)
-                        if at >= 0:
-                            row = f"row {row0 + seen + at} " if where == field.name else ""
-                            raise PushRefusedError(
-                                f"column {where!r} holds times finer than microseconds, which segments "
-                                f"cannot store: {row}value {leaf[at]} ({pc.cast(leaf, pa.int64())[at]} ns); "
-                                f"nothing was pushed ({TRUNCATE_FLAG} stores them truncated to microseconds)"
-                            )
-                    seen += len(chunk)
+                _refuse_lost(column, field.name, row0)
             converted = pc.cast(column, wanted, safe=False)  # exact now, or truncation asked for
             part = part.set_column(index, field.with_type(wanted), converted)
         out.append(part)
         row0 += part.num_rows
     return out
+
+
+def _refuse_lost(column: pa.ChunkedArray, name: str, row0: int) -> None:
+    """PushRefusedError at the first value of column ``name`` (whose first
+    row is the input's ``row0``) that is not whole microseconds."""
+    seen = 0
+    for chunk in column.chunks:
+        for where, leaf in _leaves(chunk, name):
+            at = _first_lost(leaf)
+            if at >= 0:
+                row = f"row {row0 + seen + at} " if where == name else ""
+                raise PushRefusedError(
+                    f"column {where!r} holds times finer than microseconds, which segments "
+                    f"cannot store: {row}value {leaf[at]} ({pc.cast(leaf, pa.int64())[at]} ns); "
+                    f"nothing was pushed ({TRUNCATE_FLAG} stores them truncated to microseconds)"
+                )
+        seen += len(chunk)

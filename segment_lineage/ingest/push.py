@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from segment_lineage.ingest.audit import Audit, judge_push
+from segment_lineage.ingest.audit import Audit, Judgement, judge_push
 from segment_lineage.ingest.errors import PushRefusedError
 from segment_lineage.ingest.interrupts import signals_as_interrupt
 from segment_lineage.ingest.jobs import JobDone, earlier_push, earlier_result, job_end, job_still_open
@@ -377,18 +377,9 @@ def _write_and_end(
     names = [s.name for s in written.segments]
     subset = names if len(names) < len(target.names) else None
     job_check = job_still_open(manager, target.table, ends.job_id, target.entry_id, ends.job_checked)
-    audited = None
-    if ends.audit is not None:
-        state = manager.table(target.table)
-        audited, passed = judge_push(state, ends.audit, target.table, target.entry_id, written.segments)
-        failpoint("push.after-audit")
-        say(f"audit {passed}")
-        run.judged = audited
+    audited = run.judged = _judged(run, written, ends.audit, say)
     if ends.stage is not None:
-        audit = None if ends.audit is None else ends.audit.to_text()
-        unit = None if ends.time_unit is None else ends.time_unit.value
-        staged = Staged(ends.mode.value, ends.policy.value, ends.schema, unit, audit)
-        run.staged_until_ms = stage_end(run, staged, ends.stage, ends.reason, audited)
+        run.staged_until_ms = stage_end(run, _staging(ends), ends.stage, ends.reason, audited)
         failpoint("push.after-end")
         return written
     manager.complete_replace(
@@ -408,3 +399,26 @@ def _write_and_end(
     )
     failpoint("push.after-end")
     return written
+
+
+def _judged(
+    run: PushRun, written: Written, audit: Audit | None, say: Callable[[str], None]
+) -> Judgement | None:
+    """The audit's verdict on the written files (None: no audit);
+    AuditFailedError when they fail it."""
+    if audit is None:
+        return None
+    target = run.target
+    state = run.manager.table(target.table)
+    judged, passed = judge_push(state, audit, target.table, target.entry_id, written.segments)
+    failpoint("push.after-audit")
+    say(f"audit {passed}")
+    return judged
+
+
+def _staging(ends: _Ending, set_id: str | None = None, tables: tuple[str, ...] = ()) -> Staged:
+    """What a staged push's publish commits with, as its end would have
+    (``set_id`` and ``tables``: the push set it was staged in)."""
+    audit = None if ends.audit is None else ends.audit.to_text()
+    unit = None if ends.time_unit is None else ends.time_unit.value
+    return Staged(ends.mode.value, ends.policy.value, ends.schema, unit, audit, set_id, tables)

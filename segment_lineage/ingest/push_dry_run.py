@@ -6,7 +6,7 @@ from __future__ import annotations
 from segment_lineage.ingest.audit import Audit, Figures, failed, judge_rows, record_text
 from segment_lineage.ingest.push_plan import PushMode, PushResult, check_mode, plan_from
 from segment_lineage.lineage.core import transitions
-from segment_lineage.lineage.core.model import TableType
+from segment_lineage.lineage.core.model import TableState, TableType
 from segment_lineage.lineage.core.schema import Schema, SchemaPolicy, resolve
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
@@ -57,17 +57,7 @@ def plan_push(
         whole=mode is PushMode.REFRESH,
     )  # fmt: skip
     replaced_rows = sum(state.segments[n].rows for n in replaced)
-    would = None
-    if audit:
-        audit.check_before(schema, state.config.schema)
-        # The row checks, on the rows it would write; the data checks need the files.
-        before = sum(s.rows for s in visible_segments(state))
-        verdicts = judge_rows(audit, Figures(staged=rows, before=before, replaced=replaced_rows))
-        error = failed(table, verdicts, remedy="a dry run: nothing was written")
-        if error is not None:
-            raise error
-        if verdicts:
-            would = "would pass " + record_text(verdicts).removeprefix("passed: ")
+    would = _would_pass(audit, table, state, schema, rows, replaced_rows) if audit else None
     return PushResult(
         table=table,
         entry_id="",
@@ -83,3 +73,17 @@ def plan_push(
         audited=would,
         hides_appended=mode is PushMode.REFRESH and state.config.table_type is TableType.APPEND,
     )
+
+
+def _would_pass(
+    audit: Audit, table: str, state: TableState, schema: Schema | None, rows: int, replaced_rows: int
+) -> str | None:
+    """The row checks the push would pass, on the rows it would write (the
+    data checks need the files); the audit's error when it would fail."""
+    audit.check_before(schema, state.config.schema)
+    before = sum(s.rows for s in visible_segments(state))
+    verdicts = judge_rows(audit, Figures(staged=rows, before=before, replaced=replaced_rows))
+    error = failed(table, verdicts, remedy="a dry run: nothing was written")
+    if error is not None:
+        raise error
+    return "would pass " + record_text(verdicts).removeprefix("passed: ") if verdicts else None

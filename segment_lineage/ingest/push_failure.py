@@ -57,25 +57,40 @@ class PushRun:
         """The error to raise for ``exc``, after cleaning up what the push
         left (never after an unknown outcome: the entry is left for the next
         push to judge)."""
-        manager, table, entry_id = self.manager, self.target.table, self.target.entry_id
         if isinstance(exc, OutcomeUnknownError):
-            if not self.started or isinstance(exc, PushOutcomeUnknownError):
-                return exc
-            cause = exc.message.rsplit(" (", 1)[-1].rstrip(")") if " (" in exc.message else exc.message
-            return PushOutcomeUnknownError(table, entry_id, exc.commit_id, cause, job_id)
+            return self._unknown(exc, job_id)
+        exc = self._reason(exc)
+        cleanup = self.cleanup = (
+            abandon(self.manager, self.target.table, self.target, self.written, exc)
+            if self.started
+            else "nothing"
+        )
+        return self._told(exc, cleanup)
+
+    def _unknown(self, exc: OutcomeUnknownError, job_id: str | None) -> OutcomeUnknownError:
+        """An unknown outcome, said as the push's (its entry and job) once it started."""
+        if not self.started or isinstance(exc, PushOutcomeUnknownError):
+            return exc
+        cause = exc.message.rsplit(" (", 1)[-1].rstrip(")") if " (" in exc.message else exc.message
+        return PushOutcomeUnknownError(self.target.table, self.target.entry_id, exc.commit_id, cause, job_id)
+
+    def _reason(self, exc: BaseException) -> BaseException:
+        """``exc``, or ClaimLostError when the push's claim is gone: refused for
+        what another process did once this push's session ended (its entry
+        force-cleaned by a rerun, or removed by retention), that is the reason
+        to give, whatever rule the commit met first."""
         if (
             self.started
             and isinstance(exc, LineageError)
             and not isinstance(exc, StoreUnavailableError)  # ZooKeeper away: no look, no second wait
-            and claim_gone(manager, table, entry_id)
+            and claim_gone(self.manager, self.target.table, self.target.entry_id)
         ):
-            # Refused for what another process did once this push's session ended
-            # (its entry force-cleaned by a rerun, or removed by retention): that
-            # is the reason to give, whatever rule the commit met first.
-            exc = ClaimLostError(table, entry_id)
-        cleanup = self.cleanup = (
-            abandon(manager, table, self.target, self.written, exc) if self.started else "nothing"
-        )
+            return ClaimLostError(self.target.table, self.target.entry_id)
+        return exc
+
+    def _told(self, exc: BaseException, cleanup: str) -> BaseException:
+        """The error that says ``exc`` and what the cleanup did."""
+        table, entry_id = self.target.table, self.target.entry_id
         if isinstance(exc, ClaimLostError):  # one line: what it did not do, and what became of its files
             return ClaimLostError(table, entry_id, CLAIM_CLEANUP_SAID[cleanup])
         if self.started and isinstance(exc, StoreUnavailableError):
@@ -101,7 +116,25 @@ def abandon(
     landed: nothing undone) or "left" (the cleanup failed too: the next push
     cleans up, once the owner node lapses).
     """
-    files: dict[str, int] = {}  # location -> size in bytes (0 while unknown)
+    listed = dict(sorted(_files_left(target, written).items()))
+    reason = f"push failed: {type(cause).__name__}"
+    if isinstance(cause, AuditFailedError):  # which checks, with their figures, in the history
+        reason = cause.message.encode("utf-8")[:900].decode("utf-8", "ignore")
+    try:
+        done = manager.commit(
+            table, lambda s, now: transitions.abandon_push(s, target.entry_id, listed, now), reason
+        )
+    except LineageError as exc:
+        log.warning("cleanup after a failed push to %s left for the next push: %s", table, exc.message)
+        return "left"
+    return "reverted" if done.applied else "completed"
+
+
+def _files_left(target: PushTarget, written: Written | None) -> dict[str, int]:
+    """Location -> size in bytes (0 while unknown) of every file the push
+    left: what it wrote, its strays and what its directory holds (listed
+    best effort; an empty directory is removed)."""
+    files: dict[str, int] = {}
     if written is not None:
         files.update((s.location, s.size_bytes) for s in written.segments)
         files.update((location, 0) for location in written.strays)
@@ -112,18 +145,7 @@ def abandon(
             remove_empty_dirs(deep, target.push_dir)
     except LineageError as exc:
         log.warning("listing %s of a failed push: %s", target.push_dir, exc.message)
-    reason = f"push failed: {type(cause).__name__}"
-    if isinstance(cause, AuditFailedError):  # which checks, with their figures, in the history
-        reason = cause.message.encode("utf-8")[:900].decode("utf-8", "ignore")
-    listed = dict(sorted(files.items()))
-    try:
-        done = manager.commit(
-            table, lambda s, now: transitions.abandon_push(s, target.entry_id, listed, now), reason
-        )
-    except LineageError as exc:
-        log.warning("cleanup after a failed push to %s left for the next push: %s", table, exc.message)
-        return "left"
-    return "reverted" if done.applied else "completed"
+    return files
 
 
 def left_behind(target: PushTarget, written: Written | None, cleanup: str) -> str:

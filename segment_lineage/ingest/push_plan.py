@@ -128,30 +128,9 @@ class PushResult:
 
     def summary(self) -> str:
         if self.dry_run:
-            return (
-                f"dry run: pushing {self.table} ({self.mode.value}) would write {self.segments} segment(s) "
-                f"of {self.rows} rows, replacing {self.replaced} segment(s) of {self.replaced_rows} rows; "
-                f"schema: {self.schema_note or 'unchanged'}; "
-                + (
-                    f"audit: {self.audited} (its data checks run on the written rows); "
-                    if self.audited
-                    else ""
-                )
-                + f"nothing was written{self._hiding(True)}"
-            )
+            return self._dry_run_summary()
         if self.repeated:
-            text = (
-                f"job {self.job_id!r} already pushed {self.table}: entry {self.entry_id}, "
-                f"{self.segments} segment(s), {self.rows} rows, {self.size_bytes} bytes"
-                + (f", audit {self.audited}" if self.audited else "")
-                + "; nothing pushed again"
-            )
-            if self.undone:
-                text += (
-                    "; that push was reverted or rolled back since, so its rows are hidden: push "
-                    "with another --job-id to push them again"
-                )
-            return text
+            return self._repeated_summary()
         of_rows = "" if self.replaced_rows is None else f" of {self.replaced_rows} rows"
         verb = "published the staged push to" if self.published else "staged" if self.staged else "pushed"
         text = (
@@ -165,17 +144,42 @@ class PushResult:
             )
         if self.audited:
             text += f"; audit {self.audited}"
-        if self.staged:
-            entry = self.entry_id[:8]
-            reads = f"'lineage read {self.table} --entry {entry}' reads it"
-            if self.staged_set is None:  # one table's: published or dropped alone
-                until = f"'lineage publish {self.table} {entry}'"
-                reads += f"; 'lineage revert {self.table} {entry}' drops it"
-            else:  # a set's: published whole
-                until = "its set is published"
-            held = format_time(self.staged_until_ms or 0)
-            return text + f"; readers see none of it until {until} ({reads}); held until {held}"
-        return text + self._hiding(False)
+        return text + (self._held() if self.staged else self._hiding(False))
+
+    def _dry_run_summary(self) -> str:
+        return (
+            f"dry run: pushing {self.table} ({self.mode.value}) would write {self.segments} segment(s) "
+            f"of {self.rows} rows, replacing {self.replaced} segment(s) of {self.replaced_rows} rows; "
+            f"schema: {self.schema_note or 'unchanged'}; "
+            + self._would_audit()
+            + f"nothing was written{self._hiding(True)}"
+        )
+
+    def _repeated_summary(self) -> str:
+        text = (
+            f"job {self.job_id!r} already pushed {self.table}: entry {self.entry_id}, "
+            f"{self.segments} segment(s), {self.rows} rows, {self.size_bytes} bytes"
+            + (f", audit {self.audited}" if self.audited else "")
+            + "; nothing pushed again"
+        )
+        if self.undone:
+            text += (
+                "; that push was reverted or rolled back since, so its rows are hidden: push "
+                "with another --job-id to push them again"
+            )
+        return text
+
+    def _held(self) -> str:
+        """A staged push's: who sees it when, and until when it is held."""
+        entry = self.entry_id[:8]
+        reads = f"'lineage read {self.table} --entry {entry}' reads it"
+        if self.staged_set is None:  # one table's: published or dropped alone
+            until = f"'lineage publish {self.table} {entry}'"
+            reads += f"; 'lineage revert {self.table} {entry}' drops it"
+        else:  # a set's: published whole
+            until = "its set is published"
+        held = format_time(self.staged_until_ms or 0)
+        return f"; readers see none of it until {until} ({reads}); held until {held}"
 
     @property
     def staged(self) -> bool:
@@ -217,27 +221,30 @@ def plan_from(state: TableState, mode: PushMode, interval: tuple[int, int] | Non
     if mode is PushMode.REFRESH:
         return tuple(s.name for s in visible)
     assert interval is not None
+    return tuple(seg.name for seg in visible if _inside(seg, interval))
+
+
+def _inside(seg: Segment, interval: tuple[int, int]) -> bool:
+    """Whether a replace-range replaces ``seg`` (it lies inside the interval)
+    or leaves it (it lies outside); PushRefusedError when that cannot be told
+    (no time range) or it straddles the interval's edge."""
     start, end = interval
-    inside: list[str] = []
-    for seg in visible:
-        if seg.min_time is None or seg.max_time is None:
-            raise PushRefusedError(
-                f"segment {seg.name!r} has no time range, so replace-range cannot tell whether it "
-                "lies in the interval (it was added without times, or pushed before rows without a "
-                "time were refused): delete it ('lineage segment delete') or replace the whole table",
-            )
-        if seg.max_time < start or seg.min_time >= end:
-            continue
-        if seg.min_time >= start and seg.max_time < end:
-            inside.append(seg.name)
-            continue
+    if seg.min_time is None or seg.max_time is None:
         raise PushRefusedError(
-            f"segment {seg.name!r} straddles the interval's edge (its rows span "
-            f"{format_time(seg.min_time)} to {format_time(seg.max_time)}, the interval is "
-            f"[{format_time(start)}, {format_time(end)}))",
-            remedy="widen the interval to cover it, or rewrite that segment first",
+            f"segment {seg.name!r} has no time range, so replace-range cannot tell whether it "
+            "lies in the interval (it was added without times, or pushed before rows without a "
+            "time were refused): delete it ('lineage segment delete') or replace the whole table",
         )
-    return tuple(inside)
+    if seg.max_time < start or seg.min_time >= end:
+        return False
+    if seg.min_time >= start and seg.max_time < end:
+        return True
+    raise PushRefusedError(
+        f"segment {seg.name!r} straddles the interval's edge (its rows span "
+        f"{format_time(seg.min_time)} to {format_time(seg.max_time)}, the interval is "
+        f"[{format_time(start)}, {format_time(end)}))",
+        remedy="widen the interval to cover it, or rewrite that segment first",
+    )
 
 
 def check_rows_within(time_column: str, lo: int | None, hi: int | None, interval: tuple[int, int]) -> None:
@@ -260,20 +267,25 @@ def check_mode(state: TableState, mode: PushMode, interval: tuple[int, int] | No
             "push the whole snapshot (--mode refresh), or keep appends in an APPEND table"
         )
     if mode is PushMode.REPLACE_RANGE:
-        if state.config.table_type is not TableType.APPEND or state.config.time_column is None:
-            raise PushRefusedError(
-                f"replace-range needs an APPEND table with a time column; {table!r} is "
-                f"{state.config.table_type.value}"
-                + ("" if state.config.time_column else " without a time column")
-            )
-        if interval is None:
-            raise PushInputError("replace-range needs --interval START/END")
-        if interval[0] >= interval[1]:
-            raise PushInputError(
-                f"the interval [{format_time(interval[0])}, {format_time(interval[1])}) is empty"
-            )
+        _check_range(state, interval)
     elif interval is not None:
         raise PushInputError(f"--interval only goes with --mode replace-range, not {mode.value}")
+
+
+def _check_range(state: TableState, interval: tuple[int, int] | None) -> None:
+    """A replace-range needs an APPEND table with a time column, and an interval that is not empty."""
+    if state.config.table_type is not TableType.APPEND or state.config.time_column is None:
+        raise PushRefusedError(
+            f"replace-range needs an APPEND table with a time column; {state.config.name!r} is "
+            f"{state.config.table_type.value}"
+            + ("" if state.config.time_column else " without a time column")
+        )
+    if interval is None:
+        raise PushInputError("replace-range needs --interval START/END")
+    if interval[0] >= interval[1]:
+        raise PushInputError(
+            f"the interval [{format_time(interval[0])}, {format_time(interval[1])}) is empty"
+        )
 
 
 def check_job(state: TableState, job_id: str, live_owners: frozenset[str]) -> str | None:

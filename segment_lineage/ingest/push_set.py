@@ -38,7 +38,7 @@ from segment_lineage.ingest.audit import judge_push
 from segment_lineage.ingest.errors import PushInterrupted, PushRefusedError, PushSetInterrupted
 from segment_lineage.ingest.interrupts import signals_as_interrupt
 from segment_lineage.ingest.jobs import JobDone, earlier_result, job_end, job_still_open
-from segment_lineage.ingest.push import _begin, _claimed, _Ending, _result, _target
+from segment_lineage.ingest.push import _begin, _claimed, _Ending, _result, _staging, _target
 from segment_lineage.ingest.push_dry_run import plan_push
 from segment_lineage.ingest.push_failure import PushRun
 from segment_lineage.ingest.push_plan import Prepared, PushMode, PushResult, _check_job_id, check_mode
@@ -106,7 +106,7 @@ def push_set(
         earlier, results = done
         return SetResult(earlier, results, clock() - began, repeated=True, dry_run=dry_run)
     if dry_run:
-        planned = tuple(dataclasses.replace(_plan(manager, p, reason), job_id=jobs[p.table]) for p in pushes)
+        planned = _planned(manager, pushes, jobs, reason)
         return SetResult(set_id, planned, clock() - began, dry_run=True)  # a new id is made at the push
     set_id = set_id or manager.env.text_id()
     members = [_member(manager, p, jobs[p.table], checked.get(p.table, 0), reason, hold_ms) for p in pushes]
@@ -128,16 +128,7 @@ def _jobs_done(
     when none did, or no job was named; PushRefusedError when only some
     did); and the version each table's history was searched up to, which
     the set's start and commit search on from."""
-    done: dict[str, str] = {}
-    sets: set[str | None] = set()
-    checked: dict[str, int] = {}
-    for p in pushes:
-        job = jobs[p.table]
-        if job is not None:
-            record, checked[p.table] = job_end(manager, p.table, job, None, 0)
-            if record is not None and record.entry_id is not None:
-                done[p.table] = record.entry_id
-                sets.add(record.set_id)
+    done, sets, checked = _job_ends(manager, pushes, jobs)
     if not done:
         return None, checked
     if len(done) < len(pushes):
@@ -154,6 +145,32 @@ def _jobs_done(
         for p in pushes
     )  # fmt: skip
     return (sets.pop() if len(sets) == 1 else None, results), checked
+
+
+def _job_ends(
+    manager: LineageManager, pushes: Sequence[Prepared], jobs: dict[str, str | None]
+) -> tuple[dict[str, str], set[str | None], dict[str, int]]:
+    """Each table's job's completed entry (tables whose job has none are
+    left out), the sets those ends were part of, and how far each table's
+    history was searched."""
+    done: dict[str, str] = {}
+    sets: set[str | None] = set()
+    checked: dict[str, int] = {}
+    for p in pushes:
+        job = jobs[p.table]
+        if job is not None:
+            record, checked[p.table] = job_end(manager, p.table, job, None, 0)
+            if record is not None and record.entry_id is not None:
+                done[p.table] = record.entry_id
+                sets.add(record.set_id)
+    return done, sets, checked
+
+
+def _planned(
+    manager: LineageManager, pushes: Sequence[Prepared], jobs: dict[str, str | None], reason: str | None
+) -> tuple[PushResult, ...]:
+    """A dry run: what each table's push would do."""
+    return tuple(dataclasses.replace(_plan(manager, p, reason), job_id=jobs[p.table]) for p in pushes)
 
 
 def _plan(manager: LineageManager, p: Prepared, reason: str | None) -> PushResult:
@@ -195,16 +212,7 @@ def _run(
     with contextlib.ExitStack() as claims:
         try:
             with signals_as_interrupt():
-                # Started in the tables' name order: two sets of the same tables
-                # queue behind each other's entries instead of each holding one
-                # table the other waits for.
-                for m in sorted(members, key=lambda m: m.run.target.table):
-                    current[:] = [m.run.target.table]
-                    claims.enter_context(_claimed(m.run.manager, m.run.target, "a push set"))
-                    told = _told(say, m.run.target.table)
-                    m.started = _begin(
-                        m.run, m.ends, owner_wait_s, manager.env.monotonic, manager.env.sleep, told
-                    )
+                _start_all(manager, members, claims, current, owner_wait_s, say)
                 failpoint("set.after-start")
                 for m in members:
                     current[:] = [m.run.target.table]
@@ -223,6 +231,25 @@ def _run(
     for m, committed in zip(members, done, strict=True):
         if m.ends.stage is not None:
             m.run.staged_until_ms = committed.state.entries[m.run.target.entry_id].held_until_ms
+
+
+def _start_all(
+    manager: LineageManager,
+    members: list[_Member],
+    claims: contextlib.ExitStack,
+    current: list[str],
+    owner_wait_s: float,
+    say: Callable[[str], None],
+) -> None:
+    """Claim and start every table's entry (``current``: the table being
+    started), in the tables' name order: two sets of the same tables queue
+    behind each other's entries instead of each holding one table the other
+    waits for."""
+    for m in sorted(members, key=lambda m: m.run.target.table):
+        current[:] = [m.run.target.table]
+        claims.enter_context(_claimed(m.run.manager, m.run.target, "a push set"))
+        told = _told(say, m.run.target.table)
+        m.started = _begin(m.run, m.ends, owner_wait_s, manager.env.monotonic, manager.env.sleep, told)
 
 
 def _told(say: Callable[[str], None], table: str) -> Callable[[str], None]:
@@ -249,9 +276,7 @@ def _ending(m: _Member, set_id: str, tables: tuple[str, ...]) -> Together:
     written = run.written
     assert written is not None
     if ends.stage is not None:
-        text = None if ends.audit is None else ends.audit.to_text()
-        unit = None if ends.time_unit is None else ends.time_unit.value
-        staged = Staged(ends.mode.value, ends.policy.value, ends.schema, unit, text, set_id, tables)
+        staged = _staging(ends, set_id, tables)
         update = stage_update(target.entry_id, written.segments, staged, hold_ms=ends.stage or None,
                               strays=written.strays, audit=run.judged)  # fmt: skip
         return Together(target.table, update, owner=target.entry_id)
@@ -274,19 +299,22 @@ def _failed(members: list[_Member], exc: BaseException, current: list[str], set_
         exc = PushRefusedError(
             f"another attempt of the job completed in table {failing!r} meanwhile as entry {exc.entry_id}"
         )
-    errors: dict[str, BaseException] = {}
-    for m in members:
-        table = m.run.target.table
-        errors[table] = m.run.failure(exc, m.ends.job_id)
+    errors = {m.run.target.table: m.run.failure(exc, m.ends.job_id) for m in members}
     chosen = errors.get(failing or "", next(iter(errors.values())))
     if isinstance(chosen, PushInterrupted):  # the whole set was stopped, not the table it was on
         cleanups = {m.run.target.table: m.run.cleanup or "nothing" for m in members}
         return PushSetInterrupted(set_id, chosen.signum, cleanups)
     if isinstance(chosen, LineageError):
-        where = f"table {failing!r}: " if failing and repr(failing) not in chosen.message else ""
-        after = "" if isinstance(chosen, OutcomeUnknownError) else _others_said(members, failing)
-        chosen.args = (f"push set {set_id} failed: {where}{chosen.message}{after}", *chosen.args[1:])
+        _say_set_failed(chosen, members, failing, set_id)
     return chosen
+
+
+def _say_set_failed(error: LineageError, members: list[_Member], failing: str | None, set_id: str) -> None:
+    """``error``'s message made the set's: the set, the failing table (unless
+    it names it already) and what became of the other tables' entries."""
+    where = f"table {failing!r}: " if failing and repr(failing) not in error.message else ""
+    after = "" if isinstance(error, OutcomeUnknownError) else _others_said(members, failing)
+    error.args = (f"push set {set_id} failed: {where}{error.message}{after}", *error.args[1:])
 
 
 def _others_said(members: list[_Member], failing: str | None) -> str:
@@ -322,21 +350,29 @@ def staged_set(manager: LineageManager, set_id: str) -> dict[str, str]:
 def _staged_set(manager: LineageManager, set_id: str) -> tuple[str, dict[str, str]]:
     """:func:`staged_set`, and the set's whole id (``set_id`` may be a prefix of it)."""
     check_set_id(set_id)
-    staged_entries = [
-        (table, entry)
+    staged = _staged_pushes(manager)
+    set_id = resolve_set_id(set_id, (s.set_id for _, _, s in staged if s.set_id is not None)) or set_id
+    found: dict[str, str] = {}
+    tables: tuple[str, ...] = ()
+    for table, entry_id, s in staged:
+        if s.set_id == set_id:
+            found[table], tables = entry_id, s.set_tables
+    return set_id, _whole_set(set_id, found, tables)
+
+
+def _staged_pushes(manager: LineageManager) -> list[tuple[str, str, Staged]]:
+    """Table, entry id and staging of every staged push of every table."""
+    return [
+        (table, entry.entry_id, entry.staged)
         for table in manager.list_tables()
         for entry in manager.table(table).entries.values()
         if entry.state is EntryState.IN_PROGRESS and entry.staged is not None
     ]
-    known = (
-        e.staged.set_id for _, e in staged_entries if e.staged is not None and e.staged.set_id is not None
-    )
-    set_id = resolve_set_id(set_id, known) or set_id
-    found: dict[str, str] = {}
-    tables: tuple[str, ...] = ()
-    for table, entry in staged_entries:
-        if entry.staged is not None and entry.staged.set_id == set_id:
-            found[table], tables = entry.entry_id, entry.staged.set_tables
+
+
+def _whole_set(set_id: str, found: dict[str, str], tables: tuple[str, ...]) -> dict[str, str]:
+    """Table -> entry of the set, in the set's order, once every one of its
+    ``tables`` is among the staged pushes ``found``."""
     if not found:
         raise NotFoundError(
             f"no table has a staged push of set {set_id!r}",
@@ -349,7 +385,7 @@ def _staged_set(manager: LineageManager, set_id: str) -> tuple[str, dict[str, st
             "cleaned up or published; nothing was published",
             remedy="revert its other staged pushes ('lineage revert TABLE ENTRY'), then push the set again",
         )
-    return set_id, {t: found[t] for t in tables}
+    return {t: found[t] for t in tables}
 
 
 def publish_set(

@@ -20,6 +20,7 @@ Every problem is an InvalidInputError naming the block and the key.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,23 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "audit_not_null": list,
     "audit_sql": str,
 }
+
+# A block's values, once their types are checked: each check in order, and
+# the error when it fails ({where}: the block; {job}: its job id).
+_VALUE_CHECKS: tuple[tuple[Callable[[dict[str, Any]], object], str], ...] = (
+    (lambda raw: raw.get("table"), "{where} needs 'table'"),
+    (lambda raw: raw.get("input"), "{where} needs 'input'"),
+    (lambda raw: raw["input"].strip(), "{where}: 'input' is empty: name the files or directory to push"),
+    # An empty job id would silently push without the guard against a retried job pushing twice.
+    (
+        lambda raw: "job_id" not in raw or (raw["job_id"].strip() and raw["job_id"] == raw["job_id"].strip()),
+        "{where}: invalid job id {job!r}: give a non-empty id without surrounding spaces",
+    ),
+    (
+        lambda raw: all(isinstance(c, str) and c for c in raw.get("audit_not_null", [])),
+        "{where}: 'audit_not_null' lists column names",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -100,25 +118,11 @@ def _block(raw: Any, number: int, folder: Path) -> SpecBlock:
     where = f"[[push]] block {number}"
     if not isinstance(raw, dict):
         raise InvalidInputError(f"{where} is not a table of keys")
-    for key, value in raw.items():
-        kind = KEYS.get(key)
-        if kind is None:
-            raise InvalidInputError(f"{where}: unknown key {key!r} (known: {', '.join(KEYS)})")
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise InvalidInputError(f"{where}: {key!r} has the wrong type ({type(value).__name__})")
-    for key in ("table", "input"):
-        if not raw.get(key):
-            raise InvalidInputError(f"{where} needs {key!r}")
-    if not raw["input"].strip():
-        raise InvalidInputError(f"{where}: 'input' is empty: name the files or directory to push")
-    if "job_id" in raw and (not raw["job_id"].strip() or raw["job_id"] != raw["job_id"].strip()):
-        # An empty one would silently push without the guard against a retried job pushing twice.
-        raise InvalidInputError(
-            f"{where}: invalid job id {raw['job_id'][:64]!r}: give a non-empty id without surrounding spaces"
-        )
+    _check_types(raw, where)
+    for holds, message in _VALUE_CHECKS:
+        if not holds(raw):
+            raise InvalidInputError(message.format(where=where, job=raw.get("job_id", "")[:64]))
     not_null = raw.get("audit_not_null", [])
-    if not all(isinstance(c, str) and c for c in not_null):
-        raise InvalidInputError(f"{where}: 'audit_not_null' lists column names")
     change = raw.get("audit_max_change")
     return SpecBlock(
         table=raw["table"],
@@ -133,6 +137,16 @@ def _block(raw: Any, number: int, folder: Path) -> SpecBlock:
         audit_not_null=tuple(not_null),
         audit_sql=raw.get("audit_sql"),
     )
+
+
+def _check_types(raw: dict[str, Any], where: str) -> None:
+    """Every key of the block is known, with a value of its type."""
+    for key, value in raw.items():
+        kind = KEYS.get(key)
+        if kind is None:
+            raise InvalidInputError(f"{where}: unknown key {key!r} (known: {', '.join(KEYS)})")
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise InvalidInputError(f"{where}: {key!r} has the wrong type ({type(value).__name__})")
 
 
 def _input(given: str, folder: Path) -> str:

@@ -108,17 +108,22 @@ class SnapshotReader:
             # A limit past the rows there are reads them all (Arrow's head takes a C int).
             everything = limit is None or limit >= sum(s.rows for s in self.segments)
             return data.to_table() if everything else data.head(limit)
-        except FileNotFoundError as exc:
-            raise self.too_old(str(exc)) from None
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        except (OSError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise self._read_failed(exc) from None
+
+    def _read_failed(self, exc: Exception) -> Exception:
+        """The error for a failed read: the snapshot too old when a file is
+        gone, else StorageError (a file that does not fit the schema, or I/O)."""
+        if isinstance(exc, FileNotFoundError):
+            return self.too_old(str(exc))
+        if isinstance(exc, pa.ArrowInvalid | pa.ArrowTypeError | pa.ArrowNotImplementedError):
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise StorageError(
+            return StorageError(
                 f"reading table {self.table!r} failed: a file does not fit its schema: {first}"
-            ) from None
-        except OSError as exc:
-            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
-                raise self.too_old(str(exc)) from None
-            raise StorageError(f"reading table {self.table!r} failed: {exc}") from None
+            )
+        if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+            return self.too_old(str(exc))
+        return StorageError(f"reading table {self.table!r} failed: {exc}")
 
     def duckdb(self, connection: Any = None) -> Any:
         """A DuckDB relation over this snapshot (on ``connection``, or on

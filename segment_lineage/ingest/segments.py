@@ -161,17 +161,23 @@ def split_by_chunk(
             break
         if part.num_rows == 0:
             continue
-        keys = chunk_keys(part.column(time_column), unit, granularity)
-        distinct = pc.unique(keys)
-        if len(distinct) <= 1:
-            out.append(part)
-            continue
-        for key in sorted(distinct.to_pylist(), key=lambda k: (k is None, k or 0)):
-            mask = pc.is_null(keys) if key is None else pc.fill_null(pc.equal(keys, key), False)
-            out.append(part.filter(mask))
+        out += _by_chunk(part, chunk_keys(part.column(time_column), unit, granularity))
     if len(out) > MAX_CHUNKED_SEGMENTS:
         raise PushRefusedError(
             f"the input spans more than {MAX_CHUNKED_SEGMENTS} time chunks of a {granularity.value} "
             "(a segment each): use a coarser --time-granularity, or push it in parts"
         )
     return out or list(parts[:1])
+
+
+def _by_chunk(part: pa.Table, keys: pa.ChunkedArray) -> list[pa.Table]:
+    """One part cut by its rows' chunk ``keys``, in chunk order (rows without
+    a time last); the part itself when it lies in one chunk."""
+    distinct = pc.unique(keys)
+    if len(distinct) <= 1:
+        return [part]
+    out: list[pa.Table] = []
+    for key in sorted(distinct.to_pylist(), key=lambda k: (k is None, k or 0)):
+        mask = pc.is_null(keys) if key is None else pc.fill_null(pc.equal(keys, key), False)
+        out.append(part.filter(mask))
+    return out

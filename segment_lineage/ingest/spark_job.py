@@ -80,9 +80,23 @@ def spark_session(
     chosen = master or (Settings.from_env() if settings is None else settings).spark_master
     if chosen.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # keep local mode on loopback
+    options = _session_options(app_name, chosen, conf or {}, quiet_logs)
+    if quiet_logs:
+        start_quiet_jvm(options)  # the JVM's own start-up warning dropped too
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    # Quiet: the JVM's fatal errors only (log4j2.properties says why).
+    spark.sparkContext.setLogLevel("FATAL" if quiet_logs else "ERROR")
+    return spark
+
+
+def _session_options(app_name: str, master: str, given: dict[str, str], quiet_logs: bool) -> dict[str, str]:
+    """The session's Spark settings: ours, then the caller's ``given`` over them."""
     options = {
         "spark.app.name": app_name,
-        "spark.master": chosen,
+        "spark.master": master,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "8",
@@ -95,22 +109,13 @@ def spark_session(
         "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
         "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     }
-    if chosen.startswith("local"):
+    if master.startswith("local"):
         options.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
-    given = conf or {}
     if quiet_logs and "spark.driver.extraJavaOptions" not in given:
         # The driver's log4j: fatal errors only (local mode runs the executors in it too).
         options["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}"
     options.update(given)
-    if quiet_logs:
-        start_quiet_jvm(options)  # the JVM's own start-up warning dropped too
-    builder = SparkSession.builder
-    for key, value in options.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    # Quiet: the JVM's fatal errors only (log4j2.properties says why).
-    spark.sparkContext.setLogLevel("FATAL" if quiet_logs else "ERROR")
-    return spark
+    return options
 
 
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
@@ -135,11 +140,17 @@ def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFram
         text = str(exc.java_exception)
         at_fault = "CANNOT_READ_FILE_FOOTER" in text or "is not a Parquet file" in text
         raise unreadable_input(path, fmt, (ValueError if at_fault else OSError)(text)) from None
-    if fmt == "csv":  # whole numbers as Arrow's CSV reader infers them: 64 bits, whatever their size
+    if fmt == "csv":
         check_csv_header(path, df.columns)
-        for field in df.schema:
-            if isinstance(field.dataType, IntegerType):
-                df = df.withColumn(field.name, F.col(quoted(field.name)).cast("long"))
+        df = _integers_as_long(df)
+    return df
+
+
+def _integers_as_long(df: DataFrame) -> DataFrame:
+    """A CSV input's whole numbers as Arrow's CSV reader infers them: 64 bits, whatever their size."""
+    for field in df.schema:
+        if isinstance(field.dataType, IntegerType):
+            df = df.withColumn(field.name, F.col(quoted(field.name)).cast("long"))
     return df
 
 

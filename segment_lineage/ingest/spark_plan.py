@@ -88,12 +88,7 @@ def plan_chunked(
     One job counts the rows per chunk. Spark places a row by the hash of
     its partition key, so each partition is given a key value known (by a
     second, tiny job) to hash to it: a chunk's rows go to its own partitions only."""
-    spark = df.sparkSession
-    key = F.coalesce(
-        F.unix_millis(F.date_trunc(granularity.value, F.timestamp_millis(millis(df, time_column, unit)))),
-        F.lit(-(2**63)),  # rows without a time: a chunk of their own
-    )
-    keyed = df.withColumn(_KEY, key)
+    keyed = df.withColumn(_KEY, _chunk_key(df, time_column, unit, granularity))
     counts = {row[_KEY]: row["count"] for row in keyed.groupBy(_KEY).count().collect()}
     if not counts:
         return df
@@ -105,10 +100,35 @@ def plan_chunked(
             f"the input spans {len(counts)} time chunks, {slots} segments in all (at most "
             f"{MAX_CHUNKED_SEGMENTS}): use a coarser --time-granularity, or fewer --segments"
         )
-    probe = spark.range(slots * 64).select(F.col("id"), F.pmod(F.hash("id"), F.lit(slots)).alias("p"))
+    landing = _landing_keys(df, slots)
+    placed = keyed.withColumn(_PID, _partition_key(df, shares, landing))
+    return placed.repartition(slots, F.col(_PID)).drop(_KEY, _PID)
+
+
+def _chunk_key(
+    df: DataFrame, time_column: str, unit: TimeUnit | None, granularity: TimeGranularity
+) -> Column:
+    """A row's time chunk: the epoch milliseconds its chunk starts at."""
+    return F.coalesce(
+        F.unix_millis(F.date_trunc(granularity.value, F.timestamp_millis(millis(df, time_column, unit)))),
+        F.lit(-(2**63)),  # rows without a time: a chunk of their own
+    )
+
+
+def _landing_keys(df: DataFrame, slots: int) -> dict[int, int]:
+    """Partition -> a key value Spark's hash places in it (the second, tiny job)."""
+    probe = df.sparkSession.range(slots * 64).select(
+        F.col("id"), F.pmod(F.hash("id"), F.lit(slots)).alias("p")
+    )
     landing = {row["p"]: row["id"] for row in probe.groupBy("p").agg(F.min("id").alias("id")).collect()}
     if len(landing) < slots:  # 64 tries per partition leave one unreached with odds below 2**-90
         raise PushRefusedError(f"no partition key found for {slots - len(landing)} of {slots} partitions")
+    return landing
+
+
+def _partition_key(df: DataFrame, shares: dict[int, int], landing: dict[int, int]) -> Column:
+    """A keyed row's partition key: its chunk's partitions are a run of
+    ``shares[chunk]`` from the chunk's first, and the row's hash picks one."""
     first: dict[int, int] = {}
     at = 0
     for k, share in shares.items():
@@ -116,13 +136,16 @@ def plan_chunked(
         at += share
     offsets = F.create_map(*[F.lit(x).cast("long") for k in shares for x in (k, first[k])])
     sizes = F.create_map(*[F.lit(x).cast("long") for k, share in shares.items() for x in (k, share)])
-    values = F.array(*[F.lit(landing[p]).cast("long") for p in range(slots)])
-    hashable = [F.col(quoted(f.name)) for f in df.schema if not isinstance(f.dataType, MapType | VariantType)]
-    row_hash = F.xxhash64(*hashable) if hashable else F.lit(0)  # Spark hashes no map
-    spread = F.pmod(row_hash, F.element_at(sizes, F.col(_KEY)))
+    values = F.array(*[F.lit(landing[p]).cast("long") for p in range(at)])  # at: every share, the slots
+    spread = F.pmod(_row_hash(df), F.element_at(sizes, F.col(_KEY)))
     slot = F.element_at(offsets, F.col(_KEY)) + spread
-    placed = keyed.withColumn(_PID, F.element_at(values, (slot + 1).cast("int")))
-    return placed.repartition(slots, F.col(_PID)).drop(_KEY, _PID)
+    return F.element_at(values, (slot + 1).cast("int"))
+
+
+def _row_hash(df: DataFrame) -> Column:
+    """A hash of a row's columns, those Spark can hash (no map, no variant)."""
+    hashable = [F.col(quoted(f.name)) for f in df.schema if not isinstance(f.dataType, MapType | VariantType)]
+    return F.xxhash64(*hashable) if hashable else F.lit(0)
 
 
 def chunk_shares(counts: dict[int, int], wanted: int) -> dict[int, int]:
@@ -175,24 +198,17 @@ def check_interval_rows(
     ``time_unit`` is an integer column's unit (as for the segments' times)."""
     if time_column not in df.columns:
         raise PushRefusedError(f"the input has no time column {time_column!r}")
-    kind = df.schema[time_column].dataType
-    column = F.col(time_column)
-    if isinstance(kind, TimestampType | TimestampNTZType):
-        millis = F.unix_millis(column.cast("timestamp"))  # epoch ms in Spark: no local-time detour
-    elif isinstance(kind, DateType):
-        millis = F.unix_date(column).cast("long") * 86_400_000
-    elif isinstance(kind, IntegralType):
-        if time_unit is None:
-            raise PushRefusedError(f"the integer time column {time_column!r} needs its unit (s, ms, us, ns)")
-        # The conversion is monotonic: convert the raw bounds, exactly as the writers convert values.
-        lo, hi = _bounds(df, column.cast("long"))
-        check_rows_within(
-            time_column,
-            None if lo is None else to_ms(lo, time_unit),
-            None if hi is None else to_ms(hi, time_unit),
-            interval,
-        )
+    if not isinstance(df.schema[time_column].dataType, IntegralType):
+        # Timestamps and dates as the writers read them (epoch ms in Spark: no local-time detour).
+        check_rows_within(time_column, *_bounds(df, millis(df, time_column, None)), interval)
         return
-    else:
-        raise PushRefusedError(f"time column {time_column!r} of type {kind.simpleString()} is not a time")
-    check_rows_within(time_column, *_bounds(df, millis), interval)
+    if time_unit is None:
+        raise PushRefusedError(f"the integer time column {time_column!r} needs its unit (s, ms, us, ns)")
+    # The conversion is monotonic: convert the raw bounds, exactly as the writers convert values.
+    lo, hi = _bounds(df, F.col(time_column).cast("long"))
+    check_rows_within(
+        time_column,
+        None if lo is None else to_ms(lo, time_unit),
+        None if hi is None else to_ms(hi, time_unit),
+        interval,
+    )

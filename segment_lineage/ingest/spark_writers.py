@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -156,41 +157,8 @@ def native_write(
     """
     shaped.write.mode("errorifexists").option("compression", "snappy").parquet(store.uri(target.push_dir))
     files = [f for f in store.list(target.push_dir) if f.location.endswith(".parquet")]
-
-    def describe(path: str, size: int) -> Segment:
-        base = path.rsplit("/", 1)[-1]
-        if not base.startswith("part-") or not base[5:10].isdigit():
-            raise StorageError(f"unexpected file {path!r} in push directory {target.push_dir!r}")
-        part = int(base[5:10])
-        if part >= len(target.names):
-            raise StorageError(
-                f"Spark wrote partition {part} but the push planned {len(target.names)}; "
-                "turn off adaptive skew splitting for pushes (spark.sql.adaptive.skewJoin.enabled=false)"
-            )
-        fs = store.filesystem()
-        with fs.open_input_file(store.path(path)) as handle:
-            handle.seek(size - 8)
-            footer_len = int.from_bytes(handle.read(4), "little")
-            handle.seek(size - 8 - footer_len)
-            fingerprint = hashlib.sha256(handle.read(footer_len)).hexdigest()[:32]
-            rows = pq.ParquetFile(handle).metadata.num_rows
-        tmin = tmax = None
-        if target.time_column is not None:
-            column = pq.read_table(store.path(path), columns=[target.time_column], filesystem=fs)
-            bounds = pc.min_max(time_as_ms(column.column(0), time_unit))
-            tmin, tmax = bounds["min"].as_py(), bounds["max"].as_py()
-        return Segment(
-            name=target.names[part],
-            location=path,
-            rows=rows,
-            size_bytes=size,
-            checksum="parquet-footer-sha256:" + fingerprint,
-            min_time=tmin,
-            max_time=tmax,
-        )
-
     with ThreadPoolExecutor(max_workers=16) as pool:
-        described = list(pool.map(lambda f: describe(f.location, f.size), files))
+        described = list(pool.map(lambda f: _described(store, target, time_unit, f.location, f.size), files))
     names = [s.name for s in described]
     if len(set(names)) != len(names):
         raise StorageError(
@@ -200,3 +168,48 @@ def native_write(
     segments = tuple(sorted((s for s in described if s.rows > 0), key=lambda s: s.name))
     empties = tuple(s.location for s in described if s.rows == 0)
     return Written(segments, empties)
+
+
+def _described(
+    store: DeepStore, target: PushTarget, time_unit: TimeUnit | None, path: str, size: int
+) -> Segment:
+    """The segment a file Spark wrote is: the partition its name says, its
+    footer's fingerprint and rows, and its time column's bounds."""
+    base = path.rsplit("/", 1)[-1]
+    if not base.startswith("part-") or not base[5:10].isdigit():
+        raise StorageError(f"unexpected file {path!r} in push directory {target.push_dir!r}")
+    part = int(base[5:10])
+    if part >= len(target.names):
+        raise StorageError(
+            f"Spark wrote partition {part} but the push planned {len(target.names)}; "
+            "turn off adaptive skew splitting for pushes (spark.sql.adaptive.skewJoin.enabled=false)"
+        )
+    fs = store.filesystem()
+    with fs.open_input_file(store.path(path)) as handle:
+        handle.seek(size - 8)
+        footer_len = int.from_bytes(handle.read(4), "little")
+        handle.seek(size - 8 - footer_len)
+        fingerprint = hashlib.sha256(handle.read(footer_len)).hexdigest()[:32]
+        rows = pq.ParquetFile(handle).metadata.num_rows
+    tmin, tmax = _time_bounds(fs, store.path(path), target.time_column, time_unit)
+    return Segment(
+        name=target.names[part],
+        location=path,
+        rows=rows,
+        size_bytes=size,
+        checksum="parquet-footer-sha256:" + fingerprint,
+        min_time=tmin,
+        max_time=tmax,
+    )
+
+
+def _time_bounds(
+    fs: Any, path: str, time_column: str | None, time_unit: TimeUnit | None
+) -> tuple[int | None, int | None]:
+    """A file's earliest and latest time, in epoch ms, read from its time
+    column (None, None: the table has none, or the file no times)."""
+    if time_column is None:
+        return None, None
+    column = pq.read_table(path, columns=[time_column], filesystem=fs)
+    bounds = pc.min_max(time_as_ms(column.column(0), time_unit))
+    return bounds["min"].as_py(), bounds["max"].as_py()

@@ -230,11 +230,22 @@ def publish_update(
         schema_policy=SchemaPolicy(staged.policy), mode=staged.mode, time_unit=unit,
         check=nothing_new_in_scope(found), audit=judged,
     )  # fmt: skip
+    return Ending(update, _published(state, table, entry_id, found, staged, segments), judged)
+
+
+def _published(
+    state: TableState,
+    table: str,
+    entry_id: str,
+    found: LineageEntry,
+    staged: Staged,
+    segments: Sequence[Segment],
+) -> PushResult:
+    """What the publish does, but its audit and time (:meth:`Ending.done`)."""
     hidden = [state.segments[n] for n in found.segments_from if n in state.segments]
-    result = PushResult(
-        table=table, entry_id=entry_id, mode=PushMode.parse(staged.mode or "refresh"), segments=len(segments),
-        rows=sum(s.rows for s in segments), size_bytes=sum(s.size_bytes for s in segments),
-        replaced=len(found.segments_from), replaced_rows=sum(s.rows for s in hidden),
-        seconds=0.0, published=True,
+    return PushResult(
+        table=table, entry_id=entry_id, mode=PushMode.parse(staged.mode or "refresh"),
+        segments=len(segments), rows=sum(s.rows for s in segments),
+        size_bytes=sum(s.size_bytes for s in segments), replaced=len(found.segments_from),
+        replaced_rows=sum(s.rows for s in hidden), seconds=0.0, published=True,
     )  # fmt: skip
-    return Ending(update, result, judged)

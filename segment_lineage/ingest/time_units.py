@@ -69,18 +69,40 @@ def resolve_time_unit(
     table, so later pushes read their values in the same one.
     """
     if declared is not None:
-        # Past the window is refused (milliseconds pushed as seconds read as
-        # the year 50,000); before it is trusted: it may be old data.
-        fits = () if lo is None or hi is None else plausible_units(lo, hi)
-        if fits and declared not in fits and hi is not None and hi >= _HI_S * PER_SECOND[declared]:
-            raise PushRefusedError(
-                f"the integer time column {column!r} holds values up to {hi}, which the table's unit "
-                f"({NAMES[declared]}) reads after {END_YEAR}, and {NAMES[fits[0]]} reads inside "
-                f"{FIRST_YEAR} to {END_YEAR}: convert them to {NAMES[declared]}; nothing was written"
-            )
+        _check_declared(column, lo, hi, declared)
         return declared
     if lo is None or hi is None:
         return TimeUnit.MS  # no values: every unit reads the same nothing
+    unit = _inferred(column, lo, hi)
+    message = (
+        f"time column {column!r}: integers from {lo} to {hi} read as epoch {NAMES[unit]} "
+        "(inferred: the table declares no --time-unit)"
+    )
+    log.info("%s", message)
+    if say is not None:
+        say(message)
+    return unit
+
+
+def _check_declared(column: str, lo: int | None, hi: int | None, declared: TimeUnit) -> None:
+    """Refuse values the declared unit reads after the window while another
+    unit reads them inside it. Past the window is refused (milliseconds
+    pushed as seconds read as the year 50,000); before it is trusted: it may
+    be old data."""
+    if lo is None or hi is None:
+        return
+    fits = plausible_units(lo, hi)
+    if fits and declared not in fits and hi >= _HI_S * PER_SECOND[declared]:
+        raise PushRefusedError(
+            f"the integer time column {column!r} holds values up to {hi}, which the table's unit "
+            f"({NAMES[declared]}) reads after {END_YEAR}, and {NAMES[fits[0]]} reads inside "
+            f"{FIRST_YEAR} to {END_YEAR}: convert them to {NAMES[declared]}; nothing was written"
+        )
+
+
+def _inferred(column: str, lo: int, hi: int) -> TimeUnit:
+    """The one unit that reads every value inside the window; PushRefusedError
+    when none does or more than one."""
     fits = plausible_units(lo, hi)
     if len(fits) != 1:
         found = "no unit" if not fits else "more than one unit (" + ", ".join(u.value for u in fits) + ")"
@@ -91,12 +113,4 @@ def resolve_time_unit(
             remedy="lineage table alter TABLE --time-unit s|ms|us|ns (while none is set); "
             "timestamp-typed values carry their own",
         )
-    unit = fits[0]
-    message = (
-        f"time column {column!r}: integers from {lo} to {hi} read as epoch {NAMES[unit]} "
-        "(inferred: the table declares no --time-unit)"
-    )
-    log.info("%s", message)
-    if say is not None:
-        say(message)
-    return unit
+    return fits[0]
