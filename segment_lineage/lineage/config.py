@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import stat
 import tomllib
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -189,19 +189,22 @@ def config_path(explicit: str | None, env: Mapping[str, str]) -> tuple[Path | No
     return (path, False) if path.exists() else (None, False)
 
 
+# What a file value of each kind of setting must be (a bool is no number), as the refusal says it.
+_KIND_CHECKS: dict[type, tuple[Callable[[object], bool], str]] = {
+    bool: (lambda v: isinstance(v, bool), "true or false"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    float: (lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number"),
+    str: (lambda v: isinstance(v, str), "a string"),
+}
+
+
 def _text(setting: Setting, value: object) -> str:
     """A file value as its environment variable would spell it; wrong types refused."""
-    kind = setting.kind
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise InvalidInputError(f"config {setting.key} must be true or false")
+    fits, wanted = _KIND_CHECKS[setting.kind]
+    if not fits(value):
+        raise InvalidInputError(f"config {setting.key} must be {wanted}")
+    if isinstance(value, bool):  # a bool setting's
         return "1" if value else "0"
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise InvalidInputError(f"config {setting.key} must be an integer")
-    if kind is float and (isinstance(value, bool) or not isinstance(value, int | float)):
-        raise InvalidInputError(f"config {setting.key} must be a number")
-    if kind is str and not isinstance(value, str):
-        raise InvalidInputError(f"config {setting.key} must be a string")
     if isinstance(value, str) and "\x00" in value:  # no environment variable can hold one
         raise InvalidInputError(f"config {setting.key} holds a NUL character")
     return str(value)
@@ -218,14 +221,18 @@ def parse(raw: str, where: str) -> dict[str, str]:
         if not isinstance(body, dict):
             raise InvalidInputError(f"config file {where}: {section!r} must be a [section]")
         for name, value in body.items():
-            setting = BY_KEY.get(f"{section}.{name}")
-            if setting is None:
-                known = ", ".join(s.key for s in SETTINGS)
-                raise InvalidInputError(
-                    f"config file {where}: unknown setting {section}.{name} (known: {known})"
-                )
+            setting = _setting(where, f"{section}.{name}")
             out[setting.env] = _text(setting, value)
     return out
+
+
+def _setting(where: str, key: str) -> Setting:
+    """The setting a file's ``section.name`` names; an unknown one refused, the known ones listed."""
+    setting = BY_KEY.get(key)
+    if setting is None:
+        known = ", ".join(s.key for s in SETTINGS)
+        raise InvalidInputError(f"config file {where}: unknown setting {key} (known: {known})")
+    return setting
 
 
 def _check_private(path: Path, settings: Mapping[str, str]) -> None:
@@ -237,23 +244,30 @@ def _check_private(path: Path, settings: Mapping[str, str]) -> None:
         )
 
 
+def _read(path: Path, required: bool) -> str | None:
+    """The file's text; None when it does not exist and was not asked for."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO or a device would block or never end
+            raise InvalidInputError(f"config file {path} is not a regular file")
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if required:
+            raise InvalidInputError(f"config file {path} does not exist") from None
+        return None
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"config file {path} is not UTF-8 text") from None
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read config file {path}: {exc.strerror}") from None
+
+
 def load(explicit: str | None, env: MutableMapping[str, str]) -> Loaded:
     """Read the file (if any) and fill in the variables ``env`` does not set."""
     path, required = config_path(explicit, env)
     if path is None:
         return Loaded(None, frozenset())
-    try:
-        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO or a device would block or never end
-            raise InvalidInputError(f"config file {path} is not a regular file")
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        if required:
-            raise InvalidInputError(f"config file {path} does not exist") from None
+    raw = _read(path, required)
+    if raw is None:
         return Loaded(None, frozenset())
-    except UnicodeDecodeError:
-        raise InvalidInputError(f"config file {path} is not UTF-8 text") from None
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read config file {path}: {exc.strerror}") from None
     settings = parse(raw, str(path))
     _check_private(path, settings)
     filled = {name: value for name, value in settings.items() if not env.get(name)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from segment_lineage.lineage.codec.buckets import KINDS, bucket_ids
@@ -26,7 +27,7 @@ from segment_lineage.lineage.codec.envelope import (
 from segment_lineage.lineage.codec.history import history_from_dict, history_to_dict
 from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import MirrorFormat, TableConfig, TableType, TimeGranularity, TimeUnit
-from segment_lineage.lineage.core.schema import PastSchema
+from segment_lineage.lineage.core.schema import PastSchema, Schema
 
 HEAD = "segment-lineage.head"
 
@@ -46,33 +47,40 @@ def config_to_dict(config: TableConfig) -> dict[str, object]:
         "exclusive_delete": config.exclusive_delete,
         "time_retention_ms": config.time_retention_ms,
     }
-    # Optional within format version 1: a record without it (every table
-    # created before units were declared) reads as "not declared".
-    if config.time_unit is not None:
-        d["time_unit"] = config.time_unit.value
-    if config.schema is not None:  # likewise: recorded at a table's first push
-        d["schema"] = [[f.name, type_to_json(f.type)] for f in config.schema]
-    if config.purging_ms is not None:  # likewise: a table dropped with --purge
-        d["purging_ms"] = config.purging_ms
-    if config.past_schemas:  # likewise: recorded when a schema first changes
-        d["past_schemas"] = [_past_to_json(span) for span in config.past_schemas]
-    if config.schema_replaced_at is not None:
-        d["schema_replaced_at"] = config.schema_replaced_at
-    if config.schema_replaced_by is not None:
-        d["schema_replaced_by"] = config.schema_replaced_by
-    if config.versions_kept is not None:
-        d["versions_kept"] = config.versions_kept
-    if config.time_granularity is not None:
-        d["time_granularity"] = config.time_granularity.value
-    if config.mirror is not None:
-        d["mirror"] = config.mirror.value
-    if config.mirror_retention_ms is not None:
-        d["mirror_retention_ms"] = config.mirror_retention_ms
+    # Optional within format version 1, each written only when set: a record
+    # without one (a table from before it was declared) reads as "not declared".
+    optional: dict[str, object] = {
+        "time_unit": _value(config.time_unit),
+        "schema": None if config.schema is None else _schema_to_json(config.schema),  # at the first push
+        "purging_ms": config.purging_ms,  # a table dropped with --purge
+        "past_schemas": _pasts_to_json(config.past_schemas),  # recorded when a schema first changes
+        "schema_replaced_at": config.schema_replaced_at,
+        "schema_replaced_by": config.schema_replaced_by,
+        "versions_kept": config.versions_kept,
+        "time_granularity": _value(config.time_granularity),
+        "mirror": _value(config.mirror),
+        "mirror_retention_ms": config.mirror_retention_ms,
+    }
+    d.update((key, value) for key, value in optional.items() if value is not None)
     return d
 
 
+def _value(member: Enum | None) -> object:
+    """An optional enum setting as stored: its value, or None when not set."""
+    return None if member is None else member.value
+
+
+def _schema_to_json(schema: Schema) -> list[list[object]]:
+    return [[f.name, type_to_json(f.type)] for f in schema]
+
+
+def _pasts_to_json(spans: tuple[PastSchema, ...]) -> list[dict[str, object]] | None:
+    """The spans of earlier schemas as stored; None when there are none (nothing stored)."""
+    return [_past_to_json(span) for span in spans] if spans else None
+
+
 def _past_to_json(span: PastSchema) -> dict[str, object]:
-    schema = None if span.schema is None else [[f.name, type_to_json(f.type)] for f in span.schema]
+    schema = None if span.schema is None else _schema_to_json(span.schema)
     return {"since": span.since, "until": span.until, "schema": schema, "by": span.by}
 
 

@@ -124,6 +124,16 @@ def encode_columns(records: Sequence[Mapping[str, object]]) -> dict[str, object]
 
 def decode_columns(columns: Mapping[str, Any]) -> SegmentColumns:
     """Format 2's ``columns``, their shape checked (raises _Bad)."""
+    _check_named(columns)
+    count = len(columns["name"])
+    dense = {k: _dense(k, v, count) if isinstance(v, dict) else v for k, v in columns.items()}
+    if any(not isinstance(v, list) or len(v) != count for v in dense.values()):
+        raise _Bad("columns must be lists of one length, or objects by index for optional fields")
+    return SegmentColumns(dense, count)
+
+
+def _check_named(columns: Mapping[str, Any]) -> None:
+    """Refuse a column format 2 has not, and a required one missing or not a list (raises _Bad)."""
     unknown = sorted(set(columns) - set(SEGMENT_COLUMNS))
     if unknown:
         raise _Bad(f"unknown column(s) {', '.join(map(repr, unknown))}")
@@ -132,11 +142,6 @@ def decode_columns(columns: Mapping[str, Any]) -> SegmentColumns:
         raise _Bad(f"missing column(s) {', '.join(map(repr, missing))}")
     if not all(isinstance(columns[k], list) for k in SEGMENT_COLUMNS if k not in OPTIONAL_COLUMNS):
         raise _Bad("columns must be lists")
-    count = len(columns["name"])
-    dense = {k: _dense(k, v, count) if isinstance(v, dict) else v for k, v in columns.items()}
-    if any(not isinstance(v, list) or len(v) != count for v in dense.values()):
-        raise _Bad("columns must be lists of one length, or objects by index for optional fields")
-    return SegmentColumns(dense, count)
 
 
 def _dense(column: str, sparse: Mapping[str, Any], count: int) -> list[Any]:

@@ -254,20 +254,10 @@ class ManagerBase:
         try:
             snap, now = loop.first or self.store.read_now(loop.table)
             loop.first = None
-            if loop.unknown_since is not None:
-                landed = self.store.find_commit(loop.table, loop.commit_id, loop.unknown_since)
-                if landed is not None:
-                    return self._landed(self.store.read(loop.table), landed, loop.commit_id, load)
-            pause = floor.wait_or_take(snap, now)
-            if pause is not None:
-                loop.attempts.refund()  # waited for the floor, or took it: not a lost race
-                self.retry.sleep(pause)
-                return None
-            if floor.ignored and snap.floor is not None:
-                snap = dataclasses.replace(snap, floor=None)  # the write checks no floor either
-            if queue.wait(snap, floor.lost_races, self.retry.deadline_s - loop.attempts.elapsed):
-                loop.attempts.refund()  # waited for its turn: not a lost race
-                return None
+            landed = None if loop.unknown_since is None else self._earlier(loop, loop.unknown_since, load)
+            if landed is not None:
+                return landed
+            return self._wait_turn(loop, snap, now, floor, queue)
         except StoreUnavailableError as exc:
             if loop.unknown_since is None:
                 raise
@@ -281,6 +271,22 @@ class ManagerBase:
             if loop.unknown_since is not None and not isinstance(exc, NotFoundError):
                 raise loop.unknown(exc.message) from None  # our earlier write may have landed
             raise
+
+    def _wait_turn(
+        self, loop: _Loop, snap: Snapshot, now: int, floor: _FloorUse, queue: _QueueUse
+    ) -> tuple[Snapshot, int] | None:
+        """The floor, then the queue: the version to write on and ZooKeeper's
+        time, or None when the attempt waited for either."""
+        pause = floor.wait_or_take(snap, now)
+        if pause is not None:
+            loop.attempts.refund()  # waited for the floor, or took it: not a lost race
+            self.retry.sleep(pause)
+            return None
+        if floor.ignored and snap.floor is not None:
+            snap = dataclasses.replace(snap, floor=None)  # the write checks no floor either
+        if queue.wait(snap, floor.lost_races, self.retry.deadline_s - loop.attempts.elapsed):
+            loop.attempts.refund()  # waited for its turn: not a lost race
+            return None
         return snap, now
 
     def _apply(self, loop: _Loop, snap: Snapshot, now: int, update: Update, load: bool) -> Change | None:
@@ -361,11 +367,11 @@ class ManagerBase:
         refusal tells which (the commit, or ``lost``: nothing committed)."""
         assert loop.unknown_since is not None
         try:
-            landed = self.store.find_commit(loop.table, loop.commit_id, loop.unknown_since)
-            if landed is not None:
-                return self._landed(self.store.read(loop.table), landed, loop.commit_id, load)
+            landed = self._earlier(loop, loop.unknown_since, load)
         except LineageError:
             raise loop.unknown(lost.message) from None
+        if landed is not None:
+            return landed
         raise lost
 
     def _verdict(self, loop: _Loop, floor: _FloorUse, queue: _QueueUse, load: bool) -> Committed:
@@ -376,11 +382,11 @@ class ManagerBase:
         if loop.unknown_since is not None:
             # One last look: did any of our attempts land?
             try:
-                landed = self.store.find_commit(table, loop.commit_id, loop.unknown_since)
-                if landed is not None:
-                    return self._landed(self.store.read(table), landed, loop.commit_id, load)
+                landed = self._earlier(loop, loop.unknown_since, load)
             except LineageError as exc:
                 raise loop.unknown(loop.last_cause or exc.message) from None
+            if landed is not None:
+                return landed
             raise loop.unknown(loop.last_cause)
         if loop.retryable:
             raise StoreUnavailableError(
@@ -395,6 +401,15 @@ class ManagerBase:
             if held is not None and held.holder is not None
             else queue.waiting,
             floor_wait_s=floor.waited_s,
+        )
+
+    def _earlier(self, loop: _Loop, since: int, load: bool) -> Committed | None:
+        """The commit an earlier attempt landed (one after version ``since``), if any."""
+        landed = self.store.find_commit(loop.table, loop.commit_id, since)
+        return (
+            None
+            if landed is None
+            else self._landed(self.store.read(loop.table), landed, loop.commit_id, load)
         )
 
     def _landed(self, snap: Snapshot, record: HistoryRecord, commit_id: str, load: bool) -> Committed:

@@ -128,31 +128,42 @@ class _QueueUse:
         a ticket) and the caller reads again."""
         if self.off:
             return False
-        queue = snap.queue
-        if self.ticket is not None and self.ticket not in queue:
-            self.ticket = None  # taken away: join again at the tail, a few times at most
-            self.rejoins += 1
-            if self.rejoins > QUEUE_REJOINS:
-                self.off = True
+        if self.ticket is not None and self.ticket not in snap.queue:
+            self._taken_away()
+            if self.off:
                 return False
         if self.ticket is None:
-            if not lost:
-                return False
-            try:
-                self.ticket = self.store.queues.join(self.table, self.commit_id)
-            except LineageError:
-                self.ticket = None
-            if self.ticket is None:
-                self.off = True
-                return False
-            return True  # read again: our place, with the head
-        place = queue.index(self.ticket)
+            return bool(lost) and self._join()  # no race lost yet: no ticket
+        return self._await_ahead(snap, snap.queue.index(self.ticket), budget_s)
+
+    def _taken_away(self) -> None:
+        """Our ticket is gone (its session lapsed): join again at the tail,
+        a few times at most, then commit without the queue."""
+        self.ticket = None
+        self.rejoins += 1
+        self.off = self.rejoins > QUEUE_REJOINS
+
+    def _join(self) -> bool:
+        """Take a ticket: True, read again (our place, with the head); False
+        when the store keeps no queue for the table (commit without one)."""
+        try:
+            self.ticket = self.store.queues.join(self.table, self.commit_id)
+        except LineageError:
+            self.ticket = None
+        if self.ticket is None:
+            self.off = True
+            return False
+        return True
+
+    def _await_ahead(self, snap: Snapshot, place: int, budget_s: float) -> bool:
+        """Wait on the ticket right ahead of our ``place`` (True); False when
+        none is left to wait on: commit now."""
         if place == 0:
             return False
         now = self.clock()
         if self.moved is None or self.moved[0] != snap.state.version:
             self.moved = (snap.state.version, now)
-        ahead = self.stuck.ahead(self.table, queue, place, now, self.moved[1])
+        ahead = self.stuck.ahead(self.table, snap.queue, place, now, self.moved[1])
         if ahead is None:
             return False  # only tickets that stood still are ahead: race, as without a queue
         self.ahead = ahead
@@ -222,22 +233,32 @@ class _FloorUse:
             and not self._lapsed(seen)
             and not self._spent()
         ):
-            self.waits += 1
-            self.waited_on = seen
-            step: float = min(FLOOR_POLL_S, 0.01 * 2.0 ** min(self.waits, 10))
-            pause = min(step, max(0.0, (seen.until_ms - now_ms) / 1000))
-            self.waited_s += pause
-            return pause
+            return self._wait_on(seen, now_ms)
         ours = seen is not None and seen.holder == self.commit_id and now_ms < seen.until_ms
         if self.losses < FLOOR_AFTER or ours:  # a floor of ours that lapsed is taken again
             return None
+        return self._take(seen, now_ms)
+
+    def _wait_on(self, seen: Floor, now_ms: int) -> float:
+        """The pause before looking again at another writer's floor: growing,
+        never past the floor's end."""
+        self.waits += 1
+        self.waited_on = seen
+        step: float = min(FLOOR_POLL_S, 0.01 * 2.0 ** min(self.waits, 10))
+        pause = min(step, max(0.0, (seen.until_ms - now_ms) / 1000))
+        self.waited_s += pause
+        return pause
+
+    def _take(self, seen: Floor | None, now_ms: int) -> float | None:
+        """Take the floor (over ``seen``, the one read): 0.0, read again (under
+        the floor if this writer holds it now); None when refused or not answered."""
         self.losses = 0
         self.tried = True
         try:
             self.store.floors.take(self.table, seen, self.commit_id, now_ms + FLOOR_MS)
         except LineageError:
             return None  # refused (no right to create it) or no answer: go on without it
-        return 0.0  # read again: under the floor if this writer holds it now
+        return 0.0
 
     def _spent(self) -> bool:
         """This commit has waited on floors for its whole budget (its first

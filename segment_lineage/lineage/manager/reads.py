@@ -5,6 +5,7 @@ lease exists."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 from collections.abc import Iterator
 
@@ -74,11 +75,7 @@ class Reads(ManagerBase):
             return self._version_at(table, at_ms)
         ends = (r for r in self.store.iter_history(table) if r.operation is Operation.END_REPLACE)
         if entry_id is not None:
-            check_entry_id(entry_id)
-            for record in ends:
-                if record.entry_id == entry_id:
-                    return record.version - 1
-            raise NotFoundError(f"entry {entry_id} never completed on table {table!r}")
+            return _before_entry(table, check_entry_id(entry_id), ends)
         return self._before_last_push(table, ends)
 
     def _version_at(self, table: str, at_ms: int) -> int:
@@ -135,26 +132,12 @@ class Reads(ManagerBase):
         raw = text.strip().lower()
         if len(raw) == 36:
             return check_entry_id(raw)
-        if len(raw) < MIN_ENTRY_PREFIX or any(c not in "0123456789abcdef-" for c in raw):
-            raise InvalidInputError(
-                f"invalid entry id {text!r}: a whole id, or at least {MIN_ENTRY_PREFIX} of its first "
-                "hexadecimal digits"
-            )
+        _check_prefix(text, raw)
         found = {e for e in self._read(table).entries if e.startswith(raw)}
         if in_history:  # both: a prefix naming a live entry and a past one is ambiguous
-            for count, record in enumerate(self.store.iter_history(table)):
-                if count >= MAX_PREFIX_SEARCH:
-                    break
-                if record.entry_id is not None and record.entry_id.startswith(raw):
-                    found.add(record.entry_id)
-        if not found:
-            raise NotFoundError(f"no entry of table {table!r} starts with {text!r}")
-        if len(found) > 1:
-            shown = ", ".join(sorted(found)[:5])
-            raise InvalidInputError(
-                f"entry prefix {text!r} matches {len(found)} entries ({shown}): give more digits"
-            )
-        return found.pop()
+            records = itertools.islice(self.store.iter_history(table), MAX_PREFIX_SEARCH)
+            found |= {r.entry_id for r in records if r.entry_id is not None and r.entry_id.startswith(raw)}
+        return _only_match(table, text, found)
 
     def table_as_of(self, table: str, version: int) -> TableState:
         """Version ``version`` itself, or VersionGoneError: never another one,
@@ -253,30 +236,38 @@ class Reads(ManagerBase):
             handed, lease = read is not None, self.store.pins.pin(table, version, read, look=True)
             read = None  # a later attempt pins what the store shows then
             try:
-                then = lease.state
-                if version is not None and then.version != version:
-                    raise LineageError(
-                        f"pinned version {then.version} of table {table!r} instead of version {version}"
-                    )
-                # Read after the lease exists (see the docstring): with it, one round trip.
-                current = lease.after if lease.after is not None else self._read(table)
-                if handed and current.version != then.version:
-                    self.store.pins.release(lease)  # built on a read the table moved past: see the docstring
-                    continue
-                asked = (then,) if version is not None else ()  # the head: pinning again helps
-                with self._past(*asked):
-                    if version is not None:
-                        self.check_readable(then, current)
-                    if version is not None or self._gone(then, current) is None:
-                        then.loaded()  # a reader holds the state past the store's life, maybe
-                        return lease
+                stands = self._pin_stands(table, version, lease, handed=handed)
             except BaseException:
                 self.store.pins.release(lease)
                 raise
-            self.store.pins.release(lease)  # condemned between our read and our lease: take the newest
+            if stands:
+                return lease
+            self.store.pins.release(lease)  # lost its version: take the newest
         raise ContentionError(
             table, PIN_ATTEMPTS, self.retry.clock() - started, doing="pinning a version retention left alone"
         )
+
+    def _pin_stands(self, table: str, version: int | None, lease: Lease, *, handed: bool) -> bool:
+        """Whether ``lease`` holds what :meth:`pin_readable` was asked for,
+        checked against the head read after it exists; False when pinning
+        again may help, raising when it cannot (a past version gone)."""
+        then = lease.state
+        if version is not None and then.version != version:
+            raise LineageError(
+                f"pinned version {then.version} of table {table!r} instead of version {version}"
+            )
+        # Read after the lease exists (see pin_readable): with it, one round trip.
+        current = lease.after if lease.after is not None else self._read(table)
+        if handed and current.version != then.version:
+            return False  # built on a read the table moved past: see pin_readable
+        asked = (then,) if version is not None else ()  # the head: pinning again helps
+        with self._past(*asked):
+            if version is not None:
+                self.check_readable(then, current)
+            elif self._gone(then, current) is not None:
+                return False  # condemned between our read and our lease
+            then.loaded()  # a reader holds the state past the store's life, maybe
+            return True
 
     def readable_versions(self, table: str, lo: int = 0, hi: int | None = None) -> list[int]:
         """The retained versions from ``lo`` to ``hi`` a reader can still read
@@ -321,14 +312,18 @@ class Reads(ManagerBase):
         gone = self._gone(then, current)
         if gone is None:
             return
-        oldest = None
-        for version in self.store.versions(then.config.name):
-            if version > then.version and not self._gone(self._as_of(then.config.name, version), current):
-                oldest = version
-                break
         raise VersionGoneError(
-            then.config.name, then.version, oldest, why=f"can no longer be read: segment {gone} was reclaimed"
+            then.config.name,
+            then.version,
+            self._oldest_readable_after(then, current),
+            why=f"can no longer be read: segment {gone} was reclaimed",
         )
+
+    def _oldest_readable_after(self, then: TableState, current: TableState) -> int | None:
+        """The oldest retained version after ``then`` that still shows only what ``current`` holds."""
+        table = then.config.name
+        later = (v for v in self.store.versions(table) if v > then.version)
+        return next((v for v in later if not self._gone(self._as_of(table, v), current)), None)
 
     @staticmethod
     def _gone(then: TableState, current: TableState) -> str | None:
@@ -341,6 +336,36 @@ class Reads(ManagerBase):
             if now is None or seg.location in current.pending or not _same_file(now, seg):
                 return seg.name
         return None
+
+
+def _before_entry(table: str, entry_id: str, ends: Iterator[HistoryRecord]) -> int:
+    """The version just before entry ``entry_id``'s push completed (``ends``:
+    the history's END_REPLACE records, newest first)."""
+    for record in ends:
+        if record.entry_id == entry_id:
+            return record.version - 1
+    raise NotFoundError(f"entry {entry_id} never completed on table {table!r}")
+
+
+def _check_prefix(text: str, raw: str) -> None:
+    """Refuse an entry prefix too short to look for, or not hexadecimal (``raw``: ``text`` as read)."""
+    if len(raw) < MIN_ENTRY_PREFIX or any(c not in "0123456789abcdef-" for c in raw):
+        raise InvalidInputError(
+            f"invalid entry id {text!r}: a whole id, or at least {MIN_ENTRY_PREFIX} of its first "
+            "hexadecimal digits"
+        )
+
+
+def _only_match(table: str, text: str, found: set[str]) -> str:
+    """The one entry id prefix ``text`` matched: NotFoundError for none, InvalidInputError for several."""
+    if not found:
+        raise NotFoundError(f"no entry of table {table!r} starts with {text!r}")
+    if len(found) > 1:
+        shown = ", ".join(sorted(found)[:5])
+        raise InvalidInputError(
+            f"entry prefix {text!r} matches {len(found)} entries ({shown}): give more digits"
+        )
+    return found.pop()
 
 
 def _bucket_blobs(state: TableState) -> set[str]:

@@ -93,15 +93,22 @@ class RollbackOps(SetRollbackOps):
                 if dry_run:
                     return self._dry_run(table, target, judged, audit)
                 return self._commit_rollback(table, target, judged, audit)
-            try:  # judged on its own read, when the history records it needs are at hand
-                return self._commit_rollback(
-                    table, target, _Judged(), audit, _at_hand_judge(target_version), first
-                )
-            except ReadHistory as first:
-                judged = self._judge_sets(table, target_version, False)
-                if judged.head is not None and judged.head != first.version:
-                    raise moved(table, first.version, judged.head) from None
-                return self._commit_rollback(table, target, judged, audit)
+            return self._commit_judged_on_read(table, target, audit, first)
+
+    def _commit_judged_on_read(
+        self, table: str, target: TableState, audit: Audit, first: tuple[Snapshot, int] | None
+    ) -> RollbackPlan:
+        """The rollback's commit, its sets judged on the commit's own read
+        when the history records that needs are at hand; else judged first
+        on the history read whole (the table must not have moved since)."""
+        try:
+            judge = _at_hand_judge(target.version)
+            return self._commit_rollback(table, target, _Judged(), audit, judge, first)
+        except ReadHistory as read:
+            judged = self._judge_sets(table, target.version, False)
+            if judged.head is not None and judged.head != read.version:
+                raise moved(table, read.version, judged.head) from None
+            return self._commit_rollback(table, target, judged, audit)
 
     def _dry_run(self, table: str, target: TableState, judged: _Judged, audit: Audit) -> RollbackPlan:
         current = self._read(table)

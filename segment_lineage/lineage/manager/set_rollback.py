@@ -22,7 +22,7 @@ from segment_lineage.lineage.core.errors import ContentionError, NotFoundError, 
 from segment_lineage.lineage.core.history import HistoryRecord
 from segment_lineage.lineage.core.model import Audit, Change, EntryState, Operation, TableState
 from segment_lineage.lineage.core.names import check_set_id, resolve_set_id
-from segment_lineage.lineage.manager.commit import Update
+from segment_lineage.lineage.manager.commit import Committed, Update
 from segment_lineage.lineage.manager.reads import MAX_PREFIX_SEARCH
 from segment_lineage.lineage.manager.together import ChecksMovedError, Together, TogetherOps
 from segment_lineage.lineage.store.contract import Snapshot
@@ -97,24 +97,23 @@ class SetRollbackOps(TogetherOps):
         if dry_run:
             return SetRollback(set_id, targets, None, None, self._already(states, audit))
         self.require_role(PUSHER, doing="a rollback")
+        undo = [Together(t, self._undo(t, heads[t], states[t], audit)) for t in targets]
+        done = self.commit_together(undo, why, set_id=rollback_id, checks=outside)
+        return _rolled_back(set_id, targets, done, rollback_id)
 
-        def undo(table: str) -> Update:
-            def update(state: TableState, now: int) -> Change:
-                if state.version != heads[table]:  # the splits were judged on another head
-                    raise _Moved(table)
-                with self._past(states[table]):  # gone, it is gone for every attempt: not read again
-                    change = transitions.rollback(state, states[table], now, audit)
-                    change.state.loaded()  # what it keeps of the target loads here, not after
-                    return change
+    def _undo(self, table: str, head: int, target: TableState, audit: Audit) -> Update:
+        """The update taking ``table`` from version ``head`` back to
+        ``target``; _Moved from any other version."""
 
-            return update
+        def update(state: TableState, now: int) -> Change:
+            if state.version != head:  # the splits were judged on another head
+                raise _Moved(table)
+            with self._past(target):  # gone, it is gone for every attempt: not read again
+                change = transitions.rollback(state, target, now, audit)
+                change.state.loaded()  # what it keeps of the target loads here, not after
+                return change
 
-        done = self.commit_together(
-            [Together(t, undo(t)) for t in targets], why, set_id=rollback_id, checks=outside
-        )
-        committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
-        already = tuple(t for t in targets if t not in committed)
-        return SetRollback(set_id, targets, committed, rollback_id if committed else None, already)
+        return update
 
     def _refuse_staged(
         self, set_id: str, members: Mapping[str, int], histories: Mapping[str, Sequence[HistoryRecord]]
@@ -122,14 +121,7 @@ class SetRollbackOps(TogetherOps):
         """RefusedError when the set is staged, not published (its newest
         record is the staging of a push still staged): nothing of it shows,
         and going back to before it would undo every change made since."""
-        staged: list[tuple[str, str]] = []
-        for table, version in sorted(members.items()):
-            record = next(r for r in histories[table] if r.version == version)
-            if record.operation is not Operation.REGISTER or record.entry_id is None:
-                continue
-            entry = self.store.read(table).state.entries.get(record.entry_id)
-            if entry is not None and entry.state is EntryState.IN_PROGRESS and entry.staged is not None:
-                staged.append((table, record.entry_id))
+        staged = self._staged(members, histories)
         if staged:
             drops = "; ".join(f"'lineage revert {table} {entry}'" for table, entry in staged)
             raise RefusedError(
@@ -140,6 +132,20 @@ class SetRollbackOps(TogetherOps):
                 found="staged",
                 remedy=f"publish it ('lineage publish --set {set_id}'), or drop it: {drops}",
             )
+
+    def _staged(
+        self, members: Mapping[str, int], histories: Mapping[str, Sequence[HistoryRecord]]
+    ) -> list[tuple[str, str]]:
+        """The (table, entry) of each member whose set record stages a push still staged."""
+        staged: list[tuple[str, str]] = []
+        for table, version in sorted(members.items()):
+            record = next(r for r in histories[table] if r.version == version)
+            if record.operation is not Operation.REGISTER or record.entry_id is None:
+                continue
+            entry = self.store.read(table).state.entries.get(record.entry_id)
+            if entry is not None and entry.state is EntryState.IN_PROGRESS and entry.staged is not None:
+                staged.append((table, record.entry_id))
+        return staged
 
     def _histories(self, doing: str) -> dict[str, list[HistoryRecord]]:
         """Every table's history, newest first; RefusedError when a table
@@ -171,6 +177,15 @@ class SetRollbackOps(TogetherOps):
                 t for t, (snap, now) in reads.items()
                 if not transitions.rollback(snap.state, states[t], now, audit).changed
             )  # fmt: skip
+
+
+def _rolled_back(
+    set_id: str, targets: dict[str, int], done: Sequence[Committed], rollback_id: str
+) -> SetRollback:
+    """What the set rollback's commit did, table by table."""
+    committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
+    already = tuple(t for t in targets if t not in committed)
+    return SetRollback(set_id, targets, committed, rollback_id if committed else None, already)
 
 
 class _Moved(Exception):

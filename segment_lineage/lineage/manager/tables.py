@@ -21,7 +21,7 @@ from segment_lineage.lineage.core.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from segment_lineage.lineage.core.model import EntryState, TableConfig, TableState
+from segment_lineage.lineage.core.model import Audit, EntryState, TableConfig, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.core.roots import canonical_root, check_no_overlap
@@ -29,6 +29,7 @@ from segment_lineage.lineage.core.settings import SettingsChange
 from segment_lineage.lineage.manager.commit import Committed, ManagerBase
 from segment_lineage.lineage.storage.claims import (
     Claim,
+    ClaimFiles,
     check_claim,
     check_no_claim_around,
     read_claim,
@@ -50,30 +51,33 @@ class TableOps(ManagerBase):
         every file under a table's root that no segment references (after
         the orphan grace), so a user's files there would go."""
         config = dataclasses.replace(config, root=resolve_root(config.root, state_dir()))
-        if self.claims is not None and not existing_files:
-            found = self.claims.first_entry(config.root)
-            if found is not None:
-                raise RefusedError(
-                    f"root {config.root!r} already holds {found!r}: retention deletes every file under a "
-                    "table's root that no segment references, a day after it first sees it",
-                    table=config.name,
-                    remedy="use an empty or new directory, or pass --existing-files if those files "
-                    "are the table's to register or reclaim",
-                )
         if self.claims is None:
             return self.store.create_table(config, self.audit(reason), self.env.hex_id())
-        # The refusals the store would give, said before the marker (and the
-        # folder it makes) is written: a refused create leaves nothing behind.
+        if not existing_files:
+            _refuse_occupied(self.claims, config)
+        self._refuse_as_the_store_would(config)
+        # Claimed first, then created, then checked: of two stores creating
+        # tables on one root at once, the second finds the first's marker.
+        fresh = self._claim(config.name, config.root)
+        state = self._create_claimed(self.claims, config, reason, fresh=fresh)
+        self._check_claimed(config.name, config.root)
+        return state
+
+    def _refuse_as_the_store_would(self, config: TableConfig) -> None:
+        """The refusals the store would give, said before the marker (and the
+        folder it makes) is written: a refused create leaves nothing behind."""
         roots = self.store.roots()
         taken = [name for name in roots if name.casefold() == config.name.casefold()]
         if taken:
             raise TableExistsError(config.name, taken[0])
         check_no_overlap(config.name, config.root, roots)
-        # Claimed first, then created, then checked: of two stores creating
-        # tables on one root at once, the second finds the first's marker.
-        fresh = self._claim(config.name, config.root)
+
+    def _create_claimed(
+        self, claims: ClaimFiles, config: TableConfig, reason: str | None, *, fresh: bool
+    ) -> TableState:
+        """The store's create of a table whose root is claimed (``fresh``: by this call)."""
         try:
-            state = self.store.create_table(config, self.audit(reason), self.env.hex_id())
+            return self.store.create_table(config, self.audit(reason), self.env.hex_id())
         except (InvalidInputError, RefusedError, TableExistsError, AuthError):
             # Not created by this call: the marker it made goes too, unless a
             # table of that name has this root by now (a twin job that trusted
@@ -81,10 +85,8 @@ class TableOps(ManagerBase):
             # and keeps its claim.
             if fresh and not _same_root(self.store.roots().get(config.name), config.root):
                 with contextlib.suppress(LineageError):
-                    self.claims.remove_claim(config.root)
+                    claims.remove_claim(config.root)
             raise
-        self._check_claimed(config.name, config.root)
-        return state
 
     def alter_table(self, table: str, change: SettingsChange, reason: str | None = None) -> Committed:
         """Change a table's settings in one commit, applied to the config the
@@ -206,29 +208,17 @@ class TableOps(ManagerBase):
         """
         check_table_name(table)
         audit = self.audit(reason)
-        roots: list[str] = []
-
-        def marked(root: str | None, config: TableConfig | None) -> None:
-            if root is not None:
-                roots.append(root)  # a drop finished again, or of an unreadable head: its claim goes too
-            if on_marked is not None:
-                on_marked(root, config)
-
         attempts = Attempts(self.retry)
         while attempts.next():
             try:
                 state = self.store.read(table).state
             except TableNotFoundError:
-                self.store.drop_table(table, audit, None, resume_only=True, on_marked=marked)
-                if roots:
-                    self._unclaim(table, roots[0])
+                self._drop_unread(table, audit, on_marked, resume_only=True)
                 return
             except CorruptRecordError:
                 if not force:
                     raise
-                self.store.drop_table(table, audit, None, on_marked=marked)
-                if roots:
-                    self._unclaim(table, roots[0])
+                self._drop_unread(table, audit, on_marked, resume_only=False)
                 return
             if (refused := drop_refusal(state, force)) is not None:
                 raise refused
@@ -239,6 +229,24 @@ class TableOps(ManagerBase):
             except VersionConflict:
                 attempts.backoff()
         raise ContentionError(table, attempts.count, attempts.elapsed)
+
+    def _drop_unread(
+        self, table: str, audit: Audit, on_marked: OnMarked | None, *, resume_only: bool
+    ) -> None:
+        """Drop a table whose head was not read: gone (an interrupted drop,
+        finished: ``resume_only``) or unreadable (forced). The root the store
+        names when marking the drop loses its claim too."""
+        roots: list[str] = []
+
+        def marked(root: str | None, config: TableConfig | None) -> None:
+            if root is not None:
+                roots.append(root)
+            if on_marked is not None:
+                on_marked(root, config)
+
+        self.store.drop_table(table, audit, None, resume_only=resume_only, on_marked=marked)
+        if roots:
+            self._unclaim(table, roots[0])
 
 
 def drop_refusal(state: TableState, force: bool = False) -> RefusedError | None:
@@ -264,6 +272,19 @@ def drop_refusal(state: TableState, force: bool = False) -> RefusedError | None:
         remedy=f"drop it with its files (lineage table drop {name} --purge: retention reclaims them), "
         "or pass --force (its files in deep storage are then left behind)",
     )
+
+
+def _refuse_occupied(claims: ClaimFiles, config: TableConfig) -> None:
+    """RefusedError when the new table's root already holds a file."""
+    found = claims.first_entry(config.root)
+    if found is not None:
+        raise RefusedError(
+            f"root {config.root!r} already holds {found!r}: retention deletes every file under a "
+            "table's root that no segment references, a day after it first sees it",
+            table=config.name,
+            remedy="use an empty or new directory, or pass --existing-files if those files "
+            "are the table's to register or reclaim",
+        )
 
 
 def _same_root(registered: str | None, root: str) -> bool:

@@ -19,7 +19,7 @@ those versions were all current (a version only ever grows).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core.errors import (
@@ -34,7 +34,7 @@ from segment_lineage.lineage.core.errors import (
 )
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.history import HistoryRecord
-from segment_lineage.lineage.core.model import Audit, Change
+from segment_lineage.lineage.core.model import Audit, Change, TableState
 from segment_lineage.lineage.core.names import check_table_name
 from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.core.roles import guard_role
@@ -105,6 +105,14 @@ class _SetLoop:
         """An earlier write may have landed: never report "nothing written"
         (the cause told is the unknown outcome's own, not a later attempt's)."""
         return OutcomeUnknownError(self.parts[0].table, self.commit_id, self.unknown_cause or message)
+
+    def outcome_unknown(self, cause: str, snaps: list[tuple[Snapshot, int]]) -> None:
+        """A write whose outcome is unknown: the first keeps the versions it
+        was read on (where to look for its commit) and its cause."""
+        self.cause = cause
+        if self.unknown is None:
+            self.unknown_cause = cause
+            self.unknown = {p.table: s.state.version for p, (s, _) in zip(self.parts, snaps, strict=True)}
 
 
 def _set_changes(
@@ -190,26 +198,31 @@ class TogetherOps(Reads):
             snaps, landed = self._set_reads(loop)
             if landed is not None:
                 return landed
-            pause = max(
-                floors[p.table].wait_or_take(*read) or 0.0 for p, read in zip(parts, snaps, strict=True)
-            )
-            if pause > 0:
-                loop.attempts.refund()  # waited for another writer's floor: not a lost race
-                self.retry.sleep(pause)
+            if self._set_floors(loop, snaps, floors):
                 continue
             now = max(n for _, n in snaps)
             changes = _set_changes(parts, snaps, now)
             if changes is None:
                 continue  # a bucket loaded late was collected: read again
             if not any(c.changed for c in changes):
-                return [
-                    Committed(s.state, c, commit_id, applied=False)
-                    for (s, _), c in zip(snaps, changes, strict=True)
-                ]
+                return _set_results(snaps, changes, commit_id, iter(()))
             done = self._set_write(loop, snaps, changes, audits, now, floors)
             if done is not None:
                 return done
         return self._set_verdict(loop)
+
+    def _set_floors(
+        self, loop: _SetLoop, snaps: list[tuple[Snapshot, int]], floors: dict[str, _FloorUse]
+    ) -> bool:
+        """Every table's floor, waited for or taken: True when the attempt waited."""
+        pause = max(
+            floors[p.table].wait_or_take(*read) or 0.0 for p, read in zip(loop.parts, snaps, strict=True)
+        )
+        if pause > 0:
+            loop.attempts.refund()  # waited for another writer's floor: not a lost race
+            self.retry.sleep(pause)
+            return True
+        return False
 
     def _set_reads(self, loop: _SetLoop) -> tuple[list[tuple[Snapshot, int]], list[Committed] | None]:
         """Every table's version and ZooKeeper's time; and, after an unknown
@@ -224,11 +237,7 @@ class TogetherOps(Reads):
                 raise loop.unknown_error(exc.message) from None
             raise
         reads, now = reads[: len(parts)], reads[len(parts) :]
-        moved = [
-            t
-            for t, c, (snap, _) in zip(checked, loop.checks, now, strict=True)
-            if snap.state.version != c.state.version
-        ]
+        moved = _moved(loop.checks, now)
         if moved and landed is None:  # decided on versions gone: no retry mends that; decide again
             raise ChecksMovedError(moved)
         return reads, landed
@@ -245,13 +254,7 @@ class TogetherOps(Reads):
         """The one request; the set's commits, or None: try again. Each
         record counts the tables the request changes (a set rollback finds
         out when one of them no longer keeps its record)."""
-        size = sum(c.changed for c in changes)
-        writes = [
-            Write(p.table, snap, c, _sized(audits[p.table], size), loop.commit_id, now,
-                  p.owner, guard_role(snap.state, c))
-            for p, (snap, _), c in zip(loop.parts, snaps, changes, strict=True)
-            if c.changed
-        ]  # fmt: skip
+        writes = _set_request(loop, snaps, changes, audits, now)
         try:
             failpoint("set.before-commit")
             unchanged = [snap for (snap, _), c in zip(snaps, changes, strict=True) if not c.changed]
@@ -270,19 +273,11 @@ class TogetherOps(Reads):
             loop.attempts.backoff()
             return None
         except WriteOutcomeUnknown as exc:
-            loop.cause = exc.message
-            if loop.unknown is None:
-                loop.unknown_cause = exc.message
-                loop.unknown = {p.table: s.state.version for p, (s, _) in zip(loop.parts, snaps, strict=True)}
+            loop.outcome_unknown(exc.message, snaps)
             loop.attempts.backoff()
             return None
         failpoint("set.after-commit")
-        return [
-            Committed(next(states), c, loop.commit_id, applied=True)
-            if c.changed
-            else Committed(s.state, c, loop.commit_id, applied=False)
-            for (s, _), c in zip(snaps, changes, strict=True)
-        ]
+        return _set_results(snaps, changes, loop.commit_id, states)
 
     def _set_settled(self, loop: _SetLoop, lost: ClaimLostError) -> list[Committed]:
         """An earlier attempt's outcome was unknown, and now a member's claim
@@ -352,6 +347,46 @@ class TogetherOps(Reads):
                 return first
             first = second
         raise ContentionError(", ".join(tables), CUT_ATTEMPTS, 0.0, doing="reading a consistent cut")
+
+
+def _moved(checks: Sequence[Snapshot], now: Sequence[tuple[Snapshot, int]]) -> list[str]:
+    """The tables of ``checks`` whose version ``now`` (read again) is another."""
+    return [
+        c.state.config.name
+        for c, (snap, _) in zip(checks, now, strict=True)
+        if snap.state.version != c.state.version
+    ]
+
+
+def _set_request(
+    loop: _SetLoop,
+    snaps: list[tuple[Snapshot, int]],
+    changes: list[Change],
+    audits: dict[str, Audit],
+    now: int,
+) -> list[Write]:
+    """The writes of the set's one request, one per table it changes, each
+    record counting the tables the request changes."""
+    size = sum(c.changed for c in changes)
+    return [
+        Write(p.table, snap, c, _sized(audits[p.table], size), loop.commit_id, now,
+              p.owner, guard_role(snap.state, c))
+        for p, (snap, _), c in zip(loop.parts, snaps, changes, strict=True)
+        if c.changed
+    ]  # fmt: skip
+
+
+def _set_results(
+    snaps: list[tuple[Snapshot, int]], changes: list[Change], commit_id: str, states: Iterator[TableState]
+) -> list[Committed]:
+    """Each table's commit: its new version from ``states`` (the request's,
+    in order) where its change changed it, the version read where not."""
+    return [
+        Committed(next(states), c, commit_id, applied=True)
+        if c.changed
+        else Committed(s.state, c, commit_id, applied=False)
+        for (s, _), c in zip(snaps, changes, strict=True)
+    ]
 
 
 class ChecksMovedError(ConflictError):

@@ -8,11 +8,15 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
+from typing import TYPE_CHECKING
 
 from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.storage.claims import CLAIM_FILE
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.lineage.storage.errors import StorageError
+
+if TYPE_CHECKING:  # imported where used, as in deep.py: pyarrow is slow to load
+    import pyarrow.fs as pafs
 
 
 def _claim_path(store: DeepStore) -> str:
@@ -77,29 +81,48 @@ def remove_claim(store: DeepStore) -> None:
 def claims_around(store: DeepStore) -> list[str]:
     """Roots other than this one that hold a claim marker, above it (up to
     the file system's or the bucket's top) or below it."""
+    fs = store.filesystem()
+    above = _claims_above(store, fs)
+    return above + (_claims_below_local(store) if store.scheme == "file" else _claims_below_remote(store, fs))
+
+
+def _claims_above(store: DeepStore, fs: pafs.FileSystem) -> list[str]:
+    """The folders above the root, up to the bucket's top or the file system's, that hold a claim marker."""
     import pyarrow.fs as pafs
 
-    fs = store.filesystem()
     found = []
     parts = store.base.rstrip("/").split("/")
-    for end in range(len(parts) - 1, 0, -1):  # up to the bucket's top, or the file system's
+    for end in range(len(parts) - 1, 0, -1):  # nearest first
         parent = "/".join(parts[:end]) or "/"
         info = fs.get_file_info(posixpath.join(parent, CLAIM_FILE))
         if info.type == pafs.FileType.File:
             found.append(store.uri_of(parent))
-    if store.scheme == "file":
-        for folder, dirs, names in os.walk(store.base, followlinks=False):
-            if folder != store.base and CLAIM_FILE in names:
-                found.append(folder)
-                dirs[:] = []
-                continue
-            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
-    else:
-        selector = pafs.FileSelector(store.base, recursive=True, allow_not_found=True)
-        for info in fs.get_file_info(selector):
-            parent, name = posixpath.split(info.path)
-            if name == CLAIM_FILE and parent.rstrip("/") != store.base.rstrip("/"):
-                found.append(store.uri_of(parent))
+    return found
+
+
+def _claims_below_local(store: DeepStore) -> list[str]:
+    """The local folders below the root that hold a claim marker (the walk
+    follows no link, and stops at each of them)."""
+    found = []
+    for folder, dirs, names in os.walk(store.base, followlinks=False):
+        if folder != store.base and CLAIM_FILE in names:
+            found.append(folder)
+            dirs[:] = []
+            continue
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+    return found
+
+
+def _claims_below_remote(store: DeepStore, fs: pafs.FileSystem) -> list[str]:
+    """The folders below an object store's or HDFS root that hold a claim marker: one recursive look."""
+    import pyarrow.fs as pafs
+
+    selector = pafs.FileSelector(store.base, recursive=True, allow_not_found=True)
+    found = []
+    for info in fs.get_file_info(selector):
+        parent, name = posixpath.split(info.path)
+        if name == CLAIM_FILE and parent.rstrip("/") != store.base.rstrip("/"):
+            found.append(store.uri_of(parent))
     return found
 
 

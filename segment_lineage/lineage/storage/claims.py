@@ -95,12 +95,8 @@ def state_dir_problem(root: str, *, walk: bool) -> str | None:
     """Why local ``root`` may not be a table's root: it lies inside a marked
     state directory or (``walk``: its tree is walked) holds one. None: fine."""
     where = marked_above(root)
-    if where is None and walk and os.path.isdir(root):
-        for folder, dirs, names in os.walk(root, followlinks=False):
-            if STATE_MARKER in names:
-                where = folder
-                break
-            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+    if where is None and walk:
+        where = _marked_below(root)
     if where is None:
         return None
     how = "lies inside" if _key(os.path.realpath(root)).startswith(_key(where)) else "holds"
@@ -108,6 +104,18 @@ def state_dir_problem(root: str, *, walk: bool) -> str | None:
         f"it {how} {where!r}, a ZooKeeper server's data directory (its {STATE_MARKER}), which "
         "retention must never scan"
     )
+
+
+def _marked_below(root: str) -> str | None:
+    """The first folder in local ``root``'s tree (links not followed) that
+    holds the state marker (None: none does, or ``root`` is no folder)."""
+    if not os.path.isdir(root):
+        return None
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        if STATE_MARKER in names:
+            return folder
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+    return None
 
 
 def check_no_state_dir(path: str, root: str, *, walk: bool) -> None:

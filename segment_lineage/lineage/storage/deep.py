@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
+from urllib.parse import ParseResult, urlparse
 
 from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.names import check_location
@@ -60,26 +60,8 @@ class DeepStore:
         """The store of ``root``; ``settings`` (by default, the environment's)
         give the S3 endpoint and region."""
         parsed = urlparse(root)
-        scheme = parsed.scheme or "file"
-        if len(scheme) == 1:  # a Windows drive letter is not a scheme
-            scheme = "file"
-        if scheme not in SCHEMES:
-            raise StorageError(
-                f"unsupported deep-store scheme {scheme!r} in {root!r}: use a path, s3://, gs:// or hdfs://"
-            )
-        if scheme == "file":
-            if parsed.scheme and parsed.netloc not in ("", "localhost"):
-                raise StorageError(
-                    f"file URI {root!r} names host {parsed.netloc!r}: use file:///absolute/path"
-                )
-            path = parsed.path if parsed.scheme else root
-            base = str(Path(path).expanduser().resolve())
-        else:
-            if not parsed.netloc:
-                raise StorageError(f"deep-store root {root!r} names no bucket or host")
-            base = (parsed.netloc + "/" + parsed.path.strip("/")).rstrip("/")
-            if scheme == "hdfs":
-                base = "/" + parsed.path.strip("/")
+        scheme = _scheme(root, parsed)
+        base = _local_base(root, parsed) if scheme == "file" else _remote_base(root, parsed, scheme)
         given = Settings.from_env() if settings is None else settings
         return DeepStore(
             root=root,
@@ -97,19 +79,25 @@ class DeepStore:
         if self.scheme == "file":
             return pafs.LocalFileSystem()
         if self.scheme == "s3":
-            if self.s3_endpoint:
-                endpoint = urlparse(self.s3_endpoint)
-                return pafs.S3FileSystem(
-                    endpoint_override=endpoint.netloc or endpoint.path,
-                    scheme=endpoint.scheme or "http",
-                    region="us-east-1" if self.aws_region is None else self.aws_region,
-                    allow_bucket_creation=False,
-                )
-            return pafs.S3FileSystem(region=self.aws_region)
+            return self._s3_filesystem()
         if self.scheme == "gs":
             return pafs.GcsFileSystem()
         parsed = urlparse(self.root)
         return pafs.HadoopFileSystem(parsed.hostname or "default", parsed.port or 0)
+
+    def _s3_filesystem(self) -> pafs.S3FileSystem:
+        """S3, or an S3-compatible endpoint (see the module's docstring)."""
+        import pyarrow.fs as pafs
+
+        if not self.s3_endpoint:
+            return pafs.S3FileSystem(region=self.aws_region)
+        endpoint = urlparse(self.s3_endpoint)
+        return pafs.S3FileSystem(
+            endpoint_override=endpoint.netloc or endpoint.path,
+            scheme=endpoint.scheme or "http",
+            region="us-east-1" if self.aws_region is None else self.aws_region,
+            allow_bucket_creation=False,
+        )
 
     def path(self, location: str, resolved_dirs: dict[str, str] | None = None) -> str:
         """The file system path of a location, refused if it leaves the root.
@@ -348,50 +336,87 @@ class DeepStore:
                 continue
             dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
             for name in names:
-                full = os.path.join(folder, name)
-                try:
-                    info = os.lstat(full)
-                except FileNotFoundError:
-                    continue
-                if not stat.S_ISREG(info.st_mode):
-                    continue  # a link, a socket, a fifo: nothing a push writes
-                relative = posixpath.relpath(full, self.base)
-                out.append(FileInfo(relative, info.st_size, info.st_mtime_ns // 1_000_000))
+                found = self._local_file(os.path.join(folder, name))
+                if found is not None:
+                    out.append(found)
         return sorted(out, key=lambda f: f.location)
 
-    def list(self, prefix: str = "") -> list[FileInfo]:
-        """Files under the root (or under ``prefix`` inside it), recursively;
-        on a local disk, symbolic links are not followed or listed. Nothing
-        under another claimed root (a folder holding a claim marker) is listed."""
+    def _local_file(self, full: str) -> FileInfo | None:
+        """A local file as listed; None when it is gone, or no regular file."""
+        try:
+            info = os.lstat(full)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None  # a link, a socket, a fifo: nothing a push writes
+        return FileInfo(posixpath.relpath(full, self.base), info.st_size, info.st_mtime_ns // 1_000_000)
+
+    def _list_remote(self, base: str) -> list[FileInfo]:
+        """A listing of an object store or HDFS: one recursive look."""
         import pyarrow.fs as pafs
 
-        base = self.path(prefix) if prefix else self.base
-        if self.scheme == "file":
-            try:
-                return self._list_local(base)
-            except OSError as exc:
-                raise StorageError(f"listing {self.root!r} failed: {exc}") from None
-        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
-        try:
-            infos = self.filesystem().get_file_info(selector)
-        except OSError as exc:
-            raise StorageError(f"listing {self.root!r} failed: {exc}") from None
-        claimed = [  # other tables' roots below this one: never listed as ours
-            posixpath.dirname(info.path).rstrip("/") + "/"
-            for info in infos
-            if posixpath.basename(info.path) == CLAIM_FILE
-            and posixpath.dirname(info.path).rstrip("/") != self.base.rstrip("/")
-        ]
+        infos = self.filesystem().get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+        claimed = self._claimed_below(infos)  # other tables' roots below this one: never listed as ours
         out = []
         for info in infos:
             if info.type != pafs.FileType.File:
                 continue
-            if claimed and any(info.path.startswith(prefix) for prefix in claimed):
+            if claimed and any(info.path.startswith(other) for other in claimed):
                 continue
             relative = posixpath.relpath(info.path, self.base)
             mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
             out.append(FileInfo(relative, int(info.size or 0), mtime))
         return sorted(out, key=lambda f: f.location)
+
+    def _claimed_below(self, infos: Sequence[pafs.FileInfo]) -> list[str]:
+        """The folders among ``infos`` other than the root that hold a claim
+        marker, each with a trailing slash."""
+        return [
+            posixpath.dirname(info.path).rstrip("/") + "/"
+            for info in infos
+            if posixpath.basename(info.path) == CLAIM_FILE
+            and posixpath.dirname(info.path).rstrip("/") != self.base.rstrip("/")
+        ]
+
+    def list(self, prefix: str = "") -> list[FileInfo]:
+        """Files under the root (or under ``prefix`` inside it), recursively;
+        on a local disk, symbolic links are not followed or listed. Nothing
+        under another claimed root (a folder holding a claim marker) is listed."""
+        base = self.path(prefix) if prefix else self.base
+        try:
+            return self._list_local(base) if self.scheme == "file" else self._list_remote(base)
+        except OSError as exc:
+            raise StorageError(f"listing {self.root!r} failed: {exc}") from None
+
+
+def _scheme(root: str, parsed: ParseResult) -> str:
+    """The scheme of ``root`` (a path's is "file"); StorageError for one not in SCHEMES."""
+    scheme = parsed.scheme or "file"
+    if len(scheme) == 1:  # a Windows drive letter is not a scheme
+        scheme = "file"
+    if scheme not in SCHEMES:
+        raise StorageError(
+            f"unsupported deep-store scheme {scheme!r} in {root!r}: use a path, s3://, gs:// or hdfs://"
+        )
+    return scheme
+
+
+def _local_base(root: str, parsed: ParseResult) -> str:
+    """A local root as an absolute path, links resolved; StorageError for a file URI naming a host."""
+    if parsed.scheme and parsed.netloc not in ("", "localhost"):
+        raise StorageError(f"file URI {root!r} names host {parsed.netloc!r}: use file:///absolute/path")
+    path = parsed.path if parsed.scheme else root
+    return str(Path(path).expanduser().resolve())
+
+
+def _remote_base(root: str, parsed: ParseResult, scheme: str) -> str:
+    """A bucket's root as ``bucket/path`` (HDFS's: ``/path``); StorageError
+    when it names no bucket or host."""
+    if not parsed.netloc:
+        raise StorageError(f"deep-store root {root!r} names no bucket or host")
+    if scheme == "hdfs":
+        return "/" + parsed.path.strip("/")
+    return (parsed.netloc + "/" + parsed.path.strip("/")).rstrip("/")
 
 
 class SegmentFileSizes:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import Segment
 
 NO_CHECK_HINT = "pass --no-check to register without looking (for object stores where it costs too much)"
 SHOWN = 5
+_Counted = Literal["size_bytes", "rows"]  # the fields of a segment its file tells too
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def checked_segments(
     if missing:
         raise RefusedError(
             f"no file under the root {root!r} of table {table!r} for {len(missing)} segment(s): "
-            f"{_few([f'{s.name} ({s.location})' for s in missing])}; nothing was registered",
+            f"{_located(missing)}; nothing was registered",
             table=table,
             expected="a file at each location",
             found=f"{len(missing)} missing",
@@ -70,10 +71,9 @@ def checked_segments(
         )
     wrong = [s for s in segments if s.size_bytes and s.size_bytes != sizes[s.location]]
     if wrong:
-        listed = _few([f"{s.name} (given {s.size_bytes}, file {sizes[s.location]})" for s in wrong])
         raise RefusedError(
             f"the size given for {len(wrong)} segment(s) of table {table!r} is not their file's size "
-            f"(bytes): {listed}; nothing was registered",
+            f"(bytes): {_given(wrong, sizes, 'size_bytes')}; nothing was registered",
             table=table,
             expected="the file's size",
             found=f"{len(wrong)} different",
@@ -92,7 +92,7 @@ def checked_rows(table: str, segments: Sequence[Segment], rows: Mapping[str, int
     if unreadable:
         raise RefusedError(
             f"{len(unreadable)} file(s) of table {table!r} cannot be read as Parquet: "
-            f"{_few([f'{s.name} ({s.location})' for s in unreadable])}; nothing was registered",
+            f"{_located(unreadable)}; nothing was registered",
             table=table,
             expected="a Parquet file at each location",
             found=f"{len(unreadable)} unreadable",
@@ -100,10 +100,9 @@ def checked_rows(table: str, segments: Sequence[Segment], rows: Mapping[str, int
         )
     wrong = [s for s in segments if s.rows and s.rows != rows[s.location]]
     if wrong:
-        listed = _few([f"{s.name} (given {s.rows}, file {rows[s.location]})" for s in wrong])
         raise RefusedError(
             f"the row count given for {len(wrong)} segment(s) of table {table!r} is not their file's: "
-            f"{listed}; nothing was registered",
+            f"{_given(wrong, rows, 'rows')}; nothing was registered",
             table=table,
             expected="the row count in the file's footer",
             found=f"{len(wrong)} different",
@@ -111,3 +110,13 @@ def checked_rows(table: str, segments: Sequence[Segment], rows: Mapping[str, int
             + NO_CHECK_HINT,
         )
     return [s if s.rows else dataclasses.replace(s, rows=rows[s.location] or 0) for s in segments]
+
+
+def _located(segments: Sequence[Segment]) -> str:
+    """The first few segments, each with its location."""
+    return _few([f"{s.name} ({s.location})" for s in segments])
+
+
+def _given(segments: Sequence[Segment], found: Mapping[str, int | None], field: _Counted) -> str:
+    """The first few segments, each with its ``field`` as given and as ``found`` in its file."""
+    return _few([f"{s.name} (given {getattr(s, field)}, file {found[s.location]})" for s in segments])
