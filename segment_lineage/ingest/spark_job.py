@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -28,6 +30,7 @@ from pyspark.sql.types import (
     IntegerType,
 )
 
+from segment_lineage.ingest.arrow_push import check_same_header
 from segment_lineage.ingest.audit import Audit
 from segment_lineage.ingest.errors import PushInputError, PushRefusedError, check_csv_header, unreadable_input
 from segment_lineage.ingest.push import (
@@ -131,7 +134,10 @@ def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFram
         raise PushInputError(f"unknown input format {fmt!r}: use {', '.join(INPUT_FORMATS)}")
     reader = spark.read
     if fmt == "csv":
-        reader = reader.option("header", "true").option("inferSchema", "true")
+        # enforceSchema off: every file's header is checked against the
+        # columns (by default a differing header is ignored and its values
+        # taken by position, under the first file's names).
+        reader = reader.options(header="true", inferSchema="true", enforceSchema="false")
     try:
         df = reader.format(fmt).load(path)
     except AnalysisException as exc:  # a missing path, an unreadable file: the input is at fault
@@ -142,8 +148,18 @@ def read_input(spark: SparkSession, path: str, fmt: str = "parquet") -> DataFram
         raise unreadable_input(path, fmt, (ValueError if at_fault else OSError)(text)) from None
     if fmt == "csv":
         check_csv_header(path, df.columns)
+        _check_local_headers(path, df.inputFiles())
         df = _integers_as_long(df)
     return df
+
+
+def _check_local_headers(path: str, files: Sequence[str]) -> None:
+    """PushRefusedError when a CSV input's files on local disk name different
+    columns: Spark refuses such a file only once it reads it, in the middle
+    of the push; this says so before anything is written."""
+    local = [unquote(urlparse(f).path) for f in files if urlparse(f).scheme == "file"]
+    if len(local) > 1:
+        check_same_header(ds.dataset(local, format="csv"), path)
 
 
 def _integers_as_long(df: DataFrame) -> DataFrame:

@@ -485,6 +485,11 @@ def test_an_input_whose_files_have_different_columns_is_refused(zk_hosts: str, t
         "arrow",
     )
     assert code == 1 and "have different columns" in err and "ts, w" in err, err
+    # Spark took the second file's values by position, under the first's names:
+    (texts / "2.csv").write_text("v,id\nb,2\n")
+    csv_push = ("push", "mix", "--input", str(texts), "--format", "csv", "--mode", "append")
+    code, _, err = run(zk_hosts, *csv_push, "--engine", "spark")
+    assert code == 1 and "have different columns" in err and "v, id" in err, err
     assert history(zk_hosts, "mix")[0]["operation"] == "CREATE_TABLE"
 
 
