@@ -138,8 +138,9 @@ class Settings:
     ) -> Settings:
         """From the flags given here, the environment (the process's unless
         ``env`` is given) and the defaults. An empty variable counts as unset,
-        except for the session timeout and the port, where it is refused when
-        used (as a bad value is)."""
+        except for the ZooKeeper address, the session timeout and the port,
+        where it is refused when used (as a bad value is): an empty address
+        never means the embedded server."""
         env = os.environ if env is None else env
         default = cls()
 
@@ -147,7 +148,7 @@ class Settings:
             return env.get(BY_KEY[key].env) or None
 
         return cls(
-            zk_hosts=var("zookeeper.hosts"),
+            zk_hosts=env.get(BY_KEY["zookeeper.hosts"].env),
             zk_auth=var("zookeeper.auth"),
             zk_session_timeout=env.get(BY_KEY["zookeeper.session_timeout"].env, default.zk_session_timeout),
             zk_tls=env.get(BY_KEY["zookeeper.tls"].env, default.zk_tls),
@@ -165,10 +166,11 @@ class Settings:
     def with_flags(
         self, *, zk: str | None = None, auth: str | None = None, master: str | None = None
     ) -> Settings:
-        """These settings with the flags given (an empty one counts as not given)."""
+        """These settings with the flags given (an empty one counts as not
+        given, but an empty address stays empty, to be refused when used)."""
         return replace(
             self,
-            zk_hosts=zk or self.zk_hosts,
+            zk_hosts=zk or (zk if self.zk_hosts is None else self.zk_hosts),
             zk_auth=auth or self.zk_auth,
             spark_master=master or self.spark_master,
         )

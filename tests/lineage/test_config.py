@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from segment_lineage.cli import app
 from segment_lineage.lineage.config import SETTINGS, Settings
 from segment_lineage.lineage.core.errors import InvalidInputError
+from tests.helpers.run import lineage_process
 
 runner = CliRunner()
 CLEAN = {s.env: "" for s in SETTINGS} | {"LINEAGE_CONFIG": "", "XDG_CONFIG_HOME": "/nonexistent"}
@@ -178,8 +179,27 @@ def test_settings_take_flags_over_the_environment_and_hide_secrets() -> None:
     assert "hunter2" not in repr(settings) and "secret" not in repr(settings)
     # An empty variable is unset, but the timeout and the port keep it, to refuse it when used (as before).
     blank = Settings.from_env(dict.fromkeys((*env, "LINEAGE_ZK_PORT", "LINEAGE_ZK_SESSION_TIMEOUT"), ""))
-    assert (blank.zk_hosts, blank.zk_auth, blank.s3_endpoint, blank.java_home) == (None, None, None, None)
+    assert (blank.zk_auth, blank.s3_endpoint, blank.java_home) == (None, None, None)
     assert (blank.spark_master, blank.embedded_port, blank.zk_session_timeout) == ("local[2]", "", "")
+
+
+def test_an_empty_zookeeper_address_is_refused_not_taken_for_the_embedded_server(tmp_path: Path) -> None:
+    """A variable meant to name the cluster that expanded to nothing
+    (LINEAGE_ZK=$UNSET) must not send the work to a server on this machine."""
+    from segment_lineage.lineage.zk.client import zk_settings
+
+    assert zk_settings(Settings.from_env({})) is None  # unset: the embedded server
+    empty = r"ZooKeeper address is set but empty \(--zk or LINEAGE_ZK\)"
+    for env_zk, flag in (("", None), (None, ""), (" ", None)):
+        given = {} if env_zk is None else {"LINEAGE_ZK": env_zk}
+        with pytest.raises(InvalidInputError, match=empty):
+            zk_settings(Settings.from_env(given, zk=flag))
+    assert zk_settings(Settings.from_env({"LINEAGE_ZK": ""}, zk="h:1")).hosts == "h:1"  # type: ignore[union-attr]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGE_")}
+    env.update(LINEAGE_ZK="", LINEAGE_HOME=str(tmp_path / "home"))
+    done = lineage_process("table", "list", env=env)
+    assert done.returncode == 2 and "set but empty" in done.stderr, done.stderr
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").iterdir())  # no server started
 
 
 def test_the_edges_use_the_settings_they_are_given(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from segment_lineage.lineage.core.acl import POLICY_NODE, no_role
 from segment_lineage.lineage.core.errors import AuthError, InvalidInputError, StoreUnavailableError
 from segment_lineage.lineage.zk.store.paths import ROOT as STORE_ROOT
 
+ENV_ZK = "LINEAGE_ZK"
 ENV_AUTH = "LINEAGE_ZK_AUTH"
 ENV_SESSION_TIMEOUT = "LINEAGE_ZK_SESSION_TIMEOUT"  # seconds: how soon a dead pusher's claim lapses
 ENV_TLS = "LINEAGE_ZK_TLS"
@@ -297,9 +298,16 @@ def session_timeout(settings: Settings) -> float:
 
 
 def zk_settings(settings: Settings) -> ZkSettings | None:
-    """The connection the settings name; None means the embedded server."""
+    """The connection the settings name; None means the embedded server
+    (an address set but empty is refused: a variable meant to name the
+    cluster that expanded to nothing must not send the work elsewhere)."""
     if settings.zk_hosts is None:
         return None
+    if not settings.zk_hosts.strip():
+        raise InvalidInputError(
+            f"the ZooKeeper address is set but empty (--zk or {ENV_ZK}): give "
+            "host:port[,host:port][/chroot], or leave both unset to use the embedded server"
+        )
     return ZkSettings(
         hosts=check_hosts(settings.zk_hosts),
         auth=settings.zk_auth,
