@@ -16,6 +16,7 @@ from segment_lineage.lineage.core.views import entry_view, render_table
 if TYPE_CHECKING:
     from segment_lineage.lineage.manager import LineageManager
     from segment_lineage.lineage.manager.rollback import RollbackPlan
+    from segment_lineage.lineage.manager.set_rollback import SetRollback
 
 
 def register(app: typer.Typer) -> None:
@@ -279,8 +280,18 @@ def _rollback_set(set_id: str, dry_run: bool, reason: str | None, split_sets: bo
             now = ""
         else:
             now = f": now version {done.committed[table]}"
-        lines.append(f"  {table} back to version {target}{now}")
+        lines.append(f"  {table} back to version {target}{now}{_undone_after(done, table)}")
     emit(dataclasses.asdict(done), "\n".join(lines))
+
+
+def _undone_after(done: SetRollback, table: str) -> str:
+    """What a set rollback takes away that came after the set, said out loud."""
+    later = None if table in done.already else done.undone_after(table)
+    if later is None:
+        return ""
+    first, last = later
+    versions = f"version {first}" if first == last else f"versions {first}-{last}"
+    return f" (also undoing {versions}, made after the set)"
 
 
 def entries(table: str) -> None:

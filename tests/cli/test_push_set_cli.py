@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -356,3 +357,23 @@ def test_a_push_set_stopped_by_a_signal_with_json_says_so_in_one_json_object(
     assert report["kind"] == "PushSetInterrupted" and report["code"] == 128 + signal.SIGTERM, report
     assert report["error"].startswith("push set ") and "entries reverted in ja, jb" in report["error"], report
     assert out == ""
+
+
+def test_a_set_rollback_names_the_later_changes_it_undoes(
+    zk_hosts: str, zk_manager: Any, tmp_path: Path
+) -> None:
+    from segment_lineage.ingest.arrow_push import prepare_arrow, push_arrow
+    from segment_lineage.ingest.push_set import push_set
+    from segment_lineage.lineage.core.model import TableConfig
+
+    data = pa.table({"label": ["x"], "id": [0]})
+    for name in ("s1", "s2"):
+        zk_manager.create_table(TableConfig.build(name, str(tmp_path / name)))
+    set_id = push_set(zk_manager, [prepare_arrow(zk_manager, t, [data]) for t in ("s1", "s2")]).set_id
+    after = zk_manager.table("s1").version
+    push_arrow(zk_manager, "s1", [data])  # a start and an end, after the set
+    code, out, err = run(zk_hosts, "rollback", "--set", set_id, "--dry-run")
+    assert code == 0, err
+    later = f"(also undoing versions {after + 1}-{after + 2}, made after the set)"
+    assert f"s1 back to version {after - 1} {later}" in out, out
+    assert f"s2 back to version {zk_manager.table('s2').version - 1}\n" in out + "\n", out

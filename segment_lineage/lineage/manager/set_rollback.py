@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from segment_lineage.lineage.core import applied, transitions
 from segment_lineage.lineage.core.acl import PUSHER
@@ -43,6 +43,13 @@ class SetRollback:
     committed: dict[str, int] | None
     rollback_set: str | None  # the rollback's own set id (None: a dry run, or nothing to do)
     already: tuple[str, ...] = ()  # tables that already show their target (nothing to change there)
+    heads: dict[str, int] = field(default_factory=dict)  # each table's version when planned
+
+    def undone_after(self, table: str) -> tuple[int, int] | None:
+        """The versions of ``table`` made after the set that the rollback
+        undoes too (first, last); None when the set's is its newest."""
+        first, last = self.targets[table] + 2, self.heads.get(table, 0)
+        return (first, last) if last >= first else None
 
 
 class SetRollbackOps(TogetherOps):
@@ -94,12 +101,13 @@ class SetRollbackOps(TogetherOps):
         why = reason or f"rollback of set {set_id}"
         rollback_id = self.env.text_id()
         audit = Audit(self.actor, self.job_id, why, rollback_id)
+        planned = {table: heads[table] for table in targets}
         if dry_run:
-            return SetRollback(set_id, targets, None, None, self._already(states, audit))
+            return SetRollback(set_id, targets, None, None, self._already(states, audit), planned)
         self.require_role(PUSHER, doing="a rollback")
         undo = [Together(t, self._undo(t, heads[t], states[t], audit)) for t in targets]
         done = self.commit_together(undo, why, set_id=rollback_id, checks=outside)
-        return _rolled_back(set_id, targets, done, rollback_id)
+        return _rolled_back(set_id, targets, done, rollback_id, planned)
 
     def _undo(self, table: str, head: int, target: TableState, audit: Audit) -> Update:
         """The update taking ``table`` from version ``head`` back to
@@ -180,12 +188,12 @@ class SetRollbackOps(TogetherOps):
 
 
 def _rolled_back(
-    set_id: str, targets: dict[str, int], done: Sequence[Committed], rollback_id: str
+    set_id: str, targets: dict[str, int], done: Sequence[Committed], rollback_id: str, heads: dict[str, int]
 ) -> SetRollback:
     """What the set rollback's commit did, table by table."""
     committed = {t: c.state.version for t, c in zip(targets, done, strict=True) if c.applied}
     already = tuple(t for t in targets if t not in committed)
-    return SetRollback(set_id, targets, committed, rollback_id if committed else None, already)
+    return SetRollback(set_id, targets, committed, rollback_id if committed else None, already, heads)
 
 
 class _Moved(Exception):

@@ -382,3 +382,20 @@ def test_a_set_some_of_whose_tables_no_longer_keep_its_record_is_not_split_blind
     assert manager.table("u1").version == version and labels(manager, "u1") == ["x"]
     assert manager.rollback("u1", before_x, split_sets=True).split_sets == (x,)  # knowingly
     assert labels(manager, "u1") == ["old"]
+
+
+def test_a_set_rollback_says_which_later_changes_it_undoes_too(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    """Rolling a set back takes away what came after it in its tables: the
+    dry run names those versions, so the destructive part is said out loud."""
+    x = pushed(manager, ("u1", "u2"), "x")
+    set_version = manager.table("u1").version
+    for label in ("y", "z"):
+        push_arrow(manager, "u1", [pa.table({"label": [label] * 2, "id": [0, 1]})])
+    looked = manager.rollback_set(x, dry_run=True)
+    later = (set_version + 1, manager.table("u1").version)  # two pushes: a start and an end each
+    assert looked.undone_after("u1") == later and later[1] == set_version + 4
+    assert looked.undone_after("u2") is None  # the set's is u2's newest
+    done = manager.rollback_set(x)
+    assert done.undone_after("u1") == later and labels(manager, "u1") == ["old"]
