@@ -37,6 +37,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
+from kazoo.retry import KazooRetry
 from kazoo.security import ACL
 
 from segment_lineage.lineage.core.env import SYSTEM, Env
@@ -92,6 +93,9 @@ def translated(
         message = failed(name) if callable(failed) else f"{failed}: {name}"
         raise failure(message, remedy=failure_remedy) from None
 
+
+# A retried read's tries (each waits for the connection; all within one op_timeout_s).
+READ_TRIES = 16
 
 # kazoo's errors in a user's words (others by their name).
 SAID = {
@@ -182,7 +186,10 @@ class ZkConnection:
             self.check_answering()
             return self.answer(send())
         # Every attempt within one op_timeout_s of the first: a connection
-        # lost late in one attempt does not buy the next a whole wait of its own.
+        # lost late in one attempt does not buy the next a whole wait of its
+        # own. Tried until then (not a fixed three times): a process resumed
+        # after a pause past its session reconnects first, which on a loaded
+        # machine outlasts three quick tries.
         deadline = time.monotonic() + self.op_timeout_s
 
         def attempt() -> Any:
@@ -191,7 +198,8 @@ class ZkConnection:
                 raise OperationTimeoutError()
             return self.answer(send(), deadline)
 
-        return self.client.retry(attempt)
+        tries = KazooRetry(max_tries=READ_TRIES, delay=0.05, max_delay=1.0, deadline=self.op_timeout_s)
+        return tries(attempt)
 
     def reading(self, doing: str) -> AbstractContextManager[None]:
         """The translation of a read-only call: NoNodeError passes to the caller."""

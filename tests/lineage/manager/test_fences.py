@@ -50,9 +50,7 @@ def _input(path: Path, rows: int, start: int) -> Path:
 
 def _env(zk: str, home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LINEAGE_")}
-    # A short session, so the pause outlives it soon; not shorter: a resumed
-    # process given 2 s to reach a loaded server was told it was unreachable.
-    env.update(LINEAGE_ZK=zk, LINEAGE_HOME=str(home), LINEAGE_ZK_SESSION_TIMEOUT="4", **extra)
+    env.update(LINEAGE_ZK=zk, LINEAGE_HOME=str(home), LINEAGE_ZK_SESSION_TIMEOUT="2", **extra)
     return env
 
 
