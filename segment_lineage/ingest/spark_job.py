@@ -158,8 +158,12 @@ def _check_local_headers(path: str, files: Sequence[str]) -> None:
     columns: Spark refuses such a file only once it reads it, in the middle
     of the push; this says so before anything is written."""
     local = [unquote(urlparse(f).path) for f in files if urlparse(f).scheme == "file"]
-    if len(local) > 1:
-        check_same_header(ds.dataset(local, format="csv"), path)
+    try:
+        local = [f for f in local if os.path.getsize(f) > 0]  # an empty file Spark skips: no header
+        if len(local) > 1:
+            check_same_header(ds.dataset(local, format="csv"), path)
+    except (OSError, pa.ArrowException):
+        pass  # what pyarrow cannot read, Spark may: its own check of each header still stands
 
 
 def _integers_as_long(df: DataFrame) -> DataFrame:

@@ -488,9 +488,13 @@ def test_an_input_whose_files_have_different_columns_is_refused(zk_hosts: str, t
     # Spark took the second file's values by position, under the first's names:
     (texts / "2.csv").write_text("v,id\nb,2\n")
     csv_push = ("push", "mix", "--input", str(texts), "--format", "csv", "--mode", "append")
+    (texts / "3.csv").write_text("")  # an empty file: Spark skips it, and so does the check
     code, _, err = run(zk_hosts, *csv_push, "--engine", "spark")
     assert code == 1 and "have different columns" in err and "v, id" in err, err
     assert history(zk_hosts, "mix")[0]["operation"] == "CREATE_TABLE"
+    (texts / "2.csv").write_text("id,v\n2,b\n")  # the same columns, and the empty file: pushed
+    code, out, err = run(zk_hosts, *csv_push, "--engine", "spark")
+    assert code == 0 and "2 rows" in out, err
 
 
 def test_a_push_missing_a_column_reads_as_null_but_a_rename_is_refused() -> None:
