@@ -189,7 +189,7 @@ def test_an_empty_zookeeper_address_is_refused_not_taken_for_the_embedded_server
     from segment_lineage.lineage.zk.client import zk_settings
 
     assert zk_settings(Settings.from_env({})) is None  # unset: the embedded server
-    empty = r"ZooKeeper address is set but empty \(--zk or LINEAGE_ZK\)"
+    empty = r"ZooKeeper address is set but empty \(--zk, LINEAGE_ZK or the config file's zookeeper.hosts\)"
     for env_zk, flag in (("", None), (None, ""), (" ", None)):
         given = {} if env_zk is None else {"LINEAGE_ZK": env_zk}
         with pytest.raises(InvalidInputError, match=empty):

@@ -305,8 +305,9 @@ def zk_settings(settings: Settings) -> ZkSettings | None:
         return None
     if not settings.zk_hosts.strip():
         raise InvalidInputError(
-            f"the ZooKeeper address is set but empty (--zk or {ENV_ZK}): give "
-            "host:port[,host:port][/chroot], or leave both unset to use the embedded server"
+            f"the ZooKeeper address is set but empty (--zk, {ENV_ZK} or the config file's "
+            "zookeeper.hosts): give host:port[,host:port][/chroot], or leave it unset to use the "
+            "embedded server"
         )
     return ZkSettings(
         hosts=check_hosts(settings.zk_hosts),
