@@ -157,7 +157,8 @@ def _check_local_headers(path: str, files: Sequence[str]) -> None:
     """PushRefusedError when a CSV input's files on local disk name different
     columns: Spark refuses such a file only once it reads it, in the middle
     of the push; this says so before anything is written."""
-    local = [unquote(urlparse(f).path) for f in files if urlparse(f).scheme == "file"]
+    parsed = [urlparse(f) for f in files]
+    local = [unquote(p.path) for p in parsed if p.scheme == "file"]
     try:
         local = [f for f in local if os.path.getsize(f) > 0]  # an empty file Spark skips: no header
         if len(local) > 1:
