@@ -3,8 +3,9 @@ deleters, and the rule that nothing kept (or reached through a link) goes."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 from segment_lineage.lineage.core.errors import LineageError
@@ -14,6 +15,8 @@ from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.planner import Deletion
 
 Fence = Callable[[], None]
+_Placed = tuple[Deletion, str, str | None]  # a deletion, its path, or why it is refused
+_Done = tuple[list[tuple[Deletion, bool | str]], FencedError | None]
 
 
 class SessionHeld(Protocol):
@@ -51,47 +54,74 @@ def delete_all(
     round trip, and unlinking files long since written to disk waits on the
     file system's journal (on the development machine, 4 to 16 threads
     deleted such files 1.5x to 1.7x faster than one). Each task takes a run
-    of files, so a big pass does not pay for one future per file. A lost
-    fence stops every file not yet begun, and its error is raised once the
-    outcomes of every file already deleted were yielded (an audit misses
-    none)."""
-    delete = root.deleter()
-    crash_point = failpoint if armed() else None
+    of files, so a big pass does not pay for one future per file. The
+    checks of each file's path (it stays under the root, through no link)
+    run on the calling thread, a run ahead of the pool, which only deletes:
+    Python work on the deleters' threads made each of them wait for the
+    interpreter after every delete (at 100,000 local files, 5.6 s where the
+    deletes alone took 2.4 s). A lost fence stops every file not yet begun,
+    and its error is raised once the outcomes of every file already deleted
+    were yielded (an audit misses none)."""
+    place, remove = root.delete_steps()
 
-    def one(deletion: Deletion) -> tuple[Deletion, bool | str]:
-        fence()
+    def placed(deletion: Deletion) -> _Placed:
         try:
-            outcome: bool | str = delete(deletion.location)
+            return deletion, place(deletion.location), None
         except LineageError as exc:
-            outcome = exc.message
+            return deletion, "", exc.message
+
+    def one(item: _Placed) -> tuple[Deletion, bool | str]:
+        deletion, target, refused = item
+        fence()
+        outcome: bool | str
+        if refused is not None:
+            outcome = refused
+        else:
+            try:
+                outcome = remove(deletion.location, target)
+            except LineageError as exc:
+                outcome = exc.message
         if crash_point is not None:
             crash_point("retention.mid-delete")
         return deletion, outcome
 
+    crash_point = failpoint if armed() else None
     if crash_point is not None:  # a fault test wants to stop at a known file
-        yield from map(one, todo)
+        yield from (one(placed(d)) for d in todo)
         return
 
-    def run(chunk: Sequence[Deletion]) -> tuple[list[tuple[Deletion, bool | str]], FencedError | None]:
+    def run(chunk: Sequence[_Placed]) -> _Done:
         done: list[tuple[Deletion, bool | str]] = []
         try:
-            for deletion in chunk:
-                done.append(one(deletion))
+            for item in chunk:
+                done.append(one(item))
         except FencedError as exc:
             return done, exc
         return done, None
 
     workers = LOCAL_DELETE_WORKERS if root.scheme == "file" else REMOTE_DELETE_WORKERS
     size = min(MAX_DELETE_CHUNK, max(1, len(todo) // (workers * 4)))
-    chunks = [todo[at : at + size] for at in range(0, len(todo), size)]
     pool = ThreadPoolExecutor(workers, thread_name_prefix="retention-delete")
+    running: deque[Future[_Done]] = deque()
+    lost: list[FencedError] = []
+
+    def finished(future: Future[_Done]) -> list[tuple[Deletion, bool | str]]:
+        done, fenced = future.result()
+        if fenced is not None:
+            lost.append(fenced)
+        return done
+
     try:
-        first_lost: FencedError | None = None
-        for done, lost in pool.map(run, chunks):
-            yield from done
-            first_lost = first_lost or lost
-        if first_lost is not None:
-            raise first_lost
+        for at in range(0, len(todo), size):
+            if lost:
+                break  # nothing more is begun; the tasks handed out stop at the fence
+            running.append(pool.submit(run, [placed(d) for d in todo[at : at + size]]))
+            while running and running[0].done():
+                yield from finished(running.popleft())
+        while running:
+            yield from finished(running.popleft())
+        if lost:
+            raise lost[0]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

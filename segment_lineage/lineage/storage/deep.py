@@ -106,10 +106,15 @@ class DeepStore:
         batch, so a batch resolves each directory once and then checks only
         that the file itself is no symlink.
         """
+        return self._resolved(location, resolved_dirs)[0]
+
+    def _resolved(self, location: str, resolved_dirs: dict[str, str] | None) -> tuple[str, str]:
+        """:meth:`path`, and where it really leads (the same path on a store
+        that is not a local disk)."""
         check_location(location)
         full = posixpath.join(self.base, location)
         if self.scheme != "file":
-            return full
+            return full, full
         if resolved_dirs is None:
             resolved = os.path.realpath(full)
         else:
@@ -122,7 +127,7 @@ class DeepStore:
                 resolved = os.path.realpath(full)
         if resolved != full and not resolved.startswith(self.base + os.sep):
             raise StorageError(f"location {location!r} resolves outside the table root {self.root!r}")
-        return full
+        return full, resolved
 
     def uri(self, location: str) -> str:
         """A URI for readers that take one (Spark, pyarrow.dataset)."""
@@ -275,26 +280,41 @@ class DeepStore:
     def deleter(self) -> Callable[[str], bool]:
         """A delete function for one batch: one file-system handle, and each
         directory resolved once (see :meth:`path`). Thread-safe."""
+        place, remove = self.delete_steps()
+        return lambda location: remove(location, place(location))
+
+    def delete_steps(self) -> tuple[Callable[[str], str], Callable[[str, str], bool]]:
+        """:meth:`deleter` in its two steps, for a batch whose checks run on
+        one thread and whose deletes run on a pool: ``place(location)``, the
+        file's path once its checks pass (StorageError else: it leaves the
+        root, or lies under a ZooKeeper server's data), and ``remove(location,
+        path)``, the delete itself. A local file is unlinked directly
+        (pyarrow's delete looks at the file once more first)."""
         fs = self.filesystem()
         resolved_dirs: dict[str, str] = {}
         unmarked: set[str] = set()  # local folders seen without a state marker above them
+        local = self.scheme == "file"
+        unlink = os.unlink if local else fs.delete_file
 
-        def delete(location: str) -> bool:
+        def place(location: str) -> str:
             target = self.path(location, resolved_dirs)
-            if self.scheme == "file":
+            if local:
                 folder = os.path.dirname(target)
                 if folder not in unmarked:  # never a file of a ZooKeeper server's data
                     check_no_state_dir(folder, self.root, walk=False)
                     unmarked.add(folder)
+            return target
+
+        def remove(location: str, target: str) -> bool:
             try:
-                fs.delete_file(target)
+                unlink(target)
                 return True
             except FileNotFoundError:
                 return False
             except OSError as exc:
                 raise StorageError(f"deleting {location!r} under {self.root!r} failed: {exc}") from None
 
-        return delete
+        return place, remove
 
     def uri_of(self, path: str) -> str:
         """The URI of a path of this store's file system."""
@@ -308,14 +328,9 @@ class DeepStore:
         """Where ``location`` really is, relative to the root: on a local disk a
         path through a symbolic link names another file (the same as
         ``location`` elsewhere, and when no link is in the way)."""
-        full = self.path(location, resolved_dirs)
+        _, real = self._resolved(location, resolved_dirs)
         if self.scheme != "file":
             return location
-        parent, name = posixpath.split(full)
-        if resolved_dirs is not None and parent in resolved_dirs and not os.path.islink(full):
-            real = posixpath.join(resolved_dirs[parent], name)
-        else:
-            real = os.path.realpath(full)
         if resolved_dirs is None:
             base = os.path.realpath(self.base)
         else:  # the root resolved once per batch, under a key no directory path has
