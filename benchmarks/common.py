@@ -30,9 +30,38 @@ def scratch_zookeeper(prefix: str) -> Iterator[tuple[Path, ZkServer]]:
         server = ZkServer(work / "zk", free_port(), heap_mb=2048)
         server.start()
         try:
+            warm_up(server.hosts)
             yield work, server
         finally:
             server.stop()
+
+
+WARM_UP_REQUESTS = 3_000
+
+
+def warm_up(hosts: str) -> None:
+    """A few thousand requests of each kind a lineage client sends (create,
+    read, compare-and-set, multi, delete), untimed: a deployment's server
+    has long run its request path into compiled code; a server just started
+    would make whichever suite comes first pay for the JVM's warming."""
+    client = connect(ZkSettings(hosts=hosts))
+    try:
+        base = f"/warmup{uuid.uuid4().hex[:8]}"
+        client.create(base)
+        for i in range(WARM_UP_REQUESTS // 6):
+            path = f"{base}/n{i % 50}"
+            if client.exists(path) is None:
+                client.create(path, b"x" * 64)
+            data, stat = client.get(path)
+            client.set(path, data, version=stat.version)
+            txn = client.transaction()
+            txn.check(path, stat.version + 1)
+            txn.set_data(path, data)
+            txn.commit()
+        client.delete(base, recursive=True)
+    finally:
+        client.stop()
+        client.close()
 
 
 def chroot(hosts: str) -> str:

@@ -125,11 +125,19 @@ Round = Callable[[], Callable[[], Any]]
 
 
 def measure(
-    prepare: Round, rounds: int, check: Callable[[Any], None] | None = None
+    prepare: Round, rounds: int, check: Callable[[Any], None] | None = None, *, warm: bool = False
 ) -> tuple[list[float], list[int]]:
-    """Run ``rounds`` rounds; time and meter only the operation; check each result untimed."""
+    """Run ``rounds`` rounds; time and meter only the operation; check each
+    result untimed. With ``warm``, one round first, untimed (every system
+    of a case alike): the first call of an operation in a process pays for
+    what later ones find ready (code paths, a library's caches, a peer's
+    first file handles), which a long-lived client does not."""
     times, peaks = [], []
     meter = Meter()
+    if warm:
+        first = prepare()()
+        if check is not None:
+            check(first)
     for _ in range(rounds):
         operation = prepare()
         meter.start()

@@ -303,8 +303,8 @@ def run(ctx: Context) -> list[Suite]:
         table = Mirrored(ctx, n)
         try:
             rounds = 5 if n >= 100_000 else 10
-            suite.add(case("publish", n, OURS, measure(publish(table), rounds, published_one)))
-            suite.add(case("publish", n, DELTA_WRITER, measure(delta_writer(ctx, table), rounds)))
+            suite.add(case("publish", n, OURS, measure(publish(table), rounds, published_one, warm=True)))
+            suite.add(case("publish", n, DELTA_WRITER, measure(delta_writer(ctx, table), rounds, warm=True)))
             if n <= 10_000:
                 made = case("catch-up", n, OURS, measure(catch_up(table), 1, caught_up))
                 suite.add(made)
@@ -318,8 +318,8 @@ def run(ctx: Context) -> list[Suite]:
                 def same(found: Any, expected: tuple[int, int] = expected) -> None:
                     assert tuple(found) == expected, found
 
-                suite.add(case("read", n, f"{OURS} (DuckDB delta_scan)", measure(mirror, 3, same)))
-                suite.add(case("read", n, BY_HAND, measure(by_hand, 3, same)))
+                suite.add(case("read", n, f"{OURS} (DuckDB delta_scan)", measure(mirror, 3, same, warm=True)))
+                suite.add(case("read", n, BY_HAND, measure(by_hand, 3, same, warm=True)))
         finally:
             table.close()
             for leftover in ctx.work.glob(f"delta-{n}-*"):

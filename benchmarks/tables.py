@@ -109,7 +109,7 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, append: Suite, n: in
         ("pyiceberg", lambda: lambda: list(catalog.load_table("bench.t").scan().plan_files())),
     ]
     for system, prepare in systems:
-        visible.add(case("cold", n, system, measure(prepare, cold_rounds, count(n))))
+        visible.add(case("cold", n, system, measure(prepare, cold_rounds, count(n), warm=True)))
     visible.profile_if_slower("cold", n, ours_cold)
     for client in clients:
         client.close()
@@ -132,7 +132,7 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, append: Suite, n: in
         ("pyiceberg", lambda: iceberg_warm),
     ]
     for system, prepare in warm:
-        visible.add(case("warm", n, system, measure(prepare, warm_rounds, count(n))))
+        visible.add(case("warm", n, system, measure(prepare, warm_rounds, count(n), warm=True)))
     visible.profile_if_slower("warm", n, lambda: watched.visible)
     watched.close()
 
@@ -164,7 +164,7 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, append: Suite, n: in
         return lambda: table.manage_snapshots().rollback_to_snapshot(parent).commit()
 
     for system, prepare in ((OURS, ours_round), ("deltalake", delta_round), ("pyiceberg", iceberg_round)):
-        rollback.add(case("rollback", n, system, measure(prepare, rollback_rounds)))
+        rollback.add(case("rollback", n, system, measure(prepare, rollback_rounds, warm=True)))
 
     # ---- the same, from a client that has read nothing yet (what a CLI command is)
     cold_clients: list[ZkStore] = []
@@ -192,7 +192,7 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, append: Suite, n: in
 
     cold = ((OURS, ours_cold_round), ("deltalake", delta_cold_round), ("pyiceberg", iceberg_cold_round))
     for system, prepare in cold:
-        rollback.add(case("cold", n, system, measure(prepare, rollback_rounds)))
+        rollback.add(case("cold", n, system, measure(prepare, rollback_rounds, warm=True)))
     for client in cold_clients:
         client.close()
     assert len(m.visible_segments("bench")) == n
