@@ -36,8 +36,16 @@ def config_show() -> None:
         file_line
         + "\n\n"
         + render_table(
-            [{**r, "value": "-" if r["value"] is None else r["value"]} for r in rows],
+            [{**r, "value": _shown(r["value"])} for r in rows],
             ["key", "value", "source", "env"],
         )
     )
     emit({"file": str(loaded.path) if loaded.path else None, "settings": rows}, text)
+
+
+def _shown(value: str | None) -> str:
+    """A value as the table prints it: ``-`` for none, and a variable set
+    but empty (refused when used) as ``(empty)``, not as a blank."""
+    if value is None:
+        return "-"
+    return value if value.strip() else "(empty)"

@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer._click.exceptions import UsageError  # typer's own click (not the click package)
+from typer._click.exceptions import (  # typer's own click (not the click package)
+    NoArgsIsHelpError,
+    UsageError,
+)
 from typer.core import TyperGroup
 
 from segment_lineage.cli.command_line import hoist_global_options, name_metavars
@@ -102,9 +105,15 @@ def _json_error(error: str, hint: str | None, code: int, kind: str) -> None:
 
 
 def _usage_report(exc: UsageError) -> None:
-    """A usage error as one JSON object on stderr (``--json``)."""
+    """A usage error as one JSON object on stderr (``--json``): a command
+    group given no command says which it takes (click's error there is
+    the group's whole help text)."""
     command = exc.ctx.command_path if exc.ctx is not None else "lineage"
-    _json_error(exc.format_message(), f"'{command} --help' lists its options", exc.exit_code, "UsageError")
+    message = exc.format_message()
+    if isinstance(exc, NoArgsIsHelpError) and isinstance(exc.ctx.command, TyperGroup):
+        names = exc.ctx.command.list_commands(exc.ctx)
+        message = f"missing command: '{command}' takes one of: {', '.join(names)}"
+    _json_error(message, f"'{command} --help' lists its options", exc.exit_code, "UsageError")
 
 
 class LineageGroup(TyperGroup):

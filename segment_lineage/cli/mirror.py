@@ -135,7 +135,8 @@ def repair(
         m.after_commit = None
         if not dry_run:
             report = sync(m, name, repair=True)
-            emit(_report(report), f"mirror of {name} repaired\n{report.line()}")
+            said = "repaired" if report.repaired else "needed no repair (a plain sync ran)"
+            emit(_report(report) | {"repaired": report.repaired}, f"mirror of {name} {said}\n{report.line()}")
             return
         found = status(m, name)
         report = sync(m, name, repair=True, dry_run=True)

@@ -286,6 +286,11 @@ def load_settings(explicit: str | None, *, zk: str | None = None) -> tuple[Loade
     return loaded, Settings.from_env(os.environ, zk=zk)
 
 
+# Settings whose variable set but empty is not "unset" (Settings.from_env):
+# refused when used, so shown as set, not as the default.
+EMPTY_IS_SET = frozenset({"zookeeper.hosts", "zookeeper.session_timeout", "embedded.port"})
+
+
 def effective(
     loaded: Loaded, flags: Mapping[str, str | None], env: Mapping[str, str] | None = None
 ) -> list[Effective]:
@@ -296,7 +301,7 @@ def effective(
         flagged = flags.get(setting.flag) if setting.flag else None
         if flagged:
             out.append(Effective(setting, flagged, "flag"))
-        elif env.get(setting.env):
+        elif env.get(setting.env) or (setting.key in EMPTY_IS_SET and setting.env in env):
             source = "file" if setting.env in loaded.from_file else "env"
             out.append(Effective(setting, env[setting.env], source))
         else:

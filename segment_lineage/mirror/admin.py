@@ -20,6 +20,7 @@ meanwhile, it removes the log once more after the change.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import transitions
@@ -192,7 +193,7 @@ def drop_table(
 
     with contextlib.ExitStack() as stack:
         with contextlib.suppress(TableNotFoundError):  # (an interrupted drop: finished below)
-            stack.enter_context(held(manager, table))
+            stack.enter_context(held(manager, table, refused=_drop_refused(table)))
             holding = True
             with contextlib.suppress(LineageError, OSError):  # else judged when it goes
                 state = manager.table(table)
@@ -200,3 +201,8 @@ def drop_table(
                 whys.append(not_the_tables(manager, state, log) if log.exists() else None)
         manager.drop_table(table, force=force, reason=reason, on_marked=remove_log)
     return Removal(any(removed), problems[0] if problems else None)
+
+
+def _drop_refused(table: str) -> Callable[[str], str]:
+    """What an identity that may not drop is told, rather than the mirror's hold's wording."""
+    return lambda refusal: f"dropping table {table!r} was refused: {refusal} (only an admin drops tables)"

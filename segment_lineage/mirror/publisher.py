@@ -63,10 +63,19 @@ HOLD_TRIES = 10_000  # looks at a mirror another holds, within the wait's deadli
 
 
 @contextlib.contextmanager
-def held(manager: LineageManager, table: str, wait_s: float | None = None) -> Iterator[None]:
+def held(
+    manager: LineageManager,
+    table: str,
+    wait_s: float | None = None,
+    *,
+    refused: Callable[[str], str] | None = None,
+) -> Iterator[None]:
     """Hold ``table``'s mirror for the block: wait while another process
     holds it (for the manager's retry deadline, or ``wait_s``; then
-    MirrorHeldError). TableNotFoundError for a table that is not there."""
+    MirrorHeldError). TableNotFoundError for a table that is not there.
+    ``refused``: what an identity without the right is told, given
+    ZooKeeper's refusal, by a caller that holds the mirror on the way to
+    something else (a drop names the drop, and who may)."""
     deadline = manager.retry.deadline_s if wait_s is None else wait_s
     # Bounded by time: a publish may hold the mirror for a while.
     attempts = Attempts(dataclasses.replace(manager.retry, max_attempts=HOLD_TRIES, deadline_s=deadline))
@@ -79,11 +88,15 @@ def held(manager: LineageManager, table: str, wait_s: float | None = None) -> It
                 raise
             attempts.backoff()
         except AuthError as exc:
-            raise AuthError(
-                f"holding the Delta mirror of table {table!r} was refused: {exc.message} (publishing to "
-                "a mirror, and turning it on or off, needs the pusher or retention role, or an admin)",
-                remedy=exc.remedy,
-            ) from None
+            told = (
+                refused(exc.message)
+                if refused is not None
+                else (
+                    f"holding the Delta mirror of table {table!r} was refused: {exc.message} (publishing to "
+                    "a mirror, and turning it on or off, needs the pusher or retention role, or an admin)"
+                )
+            )
+            raise AuthError(told, remedy=exc.remedy) from None
     try:
         yield
     finally:
@@ -218,6 +231,7 @@ def _attempts(manager: LineageManager, table: str, *, dry_run: bool, repair: boo
             report = publish(manager, table, log, state, dry_run, repairing, records, snap)
         except MirrorConflict:
             continue  # another publisher's commit landed: read both again
+        report = dataclasses.replace(report, repaired=repairing and bool(report.published))
         return report if dry_run else _after_publish(manager, table, state, log, report, clean=clean)
     raise ContentionError(table, SYNC_ATTEMPTS, 0.0, doing="publishing to the Delta mirror")
 

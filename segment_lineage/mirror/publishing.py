@@ -42,6 +42,7 @@ class SyncReport:
     waiting: str | None = None  # why nothing could be published yet
     pending: tuple[tuple[int, int], ...] = field(default=())  # dry run: (version, its commit time)
     cleaned: int = 0  # log files removed after publishing (``clean``)
+    repaired: bool = False  # a repair published over another writer's log (not: nothing to repair)
 
     def line(self) -> str:
         if self.waiting is not None:

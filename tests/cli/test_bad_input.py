@@ -168,6 +168,8 @@ def test_misuse_is_refused_by_name_and_changes_nothing(table: tuple[str, KazooCl
         (["--json", "no-such-command"], "No such command"),
         (["--json", "-x", "table", "list"], "No such option: -x"),  # a global option mistyped
         (["--json", "--config"], "requires an argument"),
+        # A group with no command: which it takes, not its whole help text.
+        (["--json", "table"], "missing command: 'lineage table' takes one of: create, alter, list"),
     ],
 )
 def test_a_mistyped_command_with_json_says_so_in_one_json_object(

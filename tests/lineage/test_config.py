@@ -15,11 +15,14 @@ from segment_lineage.lineage.core.errors import InvalidInputError
 from tests.helpers.run import lineage_process
 
 runner = CliRunner()
-CLEAN = {s.env: "" for s in SETTINGS} | {"LINEAGE_CONFIG": "", "XDG_CONFIG_HOME": "/nonexistent"}
+CLEAN: dict[str, str | None] = {s.env: None for s in SETTINGS} | {
+    "LINEAGE_CONFIG": None,
+    "XDG_CONFIG_HOME": "/nonexistent",
+}
 
 
 def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    # Every setting's variable is named, so CliRunner restores what the file filled in.
+    # Every setting's variable is named (None: unset), so CliRunner restores what the file filled in.
     result = runner.invoke(app, list(args), env={**CLEAN, **env})
     return result.exit_code, result.stdout, result.stderr
 
@@ -134,7 +137,7 @@ def test_a_config_file_that_is_no_regular_file_or_no_text_is_refused(tmp_path: P
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, **CLEAN},
+        env={k: v for k, v in {**os.environ, **CLEAN}.items() if v is not None},
         check=False,
     )
     assert done.returncode == 2 and "is not a regular file" in done.stderr, done.stderr
@@ -199,6 +202,23 @@ def test_an_empty_zookeeper_address_is_refused_not_taken_for_the_embedded_server
     env.update(LINEAGE_ZK="", LINEAGE_HOME=str(tmp_path / "home"))
     done = lineage_process("table", "list", env=env)
     assert done.returncode == 2 and "set but empty" in done.stderr, done.stderr
+    # config show tells it as it is: set, empty, from the environment (not "- default").
+    code, out, _ = cli({"LINEAGE_ZK": ""}, "--json", "config", "show")
+    assert (
+        code == 0
+        and shown(out)["zookeeper.hosts"]["value"] == ""
+        and shown(out)["zookeeper.hosts"]["source"] == "env"
+    )
+    code, out, _ = cli({"LINEAGE_ZK": "", "LINEAGE_ZK_PORT": ""}, "config", "show")
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in out.splitlines()
+        if line.startswith(("zookeeper.hosts", "embedded.port"))
+    }
+    assert rows == {
+        "zookeeper.hosts": ["(empty)", "env", "LINEAGE_ZK"],
+        "embedded.port": ["(empty)", "env", "LINEAGE_ZK_PORT"],
+    }, out
     assert not (tmp_path / "home").exists() or not any((tmp_path / "home").iterdir())  # no server started
 
 

@@ -312,6 +312,12 @@ def test_the_mirror_refuses_a_log_another_writer_changed(
     assert [c.delta_version for c in commits] == [0, 1, 2] and commits[-1].lineage_version is not None
     assert duck_rows(root) == [(1,)] and duck_rows(root, 0) == before
     assert run(zk_hosts, "mirror", "sync", "t")[0] == 0
+    # A repair with nothing to repair says so (it ran as a sync), not "repaired".
+    code, out, err = run(zk_hosts, "mirror", "repair", "t")
+    assert code == 0 and "needed no repair" in out and "repaired" not in out, (out, err)
+    code, out, err = run(zk_hosts, "--json", "mirror", "repair", "t")
+    assert code == 0 and json.loads(out)["repaired"] is False, (out, err)
+    assert [c.delta_version for c in mirror_commits(zk_manager, "t")] == [0, 1, 2]  # no empty commit
 
 
 def test_a_publish_starts_from_the_log_this_process_wrote_unless_it_moved(

@@ -219,6 +219,11 @@ def test_a_pusher_publishes_to_the_mirror_after_its_push_once_the_folder_is_ther
     log = tmp_path / T / "_delta_log"
     code, _, err = cli(zk, IDENTITIES["pusher"], "table", "drop", T, "--force")
     assert code == 1 and "not authorised" in err and log.is_dir(), err  # refused: the log stays
+    code, _, err = cli(
+        zk, IDENTITIES["reader"], "table", "drop", T, "--force"
+    )  # told of the drop, not the mirror
+    assert code == 1 and "dropping table" in err and "only an admin drops tables" in err, err
+    assert "publishing to" not in err and log.is_dir(), err
     code, out, err = cli(zk, IDENTITIES["admin"], "table", "drop", T, "--force")
     assert code == 0 and "removed the Delta log" in out and not log.exists(), err
 
