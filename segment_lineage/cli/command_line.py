@@ -36,7 +36,7 @@ def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
 def _command_path(group: Any, ctx: Any, args: list[str]) -> tuple[Any, int, int]:
     """The command ``args`` names, where its path begins and where it ends
     (the global options in front are skipped)."""
-    at, path_at = 0, -1
+    at, path_at, end = 0, -1, 0
     command = group
     while at < len(args):
         arg = args[at]
@@ -47,11 +47,12 @@ def _command_path(group: Any, ctx: Any, args: list[str]) -> tuple[Any, int, int]
         elif hasattr(command, "get_command") and (found := command.get_command(ctx, arg)) is not None:
             path_at = at if path_at < 0 else path_at
             command, at = found, at + 1
+            end = at  # options skipped after a group's name are the group's to hoist
             if not hasattr(command, "get_command"):
                 break  # the command itself: what follows is its own
         else:
             break
-    return command, path_at, at
+    return command, path_at, end
 
 
 def _split_after(command: Any, args: list[str]) -> tuple[list[str], list[str]]:
