@@ -255,7 +255,7 @@ def test_the_checker_catches_a_publish_racing_a_drop_without_the_mirrors_hold(
     import segment_lineage.mirror.publishing as publishing
 
     @contextlib.contextmanager
-    def no_hold(*_: object) -> Iterator[None]:
+    def no_hold(*_: object, **__: object) -> Iterator[None]:
         yield
 
     monkeypatch.setattr(publisher, "held", no_hold)
@@ -379,8 +379,10 @@ def test_the_checker_catches_retention_deleting_a_zookeepers_data_without_the_ma
     LINEAGE_HOME deletes a ZooKeeper server's data put under a table's root
     (deleted-state-dir)."""
     import segment_lineage.lineage.storage.deep as deep
+    import segment_lineage.lineage.storage.unlinking as unlinking
 
-    monkeypatch.setattr(deep, "check_no_state_dir", lambda *_a, **_k: None)
+    monkeypatch.setattr(deep, "check_no_state_dir", lambda *_a, **_k: None)  # the listing's
+    monkeypatch.setattr(unlinking, "check_no_state_dir", lambda *_a, **_k: None)  # the deletes
     result = run_seed(RunConfig(1, steps=400))
     assert [v.kind for v in result.violations] == ["deleted-state-dir"], describe(result)
 

@@ -218,11 +218,17 @@ def _still_unreferenced(
     todo = not_kept(root, current.deletions, keep)
     left = {id(d) for d in todo}
     report.keep(
-        Kept(d.location, "registered, pinned or published again while the pass ran")
+        Kept(d.location, AGAIN if d.location in keep else THROUGH_A_LINK)
         for d in current.deletions
         if id(d) not in left
     )
     return todo
+
+
+AGAIN = "registered, pinned or published again while the pass ran"
+THROUGH_A_LINK = (
+    "reached through a link, or the file a kept location's link leads to (links are never followed)"
+)
 
 
 def _delete(

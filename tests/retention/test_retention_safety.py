@@ -20,6 +20,7 @@ from segment_lineage.lineage.core.failpoints import set_hook
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.lineage.storage.errors import StorageError
 from segment_lineage.lineage.zk.store import ZkStore
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.executor import PassOptions, run_table
@@ -322,3 +323,70 @@ def test_a_queued_path_through_a_link_is_never_deleted(zk_manager: LineageManage
     m.commit("t", lambda s, now: transitions.queue_files(s, ["d/x.parquet"], now, None))
     report = run_table(m, "t", ZERO)
     assert report.files_deleted == 0 and (root / "e" / "x.parquet").exists()
+
+
+def test_a_folder_swapped_for_a_link_after_the_checks_leads_no_delete_elsewhere(tmp_path: Path) -> None:
+    """The checks place a file; its folder then becomes a link to live data
+    (mv d d.old && ln -s ../live/d d). The delete never follows it: refused
+    when the folder is walked to after the swap, and the original file
+    removed when the remover had the folder open before it."""
+    root = tmp_path / "t"
+    for folder in ("q/a", "q/b", "live/a", "live/b"):
+        (root / folder).mkdir(parents=True)
+        for name in ("x.parquet", "y.parquet"):
+            (root / folder / name).write_bytes(folder.encode())
+    batch = DeepStore.for_root(str(root)).delete_batch()
+    placed = {loc: batch.place(loc) for loc in ("q/a/x.parquet", "q/a/y.parquet", "q/b/x.parquet")}
+    with batch.remover() as remove:
+        assert remove("q/a/x.parquet", placed["q/a/x.parquet"]) is True  # q/a now open
+        for folder in ("a", "b"):
+            (root / "q" / folder).rename(root / "q" / f"{folder}.old")
+            (root / "q" / folder).symlink_to(root / "live" / folder)
+        assert remove("q/a/y.parquet", placed["q/a/y.parquet"]) is True  # in the folder it opened
+        with pytest.raises(StorageError, match="no longer a directory"):
+            remove("q/b/x.parquet", placed["q/b/x.parquet"])  # walked to now: the link is refused
+    assert not (root / "q/a.old/y.parquet").exists() and (root / "q/b.old/x.parquet").exists()
+    assert sorted(p.name for p in (root / "live").rglob("*.parquet")) == ["x.parquet"] * 2 + ["y.parquet"] * 2
+
+
+def test_a_pass_whose_folders_become_links_to_live_files_mid_pass_deletes_no_live_file(
+    zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """An outside trial's attack: replaced files under q/dK, live ones of the
+    same names under lv/dK; while the pass deletes, each q/dK becomes a link
+    to lv/dK. Every live file survives; each replaced file is deleted or
+    left queued with an error, for a later pass."""
+    import threading
+
+    m = zk_manager
+    root = tmp_path / "t"
+    m.create_table(TableConfig.build("t", str(root), replaced_segments_retention="0s"))
+    folders, per = 20, 50
+    old, live = [], []
+    for k in range(folders):
+        for side, out in (("q", old), ("lv", live)):
+            (root / side / f"d{k}").mkdir(parents=True)
+            for i in range(per):
+                location = f"{side}/d{k}/f{i}.parquet"
+                (root / location).write_bytes(b"x")
+                out.append(Segment(f"{side}_{k}_{i}", location, rows=1))
+    m.register_segments("t", old + live)
+    m.delete_segments("t", [s.name for s in old])
+    lock, calls = threading.Lock(), [0]
+
+    def swap_at_the_hundredth_delete() -> None:
+        with lock:
+            calls[0] += 1
+            if calls[0] == 100:
+                for k in range(folders):
+                    (root / "q" / f"d{k}").rename(root / "q" / f"d{k}.old")
+                    (root / "q" / f"d{k}").symlink_to(root / "lv" / f"d{k}")
+
+    options = PassOptions(force=True, min_grace_ms=0, orphans=False, fence=swap_at_the_hundredth_delete)
+    report = run_table(m, "t", options)
+    assert all((root / s.location).is_file() for s in live), "a live file was deleted"
+    assert report.files_deleted + len(report.errors) == len(old), report.line()
+    left = {p.relative_to(root).as_posix() for p in (root / "q").rglob("*.parquet")}
+    assert len(left) == len(report.errors) and set(m.table("t").pending) == {
+        loc.replace(".old/", "/") for loc in left
+    }

@@ -31,6 +31,7 @@ from segment_lineage.lineage.core.roots import STATE_MARKER
 from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_no_state_dir
 from segment_lineage.lineage.storage.errors import StorageError
 from segment_lineage.lineage.storage.files import Footer
+from segment_lineage.lineage.storage.unlinking import DeleteBatch
 
 if TYPE_CHECKING:  # imported where used: pyarrow takes ~150 ms to load, and most commands never need it
     import pyarrow.fs as pafs
@@ -278,43 +279,21 @@ class DeepStore:
         return self.deleter()(location)
 
     def deleter(self) -> Callable[[str], bool]:
-        """A delete function for one batch: one file-system handle, and each
-        directory resolved once (see :meth:`path`). Thread-safe."""
-        place, remove = self.delete_steps()
-        return lambda location: remove(location, place(location))
+        """A delete function for one batch (:class:`DeleteBatch`: each
+        directory resolved once; a local delete never follows a link)."""
+        batch = self.delete_batch()
 
-    def delete_steps(self) -> tuple[Callable[[str], str], Callable[[str, str], bool]]:
-        """:meth:`deleter` in its two steps, for a batch whose checks run on
-        one thread and whose deletes run on a pool: ``place(location)``, the
-        file's path once its checks pass (StorageError else: it leaves the
-        root, or lies under a ZooKeeper server's data), and ``remove(location,
-        path)``, the delete itself. A local file is unlinked directly
-        (pyarrow's delete looks at the file once more first)."""
-        fs = self.filesystem()
-        resolved_dirs: dict[str, str] = {}
-        unmarked: set[str] = set()  # local folders seen without a state marker above them
-        local = self.scheme == "file"
-        unlink = os.unlink if local else fs.delete_file
+        def delete(location: str) -> bool:
+            target = batch.place(location)
+            with batch.remover() as remove:
+                return remove(location, target)
 
-        def place(location: str) -> str:
-            target = self.path(location, resolved_dirs)
-            if local:
-                folder = os.path.dirname(target)
-                if folder not in unmarked:  # never a file of a ZooKeeper server's data
-                    check_no_state_dir(folder, self.root, walk=False)
-                    unmarked.add(folder)
-            return target
+        return delete
 
-        def remove(location: str, target: str) -> bool:
-            try:
-                unlink(target)
-                return True
-            except FileNotFoundError:
-                return False
-            except OSError as exc:
-                raise StorageError(f"deleting {location!r} under {self.root!r} failed: {exc}") from None
-
-        return place, remove
+    def delete_batch(self) -> DeleteBatch:
+        """The checks and the deletes of one batch of files, apart: for a
+        batch whose checks run on one thread and whose deletes run on a pool."""
+        return DeleteBatch(self)
 
     def uri_of(self, path: str) -> str:
         """The URI of a path of this store's file system."""

@@ -231,6 +231,9 @@ def test_a_link_inside_the_root_is_neither_an_orphan_nor_a_way_to_delete_live_fi
     report = run_table(zk_manager, "t", PassOptions(force=True, min_grace_ms=0, orphans=False))
     assert report.files_deleted == 0 and (root / live).exists()
     assert DeepStore.for_root(str(root)).real_location(through) == live
+    assert [(k.what, "through a link" in k.why) for k in report.kept_items] == [(through, True)], (
+        report.kept_items
+    )
 
 
 def test_pruning_many_emptied_directories_keeps_the_ones_still_used_and_links(tmp_path: Path) -> None:
