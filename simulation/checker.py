@@ -194,6 +194,12 @@ class Checker:
             self.flag("actor-raised", f"a daemon logged an unexpected failure: {error}")
 
     def _judge_deletion(self, path: str, actor: str) -> None:
+        if actor.endswith(":swapper"):
+            return  # moving a folder aside and back
+        for moved, was in self.world.moved.items():
+            if path.startswith(moved + os.sep):  # reached in the folder a pass opened before the move
+                path = was + path[len(moved) :]
+                break
         rel = self.world.rel(path)
         why = self.protected.get(path)
         queued = self.queued.get(path, [])

@@ -118,6 +118,7 @@ class World:
         # ZooKeeper data directories an operator put under a table's root (marked, as
         # every server the project starts marks its own): nobody else deletes in them.
         self.state_dirs: set[str] = set()
+        self.moved: dict[str, str] = {}  # a folder moved aside by an operator -> where it was
         self.policy = False  # an ACL policy in force (a cast with an intruder): actors run under roles
         self.sets: dict[str, tuple[str, ...]] = {}  # a push set's (or set rollback's) id -> its tables
         self.landed_sets: list[str] = []  # push sets that landed (or were staged), in order

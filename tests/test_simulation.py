@@ -592,3 +592,27 @@ def test_the_checker_catches_an_edit_of_what_a_store_handed_out(monkeypatch: pyt
     monkeypatch.setattr(model.TableState, "frozen", as_before)
     result = run_seed(config)
     assert "handed-records-edited" in {v.kind for v in result.violations}, describe(result)
+
+
+def test_the_checker_catches_retention_deleting_through_a_folder_swapped_for_a_link(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An operator swaps a folder of queued files, halfway through a pass's
+    deletes there, for a link to a folder of their own with files of the
+    same names (the outside trial's attack). A delete by path follows the
+    link (deleted-unqueued); a delete inside the folder walked to does not.
+    Seeds 293, 593, 793 and 893 of the 20 with the swapper (43, 93, ...,
+    993) find it when the delete goes by path; all 20 run clean as shipped."""
+    import os
+
+    from segment_lineage.lineage.storage.unlinking import _LocalRemover
+
+    assert not run_seed(RunConfig(293, steps=400)).violations  # as shipped: clean
+
+    def by_path(_self: object, _location: str, path: str) -> bool:
+        os.unlink(path)
+        return True
+
+    monkeypatch.setattr(_LocalRemover, "__call__", by_path)
+    result = run_seed(RunConfig(293, steps=400))
+    assert [v.kind for v in result.violations] == ["deleted-unqueued"], describe(result)
