@@ -27,10 +27,24 @@ def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
     command, path_at, path_end = _command_path(group, ctx, args)
     if command is group:
         return args
+    among, path = _split_path(args[path_at:path_end])
     hoisted, rest = _split_after(command, args[path_end:])
-    if not hoisted:
+    if not among and not hoisted:
         return args
-    return [*args[:path_at], *hoisted, *args[path_at:path_end], *rest]
+    return [*args[:path_at], *among, *hoisted, *path, *rest]
+
+
+def _split_path(args: list[str]) -> tuple[list[str], list[str]]:
+    """The global options between a command path's names (``table --json
+    list``: a group has none of its own), and the path without them."""
+    hoisted: list[str] = []
+    path: list[str] = []
+    at = 0
+    while at < len(args):
+        global_option, take = _one_argument(args, at, set(), set())
+        (hoisted if global_option else path).extend(args[at : at + take])
+        at += take
+    return hoisted, path
 
 
 def _command_path(group: Any, ctx: Any, args: list[str]) -> tuple[Any, int, int]:

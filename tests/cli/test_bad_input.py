@@ -171,6 +171,7 @@ def test_misuse_is_refused_by_name_and_changes_nothing(table: tuple[str, KazooCl
         # A group with no command: which it takes, not its whole help text.
         (["--json", "table"], "missing command: 'lineage table' takes one of: create, alter, list"),
         (["table", "--json"], "missing command: 'lineage table' takes one of: create, alter, list"),
+        (["table", "--json", "show"], "Missing argument 'NAME'"),  # between a group and its command
     ],
 )
 def test_a_mistyped_command_with_json_says_so_in_one_json_object(
