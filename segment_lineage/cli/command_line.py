@@ -27,24 +27,11 @@ def hoist_global_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
     command, path_at, path_end = _command_path(group, ctx, args)
     if command is group:
         return args
-    among, path = _split_path(args[path_at:path_end])
-    hoisted, rest = _split_after(command, args[path_end:])
+    among, path = _split(args[path_at:path_end], set(), set())  # a group has no options of its own
+    hoisted, rest = _split(args[path_end:], *_own_options(command))
     if not among and not hoisted:
         return args
     return [*args[:path_at], *among, *hoisted, *path, *rest]
-
-
-def _split_path(args: list[str]) -> tuple[list[str], list[str]]:
-    """The global options between a command path's names (``table --json
-    list``: a group has none of its own), and the path without them."""
-    hoisted: list[str] = []
-    path: list[str] = []
-    at = 0
-    while at < len(args):
-        global_option, take = _one_argument(args, at, set(), set())
-        (hoisted if global_option else path).extend(args[at : at + take])
-        at += take
-    return hoisted, path
 
 
 def _command_path(group: Any, ctx: Any, args: list[str]) -> tuple[Any, int, int]:
@@ -69,10 +56,10 @@ def _command_path(group: Any, ctx: Any, args: list[str]) -> tuple[Any, int, int]
     return command, path_at, end
 
 
-def _split_after(command: Any, args: list[str]) -> tuple[list[str], list[str]]:
-    """The arguments after the command path: the global options among them,
-    and the rest (the command's own options and values, and all after ``--``)."""
-    own, valued = _own_options(command)
+def _split(args: list[str], own: set[str], valued: set[str]) -> tuple[list[str], list[str]]:
+    """The global options among ``args`` (a command path's names, or what
+    follows the command), and the rest: a command's own options (``own``,
+    those taking a value ``valued``) and their values, all after ``--``."""
     hoisted: list[str] = []
     rest: list[str] = []
     at = 0

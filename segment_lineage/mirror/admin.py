@@ -20,7 +20,6 @@ meanwhile, it removes the log once more after the change.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from segment_lineage.lineage.core import transitions
@@ -193,7 +192,9 @@ def drop_table(
 
     with contextlib.ExitStack() as stack:
         with contextlib.suppress(TableNotFoundError):  # (an interrupted drop: finished below)
-            stack.enter_context(held(manager, table, refused=_drop_refused(table)))
+            # ZooKeeper's own words name the mirror's lock, which a table without a mirror has too.
+            refused = f"dropping table {table!r} was refused: not authorised (only an admin drops tables)"
+            stack.enter_context(held(manager, table, refused=refused))
             holding = True
             with contextlib.suppress(LineageError, OSError):  # else judged when it goes
                 state = manager.table(table)
@@ -201,11 +202,3 @@ def drop_table(
                 whys.append(not_the_tables(manager, state, log) if log.exists() else None)
         manager.drop_table(table, force=force, reason=reason, on_marked=remove_log)
     return Removal(any(removed), problems[0] if problems else None)
-
-
-def _drop_refused(table: str) -> Callable[[str], str]:
-    """What an identity that may not drop is told, rather than the mirror's hold's wording."""
-    # ZooKeeper's own words name the mirror's lock, which a table without a mirror has too.
-    return lambda _refusal: (
-        f"dropping table {table!r} was refused: not authorised (only an admin drops tables)"
-    )

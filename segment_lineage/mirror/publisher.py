@@ -68,14 +68,14 @@ def held(
     table: str,
     wait_s: float | None = None,
     *,
-    refused: Callable[[str], str] | None = None,
+    refused: str | None = None,
 ) -> Iterator[None]:
     """Hold ``table``'s mirror for the block: wait while another process
     holds it (for the manager's retry deadline, or ``wait_s``; then
     MirrorHeldError). TableNotFoundError for a table that is not there.
-    ``refused``: what an identity without the right is told, given
-    ZooKeeper's refusal, by a caller that holds the mirror on the way to
-    something else (a drop names the drop, and who may)."""
+    ``refused``: what an identity without the right is told instead, by a
+    caller that holds the mirror on the way to something else (a drop names
+    the drop, and who may)."""
     deadline = manager.retry.deadline_s if wait_s is None else wait_s
     # Bounded by time: a publish may hold the mirror for a while.
     attempts = Attempts(dataclasses.replace(manager.retry, max_attempts=HOLD_TRIES, deadline_s=deadline))
@@ -88,13 +88,9 @@ def held(
                 raise
             attempts.backoff()
         except AuthError as exc:
-            told = (
-                refused(exc.message)
-                if refused is not None
-                else (
-                    f"holding the Delta mirror of table {table!r} was refused: {exc.message} (publishing to "
-                    "a mirror, and turning it on or off, needs the pusher or retention role, or an admin)"
-                )
+            told = refused or (
+                f"holding the Delta mirror of table {table!r} was refused: {exc.message} (publishing to "
+                "a mirror, and turning it on or off, needs the pusher or retention role, or an admin)"
             )
             raise AuthError(told, remedy=exc.remedy) from None
     try:

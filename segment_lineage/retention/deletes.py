@@ -137,6 +137,13 @@ def delete_all(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+# Why a planned deletion is kept by not_kept: its location is kept, or it is reached through a link.
+AGAIN = "registered, pinned or published again while the pass ran"
+THROUGH_A_LINK = (
+    "reached through a link, or the file a kept location's link leads to (links are never followed)"
+)
+
+
 def not_kept(root: DeepStore, deletions: Sequence[Deletion], keep: set[str]) -> list[Deletion]:
     """The deletions that touch no kept file. On a local disk a path may lead
     through a symbolic link, so both sides are compared where they really

@@ -43,7 +43,7 @@ from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_claim, read
 from segment_lineage.lineage.storage.deep import DeepStore, FileInfo
 from segment_lineage.lineage.storage.dirs import prune_dirs
 from segment_lineage.mirror.window import readable_files
-from segment_lineage.retention.deletes import Fence, delete_all, no_fence, not_kept
+from segment_lineage.retention.deletes import AGAIN, THROUGH_A_LINK, Fence, delete_all, no_fence, not_kept
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.planner import (
     DEFAULT_MIN_GRACE_MS,
@@ -223,12 +223,6 @@ def _still_unreferenced(
         if id(d) not in left
     )
     return todo
-
-
-AGAIN = "registered, pinned or published again while the pass ran"
-THROUGH_A_LINK = (
-    "reached through a link, or the file a kept location's link leads to (links are never followed)"
-)
 
 
 def _delete(

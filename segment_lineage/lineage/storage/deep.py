@@ -19,7 +19,7 @@ import os
 import posixpath
 import stat
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -275,20 +275,13 @@ class DeepStore:
         return found
 
     def delete(self, location: str) -> bool:
-        """Delete one file; False when it was already gone (deleting is idempotent)."""
-        return self.deleter()(location)
-
-    def deleter(self) -> Callable[[str], bool]:
-        """A delete function for one batch (:class:`DeleteBatch`: each
-        directory resolved once; a local delete never follows a link)."""
+        """Delete one file; False when it was already gone (deleting is
+        idempotent). Checked and made as a batch's are (:class:`DeleteBatch`:
+        a local delete never follows a link)."""
         batch = self.delete_batch()
-
-        def delete(location: str) -> bool:
-            target = batch.place(location)
-            with batch.remover() as remove:
-                return remove(location, target)
-
-        return delete
+        target = batch.place(location)
+        with batch.remover() as remove:
+            return remove(location, target)
 
     def delete_batch(self) -> DeleteBatch:
         """The checks and the deletes of one batch of files, apart: for a

@@ -49,6 +49,7 @@ class DeleteBatch:
         self._resolved_dirs: dict[str, str] = {}
         self._unmarked: set[str] = set()  # local folders seen without a state marker above them
         self._local = store.scheme == "file"
+        self._fs: Any = None  # an object store's handle, made once and shared by the removers
 
     def place(self, location: str) -> str:
         """The file's path once its checks pass (StorageError else: it leaves
@@ -62,15 +63,19 @@ class DeleteBatch:
         return target
 
     def remover(self) -> Remover:
-        return _LocalRemover(self.store) if self._local else _StoreRemover(self.store)
+        if self._local:
+            return _LocalRemover(self.store)
+        if self._fs is None:
+            self._fs = self.store.filesystem()
+        return _StoreRemover(self.store, self._fs)
 
 
 class _StoreRemover:
     """An object store's (or HDFS's) delete: there, a path is a key."""
 
-    def __init__(self, store: DeepStore) -> None:
+    def __init__(self, store: DeepStore, fs: Any) -> None:
         self._store = store
-        self._fs: Any = store.filesystem()
+        self._fs = fs
 
     def __enter__(self) -> _StoreRemover:
         return self
