@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -216,7 +217,7 @@ class ZkServer:
 
     def is_serving(self) -> bool:
         answer = four_letter(self.client_port, "ruok")
-        if answer != "imok":
+        if answer != "imok" or not self._answers_for_this_directory():
             return False
         if self.secure_port is not None and not _listening(self.secure_port):
             return False  # the TLS port binds a little after the plain one
@@ -224,6 +225,21 @@ class ZkServer:
             return True
         stat = four_letter(self.client_port, "srvr") or ""
         return "Mode: leader" in stat or "Mode: follower" in stat
+
+    def _answers_for_this_directory(self) -> bool:
+        """Whether the server on the port is this one (its data directory is
+        ours) and serves: another server that took the same port while this
+        one started (its own start then fails) does not count. A server whose
+        configuration does not allow the question (started before it did)
+        counts as this one."""
+        answer = four_letter(self.client_port, "conf") or ""
+        if "not in the whitelist" in answer:
+            return True
+        found = re.search(r"^dataDir=(.+)$", answer, re.MULTILINE)
+        if found is None:
+            return False  # not serving requests yet
+        ours = (self.directory / "data").resolve()
+        return Path(found.group(1).strip()).resolve() in (ours, ours / "version-2")
 
     def _write_config(self) -> Path:
         data = self.directory / "data"
@@ -236,7 +252,7 @@ class ZkServer:
             f"clientPort={self.client_port}",
             "clientPortAddress=127.0.0.1",
             "admin.enableServer=false",
-            "4lw.commands.whitelist=ruok,srvr,mntr,stat",
+            "4lw.commands.whitelist=ruok,srvr,mntr,stat,conf",
             "maxClientCnxns=0",
             "minSessionTimeout=1000",
             "maxSessionTimeout=60000",
@@ -351,6 +367,9 @@ class ZkServer:
             if self.is_serving():
                 return
             written = self._pid_written()  # exists at all: a starting server runs Python's command line first
+            if written is not None:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(written, os.WNOHANG)  # a child of ours that exited is reaped, so gone
             if written is None or not _exists(written):
                 tail = self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
                 raise ServerError(f"ZooKeeper exited during start-up; last log lines:\n{tail}")
