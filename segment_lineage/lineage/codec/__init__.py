@@ -6,7 +6,8 @@ Each format has a name and a format version, and one module per family:
   (with the table config inside), and the table's ``floor``;
 * ``buckets``: immutable ``bucket`` blobs holding one hash bucket of
   segments, entries or pending deletions, and ``names`` blobs holding a
-  chunk of a long segment-name list;
+  chunk of a long segment-name list (``segments`` and ``pending`` hold their
+  records' two formats, ``columnar`` what the columns share);
 * ``history``: immutable blobs holding sealed history records;
 * ``leases``: a pinned or retained version (``lease``), and a table's
   metadata-sweep marks (``gc``);
@@ -42,11 +43,13 @@ from segment_lineage.lineage.codec.buckets import (
     decode_bucket,
     decode_names,
     decode_records,
+    empty_bucket,
     encode_bucket,
     encode_names,
+    encode_pending_bucket,
     entry_to_dict,
-    pending_to_dict,
 )
+from segment_lineage.lineage.codec.columnar import Columns
 from segment_lineage.lineage.codec.envelope import (
     dumps,
 )
@@ -73,6 +76,7 @@ from segment_lineage.lineage.codec.leases import (
     encode_gc,
     encode_lease,
 )
+from segment_lineage.lineage.codec.pending import pending_from_dict, pending_to_dict
 from segment_lineage.lineage.codec.registry import (
     decode_claim,
     decode_guard,
@@ -83,7 +87,6 @@ from segment_lineage.lineage.codec.registry import (
     encode_roots,
 )
 from segment_lineage.lineage.codec.segments import (
-    SegmentColumns,
     segment_from_dict,
     segment_to_dict,
 )
@@ -95,11 +98,11 @@ __all__ = [
     "KINDS",
     "PENDING",
     "SEGMENTS",
+    "Columns",
     "Head",
     "HistoryChunk",
     "LeaseRecord",
     "NameList",
-    "SegmentColumns",
     "StoredEntry",
     "bucket_ids",
     "decode_bucket",
@@ -116,6 +119,7 @@ __all__ = [
     "decode_roots",
     "decode_store_id",
     "dumps",
+    "empty_bucket",
     "encode_bucket",
     "encode_claim",
     "encode_floor",
@@ -125,12 +129,14 @@ __all__ = [
     "encode_history",
     "encode_lease",
     "encode_names",
+    "encode_pending_bucket",
     "encode_policy",
     "encode_roots",
     "entry_to_dict",
     "history_from_dict",
     "history_size",
     "history_to_dict",
+    "pending_from_dict",
     "pending_to_dict",
     "segment_from_dict",
     "segment_to_dict",

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from segment_lineage.lineage.codec.columnar import Columns
 from segment_lineage.lineage.codec.columns import schema_from_json, type_to_json
 from segment_lineage.lineage.codec.envelope import (
     _Bad,
@@ -21,8 +22,12 @@ from segment_lineage.lineage.codec.envelope import (
     dumps,
     parse,
 )
+from segment_lineage.lineage.codec.pending import (
+    decode_pending,
+    decode_pending_columns,
+    encode_pending_columns,
+)
 from segment_lineage.lineage.codec.segments import (
-    SegmentColumns,
     decode_columns,
     decode_segments,
     encode_columns,
@@ -30,18 +35,12 @@ from segment_lineage.lineage.codec.segments import (
 from segment_lineage.lineage.core.errors import CorruptRecordError
 from segment_lineage.lineage.core.model import (
     Audit,
-    DeletionReason,
     EntryState,
     LineageEntry,
     PendingDeletion,
     TimeUnit,
 )
-from segment_lineage.lineage.core.names import (
-    check_entry_id,
-    check_location,
-    check_segment_name,
-    check_table_name,
-)
+from segment_lineage.lineage.core.names import check_entry_id, check_table_name
 from segment_lineage.lineage.core.schema import SchemaPolicy
 from segment_lineage.lineage.core.staged import Staged
 
@@ -55,33 +54,6 @@ KINDS = (SEGMENTS, ENTRIES, PENDING)
 
 
 # ---- records in buckets -----------------------------------------------------
-
-
-def pending_to_dict(p: PendingDeletion) -> dict[str, object]:
-    # Checked as decoding checks them: a record no reader could decode is
-    # never written (a hand-made change would leave the table unreadable).
-    d: dict[str, object] = {
-        "loc": check_location(p.location),
-        "segment": check_segment_name(p.segment),
-        "reason": p.reason.value,
-        "marked": p.marked_ms,
-    }
-    if p.entry_id is not None:
-        d["entry"] = p.entry_id
-    if p.size_bytes:
-        d["bytes"] = p.size_bytes
-    return d
-
-
-def pending_from_dict(d: Mapping[str, Any]) -> PendingDeletion:
-    return PendingDeletion(
-        location=check_location(_get(d, "loc", str)),
-        segment=check_segment_name(_get(d, "segment", str)),
-        reason=_enum(DeletionReason, d.get("reason"), "deletion reason"),
-        marked_ms=_get(d, "marked", int),
-        entry_id=_opt(d, "entry", str),
-        size_bytes=_opt(d, "bytes", int) or 0,
-    )
 
 
 @dataclass(frozen=True)
@@ -219,17 +191,40 @@ def _interval(d: Mapping[str, Any]) -> tuple[int, int] | None:
     return (raw[0], raw[1])
 
 
-# Bucket formats: 1 holds ``records``, one JSON object each; 2, for segments
-# only, holds ``columns`` (see :mod:`segment_lineage.lineage.codec.segments`).
+# Bucket formats: 1 holds ``records``, one JSON object each; 2 holds
+# ``columns`` (segments and pending deletions: see
+# :mod:`segment_lineage.lineage.codec.segments` and ``.pending``), what is
+# written now for those kinds; entries are always format 1. Both are read.
 ROWS_VERSION = 1
 COLUMNS_VERSION = 2
-Records = Sequence[Mapping[str, Any]] | SegmentColumns
+Records = Sequence[Mapping[str, Any]] | Columns
 
 
 def encode_bucket(kind: str, records: Sequence[Mapping[str, object]]) -> bytes:
-    if kind != SEGMENTS:
+    """A bucket of segments (records made by ``segment_to_dict``) or entries
+    (``entry_to_dict``); pending deletions: :func:`encode_pending_bucket`."""
+    if kind == ENTRIES:
         return dumps(_envelope(BUCKET, kind=kind, records=list(records)))
+    if kind == PENDING:
+        raise ValueError("pending deletions are encoded from their records: encode_pending_bucket")
     return dumps(_envelope_at(BUCKET, COLUMNS_VERSION, {"kind": kind, "columns": encode_columns(records)}))
+
+
+def empty_bucket(kind: str) -> bytes:
+    """A bucket of ``kind`` with no records, as a new table's first version holds."""
+    return encode_pending_bucket(()) if kind == PENDING else encode_bucket(kind, ())
+
+
+def encode_pending_bucket(items: Sequence[PendingDeletion]) -> bytes:
+    """A bucket of pending deletions, in columns."""
+    columns = encode_pending_columns(items)
+    return dumps(_envelope_at(BUCKET, COLUMNS_VERSION, {"kind": PENDING, "columns": columns}))
+
+
+_COLUMN_DECODERS: dict[str, Callable[[Mapping[str, Any]], Columns]] = {
+    SEGMENTS: decode_columns,
+    PENDING: decode_pending_columns,
+}
 
 
 def decode_bucket(raw: bytes, kind: str, where: str) -> Records:
@@ -238,9 +233,9 @@ def decode_bucket(raw: bytes, kind: str, where: str) -> Records:
         if doc.get("kind") != kind:
             raise _Bad(f"expected a {kind} bucket, found {doc.get('kind')!r}")
         if doc["v"] == COLUMNS_VERSION:
-            if kind != SEGMENTS:
+            if kind not in _COLUMN_DECODERS:
                 raise _Bad(f"a {kind} bucket is never stored in columns")
-            return decode_columns(_get(doc, "columns", dict))
+            return _COLUMN_DECODERS[kind](_get(doc, "columns", dict))
         records = _get(doc, "records", list)
         if not all(isinstance(r, dict) for r in records):
             raise _Bad("records must be objects")
@@ -249,17 +244,14 @@ def decode_bucket(raw: bytes, kind: str, where: str) -> Records:
 
 def decode_records(kind: str, records: Records, where: str) -> list[Any]:
     """Decode bucket records into Segment, StoredEntry or PendingDeletion."""
-    if kind == SEGMENTS:
-        with _decoding(where):
-            return decode_segments(records)
-    if isinstance(records, SegmentColumns):
+    if isinstance(records, Columns) and records.kind != kind:
         raise CorruptRecordError(where, f"a {kind} bucket is never stored in columns")
-    decoder: Callable[[Mapping[str, Any]], Any] = {
-        ENTRIES: stored_entry_from_dict,
-        PENDING: pending_from_dict,
-    }[kind]
     with _decoding(where):
-        return [decoder(r) for r in records]
+        if kind == SEGMENTS:
+            return decode_segments(records)
+        if kind == PENDING:
+            return decode_pending(records)
+        return [stored_entry_from_dict(r) for r in cast(Sequence[Mapping[str, Any]], records)]
 
 
 def encode_names(names: Sequence[str]) -> bytes:

@@ -17,10 +17,11 @@ the checked path, which names what is wrong. A test holds the two equal.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from segment_lineage.lineage.codec.envelope import _Bad, _get, _opt
+from segment_lineage.lineage.codec import columnar
+from segment_lineage.lineage.codec.columnar import INT, OPT_INT, OPT_STR, STR, Columns, typed
+from segment_lineage.lineage.codec.envelope import _get, _opt
 from segment_lineage.lineage.core.model import Segment
 from segment_lineage.lineage.core.names import (
     check_location,
@@ -29,6 +30,7 @@ from segment_lineage.lineage.core.names import (
     good_segment_names,
 )
 
+SEGMENTS_KIND = "segments"
 SEGMENT_COLUMNS = ("name", "loc", "rows", "bytes", "sum", "created", "tmin", "tmax", "entry")
 OPTIONAL_COLUMNS = frozenset({"tmin", "tmax", "entry"})
 _FIELDS = (  # Segment's, in the order _segments_from_columns zips the columns
@@ -82,104 +84,32 @@ def _segment_checked(d: Mapping[str, Any]) -> Segment:
     )
 
 
-@dataclass(frozen=True)
-class SegmentColumns:
-    """A segment bucket's records as stored in format 2: equal-length lists."""
-
-    columns: Mapping[str, list[Any]]
-    count: int
-
-    def rows(self) -> list[dict[str, Any]]:
-        """The records one by one, as format 1 holds them (absent: None)."""
-        present = [k for k in SEGMENT_COLUMNS if k in self.columns]
-        return [
-            {
-                k: self.columns[k][i]
-                for k in present
-                if not (k in OPTIONAL_COLUMNS and self.columns[k][i] is None)
-            }
-            for i in range(self.count)
-        ]
-
-
-def _as_columns(records: Sequence[Mapping[str, Any]]) -> SegmentColumns:
-    return SegmentColumns({k: [d.get(k) for d in records] for k in SEGMENT_COLUMNS}, len(records))
+def _as_columns(records: Sequence[Mapping[str, Any]]) -> Columns:
+    columns = {k: [d.get(k) for d in records] for k in SEGMENT_COLUMNS}
+    return Columns(SEGMENTS_KIND, columns, len(records), OPTIONAL_COLUMNS)
 
 
 def encode_columns(records: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """Format 2's ``columns`` of records made by :func:`segment_to_dict`."""
-    columns: dict[str, object] = {}
-    for k in SEGMENT_COLUMNS:
-        values = [r.get(k) for r in records]
-        if k in OPTIONAL_COLUMNS:
-            given = {str(i): v for i, v in enumerate(values) if v is not None}
-            if not given:
-                continue
-            if 2 * len(given) < len(values):
-                columns[k] = given
-                continue
-        columns[k] = values
-    return columns
+    return columnar.encode({k: [r.get(k) for r in records] for k in SEGMENT_COLUMNS}, OPTIONAL_COLUMNS)
 
 
-def decode_columns(columns: Mapping[str, Any]) -> SegmentColumns:
+def decode_columns(columns: Mapping[str, Any]) -> Columns:
     """Format 2's ``columns``, their shape checked (raises _Bad)."""
-    _check_named(columns)
-    count = len(columns["name"])
-    dense = {k: _dense(k, v, count) if isinstance(v, dict) else v for k, v in columns.items()}
-    if any(not isinstance(v, list) or len(v) != count for v in dense.values()):
-        raise _Bad("columns must be lists of one length, or objects by index for optional fields")
-    return SegmentColumns(dense, count)
+    return columnar.decode(SEGMENTS_KIND, columns, SEGMENT_COLUMNS, OPTIONAL_COLUMNS)
 
 
-def _check_named(columns: Mapping[str, Any]) -> None:
-    """Refuse a column format 2 has not, and a required one missing or not a list (raises _Bad)."""
-    unknown = sorted(set(columns) - set(SEGMENT_COLUMNS))
-    if unknown:
-        raise _Bad(f"unknown column(s) {', '.join(map(repr, unknown))}")
-    missing = [k for k in SEGMENT_COLUMNS if k not in OPTIONAL_COLUMNS and k not in columns]
-    if missing:
-        raise _Bad(f"missing column(s) {', '.join(map(repr, missing))}")
-    if not all(isinstance(columns[k], list) for k in SEGMENT_COLUMNS if k not in OPTIONAL_COLUMNS):
-        raise _Bad("columns must be lists")
-
-
-def _dense(column: str, sparse: Mapping[str, Any], count: int) -> list[Any]:
-    """An optional column stored as {"<index>": value}, as a list."""
-    if column not in OPTIONAL_COLUMNS:
-        raise _Bad(f"column {column!r} must be a list")
-    out: list[Any] = [None] * count
-    for key, value in sparse.items():
-        if not (key.isascii() and key.isdigit() and str(int(key)) == key and int(key) < count):
-            raise _Bad(f"column {column!r}: index {key!r} is not one of the bucket's {count} records")
-        if value is None:
-            raise _Bad(f"column {column!r}: index {key!r} holds null")
-        out[int(key)] = value
-    return out
-
-
-def decode_segments(records: Sequence[Mapping[str, Any]] | SegmentColumns) -> list[Segment]:
+def decode_segments(records: Sequence[Mapping[str, Any]] | Columns) -> list[Segment]:
     """A bucket's segments, in either format (raises as the checked path does)."""
-    columns = records if isinstance(records, SegmentColumns) else _as_columns(records)
+    columns = records if isinstance(records, Columns) else _as_columns(records)
     fast = _segments_from_columns(columns)
     if fast is not None:
         return fast
-    rows = records.rows() if isinstance(records, SegmentColumns) else records
+    rows = records.rows() if isinstance(records, Columns) else records
     return [_segment_checked(r) for r in rows]  # one by one: the error names the record
 
 
-_INT: frozenset[type] = frozenset({int})
-_OPT_INT: frozenset[type] = frozenset({int, type(None)})
-_STR: frozenset[type] = frozenset({str})
-_OPT_STR: frozenset[type] = frozenset({str, type(None)})
-
-
-def _typed(values: Sequence[object], types: frozenset[type]) -> bool:
-    """Whether every value is of exactly one of ``types`` (bool is no int), at C speed."""
-    return set(map(type, values)) <= types
-
-
-def _segments_from_columns(stored: SegmentColumns) -> list[Segment] | None:
+def _segments_from_columns(stored: Columns) -> list[Segment] | None:
     """The segments of ``stored``, checked a column at a time; None when
     anything is unusual (the checked path then says what)."""
     cols, count = stored.columns, stored.count
@@ -196,13 +126,13 @@ def _segments_from_columns(stored: SegmentColumns) -> list[Segment] | None:
     if not (
         good_segment_names(names)
         and good_locations(locations)
-        and _typed(rows, _INT)
-        and _typed(size, _INT)
-        and _typed(created, _INT)
-        and _typed(checksum, _STR)
-        and _typed(tmin, _OPT_INT)
-        and _typed(tmax, _OPT_INT)
-        and _typed(entry, _OPT_STR)
+        and typed(rows, INT)
+        and typed(size, INT)
+        and typed(created, INT)
+        and typed(checksum, STR)
+        and typed(tmin, OPT_INT)
+        and typed(tmax, OPT_INT)
+        and typed(entry, OPT_STR)
     ):
         return None
     out: list[Segment] = []

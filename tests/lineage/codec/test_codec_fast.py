@@ -150,7 +150,7 @@ SEGMENTS_ = st.builds(
 def test_segments_written_in_columns_read_back_the_same(segments: list[Segment]) -> None:
     raw = codec.encode_bucket(codec.SEGMENTS, [codec.segment_to_dict(s) for s in segments])
     stored = codec.decode_bucket(raw, codec.SEGMENTS, "t")
-    assert isinstance(stored, codec.SegmentColumns)
+    assert isinstance(stored, codec.Columns)
     assert codec.decode_records(codec.SEGMENTS, stored, "t") == segments
 
 

@@ -159,7 +159,7 @@ def test_a_segment_bucket_with_a_twin_or_a_stranger_fails_closed(m: LineageManag
 
     def records(path: str) -> list[dict[str, object]]:
         stored = codec.decode_bucket(store.client.get(path)[0], "segments", path)
-        assert isinstance(stored, codec.SegmentColumns)  # written in columns
+        assert isinstance(stored, codec.Columns)  # written in columns
         return stored.rows()
 
     mine, other = records(first), records(second)[0]

@@ -76,8 +76,6 @@ def encode_record(kind: str, obj: Any, base: Loaded, blobs: NewBlobs) -> dict[st
     that it still has, else writes new ones into ``blobs``."""
     if kind == SEGMENTS:
         return codec.segment_to_dict(obj)
-    if kind == PENDING:
-        return codec.pending_to_dict(obj)
     entry: LineageEntry = obj
     old = base.lists.get(entry.entry_id)
     src = (
@@ -85,6 +83,13 @@ def encode_record(kind: str, obj: Any, base: Loaded, blobs: NewBlobs) -> dict[st
     )
     dst = old[3] if old is not None and old[2] is entry.segments_to else name_list(entry.segments_to, blobs)
     return codec.entry_to_dict(entry, src, dst)
+
+
+def _encoded(kind: str, objs: list[Any], base: Loaded, blobs: NewBlobs) -> bytes:
+    """A bucket of ``kind`` holding ``objs``: pending deletions straight into columns."""
+    if kind == PENDING:
+        return codec.encode_pending_bucket(objs)
+    return codec.encode_bucket(kind, [encode_record(kind, obj, base, blobs) for obj in objs])
 
 
 def _buckets(
@@ -102,7 +107,7 @@ def _buckets(
         base.maps[kind],
         new,
         base.bucket_keys[kind],
-        lambda keys: codec.encode_bucket(kind, [encode_record(kind, new[k], base, blobs) for k in keys]),
+        lambda keys: _encoded(kind, [new[k] for k in keys], base, blobs),
     )
     if found is None:
         return old_ids

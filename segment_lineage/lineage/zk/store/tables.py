@@ -102,7 +102,7 @@ class Tables:
         )
         for kind, blob in empty.items():
             txn.create(
-                self.paths.blob(table, blob), codec.encode_bucket(kind, []), acl=self.nodes.acl_at(Place.BLOB)
+                self.paths.blob(table, blob), codec.empty_bucket(kind), acl=self.nodes.acl_at(Place.BLOB)
             )
         raw = codec.encode_roots(registry)
         if roots_version is None:
