@@ -1077,7 +1077,8 @@ def janitor(ctx: Ctx, _ops: int) -> None:
                 ctx.world.sleep(2 * HOUR_MS / 1000)
                 continue
             options = PassOptions(force=True, min_grace_ms=0, orphans=True, orphan_grace_ms=HOUR_MS)
-            ctx.world.passed_ms[table] = ctx.world.clock.zk_ms()  # (no store call: no switch point)
+            # (no store call: no switch point)
+            ctx.world.passed_ms.setdefault(table, []).append(ctx.world.clock.zk_ms())
             try:
                 run_table(ctx.manager, table, options)
             except LineageError as exc:

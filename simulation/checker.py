@@ -828,13 +828,20 @@ class Checker:
                     f"({len(state.segments)} segment(s), {len(state.pending)} file(s) queued)",
                 )
             owners = store.holds("owner").live(table)
-            # A staged push still held when the last pass began is kept, rightly: on a real
-            # clock its hold may outlast the passes (and end before this look).
-            passed = self.world.passed_ms.get(table, self.world.clock.zk_ms())
+            # An unowned entry goes in two passes: the first that finds its hold ended (and its
+            # cleanup retention due) condemns the segments it registered, the next removes it.
+            # So only one already ended when the second-to-last pass began must be gone: on a
+            # real clock a staged push's hold may end between the last two passes, or after.
+            began = self.world.passed_ms.get(table, [])
+            passed = began[-2] if len(began) >= 2 else self.world.clock.zk_ms()
+            due = state.config.lineage_entry_cleanup_retention_ms
             stale = [
                 e.entry_id[:8]
                 for e in state.entries.values()
-                if e.state is EntryState.IN_PROGRESS and e.entry_id not in owners and not e.held(passed)
+                if e.state is EntryState.IN_PROGRESS
+                and e.entry_id not in owners
+                and not e.held(passed)
+                and e.timestamp_ms + due <= passed
             ]
             if stale:
                 self.flag(

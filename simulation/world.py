@@ -122,7 +122,7 @@ class World:
         self.policy = False  # an ACL policy in force (a cast with an intruder): actors run under roles
         self.sets: dict[str, tuple[str, ...]] = {}  # a push set's (or set rollback's) id -> its tables
         self.landed_sets: list[str] = []  # push sets that landed (or were staged), in order
-        self.passed_ms: dict[str, int] = {}  # table -> ZooKeeper's time as the janitor's last pass began
+        self.passed_ms: dict[str, list[int]] = {}  # table -> ZooKeeper's time as each janitor pass began
         self.set_history: dict[str, tuple[int, set[str]]] = {}  # table -> (version, the sets its history has)
 
     # ---- actors -----------------------------------------------------------------------
