@@ -38,6 +38,7 @@ from segment_lineage.lineage.core.names import MIRROR_LOG_DIR
 from segment_lineage.lineage.core.roots import inside
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
+from segment_lineage.lineage.manager.collector import fewer_collections
 from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_claim, read_claim, resolve_root
 from segment_lineage.lineage.storage.deep import DeepStore, FileInfo
@@ -102,11 +103,13 @@ def run_table(
     options = options or PassOptions()
     report = report or TableReport(table, options.dry_run)
     if options.dry_run:
-        return _run_table(manager, table, options, report)
+        with fewer_collections():
+            return _run_table(manager, table, options, report)
     hold = manager.pass_hold(table)
     hold.take()
     try:
-        return _run_table(manager, table, options, report)
+        with fewer_collections():  # a pass makes an object or more per file, in no cycle
+            return _run_table(manager, table, options, report)
     except FencedError as exc:  # what it deleted before the fence fell is told all the same
         exc.done.append(report)
         raise

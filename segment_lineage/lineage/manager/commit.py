@@ -35,6 +35,7 @@ from segment_lineage.lineage.core.periods import format_time
 from segment_lineage.lineage.core.retry import Attempts, RetryPolicy
 from segment_lineage.lineage.core.roles import guard_role
 from segment_lineage.lineage.core.transitions.purge import purging_refusal, refuse_while_purging
+from segment_lineage.lineage.manager.collector import fewer_collections
 from segment_lineage.lineage.manager.floor import StuckTickets, _FloorUse, _QueueUse
 from segment_lineage.lineage.storage.claims import ClaimFiles
 from segment_lineage.lineage.store.contract import (
@@ -429,7 +430,8 @@ class ManagerBase:
     def table(self, table: str) -> TableState:
         """The table's current version, every record loaded (fetched together)."""
         check_table_name(table)
-        return self.store.read(table, whole=True).state.loaded()
+        with fewer_collections():  # an object per record, in no cycle
+            return self.store.read(table, whole=True).state.loaded()
 
     def _read(self, table: str) -> TableState:
         """The current version as the store reads it: a segment or pending

@@ -25,6 +25,7 @@ from segment_lineage.lineage.core.names import check_entry_id, check_table_name
 from segment_lineage.lineage.core.periods import check_version, format_time, parse_version_or_time
 from segment_lineage.lineage.core.schema_versions import columns_known
 from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.manager.collector import fewer_collections
 from segment_lineage.lineage.manager.commit import ManagerBase
 from segment_lineage.lineage.store.contract import Lease, ReadAgainError, Snapshot
 
@@ -144,7 +145,7 @@ class Reads(ManagerBase):
         whatever commits meanwhile, every record loaded. Not pinned: its files
         may go at any time (use :meth:`pin_readable` to read them)."""
         state = self._as_of(table, version)
-        with self._past(state):
+        with self._past(state), fewer_collections():
             return state.loaded()
 
     @contextlib.contextmanager
