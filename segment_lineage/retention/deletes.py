@@ -11,6 +11,7 @@ from typing import Protocol
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.failpoints import armed, failpoint
 from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.lineage.storage.folders import Folders
 from segment_lineage.lineage.storage.unlinking import Remover
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.planner import Deletion
@@ -152,11 +153,11 @@ def not_kept(root: DeepStore, deletions: Sequence[Deletion], keep: set[str]) -> 
     todo = [d for d in deletions if d.location not in keep]
     if root.scheme != "file" or not todo:
         return todo
-    resolved_dirs: dict[str, str] = {}
+    folders = Folders()
 
     def real(location: str) -> str:
         try:
-            return root.real_location(location, resolved_dirs)
+            return root.real_location(location, folders)
         except LineageError:
             return location  # refused when deleted, and reported then
 

@@ -43,6 +43,7 @@ from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_claim, read_claim, resolve_root
 from segment_lineage.lineage.storage.deep import DeepStore, FileInfo
 from segment_lineage.lineage.storage.dirs import prune_dirs
+from segment_lineage.lineage.storage.folders import Folders
 from segment_lineage.mirror.window import readable_files
 from segment_lineage.retention.deletes import AGAIN, THROUGH_A_LINK, Fence, delete_all, no_fence, not_kept
 from segment_lineage.retention.errors import FencedError
@@ -344,12 +345,12 @@ def _listing(
     except LineageError as exc:
         report.errors.append(f"listing the root for orphans: {exc.message}")
         return None
-    resolved_dirs: dict[str, str] = {}  # each directory resolved once per listing
-    return [info for info in listed if _touchable(root, info, others, resolved_dirs, report)]
+    folders = Folders()  # each folder resolved and listed once per listing
+    return [info for info in listed if _touchable(root, info, others, folders, report)]
 
 
 def _touchable(
-    root: DeepStore, info: FileInfo, others: list[str], resolved_dirs: dict[str, str], report: TableReport
+    root: DeepStore, info: FileInfo, others: list[str], folders: Folders, report: TableReport
 ) -> bool:
     """Whether retention may touch a listed file: not under another table's
     root (``others``) nor the mirror's log (its files are the mirror's,
@@ -359,7 +360,7 @@ def _touchable(
     if any(location.startswith(prefix) for prefix in others) or location.startswith(MIRROR_LOG_DIR + "/"):
         return False
     try:
-        root.path(location, resolved_dirs)
+        root.path(location, folders)
     except InvalidInputError:
         report.keep([Kept(location, "a name no push writes (hidden, or odd): left for an operator")])
         return False

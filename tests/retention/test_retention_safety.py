@@ -22,6 +22,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.lineage.storage.errors import StorageError
 from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.retention.deletes import THROUGH_A_LINK
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.executor import PassOptions, run_table
 
@@ -323,6 +324,25 @@ def test_a_queued_path_through_a_link_is_never_deleted(zk_manager: LineageManage
     m.commit("t", lambda s, now: transitions.queue_files(s, ["d/x.parquet"], now, None))
     report = run_table(m, "t", ZERO)
     assert report.files_deleted == 0 and (root / "e" / "x.parquet").exists()
+
+
+def test_a_queued_file_that_is_a_link_is_kept_and_told_so(zk_manager: LineageManager, tmp_path: Path) -> None:
+    """A queued location whose file is itself a link (beside plain files of
+    the same folder, which go) names the file it leads to: kept, and the
+    report says it is reached through a link; the links of a folder are
+    learned from one listing of it."""
+    m = zk_manager
+    m.create_table(TableConfig.build("t", str(tmp_path / "t")))
+    root = tmp_path / "t"
+    store = DeepStore.for_root(str(root))
+    for name in ("e/x.parquet", "q/plain.parquet"):
+        write_segment(store, part("x"), name, None)
+    (root / "q" / "link.parquet").symlink_to(root / "e" / "x.parquet")
+    m.commit("t", lambda s, now: transitions.queue_files(s, ["q/link.parquet", "q/plain.parquet"], now, None))
+    report = run_table(m, "t", ZERO)
+    assert report.files_deleted == 1 and not (root / "q" / "plain.parquet").exists()
+    assert (root / "q" / "link.parquet").is_symlink() and (root / "e" / "x.parquet").exists()
+    assert ("q/link.parquet", THROUGH_A_LINK) in [(k.what, k.why) for k in report.kept_items]
 
 
 def test_a_folder_swapped_for_a_link_after_the_checks_leads_no_delete_elsewhere(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from segment_lineage.lineage.core.roots import STATE_MARKER
 from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_no_state_dir
 from segment_lineage.lineage.storage.errors import StorageError
 from segment_lineage.lineage.storage.files import Footer
+from segment_lineage.lineage.storage.folders import Folders
 from segment_lineage.lineage.storage.unlinking import DeleteBatch
 
 if TYPE_CHECKING:  # imported where used: pyarrow takes ~150 ms to load, and most commands never need it
@@ -100,31 +101,27 @@ class DeepStore:
             allow_bucket_creation=False,
         )
 
-    def path(self, location: str, resolved_dirs: dict[str, str] | None = None) -> str:
+    def path(self, location: str, folders: Folders | None = None) -> str:
         """The file system path of a location, refused if it leaves the root.
 
-        ``resolved_dirs`` caches directory resolutions across calls of one
-        batch, so a batch resolves each directory once and then checks only
-        that the file itself is no symlink.
+        ``folders`` holds what one batch learned of its folders, so a batch
+        resolves each folder once and lists it once for the links in it.
         """
-        return self._resolved(location, resolved_dirs)[0]
+        return self._resolved(location, folders)[0]
 
-    def _resolved(self, location: str, resolved_dirs: dict[str, str] | None) -> tuple[str, str]:
+    def _resolved(self, location: str, folders: Folders | None) -> tuple[str, str]:
         """:meth:`path`, and where it really leads (the same path on a store
         that is not a local disk)."""
         check_location(location)
         full = posixpath.join(self.base, location)
         if self.scheme != "file":
             return full, full
-        if resolved_dirs is None:
+        if folders is None:
             resolved = os.path.realpath(full)
         else:
             parent, name = posixpath.split(full)
-            real_parent = resolved_dirs.get(parent)
-            if real_parent is None:
-                real_parent = resolved_dirs[parent] = os.path.realpath(parent)
-            resolved = posixpath.join(real_parent, name)
-            if os.path.islink(full):
+            resolved = posixpath.join(folders.real(parent), name)
+            if folders.is_link(parent, name):
                 resolved = os.path.realpath(full)
         if resolved != full and not resolved.startswith(self.base + os.sep):
             raise StorageError(f"location {location!r} resolves outside the table root {self.root!r}")
@@ -245,8 +242,8 @@ class DeepStore:
         store). A location leading out of the root is refused."""
         import pyarrow.fs as pafs
 
-        resolved_dirs: dict[str, str] = {}
-        paths = [self.path(location, resolved_dirs) for location in locations]
+        folders = Folders()
+        paths = [self.path(location, folders) for location in locations]
         try:
             infos = self.filesystem().get_file_info(paths)
         except OSError as exc:
@@ -263,11 +260,11 @@ class DeepStore:
         import pyarrow.parquet as pq
 
         fs = self.filesystem()
-        resolved_dirs: dict[str, str] = {}
+        folders = Folders()
         found: dict[str, Footer | None] = {}
         for location in locations:
             try:
-                with fs.open_input_file(self.path(location, resolved_dirs)) as handle:
+                with fs.open_input_file(self.path(location, folders)) as handle:
                     parquet = pq.ParquetFile(handle)
                     found[location] = Footer(int(parquet.metadata.num_rows), parquet.schema_arrow)
             except (OSError, ValueError):  # pyarrow: ArrowInvalid (a ValueError) for no Parquet footer
@@ -296,17 +293,14 @@ class DeepStore:
             return f"hdfs://{urlparse(self.root).netloc}{path}"
         return f"{self.scheme}://{path}"
 
-    def real_location(self, location: str, resolved_dirs: dict[str, str] | None = None) -> str:
+    def real_location(self, location: str, folders: Folders | None = None) -> str:
         """Where ``location`` really is, relative to the root: on a local disk a
         path through a symbolic link names another file (the same as
         ``location`` elsewhere, and when no link is in the way)."""
-        _, real = self._resolved(location, resolved_dirs)
+        _, real = self._resolved(location, folders)
         if self.scheme != "file":
             return location
-        if resolved_dirs is None:
-            base = os.path.realpath(self.base)
-        else:  # the root resolved once per batch, under a key no directory path has
-            base = resolved_dirs.get("") or resolved_dirs.setdefault("", os.path.realpath(self.base))
+        base = os.path.realpath(self.base) if folders is None else folders.real(self.base)
         # realpath's answers are normal paths: what follows the root is the relative path.
         return real[len(base) + 1 :] if real.startswith(base + os.sep) else location
 

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from segment_lineage.lineage.core.names import check_location
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.lineage.storage.errors import StorageError
+from segment_lineage.lineage.storage.folders import Folders
 
 PRUNE_WORKERS = 8  # directories removed at once, when one depth has PRUNE_POOL_FROM or more
 PRUNE_POOL_FROM = 32
@@ -33,11 +34,11 @@ def prune_dirs(store: DeepStore, locations: Iterable[str]) -> int:
         parts = check_location(location).split("/")[:-1]
         for i in range(1, len(parts) + 1):
             by_depth.setdefault(i, set()).add("/".join(parts[:i]))
-    resolved_dirs: dict[str, str] = {}
+    folders = Folders()
 
     def remove(relative: str) -> bool:
         try:
-            full = store.path(relative, resolved_dirs)
+            full = store.path(relative, folders)
         except StorageError:
             return False  # leads outside the root, through a link: not ours
         try:

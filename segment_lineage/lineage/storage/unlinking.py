@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from segment_lineage.lineage.storage.claims import check_no_state_dir
 from segment_lineage.lineage.storage.errors import StorageError
+from segment_lineage.lineage.storage.folders import Folders
 
 if TYPE_CHECKING:
     from segment_lineage.lineage.storage.deep import DeepStore
@@ -46,7 +47,7 @@ class DeleteBatch:
 
     def __init__(self, store: DeepStore) -> None:
         self.store = store
-        self._resolved_dirs: dict[str, str] = {}
+        self._folders = Folders()
         self._unmarked: set[str] = set()  # local folders seen without a state marker above them
         self._local = store.scheme == "file"
         self._fs: Any = None  # an object store's handle, made once and shared by the removers
@@ -54,7 +55,7 @@ class DeleteBatch:
     def place(self, location: str) -> str:
         """The file's path once its checks pass (StorageError else: it leaves
         the root, or lies under a ZooKeeper server's data)."""
-        target = self.store.path(location, self._resolved_dirs)
+        target = self.store.path(location, self._folders)
         if self._local:
             folder = os.path.dirname(target)
             if folder not in self._unmarked:  # never a file of a ZooKeeper server's data

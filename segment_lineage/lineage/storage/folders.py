@@ -1,0 +1,35 @@
+"""Local folders as one batch of paths sees them: resolved and listed once each."""
+
+from __future__ import annotations
+
+import os
+
+
+class Folders:
+    """What one batch of paths learns of local folders, each looked at once:
+    where a folder really is (its links resolved), and which of its entries
+    are symbolic links (one listing of the folder, not a look per file: a
+    pass placing 100,000 files lists 1,000 folders). A link made after the
+    listing goes unseen here, as one made after a look would: the delete
+    itself never follows a link (:mod:`segment_lineage.lineage.storage.unlinking`)."""
+
+    def __init__(self) -> None:
+        self._real: dict[str, str] = {}
+        self._links: dict[str, frozenset[str]] = {}
+
+    def real(self, folder: str) -> str:
+        found = self._real.get(folder)
+        if found is None:
+            found = self._real[folder] = os.path.realpath(folder)
+        return found
+
+    def is_link(self, folder: str, name: str) -> bool:
+        links = self._links.get(folder)
+        if links is None:
+            try:
+                with os.scandir(folder) as entries:
+                    links = frozenset(e.name for e in entries if e.is_symlink())
+            except OSError:  # gone, or no folder: nothing in it is a link (as os.path.islink says)
+                links = frozenset()
+            self._links[folder] = links
+        return name in links
