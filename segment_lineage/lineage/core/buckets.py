@@ -5,6 +5,8 @@ grows too large). The ZooKeeper store writes what this decides."""
 from __future__ import annotations
 
 import copy
+import itertools
+import operator
 import weakref
 import zlib
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
@@ -35,9 +37,12 @@ def bucket_of(key: str, buckets: int) -> int:
 
 
 def placed(keys: Sequence[str], index: int, buckets: int) -> bool:
-    """Whether every one of ``keys`` belongs in bucket ``index`` (bucket_of, inlined for many)."""
-    mask, crc32 = buckets - 1, zlib.crc32
-    return all(crc32(key.encode()) & mask == index for key in keys)
+    """Whether every one of ``keys`` belongs in bucket ``index``: :func:`bucket_of`
+    of each, in C's loops (a fresh read of 100,000 segments checks them all)."""
+    if not keys:
+        return True
+    crcs = map(zlib.crc32, map(str.encode, keys))
+    return set(map(operator.and_, crcs, itertools.repeat(buckets - 1))) == {index}
 
 
 @dataclass(frozen=True)
