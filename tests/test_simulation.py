@@ -578,7 +578,7 @@ def test_the_checker_catches_an_edit_of_what_a_store_handed_out(monkeypatch: pyt
     (handed-records-edited). With every handed-out map frozen, the same run
     holds."""
     from segment_lineage.lineage.core import model
-    from segment_lineage.lineage.core.buckets import Edited
+    from segment_lineage.lineage.core.bucket_maps import Edited
 
     config = RunConfig(2, steps=400, extra=(("meddle", 3),))
     assert not run_seed(config).violations

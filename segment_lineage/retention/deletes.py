@@ -12,7 +12,7 @@ from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.failpoints import armed, failpoint
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.lineage.storage.folders import Folders
-from segment_lineage.lineage.storage.unlinking import Remover
+from segment_lineage.lineage.storage.unlinking import DeleteBatch, Remover
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.planner import Deletion
 
@@ -70,17 +70,36 @@ def delete_all(
     A lost fence stops every file not yet begun, and its error is raised
     once the outcomes of every file already deleted were yielded (an audit
     misses none)."""
-    batch = root.delete_batch()
+    steps = _Steps(root.delete_batch(), fence, failpoint if armed() else None)
+    if steps.crash_point is not None:  # a fault test wants to stop at a known file
+        with steps.batch.remover() as remove:
+            yield from (steps.one(remove, steps.placed(d)) for d in todo)
+        return
+    # A folder's files together: a deleter opens each folder once for its run of them.
+    todo = sorted(todo, key=lambda d: d.location)
+    workers = LOCAL_DELETE_WORKERS if root.scheme == "file" else REMOTE_DELETE_WORKERS
+    size = min(MAX_DELETE_CHUNK, max(1, len(todo) // (workers * 4)))
+    yield from _on_a_pool(steps, todo, workers, size)
 
-    def placed(deletion: Deletion) -> _Placed:
+
+class _Steps:
+    """One file's steps: placed (checked) on the calling thread, deleted on a
+    deleter's, the fence checked right before."""
+
+    def __init__(self, batch: DeleteBatch, fence: Fence, crash_point: Callable[[str], None] | None) -> None:
+        self.batch = batch
+        self.fence = fence
+        self.crash_point = crash_point
+
+    def placed(self, deletion: Deletion) -> _Placed:
         try:
-            return deletion, batch.place(deletion.location), None
+            return deletion, self.batch.place(deletion.location), None
         except LineageError as exc:
             return deletion, "", exc.message
 
-    def one(remove: Remover, item: _Placed) -> tuple[Deletion, bool | str]:
+    def one(self, remove: Remover, item: _Placed) -> tuple[Deletion, bool | str]:
         deletion, target, refused = item
-        fence()
+        self.fence()
         outcome: bool | str
         if refused is not None:
             outcome = refused
@@ -89,30 +108,27 @@ def delete_all(
                 outcome = remove(deletion.location, target)
             except LineageError as exc:
                 outcome = exc.message
-        if crash_point is not None:
-            crash_point("retention.mid-delete")
+        if self.crash_point is not None:
+            self.crash_point("retention.mid-delete")
         return deletion, outcome
 
-    crash_point = failpoint if armed() else None
-    if crash_point is not None:  # a fault test wants to stop at a known file
-        with batch.remover() as remove:
-            yield from (one(remove, placed(d)) for d in todo)
-        return
-
-    def run(chunk: Sequence[_Placed]) -> _Done:
+    def run(self, chunk: Sequence[_Placed]) -> _Done:
+        """A deleter's run of files, until the fence falls."""
         done: list[tuple[Deletion, bool | str]] = []
-        with batch.remover() as remove:
+        with self.batch.remover() as remove:
             try:
                 for item in chunk:
-                    done.append(one(remove, item))
+                    done.append(self.one(remove, item))
             except FencedError as exc:
                 return done, exc
         return done, None
 
-    # A folder's files together: a deleter opens each folder once for its run of them.
-    todo = sorted(todo, key=lambda d: d.location)
-    workers = LOCAL_DELETE_WORKERS if root.scheme == "file" else REMOTE_DELETE_WORKERS
-    size = min(MAX_DELETE_CHUNK, max(1, len(todo) // (workers * 4)))
+
+def _on_a_pool(
+    steps: _Steps, todo: Sequence[Deletion], workers: int, size: int
+) -> Iterator[tuple[Deletion, bool | str]]:
+    """Runs of ``size`` files placed here and handed to ``workers`` deleters,
+    their outcomes yielded in order; nothing more begun once a fence fell."""
     pool = ThreadPoolExecutor(workers, thread_name_prefix="retention-delete")
     running: deque[Future[_Done]] = deque()
     lost: list[FencedError] = []
@@ -127,7 +143,7 @@ def delete_all(
         for at in range(0, len(todo), size):
             if lost:
                 break  # nothing more is begun; the tasks handed out stop at the fence
-            running.append(pool.submit(run, [placed(d) for d in todo[at : at + size]]))
+            running.append(pool.submit(steps.run, [steps.placed(d) for d in todo[at : at + size]]))
             while running and running[0].done():
                 yield from finished(running.popleft())
         while running:

@@ -26,7 +26,6 @@ from segment_lineage.lineage.core import transitions
 from segment_lineage.lineage.core.errors import (
     AuthError,
     CorruptRecordError,
-    InvalidInputError,
     LineageError,
     OutcomeUnknownError,
     RefusedError,
@@ -34,8 +33,6 @@ from segment_lineage.lineage.core.errors import (
 )
 from segment_lineage.lineage.core.failpoints import failpoint
 from segment_lineage.lineage.core.model import Change, TableState
-from segment_lineage.lineage.core.names import MIRROR_LOG_DIR
-from segment_lineage.lineage.core.roots import inside
 from segment_lineage.lineage.core.visibility import visible_segments
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.manager.collector import fewer_collections
@@ -43,10 +40,10 @@ from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_claim, read_claim, resolve_root
 from segment_lineage.lineage.storage.deep import DeepStore, FileInfo
 from segment_lineage.lineage.storage.dirs import prune_dirs
-from segment_lineage.lineage.storage.folders import Folders
 from segment_lineage.mirror.window import readable_files
 from segment_lineage.retention.deletes import AGAIN, THROUGH_A_LINK, Fence, delete_all, no_fence, not_kept
 from segment_lineage.retention.errors import FencedError
+from segment_lineage.retention.listing import touchable_files
 from segment_lineage.retention.planner import (
     DEFAULT_MIN_GRACE_MS,
     DEFAULT_ORPHAN_GRACE_MS,
@@ -150,7 +147,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions, report
     config = manager.table(table).config
     check_root_claim(manager, table, config.root)
     root = DeepStore.for_root(config.root)
-    files = _listing(manager, table, root, report) if options.orphans else None
+    files = touchable_files(manager, table, root, report) if options.orphans else None
     computed: list[Plan] = []
 
     def policy(now: int) -> Policy:
@@ -323,51 +320,6 @@ def _drop_purged(manager: LineageManager, table: str) -> str:
     except TableNotFoundError:
         pass  # an admin finished it meanwhile
     return PURGE_DONE
-
-
-def _listing(
-    manager: LineageManager, table: str, root: DeepStore, report: TableReport
-) -> list[FileInfo] | None:
-    """The root's files that retention may touch (:func:`_touchable`): one
-    that resolves outside the root (a symlink leading out) is reported as an
-    error, one whose name no push would write (a hidden file) kept for an
-    operator, and nothing under another table's root is listed (roots overlap
-    only for tables created before roots were checked at create)."""
-    try:
-        others = [
-            f"{place}/"
-            for other, theirs in manager.roots().items()
-            if other != table and (place := inside(root.root, theirs)) is not None
-        ]
-        listed = root.list()
-    except RefusedError:
-        raise  # a ZooKeeper server's data under the root: the pass is refused, nothing done
-    except LineageError as exc:
-        report.errors.append(f"listing the root for orphans: {exc.message}")
-        return None
-    folders = Folders()  # each folder resolved and listed once per listing
-    return [info for info in listed if _touchable(root, info, others, folders, report)]
-
-
-def _touchable(
-    root: DeepStore, info: FileInfo, others: list[str], folders: Folders, report: TableReport
-) -> bool:
-    """Whether retention may touch a listed file: not under another table's
-    root (``others``) nor the mirror's log (its files are the mirror's,
-    never a segment's or an orphan), and resolving inside the root (one that
-    does not is reported: an error, or kept for an operator)."""
-    location = info.location
-    if any(location.startswith(prefix) for prefix in others) or location.startswith(MIRROR_LOG_DIR + "/"):
-        return False
-    try:
-        root.path(location, folders)
-    except InvalidInputError:
-        report.keep([Kept(location, "a name no push writes (hidden, or odd): left for an operator")])
-        return False
-    except LineageError as exc:
-        report.errors.append(f"refused {location!r}: {exc.message}")
-        return False
-    return True
 
 
 def _check_share(state: TableState, current: Plan, options: PassOptions) -> None:

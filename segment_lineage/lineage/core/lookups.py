@@ -3,7 +3,7 @@ name and by casefolded location, pending deletions by casefolded location
 (the twin and location checks of a register and a start).
 
 Built once for a map and kept with it (``indexes`` of a bucket map or of a
-change's copy). A change's copy (``buckets.Edited``) gets its look-up from
+change's copy). A change's copy (``bucket_maps.Edited``) gets its look-up from
 its base's and the keys it touched, and a bucket map written from such a
 copy (``same_as``) from the copy's: a one-row push on a table of 100,000
 segments costs what it touches, not a pass over the table.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from segment_lineage.lineage.core.buckets import BucketMap, Edited
+from segment_lineage.lineage.core.bucket_maps import BucketMap, Edited
 
 Entries = Callable[[str, Any], Iterable[tuple[str, Any]]]  # (map key, record) -> (look-up key, value)
 Whole = Callable[[Mapping[str, Any]], dict[str, Any]]  # the whole map's look-up at dict speed, none shared

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from segment_lineage.lineage.core.buckets import BucketMap, frozen
+from segment_lineage.lineage.core.bucket_maps import BucketMap, frozen
 from segment_lineage.lineage.core.errors import InvalidInputError
 from segment_lineage.lineage.core.names import (
     MAX_SET_ID_BYTES,
@@ -386,7 +386,7 @@ class TableState:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
     def frozen(self) -> TableState:
-        """This version with maps nobody can edit (``buckets.frozen``): itself
+        """This version with maps nobody can edit (``bucket_maps.frozen``): itself
         when they are already, else a state with frozen copies where needed."""
         segments, entries, pending = frozen(self.segments), frozen(self.entries), frozen(self.pending)
         if segments is self.segments and entries is self.entries and pending is self.pending:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from segment_lineage.lineage.core.acl import ADMIN_ROLE, RETENTION
-from segment_lineage.lineage.core.buckets import changed_keys
+from segment_lineage.lineage.core.bucket_maps import changed_keys
 from segment_lineage.lineage.core.model import Change, Operation, TableConfig, TableState
 from segment_lineage.lineage.core.visibility import visibility_delta
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from segment_lineage.lineage.core.buckets import changed_keys
+from segment_lineage.lineage.core.bucket_maps import changed_keys
 from segment_lineage.lineage.core.model import EntryState, LineageEntry, Segment, TableState
 
 

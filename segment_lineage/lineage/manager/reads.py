@@ -9,7 +9,7 @@ import itertools
 import sys
 from collections.abc import Iterator
 
-from segment_lineage.lineage.core.buckets import BucketMap
+from segment_lineage.lineage.core.bucket_maps import BucketMap
 from segment_lineage.lineage.core.errors import (
     ContentionError,
     CorruptRecordError,

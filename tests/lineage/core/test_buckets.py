@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 import pytest
 
 from segment_lineage.lineage.core import buckets
-from segment_lineage.lineage.core.buckets import BLOB_LIMIT, MAX_BUCKETS, bucket_limit, bucket_of, relayout
+from segment_lineage.lineage.core.bucket_maps import bucket_of
+from segment_lineage.lineage.core.buckets import BLOB_LIMIT, MAX_BUCKETS, bucket_limit, relayout
 
 
 def encoder(records: Mapping[str, str], calls: list[int]) -> Callable[[Sequence[str]], bytes]:

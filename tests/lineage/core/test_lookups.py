@@ -18,7 +18,8 @@ from typing import Any, cast
 import pytest
 
 from segment_lineage.lineage.core import lookups
-from segment_lineage.lineage.core.buckets import BucketMap, Edited, _dirty, changed_keys, editable
+from segment_lineage.lineage.core.bucket_maps import BucketMap, Edited, changed_keys, editable
+from segment_lineage.lineage.core.buckets import _dirty
 from segment_lineage.lineage.core.lookups import locations_folded, names_folded, queued_folded
 from tests.lineage.zk.test_bucket_map import laid_out
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from segment_lineage import LineageManager, Segment, TableConfig
-from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, changed_keys, editable
+from segment_lineage.lineage.core.bucket_maps import BucketMap, bucket_of, changed_keys, editable
 from segment_lineage.lineage.core.errors import CorruptRecordError, LineageError, VersionGoneError
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.visibility import visibility_delta, visible_names

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from segment_lineage.lineage.core.buckets import editable
+from segment_lineage.lineage.core.bucket_maps import editable
 from segment_lineage.lineage.core.model import (
     DeletionReason,
     EntryState,

@@ -10,7 +10,7 @@ import dataclasses
 import uuid
 from collections.abc import Sequence
 
-from segment_lineage.lineage.core.buckets import editable
+from segment_lineage.lineage.core.bucket_maps import editable
 from segment_lineage.lineage.core.errors import RefusedError
 from segment_lineage.lineage.core.model import (
     Audit,

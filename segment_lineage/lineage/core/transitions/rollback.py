@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from segment_lineage.lineage.core.buckets import editable
+from segment_lineage.lineage.core.bucket_maps import editable
 from segment_lineage.lineage.core.errors import (
     RefusedError,
 )

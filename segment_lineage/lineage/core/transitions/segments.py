@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from segment_lineage.lineage.core.buckets import editable
+from segment_lineage.lineage.core.bucket_maps import editable
 from segment_lineage.lineage.core.errors import (
     InvalidInputError,
     RefusedError,

@@ -23,7 +23,7 @@ from kazoo.exceptions import NoNodeError
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, KINDS, PENDING, SEGMENTS, Head, NameList, StoredEntry
-from segment_lineage.lineage.core.buckets import BucketMap, bucket_of, frozen, placed
+from segment_lineage.lineage.core.bucket_maps import BucketMap, bucket_of, frozen, placed
 from segment_lineage.lineage.core.errors import (
     CorruptRecordError,
     LineageError,

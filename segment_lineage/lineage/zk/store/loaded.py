@@ -11,7 +11,7 @@ from typing import Any
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList, StoredEntry
-from segment_lineage.lineage.core.buckets import BucketMap
+from segment_lineage.lineage.core.bucket_maps import BucketMap
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.zk.store.blobs import Decode
 
