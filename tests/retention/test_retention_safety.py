@@ -5,9 +5,11 @@ stale. Each test makes the interleaving happen at a named failpoint."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -343,6 +345,35 @@ def test_a_queued_file_that_is_a_link_is_kept_and_told_so(zk_manager: LineageMan
     assert report.files_deleted == 1 and not (root / "q" / "plain.parquet").exists()
     assert (root / "q" / "link.parquet").is_symlink() and (root / "e" / "x.parquet").exists()
     assert ("q/link.parquet", THROUGH_A_LINK) in [(k.what, k.why) for k in report.kept_items]
+
+
+def test_a_file_behind_a_live_link_in_a_folder_that_cannot_be_listed_is_kept(
+    zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live segment registered through a link in a folder one may pass
+    through but not list (mode 711, another owner): its link is looked at
+    by itself, so the queued real file behind it stays (an unlistable folder
+    was taken for one without links, and the live segment's file went)."""
+    m = zk_manager
+    m.create_table(TableConfig.build("t", str(tmp_path / "t")))
+    root = tmp_path / "t"
+    write_segment(DeepStore.for_root(str(root)), part("x"), "y/q.parquet", None)
+    (root / "x").mkdir()
+    (root / "x" / "l.parquet").symlink_to("../y/q.parquet")
+    m.register_segments("t", [Segment("q", "y/q.parquet", rows=3), Segment("l", "x/l.parquet", rows=3)])
+    m.delete_segments("t", ["q"])
+    unlistable = str(root / "x")
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if os.fspath(path) == unlistable:
+            raise PermissionError(13, "Permission denied", unlistable)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    report = run_table(m, "t", ZERO)
+    assert report.files_deleted == 0 and (root / "y" / "q.parquet").exists(), report.line()
+    assert ("y/q.parquet", THROUGH_A_LINK) in [(k.what, k.why) for k in report.kept_items]
 
 
 def test_a_folder_swapped_for_a_link_after_the_checks_leads_no_delete_elsewhere(tmp_path: Path) -> None:

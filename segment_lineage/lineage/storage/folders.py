@@ -15,7 +15,7 @@ class Folders:
 
     def __init__(self) -> None:
         self._real: dict[str, str] = {}
-        self._links: dict[str, frozenset[str]] = {}
+        self._links: dict[str, frozenset[str] | None] = {}  # None: not listable, each file looked at
 
     def real(self, folder: str) -> str:
         found = self._real.get(folder)
@@ -24,12 +24,14 @@ class Folders:
         return found
 
     def is_link(self, folder: str, name: str) -> bool:
-        links = self._links.get(folder)
-        if links is None:
+        if folder not in self._links:
             try:
                 with os.scandir(folder) as entries:
-                    links = frozenset(e.name for e in entries if e.is_symlink())
-            except OSError:  # gone, or no folder: nothing in it is a link (as os.path.islink says)
-                links = frozenset()
-            self._links[folder] = links
-        return name in links
+                    self._links[folder] = frozenset(e.name for e in entries if e.is_symlink())
+            except OSError:
+                # Gone, or not listable (a folder one may pass through but not
+                # read): its files are looked at one by one, as a listing
+                # cannot say which are links.
+                self._links[folder] = None
+        links = self._links[folder]
+        return os.path.islink(os.path.join(folder, name)) if links is None else name in links

@@ -106,3 +106,9 @@ def test_a_whole_table_is_read_with_it(
     assert m.table_as_of("t", version).version == version
     assert seen and set(seen) == {GEN0}
     assert gc.get_threshold() == thresholds
+
+
+def test_thresholds_someone_set_meanwhile_are_theirs_to_keep() -> None:
+    with fewer_collections():
+        gc.set_threshold(0)  # a caller (or another thread) turns the collector off meanwhile
+    assert gc.get_threshold()[0] == 0
