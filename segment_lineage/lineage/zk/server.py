@@ -22,6 +22,7 @@ from pathlib import Path
 from segment_lineage.lineage.config import Settings, state_dir
 from segment_lineage.lineage.core.errors import InvalidInputError, ServerError
 from segment_lineage.lineage.core.roots import STATE_MARKER
+from segment_lineage.lineage.zk.processes import listens, pid_exists, port_open, zookeeper_alive
 
 ENV_PORT = "LINEAGE_ZK_PORT"
 START_TIMEOUT_S = 60.0
@@ -128,41 +129,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return True
-    except OSError:
-        return False
-
-
-def _exists(pid: int) -> bool:
-    """Whether a process ``pid`` exists at all (whatever it runs)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a live ZooKeeper server: a pid file left by a
-    server that died (a crash, a reboot) may name another process by now,
-    which is never ours to signal. Where ``/proc`` tells a process's command
-    line, it must run ZooKeeper's main class."""
-    if not _exists(pid):
-        return False
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except FileNotFoundError:
-        return not Path("/proc/self").exists()  # no /proc here: the pid is all there is to go by
-    except OSError:
-        return True
-    return b"org.apache.zookeeper." in command
-
-
 @dataclass
 class ZkServer:
     """One ZooKeeper server process (standalone, or one member of an ensemble)."""
@@ -199,7 +165,7 @@ class ZkServer:
 
     def pid(self) -> int | None:
         pid = self._pid_written()
-        return pid if pid is not None and _alive(pid) else None
+        return pid if pid is not None and zookeeper_alive(pid) else None
 
     def running_heap_mb(self) -> int | None:
         """The heap the running server was started with (from its command line)."""
@@ -219,7 +185,7 @@ class ZkServer:
         answer = four_letter(self.client_port, "ruok")
         if answer != "imok" or not self._answers_for_this_directory():
             return False
-        if self.secure_port is not None and not _listening(self.secure_port):
+        if self.secure_port is not None and not port_open(self.secure_port):
             return False  # the TLS port binds a little after the plain one
         if not self.peers:
             return True
@@ -233,8 +199,9 @@ class ZkServer:
         configuration does not allow the question (started before it did)
         counts as this one."""
         answer = four_letter(self.client_port, "conf") or ""
-        if "not in the whitelist" in answer:
-            return True
+        if "not in the whitelist" in answer:  # a configuration from before: whose socket is it?
+            pid = self.pid()
+            return pid is not None and listens(pid, self.client_port) is not False
         found = re.search(r"^dataDir=(.+)$", answer, re.MULTILINE)
         if found is None:
             return False  # not serving requests yet
@@ -266,7 +233,7 @@ class ZkServer:
             for sid, quorum, election in self.peers:
                 lines.append(f"server.{sid}=127.0.0.1:{quorum}:{election}")
         config = self.directory / "zoo.cfg"
-        config.write_text("\n".join(lines) + "\n")
+        config.write_text("".join(_properties_line(line) + "\n" for line in lines), encoding="ascii")
         return config
 
     def _tls_config(self) -> list[str]:
@@ -336,6 +303,7 @@ class ZkServer:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 cwd=self.directory,
+                env={**os.environ, "LC_ALL": "C.UTF-8"},  # paths to and from Java as UTF-8
             )
         self.pid_file.write_text(f"{proc.pid}\n")
         if wait:
@@ -370,7 +338,7 @@ class ZkServer:
             if written is not None:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(written, os.WNOHANG)  # a child of ours that exited is reaped, so gone
-            if written is None or not _exists(written):
+            if written is None or not pid_exists(written):
                 tail = self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
                 raise ServerError(f"ZooKeeper exited during start-up; last log lines:\n{tail}")
             time.sleep(0.1)
@@ -384,11 +352,11 @@ class ZkServer:
             return False
         self._signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and zookeeper_alive(pid):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
             time.sleep(0.05)
-        if _alive(pid):
+        if zookeeper_alive(pid):
             self._signal(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
@@ -408,6 +376,20 @@ class ZkServer:
     def _signal(pid: int, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
+
+
+def _properties_line(line: str) -> str:
+    """A line of a Java properties file, which Java reads as ISO-8859-1: a
+    backslash doubled, and every character past ASCII as ``\\uXXXX`` (UTF-16
+    code units), so a data directory under a non-ASCII home is the one named."""
+    escaped = line.replace("\\", "\\\\")
+    if escaped.isascii():
+        return escaped
+    units = escaped.encode("utf-16-be")
+    return "".join(
+        chr(unit) if unit < 0x80 else f"\\u{unit:04x}"
+        for unit in (int.from_bytes(units[i : i + 2], "big") for i in range(0, len(units), 2))
+    )
 
 
 def embedded_server(heap_mb: int | None = None, *, settings: Settings) -> ZkServer:
