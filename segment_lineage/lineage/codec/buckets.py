@@ -11,6 +11,7 @@ from typing import Any, cast
 from segment_lineage.lineage.codec.columnar import Columns
 from segment_lineage.lineage.codec.columns import schema_from_json, type_to_json
 from segment_lineage.lineage.codec.envelope import (
+    NEWER,
     _Bad,
     _decoding,
     _enum,
@@ -234,7 +235,7 @@ def decode_bucket(raw: bytes, kind: str, where: str) -> Records:
             raise _Bad(f"expected a {kind} bucket, found {doc.get('kind')!r}")
         if doc["v"] == COLUMNS_VERSION:
             if kind not in _COLUMN_DECODERS:
-                raise _Bad(f"a {kind} bucket is never stored in columns")
+                raise CorruptRecordError(where, f"a {kind} bucket is never stored in columns", remedy=NEWER)
             return _COLUMN_DECODERS[kind](_get(doc, "columns", dict))
         records = _get(doc, "records", list)
         if not all(isinstance(r, dict) for r in records):

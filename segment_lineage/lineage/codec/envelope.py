@@ -35,6 +35,8 @@ def _decoding(where: str) -> Iterator[None]:
         yield
     except _Bad as exc:
         raise CorruptRecordError(where, str(exc)) from None
+    except CorruptRecordError:
+        raise
     except LineageError as exc:  # a validator inside a record constructor
         raise CorruptRecordError(where, exc.message) from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -75,6 +77,10 @@ def _enum(enum: Callable[[str], T], value: object, what: str) -> T:
         raise _Bad(f"unknown {what} {value!r}") from None
 
 
+# Said with a record this build cannot read in a way a newer build writes.
+NEWER = "if a newer segment-lineage wrote it, upgrade this client (every client before the writers)"
+
+
 def parse(raw: bytes, fmt: str, where: str, versions: tuple[int, ...] = (FORMAT_VERSION,)) -> dict[str, Any]:
     """Parse raw bytes and check the format name and version (one of ``versions``)."""
     try:
@@ -93,8 +99,11 @@ def parse(raw: bytes, fmt: str, where: str, versions: tuple[int, ...] = (FORMAT_
     if type(version) is not int or version not in versions:
         known = " and ".join(map(str, versions))
         plural = "s" if len(versions) > 1 else ""
+        newer = type(version) is int and version > max(versions)
         raise CorruptRecordError(
-            where, f"unknown format version {version!r} (this build reads version{plural} {known})"
+            where,
+            f"unknown format version {version!r} (this build reads version{plural} {known})",
+            remedy=NEWER if newer else None,
         )
     return doc
 

@@ -212,8 +212,8 @@ class TooLargeError(InvalidInputError):
 class CorruptRecordError(LineageError):
     """A stored record could not be decoded. Readers and retention fail closed."""
 
-    def __init__(self, where: str, problem: str) -> None:
-        super().__init__(f"corrupt lineage record at {where}: {problem}")
+    def __init__(self, where: str, problem: str, *, remedy: str | None = None) -> None:
+        super().__init__(f"corrupt lineage record at {where}: {problem}", remedy=remedy)
         self.where = where
         self.problem = problem
 

@@ -156,3 +156,19 @@ def test_the_column_path_decodes_what_the_checked_path_does(record: dict[str, An
     if fast is not None:
         assert fast == checked
     assert outcome(pending_codec.decode_pending, columns) == checked
+
+
+def test_a_bucket_a_newer_build_might_write_says_to_upgrade() -> None:
+    raw = json.dumps({"format": codec.BUCKET, "v": 2, "kind": "entries", "columns": {}}).encode()
+    with pytest.raises(CorruptRecordError, match="never stored in columns") as refused:
+        codec.decode_bucket(raw, codec.ENTRIES, "t")
+    assert refused.value.remedy is not None and "upgrade this client" in refused.value.remedy
+    assert refused.value.message.count("corrupt lineage record") == 1
+    raw = json.dumps({"format": codec.BUCKET, "v": 3, "kind": "segments", "columns": {}}).encode()
+    with pytest.raises(CorruptRecordError, match="unknown format version 3") as newer:
+        codec.decode_bucket(raw, codec.SEGMENTS, "t")
+    assert newer.value.remedy is not None and "newer segment-lineage" in newer.value.remedy
+    raw = json.dumps({"format": codec.BUCKET, "v": 0, "kind": "segments", "records": []}).encode()
+    with pytest.raises(CorruptRecordError, match="unknown format version 0") as odd:
+        codec.decode_bucket(raw, codec.SEGMENTS, "t")
+    assert odd.value.remedy is None
