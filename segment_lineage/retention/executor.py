@@ -100,14 +100,18 @@ def run_table(
     while another holds it."""
     options = options or PassOptions()
     report = report or TableReport(table, options.dry_run)
+    with fewer_collections():  # a pass makes an object or more per file, in no cycle
+        return _held(manager, table, options, report)
+
+
+def _held(manager: LineageManager, table: str, options: PassOptions, report: TableReport) -> TableReport:
+    """The pass, holding the table's pass hold (a dry run holds nothing)."""
     if options.dry_run:
-        with fewer_collections():
-            return _run_table(manager, table, options, report)
+        return _run_table(manager, table, options, report)
     hold = manager.pass_hold(table)
     hold.take()
     try:
-        with fewer_collections():  # a pass makes an object or more per file, in no cycle
-            return _run_table(manager, table, options, report)
+        return _run_table(manager, table, options, report)
     except FencedError as exc:  # what it deleted before the fence fell is told all the same
         exc.done.append(report)
         raise

@@ -24,11 +24,13 @@ from segment_lineage.lineage.codec.envelope import (
     parse,
 )
 from segment_lineage.lineage.codec.pending import (
+    PENDING_KIND,
     decode_pending,
     decode_pending_columns,
     encode_pending_columns,
 )
 from segment_lineage.lineage.codec.segments import (
+    SEGMENTS_KIND,
     decode_columns,
     decode_segments,
     encode_columns,
@@ -48,9 +50,9 @@ from segment_lineage.lineage.core.staged import Staged
 BUCKET = "segment-lineage.bucket"
 NAMES = "segment-lineage.names"
 
-SEGMENTS = "segments"
+SEGMENTS = SEGMENTS_KIND
 ENTRIES = "entries"
-PENDING = "pending"
+PENDING = PENDING_KIND
 KINDS = (SEGMENTS, ENTRIES, PENDING)
 
 

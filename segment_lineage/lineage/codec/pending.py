@@ -27,7 +27,7 @@ from segment_lineage.lineage.core.names import (
     good_segment_names,
 )
 
-PENDING_KIND = "pending"
+PENDING_KIND = "pending"  # the bucket kind (codec.buckets names it from here)
 PENDING_COLUMNS = ("loc", "segment", "reason", "marked", "entry", "bytes")
 OPTIONAL = frozenset({"entry"})
 _FIELDS = ("location", "segment", "reason", "marked_ms", "entry_id", "size_bytes")  # zipped in column order

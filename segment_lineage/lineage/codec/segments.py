@@ -30,7 +30,7 @@ from segment_lineage.lineage.core.names import (
     good_segment_names,
 )
 
-SEGMENTS_KIND = "segments"
+SEGMENTS_KIND = "segments"  # the bucket kind (codec.buckets names it from here)
 SEGMENT_COLUMNS = ("name", "loc", "rows", "bytes", "sum", "created", "tmin", "tmax", "entry")
 OPTIONAL_COLUMNS = frozenset({"tmin", "tmax", "entry"})
 _FIELDS = (  # Segment's, in the order _segments_from_columns zips the columns

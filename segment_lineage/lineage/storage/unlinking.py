@@ -50,7 +50,9 @@ class DeleteBatch:
         self._folders = Folders()
         self._unmarked: set[str] = set()  # local folders seen without a state marker above them
         self._local = store.scheme == "file"
-        self._fs: Any = None  # an object store's handle, made once and shared by the removers
+        # An object store's handle, shared by the batch's removers (made here:
+        # removers are asked for on several threads at once).
+        self._fs: Any = None if self._local else store.filesystem()
 
     def place(self, location: str) -> str:
         """The file's path once its checks pass (StorageError else: it leaves
@@ -64,11 +66,7 @@ class DeleteBatch:
         return target
 
     def remover(self) -> Remover:
-        if self._local:
-            return _LocalRemover(self.store)
-        if self._fs is None:
-            self._fs = self.store.filesystem()
-        return _StoreRemover(self.store, self._fs)
+        return _LocalRemover(self.store) if self._local else _StoreRemover(self.store, self._fs)
 
 
 class _StoreRemover:
