@@ -11,6 +11,7 @@ from typing import Protocol
 from segment_lineage.lineage.core.errors import LineageError
 from segment_lineage.lineage.core.failpoints import armed, failpoint
 from segment_lineage.lineage.storage.deep import DeepStore
+from segment_lineage.lineage.storage.errors import LinkUnknownError
 from segment_lineage.lineage.storage.folders import Folders
 from segment_lineage.lineage.storage.unlinking import DeleteBatch, Remover
 from segment_lineage.retention.errors import FencedError
@@ -156,6 +157,7 @@ def _on_a_pool(
 
 # Why a planned deletion is kept by not_kept: its location is kept, or it is reached through a link.
 AGAIN = "registered, pinned or published again while the pass ran"
+UNKNOWN = "a kept location lies where the pass cannot look (a folder it may not enter)"
 THROUGH_A_LINK = (
     "reached through a link, or the file a kept location's link leads to (links are never followed)"
 )
@@ -171,13 +173,19 @@ def not_kept(root: DeepStore, deletions: Sequence[Deletion], keep: set[str]) -> 
         return todo
     folders = Folders()
 
-    def real(location: str) -> str:
+    def real(location: str) -> str | None:
         try:
             return root.real_location(location, folders)
+        except LinkUnknownError:
+            return None  # where it leads is unknown
         except LineageError:
             return location  # refused when deleted, and reported then
 
-    really_kept = keep | {real(location) for location in keep}
+    reals = {location: real(location) for location in keep}
+    unknown = sorted(location for location, where in reals.items() if where is None)
+    if unknown:  # a kept location may lead to any of the files: none goes
+        raise LinkUnknownError(f"where kept location {unknown[0]!r} leads cannot be told: nothing deleted")
+    really_kept = keep | {where for where in reals.values() if where is not None}
     # A path through a link is never deleted: a segment registered meanwhile
     # under the file's real path would lose it (links are the operator's).
     return [d for d in todo if (where := real(d.location)) == d.location and where not in really_kept]

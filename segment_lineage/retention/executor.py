@@ -40,8 +40,17 @@ from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
 from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_claim, read_claim, resolve_root
 from segment_lineage.lineage.storage.deep import DeepStore, FileInfo
 from segment_lineage.lineage.storage.dirs import prune_dirs
+from segment_lineage.lineage.storage.errors import LinkUnknownError
 from segment_lineage.mirror.window import readable_files
-from segment_lineage.retention.deletes import AGAIN, THROUGH_A_LINK, Fence, delete_all, no_fence, not_kept
+from segment_lineage.retention.deletes import (
+    AGAIN,
+    THROUGH_A_LINK,
+    UNKNOWN,
+    Fence,
+    delete_all,
+    no_fence,
+    not_kept,
+)
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.listing import touchable_files
 from segment_lineage.retention.planner import (
@@ -220,7 +229,12 @@ def _still_unreferenced(
     now_state = manager.table(table)
     keep.update(seg.location for seg in now_state.segments.values())
     keep.update(readable_files(now_state.config, manager.now_ms()))  # a publish that landed meanwhile
-    todo = not_kept(root, current.deletions, keep)
+    try:
+        todo = not_kept(root, current.deletions, keep)
+    except LinkUnknownError as exc:  # files stay queued; the next pass looks again
+        report.errors.append(exc.message)
+        report.keep(Kept(d.location, UNKNOWN) for d in current.deletions)
+        return []
     left = {id(d) for d in todo}
     report.keep(
         Kept(d.location, AGAIN if d.location in keep else THROUGH_A_LINK)

@@ -24,7 +24,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.lineage.storage.errors import StorageError
 from segment_lineage.lineage.zk.store import ZkStore
-from segment_lineage.retention.deletes import THROUGH_A_LINK
+from segment_lineage.retention.deletes import THROUGH_A_LINK, UNKNOWN
 from segment_lineage.retention.errors import FencedError
 from segment_lineage.retention.executor import PassOptions, run_table
 
@@ -347,8 +347,9 @@ def test_a_queued_file_that_is_a_link_is_kept_and_told_so(zk_manager: LineageMan
     assert ("q/link.parquet", THROUGH_A_LINK) in [(k.what, k.why) for k in report.kept_items]
 
 
+@pytest.mark.parametrize("enter", [True, False], ids=["mode-711", "mode-700"])
 def test_a_file_behind_a_live_link_in_a_folder_that_cannot_be_listed_is_kept(
-    zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    zk_manager: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, enter: bool
 ) -> None:
     """A live segment registered through a link in a folder one may pass
     through but not list (mode 711, another owner): its link is looked at
@@ -370,10 +371,20 @@ def test_a_file_behind_a_live_link_in_a_folder_that_cannot_be_listed_is_kept(
             raise PermissionError(13, "Permission denied", unlistable)
         return real_scandir(path)
 
+    real_lstat = os.lstat
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if not enter and os.fspath(path).startswith(unlistable + os.sep):  # not even entered (mode 700)
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_lstat(path, *args, **kwargs)
+
     monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "lstat", lstat)
     report = run_table(m, "t", ZERO)
     assert report.files_deleted == 0 and (root / "y" / "q.parquet").exists(), report.line()
-    assert ("y/q.parquet", THROUGH_A_LINK) in [(k.what, k.why) for k in report.kept_items]
+    why = THROUGH_A_LINK if enter else UNKNOWN
+    assert ("y/q.parquet", why) in [(k.what, k.why) for k in report.kept_items]
+    assert enter or any("x/l.parquet" in e and "nothing deleted" in e for e in report.errors), report.errors
 
 
 def test_a_folder_swapped_for_a_link_after_the_checks_leads_no_delete_elsewhere(tmp_path: Path) -> None:

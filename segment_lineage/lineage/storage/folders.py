@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import stat
+
+from segment_lineage.lineage.storage.errors import LinkUnknownError
 
 
 class Folders:
@@ -30,8 +33,19 @@ class Folders:
                     self._links[folder] = frozenset(e.name for e in entries if e.is_symlink())
             except OSError:
                 # Gone, or not listable (a folder one may pass through but not
-                # read): its files are looked at one by one, as a listing
-                # cannot say which are links.
+                # read, or not even enter): its files are looked at one by
+                # one, as a listing cannot say which are links.
                 self._links[folder] = None
         links = self._links[folder]
-        return os.path.islink(os.path.join(folder, name)) if links is None else name in links
+        return _looked_at(os.path.join(folder, name)) if links is None else name in links
+
+
+def _looked_at(path: str) -> bool:
+    """Whether ``path`` is a link, looked at by itself (LinkUnknownError
+    where it cannot be: a folder on the way that may not be entered)."""
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise LinkUnknownError(f"cannot tell whether {path!r} is a link ({exc.strerror})") from None
