@@ -47,6 +47,7 @@ from segment_lineage.lineage.codec.buckets import (
     encode_bucket,
     encode_names,
     encode_pending_bucket,
+    encode_segment_bucket,
     entry_to_dict,
 )
 from segment_lineage.lineage.codec.columnar import Columns
@@ -132,6 +133,7 @@ __all__ = [
     "encode_pending_bucket",
     "encode_policy",
     "encode_roots",
+    "encode_segment_bucket",
     "entry_to_dict",
     "history_from_dict",
     "history_size",

@@ -34,6 +34,7 @@ from segment_lineage.lineage.codec.segments import (
     decode_columns,
     decode_segments,
     encode_columns,
+    encode_segment_columns,
 )
 from segment_lineage.lineage.core.errors import CorruptRecordError
 from segment_lineage.lineage.core.model import (
@@ -41,6 +42,7 @@ from segment_lineage.lineage.core.model import (
     EntryState,
     LineageEntry,
     PendingDeletion,
+    Segment,
     TimeUnit,
 )
 from segment_lineage.lineage.core.names import check_entry_id, check_table_name
@@ -216,6 +218,13 @@ def encode_bucket(kind: str, records: Sequence[Mapping[str, object]]) -> bytes:
 def empty_bucket(kind: str) -> bytes:
     """A bucket of ``kind`` with no records, as a new table's first version holds."""
     return encode_pending_bucket(()) if kind == PENDING else encode_bucket(kind, ())
+
+
+def encode_segment_bucket(segments: Sequence[Segment]) -> bytes:
+    """A bucket of segments, in columns, from the segments themselves: the
+    bytes :func:`encode_bucket` makes of their ``segment_to_dict`` records."""
+    columns = encode_segment_columns(segments)
+    return dumps(_envelope_at(BUCKET, COLUMNS_VERSION, {"kind": SEGMENTS, "columns": columns}))
 
 
 def encode_pending_bucket(items: Sequence[PendingDeletion]) -> bytes:

@@ -94,6 +94,32 @@ def encode_columns(records: Sequence[Mapping[str, object]]) -> dict[str, object]
     return columnar.encode({k: [r.get(k) for r in records] for k in SEGMENT_COLUMNS}, OPTIONAL_COLUMNS)
 
 
+def encode_segment_columns(segments: Sequence[Segment]) -> dict[str, object]:
+    """Format 2's ``columns`` of ``segments``, straight from the objects (no
+    record dict each): what :func:`encode_columns` makes of their
+    :func:`segment_to_dict` records. Names and locations are checked a column
+    at a time; a bad one is named as :func:`segment_to_dict` names it."""
+    names = [s.name for s in segments]
+    locations = [s.location for s in segments]
+    if not (good_segment_names(names) and good_locations(locations)):
+        for seg in segments:  # one by one: the error names the record
+            segment_to_dict(seg)
+    tmin = [s.min_time for s in segments]
+    columns: dict[str, list[Any]] = {
+        "name": names,
+        "loc": locations,
+        "rows": [s.rows for s in segments],
+        "bytes": [s.size_bytes for s in segments],
+        "sum": [s.checksum for s in segments],
+        "created": [s.created_ms for s in segments],
+        "tmin": tmin,
+        # A record holds its end time only beside a start time (segment_to_dict).
+        "tmax": [None if low is None else s.max_time for low, s in zip(tmin, segments, strict=True)],
+        "entry": [s.entry_id for s in segments],
+    }
+    return columnar.encode(columns, OPTIONAL_COLUMNS)
+
+
 def decode_columns(columns: Mapping[str, Any]) -> Columns:
     """Format 2's ``columns``, their shape checked (raises _Bad)."""
     return columnar.decode(SEGMENTS_KIND, columns, SEGMENT_COLUMNS, OPTIONAL_COLUMNS)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import envelope
 from segment_lineage.lineage.codec import segments as buckets
-from segment_lineage.lineage.core.errors import CorruptRecordError, LineageError
+from segment_lineage.lineage.core.errors import CorruptRecordError, InvalidInputError, LineageError
 from segment_lineage.lineage.core.model import Segment
 
 ODD = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=3), st.integers())
@@ -212,3 +212,36 @@ def test_a_number_past_the_digit_limit_fails_closed() -> None:
     raw = columns_doc().replace(b'"rows": [1, 2]', b'"rows": [1, ' + b"1" * 5000 + b"]")
     with pytest.raises(CorruptRecordError, match="not valid JSON"):
         codec.decode_bucket(raw, codec.SEGMENTS, "t")
+
+
+NAMES_ANY = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(SEGMENTS_, max_size=12, unique_by=lambda s: s.name),
+    st.lists(st.tuples(NAMES_ANY, NAMES_ANY), max_size=3),
+)
+def test_segments_encoded_straight_into_columns_are_the_bytes_their_records_make(
+    segments: list[Segment], odd: list[tuple[str, str]]
+) -> None:
+    """A commit's segment buckets are encoded from the segments themselves;
+    the bytes are those of their records, and a name or location no reader
+    would accept is refused with the same error (nothing else accepted)."""
+    renamed = (dataclasses.replace(segments[0], name=n, location=loc) for n, loc in odd if segments)
+    made = [*segments, *renamed]
+    try:
+        expected: bytes | str = codec.encode_bucket(codec.SEGMENTS, [codec.segment_to_dict(s) for s in made])
+    except InvalidInputError as exc:
+        expected = str(exc)
+    try:
+        got: bytes | str = codec.encode_segment_bucket(made)
+    except InvalidInputError as exc:
+        got = str(exc)
+    assert got == expected
+
+
+def test_a_segment_with_an_end_time_and_no_start_is_encoded_as_its_record_is() -> None:
+    seg = Segment("s", "p/s.parquet", rows=1, max_time=5)
+    as_record = codec.encode_bucket(codec.SEGMENTS, [codec.segment_to_dict(seg)])
+    assert codec.encode_segment_bucket([seg]) == as_record

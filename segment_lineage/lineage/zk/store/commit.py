@@ -86,7 +86,9 @@ def encode_record(kind: str, obj: Any, base: Loaded, blobs: NewBlobs) -> dict[st
 
 
 def _encoded(kind: str, objs: list[Any], base: Loaded, blobs: NewBlobs) -> bytes:
-    """A bucket of ``kind`` holding ``objs``: pending deletions straight into columns."""
+    """A bucket of ``kind`` holding ``objs``: segments and pending deletions straight into columns."""
+    if kind == SEGMENTS:
+        return codec.encode_segment_bucket(objs)
     if kind == PENDING:
         return codec.encode_pending_bucket(objs)
     return codec.encode_bucket(kind, [encode_record(kind, obj, base, blobs) for obj in objs])
