@@ -11,7 +11,7 @@ import itertools
 import operator
 import weakref
 import zlib
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
 from typing import Any, Self, TypeVar
 
 V = TypeVar("V")
@@ -125,6 +125,11 @@ class BucketMap(Mapping[str, V]):
     def load_all(self) -> None:
         """Load every bucket not loaded yet (in one call)."""
         self.flat()
+
+    def load_buckets(self, indexes: Iterable[int]) -> None:
+        """Load those of ``indexes`` not loaded yet, in one call (a change's
+        dirty buckets, before their keys are read one bucket at a time)."""
+        self._fetch(sorted(indexes))
 
     def keys_in(self, index: int) -> list[str]:
         """The keys of one bucket, in their stored order."""

@@ -82,6 +82,8 @@ def _dirty_keys(
 ) -> dict[int, list[str]]:
     """``new``'s keys in each ``dirty`` bucket at the old count: the old in their order, then the added."""
     count = len(old_keys)
+    if isinstance(old, BucketMap):
+        old.load_buckets(dirty)  # together, not a round trip per bucket
     keys_of = {i: [k for k in old_keys[i] if k in new] for i in dirty}
     # Keys added: among those a change touched when it says which, in the order touched.
     for key in edited.touched if (edited := copy_of(new, old)) is not None else new:

@@ -26,6 +26,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.manager.together import Together
 from segment_lineage.lineage.zk.client import ZkSettings, connect
 from segment_lineage.lineage.zk.store import ZkStore
+from segment_lineage.lineage.zk.store import blobs as blobs_module
 from segment_lineage.lineage.zk.store.blobs import BlobStore
 from tests.conftest import fast_retry
 
@@ -166,6 +167,25 @@ def test_a_fresh_clients_read_of_a_whole_table_fetches_its_buckets_together(
         assert len(counted) <= 3, str(counted)
     finally:
         store.close()
+
+
+def test_a_register_of_many_segments_loads_the_buckets_it_rewrites_together(
+    m: LineageManager, rounds: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segments landing in every bucket, on the version this writer wrote
+    (its records known, the buckets it wrote gone from its cache, as a
+    writer's are on a large table): the buckets the commit rewrites are
+    loaded in one round trip, not one each (a 1,000-segment push into a
+    table of 100,000 spent 1.5 s there, 26 s at 1,000,000)."""
+    monkeypatch.setattr(blobs_module, "CACHE_RECORDS", 10)
+    m.register_segments(T, [seg("first")])
+    count = len(m.store.heads.read_head(T)[0].buckets["segments"])
+    assert count > 4, count  # enough buckets that one load each would show
+    with rounds() as counted:
+        m.register_segments(T, [seg(f"n{i:04d}") for i in range(20 * count)])
+    blobs = [batch for batch in counted.batches if all("/blobs/" in path for _, path in batch)]
+    assert len(blobs) <= 1, str(counted)  # one each before
+    assert len(m.table(T).segments) == 2001 + 20 * count
 
 
 def test_a_pushs_second_commit_reads_no_blob(m: LineageManager, rounds: Any) -> None:

@@ -119,7 +119,7 @@ def _buckets(
         blob = blobs.add(raw)
         ids[i] = blob
         if kind != ENTRIES:  # records stored as they are: what reading the blob would give
-            decoded[blob] = Bucket(i, count, tuple((k, new[k]) for k in keys))
+            decoded[blob] = Bucket(i, count, tuple(zip(keys, map(new.__getitem__, keys), strict=True)))
         else:  # stored with their name lists' chunks: decoded as a reader would (a few small records)
             where = f"new entries bucket {blob}"
             records = codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where)
