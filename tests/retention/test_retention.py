@@ -285,6 +285,33 @@ def test_a_pass_reclaims_the_replaced_snapshot(zk: LineageManager, tmp_path: Pat
     assert zk.entries("events") == []  # the append's entry went in the first pass, this one now
 
 
+def test_a_pass_whose_holds_release_goes_unanswered_still_reports_what_it_did(
+    zk: LineageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer to the pass hold's release lost (a pause, a dropped
+    connection): the pass's report stands and the failure is a warning;
+    kazoo's OperationTimeoutError escaped before, and a pass that had
+    deleted its files was told as failed with an empty message."""
+    from kazoo.exceptions import OperationTimeoutError
+
+    from segment_lineage.lineage.zk.store import ZkStore
+
+    push_arrow(zk, "events", [part("v1")])
+    push_arrow(zk, "events", [part("v2")])
+    store = zk.store
+    assert isinstance(store, ZkStore)
+    real_delete = store.zk.delete
+
+    def delete(path: str, **kwargs: object) -> None:
+        if path.endswith("/lock") and "pass" in path:
+            raise OperationTimeoutError()
+        real_delete(path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store.zk, "delete", delete)
+    report = run_table(zk, "events", PassOptions(min_grace_ms=0))
+    assert (report.files_deleted, list(report.errors)) == (1, []), report.line()
+
+
 def test_a_reader_lease_keeps_its_files_through_a_zero_grace_pass(zk: LineageManager, tmp_path: Path) -> None:
     push_arrow(zk, "events", [part("v1")])
     with SnapshotReader(zk, "events") as reader:

@@ -302,7 +302,10 @@ class TableHolds:
             # A lasting node is no one's hold (made by hand, or by a client that
             # may create there): it would hold the table for ever. It goes; the
             # next try takes the hold.
-            with contextlib.suppress(NoNodeError, BadVersionError):
+            with (
+                translated(f"removing a lasting {self.folder} node of {table!r}", refused=None),
+                contextlib.suppress(NoNodeError, BadVersionError),
+            ):
                 self.zk.delete(path, version=stat.version)
             raise self.busy(table, "a node that was no session's, now removed")
         if stat.ephemeralOwner != self.zk.session_id():
@@ -338,7 +341,12 @@ class TableHolds:
             return
         if stat is None or stat.ephemeralOwner != self.zk.session_id():
             return
-        with contextlib.suppress(NoNodeError, BadVersionError):
+        # An answer lost or late is told as the project's error (the holder
+        # logs it: the session's end releases the hold anyway), never kazoo's.
+        with (
+            translated(f"releasing the {self.folder} hold on {table!r}", refused=None),
+            contextlib.suppress(NoNodeError, BadVersionError),
+        ):
             self.zk.delete(path, version=stat.version)
 
     def live(self, table: str) -> frozenset[str]:
