@@ -84,15 +84,16 @@ def run(
         bool,
         typer.Option(
             "--force",
-            help=f"Delete (as --yes), ignore the minimum grace of queued files, allow a --min-grace "
-            f"or --orphan-grace below {MIN_GRACE}, and lift the --allow-large-cut guard.",
+            help=f"Delete (as --yes), ignore the minimum grace of queued files, and allow a --min-grace "
+            f"or --orphan-grace below {MIN_GRACE}. A large cut still needs --allow-large-cut.",
         ),
     ] = False,
     allow_large_cut: Annotated[
         bool,
         typer.Option(
             "--allow-large-cut",
-            help="Let a pass condemn more than half of what readers see (time retention); nothing else.",
+            help="Let a pass condemn more than half of what readers see (time retention); nothing else. "
+            "Only this flag lifts that guard (--force does not).",
         ),
     ] = False,
     min_grace: MinGrace = MIN_GRACE,

@@ -194,7 +194,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions, report
         try:
             _check_share(state, current, options)
         except RefusedError as exc:
-            report.errors.append(exc.message)
+            report.errors.append(_told(exc))
         _fill(report, current)
         _pending(report, state)
         report.leases_ignored = manager.ignored_leases(table)
@@ -340,11 +340,17 @@ def _drop_purged(manager: LineageManager, table: str) -> str:
     return PURGE_DONE
 
 
+def _told(exc: LineageError) -> str:
+    """A table's failure as its report says it: the message, and what to do when the error says."""
+    return f"{exc.message} (hint: {exc.remedy})" if exc.remedy else exc.message
+
+
 def _check_share(state: TableState, current: Plan, options: PassOptions) -> None:
     """Refuse a pass that would take more than MAX_VISIBLE_SHARE of the rows
     readers see now (only time retention condemns visible data), unless
-    forced: a wrong time unit or a mistyped retention reads as 'all of it'."""
-    if options.force or options.allow_large_cut or not current.condemn:
+    allowed by name (--allow-large-cut; --force, which skips graces, does not
+    lift it): a wrong time unit or a mistyped retention reads as 'all of it'."""
+    if options.allow_large_cut or not current.condemn:
         return
     visible = visible_segments(state)
     condemned = [seg for seg in visible if seg.name in current.condemn]
@@ -357,7 +363,7 @@ def _check_share(state: TableState, current: Plan, options: PassOptions) -> None
             "nothing was done",
             table=state.config.name,
             remedy="check the table's time retention and time unit ('lineage table show'), "
-            "then run with --allow-large-cut (or --force) if that is what you want",
+            "then run with --allow-large-cut if that is what you want",
         )
 
 
@@ -417,7 +423,7 @@ def run_pass(
         except LineageError as exc:
             report.unreadable = isinstance(exc, CorruptRecordError)
             report.errors.append(
-                f"skipped, its metadata is unreadable: {exc.message}" if report.unreadable else exc.message
+                f"skipped, its metadata is unreadable: {exc.message}" if report.unreadable else _told(exc)
             )
             reports.append(report)
     return reports

@@ -203,13 +203,13 @@ def test_a_fresh_upload_whose_file_time_runs_behind_is_never_deleted(
     assert upload.exists()
 
 
-def test_a_pass_that_would_condemn_most_of_the_visible_rows_stops_unless_forced(
+def test_a_pass_that_would_condemn_most_of_the_visible_rows_stops_unless_allowed(
     zk_manager: LineageManager, tmp_path: Path
 ) -> None:
     """Times that read as 1970 (values too small to look like any instant,
     so the declared unit is taken on trust) made a whole visible table look
     old: a pass that would condemn more than half of what readers see
-    asks for --force instead, and changes nothing."""
+    asks for --allow-large-cut instead, and changes nothing, forced or not."""
     from segment_lineage.lineage.core.errors import RefusedError
 
     m = zk_manager
@@ -229,8 +229,11 @@ def test_a_pass_that_would_condemn_most_of_the_visible_rows_stops_unless_forced(
     with pytest.raises(RefusedError, match="more than 50"):
         run_table(m, "logs", PassOptions(min_grace_ms=0))
     assert m.table("logs").version == before and len(list((tmp_path / "logs").rglob("*.parquet"))) == 2
-    forced = run_table(m, "logs", PassOptions(force=True, min_grace_ms=0))
-    assert forced.condemned == 1 and forced.files_deleted == 1
+    with pytest.raises(RefusedError, match="more than 50"):
+        run_table(m, "logs", PassOptions(force=True, min_grace_ms=0))
+    assert m.table("logs").version == before and len(list((tmp_path / "logs").rglob("*.parquet"))) == 2
+    allowed = run_table(m, "logs", PassOptions(force=True, allow_large_cut=True, min_grace_ms=0))
+    assert allowed.condemned == 1 and allowed.files_deleted == 1
 
 
 def test_the_share_guard_counts_segments_when_rows_are_not_known(
@@ -313,6 +316,46 @@ def test_allow_large_cut_lifts_the_share_guard_and_nothing_else(
     assert report.condemned == 2 and report.files_deleted == 0  # all too young to delete yet
     assert all((tmp_path / "logs" / s.location).exists() for s in seventies)
     assert len(m.table("logs").pending) == 3
+
+
+def test_retention_run_force_keeps_the_large_cut_guard(zk_hosts: str, tmp_path: Path) -> None:
+    """`lineage retention run --force` (the runbook's "delete now") on a
+    table whose time retention would take most of it: refused, nothing
+    deleted; only --allow-large-cut lifts the guard. --force lifted it, and
+    a table with a wrong time unit lost every row."""
+    import subprocess
+    import sys
+
+    from segment_lineage.lineage.storage.claim_marker import RootClaimFiles
+    from segment_lineage.lineage.zk.client import ZkSettings, connect
+
+    m = LineageManager(ZkStore(connect(ZkSettings(hosts=zk_hosts))), claims=RootClaimFiles())
+    try:
+        m.create_table(
+            TableConfig.build(
+                "tr", str(tmp_path / "tr"), "APPEND", time_column="ts", time_unit="ms", time_retention="30d"
+            )
+        )
+        now = m.store.now_ms()
+        for ts in (1_000, 1_001, now):
+            push_arrow(m, "tr", [pa.table({"ts": pa.array([ts], pa.int64()), "v": [1]})], mode="APPEND")
+    finally:
+        m.store.close()
+    before = sorted(p.name for p in (tmp_path / "tr").rglob("*.parquet"))
+    lineage = [str(Path(sys.executable).parent / "lineage"), "--zk", zk_hosts, "retention", "run"]
+    env = dict(os.environ, LINEAGE_HOME=str(tmp_path / "home"))
+
+    def run(*flags: str) -> subprocess.CompletedProcess[str]:
+        argv = [*lineage, "--table", "tr", *flags]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+    forced = run("--force")
+    assert forced.returncode != 0 and "--allow-large-cut" in forced.stderr, forced.stdout + forced.stderr
+    assert "2 of the 3 segments" in forced.stderr, forced.stderr
+    assert sorted(p.name for p in (tmp_path / "tr").rglob("*.parquet")) == before
+    allowed = run("--force", "--allow-large-cut")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert len(list((tmp_path / "tr").rglob("*.parquet"))) == 1
 
 
 def test_a_queued_path_through_a_link_is_never_deleted(zk_manager: LineageManager, tmp_path: Path) -> None:
