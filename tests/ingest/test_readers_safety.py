@@ -275,6 +275,23 @@ def test_segments_as_of_a_reclaimed_version_is_too_old(
     assert m.store.pins.leases(T) == []
 
 
+def test_a_version_kept_whose_segments_were_cleaned_up_names_the_settings_that_did_it(
+    zk_hosts: str, zk_manager: LineageManager, tmp_path: Path
+) -> None:
+    """Versions kept by the hundred, but a REFRESH table keeps two snapshots'
+    segments: the error says the segment was cleaned up and points at the
+    retention settings, not at --versions-kept, which was never the limit."""
+    m = zk_manager
+    m.create_table(TableConfig.build(T, str(tmp_path / "t"), versions_kept=500))
+    first = push(m, "a")
+    for label in "bcd":
+        push(m, label)
+    gone = CliRunner().invoke(app, ["--zk", zk_hosts, "segments", T, "--as-of", str(first)])
+    assert gone.exit_code == 3, gone.output
+    assert "was cleaned up" in gone.stderr and "--max-snapshots" in gone.stderr, gone.stderr
+    assert "--versions-kept" not in gone.stderr and "reclaimed" not in gone.stderr, gone.stderr
+
+
 def test_a_reader_opened_at_a_reclaimed_version_never_reads_a_missing_file(
     zk_manager: LineageManager, tmp_path: Path
 ) -> None:

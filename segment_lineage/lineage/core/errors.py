@@ -81,7 +81,10 @@ class VersionGoneError(NotFoundError):
         oldest: int | None,
         newest: int | None = None,
         why: str = "is no longer retained",
+        keep: str | None = None,
     ) -> None:
+        """``keep``: the hint's way to keep such versions readable, when
+        another setting than the versions kept took this one."""
         if newest is not None and version > newest:
             message = f"table {table!r} has no version {version} yet (the newest is {newest})"
         else:
@@ -89,7 +92,9 @@ class VersionGoneError(NotFoundError):
             if oldest is not None:
                 message += f" (the oldest readable version is {oldest})"
         remedy = "list versions with 'lineage history'"
-        if newest is None or version <= newest:  # a busy table outran its kept versions, maybe
+        if keep is not None:
+            remedy += f"; {keep}"
+        elif newest is None or version <= newest:  # a busy table outran its kept versions, maybe
             remedy += f"; to keep more, 'lineage table alter {table} --versions-kept N' (default 64)"
         super().__init__(message, remedy=remedy)
         self.table = table

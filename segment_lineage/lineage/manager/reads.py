@@ -313,11 +313,16 @@ class Reads(ManagerBase):
         gone = self._gone(then, current)
         if gone is None:
             return
+        table = then.config.name
         raise VersionGoneError(
-            then.config.name,
+            table,
             then.version,
             self._oldest_readable_after(then, current),
-            why=f"can no longer be read: segment {gone} was reclaimed",
+            why=f"can no longer be read: segment {gone} it shows was cleaned up (no longer "
+            "registered as it was, or its file queued for deletion)",
+            keep=f"replaced segments stay readable for the table's --replaced-retention and, in a "
+            f"REFRESH table, its --max-snapshots ('lineage table show {table}'; "
+            f"'lineage table alter {table}' to keep more)",
         )
 
     def _oldest_readable_after(self, then: TableState, current: TableState) -> int | None:
