@@ -64,6 +64,8 @@ def parse_time(text: str) -> int:
     if raw.startswith("ms:"):
         return _epoch_ms(text, raw[3:])
     if raw.lstrip("-").isdigit():
+        if len(raw) <= 25 and not _in_range(int(raw)):
+            _out_of_range(text, int(raw))
         raise InvalidInputError(
             f"ambiguous time {text!r}: write ms:{raw} for epoch milliseconds, or a date such as 2013-02-01"
         )
@@ -74,11 +76,42 @@ def parse_time(text: str) -> int:
     return (moment - _EPOCH) // dt.timedelta(milliseconds=1)
 
 
+# The moments a date can name (years 1 to 9999), in epoch milliseconds: an
+# ms: time is held to the same range, so microseconds or nanoseconds given as
+# milliseconds (an interval's end 56,000 years away) are refused, not taken.
+MIN_TIME_MS = -62_135_596_800_000
+MAX_TIME_MS = 253_402_300_799_999
+
+
+def _in_range(ms: int) -> bool:
+    return MIN_TIME_MS <= ms <= MAX_TIME_MS
+
+
+def _out_of_range(text: str, value: int) -> None:
+    """Refuse ``value`` as epoch milliseconds, naming the unit it looks like."""
+    units = (
+        f"; it looks like {unit}: ms:{value // scale}" for unit, scale in _FINER if _in_range(value // scale)
+    )
+    guess = next(units, "")
+    raise InvalidInputError(
+        f"invalid time {text[:64]!r}: {value} epoch milliseconds is past the years 1 to 9999{guess}"
+    )
+
+
+_FINER = (("microseconds", 1_000), ("nanoseconds", 1_000_000))
+
+
 def _epoch_ms(text: str, digits: str) -> int:
-    """The milliseconds an ``ms:`` time gives: no space, no sign but a minus (one way to write a number)."""
-    if not digits.lstrip("-").isdigit() or len(digits) > 16:
-        raise InvalidInputError(f"invalid time {text!r}: ms: takes whole epoch milliseconds")
-    return int(digits)
+    """The milliseconds an ``ms:`` time gives: no space, no sign but a minus
+    (one way to write a number), within the years 1 to 9999."""
+    if not digits.lstrip("-").isdigit() or digits.startswith("--"):
+        raise InvalidInputError(f"invalid time {text[:64]!r}: ms: takes whole epoch milliseconds")
+    if len(digits) > 25:
+        raise InvalidInputError(f"invalid time {text[:64]!r}: past the years 1 to 9999")
+    value = int(digits)
+    if not _in_range(value):
+        _out_of_range(text, value)
+    return value
 
 
 def _iso_moment(text: str, raw: str) -> dt.datetime:
@@ -179,6 +212,8 @@ def parse_version_or_time(text: str) -> tuple[int | None, int | None]:
     if raw.isascii() and raw.isdigit() and len(raw) <= VERSION_DIGITS:  # ASCII digits: int() takes others too
         return int(raw), None
     if raw.isascii() and raw.isdigit():
+        if len(raw) <= 25 and not _in_range(int(raw)):
+            _out_of_range(text, int(raw))  # not milliseconds either: says which unit it looks like
         raise InvalidInputError(
             f"ambiguous {text!r}: a version has at most {VERSION_DIGITS} digits; write ms:{raw} for "
             "epoch milliseconds"

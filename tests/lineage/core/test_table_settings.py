@@ -288,6 +288,13 @@ def test_every_time_argument_takes_one_form_and_every_message_prints_iso_utc(
     assert code == 2 and "write ms:1359676800000 for epoch milliseconds" in err
     code, _, err = run(zk_hosts, *push, "ms:1359676800000/ms:1362200000000")
     assert code == 0, err
+    code, before, _ = run(zk_hosts, "history", "zoned")
+    # An end in microseconds, as milliseconds, was an end 56,000 years away: every later row hidden.
+    code, _, err = run(zk_hosts, *push, "ms:1359676800000/ms:1362200000000000")
+    assert code == 2 and "past the years 1 to 9999; it looks like microseconds: ms:1362200000000" in err, err
+    code, _, err = run(zk_hosts, "read", "zoned", "--as-of", "1362200000000000000", "--limit", "1")
+    assert code == 2 and "it looks like nanoseconds: ms:1362200000000" in err, err
+    assert run(zk_hosts, "history", "zoned")[1] == before  # nothing changed
     code, _, err = run(zk_hosts, "rollback", "zoned", "--to-time", "2001-01-01", "--dry-run")
     assert code == 3 and "did not exist at 2001-01-01T00:00:00Z" in err
     code, _, err = run(zk_hosts, "rollback", "zoned", "--to-time", "978307200000", "--dry-run")
