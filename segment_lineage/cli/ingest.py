@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
@@ -191,6 +192,7 @@ def _engine_checked(
     one must be there, and a Parquet one for Spark must fit the table's
     columns (said before a JVM starts)."""
     _check_local_input(input_path)
+    check_not_in_a_root(m, input_path)
     used, why = engine_for(engine, input_path, master, spark_conf)
     if used == "spark" and fmt == "parquet":
         _check_parquet_schema(m, table, input_path, policy, mode)  # before a JVM starts
@@ -340,6 +342,36 @@ def _check_local_input(input_path: str) -> None:
         raise InvalidInputError(f"input {input_path[:200]!r} cannot be used: {exc.strerror}") from None
     if not any(c in input_path for c in "*?[{"):
         raise InvalidInputError(f"input {input_path!r} does not exist; nothing was pushed")
+
+
+def check_not_in_a_root(m: LineageManager, input_path: str) -> None:
+    """An input inside a table's root, or holding one, is refused: a reader
+    of that folder reads the table's own segment files, those its pushes
+    replaced included (pushing a table's root into it brought its hidden
+    rows back), and files there that nothing registers are retention's."""
+    from segment_lineage.ingest.arrow_push import local_path
+
+    local = local_path(input_path)
+    given = os.path.realpath(_before_glob(local)) if local is not None else input_path.rstrip("/")
+    for table, root in sorted(m.roots().items()):
+        root_local = local_path(root)
+        if (local is None) != (root_local is None):
+            continue  # a local input and a root elsewhere (or the other way) never meet
+        where = os.path.realpath(root_local) if root_local is not None else root.rstrip("/")
+        inside = given == where or given.startswith(where.rstrip("/") + "/")
+        if inside or where.startswith(given.rstrip("/") + "/"):
+            raise InvalidInputError(
+                f"input {input_path!r} {'lies inside' if inside else 'holds'} the root of table "
+                f"{table!r} ({root}): it would read that table's segment files, the replaced ones too; "
+                "nothing was pushed",
+                remedy="push from a folder outside every table's root",
+            )
+
+
+def _before_glob(path: str) -> str:
+    """The folder a glob pattern reads below (the path itself when it has none)."""
+    cut = min((i for i, c in enumerate(path) if c in "*?[{"), default=len(path))
+    return path if cut == len(path) else os.path.dirname(path[:cut]) or "."
 
 
 def read(

@@ -14,6 +14,7 @@ from segment_lineage.cli.ingest import (
     _check_local_input,
     _schema_policy,
     check_named,
+    check_not_in_a_root,
     engine_for,
 )
 from segment_lineage.cli.progress import progress
@@ -83,6 +84,7 @@ def _engines(
     chosen = {b.table: engine_for(engine, b.input, master, {})[0] for b in blocks}
     for b in blocks:
         _check_local_input(b.input)
+        check_not_in_a_root(m, b.input)
     options = [_block_options(m, b, say) for b in blocks]  # every block's checked before any input is read
     spark = None
     if "spark" in chosen.values():

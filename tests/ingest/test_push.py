@@ -730,3 +730,40 @@ def test_the_push_command_with_a_completed_job_id_pushes_nothing_again(
     assert zk_manager.table("jobs").version == version
     bad = CliRunner().invoke(app, [*args, "--job-id", " daily-7"])
     assert bad.exit_code == 2 and "invalid job id" in bad.stderr
+
+
+def test_a_push_whose_input_is_a_tables_root_or_holds_one_is_refused(zk_hosts: str, tmp_path: Path) -> None:
+    """Pushing a table's own root read every segment file under it, replaced
+    ones too, and brought hidden rows back; an input inside any table's root,
+    or holding one, is refused (a dry run too, a push set too), and nothing
+    changes. A folder beside the roots is pushed as ever."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.helpers.run import cli, cli_history
+
+    lake = tmp_path / "lake"
+    assert cli(zk_hosts, "table", "create", "rr", "--root", str(lake / "rr"))[0] == 0
+    for label in ("x", "y"):
+        source = tmp_path / "in" / label
+        source.mkdir(parents=True)
+        pq.write_table(pa.table({"label": [label] * 3}), source / "part.parquet")
+        assert cli(zk_hosts, "push", "rr", "--input", str(source), "--engine", "arrow")[0] == 0
+    (lake / "rr" / "nested").mkdir()
+    before = cli_history(zk_hosts, "rr")
+    for given, says in (
+        (lake / "rr", "lies inside the root of table 'rr'"),
+        (lake / "rr" / "nested", "lies inside the root of table 'rr'"),
+        (lake, "holds the root of table 'rr'"),
+        (str(lake / "rr") + "/*/*.parquet", "lies inside the root of table 'rr'"),
+    ):
+        for dry in ([], ["--dry-run"]):
+            code, _, err = cli(zk_hosts, "push", "rr", "--input", str(given), "--engine", "arrow", *dry)
+            assert code == 2 and says in err, (given, err)
+    spec = tmp_path / "set.toml"
+    spec.write_text(f'[[push]]\ntable = "rr"\ninput = "{lake / "rr"}"\n')
+    code, _, err = cli(zk_hosts, "push-set", str(spec), "--engine", "arrow")
+    assert code == 2 and "lies inside the root of table 'rr'" in err, err
+    assert cli_history(zk_hosts, "rr") == before
+    code, out, _ = cli(zk_hosts, "read", "rr", "--limit", "10")
+    assert code == 0 and "x" not in out.split() and out.split().count("y") == 3, out

@@ -87,14 +87,15 @@ def _in_range(ms: int) -> bool:
     return MIN_TIME_MS <= ms <= MAX_TIME_MS
 
 
-def _out_of_range(text: str, value: int) -> None:
-    """Refuse ``value`` as epoch milliseconds, naming the unit it looks like."""
+def _out_of_range(text: str, value: int, first: str = "") -> None:
+    """Refuse ``value`` as epoch milliseconds, naming the unit it looks like
+    (``first``: what else it is not)."""
     units = (
         f"; it looks like {unit}: ms:{value // scale}" for unit, scale in _FINER if _in_range(value // scale)
     )
     guess = next(units, "")
     raise InvalidInputError(
-        f"invalid time {text[:64]!r}: {value} epoch milliseconds is past the years 1 to 9999{guess}"
+        f"invalid time {text[:64]!r}: {first}{value} epoch milliseconds is past the years 1 to 9999{guess}"
     )
 
 
@@ -212,8 +213,9 @@ def parse_version_or_time(text: str) -> tuple[int | None, int | None]:
     if raw.isascii() and raw.isdigit() and len(raw) <= VERSION_DIGITS:  # ASCII digits: int() takes others too
         return int(raw), None
     if raw.isascii() and raw.isdigit():
-        if len(raw) <= 25 and not _in_range(int(raw)):
-            _out_of_range(text, int(raw))  # not milliseconds either: says which unit it looks like
+        if len(raw) <= 25 and not _in_range(int(raw)):  # not milliseconds either: which unit it looks like
+            not_a_version = f"not a version (a version has at most {VERSION_DIGITS} digits), and "
+            _out_of_range(text, int(raw), not_a_version)
         raise InvalidInputError(
             f"ambiguous {text!r}: a version has at most {VERSION_DIGITS} digits; write ms:{raw} for "
             "epoch milliseconds"
