@@ -476,3 +476,18 @@ def test_two_sets_of_the_same_tables_queue_behind_each_other(zk_hosts: str, tmp_
     assert labels(managers[0], "facts") == labels(managers[0], "dims") == ["set1"]
     for m in managers:
         m.store.close()
+
+
+def test_a_push_over_a_set_staged_part_says_publish_the_set(
+    manager: LineageManager, tables: tuple[str, ...]
+) -> None:
+    """The hint for a push that overlaps one table's part of a staged set
+    names the set's publish ('lineage publish TABLE ENTRY' is refused for a
+    set's part)."""
+    from segment_lineage.ingest.arrow_push import push_arrow
+    from segment_lineage.lineage.core.errors import ConflictError
+
+    staged = push_set(manager, prepared(manager, "new"), stage=True, hold="2h")
+    with pytest.raises(ConflictError) as refused:
+        push_arrow(manager, "facts", [pa.table({"label": ["other"]})])
+    assert f"lineage publish --set {staged.set_id}" in (refused.value.remedy or ""), refused.value.remedy

@@ -224,3 +224,20 @@ def test_publish_names_a_missing_entry_and_a_missing_file(
     with pytest.raises(StorageError, match="cannot read its files"):
         publish(manager, table, staged.entry_id)
     assert manager.table(table).entries[staged.entry_id].state is EntryState.IN_PROGRESS
+
+
+def test_a_rollback_over_a_staged_push_says_it_is_staged_and_how_to_end_it(
+    manager: LineageManager, table: str
+) -> None:
+    """A staged push never ends by itself: a rollback it stands in the way
+    of says so, with its hold, and names publish and revert (it said "is
+    IN_PROGRESS ... wait for the push to finish")."""
+    from segment_lineage.lineage.core.errors import RefusedError
+
+    created = min(manager.store.versions(table))  # the oldest kept: before the first push
+    staged = push_arrow(manager, table, [rows(3, "new")], stage=True)
+    with pytest.raises(RefusedError, match=f"a staged push, {staged.entry_id}, held until") as refused:
+        manager.rollback(table, created)
+    remedy = refused.value.remedy or ""
+    assert f"lineage publish {table} {staged.entry_id}" in remedy, remedy
+    assert f"lineage revert {table} {staged.entry_id}" in remedy and "wait" not in remedy, remedy

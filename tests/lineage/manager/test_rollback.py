@@ -111,7 +111,7 @@ def test_rollback_while_a_push_is_in_progress(
     m.end_replace(T, running)
     assert visible_names(m.table(T)) == seen[3][1] | {"side"}
     overlapping = m.start_replace(T, sorted(seen[3][1]), ["next"])
-    with pytest.raises(RefusedError, match=f"push {overlapping} is IN_PROGRESS"):
+    with pytest.raises(RefusedError, match=f"an entry opened by hand, {overlapping}, held until"):
         m.rollback(T, seen[0][0])
     m.revert_replace(T, overlapping, force=True)
 

@@ -128,3 +128,14 @@ def _registered_with(state: TableState, entry: LineageEntry, uploads: Sequence[S
         if upload.name not in listed or seg is None or seg.location != upload.location:
             return False
     return True
+
+
+def how_to_end(table: str, entry: LineageEntry) -> str:
+    """How a running entry that no process ends gets ended: a staged push is
+    published (with its set, when a push set staged it), one opened by hand ended."""
+    staged = entry.staged
+    if staged is None:
+        return "end it"
+    if staged.set_id is not None:
+        return f"publish its set ('lineage publish --set {staged.set_id}')"
+    return f"publish it ('lineage publish {table} {entry.entry_id}')"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from segment_lineage.lineage.core.errors import ConflictError, RunningEntryConflict
 from segment_lineage.lineage.core.model import EntryState, LineageEntry, TableState
-from segment_lineage.lineage.core.transitions.common import Requirement, _iso, _shown, _span
+from segment_lineage.lineage.core.transitions.common import Requirement, _iso, _shown, _span, how_to_end
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def _held_conflict(table: str, entry: LineageEntry, held_until_ms: int) -> Confl
     """The error for a running entry held by hand (or staged), with how to end or revert it."""
     staged = entry.staged is not None
     what = "is a staged push" if staged else "was opened by hand"
-    end = f"publish it ('lineage publish {table} {entry.entry_id}')" if staged else "end it"
+    end = how_to_end(table, entry)
     revert = f"lineage revert {table} {entry.entry_id}" + ("" if staged else " --force")
     return ConflictError(
         f"entry {entry.entry_id} overlaps this push and {what} "

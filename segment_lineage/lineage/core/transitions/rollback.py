@@ -24,7 +24,9 @@ from segment_lineage.lineage.core.model import (
 from segment_lineage.lineage.core.schema import MAX_NOTE, Schema, compare
 from segment_lineage.lineage.core.schema_versions import reads, span_at, with_schema
 from segment_lineage.lineage.core.transitions.common import (
+    _iso,
     _shown,
+    how_to_end,
 )
 from segment_lineage.lineage.core.visibility import visibility_delta
 
@@ -130,6 +132,16 @@ def _check_no_push_moves(
         if entry.state is EntryState.IN_PROGRESS and moving.intersection(
             (*entry.segments_from, *entry.segments_to)
         ):
+            if entry.held_until_ms is not None:  # staged, or opened by hand: no push will finish it
+                what = "a staged push" if entry.staged is not None else "an entry opened by hand"
+                raise RefusedError(
+                    f"cannot roll back to version {target.version}: {what}, {entry.entry_id}, held until "
+                    f"{_iso(entry.held_until_ms)}, runs on segments the rollback would change",
+                    table=state.config.name,
+                    entry_id=entry.entry_id,
+                    remedy=f"{how_to_end(state.config.name, entry)} or drop it "
+                    f"('lineage revert {state.config.name} {entry.entry_id}'), then roll back",
+                )
             raise RefusedError(
                 f"cannot roll back to version {target.version}: push {entry.entry_id} is IN_PROGRESS on "
                 "segments the rollback would change",
