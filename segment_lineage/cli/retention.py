@@ -125,7 +125,9 @@ def run(
     reports = _run_pass(table, options, as_json=as_json, summary=summary)
     _print_reports(reports, as_json, dry_run=options.dry_run, summary=summary)
     if options.dry_run and not dry_run:
-        _say("dry run: nothing was deleted; run again with --yes to delete")
+        said = "dry run: nothing was deleted; run again with --yes to delete"
+        # With --json (the command's or the global one), a note is a JSON object on its own line.
+        _say(json.dumps({"note": said}) if as_json or current().json else said)
     if any(r.errors for r in reports):
         raise typer.Exit(1)
 

@@ -381,6 +381,11 @@ def test_retention_run_cli(zk_hosts: str, tmp_path: Path) -> None:
     assert dry.exit_code == 0, dry.output
     planned = json.loads(dry.stdout)[0]["planned"]
     assert [p["reason"] for p in planned] == ["REPLACED"]
+    for flags in (["--json", "retention", "run"], ["retention", "run", "--json"]):  # a dry run by default
+        told = runner.invoke(app, ["--zk", zk_hosts, *flags, "--min-grace", "0s"])
+        assert told.exit_code == 0, told.output
+        notes = [json.loads(line) for line in told.stderr.splitlines() if line.strip()]  # each line JSON
+        assert {"note": "dry run: nothing was deleted; run again with --yes to delete"} in notes, told.stderr
     done = runner.invoke(app, ["--zk", zk_hosts, "retention", "run", "--table", "c", "--force"])
     assert done.exit_code == 0 and "c: deleted 1 file(s)" in done.stdout
     bad = runner.invoke(app, ["--zk", zk_hosts, "retention", "run", "--min-grace", "soon"])
