@@ -26,9 +26,17 @@ def progress(doing: str) -> Iterator[Callable[[str], None]]:
         yield lambda _message: None
         return
     if run.json or not sys.stderr.isatty():
+        closed: list[bool] = []
 
         def plain(message: str) -> None:
-            typer.echo(message, err=True)
+            # Best effort: a reader that went away (stderr piped into 'head')
+            # stops the lines, never the work (a push reverted for it).
+            if closed:
+                return
+            try:
+                typer.echo(message, err=True)
+            except BrokenPipeError:
+                closed.append(True)
 
         yield plain
         return

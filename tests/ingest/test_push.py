@@ -767,3 +767,27 @@ def test_a_push_whose_input_is_a_tables_root_or_holds_one_is_refused(zk_hosts: s
     assert cli_history(zk_hosts, "rr") == before
     code, out, _ = cli(zk_hosts, "read", "rr", "--limit", "10")
     assert code == 0 and "x" not in out.split() and out.split().count("y") == 3, out
+
+
+def test_a_push_whose_output_reader_goes_away_still_lands(zk_hosts: str, tmp_path: Path) -> None:
+    """`lineage push ... 2>&1 | head -1`: the progress lines meet a closed
+    pipe; the push goes on and lands (it was reverted for a BrokenPipeError
+    in a progress line), with no traceback."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.helpers.run import cli, cli_history
+
+    assert cli(zk_hosts, "table", "create", "pp", "--root", str(tmp_path / "pp"))[0] == 0
+    source = tmp_path / "in"
+    source.mkdir()
+    pq.write_table(pa.table({"label": ["x"] * 30}), source / "part.parquet")
+    lineage = Path(sys.executable).parent / "lineage"
+    push = f"'{lineage}' --zk '{zk_hosts}' push pp --input '{source}' --engine arrow --segments 3"
+    line = f"{push} 2>&1 | head -1"
+    done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.startswith("engine: arrow") and "Traceback" not in done.stdout + done.stderr, done
+    assert [r["operation"] for r in cli_history(zk_hosts, "pp")][:2] == ["END_REPLACE", "START_REPLACE"]
