@@ -1076,7 +1076,9 @@ def janitor(ctx: Ctx, _ops: int) -> None:
             if step == "wait":  # orphans first seen now wait out their grace
                 ctx.world.sleep(2 * HOUR_MS / 1000)
                 continue
-            options = PassOptions(force=True, min_grace_ms=0, orphans=True, orphan_grace_ms=HOUR_MS)
+            options = PassOptions(
+                force=True, allow_large_cut=True, min_grace_ms=0, orphans=True, orphan_grace_ms=HOUR_MS
+            )
             # (no store call: no switch point)
             ctx.world.passed_ms.setdefault(table, []).append(ctx.world.clock.zk_ms())
             try:

@@ -123,16 +123,33 @@ def repair(
         bool,
         typer.Option("--dry-run", help="Say what the repair would publish over which commit; write nothing."),
     ] = False,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild",
+            help="For a log no engine can read (a commit file missing or damaged): remove it and publish "
+            "the current version as a new log, whose Delta versions start again at 0.",
+        ),
+    ] = False,
 ) -> None:
     """Publish the table's current version over a log another writer committed
     to (a VACUUM, an OPTIMIZE, a Spark write) or another table left: the
-    mirror's version numbers go on, and publishing resumes."""
+    mirror's version numbers go on, and publishing resumes. With --rebuild,
+    a log that cannot be read is made anew from the table."""
     from segment_lineage.mirror.publisher import sync
     from segment_lineage.mirror.views import status
 
     name = check_table_name(table)
+    if rebuild and dry_run:
+        raise InvalidInputError("give --rebuild or --dry-run, not both ('mirror status' says if it reads)")
     with manager() as m:
         m.after_commit = None
+        if rebuild:
+            from segment_lineage.mirror.admin import rebuild as rebuild_log
+
+            report = rebuild_log(m, name)
+            emit(_report(report) | {"rebuilt": True}, f"mirror of {name} rebuilt: a new log\n{report.line()}")
+            return
         if not dry_run:
             report = sync(m, name, repair=True)
             said = "repaired" if report.repaired else "needed no repair (a plain sync ran)"

@@ -30,7 +30,7 @@ from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.manager.commit import Committed
 from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import DeltaLog
-from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError
+from segment_lineage.mirror.errors import DamagedLogError, MirrorError, MirrorRefusedError
 from segment_lineage.mirror.location import location
 from segment_lineage.mirror.log_files import LogFiles
 from segment_lineage.mirror.publisher import check_root, held, not_the_tables, sync_holding
@@ -80,6 +80,52 @@ def enable(
                 manager.alter_table(table, SettingsChange(mirror="none"), "mirror enable failed")
             raise
     return Enabled(done, report)
+
+
+def rebuild(manager: LineageManager, table: str) -> SyncReport:
+    """Publish the table's current version as the first version of a new
+    log, in place of a log no engine can read (:class:`DamagedLogError`: a
+    commit file missing or damaged). The mirror is derived from the table,
+    so nothing of the table is lost; the Delta version numbers start again
+    at 0. Refused over a log that reads (``repair`` publishes over that) and
+    over one none of whose commits is this project's (another writer's)."""
+    manager.require_role(doing="rebuilding a table's mirror")
+    with held(manager, table):
+        config = manager.table(table).config
+        if config.mirror is None:
+            enable = f"lineage mirror enable {table}"
+            raise MirrorRefusedError(f"table {table!r} has no mirror to rebuild", table=table, remedy=enable)
+        check_root(config.root)
+        try:
+            DeltaLog.open(config.root)
+        except DamagedLogError:
+            pass
+        else:
+            raise MirrorRefusedError(
+                f"the Delta log of table {table!r} reads: nothing to rebuild",
+                table=table,
+                remedy=f"publish over another writer's commit with: lineage mirror repair {table}",
+            )
+        files = LogFiles.of(config.root)
+        if not _ours(files):
+            raise MirrorRefusedError(
+                f"none of the readable commits of the Delta log under the root of table {table!r} is "
+                "this project's: it is not the table's mirror, and it stays",
+                table=table,
+                remedy=f"if that log is not needed, remove {config.root.rstrip('/')}/_delta_log/ by hand",
+            )
+        files.remove()
+        return sync_holding(manager, table)
+
+
+def _ours(files: LogFiles) -> bool:
+    """Whether a commit file of the log that parses is the publisher's."""
+    for version in files.commit_versions():
+        with contextlib.suppress(ValueError):  # a damaged commit file says nothing
+            commit = files.commit_at(version)
+            if commit is not None and (commit.lineage_version is not None or commit.reset):
+                return True
+    return False
 
 
 @dataclass(frozen=True)

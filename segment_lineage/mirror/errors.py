@@ -18,3 +18,9 @@ class MirrorRefusedError(MirrorError, RefusedError):
 
 class NoMirrorError(MirrorRefusedError):
     """The table has no mirror (any more) to publish to."""
+
+
+class DamagedLogError(MirrorError):
+    """The Delta log cannot be read (a commit file missing, or one that does
+    not parse): no engine reads it either. ``lineage mirror repair TABLE
+    --rebuild`` publishes the table's current version as a new log."""

@@ -258,7 +258,7 @@ def test_time_retention_expires_data_a_mirror_shows(zk_manager: LineageManager, 
     push_arrow(zk_manager, "old", [pa.table({"ts": stamps, "value": [1]})], mode="append")
     files = {s.location for s in zk_manager.visible_segments("old")}
     engines = Engines(zk_manager, "old", root)
-    report = run_table(zk_manager, "old", PassOptions(force=True, min_grace_ms=0))
+    report = run_table(zk_manager, "old", PassOptions(force=True, allow_large_cut=True, min_grace_ms=0))
     assert not report.errors and report.condemned == 1 and report.files_deleted == 0
     assert zk_manager.visible_segments("old") == []
     assert rows_of(engines.delta_rs(max(c.delta_version for c in mirror_commits(zk_manager, "old")))) == (
@@ -266,7 +266,7 @@ def test_time_retention_expires_data_a_mirror_shows(zk_manager: LineageManager, 
     )
     assert all((Path(root) / loc).exists() for loc in files)  # an older mirror version still reads them
     time.sleep(1.2)
-    report = run_table(zk_manager, "old", PassOptions(force=True, min_grace_ms=0))
+    report = run_table(zk_manager, "old", PassOptions(force=True, allow_large_cut=True, min_grace_ms=0))
     assert not report.errors and report.files_deleted == 1, report
     assert not warnings
 
