@@ -310,7 +310,11 @@ def _begin(
     replacing = f"replacing {len(replaced)} segment(s) with up to {len(target.names)}"
     say(f"started entry {target.entry_id}: {replacing}")
     for stale in cleaned:
-        say(f"cleaned up stale entry {stale} (its push's session ended): reverted, its uploads queued")
+        say(
+            f"cleaned up stale entry {stale} (its push's session ended): reverted; what it had "
+            "registered is queued for retention, files it wrote but never registered wait out the "
+            "orphan grace"
+        )
     return replaced, replaced_rows, cleaned
 
 
