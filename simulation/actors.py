@@ -183,8 +183,10 @@ class Ctx:
             deleted.append(location)
             self.world.deleted_log.append((self.actor.name, "", location))
 
+        forced = self.rng.random() < 0.3 if force is None else force
         options = PassOptions(
-            force=self.rng.random() < 0.3 if force is None else force,
+            force=forced,
+            allow_large_cut=forced,  # an operator's forced pass, with the large-cut guard lifted by name
             min_grace_ms=self.rng.choice([0, 500, 5_000]),
             orphans=True,
             orphan_grace_ms=orphan_grace_ms or self.rng.choice([5 * 60_000, HOUR_MS]),
