@@ -30,7 +30,7 @@ from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.schema import Schema
 from segment_lineage.lineage.storage.arrow_types import arrow_schema
 from segment_lineage.lineage.storage.deep import DeepStore
-from segment_lineage.mirror.errors import DamagedLogError, MirrorError, MirrorRefusedError
+from segment_lineage.mirror.errors import MirrorConflict, MirrorError, MirrorRefusedError, damaged_log
 from segment_lineage.mirror.location import location
 from segment_lineage.mirror.log_files import RESET_OPERATION, Commit, LogFiles, window_start
 from segment_lineage.mirror.plan import (
@@ -124,7 +124,7 @@ class DeltaLog:
         except MirrorError:
             raise
         except Exception as exc:  # noqa: BLE001  deltalake's errors share no root
-            raise _damaged(self.root, exc) from None
+            raise damaged_log(self.root, _first(exc)) from None
 
     @staticmethod
     def _shown(table: Any) -> Shown:
@@ -357,7 +357,7 @@ class DeltaLog:
         try:
             found = self._commits(self.shown.version, limit)
         except ValueError as exc:  # a commit file that does not parse
-            raise _damaged(self.root, exc) from None
+            raise damaged_log(self.root, _first(exc)) from None
         except LineageError as exc:
             raise MirrorError(
                 f"reading the Delta log's history under {self.root!r} failed: {_first(exc)}"
@@ -431,19 +431,6 @@ class DeltaLog:
         self._table, self.shown, self.newest, self._all = None, Shown(None, 0, frozenset(), ()), None, None
         self._written, self.base = None, None
         return gone
-
-
-def _damaged(root: str, exc: Exception) -> DamagedLogError:
-    return DamagedLogError(
-        f"the Delta log under {root!r} cannot be read (a commit file missing or damaged?); "
-        f"no engine can read it either: {_first(exc)[:200]}",
-        remedy="rebuild it from the table: lineage mirror repair TABLE --rebuild (its Delta "
-        "versions start again at 0)",
-    )
-
-
-class MirrorConflict(MirrorError):
-    """Another commit reached the log between our read and our write."""
 
 
 def _write_failed(exc: Exception, root: str, conflicts: tuple[str, ...]) -> MirrorError:

@@ -49,8 +49,8 @@ from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.core.retry import Attempts
 from segment_lineage.lineage.manager import LineageManager
 from segment_lineage.lineage.storage.deep import DeepStore
-from segment_lineage.mirror.delta import DeltaLog, MirrorConflict
-from segment_lineage.mirror.errors import MirrorError, MirrorRefusedError, NoMirrorError
+from segment_lineage.mirror.delta import DeltaLog
+from segment_lineage.mirror.errors import MirrorConflict, MirrorError, MirrorRefusedError, NoMirrorError
 from segment_lineage.mirror.location import location
 from segment_lineage.mirror.log_files import LogFiles
 from segment_lineage.mirror.publishing import SyncReport, publish, records_of, still_held, to_publish

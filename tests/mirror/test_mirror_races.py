@@ -471,7 +471,7 @@ def test_a_repair_that_loses_a_race_to_another_writer_still_repairs(
     from deltalake import write_deltalake
 
     from segment_lineage.mirror import publisher
-    from segment_lineage.mirror.delta import MirrorConflict
+    from segment_lineage.mirror.errors import MirrorConflict
 
     push(zk_manager, "w1", tmp_path, 1, 1)
     sync(zk_manager, "w1")
