@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kazoo.exceptions import ConnectionLoss
+
 from segment_lineage.lineage.core import errors as lineage_errors
 from segment_lineage.lineage.core.acl import ADMIN_ROLE, READER
 from segment_lineage.lineage.core.errors import AuthError, StoreUnavailableError
@@ -77,6 +79,9 @@ class StoreProxy:
         self._expire_zk = expire
         self.sim_session = sessions.new()
         self.lose_next_write: bool | None = None  # armed fault: the next write's answer is lost
+        # Armed fault (ZooKeeper): the next request this actor sends is lost on
+        # the way (a connection dropped), as kazoo reports it: ConnectionLoss.
+        self.lose_next_request = False
         self.dead = False
         self.calling: str | None = None  # the store call under way (ZooKeeper: its requests' labels)
         self.requests = 0  # requests that call sent so far
@@ -468,6 +473,14 @@ class ClientProxy:
 
             def request(*args: Any, **kwargs: Any) -> Any:
                 self._switch(self.label(name.removesuffix("_async")))
+                store = self.store
+                if store is not None and store.lose_next_request:
+                    # As kazoo reports a request the connection dropped: its
+                    # answer holds the error (sent requests are never raised at).
+                    store.lose_next_request = False
+                    lost = self._client.handler.async_result()
+                    lost.set_exception(ConnectionLoss("simulated: the connection dropped; nothing was sent"))
+                    return lost
                 return attr(*args, **kwargs)
 
             return request

@@ -304,9 +304,14 @@ class _Run:
         finally:
             self.world.scheduler.finish(self.actors)
         for actor, exc in self.world.scheduler.failures:
-            where = "".join(traceback.format_exception(exc, limit=-3)).strip().splitlines()
+            # Where the package let it through: its last frames (the proxy's, which raised a fault, say less).
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if "segment_lineage" in f.filename]
+            where = [
+                f"{f.filename.rsplit('segment_lineage/', 1)[-1]}:{f.lineno} {f.name}" for f in frames[-4:]
+            ]
             checker.flag(
-                "actor-raised", f"{actor.name}: {type(exc).__name__}: {exc} | {' / '.join(where[-3:])}"
+                "actor-raised",
+                f"{actor.name}: {type(exc).__name__}: {exc} | {' / '.join(where) or 'outside the package'}",
             )
         self.result.steps = self.world.step
         self.result.violations = list(checker.violations)
@@ -419,6 +424,8 @@ class _Run:
             kind = "lose-answer"
         elif r < 0.04 and actor.aid in self.world.daemons and not self.world.daemons[actor.aid].stopping:
             kind = "sigterm"
+        elif r < 0.06 and proxy is not None and self.config.zookeeper is not None and "/zk." in actor.label:
+            kind = "lose-request"  # any single request of a store call, on real ZooKeeper
         if kind is None:
             return False
         self.fault_number += 1
@@ -451,6 +458,8 @@ class _Run:
             detail = f" file clock {lag} ms behind"
         elif kind == "sigterm":
             self.world.daemons[actor.aid].stop()  # as the signal handler does; the actor runs on
+        elif kind == "lose-request" and proxy is not None:
+            proxy.lose_next_request = True
         elif kind == "lose-answer" and proxy is not None:
             proxy.lose_next_write = r2 < 0.5
             detail = " (applied)" if r2 < 0.5 else " (not applied)"
