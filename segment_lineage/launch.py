@@ -29,20 +29,4 @@ def main() -> None:
         else:
             sys.stderr.write("error: interrupted\n")
         raise SystemExit(128 + signum) from None
-    try:
-        app(prog_name="lineage")
-    except BrokenPipeError:  # the reader of the output went away (| head): the shell's code for SIGPIPE
-        _quiet_output()
-        raise SystemExit(128 + signal.SIGPIPE) from None
-
-
-def _quiet_output() -> None:
-    """Output to nowhere from now on: the interpreter's last flush of a closed
-    pipe would print a traceback of its own."""
-    import contextlib
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(devnull, stream.fileno())
+    app(prog_name="lineage")  # click ends a write to a closed pipe itself, quietly
