@@ -55,3 +55,74 @@ def iceberg_table(work: Path, name: str, files: int) -> Any:
     table = catalog.create_table("bench.t", schema=schema, partition_spec=spec)
     table.append(rows(0, files))
     return catalog
+
+
+def overwritten_delta_log(path: Path, locations: list[str], size: int) -> None:
+    """A Delta table at ``path`` whose files at ``locations`` (written
+    already, ``size`` bytes each) were all replaced by one new file: the log
+    written directly, as a writer that added them in one commit and then
+    overwrote them would leave it (version 0: protocol, metadata, an add per
+    file; version 1: a remove per file and the new file's add).
+
+    For a million files: ``write_deltalake`` partitioned by ``k`` would make
+    a million folders, one file each, where ours keeps the same files in a
+    thousand; this gives the vacuum the same files in the same folders."""
+    import json
+    import time
+    import uuid
+
+    log = path / "_delta_log"
+    log.mkdir(parents=True)
+    now = int(time.time() * 1000)
+    then = now - 3_600_000  # an hour ago: past any retention the vacuum is given
+    fields = [{"name": f.name, "type": "long", "nullable": True, "metadata": {}} for f in SCHEMA]
+    head = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {
+            "metaData": {
+                "id": str(uuid.uuid4()),
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps({"type": "struct", "fields": fields}),
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": then,
+            }
+        },
+        {"commitInfo": {"timestamp": then, "operation": "WRITE"}},
+    ]
+
+    def add(location: str) -> dict[str, Any]:
+        return {
+            "add": {
+                "path": location,
+                "partitionValues": {},
+                "size": size,
+                "modificationTime": then,
+                "dataChange": True,
+            }
+        }
+
+    def remove(location: str) -> dict[str, Any]:
+        return {
+            "remove": {
+                "path": location,
+                "deletionTimestamp": then,
+                "dataChange": True,
+                "extendedFileMetadata": True,
+                "partitionValues": {},
+                "size": size,
+            }
+        }
+
+    new = "new.parquet"
+    (path / new).write_bytes(b"x" * size)
+    overwrite = {
+        "commitInfo": {"timestamp": then, "operation": "WRITE", "operationParameters": {"mode": "Overwrite"}}
+    }
+    versions = [
+        head + [add(loc) for loc in locations],
+        [overwrite] + [remove(loc) for loc in locations] + [add(new)],
+    ]
+    for number, actions in enumerate(versions):
+        with (log / f"{number:020d}.json").open("w") as out:
+            out.writelines(json.dumps(action, separators=(",", ":")) + "\n" for action in actions)

@@ -7,7 +7,12 @@ For each N, in the same run and on the same disk:
   recorded in ZooKeeper, N fenced file deletes, intent cleared, metadata
   garbage pass), without and with the orphan scan of the root;
 * deltalake: a Delta table of N files (one per partition), overwritten;
-  timed: ``vacuum(retention_hours=0)``.
+  timed: ``vacuum(retention_hours=0)``. At a million files the table's log
+  is written directly (``write_deltalake`` would make a million folders),
+  with the files where ours has them: a thousand folders.
+
+At a million files, ours runs without the orphan scan only, and is not
+profiled: each such round builds a table of a million files first.
 
 Both start after ``sync`` and a pause, from a quiet disk.
 """
@@ -19,16 +24,18 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from benchmarks.common import OURS, Context, Suite, close_and_drop, fresh_manager, register_many
 from benchmarks.measure import case, measure
-from benchmarks.peers import delta_table, rows
+from benchmarks.peers import delta_table, overwritten_delta_log, rows
 from segment_lineage.lineage.core.model import Segment, TableConfig
 from segment_lineage.retention.executor import PassOptions, run_table
 
 PAYLOAD = b"x" * 1024
 WITH_ORPHANS = "ours, with orphan scan"
+LARGE = 1_000_000  # from this size: the peer's log written directly, one round of ours
 
 
 def settle() -> None:
@@ -54,13 +61,11 @@ def ours(ctx: Context, n: int, orphans: bool, made: list[Any]) -> Callable[[], C
             )
         )
         names = [f"seg_{i:07d}" for i in range(n)]
-        segments = []
-        for name in names:
-            location = f"push_old/{name[-3:]}/{name}.parquet"
-            path = root / location
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(PAYLOAD)
-            segments.append(Segment(name, location, rows=1, size_bytes=len(PAYLOAD)))
+        locations = write_files(root, names)
+        segments = [
+            Segment(name, location, rows=1, size_bytes=len(PAYLOAD))
+            for name, location in zip(names, locations, strict=True)
+        ]
         register_many(m, "bench", segments)
         entry = m.start_replace("bench", names, ["seg_new"])
         (root / "new.parquet").write_bytes(PAYLOAD)
@@ -71,6 +76,17 @@ def ours(ctx: Context, n: int, orphans: bool, made: list[Any]) -> Callable[[], C
         return lambda: run_table(m, "bench", PassOptions(min_grace_ms=0, orphans=orphans))
 
     return prepare
+
+
+def write_files(root: Path, names: list[str]) -> list[str]:
+    """One file of ``PAYLOAD`` per name under ``root``, in a thousand
+    folders (by the name's last three characters); their locations."""
+    locations = [f"push_old/{name[-3:]}/{name}.parquet" for name in names]
+    for folder in {location.rsplit("/", 1)[0] for location in locations}:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    for location in locations:
+        (root / location).write_bytes(PAYLOAD)
+    return locations
 
 
 def reclaimed(n: int) -> Callable[[Any], None]:
@@ -87,8 +103,12 @@ def delta(ctx: Context, n: int) -> Callable[[], Callable[[], Any]]:
 
     def prepare() -> Callable[[], Any]:
         path = ctx.work / f"delta-vacuum-{n}-{next(built)}"
-        delta_table(path, n)
-        write_deltalake(str(path), rows(0, 1, 2), mode="overwrite", partition_by=["k"])
+        if n >= LARGE:
+            locations = write_files(path, [f"seg_{i:07d}" for i in range(n)])
+            overwritten_delta_log(path, locations, len(PAYLOAD))
+        else:
+            delta_table(path, n)
+            write_deltalake(str(path), rows(0, 1, 2), mode="overwrite", partition_by=["k"])
         table = DeltaTable(str(path))
         settle()
         return lambda: table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
@@ -98,16 +118,18 @@ def delta(ctx: Context, n: int) -> Callable[[], Callable[[], Any]]:
 
 def run(ctx: Context) -> list[Suite]:
     suite = Suite("retention", "Retention: reclaiming replaced segments", "segments", __doc__ or "")
-    for n in [1_000, 4_000] if ctx.quick else [10_000, 100_000]:
+    for n in [1_000, 4_000] if ctx.quick else [10_000, 100_000, LARGE]:
         made: list[Any] = []
         suite.add(case("reclaim", n, OURS, measure(ours(ctx, n, False, made), 1, reclaimed(n))))
-        suite.add(case("reclaim", n, WITH_ORPHANS, measure(ours(ctx, n, True, made), 1, reclaimed(n))))
+        if n < LARGE:
+            suite.add(case("reclaim", n, WITH_ORPHANS, measure(ours(ctx, n, True, made), 1, reclaimed(n))))
 
         def vacuumed(gone: Any, n: int = n) -> None:
             assert len(gone) == n, len(gone)
 
         suite.add(case("reclaim", n, "deltalake", measure(delta(ctx, n), 1, vacuumed)))
-        suite.profile_if_slower("reclaim", n, ours(ctx, n, False, made))
+        if n < LARGE:
+            suite.profile_if_slower("reclaim", n, ours(ctx, n, False, made))
         for m in made:
             close_and_drop(m)
         for leftover in ctx.work.glob(f"*-{n}-*"):

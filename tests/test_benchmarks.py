@@ -127,6 +127,9 @@ def test_a_quick_run_compares_ours_with_both_peers(quick_run: Path) -> None:
         for size in (300, 3000):
             for system in (OURS, "deltalake", "pyiceberg"):
                 assert (suite, operation, size, system) in cases
+    for size in (300, 3000):
+        for system in (OURS, "deltalake"):  # the visible set as file URIs
+            assert ("visible", "files", size, system) in cases
     assert (tmp_path / "visible.png").exists() and (tmp_path / "rollback.png").exists()
     assert "## Reading the visible set" in (tmp_path / "report.md").read_text()
 
@@ -160,3 +163,24 @@ def test_a_quick_retention_run_reclaims_beside_vacuum(quick_run: Path) -> None:
         for system in (OURS, "ours, with orphan scan", "deltalake"):
             assert ("reclaim", size, system) in cases
     assert "(failed)" not in (tmp_path / "report.md").read_text()
+
+
+def test_a_delta_log_written_directly_is_one_deltalake_reads_and_vacuums(tmp_path: Path) -> None:
+    """The million-file retention row builds the vacuum's table by writing
+    its log: deltalake must see one live file, and its vacuum must delete
+    exactly the files the log removed (in their thousand folders)."""
+    from deltalake import DeltaTable
+
+    from benchmarks.peers import overwritten_delta_log
+    from benchmarks.retention import PAYLOAD, write_files
+
+    names = [f"seg_{i:07d}" for i in range(2_500)]
+    locations = write_files(tmp_path, names)
+    overwritten_delta_log(tmp_path, locations, len(PAYLOAD))
+    table = DeltaTable(str(tmp_path))
+    assert table.version() == 1
+    assert [Path(uri).name for uri in table.file_uris()] == ["new.parquet"]
+    gone = table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    assert sorted(gone) == sorted(locations)
+    assert not list(tmp_path.glob("push_old/*/*.parquet"))
+    assert (tmp_path / "new.parquet").exists()
