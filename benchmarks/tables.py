@@ -9,6 +9,10 @@ Visible set, cold (a client that has read nothing yet):
 * deltalake: ``DeltaTable(path).file_uris()``;
 * pyiceberg: ``catalog.load_table(t).scan().plan_files()``.
 
+Visible files, cold: the same list as file URIs, what an engine's file list
+takes: ours ``visible_files`` on a new client (from the stored names and
+locations, no segment object built); deltalake ``file_uris()`` as above.
+
 Visible set, warm (a long-lived reader asking again, with nothing changed):
 * ours: ``WatchedTable.visible()``: memory, kept fresh by a data watch;
 * deltalake: ``update_incremental()`` then ``file_uris()`` on the loaded table;
@@ -111,6 +115,19 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, append: Suite, n: in
     for system, prepare in systems:
         visible.add(case("cold", n, system, measure(prepare, cold_rounds, count(n), warm=True)))
     visible.profile_if_slower("cold", n, ours_cold)
+
+    def ours_files() -> Callable[[], Any]:
+        client = ZkStore(connect(ZkSettings(hosts=hosts)))
+        clients.append(client)
+        return lambda: LineageManager(client).visible_files("bench")
+
+    files: list[tuple[str, Callable[[], Callable[[], Any]]]] = [
+        (OURS, ours_files),
+        ("deltalake", lambda: lambda: DeltaTable(str(delta)).file_uris()),
+    ]
+    for system, prepare in files:
+        visible.add(case("files", n, system, measure(prepare, cold_rounds, count(n), warm=True)))
+    visible.profile_if_slower("files", n, ours_files)
     for client in clients:
         client.close()
 

@@ -88,6 +88,7 @@ from segment_lineage.lineage.codec.registry import (
     encode_roots,
 )
 from segment_lineage.lineage.codec.segments import (
+    lazy_segments,
     segment_from_dict,
     segment_to_dict,
 )
@@ -138,6 +139,7 @@ __all__ = [
     "history_from_dict",
     "history_size",
     "history_to_dict",
+    "lazy_segments",
     "pending_from_dict",
     "pending_to_dict",
     "segment_from_dict",

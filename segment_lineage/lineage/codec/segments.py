@@ -16,7 +16,7 @@ the checked path, which names what is wrong. A test holds the two equal.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from segment_lineage.lineage.codec import columnar
@@ -125,7 +125,10 @@ def decode_columns(columns: Mapping[str, Any]) -> Columns:
     return columnar.decode(SEGMENTS_KIND, columns, SEGMENT_COLUMNS, OPTIONAL_COLUMNS)
 
 
-def decode_segments(records: Sequence[Mapping[str, Any]] | Columns) -> list[Segment]:
+Records = Sequence[Mapping[str, Any]] | Columns
+
+
+def decode_segments(records: Records) -> list[Segment]:
     """A bucket's segments, in either format (raises as the checked path does)."""
     columns = records if isinstance(records, Columns) else _as_columns(records)
     fast = _segments_from_columns(columns)
@@ -135,35 +138,49 @@ def decode_segments(records: Sequence[Mapping[str, Any]] | Columns) -> list[Segm
     return [_segment_checked(r) for r in rows]  # one by one: the error names the record
 
 
+def lazy_segments(stored: Records) -> tuple[list[str], list[str], Callable[[], list[Segment]]] | None:
+    """A bucket's names and locations, and how to build its segments when
+    first wanted: a reader of names and locations builds no object per
+    record. None when the bucket is in rows or anything is unusual (its
+    segments are then decoded at once, by :func:`decode_segments`, which
+    says what is wrong). Every column is checked here: building cannot fail."""
+    if not isinstance(stored, Columns) or not _usual(stored):
+        return None
+    return stored.columns["name"], stored.columns["loc"], lambda: _built(stored)
+
+
 def _segments_from_columns(stored: Columns) -> list[Segment] | None:
     """The segments of ``stored``, checked a column at a time; None when
     anything is unusual (the checked path then says what)."""
+    return _built(stored) if _usual(stored) else None
+
+
+def _usual(stored: Columns) -> bool:
+    """Whether every column of ``stored`` holds what a segment's field does."""
     cols, count = stored.columns, stored.count
-    names, locations, rows, size, checksum, created = (
-        cols["name"],
-        cols["loc"],
-        cols["rows"],
-        cols["bytes"],
-        cols["sum"],
-        cols["created"],
-    )
     nothing = [None] * count
+    return (
+        good_segment_names(cols["name"])
+        and good_locations(cols["loc"])
+        and typed(cols["rows"], INT)
+        and typed(cols["bytes"], INT)
+        and typed(cols["created"], INT)
+        and typed(cols["sum"], STR)
+        and typed(cols.get("tmin", nothing), OPT_INT)
+        and typed(cols.get("tmax", nothing), OPT_INT)
+        and typed(cols.get("entry", nothing), OPT_STR)
+    )
+
+
+def _built(stored: Columns) -> list[Segment]:
+    """The segments of columns :func:`_usual` accepted."""
+    cols = stored.columns
+    nothing = [None] * stored.count
     tmin, tmax, entry = cols.get("tmin", nothing), cols.get("tmax", nothing), cols.get("entry", nothing)
-    if not (
-        good_segment_names(names)
-        and good_locations(locations)
-        and typed(rows, INT)
-        and typed(size, INT)
-        and typed(created, INT)
-        and typed(checksum, STR)
-        and typed(tmin, OPT_INT)
-        and typed(tmax, OPT_INT)
-        and typed(entry, OPT_STR)
-    ):
-        return None
     out: list[Segment] = []
     add = out.append
-    for values in zip(names, locations, rows, size, checksum, tmin, tmax, entry, created, strict=True):
+    columns = (cols["name"], cols["loc"], cols["rows"], cols["bytes"], cols["sum"], tmin, tmax, entry)
+    for values in zip(*columns, cols["created"], strict=True):
         # Built without __init__: a frozen dataclass's __init__ sets each
         # field through object.__setattr__, which was most of a cold read.
         seg: Segment = _new(Segment)

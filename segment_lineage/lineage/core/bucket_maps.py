@@ -33,6 +33,54 @@ def placed(keys: Sequence[str], index: int, buckets: int) -> bool:
 LoadBuckets = Callable[[Sequence[int]], Mapping[int, Sequence[tuple[str, V]]]]
 
 
+class LazyPairs(Sequence[tuple[str, V]]):
+    """A bucket's (key, record) pairs whose records are built the first time
+    one is wanted (``build``, which returns them in the keys' order). Its
+    keys, and the fields held beside them (``fields``: a field's values in
+    the keys' order), are read without building any: a whole-table read of
+    names and locations makes no object per record. Thread-safe: two
+    threads building at once build equal records, and either list serves."""
+
+    # Not ``keys``: dict(pairs) and dict.update would take it for a mapping's.
+    __slots__ = ("_build", "_pairs", "fields", "key_list")
+
+    def __init__(
+        self, keys: Sequence[str], fields: Mapping[str, Sequence[Any]], build: Callable[[], Sequence[V]]
+    ):
+        self.key_list = keys
+        self.fields = fields
+        self._build: Callable[[], Sequence[V]] | None = build
+        self._pairs: tuple[tuple[str, V], ...] | None = None
+
+    def built(self) -> tuple[tuple[str, V], ...]:
+        pairs = self._pairs
+        if pairs is None:
+            build = self._build
+            if build is None:  # another thread built them meanwhile (it set the pairs first)
+                return self._pairs or ()
+            pairs = tuple(zip(self.key_list, build(), strict=True))
+            self._pairs = pairs
+            self._build = None  # what it built from can go
+        return pairs
+
+    def __len__(self) -> int:
+        return len(self.key_list)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.built()[index]
+
+    def __iter__(self) -> Iterator[tuple[str, V]]:
+        return iter(self.built())
+
+
+def keys_and_field(pairs: Sequence[tuple[str, V]], field: str) -> tuple[Sequence[str], Sequence[Any]]:
+    """A bucket's keys and one field of its records, side by side (from a
+    lazy bucket's columns when it holds that field, building nothing)."""
+    if isinstance(pairs, LazyPairs) and field in pairs.fields:
+        return pairs.key_list, pairs.fields[field]
+    return [key for key, _ in pairs], [getattr(record, field) for _, record in pairs]
+
+
 class BucketMap(Mapping[str, V]):
     """An immutable map laid out in buckets (``bucket_of``), each loaded the
     first time a key of it is wanted, so a look-up costs one bucket.
@@ -134,7 +182,19 @@ class BucketMap(Mapping[str, V]):
     def keys_in(self, index: int) -> list[str]:
         """The keys of one bucket, in their stored order."""
         self._fetch([index])
-        return [key for key, _ in self._pairs[index] or ()]
+        pairs = self._pairs[index] or ()
+        return list(pairs.key_list) if isinstance(pairs, LazyPairs) else [key for key, _ in pairs]
+
+    def field(self, name: str) -> list[tuple[Sequence[str], Sequence[Any]]]:
+        """Per bucket, its keys and the field ``name`` of its records, side by
+        side (every bucket not loaded yet loaded in one call): a bucket
+        loaded lazily (:class:`LazyPairs`) holding that field builds no
+        record. Once every record is in one dict, one pair from it."""
+        flat = self._flat
+        if flat is not None:
+            return [(list(flat), [getattr(record, name) for record in flat.values()])]
+        self._fetch(range(len(self.ids)))
+        return [keys_and_field(pairs or (), name) for pairs in self._pairs]
 
     def __getitem__(self, key: str) -> V:
         flat = self._flat

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from segment_lineage.lineage.core.bucket_maps import changed_keys
+from segment_lineage.lineage.core.bucket_maps import BucketMap, changed_keys
 from segment_lineage.lineage.core.model import EntryState, LineageEntry, Segment, TableState
 
 
@@ -35,6 +35,21 @@ def visible_segments(state: TableState) -> list[Segment]:
     """The visible segments, sorted by name."""
     hidden = hidden_segments(state.entries.values())
     return [state.segments[n] for n in sorted(state.segments) if n not in hidden]
+
+
+def visible_locations(state: TableState) -> list[str]:
+    """The locations of :func:`visible_segments`, in the same order (by the
+    segments' names), read from the segment map's names and locations
+    alone: a version read from the store builds no segment for this."""
+    hidden = hidden_segments(state.entries.values())
+    segments = state.segments
+    if isinstance(segments, BucketMap):
+        location_of: dict[str, str] = {}
+        for names, locations in segments.field("location"):
+            location_of.update(zip(names, locations, strict=True))
+    else:
+        location_of = {name: seg.location for name, seg in segments.items()}
+    return [location_of[name] for name in sorted(location_of) if name not in hidden]
 
 
 def locked_segments(state: TableState) -> dict[str, str]:

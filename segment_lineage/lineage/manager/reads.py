@@ -24,9 +24,10 @@ from segment_lineage.lineage.core.model import EntryState, LineageEntry, Operati
 from segment_lineage.lineage.core.names import check_entry_id, check_table_name
 from segment_lineage.lineage.core.periods import check_version, format_time, parse_version_or_time
 from segment_lineage.lineage.core.schema_versions import columns_known
-from segment_lineage.lineage.core.visibility import visible_segments
+from segment_lineage.lineage.core.visibility import visible_locations, visible_segments
 from segment_lineage.lineage.manager.collector import fewer_collections
 from segment_lineage.lineage.manager.commit import ManagerBase
+from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.lineage.store.contract import Lease, ReadAgainError, Snapshot
 
 # A reader whose current version is condemned between its read and its lease
@@ -44,6 +45,18 @@ class Reads(ManagerBase):
 
     def visible_segments(self, table: str) -> list[Segment]:
         return visible_segments(self.table(table))
+
+    def visible_files(self, table: str) -> list[str]:
+        """The URIs of the visible segments' files (``file:///...``,
+        ``s3://...``), in the order of :meth:`visible_segments`: what an
+        engine's file list takes. Read from the segments' names and
+        locations alone, building no segment. Not pinned: retention may
+        reclaim them after a later push; a reader that must finish reading
+        pins them (``SnapshotReader``)."""
+        check_table_name(table)
+        with fewer_collections():
+            state = self.store.read(table, whole=True).state
+            return DeepStore.for_root(state.config.root).uris(visible_locations(state))
 
     def entries(self, table: str) -> list[LineageEntry]:
         return list(self.table(table).entries.values())

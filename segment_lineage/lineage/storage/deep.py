@@ -19,7 +19,7 @@ import os
 import posixpath
 import stat
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -131,6 +131,14 @@ class DeepStore:
         """A URI for readers that take one (Spark, pyarrow.dataset)."""
         full = self.path(location)
         return f"file://{full}" if self.scheme == "file" else f"{self.scheme}://{full}"
+
+    def uris(self, locations: Iterable[str]) -> list[str]:
+        """The URIs :meth:`uri` gives, for locations the lineage holds
+        (checked when stored), joined to the root as they are: nothing is
+        asked of the file system, so a link is not followed (a reader's
+        :meth:`path` refuses one that leaves the root)."""
+        prefix = f"{self.scheme}://{self.base.rstrip('/')}/"
+        return [prefix + location for location in locations]
 
     # ---- operations ------------------------------------------------------------
 

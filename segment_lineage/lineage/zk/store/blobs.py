@@ -54,7 +54,7 @@ class Bucket:
 
     index: int
     count: int
-    pairs: tuple[tuple[str, Any], ...]
+    pairs: Sequence[tuple[str, Any]]  # a tuple, or segments built when first wanted (LazyPairs)
 
 
 def weight(value: Any) -> int:

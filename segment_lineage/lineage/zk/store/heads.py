@@ -41,8 +41,8 @@ from segment_lineage.lineage.zk.store.loaded import (
     chunk_ids,
     chunks_of,
     decode_chunk,
+    decoded_pairs,
     dispatch,
-    key_of,
 )
 from segment_lineage.lineage.zk.store.locks import Floors, Queues
 from segment_lineage.lineage.zk.store.paths import Paths
@@ -312,8 +312,7 @@ class Heads:
 
         def decode(blob: str, raw: bytes, where: str) -> Bucket:
             index, count = index_of[blob], len(index_of)
-            objs = codec.decode_records(kind, codec.decode_bucket(raw, kind, where), where)
-            keys = [o.name for o in objs] if kind == SEGMENTS else [key_of(kind, o) for o in objs]
+            keys, pairs = decoded_pairs(kind, codec.decode_bucket(raw, kind, where), where)
             if len(set(keys)) != len(keys) or not placed(keys, index, count):
                 seen: set[str] = set()
                 for key in keys:  # which, for the error
@@ -322,7 +321,7 @@ class Heads:
                     if bucket_of(key, count) != index:
                         raise CorruptRecordError(where, f"{key!r} in the wrong bucket")
                     seen.add(key)
-            return Bucket(index, count, tuple(zip(keys, objs, strict=True)))
+            return Bucket(index, count, pairs)
 
         return decode
 

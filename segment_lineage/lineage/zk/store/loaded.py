@@ -11,7 +11,7 @@ from typing import Any
 
 from segment_lineage.lineage import codec
 from segment_lineage.lineage.codec import ENTRIES, PENDING, SEGMENTS, Head, NameList, StoredEntry
-from segment_lineage.lineage.core.bucket_maps import BucketMap
+from segment_lineage.lineage.core.bucket_maps import BucketMap, LazyPairs
 from segment_lineage.lineage.core.model import TableState
 from segment_lineage.lineage.zk.store.blobs import Decode
 
@@ -61,6 +61,19 @@ def key_of(kind: str, obj: Any) -> str:
     return str(obj.location)
 
 
+def decoded_pairs(kind: str, stored: Any, where: str) -> tuple[Sequence[str], Sequence[tuple[str, Any]]]:
+    """A decoded bucket's keys, and its (key, record) pairs: a segment
+    bucket in columns builds its segments when first wanted (names and
+    locations are at hand without them)."""
+    lazy = codec.lazy_segments(stored) if kind == SEGMENTS else None
+    if lazy is not None:
+        keys, locations, build = lazy
+        return keys, LazyPairs(keys, {"location": locations}, build)
+    objs = codec.decode_records(kind, stored, where)
+    keys = [o.name for o in objs] if kind == SEGMENTS else [key_of(kind, o) for o in objs]
+    return keys, tuple(zip(keys, objs, strict=True))
+
+
 def chunk_ids(entries: Iterable[StoredEntry]) -> list[str]:
     """The name chunks ``entries`` use, in their order."""
     return [c for e in entries for c in (*e.src.chunks, *e.dst.chunks)]
@@ -68,7 +81,13 @@ def chunk_ids(entries: Iterable[StoredEntry]) -> list[str]:
 
 def chunks_of(blobs: Mapping[str, Any]) -> set[str]:
     """The name chunks the entries among decoded ``blobs`` use."""
-    stored = (e for value in blobs.values() for _, e in value.pairs if isinstance(e, StoredEntry))
+    stored = (
+        e
+        for value in blobs.values()
+        if not isinstance(value.pairs, LazyPairs)  # segments, not built for this
+        for _, e in value.pairs
+        if isinstance(e, StoredEntry)
+    )
     return set(chunk_ids(stored))
 
 
