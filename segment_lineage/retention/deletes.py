@@ -49,7 +49,7 @@ MAX_DELETE_CHUNK = 256  # files per pool task
 
 
 def delete_all(
-    root: DeepStore, todo: Sequence[Deletion], fence: Fence
+    root: DeepStore, todo: Sequence[Deletion], fence: Fence, folders: Folders | None = None
 ) -> Iterator[tuple[Deletion, bool | str]]:
     """Delete files, checking the fence right before each one. Yields each
     deletion with True (deleted), False (already gone) or an error message,
@@ -70,8 +70,9 @@ def delete_all(
 
     A lost fence stops every file not yet begun, and its error is raised
     once the outcomes of every file already deleted were yielded (an audit
-    misses none)."""
-    steps = _Steps(root.delete_batch(), fence, failpoint if armed() else None)
+    misses none). ``folders``: what :func:`not_kept` learned of the same
+    files' folders (resolved and listed once for both)."""
+    steps = _Steps(root.delete_batch(folders), fence, failpoint if armed() else None)
     if steps.crash_point is not None:  # a fault test wants to stop at a known file
         with steps.batch.remover() as remove:
             yield from (steps.one(remove, steps.placed(d)) for d in todo)
@@ -163,15 +164,18 @@ THROUGH_A_LINK = (
 )
 
 
-def not_kept(root: DeepStore, deletions: Sequence[Deletion], keep: set[str]) -> list[Deletion]:
+def not_kept(
+    root: DeepStore, deletions: Sequence[Deletion], keep: set[str], folders: Folders | None = None
+) -> list[Deletion]:
     """The deletions that touch no kept file. On a local disk a path may lead
     through a symbolic link, so both sides are compared where they really
     are: a kept location registered through a link, and a deletion through
-    one, each name the file the link leads to."""
+    one, each name the file the link leads to. ``folders`` keeps what is
+    learned of each folder, for the deletes after (:func:`delete_all`)."""
     todo = [d for d in deletions if d.location not in keep]
     if root.scheme != "file" or not todo:
         return todo
-    folders = Folders()
+    folders = Folders() if folders is None else folders
 
     def real(location: str) -> str | None:
         try:

@@ -41,6 +41,7 @@ from segment_lineage.lineage.storage.claims import CLAIM_FILE, check_claim, read
 from segment_lineage.lineage.storage.deep import DeepStore, FileInfo
 from segment_lineage.lineage.storage.dirs import prune_dirs
 from segment_lineage.lineage.storage.errors import LinkUnknownError
+from segment_lineage.lineage.storage.folders import Folders
 from segment_lineage.mirror.window import readable_files
 from segment_lineage.retention.deletes import (
     AGAIN,
@@ -206,8 +207,9 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions, report
     current = computed[-1]
     _fill(report, current)
 
-    todo = _still_unreferenced(manager, table, root, current, report)
-    deleted = _delete(root, todo, table, options, report, options.clock or manager.env.monotonic)
+    folders = Folders()  # each folder resolved and listed once, for the kept check and the deletes
+    todo = _still_unreferenced(manager, table, root, current, report, folders)
+    deleted = _delete(root, todo, table, options, report, options.clock or manager.env.monotonic, folders)
     if deleted:
         try:
             report.dirs_removed = prune_dirs(root, deleted)
@@ -217,7 +219,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions, report
 
 
 def _still_unreferenced(
-    manager: LineageManager, table: str, root: DeepStore, current: Plan, report: TableReport
+    manager: LineageManager, table: str, root: DeepStore, current: Plan, report: TableReport, folders: Folders
 ) -> list[Deletion]:
     """The planned deletions nothing took back since the plan: readers that
     pinned while we planned keep their files, and so does any location
@@ -230,7 +232,7 @@ def _still_unreferenced(
     keep.update(seg.location for seg in now_state.segments.values())
     keep.update(readable_files(now_state.config, manager.now_ms()))  # a publish that landed meanwhile
     try:
-        todo = not_kept(root, current.deletions, keep)
+        todo = not_kept(root, current.deletions, keep, folders)
     except LinkUnknownError as exc:  # files stay queued; the next pass looks again
         report.errors.append(exc.message)
         report.keep(Kept(d.location, UNKNOWN) for d in current.deletions)
@@ -251,13 +253,14 @@ def _delete(
     options: PassOptions,
     report: TableReport,
     clock: Callable[[], float],
+    folders: Folders,
 ) -> list[str]:
     """Delete ``todo`` under the pass's fence, counting into ``report`` and
-    saying how it goes by ``clock``; the locations now gone (deleted, or
-    found gone)."""
+    saying how it goes by ``clock`` (``folders``: what the kept check learned
+    of their folders); the locations now gone (deleted, or found gone)."""
     deleted: list[str] = []
     last_said = clock()
-    for done, (deletion, outcome) in enumerate(delete_all(root, todo, options.fence), 1):
+    for done, (deletion, outcome) in enumerate(delete_all(root, todo, options.fence, folders), 1):
         if isinstance(outcome, str):
             report.errors.append(f"{deletion.location}: {outcome}")
             continue

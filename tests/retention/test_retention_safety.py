@@ -454,6 +454,42 @@ def test_a_folder_swapped_for_a_link_after_the_checks_leads_no_delete_elsewhere(
     assert sorted(p.name for p in (root / "live").rglob("*.parquet")) == ["x.parquet"] * 2 + ["y.parquet"] * 2
 
 
+def test_a_batch_refuses_every_folder_inside_a_servers_data_and_looks_at_each_folder_above_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delete batch never places a file in a folder at or below a marked
+    ZooKeeper data directory, however deep, and however many folders it
+    placed before; a folder above many of its files is looked at once."""
+    from segment_lineage.lineage.core.errors import RefusedError
+    from segment_lineage.lineage.core.roots import STATE_MARKER
+
+    root = tmp_path / "t"
+    plain = [f"push/{i:03d}/x.parquet" for i in range(50)]
+    marked = ["home/zk/x.parquet", "home/zk/version-2/log.1", "home/zk/a/b/c/x.parquet"]
+    for location in plain + marked:
+        (root / location).parent.mkdir(parents=True, exist_ok=True)
+        (root / location).write_bytes(b"x")
+    (root / "home" / "zk" / STATE_MARKER).write_text("")
+    looked: list[str] = []
+    isfile = os.path.isfile
+
+    def counted(path: Any) -> bool:
+        looked.append(str(path))
+        return isfile(path)
+
+    monkeypatch.setattr(os.path, "isfile", counted)
+    batch = DeepStore.for_root(str(root)).delete_batch()
+    for location in plain:
+        assert batch.place(location) == str(root / location)
+    markers = [p for p in looked if p.endswith(STATE_MARKER)]
+    assert len(markers) == len(set(markers)), "a folder above was looked at twice"
+    assert len(markers) <= len(plain) + len(root.parts) + 2
+    for location in marked:
+        with pytest.raises(RefusedError, match="ZooKeeper server's data directory"):
+            batch.place(location)
+    assert all((root / location).exists() for location in marked)
+
+
 def test_a_pass_whose_folders_become_links_to_live_files_mid_pass_deletes_no_live_file(
     zk_manager: LineageManager, tmp_path: Path
 ) -> None:

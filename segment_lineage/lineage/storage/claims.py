@@ -78,17 +78,30 @@ def local_shape_problem(path: str) -> str | None:
 # STATE_MARKER (lineage.core.roots): a ZooKeeper server's data directory.
 
 
-def marked_above(path: str) -> str | None:
+def marked_above(path: str, seen: dict[str, str | None] | None = None, *, real: bool = False) -> str | None:
     """The nearest folder at or above local ``path`` that holds the state
-    marker (None: none does). A few stats, one per level."""
-    current = os.path.realpath(path)
+    marker (None: none does). A few stats, one per level. ``real``: ``path``
+    has its links resolved already. ``seen`` keeps the answer of every
+    folder looked at (one batch's): a batch of a thousand folders under one
+    root looks at each folder above them once, not once per folder."""
+    current = path if real else os.path.realpath(path)
+    walked: list[str] = []
+    found: str | None = None
     while True:
+        if seen is not None and current in seen:
+            found = seen[current]
+            break
+        walked.append(current)
         if os.path.isfile(os.path.join(current, STATE_MARKER)):
-            return current
+            found = current
+            break
         parent = os.path.dirname(current)
         if parent == current:
-            return None
+            break
         current = parent
+    if seen is not None:
+        seen.update(dict.fromkeys(walked, found))  # each lies at or below what was found
+    return found
 
 
 def state_dir_problem(root: str, *, walk: bool) -> str | None:

@@ -288,10 +288,12 @@ class DeepStore:
         with batch.remover() as remove:
             return remove(location, target)
 
-    def delete_batch(self) -> DeleteBatch:
+    def delete_batch(self, folders: Folders | None = None) -> DeleteBatch:
         """The checks and the deletes of one batch of files, apart: for a
-        batch whose checks run on one thread and whose deletes run on a pool."""
-        return DeleteBatch(self)
+        batch whose checks run on one thread and whose deletes run on a pool.
+        ``folders``: what checks of the same files learned already (each
+        folder is then resolved and listed once for both)."""
+        return DeleteBatch(self, folders)
 
     def uri_of(self, path: str) -> str:
         """The URI of a path of this store's file system."""

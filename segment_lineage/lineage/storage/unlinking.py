@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Protocol
 
-from segment_lineage.lineage.storage.claims import check_no_state_dir
+from segment_lineage.lineage.storage.claims import check_no_state_dir, marked_above
 from segment_lineage.lineage.storage.errors import StorageError
 from segment_lineage.lineage.storage.folders import Folders
 
@@ -45,10 +45,11 @@ class DeleteBatch:
     (each directory resolved once), :meth:`remover` for each thread that
     deletes."""
 
-    def __init__(self, store: DeepStore) -> None:
+    def __init__(self, store: DeepStore, folders: Folders | None = None) -> None:
         self.store = store
-        self._folders = Folders()
+        self._folders = Folders() if folders is None else folders  # a pass's checks before share theirs
         self._unmarked: set[str] = set()  # local folders seen without a state marker above them
+        self._marks: dict[str, str | None] = {}  # folders above them, looked at once (marked_above)
         self._local = store.scheme == "file"
         # An object store's handle, shared by the batch's removers (made here:
         # removers are asked for on several threads at once).
@@ -61,7 +62,9 @@ class DeleteBatch:
         if self._local:
             folder = os.path.dirname(target)
             if folder not in self._unmarked:  # never a file of a ZooKeeper server's data
-                check_no_state_dir(folder, self.store.root, walk=False)
+                # Where the folder really is, as placing the file resolved it already.
+                if marked_above(self._folders.real(folder), self._marks, real=True) is not None:
+                    check_no_state_dir(folder, self.store.root, walk=False)  # refused, and told why
                 self._unmarked.add(folder)
         return target
 
