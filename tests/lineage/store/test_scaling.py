@@ -67,3 +67,20 @@ def test_registering_a_push_bound_to_its_entry_is_linear() -> None:
 def test_completing_a_push_is_linear() -> None:
     small, large = _scans(10_000, "complete"), _scans(40_000, "complete")
     assert large / small < 6, (small, large)
+
+
+def test_an_end_shares_the_tables_maps_and_an_end_of_a_subset_copies_them() -> None:
+    """Ending an entry changes no segment: the ended version shares the
+    segment and pending maps it ended on (a copy is a pass over the whole
+    table, twice per push before). A subset's end queues the names it
+    leaves out, in copies, and the version it ended on keeps its own."""
+    state, segments = _opened(1_000)
+    registered = transitions.register_segments(state, segments, 2, ENTRY).state
+    ended = transitions.end_replace(registered, ENTRY, 3).state
+    assert ended.segments is registered.segments and ended.pending is registered.pending
+    assert ended.entries[ENTRY].state.value == "COMPLETED"
+    kept = [s.name for s in segments[:10]]
+    part = transitions.end_replace(registered, ENTRY, 3, to_subset=kept).state
+    assert part.segments is not registered.segments and len(part.segments) == 10
+    assert len(registered.segments) == 1_000 and not registered.pending
+    assert len(part.pending) == 990

@@ -190,9 +190,13 @@ def end_replace(
     if entry.state is EntryState.COMPLETED:
         return Change(state=state, operation=Operation.END_REPLACE, entry_id=entry_id, changed=False)
     require(state, [NotRevertedToEnd(entry)])
-    segments = editable(state.segments)
-    pending = editable(state.pending)
-    dst, dropped = _end_subset(state, entry, to_subset, segments, pending, now_ms)
+    # The maps are copied only when a subset leaves names out: an end changes
+    # no segment (a copy of a table's map is a pass over all of it).
+    segments, pending = state.segments, state.pending
+    dst, dropped = entry.segments_to, list[str]()
+    if to_subset is not None:
+        segments, pending = editable(state.segments), editable(state.pending)
+        dst, dropped = _end_subset(state, entry, to_subset, segments, pending, now_ms)
     require(state.replace(segments=segments), [ToRegistered(entry_id, dst), FromRegistered(entry)])
     done = dataclasses.replace(entry, segments_to=dst, state=EntryState.COMPLETED, timestamp_ms=now_ms)
     entries = editable(state.entries)
@@ -218,15 +222,13 @@ def end_replace(
 def _end_subset(
     state: TableState,
     entry: LineageEntry,
-    to_subset: Sequence[str] | None,
+    to_subset: Sequence[str],
     segments: dict[str, Segment],
     pending: dict[str, PendingDeletion],
     now_ms: int,
 ) -> tuple[tuple[str, ...], list[str]]:
-    """The names an end makes visible, and those it leaves out (queued for
-    deletion): with ``to_subset``, the part of the entry's ``to`` it names."""
-    if to_subset is None:
-        return entry.segments_to, []
+    """The names an end with ``to_subset`` makes visible (the part of the
+    entry's ``to`` it names), and those it leaves out (queued for deletion)."""
     subset = check_segment_names(to_subset, "the subset of segmentsTo")
     require(state, [SubsetNotEmpty(entry, subset), SubsetOfTo(entry, subset)])
     keep = set(subset)
