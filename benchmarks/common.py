@@ -95,9 +95,11 @@ def close_and_drop(m: LineageManager) -> None:
     drop_chroot(where)
 
 
-def register_many(m: LineageManager, table: str, segments: Sequence[Segment]) -> None:
-    for start in range(0, len(segments), BATCH):
-        m.register_segments(table, list(segments[start : start + BATCH]))
+def register_many(m: LineageManager, table: str, segments: Sequence[Segment], batch: int = BATCH) -> None:
+    """``segments`` registered in commits of ``batch`` (a table of a million
+    takes larger ones: each commit rewrites most of the table's buckets)."""
+    for start in range(0, len(segments), batch):
+        m.register_segments(table, list(segments[start : start + batch]))
 
 
 @dataclass(frozen=True)

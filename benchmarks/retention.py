@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import OURS, Context, Suite, close_and_drop, fresh_manager, register_many
+from benchmarks.common import BATCH, OURS, Context, Suite, close_and_drop, fresh_manager, register_many
 from benchmarks.measure import case, measure
 from benchmarks.peers import delta_table, overwritten_delta_log, rows
 from segment_lineage.lineage.core.model import Segment, TableConfig
@@ -66,7 +66,7 @@ def ours(ctx: Context, n: int, orphans: bool, made: list[Any]) -> Callable[[], C
             Segment(name, location, rows=1, size_bytes=len(PAYLOAD))
             for name, location in zip(names, locations, strict=True)
         ]
-        register_many(m, "bench", segments)
+        register_many(m, "bench", segments, 50_000 if n >= LARGE else BATCH)
         entry = m.start_replace("bench", names, ["seg_new"])
         (root / "new.parquet").write_bytes(PAYLOAD)
         m.register_segments("bench", [Segment("seg_new", "new.parquet", rows=1, size_bytes=len(PAYLOAD))])
