@@ -153,13 +153,23 @@ def _from_copy(records: BucketMap[Any], copy: Mapping[str, Any], name: str) -> L
 
 
 def _kept(records: Mapping[str, Any], name: str) -> bool:
-    """Whether the look-up is kept with ``records``, or derives from one kept."""
-    if name in getattr(records, "indexes", {}):
-        return True
-    if isinstance(records, Edited):
-        base = records.base
-        return base is not None and _kept(base, name)
-    return isinstance(records, BucketMap) and records.same_as is not None and _kept(records.same_as, name)
+    """Whether the look-up is kept with ``records``, or derives from one kept
+    (through the copies' bases and the copies maps were written from). The
+    chain may come back to a map it passed (a version rolled back to was
+    written from a copy of a later one): it ends there."""
+    seen: set[int] = set()
+    current: Mapping[str, Any] | None = records
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if name in getattr(current, "indexes", {}):
+            return True
+        if isinstance(current, Edited):
+            current = current.base
+        elif isinstance(current, BucketMap):
+            current = current.same_as
+        else:
+            return False
+    return False
 
 
 def _name(key: str, _record: Any) -> tuple[tuple[str, str]]:

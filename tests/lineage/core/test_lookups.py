@@ -114,6 +114,29 @@ def test_tracked_copies_and_derived_look_ups_agree_with_whole_map_passes(seed: i
             current.same_as = records  # written from the copy: its look-ups serve
 
 
+def test_copies_written_back_and_forth_between_two_versions_look_up_without_end() -> None:
+    """Two versions each written from a copy of the other (a rollback back
+    to a version whose blobs a client still holds): the chain of copies and
+    bases comes back on itself. A version written from a copy of either
+    (the next push) is looked up all the same (two clients on one table, a
+    staged push published, a rollback, a pass and a push met a RecursionError)."""
+    one = laid_out({"a": Seg("loc/a"), "b": Seg("loc/b")}, 2)
+    two = laid_out({"a": Seg("loc/a"), "b": Seg("loc/b"), "c": Seg("loc/C")}, 2)
+    to_two, to_one = editable(one), editable(two)
+    to_two["c"] = Seg("loc/C")
+    del to_one["c"]
+    two.same_as, one.same_as = to_two, to_one  # each written from a copy of the other
+    after = editable(one)
+    after["d"] = Seg("loc/d")
+    newest = laid_out(dict(after), 2)
+    newest.same_as = after  # the next push, written from a copy of one
+    keys = {"a", "b", "c", "d", "loc/a", "loc/b", "loc/c", "loc/d"}
+    assert not lookups._kept(newest, "names")  # no look-up kept anywhere on the way
+    assert _looked_up(newest, keys) == tuple(
+        {k: v for k, v in part.items() if k in keys} for part in _full(dict(after))
+    )
+
+
 def test_a_tracked_copy_pickles_and_copies_as_a_plain_dict() -> None:
     records = editable({"a": 1})
     records["b"] = 2
