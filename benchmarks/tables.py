@@ -9,8 +9,8 @@ Visible set, cold (a client that has read nothing yet):
 * deltalake: ``DeltaTable(path).file_uris()``;
 * pyiceberg: ``catalog.load_table(t).scan().plan_files()``.
 
-Visible files, cold: the same list as file URIs, what an engine's file list
-takes: ours ``visible_files`` on a new client (from the stored names and
+Visible files, cold: the same set as the files an engine's file list takes:
+ours ``visible_files`` on a new client (from the stored names and
 locations, no segment object built); deltalake ``file_uris()`` as above.
 
 Visible set, warm (a long-lived reader asking again, with nothing changed):

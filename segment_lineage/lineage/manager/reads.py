@@ -47,16 +47,16 @@ class Reads(ManagerBase):
         return visible_segments(self.table(table))
 
     def visible_files(self, table: str) -> list[str]:
-        """The URIs of the visible segments' files (``file:///...``,
-        ``s3://...``), in the order of :meth:`visible_segments`: what an
-        engine's file list takes. Read from the segments' names and
-        locations alone, building no segment. Not pinned: retention may
-        reclaim them after a later push; a reader that must finish reading
-        pins them (``SnapshotReader``)."""
+        """The visible segments' files as engines open them (a local file's
+        absolute path; ``s3://...``, ``gs://...``, ``hdfs://host:port/...``),
+        in the order of :meth:`visible_segments`: an engine's file list.
+        Read from the segments' names and locations alone, building no
+        segment. Not pinned: retention may reclaim them after a later push;
+        a reader that must finish reading pins them (``SnapshotReader``)."""
         check_table_name(table)
         with fewer_collections():
             state = self.store.read(table, whole=True).state
-            return DeepStore.for_root(state.config.root).uris(visible_locations(state))
+            return DeepStore.for_root(state.config.root).locators(visible_locations(state))
 
     def entries(self, table: str) -> list[LineageEntry]:
         return list(self.table(table).entries.values())

@@ -128,16 +128,21 @@ class DeepStore:
         return full, resolved
 
     def uri(self, location: str) -> str:
-        """A URI for readers that take one (Spark, pyarrow.dataset)."""
+        """A URI for readers that take one (Spark, pyarrow.dataset); an HDFS
+        root's names its namenode."""
         full = self.path(location)
-        return f"file://{full}" if self.scheme == "file" else f"{self.scheme}://{full}"
+        return f"file://{full}" if self.scheme == "file" else self.uri_of(full)
 
-    def uris(self, locations: Iterable[str]) -> list[str]:
-        """The URIs :meth:`uri` gives, for locations the lineage holds
-        (checked when stored), joined to the root as they are: nothing is
-        asked of the file system, so a link is not followed (a reader's
-        :meth:`path` refuses one that leaves the root)."""
-        prefix = f"{self.scheme}://{self.base.rstrip('/')}/"
+    def locators(self, locations: Iterable[str]) -> list[str]:
+        """What engines open for locations the lineage holds (checked when
+        stored): a local file's absolute path (DuckDB, Polars and pyarrow
+        all open one, whatever its characters; a ``file://`` URI needs
+        escaping that DuckDB does not undo), else the store's URI
+        (``s3://bucket/key``, ``gs://...``, ``hdfs://host:port/path``).
+        Joined to the root as they are: nothing is asked of the file system,
+        so a link is not followed (a reader's :meth:`path` refuses one that
+        leaves the root)."""
+        prefix = self.uri_of(self.base.rstrip("/") + "/")
         return [prefix + location for location in locations]
 
     # ---- operations ------------------------------------------------------------

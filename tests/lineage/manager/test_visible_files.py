@@ -1,4 +1,4 @@
-"""The visible set as file URIs: the locations of exactly the segments
+"""The visible set as files engines open: the locations of exactly the segments
 ``visible_segments`` shows, in its order, read from the stored names and
 locations alone (a fresh ZooKeeper client builds no segment for it)."""
 
@@ -48,7 +48,7 @@ def test_the_files_are_the_visible_segments_locations_in_their_order(
     assert "run0" not in {s.name for s in shown} and "rev0" not in {s.name for s in shown}
     assert visible_locations(state) == [s.location for s in shown]
     root = DeepStore.for_root(str(tmp_path / "root"))
-    assert manager.visible_files(T) == [Path(root.path(s.location)).as_uri() for s in shown]
+    assert manager.visible_files(T) == [root.path(s.location) for s in shown]
 
 
 def test_a_fresh_client_lists_the_files_without_building_a_segment(
@@ -73,11 +73,39 @@ def test_a_fresh_client_lists_the_files_without_building_a_segment(
         fresh.close()
 
 
-def test_uris_join_the_root_for_every_scheme() -> None:
+def test_every_scheme_names_its_files_as_engines_open_them() -> None:
     locations = ["a/x.parquet", "y.parquet"]
-    assert DeepStore.for_root("s3://bucket/tables/t/").uris(locations) == [
+    assert DeepStore.for_root("s3://bucket/tables/t/").locators(locations) == [
         "s3://bucket/tables/t/a/x.parquet",
         "s3://bucket/tables/t/y.parquet",
     ]
-    assert DeepStore.for_root("gs://b").uris(locations)[1] == "gs://b/y.parquet"
-    assert DeepStore.for_root("/").uris(locations)[0] == "file:///a/x.parquet"
+    assert DeepStore.for_root("gs://b").locators(locations)[1] == "gs://b/y.parquet"
+    hdfs = DeepStore.for_root("hdfs://namenode:8020/data/t")
+    assert hdfs.locators(locations)[0] == "hdfs://namenode:8020/data/t/a/x.parquet"
+    assert hdfs.uri("a/x.parquet") == "hdfs://namenode:8020/data/t/a/x.parquet"  # its namenode named
+    assert DeepStore.for_root("/").locators(locations)[0] == "/a/x.parquet"
+
+
+@pytest.mark.parametrize("folder", ["with space/ü ñ", "p%20c#h?q", "plain"])
+def test_every_engine_opens_the_files_whatever_the_roots_characters(
+    manager: LineageManager, tmp_path: Path, folder: str
+) -> None:
+    """A root with spaces, non-ASCII letters, a percent sign, ``#`` or ``?``:
+    pyarrow, DuckDB and Polars each open every file listed (an outside
+    trial found file URIs that pyarrow refused or read elsewhere)."""
+    import duckdb
+    import polars as pl
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / folder
+    manager.create_table(TableConfig.build(T, str(root)))
+    for name in ("p0", "p1"):
+        (root / "d").mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"v": [1, 2]}), root / "d" / f"{name}_x.parquet")
+    manager.register_segments(T, [Segment(n, f"d/{n}_x.parquet", rows=2) for n in ("p0", "p1")])
+    files = manager.visible_files(T)
+    assert files == [str(root / "d" / f"{n}_x.parquet") for n in ("p0", "p1")]
+    assert pq.read_table(files).num_rows == 4
+    assert duckdb.sql("select count(*) from read_parquet($files)", params={"files": files}).fetchone() == (4,)
+    assert pl.read_parquet(files).height == 4
