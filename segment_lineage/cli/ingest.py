@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -348,24 +348,63 @@ def check_not_in_a_root(m: LineageManager, input_path: str) -> None:
     """An input inside a table's root, or holding one, is refused: a reader
     of that folder reads the table's own segment files, those its pushes
     replaced included (pushing a table's root into it brought its hidden
-    rows back), and files there that nothing registers are retention's."""
+    rows back), and files there that nothing registers are retention's. A
+    local input's links are followed by its readers, so a link under it
+    that leads into a root, or to a folder holding one, is refused too."""
     from segment_lineage.ingest.arrow_push import local_path
 
     local = local_path(input_path)
-    given = os.path.realpath(_before_glob(local)) if local is not None else input_path.rstrip("/")
-    for table, root in sorted(m.roots().items()):
+    roots = sorted(m.roots().items())
+    if local is None:
+        _refuse_if_rooted(input_path, input_path.rstrip("/"), roots, local=False, link=None)
+        return
+    start = _before_glob(local)
+    _refuse_if_rooted(input_path, os.path.realpath(start), roots, local=True, link=None)
+    for link, target in _links_under(start):
+        _refuse_if_rooted(input_path, target, roots, local=True, link=link)
+
+
+def _refuse_if_rooted(
+    input_path: str, given: str, roots: list[tuple[str, str]], *, local: bool, link: str | None
+) -> None:
+    """InvalidInputError when ``given`` (the input, or where a link under it
+    leads) lies inside a table's root or holds one."""
+    from segment_lineage.ingest.arrow_push import local_path
+
+    for table, root in roots:
         root_local = local_path(root)
-        if (local is None) != (root_local is None):
+        if local != (root_local is not None):
             continue  # a local input and a root elsewhere (or the other way) never meet
         where = os.path.realpath(root_local) if root_local is not None else root.rstrip("/")
         inside = given == where or given.startswith(where.rstrip("/") + "/")
         if inside or where.startswith(given.rstrip("/") + "/"):
+            if link is None:
+                what = f"input {input_path!r} {'lies inside' if inside else 'holds'}"
+            else:
+                leads = "into" if inside else "to a folder that holds"
+                what = f"input {input_path!r} holds a link {link!r} leading {leads}"
             raise InvalidInputError(
-                f"input {input_path!r} {'lies inside' if inside else 'holds'} the root of table "
-                f"{table!r} ({root}): it would read that table's segment files, the replaced ones too; "
-                "nothing was pushed",
-                remedy="push from a folder outside every table's root",
+                f"{what} the root of table {table!r} ({root}): it would read that table's segment "
+                "files, the replaced ones too; nothing was pushed",
+                remedy="push from a folder outside every table's root, with no link into one",
             )
+
+
+def _links_under(folder: str) -> Iterator[tuple[str, str]]:
+    """Each symbolic link in local ``folder``'s tree (links not followed),
+    with where it really leads; nothing when it is no folder."""
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        yield entry.path, os.path.realpath(entry.path)
+                    elif entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+        except (NotADirectoryError, FileNotFoundError, PermissionError):
+            continue  # a file, gone, or closed to us: its reader says so, not this check
 
 
 def _before_glob(path: str) -> str:

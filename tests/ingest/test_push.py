@@ -750,12 +750,24 @@ def test_a_push_whose_input_is_a_tables_root_or_holds_one_is_refused(zk_hosts: s
         pq.write_table(pa.table({"label": [label] * 3}), source / "part.parquet")
         assert cli(zk_hosts, "push", "rr", "--input", str(source), "--engine", "arrow")[0] == 0
     (lake / "rr" / "nested").mkdir()
+    linked = {}  # an input of its own files and a link its readers follow (an outside trial's bypass)
+    for name, target in (("into", lake / "rr" / "nested"), ("above", lake), ("file", lake / "rr" / "x")):
+        folder = tmp_path / f"linked-{name}" / "deep"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"label": ["z"]}), folder / "part.parquet")
+        if name == "file":
+            target = next((lake / "rr").rglob("*.parquet"))
+        (folder / "sub").symlink_to(target)
+        linked[name] = folder.parent
     before = cli_history(zk_hosts, "rr")
     for given, says in (
         (lake / "rr", "lies inside the root of table 'rr'"),
         (lake / "rr" / "nested", "lies inside the root of table 'rr'"),
         (lake, "holds the root of table 'rr'"),
         (str(lake / "rr") + "/*/*.parquet", "lies inside the root of table 'rr'"),
+        (linked["into"], "leading into the root of table 'rr'"),
+        (linked["above"], "leading to a folder that holds the root of table 'rr'"),
+        (linked["file"], "leading into the root of table 'rr'"),
     ):
         for dry in ([], ["--dry-run"]):
             code, _, err = cli(zk_hosts, "push", "rr", "--input", str(given), "--engine", "arrow", *dry)
