@@ -73,7 +73,10 @@ def parse_time(text: str) -> int:
     _check_precision(text, raw)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
-    return (moment - _EPOCH) // dt.timedelta(milliseconds=1)
+    ms = (moment - _EPOCH) // dt.timedelta(milliseconds=1)
+    if not _in_range(ms):  # a date at a calendar's edge, moved past it by its zone
+        raise InvalidInputError(f"invalid time {text[:64]!r}: in UTC it is past the years 1 to 9999")
+    return ms
 
 
 # The moments a date can name (years 1 to 9999), in epoch milliseconds: an
@@ -91,7 +94,9 @@ def _out_of_range(text: str, value: int, first: str = "") -> None:
     """Refuse ``value`` as epoch milliseconds, naming the unit it looks like
     (``first``: what else it is not)."""
     units = (
-        f"; it looks like {unit}: ms:{value // scale}" for unit, scale in _FINER if _in_range(value // scale)
+        f"; if it is in {unit}: ms:{value // scale} ({format_time(value // scale)})"
+        for unit, scale in _FINER
+        if _in_range(value // scale)
     )
     guess = next(units, "")
     raise InvalidInputError(

@@ -291,9 +291,15 @@ def test_every_time_argument_takes_one_form_and_every_message_prints_iso_utc(
     code, before, _ = run(zk_hosts, "history", "zoned")
     # An end in microseconds, as milliseconds, was an end 56,000 years away: every later row hidden.
     code, _, err = run(zk_hosts, *push, "ms:1359676800000/ms:1362200000000000")
-    assert code == 2 and "past the years 1 to 9999; it looks like microseconds: ms:1362200000000" in err, err
+    assert code == 2 and "past the years 1 to 9999; if it is in microseconds: ms:1362200000000" in err, err
+    assert "(2013-03-02T04:53:20Z)" in err, err  # the date it would be, for the user to judge
     code, _, err = run(zk_hosts, "read", "zoned", "--as-of", "1362200000000000000", "--limit", "1")
-    assert code == 2 and "it looks like nanoseconds: ms:1362200000000" in err, err
+    assert code == 2 and "if it is in nanoseconds: ms:1362200000000" in err, err
+    # A date at the calendar's edge, moved past it by its zone (an outside trial recorded one).
+    code, _, err = run(zk_hosts, *push, "2013-02-01/9999-12-31T23:30:00-05:00")
+    assert code == 2 and "in UTC it is past the years 1 to 9999" in err, err
+    code, _, err = run(zk_hosts, "read", "zoned", "--as-of", "0001-01-01T00:00:00+01:00", "--limit", "1")
+    assert code == 2 and "in UTC it is past the years 1 to 9999" in err, err
     assert run(zk_hosts, "history", "zoned")[1] == before  # nothing changed
     code, _, err = run(zk_hosts, "rollback", "zoned", "--to-time", "2001-01-01", "--dry-run")
     assert code == 3 and "did not exist at 2001-01-01T00:00:00Z" in err
