@@ -88,7 +88,8 @@ def rebuild(manager: LineageManager, table: str) -> SyncReport:
     commit file missing or damaged). The mirror is derived from the table,
     so nothing of the table is lost; the Delta version numbers start again
     at 0. Refused over a log that reads (``repair`` publishes over that) and
-    over one none of whose commits is this project's (another writer's)."""
+    over one whose readable commits are none of them this project's
+    (another writer's)."""
     manager.require_role(doing="rebuilding a table's mirror")
     with held(manager, table):
         config = manager.table(table).config
@@ -119,13 +120,19 @@ def rebuild(manager: LineageManager, table: str) -> SyncReport:
 
 
 def _ours(files: LogFiles) -> bool:
-    """Whether a commit file of the log that parses is the publisher's."""
+    """Whether a commit file of the log that parses is the publisher's, or
+    none parses: a log no commit of which reads holds nothing of another
+    writer's that anyone can read (a mirror of one commit, damaged, right
+    after an enable or a rebuild)."""
+    readable = False
     for version in files.commit_versions():
         with contextlib.suppress(ValueError):  # a damaged commit file says nothing
             commit = files.commit_at(version)
-            if commit is not None and (commit.lineage_version is not None or commit.reset):
-                return True
-    return False
+            if commit is not None:
+                readable = True
+                if commit.lineage_version is not None or commit.reset:
+                    return True
+    return not readable
 
 
 @dataclass(frozen=True)
