@@ -721,6 +721,9 @@ def test_bad_zk_address_is_a_clear_error() -> None:
     before = logging.getLogger("kazoo").level
     result = runner.invoke(app, ["--zk", "no-port-here", "table", "list"])
     assert result.exit_code == 2 and "use host:port" in result.stderr
+    for reserved in ("/zookeeper", "/zookeeper/quota/t"):  # ZooKeeper's own tree: never a chroot
+        result = runner.invoke(app, ["--zk", f"127.0.0.1:{free_port()}{reserved}", "table", "list"])
+        assert result.exit_code == 2 and "/zookeeper is ZooKeeper's own" in result.stderr, result.output
     assert logging.getLogger("kazoo").level == before  # quiet for the command, not after it
     nobody = f"127.0.0.1:{free_port()}"
     command = [sys.executable, "-m", "segment_lineage", "--zk", nobody, "table", "list"]

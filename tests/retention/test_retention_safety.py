@@ -84,6 +84,7 @@ def test_two_passes_over_one_table_never_overlap(
     at("retention.after-mark", second_pass)
     report = run_table(events, "events", ZERO)
     assert refused and "another retention pass" in refused[0].message
+    assert "killed lets go when its ZooKeeper session times out" in (refused[0].remedy or "")
     assert report.files_deleted == 1 and events.table("events").pending == {}
     # Once the first pass is done, the table is free again.
     assert run_table(other, "events", ZERO).errors == []

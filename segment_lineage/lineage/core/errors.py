@@ -257,7 +257,8 @@ class PassRunningError(RefusedError):
         super().__init__(
             f"another retention pass is running on table {table!r}; this pass deleted nothing",
             table=table,
-            remedy="wait for it to finish (the daemon's passes hold the table while they run), then retry",
+            remedy="wait for it to finish (the daemon's passes hold the table while they run), then retry; "
+            "a pass that was killed lets go when its ZooKeeper session times out",
         )
 
 

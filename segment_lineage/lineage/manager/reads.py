@@ -36,6 +36,7 @@ PIN_ATTEMPTS = 5
 
 
 MIN_ENTRY_PREFIX = 4
+ENTRY_ID_LENGTH = 36  # a UUID with its dashes
 MAX_PREFIX_SEARCH = 100_000  # history records a prefix is looked for in
 MAX_EXAMINED = 512  # retained versions readable_versions loads
 
@@ -144,7 +145,7 @@ class Reads(ManagerBase):
         history names too. NotFoundError when none matches, InvalidInputError
         when the prefix is not hexadecimal or matches several."""
         raw = text.strip().lower()
-        if len(raw) == 36:
+        if len(raw) == ENTRY_ID_LENGTH:
             return check_entry_id(raw)
         _check_prefix(text, raw)
         found = {e for e in self._read(table).entries if e.startswith(raw)}
@@ -367,11 +368,13 @@ def _before_entry(table: str, entry_id: str, ends: Iterator[HistoryRecord]) -> i
 
 
 def _check_prefix(text: str, raw: str) -> None:
-    """Refuse an entry prefix too short to look for, or not hexadecimal (``raw``: ``text`` as read)."""
-    if len(raw) < MIN_ENTRY_PREFIX or any(c not in "0123456789abcdef-" for c in raw):
+    """Refuse an entry prefix too short to look for, longer than an id, or
+    not hexadecimal (``raw``: ``text`` as read)."""
+    if not MIN_ENTRY_PREFIX <= len(raw) < ENTRY_ID_LENGTH or any(c not in "0123456789abcdef-" for c in raw):
+        shown = text if len(text) <= 48 else f"{text[:40]}... ({len(text)} characters)"
         raise InvalidInputError(
-            f"invalid entry id {text!r}: a whole id, or at least {MIN_ENTRY_PREFIX} of its first "
-            "hexadecimal digits"
+            f"invalid entry id {shown!r}: a whole id ({ENTRY_ID_LENGTH} characters), or at least "
+            f"{MIN_ENTRY_PREFIX} of its first hexadecimal digits"
         )
 
 

@@ -142,6 +142,11 @@ def check_hosts(hosts: str) -> str:
         _check_server(server)
     if chroot and not all(_chroot_part(part) for part in chroot.split("/")):
         raise InvalidInputError(f"invalid ZooKeeper chroot '/{chroot}'")
+    if chroot.split("/")[0] == "zookeeper":
+        raise InvalidInputError(
+            f"invalid ZooKeeper chroot '/{chroot}': /zookeeper is ZooKeeper's own (its quotas and "
+            "configuration); give a chroot of your own"
+        )
     return hosts
 
 

@@ -170,9 +170,11 @@ def test_entry_ids_are_taken_by_a_unique_prefix(zk_hosts: str, tmp_path: Path) -
         ("ab", 2, "at least 4"),
         ("zzzzzzzz", 2, "hexadecimal"),
         ("0000000", 3, "no entry of table 'pre' starts with '0000000'"),
+        ("a" * 5000, 2, "... (5000 characters)': a whole id (36 characters)"),  # longer than any id
+        (entry + "0", 2, "a whole id (36 characters)"),
     ):
         code, _, err = run(zk_hosts, "revert", "pre", prefix)
-        assert code == code_wanted and message in err, (prefix, err)
+        assert code == code_wanted and message in err and len(err) < 500, (prefix, err)
 
 
 def test_a_prefix_shared_by_two_entries_is_refused_naming_both(
