@@ -751,12 +751,11 @@ def test_a_push_whose_input_is_a_tables_root_or_holds_one_is_refused(zk_hosts: s
         assert cli(zk_hosts, "push", "rr", "--input", str(source), "--engine", "arrow")[0] == 0
     (lake / "rr" / "nested").mkdir()
     linked = {}  # an input of its own files and a link its readers follow (an outside trial's bypass)
-    for name, target in (("into", lake / "rr" / "nested"), ("above", lake), ("file", lake / "rr" / "x")):
+    a_file = next((lake / "rr").rglob("*.parquet"))
+    for name, target in (("into", lake / "rr" / "nested"), ("above", lake), ("file", a_file)):
         folder = tmp_path / f"linked-{name}" / "deep"
         folder.mkdir(parents=True)
         pq.write_table(pa.table({"label": ["z"]}), folder / "part.parquet")
-        if name == "file":
-            target = next((lake / "rr").rglob("*.parquet"))
         (folder / "sub").symlink_to(target)
         linked[name] = folder.parent
     before = cli_history(zk_hosts, "rr")
