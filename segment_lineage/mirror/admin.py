@@ -126,6 +126,8 @@ def _ours(files: LogFiles) -> bool:
     after an enable or a rebuild)."""
     readable = False
     for version in files.commit_versions():
+        if not (files.read(f"{version:020d}.json") or b"").strip():
+            continue  # gone, or empty: a commit of no action says nothing
         with contextlib.suppress(ValueError):  # a damaged commit file says nothing
             commit = files.commit_at(version)
             if commit is not None:

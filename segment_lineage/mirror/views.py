@@ -48,6 +48,13 @@ def status(manager: LineageManager, table: str, *, check_files: bool = False) ->
         return Status(table, None, retention, state.version, log.shown.version, log.shown.lineage_version,
                       (), 0, None, log.exists() and not_the_tables(manager, state, log) is None)  # fmt: skip
     behind, problem, waiting = _behind(manager, table, log)
+    if problem is None and behind and not log.exists():
+        # Versions to publish and no log (deleted, or the first publish failed): engines find no
+        # table there until a sync. A new table with nothing to publish yet has none either.
+        problem = (
+            f"no Delta log under the root: engines find no table there; 'lineage mirror sync {table}' "
+            "publishes the current version as a new log (its Delta versions start at 0)"
+        )
     now = manager.now_ms()
     lag = max(0, now - behind[0][1]) if behind else 0
     if check_files:

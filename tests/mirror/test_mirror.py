@@ -810,6 +810,25 @@ def test_status_says_when_files_the_mirror_shows_are_gone(zk_hosts: str, tmp_pat
 
 
 @pytest.mark.zk
+def test_status_says_when_the_whole_log_is_gone(zk_hosts: str, tmp_path: Path) -> None:
+    """A deleted _delta_log: engines find no table, and the status said
+    nothing was wrong (an outside trial's finding). A new table with nothing
+    to publish yet has no log either, and nothing is wrong with it."""
+    import shutil
+
+    root = tmp_path / "g"
+    assert run(zk_hosts, "table", "create", "g", "--root", str(root), "--mirror", "delta")[0] == 0
+    assert run(zk_hosts, "mirror", "status", "g")[0] == 0  # nothing to publish yet
+    assert run(zk_hosts, "push", "g", "--input", write_month(tmp_path / "a.parquet", 1, [1]))[0] == 0
+    assert run(zk_hosts, "mirror", "status", "g")[0] == 0
+    shutil.rmtree(root / "_delta_log")
+    code, out, _ = run(zk_hosts, "--json", "mirror", "status", "g")
+    assert code == 1 and "no Delta log under the root" in json.loads(out)["problem"], out
+    assert run(zk_hosts, "mirror", "sync", "g")[0] == 0
+    assert run(zk_hosts, "mirror", "status", "g")[0] == 0
+
+
+@pytest.mark.zk
 def test_columns_appear_in_the_mirror_with_the_version_that_added_them(zk_hosts: str, tmp_path: Path) -> None:
     """Versions published late (a push without the publish hook) are read
     with the table's current columns: a column added by a later push is
