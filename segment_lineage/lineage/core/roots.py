@@ -24,7 +24,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from segment_lineage.lineage.core.errors import InvalidInputError, RefusedError
 
@@ -53,7 +53,7 @@ def canonical_root(root: str) -> str:
     if scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             raise _invalid(root, f"a file URI names host {parsed.netloc!r}: use file:///absolute/path")
-        path = parsed.path
+        path = unquote(parsed.path)  # a URI's escapes (%20: a space), as every engine reads them
     if not path.startswith("/"):
         raise _invalid(
             root,

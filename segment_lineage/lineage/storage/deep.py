@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import ParseResult, urlparse
+from urllib.parse import ParseResult, unquote, urlparse
 
 from segment_lineage.lineage.config import Settings
 from segment_lineage.lineage.core.names import check_location
@@ -401,7 +401,9 @@ def _local_base(root: str, parsed: ParseResult) -> str:
     """A local root as an absolute path, links resolved; StorageError for a file URI naming a host."""
     if parsed.scheme and parsed.netloc not in ("", "localhost"):
         raise StorageError(f"file URI {root!r} names host {parsed.netloc!r}: use file:///absolute/path")
-    path = parsed.path if parsed.scheme else root
+    path = (
+        unquote(parsed.path) if parsed.scheme else root
+    )  # a file URI's escapes, as canonical_root reads them
     return str(Path(path).expanduser().resolve())
 
 

@@ -63,6 +63,10 @@ def age(root: Path, days: float = 3) -> None:
         ("/lake//a/./b/../c", "/lake/a/c"),
         ("//lake/a", "/lake/a"),
         ("file:///lake/a/", "/lake/a"),
+        (
+            "file:///lake/f%20pct/%C3%BC",
+            "/lake/f pct/ü",
+        ),  # a URI's escapes read (a folder named 'f%20pct' was made)
         ("S3://Lake/a//b/", "s3://lake/a/b"),
         ("gcs://bucket/x", "gs://bucket/x"),
         ("s3://bucket", "s3://bucket"),
