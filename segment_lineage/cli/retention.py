@@ -216,6 +216,9 @@ def _print_reports(reports: list[TableReport], as_json: bool, *, dry_run: bool, 
     with ``summary`` the total."""
     if as_json or current().json:
         typer.echo(json.dumps([r.as_dict() for r in reports], indent=2))
+        for report in reports:  # as every error under --json is: one JSON object on stderr each
+            for error in report.errors:
+                typer.echo(json.dumps({"error": error, "table": report.table, "code": 1}), err=True)
         return
     for report in reports:
         _print_report(report, listed=dry_run and not summary)

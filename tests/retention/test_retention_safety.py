@@ -5,6 +5,7 @@ stale. Each test makes the interleaving happen at a named failpoint."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -353,6 +354,10 @@ def test_retention_run_force_keeps_the_large_cut_guard(zk_hosts: str, tmp_path: 
     forced = run("--force")
     assert forced.returncode != 0 and "--allow-large-cut" in forced.stderr, forced.stdout + forced.stderr
     assert "2 of the 3 segments" in forced.stderr, forced.stderr
+    as_json = run("--force", "--json")  # the refusal on stderr too, as a JSON object (it was in stdout only)
+    told = json.loads(as_json.stderr.strip().splitlines()[-1])
+    assert as_json.returncode == 1 and "--allow-large-cut" in told["error"] and told["table"] == "tr", told
+    assert json.loads(as_json.stdout)[0]["errors"], as_json.stdout
     assert sorted(p.name for p in (tmp_path / "tr").rglob("*.parquet")) == before
     allowed = run("--force", "--allow-large-cut")
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
