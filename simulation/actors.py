@@ -58,6 +58,11 @@ POLICY_ROLES = {
 }  # fmt: skip
 
 
+# Failures that are bugs of ours wherever they come from, even wrapped in a
+# refusal (a failed push tells its cause as "PushError: ... RecursionError").
+BUGS = (RecursionError, TypeError, AttributeError, NameError, KeyError, IndexError, AssertionError)
+
+
 class Ctx:
     """One actor's process: its store (and session), manager and randomness."""
 
@@ -90,6 +95,15 @@ class Ctx:
     def failed(self, what: str, exc: LineageError) -> None:
         self.note(f"{what}: {type(exc).__name__}")
         self.checker.check_error(self.actor.name, exc)
+        cause = exc.__cause__
+        while cause is not None:  # a bug of ours, told as a refusal (a push says what it failed on)
+            if isinstance(cause, BUGS):
+                said = f"{type(cause).__name__}: {str(cause)[:200]}"
+                self.checker.flag(
+                    "actor-raised", f"{self.actor.name}: {what}: {type(exc).__name__} from {said}"
+                )
+                break
+            cause = cause.__cause__
 
     def table(self, known_only: bool = True) -> str | None:
         names = self.manager.list_tables()
