@@ -180,6 +180,9 @@ class Ctx:
                     self.reconnect()
                 publish(self.manager, table, entry)
                 self.note(f"published {table} {entry[:8]}")
+                if self.store.zookeeper and table in self.world.tables:
+                    for _ in range(2):  # the publishing client's own pushes after it
+                        self.push(table)
             else:
                 self.manager.revert_replace(table, entry)
                 self.note(f"reverted staged {table} {entry[:8]}")
