@@ -196,6 +196,7 @@ def _run_table(manager: LineageManager, table: str, options: PassOptions, report
             _check_share(state, current, options)
         except RefusedError as exc:
             report.errors.append(_told(exc))
+            report.note = "refused: a pass would change nothing (the error says what lifts it)"
         _fill(report, current)
         _pending(report, state)
         report.leases_ignored = manager.ignored_leases(table)

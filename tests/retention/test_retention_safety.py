@@ -351,6 +351,10 @@ def test_retention_run_force_keeps_the_large_cut_guard(zk_hosts: str, tmp_path: 
         argv = [*lineage, "--table", "tr", *flags]
         return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
 
+    planned = run("--dry-run")  # what it would condemn, and that a pass would be refused
+    assert planned.returncode == 1 and "refused: a pass would change nothing" in planned.stdout, (
+        planned.stdout
+    )
     forced = run("--force")
     assert forced.returncode != 0 and "--allow-large-cut" in forced.stderr, forced.stdout + forced.stderr
     assert "2 of the 3 segments" in forced.stderr, forced.stderr
