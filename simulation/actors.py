@@ -71,25 +71,28 @@ class Ctx:
         self.checker = checker
         self.actor = actor
         self.rng = rng
-        self.store: StoreProxy = world.new_store(actor)
-        if world.policy:  # an ACL policy in force: the kinds that have a role run under it
-            self.store.role = POLICY_ROLES.get(actor.kind)
-        self.manager: LineageManager = world.manager(self.store, actor.name, rng)
+        self.store: StoreProxy
+        self.manager: LineageManager
+        self._connect()
         self.pushes = 0
         self.staged: list[tuple[str, str]] = []  # (table, entry) of its staged pushes not yet settled
 
     def note(self, text: str) -> None:
         self.actor.notes.append(text)
 
+    def _connect(self) -> None:
+        """A client of its own: a store (and session) and a manager on it."""
+        self.store = self.world.new_store(self.actor)
+        if self.world.policy:  # an ACL policy in force: the kinds that have a role run under it
+            self.store.role = POLICY_ROLES.get(self.actor.kind)
+        self.manager = self.world.manager(self.store, self.actor.name, self.rng)
+
     def reconnect(self) -> None:
         """The process goes on with a new client (a new session, nothing
         cached), as a long-lived process that reconnected does: its next
         commits start from versions it never wrote. On ZooKeeper only: the
         memory store keeps nothing per client, and its seeds' runs stay as they were."""
-        self.store = self.world.new_store(self.actor)
-        if self.world.policy:
-            self.store.role = POLICY_ROLES.get(self.actor.kind)
-        self.manager = self.world.manager(self.store, self.actor.name, self.rng)
+        self._connect()
         self.note("reconnected")
 
     def failed(self, what: str, exc: LineageError) -> None:

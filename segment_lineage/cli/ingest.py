@@ -354,28 +354,28 @@ def check_not_in_a_root(m: LineageManager, input_path: str) -> None:
     from segment_lineage.ingest.arrow_push import local_path
 
     local = local_path(input_path)
-    roots = sorted(m.roots().items())
+    roots = []  # (table, root as given, where it lies): those on the input's side only, resolved once
+    for table, root in sorted(m.roots().items()):
+        root_local = local_path(root)
+        if (local is None) == (root_local is None):  # a local input and a root elsewhere never meet
+            roots.append(
+                (table, root, os.path.realpath(root_local) if root_local is not None else root.rstrip("/"))
+            )
     if local is None:
-        _refuse_if_rooted(input_path, input_path.rstrip("/"), roots, local=False, link=None)
+        _refuse_if_rooted(input_path, input_path.rstrip("/"), roots, link=None)
         return
     start = _before_glob(local)
-    _refuse_if_rooted(input_path, os.path.realpath(start), roots, local=True, link=None)
+    _refuse_if_rooted(input_path, os.path.realpath(start), roots, link=None)
     for link, target in _links_under(start):
-        _refuse_if_rooted(input_path, target, roots, local=True, link=link)
+        _refuse_if_rooted(input_path, target, roots, link=link)
 
 
 def _refuse_if_rooted(
-    input_path: str, given: str, roots: list[tuple[str, str]], *, local: bool, link: str | None
+    input_path: str, given: str, roots: list[tuple[str, str, str]], *, link: str | None
 ) -> None:
     """InvalidInputError when ``given`` (the input, or where a link under it
-    leads) lies inside a table's root or holds one."""
-    from segment_lineage.ingest.arrow_push import local_path
-
-    for table, root in roots:
-        root_local = local_path(root)
-        if local != (root_local is not None):
-            continue  # a local input and a root elsewhere (or the other way) never meet
-        where = os.path.realpath(root_local) if root_local is not None else root.rstrip("/")
+    leads) lies inside one of ``roots`` (table, root, where it lies) or holds one."""
+    for table, root, where in roots:
         inside = given == where or given.startswith(where.rstrip("/") + "/")
         if inside or where.startswith(given.rstrip("/") + "/"):
             if link is None:

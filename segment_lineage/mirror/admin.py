@@ -32,7 +32,7 @@ from segment_lineage.lineage.storage.deep import DeepStore
 from segment_lineage.mirror.delta import DeltaLog
 from segment_lineage.mirror.errors import DamagedLogError, MirrorError, MirrorRefusedError
 from segment_lineage.mirror.location import location
-from segment_lineage.mirror.log_files import LogFiles
+from segment_lineage.mirror.log_files import LogFiles, commit_from, commit_name
 from segment_lineage.mirror.publisher import check_root, held, not_the_tables, sync_holding
 from segment_lineage.mirror.publishing import SyncReport
 
@@ -126,14 +126,14 @@ def _ours(files: LogFiles) -> bool:
     after an enable or a rebuild)."""
     readable = False
     for version in files.commit_versions():
-        if not (files.read(f"{version:020d}.json") or b"").strip():
+        raw = files.read(commit_name(version))
+        if raw is None or not raw.strip():
             continue  # gone, or empty: a commit of no action says nothing
         with contextlib.suppress(ValueError):  # a damaged commit file says nothing
-            commit = files.commit_at(version)
-            if commit is not None:
-                readable = True
-                if commit.lineage_version is not None or commit.reset:
-                    return True
+            commit = commit_from(raw, version)
+            readable = True
+            if commit.lineage_version is not None or commit.reset:
+                return True
     return not readable
 
 

@@ -33,6 +33,23 @@ class Commit:
     reset: bool = False  # a repair's first commit: the table's columns, no file (it shows nothing)
 
 
+def commit_name(version: int) -> str:
+    """The file name of commit ``version`` in the log."""
+    return f"{version:020d}.json"
+
+
+def commit_from(raw: bytes, version: int) -> Commit:
+    """Commit ``version`` as its file's bytes ``raw`` say (ValueError: they do not parse)."""
+    info: dict[str, Any] = {}
+    for line in raw.splitlines():
+        if line.strip():
+            action = json.loads(line)
+            if isinstance(action, dict) and isinstance(action.get("commitInfo"), dict):
+                info = action["commitInfo"]
+                break
+    return commit_of(info, version)
+
+
 def commit_of(info: dict[str, Any], version: int) -> Commit:
     """A commit as its ``commitInfo`` action describes it."""
     at_ms = published_ms_of(info) or int(info.get("timestamp", 0))
@@ -107,7 +124,7 @@ class LogFiles:
     def mark(self, version: int) -> tuple[tuple[int, int] | None, ...]:
         """Commit ``version``'s file as it is (size, time) and whether the next
         version's is there: equal marks mean the log did not move between them."""
-        return self.store.stat_side(MIRROR_LOG_DIR, [f"{version:020d}.json", f"{version + 1:020d}.json"])
+        return self.store.stat_side(MIRROR_LOG_DIR, [commit_name(version), commit_name(version + 1)])
 
     def commit_versions(self) -> list[int]:
         """The versions whose commit files are there, newest first."""
@@ -115,21 +132,12 @@ class LogFiles:
 
     def commit_at(self, version: int) -> Commit | None:
         """Commit ``version`` as its file says (None: no such file)."""
-        raw = self.read(f"{version:020d}.json")
-        if raw is None:
-            return None
-        info: dict[str, Any] = {}
-        for line in raw.splitlines():
-            if line.strip():
-                action = json.loads(line)
-                if isinstance(action, dict) and isinstance(action.get("commitInfo"), dict):
-                    info = action["commitInfo"]
-                    break
-        return commit_of(info, version)
+        raw = self.read(commit_name(version))
+        return None if raw is None else commit_from(raw, version)
 
     def added(self, version: int) -> Iterable[str]:
         """The files commit ``version`` adds."""
-        raw = self.read(f"{version:020d}.json")
+        raw = self.read(commit_name(version))
         if raw is None:
             raise MirrorError(f"commit {version} of the Delta log under {self.store.root!r} is missing")
         for line in raw.splitlines():

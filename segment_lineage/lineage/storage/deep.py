@@ -401,9 +401,8 @@ def _local_base(root: str, parsed: ParseResult) -> str:
     """A local root as an absolute path, links resolved; StorageError for a file URI naming a host."""
     if parsed.scheme and parsed.netloc not in ("", "localhost"):
         raise StorageError(f"file URI {root!r} names host {parsed.netloc!r}: use file:///absolute/path")
-    path = (
-        unquote(parsed.path) if parsed.scheme else root
-    )  # a file URI's escapes, as canonical_root reads them
+    # A file URI's escapes read, as canonical_root reads them.
+    path = unquote(parsed.path) if parsed.scheme else root
     return str(Path(path).expanduser().resolve())
 
 

@@ -193,7 +193,8 @@ def end_replace(
     # The maps are copied only when a subset leaves names out: an end changes
     # no segment (a copy of a table's map is a pass over all of it).
     segments, pending = state.segments, state.pending
-    dst, dropped = entry.segments_to, list[str]()
+    dst: tuple[str, ...] = entry.segments_to
+    dropped: list[str] = []
     if to_subset is not None:
         segments, pending = editable(state.segments), editable(state.pending)
         dst, dropped = _end_subset(state, entry, to_subset, segments, pending, now_ms)
