@@ -102,30 +102,30 @@ def one_size(ctx: Context, visible: Suite, rollback: Suite, append: Suite, n: in
     # ---- visible set, cold and warm
     clients: list[ZkStore] = []
 
-    def ours_cold() -> Callable[[], Any]:
-        client = ZkStore(connect(ZkSettings(hosts=hosts)))
-        clients.append(client)
-        return lambda: LineageManager(client).visible_segments("bench")
+    def fresh(read: Callable[[LineageManager], Any]) -> Callable[[], Callable[[], Any]]:
+        """A round of ``read`` on a client connected untimed, its manager made in the round."""
 
+        def prepare() -> Callable[[], Any]:
+            client = ZkStore(connect(ZkSettings(hosts=hosts)))
+            clients.append(client)
+            return lambda: read(LineageManager(client))
+
+        return prepare
+
+    def delta_files() -> Callable[[], Any]:
+        return lambda: DeltaTable(str(delta)).file_uris()
+
+    ours_cold = fresh(lambda m: m.visible_segments("bench"))
     systems: list[tuple[str, Callable[[], Callable[[], Any]]]] = [
         (OURS, ours_cold),
-        ("deltalake", lambda: lambda: DeltaTable(str(delta)).file_uris()),
+        ("deltalake", delta_files),
         ("pyiceberg", lambda: lambda: list(catalog.load_table("bench.t").scan().plan_files())),
     ]
     for system, prepare in systems:
         visible.add(case("cold", n, system, measure(prepare, cold_rounds, count(n), warm=True)))
     visible.profile_if_slower("cold", n, ours_cold)
-
-    def ours_files() -> Callable[[], Any]:
-        client = ZkStore(connect(ZkSettings(hosts=hosts)))
-        clients.append(client)
-        return lambda: LineageManager(client).visible_files("bench")
-
-    files: list[tuple[str, Callable[[], Callable[[], Any]]]] = [
-        (OURS, ours_files),
-        ("deltalake", lambda: lambda: DeltaTable(str(delta)).file_uris()),
-    ]
-    for system, prepare in files:
+    ours_files = fresh(lambda m: m.visible_files("bench"))  # the same set as files an engine opens
+    for system, prepare in ((OURS, ours_files), ("deltalake", delta_files)):
         visible.add(case("files", n, system, measure(prepare, cold_rounds, count(n), warm=True)))
     visible.profile_if_slower("files", n, ours_files)
     for client in clients:
